@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+import sys
+
+from jobctl import cli
+
+sys.exit(cli.main())

@@ -1,0 +1,614 @@
+"""The typer app: thin commands that parse, call the core, render. The only module that prints.
+
+Heavy modules (psycopg, tabulate, rich's renderers) are imported inside the commands, so that
+``jobctl --help`` and shell completion stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from jobctl import __version__, db, durations, errors, output
+
+if TYPE_CHECKING:
+    import psycopg
+
+app = typer.Typer(
+    name="jobctl",
+    help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
+    "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+schema_app = typer.Typer(help="Install and check the lease columns, reclaim index and history.",
+                         no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(schema_app, name="schema")
+
+_debug = False
+_raw_dsn: str | None = None  # as typed, to redact it from any message
+MAX_ID = 2**63 - 1
+
+
+# ---------------------------------------------------------------- shared options
+OutputOpt = Annotated[output.Output, typer.Option(
+    "--output", "-o", help="table (rich on a terminal, plain otherwise), json, jsonl, csv, tsv.")]
+FormatOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045 (typer needs Optional here)
+    "--format", help="Any tabulate table format for -o table: plain, github, psql, ...")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
+
+
+def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Job ids from the database, for shell completion: nothing (and no error) without one."""
+    try:
+        from jobctl import queries
+
+        root = ctx.find_root().params
+        settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
+        if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
+            return []
+        with db.connect(settings) as conn:
+            table = db.resolve_table(conn, settings.table)
+            rows = conn.execute(queries.query("complete_ids", table.ident),
+                                {"prefix": incomplete}).fetchall()
+        return [r["id"] for r in rows]
+    except Exception:
+        return []
+
+
+IdArg = Annotated[int, typer.Argument(min=1, max=MAX_ID, help="Job id.",
+                                      autocompletion=_complete_ids)]
+IdsArg = Annotated[list[int], typer.Argument(min=1, max=MAX_ID, help="Job ids.",
+                                             autocompletion=_complete_ids)]
+
+
+def _duration(option: str, value: str | None) -> Any:
+    return None if value is None else durations.parse(value, option=option)
+
+
+def _settings(ctx: typer.Context) -> db.Settings:
+    return ctx.find_root().obj
+
+
+@contextlib.contextmanager
+def _session(ctx: typer.Context) -> Iterator[tuple[psycopg.Connection[Any], db.JobsTable]]:
+    """A connection and the resolved jobs table; database errors mapped to one line."""
+    settings = _settings(ctx)
+    with db.mapped_errors(settings.resolved_dsn()):
+        conn = db.connect(settings)
+        try:
+            yield conn, db.resolve_table(conn, settings.table)
+        finally:
+            conn.close()
+
+
+def _emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
+    if fmt is not None:
+        from tabulate import tabulate_formats
+
+        if fmt not in tabulate_formats:
+            known = ", ".join(sorted(tabulate_formats))
+            raise errors.UsageError(f"--format {fmt!r} is not a tabulate format ({known})")
+    output.render(doc, out, fmt, sys.stdout)
+
+
+def _say(message: str) -> None:
+    """A message for the operator: stderr, never mixed with data."""
+    print(output.cell(message), file=sys.stderr)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask on a terminal; off a terminal, --yes is required. Refusal changes nothing (exit 2)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
+    if not typer.confirm(question, err=True):
+        raise errors.Refused("not confirmed; nothing changed")
+
+
+def _policy(value: str | None) -> str | None:
+    if value is not None and value not in ("auto", "manual"):
+        raise errors.UsageError(f"--policy {value!r} must be auto or manual")
+    return value
+
+
+# ---------------------------------------------------------------- global options
+def _version(value: bool) -> None:
+    if value:
+        print(f"jobctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    dsn: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
+        "variables and service files.", show_default=False)] = None,
+    table: Annotated[str, typer.Option(envvar="JOBCTL_TABLE",
+                                       help="Jobs table, schema-qualified allowed.")] = "jobs",
+    statement_timeout: Annotated[str, typer.Option(help="Per transaction.")] = "30s",
+    lock_timeout: Annotated[str, typer.Option(help="Per transaction.")] = "2s",
+    actor: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        envvar="JOBCTL_ACTOR", help="Who acts, for the audit trail. Default: user@host.",
+        show_default=False)] = None,
+    debug: Annotated[bool, typer.Option(help="Show a traceback on errors (passwords redacted).")]
+    = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """jobctl: stuck-job triage for PostgreSQL job queues."""
+    global _debug, _raw_dsn
+    _debug, _raw_dsn = debug, dsn
+    if ctx.resilient_parsing:
+        return
+    ctx.obj = db.Settings(
+        dsn=dsn, table=table,
+        statement_timeout=durations.parse(statement_timeout, option="--statement-timeout"),
+        lock_timeout=durations.parse(lock_timeout, option="--lock-timeout"),
+        actor=actor or db.default_actor(),
+    )
+
+
+# ---------------------------------------------------------------- read path
+STUCK_COLUMNS = ["id", "reserved_by", "recovery_policy", "attempts", "max_attempts",
+                 "reclaim_count", "lease_expires_at", "lease_overdue_s", "heartbeat_age_s",
+                 "action"]
+
+
+@app.command()
+def stuck(
+    ctx: typer.Context,
+    worker: Annotated[Optional[str], typer.Option(help="Only this worker's jobs.")] = None,  # noqa: UP045
+    policy: Annotated[Optional[str], typer.Option(help="auto or manual.")] = None,  # noqa: UP045
+    limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="At most this many rows.")]
+    = 1000,
+    grace: Annotated[str, typer.Option(help="Only leases expired longer ago than this.")] = "0s",
+    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 4 when any are found.")]
+    = False,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
+
+    Each row says what reclaim would do to it (requeue or fail) and, when another session
+    holds it locked, who. Example: jobctl stuck --grace 1m -o json
+    """
+    from jobctl import reclaim, triage
+
+    where = triage.ExpiredFilter(worker=worker, policy=_policy(policy),
+                                 grace=durations.parse(grace, option="--grace"))
+    with _session(ctx) as (conn, table):
+        rows = reclaim.dry_run(conn, _settings(ctx), table, where, limit)
+    for row in rows:
+        row.pop("applied")
+    columns = STUCK_COLUMNS + (["skipped"] if any(r["skipped"] for r in rows) else [])
+    _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
+    if rows and sys.stdout.isatty() and out is output.Output.table:
+        _say(f"{len(rows)} stuck job(s); preview the reclaim with: jobctl reclaim --dry-run")
+    if exit_code and rows:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+@app.command()
+def summary(
+    ctx: typer.Context,
+    expiring_within: Annotated[str, typer.Option(help="Window for 'expiring soon'.")] = "30s",
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Counts by status; processing split live / expiring soon / expired; expired by worker.
+
+    A deploy that killed a worker shows as one burst of expiries under its name.
+    Example: jobctl summary --expiring-within 1m
+    """
+    from jobctl import triage
+
+    window = durations.parse(expiring_within, option="--expiring-within")
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        result = triage.summary(conn, table, window)
+    sections = [
+        output.Section("jobs by status", [{"status": s, "jobs": n}
+                                          for s, n in result["status"].items()]),
+        output.Section("processing by lease", [result["processing"]]),
+        output.Section("expired leases by worker", result["expired_by_worker"],
+                       ["worker", "expired", "manual", "first_expiry", "last_expiry",
+                        "last_heartbeat_at"]),
+    ]
+    _emit(output.Document(result, sections), out, fmt)
+
+
+@app.command()
+def show(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table,
+         fmt: FormatOpt = None) -> None:
+    """One job: its row, its lease state (live, expired, none) and its latest events.
+
+    Example: jobctl show 42 -o json
+    """
+    from jobctl import triage
+
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        job = triage.show(conn, table, job_id)
+    events = job.pop("events")
+    _emit(output.Document(job | {"events": events}, [
+        output.Section(f"job {job_id}", output.key_values(job)),
+        output.Section("latest events", events, EVENT_COLUMNS)]), out, fmt)
+
+
+EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor",
+                 "reason"]
+ATTEMPT_COLUMNS = ["attempt", "worker", "claimed_at", "heartbeats", "last_heartbeat_at",
+                   "max_heartbeat_gap_s", "ended_at", "outcome", "attempt_token"]
+
+
+@app.command()
+def history(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table,
+            fmt: FormatOpt = None) -> None:
+    """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
+
+    Example: jobctl history 42
+    """
+    from jobctl import triage
+
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        result = triage.history(conn, table, job_id)
+    job = result["job"]
+    head = {k: job.get(k) for k in ("id", "status", "lease_state", "attempts", "max_attempts",
+                                      "reclaim_count", "recovery_policy", "last_error")}
+    _emit(output.Document(result, [
+        output.Section(f"job {job_id}", [head]),
+        output.Section("attempts", result["attempts"], ATTEMPT_COLUMNS),
+        output.Section("events", result["events"], EVENT_COLUMNS)]), out, fmt)
+
+
+# ---------------------------------------------------------------- reclaim
+RECLAIM_COLUMNS = ["id", "reserved_by", "recovery_policy", "attempts", "max_attempts",
+                   "lease_overdue_s", "action", "applied", "skipped"]
+
+
+@app.command()
+def reclaim(
+    ctx: typer.Context,
+    commit: Annotated[bool, typer.Option("--commit/--dry-run",
+                                         help="Apply, or only preview (the default).")] = False,
+    yes: YesOpt = False,
+    batch_size: Annotated[int, typer.Option(help="Rows per transaction (1-10000).")] = 50,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many rows.")] = None,  # noqa: UP045
+    worker: Annotated[Optional[str], typer.Option(help="Only this worker's jobs.")] = None,  # noqa: UP045
+    policy: Annotated[Optional[str], typer.Option(help="auto or manual.")] = None,  # noqa: UP045
+    job_ids: Annotated[Optional[list[int]], typer.Option(  # noqa: UP045
+        "--id", min=1, max=MAX_ID, help="Only this job (repeatable).")] = None,
+    grace: Annotated[str, typer.Option(help="Only leases expired longer ago than this.")] = "0s",
+    save_plan: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With the dry run: write the reviewed rows to FILE.")] = None,
+    plan: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With --commit: apply only the rows of this saved plan.")] = None,
+    every: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Repeat every DURATION: the reclaimer service (needs --commit --yes).")] = None,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Reclaim expired leases: auto jobs with attempts left are requeued, the rest failed.
+
+    The dry run (default) changes nothing and shows each decision; --commit applies exactly
+    that decision in batches, each a short transaction fenced by the attempt token.
+    Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
+    """
+    from jobctl import reclaim as core
+    from jobctl import triage
+
+    settings = _settings(ctx)
+    if not core.MIN_BATCH <= batch_size <= core.MAX_BATCH:
+        raise errors.UsageError(f"--batch-size must be between {core.MIN_BATCH} and "
+                                f"{core.MAX_BATCH}, not {batch_size}")
+    if every is not None and not (commit and yes):
+        raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
+    if plan is not None and not commit:
+        raise errors.UsageError("--plan applies a saved plan: it needs --commit")
+    if save_plan is not None and commit:
+        raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
+    if plan is not None and (worker or policy or job_ids or every or grace != "0s"):
+        raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
+    where = triage.ExpiredFilter(worker=worker, policy=_policy(policy), ids=job_ids,
+                                 grace=durations.parse(grace, option="--grace"))
+    if every is not None:
+        _serve(settings, where, batch_size, durations.parse(every, option="--every"), out, fmt)
+        return
+
+    with _session(ctx) as (conn, table):
+        if not commit:
+            rows = core.dry_run(conn, settings, table, where, limit)
+            if save_plan is not None:
+                core.save_plan(save_plan, db.where(conn, table), rows)
+        elif plan is not None:
+            planned = core.load_plan(plan, db.where(conn, table))
+            _confirm(f"Apply plan {plan}: reclaim up to {len(planned)} job(s)?", yes)
+            rows = _run_batches(core.commit_plan(conn, settings, table, planned,
+                                                 batch_size=batch_size), len(planned), out, fmt)
+        else:
+            total = None
+            if not yes:
+                preview = core.dry_run(conn, settings, table, where, limit)
+                total = len(preview)
+                requeue = sum(r["action"] == "requeue" for r in preview)
+                _confirm(f"Reclaim {total} expired job(s): {requeue} requeue, "
+                         f"{total - requeue} fail?", yes)
+            rows = _run_batches(core.commit(conn, settings, table, where,
+                                            batch_size=batch_size, limit=limit),
+                                total, out, fmt)
+    if out is not output.Output.jsonl:
+        _emit(output.Document(rows, [output.Section(None, rows, RECLAIM_COLUMNS)]), out, fmt)
+    _say(_reclaim_summary(rows, commit) + ("" if rows or commit else
+                                           "; nothing to reclaim"))
+    if save_plan is not None:
+        _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan "
+             f"{save_plan}")
+
+
+def _run_batches(batches: Iterator[list[dict[str, Any]]], total: int | None,
+                 out: output.Output, fmt: str | None) -> list[dict[str, Any]]:
+    """Drain the batches: jsonl streams each as it lands; a progress bar on a terminal."""
+    rows: list[dict[str, Any]] = []
+    progress = None
+    if sys.stderr.isatty() and total and total > 1:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        progress = Progress(console=Console(stderr=True), transient=True)
+        task = progress.add_task("reclaiming", total=total)
+        progress.start()
+    try:
+        for batch in batches:
+            rows.extend(batch)
+            if out is output.Output.jsonl:
+                _emit(output.Document(batch, []), out, fmt)
+            if progress is not None:
+                progress.update(task, advance=len(batch))
+    finally:
+        if progress is not None:
+            progress.stop()
+    return rows
+
+
+def _reclaim_summary(rows: list[dict[str, Any]], committed: bool) -> str:
+    requeue = sum(1 for r in rows if r["action"] == "requeue" and not r["skipped"])
+    fail = sum(1 for r in rows if r["action"] == "fail" and not r["skipped"])
+    skipped = sum(1 for r in rows if r["skipped"])
+    if committed:
+        return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
+    return (f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped; "
+            "nothing changed")
+
+
+def _serve(settings: db.Settings, where: Any, batch_size: int, every: Any,
+           out: output.Output, fmt: str | None) -> None:
+    from jobctl import reclaim as core
+
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        _say(f"reclaimer: {signal.Signals(signum).name}, stopping after the current batch")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    _say(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, "
+         f"table {settings.table}")
+    for batch in core.serve(settings, where, batch_size=batch_size, every=every, stop=stop,
+                            log=_say):
+        applied = [r for r in batch if r["applied"]]
+        if out is output.Output.jsonl or out is output.Output.json:
+            _emit(output.Document(applied, []), output.Output.jsonl, fmt)
+        else:
+            _emit(output.Document(applied, [output.Section(None, applied, RECLAIM_COLUMNS)]),
+                  out, fmt)
+        sys.stdout.flush()
+        _say(_reclaim_summary(applied, True))
+    _say("reclaimer: stopped")
+
+
+# ---------------------------------------------------------------- manual actions
+MANUAL_COLUMNS = ["id", "outcome", "detail", "status", "reserved_by", "lease_state",
+                  "attempt_token"]
+
+
+def _manual(ctx: typer.Context, action: str, job_ids: list[int], reason: str | None,
+            delay: str, expect_token: str | None, force: bool, yes: bool,
+            out: output.Output, fmt: str | None) -> None:
+    from jobctl import manual
+
+    settings = _settings(ctx)
+    token = None
+    if expect_token is not None:
+        try:
+            token = uuid.UUID(expect_token)
+        except ValueError:
+            raise errors.UsageError(f"--expect-token {expect_token!r} is not a UUID") from None
+    if expect_token is not None and len(job_ids) > 1:
+        raise errors.UsageError("--expect-token names one attempt: give one job id with it")
+    wait = durations.parse(delay, option="--delay")
+    with _session(ctx) as (conn, table):
+        decisions = [manual.decide(conn, settings, table, i, action,  # type: ignore[arg-type]
+                                   force=force, expect_token=token) for i in job_ids]
+        eligible = [d for d in decisions if d.outcome is None]
+        if eligible and not yes:
+            if sys.stdin.isatty():
+                output.render(output.Document(None, [output.Section(
+                    f"about to {action}", [d.seen for d in eligible if d.seen],
+                    ["id", "status", "reserved_by", "attempts", "max_attempts",
+                     "recovery_policy", "lease_state", "attempt_token"])]),
+                    output.Output.table, None, sys.stderr)
+            _confirm(f"{action.capitalize()} {len(eligible)} job(s)?", yes)
+        results = [manual.apply(conn, settings, table, d, action,  # type: ignore[arg-type]
+                                reason=reason, delay=wait).result() for d in decisions]
+    _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
+    code = errors.worst_exit_code([manual.OUTCOME_EXIT[r["outcome"]] for r in results])
+    if code:
+        raise typer.Exit(code)
+
+
+ReasonOpt = Annotated[Optional[str], typer.Option(help="Why: recorded in the history.")]  # noqa: UP045
+ExpectOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).")]
+ForceOpt = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
+
+
+@app.command()
+def requeue(
+    ctx: typer.Context,
+    job_ids: IdsArg,
+    reason: ReasonOpt = None,
+    delay: Annotated[str, typer.Option(help="Make it available after this long.")] = "0s",
+    expect_token: ExpectOpt = None,
+    force: ForceOpt = False,
+    yes: YesOpt = False,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
+
+    Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
+    """
+    _manual(ctx, "requeue", job_ids, reason, delay, expect_token, force, yes, out, fmt)
+
+
+@app.command()
+def fail(
+    ctx: typer.Context,
+    job_ids: IdsArg,
+    reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
+    expect_token: ExpectOpt = None,
+    force: ForceOpt = False,
+    yes: YesOpt = False,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Fail jobs by hand (status failed, last_error = reason), fenced and audited.
+
+    Example: jobctl fail 42 --reason "customer refunded by support" --yes
+    """
+    if not reason.strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    _manual(ctx, "fail", job_ids, reason, "0s", expect_token, force, yes, out, fmt)
+
+
+# ---------------------------------------------------------------- schema
+@schema_app.command("apply")
+def schema_apply(
+    ctx: typer.Context,
+    print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
+    create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    yes: YesOpt = False,
+) -> None:
+    """Add the seed's lease columns, checks and reclaim index, and jobctl's history.
+
+    Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
+    with rows. Example: jobctl schema apply --sql > lease.sql
+    """
+    from jobctl import schema
+
+    settings = _settings(ctx)
+    with db.mapped_errors(settings.resolved_dsn()):
+        conn = db.connect(settings)
+        with conn:
+            steps, _ = schema.plan_apply(conn, settings.table, create=create)
+            if print_sql:
+                sys.stdout.write(schema.render_sql(conn, steps))
+                return
+            _confirm(f"Apply {len(steps)} schema step(s) to {settings.table}?", yes)
+            for what in schema.apply(conn, settings, steps):
+                _say(f"done: {what}")
+
+
+@schema_app.command("check")
+def schema_check(ctx: typer.Context, out: OutputOpt = output.Output.table,
+                 fmt: FormatOpt = None) -> None:
+    """The seed's pre-flight checklist; exits 4 when a check fails.
+
+    Example: jobctl schema check -o json
+    """
+    import dataclasses
+
+    from jobctl import schema
+
+    settings = _settings(ctx)
+    with db.mapped_errors(settings.resolved_dsn()):
+        conn = db.connect(settings)
+        with conn, db.transaction(conn, settings, read_only=True):
+            results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
+    _emit(output.Document(results, [output.Section(None, results)]), out, fmt)
+    if not all(r["ok"] for r in results):
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+# ---------------------------------------------------------------- demo
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option(help="Leave the server running to explore.")] = False,
+    stop: Annotated[bool, typer.Option(help="Stop a server left by --keep.")] = False,
+) -> None:
+    """Start an embedded PostgreSQL, stage a deploy that kills workers, then triage it.
+
+    Needs the demo extra: pip install 'jobctl[demo]'. Example: jobctl demo --keep
+    """
+    from jobctl import demo as the_demo
+
+    if stop:
+        _say(the_demo.stop_kept())
+        return
+    the_demo.run(keep=keep, say=_say)
+
+
+# ---------------------------------------------------------------- entry point
+def _click_exception() -> type[Exception]:
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # typer before 0.26 depends on click itself
+        from click.exceptions import ClickException  # type: ignore[no-redef]
+    return ClickException
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run jobctl; every failure becomes one line on stderr and an exit code."""
+    click_error = _click_exception()
+    try:
+        result = app(args=argv, prog_name="jobctl", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except errors.JobctlError as exc:
+        _fail(exc, exc.message)
+        return exc.exit_code
+    except click_error as exc:
+        _fail(exc, exc.format_message())  # type: ignore[attr-defined]
+        return exc.exit_code  # type: ignore[attr-defined]
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        _fail(exc, "interrupted; the current transaction was rolled back")
+        return 130
+    except BrokenPipeError:
+        return errors.EXIT_ERROR
+    except Exception as exc:
+        _fail(exc, f"internal error: {type(exc).__name__}: {exc}")
+        return errors.EXIT_ERROR
+
+
+def _fail(exc: BaseException, message: str) -> None:
+    dsn = _raw_dsn or db.Settings().resolved_dsn() or None
+    if _debug:
+        import traceback
+
+        text = "".join(traceback.format_exception(exc))
+        print(db.redact(text, dsn), file=sys.stderr, end="")
+    line = " ".join(db.redact(message, dsn).split())
+    print(f"jobctl: error: {output.cell(line)}", file=sys.stderr)

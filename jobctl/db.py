@@ -1,0 +1,235 @@
+"""Connecting, short transactions with timeouts, the jobs table, and error mapping."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import getpass
+import os
+import re
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jobctl import errors
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+CONNECT_TIMEOUT_S = 5
+DEFAULT_STATEMENT_TIMEOUT = dt.timedelta(seconds=30)
+DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=2)
+
+_NAME_PART = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"\x00-\x1f]|"")+")'
+_TABLE_NAME = re.compile(rf"^{_NAME_PART}(?:\.{_NAME_PART})?$")
+
+
+def default_actor() -> str:
+    """Who is acting, for the audit trail: user@host."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry, e.g. in a container
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Where and how jobctl connects, from the global options."""
+
+    dsn: str | None = None
+    table: str = "jobs"
+    statement_timeout: dt.timedelta = DEFAULT_STATEMENT_TIMEOUT
+    lock_timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT
+    actor: str = dataclasses.field(default_factory=default_actor)
+
+    def resolved_dsn(self) -> str:
+        """--dsn, then JOBCTL_DSN, then DATABASE_URL, then libpq's own PG* variables."""
+        return self.dsn or os.environ.get("JOBCTL_DSN") or os.environ.get("DATABASE_URL") or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobsTable:
+    """The jobs table, resolved in the database: its quoted identifier and its name."""
+
+    ident: sql.Identifier
+    schema: str
+    name: str
+    oid: int
+
+    @property
+    def qualified(self) -> str:
+        """schema.name as the history records it (each part quoted only when needed)."""
+        return f"{_quote_if_needed(self.schema)}.{_quote_if_needed(self.name)}"
+
+
+def _quote_if_needed(part: str) -> str:
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", part):
+        return part
+    return '"' + part.replace('"', '""') + '"'
+
+
+# ---------------------------------------------------------------- secrets
+_URI_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
+_KV_PASSWORD = re.compile(r"(?P<head>password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE)
+
+
+def redact(text: str, dsn: str | None = None) -> str:
+    """``text`` with every password (URI, key=value, or the DSN's own) replaced by ***."""
+    if dsn:
+        secret = _password_of(dsn)
+        if secret:
+            text = text.replace(secret, "***")
+    text = _URI_PASSWORD.sub(r"\g<head>***@", text)
+    return _KV_PASSWORD.sub(r"\g<head>***", text)
+
+
+def _password_of(dsn: str) -> str | None:
+    match = _URI_PASSWORD.search(dsn)
+    if match:
+        return match.group(0)[len(match["head"]) : -1] or None
+    try:
+        from psycopg import conninfo
+
+        return conninfo.conninfo_to_dict(dsn).get("password") or None  # type: ignore[return-value]
+    except Exception:
+        match = _KV_PASSWORD.search(dsn)
+        return match.group(0)[len(match["head"]) :].strip("'") if match else None
+
+
+# ---------------------------------------------------------------- errors
+def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError:
+    """The one mapping from psycopg's exceptions to jobctl's (one line, no password)."""
+    import psycopg
+    from psycopg import errors as pg
+
+    first_line = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else "", dsn)
+    if isinstance(exc, pg.LockNotAvailable):
+        return errors.LockTimeout(f"lock not granted within lock_timeout: {first_line}")
+    if isinstance(exc, pg.QueryCanceled):
+        return errors.StatementTimeout(f"statement cancelled: {first_line}")
+    if isinstance(exc, pg.UndefinedColumn):
+        return errors.SchemaMissing(
+            f"{first_line}: the table lacks the lease columns; run 'jobctl schema apply'"
+        )
+    if isinstance(exc, pg.UndefinedTable) and "jobctl." in first_line:
+        return errors.SchemaMissing(
+            f"{first_line}: jobctl's history is not installed; run 'jobctl schema apply'"
+        )
+    if isinstance(exc, pg.InsufficientPrivilege):
+        return errors.DatabaseError(f"permission denied: {first_line}")
+    if isinstance(exc, pg.ReadOnlySqlTransaction):
+        return errors.DatabaseError(f"read-only transaction: {first_line}")
+    if isinstance(exc, psycopg.OperationalError):
+        return errors.ConnectError(f"database unavailable: {first_line}")
+    return errors.DatabaseError(first_line or type(exc).__name__)
+
+
+@contextlib.contextmanager
+def mapped_errors(dsn: str | None = None) -> Iterator[None]:
+    """Turn psycopg exceptions raised inside into jobctl errors."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise database_error(exc, dsn) from None
+
+
+# ---------------------------------------------------------------- connecting
+def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    """A connection with application_name=jobctl (unless the DSN sets one), dict rows."""
+    import psycopg
+    from psycopg import conninfo, rows
+
+    dsn = settings.resolved_dsn()
+    try:
+        info = conninfo.make_conninfo(
+            dsn,
+            fallback_application_name="jobctl",
+            connect_timeout=conninfo.conninfo_to_dict(dsn).get("connect_timeout")
+            or CONNECT_TIMEOUT_S,
+        )
+    except psycopg.ProgrammingError as exc:
+        raise errors.UsageError(f"invalid connection string: {redact(str(exc), dsn)}") from None
+    try:
+        return psycopg.connect(info, autocommit=autocommit, row_factory=rows.dict_row)
+    except psycopg.Error as exc:
+        message = redact(" ".join(str(exc).split()), dsn)
+        raise errors.ConnectError(f"cannot connect: {message}") from None
+
+
+def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
+    """The jobs table named ``name`` (schema-qualified allowed), checked to exist."""
+    from psycopg import sql
+
+    if not _TABLE_NAME.match(name):
+        raise errors.UsageError(f"--table {name!r} is not a table name")
+    row = conn.execute(
+        """SELECT n.nspname, c.relname, c.oid::int AS oid
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.oid = to_regclass(%s)""",
+        (name,),
+    ).fetchone()
+    if row is None:
+        raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
+    return JobsTable(sql.Identifier(row["nspname"], row["relname"]), row["nspname"],
+                     row["relname"], row["oid"])
+
+
+@contextlib.contextmanager
+def transaction(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    *,
+    read_only: bool = False,
+    action: str | None = None,
+    reason: str | None = None,
+) -> Iterator[psycopg.Connection[Any]]:
+    """A short transaction with statement_timeout and lock_timeout set locally.
+
+    ``read_only`` issues SET TRANSACTION READ ONLY itself (psycopg's read_only attribute does
+    nothing in autocommit). ``action`` and ``reason`` reach the history trigger together with
+    the actor, through SET LOCAL-scoped settings.
+    """
+    from psycopg import sql
+
+    with conn.transaction():
+        setup = sql.SQL(
+            "SET TRANSACTION {mode}; SET LOCAL statement_timeout = {st}; "
+            "SET LOCAL lock_timeout = {lt}"
+        ).format(
+            mode=sql.SQL("READ ONLY" if read_only else "READ WRITE"),
+            st=sql.Literal(_milliseconds(settings.statement_timeout)),
+            lt=sql.Literal(_milliseconds(settings.lock_timeout)),
+        )
+        conn.execute(setup, prepare=False)
+        if not read_only:
+            conn.execute(
+                "SELECT set_config('jobctl.actor', %s, true), "
+                "set_config('jobctl.action', %s, true), set_config('jobctl.reason', %s, true)",
+                (settings.actor, action or "", reason or ""),
+            )
+        yield conn
+
+
+def _milliseconds(duration: dt.timedelta) -> int:
+    return max(0, int(duration.total_seconds() * 1000))
+
+
+def where(conn: psycopg.Connection[Any], table: JobsTable) -> dict[str, Any]:
+    """Where this connection is, for a saved plan: host, port, database, system id, table."""
+    row = conn.execute(
+        "SELECT current_database() AS database, "
+        "(SELECT system_identifier::text FROM pg_control_system()) AS system_identifier"
+    ).fetchone()
+    assert row is not None
+    return {
+        "host": conn.info.host,
+        "port": conn.info.port,
+        "database": row["database"],
+        "system_identifier": row["system_identifier"],
+        "table": table.qualified,
+    }

@@ -1,0 +1,104 @@
+"""The worker side of the lease protocol: the seed's claim, heartbeat, complete and fail.
+
+Every statement after the claim is fenced by the attempt token, and each runs in autocommit
+(a heartbeat inside a long transaction would write a stale ``now()``)::
+
+    from jobctl import lease
+
+    worker = lease.Worker(conn, worker_id="billing-7", lease_seconds=30)
+    job = worker.claim()
+    if job:
+        ...                        # do the work, calling worker.heartbeat(job) every ~10 s
+        worker.complete(job)       # raises lease.LeaseLost if the job was reclaimed meanwhile
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from jobctl import queries
+
+
+class LeaseLost(Exception):
+    """The attempt token no longer holds the job (reclaimed, requeued or failed meanwhile):
+    its result must not be recorded."""
+
+    def __init__(self, job: Claim, operation: str) -> None:
+        super().__init__(f"{operation}: job {job.id} is no longer held by attempt "
+                         f"{job.attempt_token}")
+        self.job = job
+        self.operation = operation
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claimed job: its id, this attempt's token and number, the lease's current expiry."""
+
+    id: int
+    attempt_token: uuid.UUID
+    attempt: int
+    lease_expires_at: dt.datetime
+
+
+class Worker:
+    """One worker's side of the protocol on an autocommit connection."""
+
+    def __init__(self, conn: psycopg.Connection[Any], worker_id: str, *,
+                 lease_seconds: float = 30.0, table: str | sql.Identifier = "jobs") -> None:
+        if not conn.autocommit:
+            raise ValueError("lease.Worker needs an autocommit connection: each statement "
+                             "must commit at once, with a fresh now()")
+        self.conn = conn
+        self.worker_id = worker_id
+        self.lease = dt.timedelta(seconds=lease_seconds)
+        self.table = table if isinstance(table, sql.Identifier) else sql.Identifier(
+            *table.split("."))
+
+    def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
+        return cursor.execute(queries.query(name, self.table), params).fetchone()
+
+    def claim(self) -> Claim | None:
+        """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None."""
+        row = self._run("claim", {"worker": self.worker_id, "attempt_token": uuid.uuid4(),
+                                  "lease": self.lease})
+        return None if row is None else Claim(row[0], row[1], row[2], row[3])
+
+    def heartbeat(self, job: Claim) -> Claim:
+        """Extend the lease; LeaseLost if this attempt no longer holds the job."""
+        row = self._run("heartbeat", {"id": job.id, "worker": self.worker_id,
+                                      "attempt_token": job.attempt_token, "lease": self.lease})
+        if row is None:
+            raise LeaseLost(job, "heartbeat")
+        return dataclasses.replace(job, lease_expires_at=row[0])
+
+    def complete(self, job: Claim) -> None:
+        """Mark the job done; LeaseLost if this attempt no longer holds it.
+
+        Safe to retry after a lost acknowledgement: a job that is done with no claim since
+        this attempt's (``attempts`` unchanged) was completed by this attempt.
+        """
+        if self._run("complete", {"id": job.id, "attempt_token": job.attempt_token}):
+            return
+        row = self._run("job_outcome", {"id": job.id})
+        if row is not None and row[0] == "done" and row[1] == job.attempt:
+            return
+        raise LeaseLost(job, "complete")
+
+    def fail(self, job: Claim, error: str, *, retry_delay: float = 0.0) -> str:
+        """Give the attempt up: queued again while attempts remain, else failed.
+
+        Returns the new status; LeaseLost if this attempt no longer holds the job.
+        """
+        row = self._run("worker_fail", {"id": job.id, "attempt_token": job.attempt_token,
+                                        "error": error,
+                                        "retry_delay": dt.timedelta(seconds=retry_delay)})
+        if row is None:
+            raise LeaseLost(job, "fail")
+        return str(row[0])

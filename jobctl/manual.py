@@ -1,0 +1,123 @@
+"""Manual requeue and fail: read the row, decide, then one UPDATE fenced on what was read."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from typing import Any, Literal
+
+import psycopg
+
+from jobctl import db, errors, queries
+
+Row = dict[str, Any]
+Action = Literal["requeue", "fail"]
+
+# outcome -> exit code of one id (the worst over several ids wins, see errors.worst_exit_code)
+OUTCOME_EXIT = {
+    "requeued": errors.EXIT_OK, "failed": errors.EXIT_OK, "refused": errors.EXIT_USAGE,
+    "conflict": errors.EXIT_CONFLICT, "not_found": errors.EXIT_ERROR,
+    "locked": errors.EXIT_ERROR,
+}
+DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
+
+
+@dataclasses.dataclass
+class Decision:
+    """One id: what was read (the fence), and whether the action may proceed."""
+
+    id: int
+    seen: Row | None
+    outcome: str | None = None  # set when decided without writing: refused, conflict, ...
+    detail: str = ""
+
+    def result(self) -> Row:
+        seen = self.seen or {}
+        return {"id": self.id, "outcome": self.outcome, "detail": self.detail,
+                "status": seen.get("status"), "attempt_token": seen.get("attempt_token"),
+                "reserved_by": seen.get("reserved_by"), "lease_state": seen.get("lease_state")}
+
+
+def decide(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    job_id: int,
+    action: Action,
+    *,
+    force: bool,
+    expect_token: uuid.UUID | None,
+) -> Decision:
+    """Read the job (read-only) and apply the eligibility rules of the README's table."""
+    with db.transaction(conn, settings, read_only=True):
+        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
+    decision = Decision(job_id, seen)
+    if seen is None:
+        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
+    elif expect_token is not None and seen["attempt_token"] != expect_token:
+        decision.outcome = "conflict"
+        decision.detail = f"attempt token is {seen['attempt_token']}, not {expect_token}"
+    elif seen["status"] == "done":
+        decision.outcome, decision.detail = "refused", "job is done"
+    elif action == "requeue" and seen["status"] == "queued":
+        decision.outcome, decision.detail = "refused", "job is already queued"
+    elif action == "fail" and seen["status"] == "failed":
+        decision.outcome, decision.detail = "refused", "job is already failed"
+    elif seen["lease_state"] == "live" and not force:
+        decision.outcome = "refused"
+        decision.detail = (f"lease is live until {seen['lease_expires_at']:%Y-%m-%d %H:%M:%S%z}: "
+                           f"worker {seen['reserved_by']} may be running it (--force overrides)")
+    return decision
+
+
+def apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    decision: Decision,
+    action: Action,
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+) -> Decision:
+    """One fenced UPDATE, its audit event written by the trigger in the same transaction.
+
+    0 rows means the row is no longer as read: ``conflict``, nothing written. A row lock held
+    past lock_timeout: ``locked``, naming the session that holds it.
+    """
+    if decision.outcome is not None or decision.seen is None:
+        return decision
+    seen = decision.seen
+    fence = {k: seen[k] for k in ("id", "status", "attempt_token", "updated_at", "row_version")}
+    statement = queries.query("manual_requeue" if action == "requeue" else "manual_fail",
+                              table.ident)
+    try:
+        with db.mapped_errors(), db.transaction(conn, settings, action=action, reason=reason):
+            _require_history(conn, table)
+            updated = conn.execute(statement, {**fence, "reason": reason, "delay": delay}).rowcount
+    except errors.LockTimeout:
+        with db.transaction(conn, settings, read_only=True):
+            row = conn.execute(queries.query("manual_lockers", table.ident),
+                               {"id": decision.id}).fetchone()
+        decision.outcome = "locked"
+        holder = row["locked_by"] if row and row["locked_by"] else "another session"
+        decision.detail = f"row locked by {holder}; nothing written"
+        return decision
+    if updated == 1:
+        decision.outcome = DONE_OUTCOME[action]
+        decision.detail = f"{seen['status']} -> {'queued' if action == 'requeue' else 'failed'}"
+    else:
+        decision.outcome = "conflict"
+        decision.detail = "the row changed since it was read; nothing written"
+    return decision
+
+
+def _require_history(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:
+    row = conn.execute(
+        "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = %s "
+        "AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'", (table.oid,)).fetchone()
+    if not row or row["n"] != 1:
+        raise errors.SchemaMissing(
+            "the history trigger is not installed, so this action could not be audited: "
+            "run 'jobctl schema apply'")

@@ -1,0 +1,179 @@
+"""One pure renderer for every command and format: table, json, jsonl, csv, tsv.
+
+A command hands over a ``Document``: the JSON payload (the stable contract) and the same data
+as titled sections of rows for the tabular formats. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import io
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from typing import IO, Any
+
+Row = dict[str, Any]
+
+
+class Output(str, enum.Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    tsv = "tsv"
+
+
+@dataclasses.dataclass
+class Section:
+    """A titled table: ``rows`` shown with ``columns`` (all keys of the first row if None)."""
+
+    title: str | None
+    rows: Sequence[Row]
+    columns: Sequence[str] | None = None
+
+    def header(self) -> list[str]:
+        if self.columns is not None:
+            return list(self.columns)
+        return list(self.rows[0].keys()) if self.rows else []
+
+
+@dataclasses.dataclass
+class Document:
+    payload: Any
+    sections: list[Section]
+
+
+# ---------------------------------------------------------------- JSON
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).hex()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    return json.dumps(value, default=_json_default, indent=indent, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- cells
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def cell(value: Any) -> str:
+    """A value as text for a table: short timestamps, seconds, and no terminal escapes."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, dict | list):
+        value = to_json(value)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def _flat(value: Any) -> Any:
+    """A value for CSV/TSV: ISO timestamps, plain strings, JSON for nested values."""
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return to_json(value)
+    if isinstance(value, dt.datetime | dt.date | uuid.UUID | dt.timedelta | decimal.Decimal):
+        return _json_default(value)
+    return value
+
+
+# ---------------------------------------------------------------- rendering
+def use_rich(stream: IO[str]) -> bool:
+    """Rich tables only on a terminal, and never with NO_COLOR or TERM=dumb."""
+    return (stream.isatty() and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
+    """Write ``doc`` to ``stream`` in the chosen format."""
+    if output is Output.json:
+        stream.write(to_json(doc.payload, indent=2) + "\n")
+    elif output is Output.jsonl:
+        items = doc.payload if isinstance(doc.payload, list) else [doc.payload]
+        for item in items:
+            stream.write(to_json(item) + "\n")
+    elif output in (Output.csv, Output.tsv):
+        _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
+    elif fmt is None and use_rich(stream):
+        _write_rich(doc.sections, stream)
+    else:
+        stream.write(format_tables(doc.sections, fmt or "simple"))
+
+
+def format_tables(sections: Sequence[Section], fmt: str) -> str:
+    """Sections as tabulate tables (``fmt`` is any tabulate format), titles on their own line."""
+    from tabulate import tabulate
+
+    parts = []
+    for section in sections:
+        header = section.header()
+        body = [[cell(row.get(c)) for c in header] for row in section.rows]
+        text = tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True) if body \
+            else "(none)"
+        parts.append(f"{section.title}\n{text}" if section.title else text)
+    return "\n\n".join(parts) + "\n"
+
+
+def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str]) -> None:
+    import csv
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    for index, section in enumerate(sections):
+        if len(sections) > 1:
+            if index:
+                buffer.write("\n")
+            buffer.write(f"# {section.title}\n")
+        header = section.header()
+        writer.writerow(header)
+        for row in section.rows:
+            writer.writerow([_flat(row.get(c)) for c in header])
+    stream.write(buffer.getvalue())
+
+
+def _write_rich(sections: Sequence[Section], stream: IO[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=stream, highlight=False)
+    for section in sections:
+        header = section.header()
+        table = Table(title=section.title, title_justify="left", title_style="bold")
+        for column in header:
+            table.add_column(column, overflow="fold")
+        for row in section.rows:
+            # Text() cells: data is never read as rich markup
+            table.add_row(*(Text(cell(row.get(c))) for c in header))
+        if not section.rows:
+            console.print(Text(f"{section.title}: (none)" if section.title else "(none)"))
+        else:
+            console.print(table)
+
+
+def key_values(row: Row) -> list[Row]:
+    """A single record as a two-column table."""
+    return [{"field": key, "value": value} for key, value in row.items()]

@@ -1,0 +1,216 @@
+-- Every statement jobctl runs against the jobs table, one place each.
+-- A block starts with "-- name: description". {table} is the jobs table, quoted by
+-- psycopg.sql.Identifier; {other_block} pulls a fragment in; %(x)s are parameters.
+
+-- reclaim_action: the reclaim decision; the only place it is written
+CASE WHEN j.recovery_policy = 'auto' AND j.attempts < j.max_attempts
+     THEN 'requeue' ELSE 'fail' END
+
+-- lease_columns: the columns every stuck/reclaim row reports
+j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
+j.reclaim_count, j.recovery_policy, j.reserved_at, j.heartbeat_at, j.lease_expires_at,
+extract(epoch FROM now() - j.lease_expires_at)::float8 AS lease_overdue_s,
+extract(epoch FROM now() - j.heartbeat_at)::float8 AS heartbeat_age_s,
+{reclaim_action} AS action
+
+-- expired_filter: expired leases, narrowed by the operator's filters and an optional plan
+j.status = 'processing'
+AND j.lease_expires_at < now() - %(grace)s::interval
+AND (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
+AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
+AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
+AND (%(plan)s::jsonb IS NULL
+     OR (j.id, j.attempt_token, j.lease_expires_at, {reclaim_action}) IN (
+         SELECT p.id, p.attempt_token, p.lease_expires_at, p.action
+         FROM jsonb_to_recordset(%(plan)s::jsonb)
+              AS p(id bigint, attempt_token uuid, lease_expires_at timestamptz, action text)))
+
+-- row_lockers: who holds a row lock on a row, from its xmax (readable in a read-only transaction)
+(SELECT string_agg(format('pid %%s (%%s: %%s)', a.pid, a.state, left(a.query, 60)), '; ')
+ FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+   AND l.transactionid = j.xmax AND l.pid <> pg_backend_pid())
+
+-- stuck: expired leases, oldest expiry first, each with what reclaim would do (read only)
+SELECT {lease_columns}, {row_lockers} AS locked_by
+FROM {table} j
+WHERE {expired_filter}
+ORDER BY j.lease_expires_at, j.id
+LIMIT %(limit)s
+
+-- reclaim_batch: the seed's reclaim: one batch of expired rows, locked, fenced, applied
+WITH expired AS (
+    SELECT {lease_columns}
+    FROM {table} j
+    WHERE {expired_filter}
+    ORDER BY j.lease_expires_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE {table} AS j
+SET status = CASE WHEN expired.action = 'requeue' THEN 'queued' ELSE 'failed' END,
+    available_at = CASE WHEN expired.action = 'requeue' THEN now() ELSE j.available_at END,
+    reserved_by = NULL,
+    reserved_at = NULL,
+    heartbeat_at = NULL,
+    lease_expires_at = NULL,
+    attempt_token = NULL,
+    reclaim_count = j.reclaim_count + 1,
+    last_error = 'lease expired before completion',
+    finished_at = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
+    updated_at = now()
+FROM expired
+WHERE j.id = expired.id
+  AND j.attempt_token = expired.attempt_token
+  AND j.status = 'processing'
+  AND j.lease_expires_at < now()
+RETURNING expired.*
+
+-- plan_row_state: what became of planned rows that a plan's commit did not apply
+SELECT j.id, j.status, j.attempt_token, j.lease_expires_at,
+       j.lease_expires_at < now() AS lease_expired,
+       {reclaim_action} AS action, {row_lockers} AS locked_by
+FROM {table} j
+WHERE j.id = ANY(%(ids)s::bigint[])
+
+-- summary_status: jobs per status
+SELECT status, count(*) AS jobs FROM {table} GROUP BY status ORDER BY status
+
+-- summary_processing: processing rows split by lease state (reclaim index)
+SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS live,
+       count(*) FILTER (WHERE lease_expires_at >= now()
+                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
+       count(*) FILTER (WHERE lease_expires_at IS NULL OR attempt_token IS NULL) AS no_lease
+FROM {table} WHERE status = 'processing'
+
+-- summary_expired_by_worker: expired leases per worker: a killed worker is one burst
+SELECT reserved_by AS worker, count(*) AS expired,
+       min(lease_expires_at) AS first_expiry, max(lease_expires_at) AS last_expiry,
+       max(heartbeat_at) AS last_heartbeat_at,
+       count(*) FILTER (WHERE recovery_policy = 'manual') AS manual
+FROM {table}
+WHERE status = 'processing' AND lease_expires_at < now()
+GROUP BY reserved_by
+ORDER BY min(lease_expires_at), reserved_by
+
+-- job_row: one job, every column, with its lease state
+SELECT j.*,
+       CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
+            WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END AS lease_state,
+       j.xmin::text AS row_version
+FROM {table} j WHERE j.id = %(id)s
+
+-- job_events: a job's events from the history, oldest first (the latest %(limit)s)
+SELECT * FROM (
+    SELECT e.at, e.event, e.from_status, e.to_status, e.attempt, e.attempt_token,
+           e.worker, e.actor, e.reason, e.event_id
+    FROM jobctl.events e
+    WHERE e.job_table = %(job_table)s AND e.job_id = %(id)s
+    ORDER BY e.event_id DESC LIMIT %(limit)s
+) latest ORDER BY event_id
+
+-- job_attempts: a job's attempts (the heartbeat history), oldest first
+SELECT a.attempt, a.attempt_token, a.worker, a.claimed_at, a.heartbeats,
+       a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
+       a.ended_at, a.outcome
+FROM jobctl.attempts a
+WHERE a.job_table = %(job_table)s AND a.job_id = %(id)s
+ORDER BY a.claimed_at, a.attempt
+
+-- manual_read: a job as an operator action sees it (its fence: status, token, version)
+SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
+       j.recovery_policy, j.lease_expires_at, j.updated_at, j.xmin::text AS row_version,
+       CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
+            WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END AS lease_state
+FROM {table} j WHERE j.id = %(id)s
+
+-- manual_fence: the condition every operator write carries: the row exactly as read
+j.id = %(id)s
+AND j.status = %(status)s
+AND j.attempt_token IS NOT DISTINCT FROM %(attempt_token)s::uuid
+AND j.updated_at IS NOT DISTINCT FROM %(updated_at)s
+AND j.xmin::text = %(row_version)s
+
+-- manual_requeue: give a job back to the queue by hand, fenced
+UPDATE {table} AS j
+SET status = 'queued',
+    available_at = now() + %(delay)s::interval,
+    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
+    lease_expires_at = NULL, attempt_token = NULL, finished_at = NULL,
+    updated_at = now()
+WHERE {manual_fence}
+RETURNING j.id
+
+-- manual_fail: fail a job by hand, fenced
+UPDATE {table} AS j
+SET status = 'failed',
+    finished_at = now(),
+    last_error = %(reason)s,
+    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
+    lease_expires_at = NULL, attempt_token = NULL,
+    updated_at = now()
+WHERE {manual_fence}
+RETURNING j.id
+
+-- manual_lockers: who holds the row an operator action waited for
+SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.id = %(id)s
+
+-- complete_ids: job ids for shell completion
+SELECT id::text FROM {table}
+WHERE id::text LIKE %(prefix)s || '%%' AND status IN ('processing', 'failed')
+ORDER BY id LIMIT 50
+
+-- claim: the seed's claim: one ready job, a new token, a fresh lease
+WITH target AS (
+    SELECT id FROM {table}
+    WHERE status = 'queued' AND available_at <= now()
+    ORDER BY available_at, id
+    FOR UPDATE SKIP LOCKED
+    LIMIT 1
+)
+UPDATE {table} AS j
+SET status = 'processing',
+    reserved_by = %(worker)s,
+    reserved_at = now(),
+    lease_expires_at = now() + %(lease)s::interval,
+    attempt_token = %(attempt_token)s,
+    attempts = j.attempts + 1,
+    updated_at = now()
+FROM target
+WHERE j.id = target.id
+RETURNING j.id, j.attempt_token, j.attempts, j.lease_expires_at
+
+-- heartbeat: the seed's heartbeat: extend the lease of the attempt this worker holds
+UPDATE {table}
+SET heartbeat_at = now(),
+    lease_expires_at = now() + %(lease)s::interval,
+    updated_at = now()
+WHERE id = %(id)s AND status = 'processing'
+  AND reserved_by = %(worker)s AND attempt_token = %(attempt_token)s
+RETURNING lease_expires_at
+
+-- complete: the seed's completion, fenced by the attempt token
+UPDATE {table}
+SET status = 'done',
+    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
+    lease_expires_at = NULL, attempt_token = NULL,
+    finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
+RETURNING id
+
+-- worker_fail: a worker gives up its attempt: retry later while attempts remain, else failed
+UPDATE {table}
+SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
+    available_at = CASE WHEN attempts < max_attempts
+                        THEN now() + %(retry_delay)s::interval ELSE available_at END,
+    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
+    last_error = %(error)s,
+    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
+    lease_expires_at = NULL, attempt_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
+RETURNING status
+
+-- job_outcome: after an unacknowledged completion: is the job done with no later claim?
+SELECT status, attempts FROM {table} WHERE id = %(id)s

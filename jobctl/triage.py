@@ -1,0 +1,112 @@
+"""The read path: stuck jobs, a summary, one job, its history. Read-only transactions only."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from jobctl import db, errors, queries
+
+Row = dict[str, Any]
+HISTORY_EVENT_LIMIT = 10_000
+SHOW_EVENT_LIMIT = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpiredFilter:
+    """Which expired leases an operator asks about. Values are always query parameters."""
+
+    worker: str | None = None
+    policy: str | None = None
+    ids: Sequence[int] | None = None
+    grace: dt.timedelta = dt.timedelta(0)
+    plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "policy": self.policy,
+            "ids": list(self.ids) if self.ids else None,
+            "grace": self.grace,
+            "plan": self.plan,
+        }
+
+
+def stuck(
+    conn: psycopg.Connection[Any], table: db.JobsTable, where: ExpiredFilter, limit: int | None
+) -> list[Row]:
+    """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
+
+    Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
+    ``locked_by``, naming the session where the database can tell.
+    """
+    cursor = conn.execute(queries.query("stuck", table.ident), {**where.params(), "limit": limit})
+    return cursor.fetchall()
+
+
+def summary(
+    conn: psycopg.Connection[Any], table: db.JobsTable, expiring_within: dt.timedelta
+) -> Row:
+    """Counts by status, processing split by lease state, expired leases by worker."""
+    by_status = {
+        row["status"]: row["jobs"]
+        for row in conn.execute(queries.query("summary_status", table.ident)).fetchall()
+    }
+    processing = conn.execute(
+        queries.query("summary_processing", table.ident), {"soon": expiring_within}
+    ).fetchone()
+    by_worker = conn.execute(queries.query("summary_expired_by_worker", table.ident)).fetchall()
+    return {
+        "table": table.qualified,
+        "status": {s: by_status.get(s, 0) for s in ("queued", "processing", "done", "failed")}
+        | by_status,
+        "processing": processing,
+        "expiring_within_s": expiring_within.total_seconds(),
+        "expired_by_worker": by_worker,
+    }
+
+
+def job(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+    """One job: every column plus ``lease_state`` (live, expired, none)."""
+    row = conn.execute(queries.query("job_row", table.ident), {"id": job_id}).fetchone()
+    if row is None:
+        raise errors.JobctlError(f"job {job_id} not found in {table.qualified}")
+    row.pop("row_version", None)
+    return row
+
+
+def events(
+    conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int, limit: int
+) -> list[Row]:
+    """The job's latest ``limit`` events, oldest first."""
+    cursor = conn.execute(
+        queries.query("job_events", table.ident),
+        {"job_table": table.qualified, "id": job_id, "limit": limit},
+    )
+    rows = cursor.fetchall()
+    for row in rows:
+        row.pop("event_id")
+    return rows
+
+
+def show(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+    """The job row, its lease state and its latest events."""
+    return job(conn, table, job_id) | {"events": events(conn, table, job_id, SHOW_EVENT_LIMIT)}
+
+
+def history(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+    """The job, its attempts (heartbeat history) and its events (reclaim history)."""
+    the_job = job(conn, table, job_id)
+    attempts = conn.execute(
+        queries.query("job_attempts", table.ident),
+        {"job_table": table.qualified, "id": job_id},
+    ).fetchall()
+    return {
+        "job": the_job,
+        "attempts": attempts,
+        "events": events(conn, table, job_id, HISTORY_EVENT_LIMIT),
+    }
