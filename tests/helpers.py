@@ -1,0 +1,37 @@
+"""Data helpers shared by the tests: real rows, made through the worker API where it matters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import rows
+
+from jobctl import lease
+
+
+# ---------------------------------------------------------------- data helpers
+def add_jobs(conn: psycopg.Connection[Any], count: int, *, policy: str = "auto",
+             max_attempts: int = 3) -> list[int]:
+    rows_ = conn.execute(
+        "INSERT INTO jobs (recovery_policy, max_attempts) "
+        "SELECT %s, %s FROM generate_series(1, %s) RETURNING id",
+        (policy, max_attempts, count)).fetchall()
+    return [r["id"] for r in rows_]
+
+
+def claim_all(dsn: str, count: int, *, worker: str = "w1",
+              lease_seconds: float = -60) -> list[lease.Claim]:
+    """Claim ``count`` jobs through the worker API; a negative lease is already expired."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        w = lease.Worker(c, worker, lease_seconds=lease_seconds)
+        claims = [w.claim() for _ in range(count)]
+    return [c for c in claims if c is not None]
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """Every byte of the jobs table and the history, to prove nothing changed."""
+    with conn.cursor(row_factory=rows.tuple_row) as cur:
+        jobs = cur.execute("SELECT j.*, j.xmin::text FROM jobs j ORDER BY id").fetchall()
+        events = cur.execute("SELECT count(*) FROM jobctl.events").fetchall()
+    return [*jobs, *events]

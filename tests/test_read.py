@@ -1,0 +1,147 @@
+"""The read path against a real database: stuck, summary, show, history, read-only."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all, snapshot
+
+from jobctl import db, lease
+
+STUCK_KEYS = {"id", "status", "reserved_by", "attempt_token", "attempts", "max_attempts",
+              "reclaim_count", "recovery_policy", "reserved_at", "heartbeat_at",
+              "lease_expires_at", "lease_overdue_s", "heartbeat_age_s", "action"}
+
+
+def test_stuck_lists_expired_leases_only_oldest_first(conn, dsn, run):
+    add_jobs(conn, 3)
+    add_jobs(conn, 2, policy="manual")
+    expired = claim_all(dsn, 2, worker="dead", lease_seconds=-120)
+    claim_all(dsn, 1, worker="slow", lease_seconds=600)  # live: slow, not stuck
+    manual = claim_all(dsn, 2, worker="dead-manual", lease_seconds=-30)
+
+    result = run("stuck", "-o", "json")
+    assert result.code == 0, result.err
+    rows = json.loads(result.out)
+    assert [r["id"] for r in rows] == [c.id for c in expired + manual]
+    assert STUCK_KEYS <= set(rows[0])
+    assert rows[0]["attempt_token"] == str(expired[0].attempt_token)
+    assert [r["action"] for r in rows] == ["requeue", "requeue", "fail", "fail"]
+    assert all(r["lease_overdue_s"] > 0 for r in rows)
+    assert rows[0]["lease_expires_at"][-6] in "+-"  # ISO 8601 with an offset
+
+
+def test_stuck_action_follows_policy_and_attempts(conn, dsn, run):
+    add_jobs(conn, 1, max_attempts=1)
+    add_jobs(conn, 1, policy="manual")
+    add_jobs(conn, 1, max_attempts=5)
+    claim_all(dsn, 3)
+    rows = {r["id"]: r for r in json.loads(run("stuck", "-o", "json").out)}
+    actions = [rows[i]["action"] for i in sorted(rows)]
+    assert actions == ["fail", "fail", "requeue"]  # out of attempts, manual, auto with attempts
+
+
+def test_stuck_filters_grace_and_exit_code(conn, dsn, run):
+    add_jobs(conn, 4)
+    claim_all(dsn, 2, worker="a", lease_seconds=-300)
+    claim_all(dsn, 2, worker="b", lease_seconds=-5)
+    assert {r["reserved_by"] for r in json.loads(run("stuck", "--worker", "a", "-o", "json").out)} \
+        == {"a"}
+    assert len(json.loads(run("stuck", "--grace", "1m", "-o", "json").out)) == 2
+    assert len(json.loads(run("stuck", "--limit", "3", "-o", "json").out)) == 3
+    assert json.loads(run("stuck", "--policy", "manual", "-o", "json").out) == []
+    assert run("stuck", "--exit-code").code == 4
+    assert run("stuck", "--exit-code", "--grace", "1h").code == 0
+
+
+def test_stuck_formats(conn, dsn, run):
+    add_jobs(conn, 2)
+    claim_all(dsn, 2, worker="w,\"x\"\tq")
+    plain = run("stuck")
+    assert plain.code == 0 and "\x1b[" not in plain.out and "requeue" in plain.out
+    csv_out = run("stuck", "-o", "csv").out.splitlines()
+    assert csv_out[0].startswith("id,reserved_by,") and '"w,""x""' in csv_out[1]
+    tsv_out = run("stuck", "-o", "tsv").out.splitlines()
+    assert '"w,""x""\tq"' in tsv_out[1]  # a tab inside a value is quoted, not a new column
+    jsonl = run("stuck", "-o", "jsonl").out.splitlines()
+    assert len(jsonl) == 2 and json.loads(jsonl[0])["reserved_by"] == "w,\"x\"\tq"
+    github = run("stuck", "--format", "github").out
+    assert github.splitlines()[1].startswith("|--")
+
+
+def test_summary_counts_and_bursts(conn, dsn, run):
+    add_jobs(conn, 10)
+    claim_all(dsn, 3, worker="killed-in-deploy", lease_seconds=-60)
+    claim_all(dsn, 2, worker="alive", lease_seconds=600)
+    claim_all(dsn, 1, worker="dying", lease_seconds=10)
+    result = json.loads(run("summary", "--expiring-within", "30s", "-o", "json").out)
+    assert result["status"] == {"queued": 4, "processing": 6, "done": 0, "failed": 0}
+    assert result["processing"] == {"live": 2, "expiring_soon": 1, "expired": 3, "no_lease": 0}
+    assert [(w["worker"], w["expired"]) for w in result["expired_by_worker"]] == [
+        ("killed-in-deploy", 3)]
+
+
+def test_show_lease_states_and_events(conn, dsn, run):
+    add_jobs(conn, 3)
+    expired, = claim_all(dsn, 1, lease_seconds=-1)
+    live, = claim_all(dsn, 1, lease_seconds=300)
+    shown = json.loads(run("show", str(expired.id), "-o", "json").out)
+    assert shown["lease_state"] == "expired" and shown["status"] == "processing"
+    assert shown["events"][-1]["event"] == "claimed"
+    assert json.loads(run("show", str(live.id), "-o", "json").out)["lease_state"] == "live"
+    assert json.loads(run("show", "3", "-o", "json").out)["lease_state"] == "none"
+    table = run("show", str(expired.id))
+    assert "lease_state" in table.out and "latest events" in table.out
+
+
+def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run):
+    add_jobs(conn, 1)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "hb", lease_seconds=60)
+        job = worker.claim()
+        assert job is not None
+        for _ in range(3):
+            job = worker.heartbeat(job)
+    conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
+    assert run("reclaim", "--commit", "--yes").code == 0
+    history = json.loads(run("history", "1", "-o", "json").out)
+    attempt, = history["attempts"]
+    assert attempt["heartbeats"] == 3 and attempt["outcome"] == "reclaimed"
+    assert attempt["attempt_token"] == str(job.attempt_token)
+    assert attempt["max_heartbeat_gap_s"] >= 0
+    assert [e["event"] for e in history["events"]] == ["claimed", "reclaimed"]
+    reclaimed = history["events"][1]
+    assert reclaimed["actor"] == "tester@ci" and reclaimed["worker"] == "hb"
+    assert reclaimed["attempt_token"] == str(job.attempt_token)
+    assert set(history["events"][0]) >= {"at", "event", "from_status", "to_status", "attempt",
+                                         "attempt_token", "worker", "actor", "reason"}
+
+
+def test_read_commands_run_read_only(conn, dsn):
+    settings = db.Settings(dsn=dsn)
+    with db.connect(settings) as c:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            with db.transaction(c, settings, read_only=True):
+                c.execute("INSERT INTO jobs DEFAULT VALUES")
+        with db.transaction(c, settings, read_only=True):
+            row = c.execute("SELECT current_setting('transaction_read_only') AS ro, "
+                            "current_setting('statement_timeout') AS st, "
+                            "current_setting('application_name') AS app").fetchone()
+        assert row == {"ro": "on", "st": "30s", "app": "jobctl"}
+
+
+def test_read_commands_change_nothing(conn, dsn, run):
+    add_jobs(conn, 5)
+    claim_all(dsn, 3)
+    before = snapshot(conn)
+    for args in (["stuck"], ["summary"], ["show", "1"], ["history", "1"],
+                 ["reclaim", "--dry-run"], ["schema", "check"]):
+        assert run(*args).code in (0, 4)
+    assert snapshot(conn) == before
+
+
+def test_application_name_from_dsn_wins(dsn):
+    with db.connect(db.Settings(dsn=f"{dsn} application_name=mine")) as c:
+        assert c.execute("SHOW application_name").fetchone()["application_name"] == "mine"
