@@ -68,9 +68,9 @@ def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
 
-IdArg = Annotated[int, typer.Argument(min=1, max=MAX_ID, help="Job id.",
+IdArg = Annotated[int, typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID",
                                       autocompletion=_complete_ids)]
-IdsArg = Annotated[list[int], typer.Argument(min=1, max=MAX_ID, help="Job ids.",
+IdsArg = Annotated[list[int], typer.Argument(min=1, max=MAX_ID, help="Job ids.", metavar="ID...",
                                              autocompletion=_complete_ids)]
 
 

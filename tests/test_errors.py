@@ -1,0 +1,123 @@
+"""Bad input: one line on stderr, the documented exit code, no traceback, nothing changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import add_jobs, claim_all, snapshot
+
+SECRET = "s3cr3t-pw"
+
+
+def assert_one_line(result, code: int, *needles: str) -> None:
+    assert result.code == code, (result.code, result.out, result.err)
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert "Traceback" not in result.err
+    for needle in needles:
+        assert needle in result.err, result.err
+
+
+BAD_INPUT = [
+    (["show", "abc"], 2, "valid integer"),
+    (["show", "-5"], 2, ""),
+    (["show", "99999999999999999999"], 2, ""),
+    (["history", "1e3"], 2, "valid integer"),
+    (["stuck", "-o", "yaml"], 2, "yaml"),
+    (["stuck", "--format", "nope"], 2, "not a tabulate format"),
+    (["stuck", "--policy", "sometimes"], 2, "auto or manual"),
+    (["stuck", "--grace", "5 minutes"], 2, "not a duration"),
+    (["stuck", "--grace", "-1s"], 2, "not a duration"),
+    (["--lock-timeout", "forever", "stuck"], 2, "not a duration"),
+    (["summary", "--expiring-within", "1y"], 2, "not a duration"),
+    (["reclaim", "--batch-size", "0"], 2, "between 1 and 10000"),
+    (["reclaim", "--batch-size", "10001"], 2, "between 1 and 10000"),
+    (["reclaim", "--every", "5s"], 2, "needs --commit --yes"),
+    (["reclaim", "--plan", "p.json"], 2, "needs --commit"),
+    (["reclaim", "--commit", "--plan", "/nonexistent/plan.json", "--yes"], 2, "cannot read plan"),
+    (["requeue", "1", "--expect-token", "not-a-uuid", "--yes"], 2, "not a UUID"),
+    (["requeue", "1", "--delay", "soon", "--yes"], 2, "not a duration"),
+    (["fail", "1", "--yes"], 2, "needs --reason"),
+    (["fail", "1", "--reason", "  ", "--yes"], 2, "needs --reason"),
+    (["--table", "jobs; DROP TABLE jobs", "stuck"], 2, "not a table name"),
+    (["--table", "a.b.c", "stuck"], 2, "not a table name"),
+    (["--table", "nosuch", "stuck"], 1, "nosuch does not exist"),
+    (["--table", "nosuch.jobs", "summary"], 1, "does not exist"),
+    (["show", "424242"], 1, "not found"),
+    (["history", "424242"], 1, "not found"),
+    (["requeue", "1"], 2, "pass --yes"),
+    (["reclaim", "--commit"], 2, "pass --yes"),
+    (["schema", "apply"], 2, "pass --yes"),
+    (["nosuchcommand"], 2, "nosuchcommand"),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), BAD_INPUT, ids=lambda v: str(v))
+def test_bad_input(conn, dsn, run, args, code, needle):
+    add_jobs(conn, 3)
+    claim_all(dsn, 2)
+    before = snapshot(conn)
+    assert_one_line(run(*args), code, needle)
+    assert snapshot(conn) == before
+
+
+def test_table_without_lease_columns_says_schema_apply(conn, run):
+    conn.execute("CREATE TABLE bare (id bigint PRIMARY KEY, status text)")
+    assert_one_line(run("--table", "bare", "stuck"), 1, "jobctl schema apply")
+
+
+def test_unreachable_database_no_password(monkeypatch, capsys):
+    from jobctl import cli
+
+    for dsn in (f"postgresql://ops:{SECRET}@127.0.0.1:1/x?connect_timeout=2",
+                f"host=127.0.0.1 port=1 user=ops password={SECRET} connect_timeout=2",
+                f"postgresql://ops:{SECRET}@127.0.0.1:1/x?bogus_option=1",
+                f"host=127.0.0.1 password={SECRET} nonsense",
+                f"postgresql://ops:{SECRET}@[::1"):
+        for debug in ([], ["--debug"]):
+            code = cli.main([*debug, "--dsn", dsn, "stuck"])
+            captured = capsys.readouterr()
+            assert code in (1, 2), dsn
+            assert SECRET not in captured.err + captured.out, captured.err
+            if not debug:
+                assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+def test_process_exit_codes_and_no_tty(dsn, conn):
+    """The installed entry point, as a real process without a terminal."""
+    add_jobs(conn, 1)
+    claim_all(dsn, 1)
+    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
+    stuck = subprocess.run([sys.executable, "-m", "jobctl", "stuck", "--exit-code"], env=env,
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert stuck.returncode == 4 and "\x1b[" not in stuck.stdout
+    commit = subprocess.run([sys.executable, "-m", "jobctl", "reclaim", "--commit"], env=env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert commit.returncode == 2 and "--yes" in commit.stderr
+    assert json.loads(subprocess.run(
+        [sys.executable, "-m", "jobctl", "stuck", "-o", "json"], env=env,
+        capture_output=True, text=True).stdout)[0]["id"] == 1
+
+
+def test_version_and_help_for_every_command(run):
+    assert run("--version").out.startswith("jobctl ")
+    from jobctl import cli
+
+    commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
+    assert {"stuck", "summary", "show", "history", "reclaim", "requeue", "fail",
+            "demo"} <= set(commands)
+    for name in [*commands, "schema apply", "schema check"]:
+        result = run(*name.split(), "--help")
+        assert result.code == 0 and "Example" in result.out, name
+
+
+def test_help_does_not_import_psycopg_or_tabulate():
+    code = ("import sys; from jobctl import cli; "
+            "sys.argv=['jobctl','--help']; cli.main(['--help']); "
+            "print(sorted(m for m in ('psycopg','tabulate','rich.table') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
