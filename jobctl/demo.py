@@ -217,7 +217,8 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
     say(f"batch-7 (pid {procs[4].pid}) frozen with SIGSTOP while holding job {zombie['id']}")
     for proc in procs[2:4]:
         proc.terminate()
-    say(f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s for leases to expire")
+    say(f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
+        "for their leases to expire")
     time.sleep(LEASE_S + 1.0)
 
     def resume() -> None:

@@ -1,0 +1,299 @@
+"""Reclaim against a real database, with real concurrency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all, snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobctl import db, lease, queries, reclaim, triage
+
+ALL = triage.ExpiredFilter()
+
+
+def wait_until(condition, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
+    """Is any session waiting on a lock that backend ``pid`` holds? (the barrier)"""
+    row = conn.execute("SELECT count(*) AS n FROM pg_stat_activity "
+                       "WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)).fetchone()
+    return row["n"] > 0
+
+
+def core(dsn: str) -> tuple[psycopg.Connection[Any], db.Settings, db.JobsTable]:
+    settings = db.Settings(dsn=dsn, actor="tester@ci")
+    conn = db.connect(settings)
+    return conn, settings, db.resolve_table(conn, "jobs")
+
+
+# ---------------------------------------------------------------- the dry run is the commit
+job_specs = st.lists(st.tuples(
+    st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
+    st.sampled_from(["auto", "manual"]),
+    st.integers(0, 4),                  # attempts
+    st.integers(1, 4),                  # max_attempts
+    st.integers(-100, 100),             # lease offset in seconds (negative: expired)
+), min_size=0, max_size=40)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=job_specs, batch_size=st.integers(1, 7), grace=st.sampled_from([0, 30]))
+def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_size, grace):
+    conn.execute("TRUNCATE jobs, jobctl.events, jobctl.attempts RESTART IDENTITY")
+    for status, policy, attempts, max_attempts, offset in specs:
+        processing = status == "processing"
+        conn.execute(
+            "INSERT INTO jobs (status, recovery_policy, attempts, max_attempts, attempt_token,"
+            " lease_expires_at, reserved_by) VALUES (%s, %s, %s, %s, CASE WHEN %s THEN "
+            "gen_random_uuid() END, CASE WHEN %s THEN now() + %s * interval '1s' END, 'w')",
+            (status, policy, attempts, max_attempts, processing, processing, offset))
+    where = triage.ExpiredFilter(grace=dt.timedelta(seconds=grace))
+    c, s, table = core(dsn)
+    with c:
+        before = snapshot(conn)
+        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(c, s, table, where, None)}
+        assert snapshot(conn) == before
+        applied = [r for batch in reclaim.commit(c, s, table, where, batch_size=batch_size,
+                                                 limit=None) for r in batch]
+    assert {r["id"]: r["action"] for r in applied} == predicted
+    assert all(r["applied"] for r in applied)
+    after = {r["id"]: r for r in conn.execute("SELECT * FROM jobs")}
+    for job_id, action in predicted.items():
+        row = after[job_id]
+        assert row["status"] == ("queued" if action == "requeue" else "failed")
+        assert row["attempt_token"] is None and row["lease_expires_at"] is None
+        assert row["reclaim_count"] == 1
+        assert (row["finished_at"] is None) == (action == "requeue")
+    assert all(r["reclaim_count"] == 0 for i, r in after.items() if i not in predicted)
+
+
+# ---------------------------------------------------------------- forced interleavings
+@pytest.mark.parametrize("reclaim_commits", [True, False], ids=["commit", "rollback"])
+def test_completion_blocked_behind_reclaim(conn, dsn, reclaim_commits):
+    add_jobs(conn, 1)
+    job, = claim_all(dsn, 1)
+    table = db.resolve_table(conn, "jobs")
+    reclaimer = psycopg.connect(dsn)  # holds its transaction open: the reclaim is uncommitted
+    reclaimer.execute(queries.query("reclaim_batch", table.ident), {**ALL.params(), "limit": 50})
+    outcome: dict[str, str] = {}
+
+    def complete() -> None:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            try:
+                lease.Worker(c, "w1").complete(job)
+                outcome["worker"] = "completed"
+            except lease.LeaseLost:
+                outcome["worker"] = "lease lost"
+
+    thread = threading.Thread(target=complete)
+    thread.start()
+    wait_until(lambda: blocked_by(conn, reclaimer.info.backend_pid), what="worker blocked")
+    (reclaimer.commit if reclaim_commits else reclaimer.rollback)()
+    thread.join(10)
+    reclaimer.close()
+    status = conn.execute("SELECT status FROM jobs").fetchone()["status"]
+    if reclaim_commits:
+        assert (outcome["worker"], status) == ("lease lost", "queued")
+    else:
+        assert (outcome["worker"], status) == ("completed", "done")
+
+
+def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
+    """The other order: a worker's uncommitted completion holds the row; reclaim skips it."""
+    add_jobs(conn, 2)
+    first, second = claim_all(dsn, 2)
+    worker = psycopg.connect(dsn)
+    table = db.resolve_table(conn, "jobs")
+    worker.execute(queries.query("complete", table.ident),
+                   {"id": first.id, "attempt_token": first.attempt_token})
+    c, s, t = core(dsn)
+    with c:
+        rows = [r for b in reclaim.commit(c, s, t, ALL, batch_size=50, limit=None) for r in b]
+    worker.commit()
+    worker.close()
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[second.id]["applied"] and not by_id[first.id]["applied"]
+    assert "locked by pid" in by_id[first.id]["skipped"]
+    statuses = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
+    assert statuses == {first.id: "done", second.id: "queued"}
+
+
+def test_idle_in_transaction_lock_is_shown_skipped(conn, dsn, run):
+    add_jobs(conn, 3)
+    held, *_ = claim_all(dsn, 3)
+    holder = psycopg.connect(dsn)  # an idle-in-transaction session holding one row
+    holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (held.id,))
+    try:
+        preview = json.loads(run("reclaim", "--dry-run", "-o", "json").out)
+        skipped = [r for r in preview if r["skipped"]]
+        assert [r["id"] for r in skipped] == [held.id]
+        assert f"pid {holder.info.backend_pid}" in skipped[0]["skipped"]
+        assert "idle in transaction" in skipped[0]["skipped"]
+        result = run("reclaim", "--commit", "--yes", "-o", "json")
+        rows = {r["id"]: r for r in json.loads(result.out)}
+        assert not rows[held.id]["applied"] and rows[held.id]["skipped"]
+        assert sum(r["applied"] for r in rows.values()) == 2
+        assert "2 requeued, 0 failed, 1 skipped" in result.err
+        assert conn.execute("SELECT status FROM jobs WHERE id = %s",
+                            (held.id,)).fetchone()["status"] == "processing"
+    finally:
+        holder.close()
+
+
+def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Path):
+    add_jobs(conn, 4)
+    beat, done, keep, gone = claim_all(dsn, 4)
+    plan = tmp_path / "plan.json"
+    assert run("reclaim", "--dry-run", "--save-plan", str(plan)).code == 0
+    saved = json.loads(plan.read_text())
+    assert saved["where"]["table"] == "public.jobs" and len(saved["rows"]) == 4
+    assert "password" not in plan.read_text()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        # a heartbeat since the review whose lease has already run out again
+        lease.Worker(c, "w1", lease_seconds=-1).heartbeat(beat)
+        lease.Worker(c, "w1").complete(done)
+    conn.execute("DELETE FROM jobs WHERE id = %s", (gone.id,))
+    add_jobs(conn, 1)
+    late, = claim_all(dsn, 1)  # expired, but not in the plan
+    result = run("reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "json")
+    assert result.code == 0, result.err
+    rows = {r["id"]: r for r in json.loads(result.out)}
+    assert rows[keep.id]["applied"] is True
+    assert "heartbeat since the review" in rows[beat.id]["skipped"]
+    assert rows[done.id]["skipped"].startswith("now done")
+    assert rows[gone.id]["skipped"] == "job no longer exists"
+    assert late.id not in rows
+    assert conn.execute("SELECT status FROM jobs WHERE id = %s",
+                        (late.id,)).fetchone()["status"] == "processing"
+
+
+def test_plan_for_another_database_is_refused(conn, dsn, run, tmp_path: Path):
+    add_jobs(conn, 1)
+    claim_all(dsn, 1)
+    plan = tmp_path / "plan.json"
+    run("reclaim", "--save-plan", str(plan))
+    data = json.loads(plan.read_text())
+    data["where"]["database"] = "elsewhere"
+    plan.write_text(json.dumps(data))
+    before = snapshot(conn)
+    result = run("reclaim", "--commit", "--plan", str(plan), "--yes")
+    assert result.code == 2 and "elsewhere" in result.err
+    assert snapshot(conn) == before
+    plan.write_text("{not json")
+    assert run("reclaim", "--commit", "--plan", str(plan), "--yes").code == 2
+
+
+def test_batches_and_limit(conn, dsn, run):
+    add_jobs(conn, 23)
+    claim_all(dsn, 23)
+    result = run("reclaim", "--commit", "--yes", "--batch-size", "5", "--limit", "12",
+                 "-o", "json")
+    assert len(json.loads(result.out)) == 12
+    per_transaction = conn.execute(
+        "SELECT xmin::text, count(*) AS n FROM jobctl.events WHERE event = 'reclaimed' "
+        "GROUP BY 1").fetchall()
+    assert sorted(r["n"] for r in per_transaction) == [2, 5, 5]
+    assert len(json.loads(run("stuck", "-o", "json").out)) == 11
+
+
+# ---------------------------------------------------------------- real processes
+def jobctl(dsn: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "tester@ci"}
+    return subprocess.Popen([sys.executable, "-m", "jobctl", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, **kw)
+
+
+def spawn_worker(dsn: str, name: str, lease_s: float, work_s: float) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "jobctl.demo", "worker", dsn, name,
+                             str(lease_s), str(work_s), "1"], stdout=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_zombie_worker_is_fenced_out(conn, dsn, run):
+    add_jobs(conn, 1)
+    zombie = spawn_worker(dsn, "zombie", lease_s=1.0, work_s=1.5)
+    try:
+        assert zombie.stdout is not None
+        claimed = json.loads(zombie.stdout.readline())
+        assert claimed["event"] == "claimed"
+        os.kill(zombie.pid, signal.SIGSTOP)
+        wait_until(lambda: json.loads(run("stuck", "-o", "json").out) != [], what="expiry")
+        assert run("reclaim", "--commit", "--yes").code == 0
+        os.kill(zombie.pid, signal.SIGCONT)
+        out, _ = zombie.communicate(timeout=20)
+    finally:
+        zombie.kill()
+    events = [json.loads(line)["event"] for line in out.splitlines()]
+    assert events[-1] == "completion_rejected"
+    row = conn.execute("SELECT status, reclaim_count, attempt_token FROM jobs").fetchone()
+    assert row == {"status": "queued", "reclaim_count": 1, "attempt_token": None}
+    assert conn.execute("SELECT count(*) AS n FROM jobctl.events WHERE event = 'completed'"
+                        ).fetchone()["n"] == 0
+
+
+@pytest.mark.slow
+def test_concurrent_reclaimers_reclaim_each_expiry_once(conn, dsn):
+    add_jobs(conn, 300)
+    add_jobs(conn, 60, policy="manual")
+    claim_all(dsn, 360)
+    procs = [jobctl(dsn, "reclaim", "--commit", "--yes", "--batch-size", "7", "-o", "jsonl")
+             for _ in range(4)]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    reported = [json.loads(line)["id"] for out, _ in outputs for line in out.splitlines()
+                if json.loads(line)["applied"]]
+    assert sorted(reported) == list(range(1, 361))  # each row reported applied exactly once
+    assert conn.execute("SELECT count(*) FILTER (WHERE reclaim_count <> 1) AS bad, "
+                        "count(*) FILTER (WHERE status = 'processing') AS left "
+                        "FROM jobs").fetchone() == {"bad": 0, "left": 0}
+    batches = conn.execute("SELECT xmin::text, count(*) AS n FROM jobctl.events "
+                           "WHERE event = 'reclaimed' GROUP BY 1").fetchall()
+    assert sum(b["n"] for b in batches) == 360 and max(b["n"] for b in batches) <= 7
+
+
+@pytest.mark.slow
+def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
+    service = jobctl(dsn, "reclaim", "--commit", "--yes", "--every", "0.2s", "-o", "jsonl")
+    try:
+        def expired_left() -> int:
+            return conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'"
+                                ).fetchone()["n"]
+
+        add_jobs(conn, 5)
+        claim_all(dsn, 5)
+        wait_until(lambda: expired_left() == 0, what="first reclaim")
+        killed = conn.execute("SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+                              " WHERE application_name = 'jobctl' AND pid <> pg_backend_pid()"
+                              ).fetchone()["n"]
+        assert killed == 1
+        add_jobs(conn, 5)
+        claim_all(dsn, 5)
+        wait_until(lambda: expired_left() == 0, what="reclaim after the backend was killed")
+        service.send_signal(signal.SIGTERM)
+        out, err = service.communicate(timeout=20)
+    finally:
+        service.kill()
+    assert service.returncode == 0, err
+    assert "Traceback" not in err and "retrying" in err and "stopped" in err
+    assert len([line for line in out.splitlines() if json.loads(line)["applied"]]) == 10
