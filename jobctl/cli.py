@@ -584,6 +584,10 @@ def _click_exception() -> type[Exception]:
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
     click_error = _click_exception()
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
+        from typer import completion
+
+        completion.completion_init()
     try:
         result = app(args=argv, prog_name="jobctl", standalone_mode=False)
         return result if isinstance(result, int) else 0

@@ -1,0 +1,1 @@
+complete --command jobctl --no-files --arguments "(env _JOBCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) jobctl)" --condition "env _JOBCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) jobctl"

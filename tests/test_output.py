@@ -1,0 +1,76 @@
+"""The renderer, without a database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import uuid
+
+import pytest
+
+from jobctl import durations, errors, output
+
+ROWS = [{"id": "1e3", "worker": "[bold]w1[/bold]", "at": dt.datetime(2026, 1, 2, 3, 4, 5,
+         tzinfo=dt.timezone.utc), "token": uuid.UUID(int=1), "note": "tab\there\x1b[31m",
+         "age_s": 1.25, "ok": True}]
+
+
+def render(fmt: output.Output, tablefmt: str | None = None, tty: bool = False) -> str:
+    stream = io.StringIO()
+    stream.isatty = lambda: tty  # type: ignore[method-assign]
+    output.render(output.Document(ROWS, [output.Section(None, ROWS)]), fmt, tablefmt, stream)
+    return stream.getvalue()
+
+
+def test_table_keeps_ids_as_text_and_strips_escapes():
+    text = render(output.Output.table)
+    assert "1e3" in text and "1000" not in text
+    assert "\x1b" not in text and "\\x1b[31m" in text
+    assert "[bold]w1[/bold]" in text
+    assert "2026-01-02 03:04:05+00:00" in text
+
+
+def test_rich_table_on_a_terminal_escapes_markup(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    text = render(output.Output.table, tty=True)
+    assert "[bold]" in text and "\x1b[31m" not in text  # markup shown, escape not obeyed
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "─" not in render(output.Output.table, tty=True)
+
+
+def test_json_contract_types():
+    row, = json.loads(render(output.Output.json))
+    assert row["at"] == "2026-01-02T03:04:05+00:00"
+    assert row["token"] == "00000000-0000-0000-0000-000000000001"
+    assert row["age_s"] == 1.25 and row["note"] == "tab\there\x1b[31m"
+
+
+def test_csv_and_tsv_quote_delimiters():
+    assert render(output.Output.csv).splitlines()[0] == "id,worker,at,token,note,age_s,ok"
+    tsv = render(output.Output.tsv).splitlines()
+    assert len(tsv) == 2 and '"tab\there\x1b[31m"' in tsv[1]
+
+
+def test_any_tabulate_format():
+    assert render(output.Output.table, "github").startswith("| id")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("5m", 300), ("1h", 3600),
+                                                ("1.5s", 1.5), ("90", 90), ("250ms", 0.25)])
+def test_durations(text, seconds):
+    assert durations.parse(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "-1s", "1y", "1e9", "99999999d"])
+def test_bad_durations(text):
+    with pytest.raises(errors.UsageError):
+        durations.parse(text)
+
+
+def test_worst_exit_code():
+    assert errors.worst_exit_code([0, 2, 3]) == 3
+    assert errors.worst_exit_code([3, 1, 2]) == 1
+    assert errors.worst_exit_code([0, 2]) == 2
+    assert errors.worst_exit_code([]) == 0

@@ -1,0 +1,97 @@
+"""schema apply and schema check on tables with and without the seed's columns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SEED_COLUMNS = """
+ALTER TABLE {t}
+    ADD COLUMN attempt_token UUID,
+    ADD COLUMN lease_expires_at TIMESTAMPTZ,
+    ADD COLUMN heartbeat_at TIMESTAMPTZ,
+    ADD COLUMN recovery_policy TEXT NOT NULL DEFAULT 'auto'
+        CHECK (recovery_policy IN ('auto', 'manual')),
+    ADD COLUMN reclaim_count INTEGER NOT NULL DEFAULT 0 CHECK (reclaim_count >= 0);
+CREATE INDEX idx_{t}_processing_timeout ON {t} (status, lease_expires_at, id)
+    WHERE status = 'processing';
+"""
+
+PLAIN_QUEUE = """
+CREATE TABLE {t} (
+    id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'queued',
+    attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 5,
+    available_at timestamptz NOT NULL DEFAULT now(), reserved_by text,
+    reserved_at timestamptz, last_error text, finished_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now());
+INSERT INTO {t} (status) SELECT 'done' FROM generate_series(1, 100);
+"""
+
+
+def schema_state(conn, table: str):
+    return conn.execute(
+        "SELECT (SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute "
+        "        WHERE attrelid = %(t)s::regclass AND attnum > 0 AND NOT attisdropped) AS cols,"
+        " (SELECT array_agg(conname::text ORDER BY conname) FROM pg_constraint "
+        "        WHERE conrelid = %(t)s::regclass) AS cons,"
+        " (SELECT array_agg(indexrelid::regclass::text ORDER BY 1) FROM pg_index "
+        "        WHERE indrelid = %(t)s::regclass) AS idx,"
+        " (SELECT array_agg(tgname::text ORDER BY 1) FROM pg_trigger "
+        "        WHERE tgrelid = %(t)s::regclass) AS trg", {"t": table}).fetchone()
+
+
+@pytest.mark.parametrize("with_seed_columns", [False, True], ids=["plain", "seed-columns"])
+def test_apply_is_idempotent(conn, run, with_seed_columns):
+    conn.execute(PLAIN_QUEUE.format(t="q"))
+    if with_seed_columns:
+        conn.execute(SEED_COLUMNS.format(t="q"))
+    assert run("--table", "q", "schema", "check").code == 4
+    preview = run("--table", "q", "schema", "apply", "--sql")
+    assert "CREATE INDEX CONCURRENTLY" in preview.out or with_seed_columns
+    first = run("--table", "q", "schema", "apply", "--yes")
+    assert first.code == 0, first.err
+    state = schema_state(conn, "q")
+    assert run("--table", "q", "schema", "apply", "--yes").code == 0
+    assert schema_state(conn, "q") == state
+    assert [i for i in state["idx"] if "processing_timeout" in i] == ["idx_q_processing_timeout"]
+    assert "q_recovery_policy_check" in state["cons"] and "q_reclaim_count_check" in state["cons"]
+    check = run("--table", "q", "schema", "check", "-o", "json")
+    assert check.code == 0, check.out
+    assert all(c["ok"] for c in json.loads(check.out))
+
+
+def test_sql_changes_nothing(conn, run):
+    conn.execute(PLAIN_QUEUE.format(t="q"))
+    before = schema_state(conn, "q")
+    assert "ALTER TABLE" in run("--table", "q", "schema", "apply", "--sql").out
+    assert schema_state(conn, "q") == before
+
+
+def test_create_in_another_schema(conn, run):
+    conn.execute("CREATE SCHEMA queue")
+    assert run("--table", "queue.jobs", "schema", "apply", "--create", "--yes").code == 0
+    assert run("--table", "queue.jobs", "schema", "check").code == 0
+    assert run("--table", "queue.jobs", "stuck").code == 0
+
+
+def test_check_finds_what_reclaim_cannot_see(conn, run):
+    conn.execute("INSERT INTO jobs (status) VALUES ('processing')")  # no lease, no token
+    conn.execute("DROP INDEX idx_jobs_processing_timeout")
+    result = run("schema", "check", "-o", "json")
+    assert result.code == 4
+    failed = {c["check"] for c in json.loads(result.out) if not c["ok"]}
+    assert failed == {"reclaim index", "processing rows without lease or token",
+                      "token iff processing"}
+    shown = json.loads(run("show", "1", "-o", "json").out)
+    assert shown["lease_state"] == "none"
+
+
+def test_invalid_index_is_rebuilt(conn, run):
+    conn.execute("UPDATE pg_index SET indisvalid = false "
+                 "WHERE indexrelid = 'idx_jobs_processing_timeout'::regclass")
+    assert "INVALID" in run("schema", "check").out
+    conn.execute("INSERT INTO jobs DEFAULT VALUES")
+    result = run("schema", "apply", "--yes")
+    assert result.code == 0 and "drop the invalid reclaim index" in result.err
+    assert run("schema", "check").code == 0
