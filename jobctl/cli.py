@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -33,8 +33,11 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-schema_app = typer.Typer(help="Install and check the lease columns, reclaim index and history.",
-                         no_args_is_help=True, rich_markup_mode=None)
+schema_app = typer.Typer(
+    help="Install and check the lease columns, reclaim index and history.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(schema_app, name="schema")
 
 _debug = False
@@ -43,10 +46,18 @@ MAX_ID = 2**63 - 1
 
 
 # ---------------------------------------------------------------- shared options
-OutputOpt = Annotated[output.Output, typer.Option(
-    "--output", "-o", help="table (rich on a terminal, plain otherwise), json, jsonl, csv, tsv.")]
-FormatOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045 (typer needs Optional here)
-    "--format", help="Any tabulate table format for -o table: plain, github, psql, ...")]
+OutputOpt = Annotated[
+    output.Output,
+    typer.Option(
+        "--output", "-o", help="table (rich on a terminal, plain otherwise), json, jsonl, csv, tsv."
+    ),
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format", help="Any tabulate table format for -o table: plain, github, psql, ..."
+    ),
+]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
 
 
@@ -61,17 +72,24 @@ def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
             return []
         with db.connect(settings) as conn:
             table = db.resolve_table(conn, settings.table)
-            rows = conn.execute(queries.query("complete_ids", table.ident),
-                                {"prefix": incomplete}).fetchall()
+            rows = conn.execute(
+                queries.query("complete_ids", table.ident), {"prefix": incomplete}
+            ).fetchall()
         return [r["id"] for r in rows]
     except Exception:
         return []
 
 
-IdArg = Annotated[int, typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID",
-                                      autocompletion=_complete_ids)]
-IdsArg = Annotated[list[int], typer.Argument(min=1, max=MAX_ID, help="Job ids.", metavar="ID...",
-                                             autocompletion=_complete_ids)]
+IdArg = Annotated[
+    int,
+    typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID", autocompletion=_complete_ids),
+]
+IdsArg = Annotated[
+    list[int],
+    typer.Argument(
+        min=1, max=MAX_ID, help="Job ids.", metavar="ID...", autocompletion=_complete_ids
+    ),
+]
 
 
 def _duration(option: str, value: str | None) -> Any:
@@ -135,20 +153,42 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    dsn: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
-        "variables and service files.", show_default=False)] = None,
-    table: Annotated[str, typer.Option(envvar="JOBCTL_TABLE",
-                                       help="Jobs table, schema-qualified allowed.")] = "jobs",
-    statement_timeout: Annotated[str, typer.Option(help="Per transaction.")] = "30s",
-    lock_timeout: Annotated[str, typer.Option(help="Per transaction.")] = "2s",
-    actor: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        envvar="JOBCTL_ACTOR", help="Who acts, for the audit trail. Default: user@host.",
-        show_default=False)] = None,
-    debug: Annotated[bool, typer.Option(help="Show a traceback on errors (passwords redacted).")]
-    = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DSN",
+            help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
+            "variables and service files.",
+            show_default=False,
+        ),
+    ] = None,
+    table: Annotated[
+        str,
+        typer.Option(
+            envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
+        ),
+    ] = "jobs",
+    statement_timeout: Annotated[
+        str, typer.Option(metavar="DURATION", help="Per transaction.")
+    ] = "30s",
+    lock_timeout: Annotated[str, typer.Option(metavar="DURATION", help="Per transaction.")] = "2s",
+    actor: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JOBCTL_ACTOR",
+            help="Who acts, for the audit trail. Default: user@host.",
+            show_default=False,
+        ),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show a traceback on errors (passwords redacted).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """jobctl: stuck-job triage for PostgreSQL job queues."""
     global _debug, _raw_dsn
@@ -156,7 +196,8 @@ def main_options(
     if ctx.resilient_parsing:
         return
     ctx.obj = db.Settings(
-        dsn=dsn, table=table,
+        dsn=dsn,
+        table=table,
         statement_timeout=durations.parse(statement_timeout, option="--statement-timeout"),
         lock_timeout=durations.parse(lock_timeout, option="--lock-timeout"),
         actor=actor or db.default_actor(),
@@ -164,21 +205,34 @@ def main_options(
 
 
 # ---------------------------------------------------------------- read path
-STUCK_COLUMNS = ["id", "reserved_by", "recovery_policy", "attempts", "max_attempts",
-                 "reclaim_count", "lease_expires_at", "lease_overdue_s", "heartbeat_age_s",
-                 "action"]
+STUCK_COLUMNS = [
+    "id",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "lease_expires_at",
+    "lease_overdue_s",
+    "heartbeat_age_s",
+    "action",
+]
 
 
 @app.command()
 def stuck(
     ctx: typer.Context,
-    worker: Annotated[Optional[str], typer.Option(help="Only this worker's jobs.")] = None,  # noqa: UP045
-    policy: Annotated[Optional[str], typer.Option(help="auto or manual.")] = None,  # noqa: UP045
-    limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="At most this many rows.")]
-    = 1000,
-    grace: Annotated[str, typer.Option(help="Only leases expired longer ago than this.")] = "0s",
-    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 4 when any are found.")]
-    = False,
+    worker: Annotated[str | None, typer.Option(help="Only this worker's jobs.")] = None,
+    policy: Annotated[str | None, typer.Option(help="auto or manual.")] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="At most this many rows.")
+    ] = 1000,
+    grace: Annotated[
+        str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
+    ] = "0s",
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
+    ] = False,
     out: OutputOpt = output.Output.table,
     fmt: FormatOpt = None,
 ) -> None:
@@ -189,8 +243,9 @@ def stuck(
     """
     from jobctl import reclaim, triage
 
-    where = triage.ExpiredFilter(worker=worker, policy=_policy(policy),
-                                 grace=durations.parse(grace, option="--grace"))
+    where = triage.ExpiredFilter(
+        worker=worker, policy=_policy(policy), grace=durations.parse(grace, option="--grace")
+    )
     with _session(ctx) as (conn, table):
         rows = reclaim.dry_run(conn, _settings(ctx), table, where, limit)
     for row in rows:
@@ -206,7 +261,9 @@ def stuck(
 @app.command()
 def summary(
     ctx: typer.Context,
-    expiring_within: Annotated[str, typer.Option(help="Window for 'expiring soon'.")] = "30s",
+    expiring_within: Annotated[
+        str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")
+    ] = "30s",
     out: OutputOpt = output.Output.table,
     fmt: FormatOpt = None,
 ) -> None:
@@ -221,19 +278,23 @@ def summary(
     with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
         result = triage.summary(conn, table, window)
     sections = [
-        output.Section("jobs by status", [{"status": s, "jobs": n}
-                                          for s, n in result["status"].items()]),
+        output.Section(
+            "jobs by status", [{"status": s, "jobs": n} for s, n in result["status"].items()]
+        ),
         output.Section("processing by lease", [result["processing"]]),
-        output.Section("expired leases by worker", result["expired_by_worker"],
-                       ["worker", "expired", "manual", "first_expiry", "last_expiry",
-                        "last_heartbeat_at"]),
+        output.Section(
+            "expired leases by worker",
+            result["expired_by_worker"],
+            ["worker", "expired", "manual", "first_expiry", "last_expiry", "last_heartbeat_at"],
+        ),
     ]
     _emit(output.Document(result, sections), out, fmt)
 
 
 @app.command()
-def show(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table,
-         fmt: FormatOpt = None) -> None:
+def show(
+    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+) -> None:
     """One job: its row, its lease state (live, expired, none) and its latest events.
 
     Example: jobctl show 42 -o json
@@ -243,20 +304,37 @@ def show(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table
     with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
         job = triage.show(conn, table, job_id)
     events = job.pop("events")
-    _emit(output.Document(job | {"events": events}, [
-        output.Section(f"job {job_id}", output.key_values(job)),
-        output.Section("latest events", events, EVENT_COLUMNS)]), out, fmt)
+    _emit(
+        output.Document(
+            job | {"events": events},
+            [
+                output.Section(f"job {job_id}", output.key_values(job)),
+                output.Section("latest events", events, EVENT_COLUMNS),
+            ],
+        ),
+        out,
+        fmt,
+    )
 
 
-EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor",
-                 "reason"]
-ATTEMPT_COLUMNS = ["attempt", "worker", "claimed_at", "heartbeats", "last_heartbeat_at",
-                   "max_heartbeat_gap_s", "ended_at", "outcome", "attempt_token"]
+EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
+ATTEMPT_COLUMNS = [
+    "attempt",
+    "worker",
+    "claimed_at",
+    "heartbeats",
+    "last_heartbeat_at",
+    "max_heartbeat_gap_s",
+    "ended_at",
+    "outcome",
+    "attempt_token",
+]
 
 
 @app.command()
-def history(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table,
-            fmt: FormatOpt = None) -> None:
+def history(
+    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+) -> None:
     """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
 
     Example: jobctl history 42
@@ -266,38 +344,80 @@ def history(ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.ta
     with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
         result = triage.history(conn, table, job_id)
     job = result["job"]
-    head = {k: job.get(k) for k in ("id", "status", "lease_state", "attempts", "max_attempts",
-                                      "reclaim_count", "recovery_policy", "last_error")}
-    _emit(output.Document(result, [
-        output.Section(f"job {job_id}", [head]),
-        output.Section("attempts", result["attempts"], ATTEMPT_COLUMNS),
-        output.Section("events", result["events"], EVENT_COLUMNS)]), out, fmt)
+    head = {
+        k: job.get(k)
+        for k in (
+            "id",
+            "status",
+            "lease_state",
+            "attempts",
+            "max_attempts",
+            "reclaim_count",
+            "recovery_policy",
+            "last_error",
+        )
+    }
+    _emit(
+        output.Document(
+            result,
+            [
+                output.Section(f"job {job_id}", [head]),
+                output.Section("attempts", result["attempts"], ATTEMPT_COLUMNS),
+                output.Section("events", result["events"], EVENT_COLUMNS),
+            ],
+        ),
+        out,
+        fmt,
+    )
 
 
 # ---------------------------------------------------------------- reclaim
-RECLAIM_COLUMNS = ["id", "reserved_by", "recovery_policy", "attempts", "max_attempts",
-                   "lease_overdue_s", "action", "applied", "skipped"]
+RECLAIM_COLUMNS = [
+    "id",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "lease_overdue_s",
+    "action",
+    "applied",
+    "skipped",
+]
 
 
 @app.command()
 def reclaim(
     ctx: typer.Context,
-    commit: Annotated[bool, typer.Option("--commit/--dry-run",
-                                         help="Apply, or only preview (the default).")] = False,
+    commit: Annotated[
+        bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
+    ] = False,
     yes: YesOpt = False,
     batch_size: Annotated[int, typer.Option(help="Rows per transaction (1-10000).")] = 50,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many rows.")] = None,  # noqa: UP045
-    worker: Annotated[Optional[str], typer.Option(help="Only this worker's jobs.")] = None,  # noqa: UP045
-    policy: Annotated[Optional[str], typer.Option(help="auto or manual.")] = None,  # noqa: UP045
-    job_ids: Annotated[Optional[list[int]], typer.Option(  # noqa: UP045
-        "--id", min=1, max=MAX_ID, help="Only this job (repeatable).")] = None,
-    grace: Annotated[str, typer.Option(help="Only leases expired longer ago than this.")] = "0s",
-    save_plan: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="With the dry run: write the reviewed rows to FILE.")] = None,
-    plan: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="With --commit: apply only the rows of this saved plan.")] = None,
-    every: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="Repeat every DURATION: the reclaimer service (needs --commit --yes).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
+    worker: Annotated[str | None, typer.Option(help="Only this worker's jobs.")] = None,
+    policy: Annotated[str | None, typer.Option(help="auto or manual.")] = None,
+    job_ids: Annotated[
+        list[int] | None,
+        typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
+    ] = None,
+    grace: Annotated[
+        str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
+    ] = "0s",
+    save_plan: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
+    ] = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
+    ] = None,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Repeat every DURATION: the reclaimer service (needs --commit --yes).",
+        ),
+    ] = None,
     out: OutputOpt = output.Output.table,
     fmt: FormatOpt = None,
 ) -> None:
@@ -312,8 +432,9 @@ def reclaim(
 
     settings = _settings(ctx)
     if not core.MIN_BATCH <= batch_size <= core.MAX_BATCH:
-        raise errors.UsageError(f"--batch-size must be between {core.MIN_BATCH} and "
-                                f"{core.MAX_BATCH}, not {batch_size}")
+        raise errors.UsageError(
+            f"--batch-size must be between {core.MIN_BATCH} and {core.MAX_BATCH}, not {batch_size}"
+        )
     if every is not None and not (commit and yes):
         raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
     if plan is not None and not commit:
@@ -322,8 +443,12 @@ def reclaim(
         raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
     if plan is not None and (worker or policy or job_ids or every or grace != "0s"):
         raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
-    where = triage.ExpiredFilter(worker=worker, policy=_policy(policy), ids=job_ids,
-                                 grace=durations.parse(grace, option="--grace"))
+    where = triage.ExpiredFilter(
+        worker=worker,
+        policy=_policy(policy),
+        ids=job_ids,
+        grace=durations.parse(grace, option="--grace"),
+    )
     if every is not None:
         _serve(settings, where, batch_size, durations.parse(every, option="--every"), out, fmt)
         return
@@ -336,30 +461,38 @@ def reclaim(
         elif plan is not None:
             planned = core.load_plan(plan, db.where(conn, table))
             _confirm(f"Apply plan {plan}: reclaim up to {len(planned)} job(s)?", yes)
-            rows = _run_batches(core.commit_plan(conn, settings, table, planned,
-                                                 batch_size=batch_size), len(planned), out, fmt)
+            rows = _run_batches(
+                core.commit_plan(conn, settings, table, planned, batch_size=batch_size),
+                len(planned),
+                out,
+                fmt,
+            )
         else:
             total = None
             if not yes:
                 preview = core.dry_run(conn, settings, table, where, limit)
                 total = len(preview)
                 requeue = sum(r["action"] == "requeue" for r in preview)
-                _confirm(f"Reclaim {total} expired job(s): {requeue} requeue, "
-                         f"{total - requeue} fail?", yes)
-            rows = _run_batches(core.commit(conn, settings, table, where,
-                                            batch_size=batch_size, limit=limit),
-                                total, out, fmt)
+                _confirm(
+                    f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
+                    yes,
+                )
+            rows = _run_batches(
+                core.commit(conn, settings, table, where, batch_size=batch_size, limit=limit),
+                total,
+                out,
+                fmt,
+            )
     if out is not output.Output.jsonl:
         _emit(output.Document(rows, [output.Section(None, rows, RECLAIM_COLUMNS)]), out, fmt)
-    _say(_reclaim_summary(rows, commit) + ("" if rows or commit else
-                                           "; nothing to reclaim"))
+    _say(_reclaim_summary(rows, commit) + ("" if rows or commit else "; nothing to reclaim"))
     if save_plan is not None:
-        _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan "
-             f"{save_plan}")
+        _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}")
 
 
-def _run_batches(batches: Iterator[list[dict[str, Any]]], total: int | None,
-                 out: output.Output, fmt: str | None) -> list[dict[str, Any]]:
+def _run_batches(
+    batches: Iterator[list[dict[str, Any]]], total: int | None, out: output.Output, fmt: str | None
+) -> list[dict[str, Any]]:
     """Drain the batches: jsonl streams each as it lands; a progress bar on a terminal."""
     rows: list[dict[str, Any]] = []
     progress = None
@@ -389,12 +522,19 @@ def _reclaim_summary(rows: list[dict[str, Any]], committed: bool) -> str:
     skipped = sum(1 for r in rows if r["skipped"])
     if committed:
         return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
-    return (f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped; "
-            "nothing changed")
+    return (
+        f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped; nothing changed"
+    )
 
 
-def _serve(settings: db.Settings, where: Any, batch_size: int, every: Any,
-           out: output.Output, fmt: str | None) -> None:
+def _serve(
+    settings: db.Settings,
+    where: Any,
+    batch_size: int,
+    every: Any,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
     from jobctl import reclaim as core
 
     stop = threading.Event()
@@ -405,29 +545,46 @@ def _serve(settings: db.Settings, where: Any, batch_size: int, every: Any,
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    _say(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, "
-         f"table {settings.table}")
-    for batch in core.serve(settings, where, batch_size=batch_size, every=every, stop=stop,
-                            log=_say):
+    _say(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
+    for batch in core.serve(
+        settings, where, batch_size=batch_size, every=every, stop=stop, log=_say
+    ):
         applied = [r for r in batch if r["applied"]]
         if out is output.Output.jsonl or out is output.Output.json:
             _emit(output.Document(applied, []), output.Output.jsonl, fmt)
         else:
-            _emit(output.Document(applied, [output.Section(None, applied, RECLAIM_COLUMNS)]),
-                  out, fmt)
+            _emit(
+                output.Document(applied, [output.Section(None, applied, RECLAIM_COLUMNS)]), out, fmt
+            )
         sys.stdout.flush()
         _say(_reclaim_summary(applied, True))
     _say("reclaimer: stopped")
 
 
 # ---------------------------------------------------------------- manual actions
-MANUAL_COLUMNS = ["id", "outcome", "detail", "status", "reserved_by", "lease_state",
-                  "attempt_token"]
+MANUAL_COLUMNS = [
+    "id",
+    "outcome",
+    "detail",
+    "status_before",
+    "reserved_by",
+    "lease_state",
+    "attempt_token",
+]
 
 
-def _manual(ctx: typer.Context, action: str, job_ids: list[int], reason: str | None,
-            delay: str, expect_token: str | None, force: bool, yes: bool,
-            out: output.Output, fmt: str | None) -> None:
+def _manual(
+    ctx: typer.Context,
+    action: str,
+    job_ids: list[int],
+    reason: str | None,
+    delay: str,
+    expect_token: str | None,
+    force: bool,
+    yes: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
     from jobctl import manual
 
     settings = _settings(ctx)
@@ -441,28 +598,71 @@ def _manual(ctx: typer.Context, action: str, job_ids: list[int], reason: str | N
         raise errors.UsageError("--expect-token names one attempt: give one job id with it")
     wait = durations.parse(delay, option="--delay")
     with _session(ctx) as (conn, table):
-        decisions = [manual.decide(conn, settings, table, i, action,  # type: ignore[arg-type]
-                                   force=force, expect_token=token) for i in job_ids]
+        decisions = [
+            manual.decide(
+                conn,
+                settings,
+                table,
+                i,
+                action,  # type: ignore[arg-type]
+                force=force,
+                expect_token=token,
+            )
+            for i in job_ids
+        ]
         eligible = [d for d in decisions if d.outcome is None]
         if eligible and not yes:
             if sys.stdin.isatty():
-                output.render(output.Document(None, [output.Section(
-                    f"about to {action}", [d.seen for d in eligible if d.seen],
-                    ["id", "status", "reserved_by", "attempts", "max_attempts",
-                     "recovery_policy", "lease_state", "attempt_token"])]),
-                    output.Output.table, None, sys.stderr)
+                output.render(
+                    output.Document(
+                        None,
+                        [
+                            output.Section(
+                                f"about to {action}",
+                                [d.seen for d in eligible if d.seen],
+                                [
+                                    "id",
+                                    "status",
+                                    "reserved_by",
+                                    "attempts",
+                                    "max_attempts",
+                                    "recovery_policy",
+                                    "lease_state",
+                                    "attempt_token",
+                                ],
+                            )
+                        ],
+                    ),
+                    output.Output.table,
+                    None,
+                    sys.stderr,
+                )
             _confirm(f"{action.capitalize()} {len(eligible)} job(s)?", yes)
-        results = [manual.apply(conn, settings, table, d, action,  # type: ignore[arg-type]
-                                reason=reason, delay=wait).result() for d in decisions]
+        results = [
+            manual.apply(
+                conn,
+                settings,
+                table,
+                d,
+                action,  # type: ignore[arg-type]
+                reason=reason,
+                delay=wait,
+            ).result()
+            for d in decisions
+        ]
     _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
     code = errors.worst_exit_code([manual.OUTCOME_EXIT[r["outcome"]] for r in results])
     if code:
         raise typer.Exit(code)
 
 
-ReasonOpt = Annotated[Optional[str], typer.Option(help="Why: recorded in the history.")]  # noqa: UP045
-ExpectOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).")]
+ReasonOpt = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+ExpectOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck)."
+    ),
+]
 ForceOpt = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
 
 
@@ -471,7 +671,9 @@ def requeue(
     ctx: typer.Context,
     job_ids: IdsArg,
     reason: ReasonOpt = None,
-    delay: Annotated[str, typer.Option(help="Make it available after this long.")] = "0s",
+    delay: Annotated[
+        str, typer.Option(metavar="DURATION", help="Make it available after this long.")
+    ] = "0s",
     expect_token: ExpectOpt = None,
     force: ForceOpt = False,
     yes: YesOpt = False,
@@ -534,8 +736,9 @@ def schema_apply(
 
 
 @schema_app.command("check")
-def schema_check(ctx: typer.Context, out: OutputOpt = output.Output.table,
-                 fmt: FormatOpt = None) -> None:
+def schema_check(
+    ctx: typer.Context, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+) -> None:
     """The seed's pre-flight checklist; exits 4 when a check fails.
 
     Example: jobctl schema check -o json

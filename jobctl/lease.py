@@ -30,8 +30,9 @@ class LeaseLost(Exception):
     its result must not be recorded."""
 
     def __init__(self, job: Claim, operation: str) -> None:
-        super().__init__(f"{operation}: job {job.id} is no longer held by attempt "
-                         f"{job.attempt_token}")
+        super().__init__(
+            f"{operation}: job {job.id} is no longer held by attempt {job.attempt_token}"
+        )
         self.job = job
         self.operation = operation
 
@@ -49,16 +50,25 @@ class Claim:
 class Worker:
     """One worker's side of the protocol on an autocommit connection."""
 
-    def __init__(self, conn: psycopg.Connection[Any], worker_id: str, *,
-                 lease_seconds: float = 30.0, table: str | sql.Identifier = "jobs") -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        worker_id: str,
+        *,
+        lease_seconds: float = 30.0,
+        table: str | sql.Identifier = "jobs",
+    ) -> None:
         if not conn.autocommit:
-            raise ValueError("lease.Worker needs an autocommit connection: each statement "
-                             "must commit at once, with a fresh now()")
+            raise ValueError(
+                "lease.Worker needs an autocommit connection: each statement "
+                "must commit at once, with a fresh now()"
+            )
         self.conn = conn
         self.worker_id = worker_id
         self.lease = dt.timedelta(seconds=lease_seconds)
-        self.table = table if isinstance(table, sql.Identifier) else sql.Identifier(
-            *table.split("."))
+        self.table = (
+            table if isinstance(table, sql.Identifier) else sql.Identifier(*table.split("."))
+        )
 
     def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
@@ -66,14 +76,22 @@ class Worker:
 
     def claim(self) -> Claim | None:
         """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None."""
-        row = self._run("claim", {"worker": self.worker_id, "attempt_token": uuid.uuid4(),
-                                  "lease": self.lease})
+        row = self._run(
+            "claim", {"worker": self.worker_id, "attempt_token": uuid.uuid4(), "lease": self.lease}
+        )
         return None if row is None else Claim(row[0], row[1], row[2], row[3])
 
     def heartbeat(self, job: Claim) -> Claim:
         """Extend the lease; LeaseLost if this attempt no longer holds the job."""
-        row = self._run("heartbeat", {"id": job.id, "worker": self.worker_id,
-                                      "attempt_token": job.attempt_token, "lease": self.lease})
+        row = self._run(
+            "heartbeat",
+            {
+                "id": job.id,
+                "worker": self.worker_id,
+                "attempt_token": job.attempt_token,
+                "lease": self.lease,
+            },
+        )
         if row is None:
             raise LeaseLost(job, "heartbeat")
         return dataclasses.replace(job, lease_expires_at=row[0])
@@ -96,9 +114,15 @@ class Worker:
 
         Returns the new status; LeaseLost if this attempt no longer holds the job.
         """
-        row = self._run("worker_fail", {"id": job.id, "attempt_token": job.attempt_token,
-                                        "error": error,
-                                        "retry_delay": dt.timedelta(seconds=retry_delay)})
+        row = self._run(
+            "worker_fail",
+            {
+                "id": job.id,
+                "attempt_token": job.attempt_token,
+                "error": error,
+                "retry_delay": dt.timedelta(seconds=retry_delay),
+            },
+        )
         if row is None:
             raise LeaseLost(job, "fail")
         return str(row[0])

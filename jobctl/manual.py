@@ -16,8 +16,11 @@ Action = Literal["requeue", "fail"]
 
 # outcome -> exit code of one id (the worst over several ids wins, see errors.worst_exit_code)
 OUTCOME_EXIT = {
-    "requeued": errors.EXIT_OK, "failed": errors.EXIT_OK, "refused": errors.EXIT_USAGE,
-    "conflict": errors.EXIT_CONFLICT, "not_found": errors.EXIT_ERROR,
+    "requeued": errors.EXIT_OK,
+    "failed": errors.EXIT_OK,
+    "refused": errors.EXIT_USAGE,
+    "conflict": errors.EXIT_CONFLICT,
+    "not_found": errors.EXIT_ERROR,
     "locked": errors.EXIT_ERROR,
 }
 DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
@@ -34,9 +37,15 @@ class Decision:
 
     def result(self) -> Row:
         seen = self.seen or {}
-        return {"id": self.id, "outcome": self.outcome, "detail": self.detail,
-                "status": seen.get("status"), "attempt_token": seen.get("attempt_token"),
-                "reserved_by": seen.get("reserved_by"), "lease_state": seen.get("lease_state")}
+        return {
+            "id": self.id,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "status_before": seen.get("status"),
+            "attempt_token": seen.get("attempt_token"),
+            "reserved_by": seen.get("reserved_by"),
+            "lease_state": seen.get("lease_state"),
+        }
 
 
 def decide(
@@ -66,8 +75,10 @@ def decide(
         decision.outcome, decision.detail = "refused", "job is already failed"
     elif seen["lease_state"] == "live" and not force:
         decision.outcome = "refused"
-        decision.detail = (f"lease is live until {seen['lease_expires_at']:%Y-%m-%d %H:%M:%S%z}: "
-                           f"worker {seen['reserved_by']} may be running it (--force overrides)")
+        decision.detail = (
+            f"lease is live until {seen['lease_expires_at']:%Y-%m-%d %H:%M:%S%z}: "
+            f"worker {seen['reserved_by']} may be running it (--force overrides)"
+        )
     return decision
 
 
@@ -90,16 +101,18 @@ def apply(
         return decision
     seen = decision.seen
     fence = {k: seen[k] for k in ("id", "status", "attempt_token", "updated_at", "row_version")}
-    statement = queries.query("manual_requeue" if action == "requeue" else "manual_fail",
-                              table.ident)
+    statement = queries.query(
+        "manual_requeue" if action == "requeue" else "manual_fail", table.ident
+    )
     try:
         with db.mapped_errors(), db.transaction(conn, settings, action=action, reason=reason):
             _require_history(conn, table)
             updated = conn.execute(statement, {**fence, "reason": reason, "delay": delay}).rowcount
     except errors.LockTimeout:
         with db.transaction(conn, settings, read_only=True):
-            row = conn.execute(queries.query("manual_lockers", table.ident),
-                               {"id": decision.id}).fetchone()
+            row = conn.execute(
+                queries.query("manual_lockers", table.ident), {"id": decision.id}
+            ).fetchone()
         decision.outcome = "locked"
         holder = row["locked_by"] if row and row["locked_by"] else "another session"
         decision.detail = f"row locked by {holder}; nothing written"
@@ -116,8 +129,11 @@ def apply(
 def _require_history(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:
     row = conn.execute(
         "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = %s "
-        "AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'", (table.oid,)).fetchone()
+        "AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'",
+        (table.oid,),
+    ).fetchone()
     if not row or row["n"] != 1:
         raise errors.SchemaMissing(
             "the history trigger is not installed, so this action could not be audited: "
-            "run 'jobctl schema apply'")
+            "run 'jobctl schema apply'"
+        )

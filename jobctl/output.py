@@ -103,8 +103,7 @@ def _flat(value: Any) -> Any:
 # ---------------------------------------------------------------- rendering
 def use_rich(stream: IO[str]) -> bool:
     """Rich tables only on a terminal, and never with NO_COLOR or TERM=dumb."""
-    return (stream.isatty() and not os.environ.get("NO_COLOR")
-            and os.environ.get("TERM") != "dumb")
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
@@ -131,8 +130,11 @@ def format_tables(sections: Sequence[Section], fmt: str) -> str:
     for section in sections:
         header = section.header()
         body = [[cell(row.get(c)) for c in header] for row in section.rows]
-        text = tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True) if body \
+        text = (
+            tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True)
+            if body
             else "(none)"
+        )
         parts.append(f"{section.title}\n{text}" if section.title else text)
     return "\n\n".join(parts) + "\n"
 

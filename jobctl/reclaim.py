@@ -68,8 +68,13 @@ def commit(
         if len(rows) < size or (stop is not None and stop.is_set()):
             break
     if where.plan is None and (limit is None or handled < limit):
-        left = [r for r in dry_run(conn, settings, table, where, None if limit is None
-                                   else limit - handled) if r["skipped"]]
+        left = [
+            r
+            for r in dry_run(
+                conn, settings, table, where, None if limit is None else limit - handled
+            )
+            if r["skipped"]
+        ]
         if left:
             yield left
 
@@ -77,8 +82,12 @@ def commit(
 # ---------------------------------------------------------------- plans
 def save_plan(path: Path, location: dict[str, Any], rows: list[Row]) -> None:
     """Write the reviewed rows and where they were reviewed (no password) to ``path``."""
-    plan = {"format": PLAN_FORMAT, "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-            "where": location, "rows": rows}
+    plan = {
+        "format": PLAN_FORMAT,
+        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "where": location,
+        "rows": rows,
+    }
     try:
         path.write_text(output.to_json(plan) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -100,7 +109,8 @@ def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
         if made.get(key) and location.get(key) and made[key] != location[key]:
             raise errors.Refused(
                 f"plan {path} was made for {key} {made[key]!r}, this is {location[key]!r}: "
-                "nothing done")
+                "nothing done"
+            )
     rows = plan.get("rows")
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and {"id", "attempt_token", "lease_expires_at", "action"} <= r.keys()
@@ -126,13 +136,19 @@ def commit_plan(
     """
     for start in range(0, len(plan_rows), batch_size):
         chunk = plan_rows[start : start + batch_size]
-        reviewed = [{k: r[k] for k in ("id", "attempt_token", "lease_expires_at", "action")}
-                    for r in chunk]
-        where = triage.ExpiredFilter(ids=[int(r["id"]) for r in chunk],
-                                     plan=output.to_json(reviewed))
-        applied = [row for batch in commit(conn, settings, table, where,
-                                           batch_size=len(chunk), limit=len(chunk))
-                   for row in batch]
+        reviewed = [
+            {k: r[k] for k in ("id", "attempt_token", "lease_expires_at", "action")} for r in chunk
+        ]
+        where = triage.ExpiredFilter(
+            ids=[int(r["id"]) for r in chunk], plan=output.to_json(reviewed)
+        )
+        applied = [
+            row
+            for batch in commit(
+                conn, settings, table, where, batch_size=len(chunk), limit=len(chunk)
+            )
+            for row in batch
+        ]
         done = {row["id"] for row in applied}
         missed = [r for r in chunk if r["id"] not in done]
         yield applied + _why_not_applied(conn, settings, table, missed)
@@ -144,8 +160,12 @@ def _why_not_applied(
     if not missed:
         return []
     with db.transaction(conn, settings, read_only=True):
-        now = {r["id"]: r for r in conn.execute(
-            queries.query("plan_row_state", table.ident), {"ids": [r["id"] for r in missed]})}
+        now = {
+            r["id"]: r
+            for r in conn.execute(
+                queries.query("plan_row_state", table.ident), {"ids": [r["id"] for r in missed]}
+            )
+        }
     result = []
     for reviewed in missed:
         current = now.get(reviewed["id"])
@@ -199,14 +219,19 @@ def serve(
                 conn = db.connect(settings)
                 table = db.resolve_table(conn, settings.table)
             with db.mapped_errors(settings.resolved_dsn()):
-                for batch in commit(conn, settings, table, where, batch_size=batch_size,
-                                    limit=None, stop=stop):
+                for batch in commit(
+                    conn, settings, table, where, batch_size=batch_size, limit=None, stop=stop
+                ):
                     if any(row["applied"] for row in batch):
                         yield batch
             backoff = 0.5
             stop.wait(every.total_seconds())
-        except (errors.ConnectError, errors.DatabaseError, errors.StatementTimeout,
-                errors.LockTimeout) as exc:
+        except (
+            errors.ConnectError,
+            errors.DatabaseError,
+            errors.StatementTimeout,
+            errors.LockTimeout,
+        ) as exc:
             log(f"reclaimer: {exc.message}; retrying in {backoff:.1f}s")
             if conn is not None:
                 conn.close()

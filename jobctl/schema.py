@@ -20,8 +20,16 @@ LEASE_COLUMNS = {
     "reclaim_count": "integer",
 }
 BASE_COLUMNS = (
-    "id", "status", "attempts", "max_attempts", "available_at", "reserved_by",
-    "reserved_at", "last_error", "finished_at", "updated_at",
+    "id",
+    "status",
+    "attempts",
+    "max_attempts",
+    "available_at",
+    "reserved_by",
+    "reserved_at",
+    "last_error",
+    "finished_at",
+    "updated_at",
 )
 
 _REFERENCE_TABLE = """
@@ -111,43 +119,66 @@ def plan_apply(
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
         parts = split_name(table_name)
         ident = sql.Identifier(*parts)
-        steps.append(Step("create the reference jobs table", sql.SQL(_REFERENCE_TABLE).format(
-            table=ident, queued_index=_index_name(parts[-1], "_queued"))))
+        steps.append(
+            Step(
+                "create the reference jobs table",
+                sql.SQL(_REFERENCE_TABLE).format(
+                    table=ident, queued_index=_index_name(parts[-1], "_queued")
+                ),
+            )
+        )
         relname, has_rows, constraints, index_valid = parts[-1], False, set(), None
         schema_name = parts[0] if len(parts) > 1 else "public"
     else:
         table = db.resolve_table(conn, table_name)
         ident, relname, schema_name = table.ident, table.name, table.schema
         has_rows = conn.execute(
-            sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident)).fetchone()["e"]
+            sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident)
+        ).fetchone()["e"]
         constraints = {
-            r["conname"] for r in conn.execute(
-                "SELECT conname FROM pg_constraint WHERE conrelid = %s", (table.oid,))
+            r["conname"]
+            for r in conn.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = %s", (table.oid,)
+            )
         }
-        index_valid = _index_validity(
-            conn, table.oid, index_name(relname, "_processing_timeout"))
+        index_valid = _index_validity(conn, table.oid, index_name(relname, "_processing_timeout"))
 
     steps.append(Step("add the lease columns", sql.SQL(_ADD_COLUMNS).format(table=ident)))
     for suffix, check in CHECKS.items():
         name = f"{relname}_{suffix}"[:63]
         if name not in constraints:
-            steps.append(Step(f"add check {name}", sql.SQL(
-                "ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check}) NOT VALID; "
-                "ALTER TABLE {table} VALIDATE CONSTRAINT {name}").format(
-                    table=ident, name=sql.Identifier(name), check=sql.SQL(check))))
+            steps.append(
+                Step(
+                    f"add check {name}",
+                    sql.SQL(
+                        "ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check}) NOT VALID; "
+                        "ALTER TABLE {table} VALIDATE CONSTRAINT {name}"
+                    ).format(table=ident, name=sql.Identifier(name), check=sql.SQL(check)),
+                )
+            )
     index = _index_name(relname, "_processing_timeout")
     if index_valid is False:
-        steps.append(Step(
-            "drop the invalid reclaim index (left by a failed concurrent build)",
-            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                sql.Identifier(schema_name, index_name(relname, "_processing_timeout"))),
-            outside_transaction=True))
+        steps.append(
+            Step(
+                "drop the invalid reclaim index (left by a failed concurrent build)",
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                    sql.Identifier(schema_name, index_name(relname, "_processing_timeout"))
+                ),
+                outside_transaction=True,
+            )
+        )
     if index_valid is not True:
-        steps.append(Step(
-            "create the reclaim index" + (" concurrently" if has_rows else ""),
-            sql.SQL(_RECLAIM_INDEX).format(
-                concurrently=sql.SQL("CONCURRENTLY" if has_rows else ""), index=index, table=ident),
-            outside_transaction=has_rows))
+        steps.append(
+            Step(
+                "create the reclaim index" + (" concurrently" if has_rows else ""),
+                sql.SQL(_RECLAIM_INDEX).format(
+                    concurrently=sql.SQL("CONCURRENTLY" if has_rows else ""),
+                    index=index,
+                    table=ident,
+                ),
+                outside_transaction=has_rows,
+            )
+        )
     history = resources.files("jobctl").joinpath("sql/history.sql").read_text(encoding="utf-8")
     steps.append(Step("install the history (schema jobctl)", sql.SQL(history)))
     steps.append(Step("install the history triggers", sql.SQL(_TRIGGERS).format(table=ident)))
@@ -157,7 +188,9 @@ def plan_apply(
 def _index_validity(conn: psycopg.Connection[Any], table_oid: int, name: str) -> bool | None:
     row = conn.execute(
         "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = %s AND c.relname = %s", (table_oid, name[:63])).fetchone()
+        "WHERE i.indrelid = %s AND c.relname = %s",
+        (table_oid, name[:63]),
+    ).fetchone()
     return None if row is None else bool(row["indisvalid"])
 
 
@@ -171,8 +204,11 @@ def apply(conn: psycopg.Connection[Any], settings: db.Settings, steps: list[Step
     done = []
     for step in steps:
         if step.outside_transaction:
-            conn.execute(sql.SQL("SET lock_timeout = {}").format(
-                sql.Literal(int(settings.lock_timeout.total_seconds() * 1000))))
+            conn.execute(
+                sql.SQL("SET lock_timeout = {}").format(
+                    sql.Literal(int(settings.lock_timeout.total_seconds() * 1000))
+                )
+            )
             conn.execute(step.statement)
         else:
             with db.transaction(conn, settings):
@@ -194,62 +230,115 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     table = db.resolve_table(conn, table_name)
     results = [Check("table exists", True, table.qualified)]
     columns = {
-        r["attname"]: r["type"] for r in conn.execute(
+        r["attname"]: r["type"]
+        for r in conn.execute(
             "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute "
-            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped", (table.oid,))
+            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+            (table.oid,),
+        )
     }
     missing = [c for c in BASE_COLUMNS if c not in columns]
-    results.append(Check("queue columns", not missing,
-                         "missing: " + ", ".join(missing) if missing else "all present"))
-    wrong = [f"{c} ({columns.get(c, 'missing')}, want {t})"
-             for c, t in LEASE_COLUMNS.items() if columns.get(c) != t]
-    results.append(Check("lease columns", not wrong,
-                         "; ".join(wrong) or "all present, right types"))
-    check_defs = [r["def"] for r in conn.execute(
-        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint "
-        "WHERE conrelid = %s AND contype = 'c' AND convalidated", (table.oid,))]
+    results.append(
+        Check(
+            "queue columns",
+            not missing,
+            "missing: " + ", ".join(missing) if missing else "all present",
+        )
+    )
+    wrong = [
+        f"{c} ({columns.get(c, 'missing')}, want {t})"
+        for c, t in LEASE_COLUMNS.items()
+        if columns.get(c) != t
+    ]
+    results.append(
+        Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
+    )
+    check_defs = [
+        r["def"]
+        for r in conn.execute(
+            "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint "
+            "WHERE conrelid = %s AND contype = 'c' AND convalidated",
+            (table.oid,),
+        )
+    ]
     for column in ("recovery_policy", "reclaim_count"):
         found = any(column in d for d in check_defs)
-        results.append(Check(f"check constraint on {column}", found,
-                             "present" if found else "missing (run jobctl schema apply)"))
+        results.append(
+            Check(
+                f"check constraint on {column}",
+                found,
+                "present" if found else "missing (run jobctl schema apply)",
+            )
+        )
     index = conn.execute(
         """SELECT c.relname, i.indisvalid, pg_get_expr(i.indpred, i.indrelid) AS predicate,
                   (SELECT array_agg(a.attname ORDER BY k.n) FROM unnest(i.indkey) WITH ORDINALITY
                      AS k(attnum, n) JOIN pg_attribute a
                      ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS keys
            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-           WHERE i.indrelid = %s""", (table.oid,)).fetchall()
+           WHERE i.indrelid = %s""",
+        (table.oid,),
+    ).fetchall()
     reclaim_indexes = [
-        i for i in index
-        if i["predicate"] and "processing" in i["predicate"] and i["keys"]
+        i
+        for i in index
+        if i["predicate"]
+        and "processing" in i["predicate"]
+        and i["keys"]
         and "lease_expires_at" in i["keys"][:2]
     ]
     valid = [i["relname"] for i in reclaim_indexes if i["indisvalid"]]
-    results.append(Check(
-        "reclaim index", bool(valid),
-        f"{valid[0]} (valid)" if valid else
-        ("present but INVALID: " + ", ".join(i["relname"] for i in reclaim_indexes)
-         if reclaim_indexes else "missing: reclaim and stuck scan the table")))
+    results.append(
+        Check(
+            "reclaim index",
+            bool(valid),
+            f"{valid[0]} (valid)"
+            if valid
+            else (
+                "present but INVALID: " + ", ".join(i["relname"] for i in reclaim_indexes)
+                if reclaim_indexes
+                else "missing: reclaim and stuck scan the table"
+            ),
+        )
+    )
     history = conn.execute(
         "SELECT to_regclass('jobctl.events') IS NOT NULL AND to_regclass('jobctl.attempts') "
         "IS NOT NULL AS tables, (SELECT count(*) FROM pg_trigger WHERE tgrelid = %s "
-        "AND tgname LIKE 'jobctl_history%%' AND tgenabled <> 'D') AS triggers", (table.oid,)
+        "AND tgname LIKE 'jobctl_history%%' AND tgenabled <> 'D') AS triggers",
+        (table.oid,),
     ).fetchone()
     ok = bool(history["tables"]) and history["triggers"] == 2
-    results.append(Check("history installed", ok, "events, attempts and triggers" if ok else
-                         f"tables: {bool(history['tables'])}, enabled triggers: "
-                         f"{history['triggers']}/2"))
+    results.append(
+        Check(
+            "history installed",
+            ok,
+            "events, attempts and triggers"
+            if ok
+            else f"tables: {bool(history['tables'])}, enabled triggers: {history['triggers']}/2",
+        )
+    )
     if not wrong:
-        counts = conn.execute(sql.SQL(
-            "SELECT count(*) FILTER (WHERE status = 'processing' AND "
-            "(lease_expires_at IS NULL OR attempt_token IS NULL)) AS invisible, "
-            "count(*) FILTER (WHERE (status = 'processing') <> (attempt_token IS NOT NULL)) "
-            "AS inconsistent FROM {}").format(table.ident)).fetchone()
-        results.append(Check(
-            "processing rows without lease or token", counts["invisible"] == 0,
-            f"{counts['invisible']} rows reclaim can never see"))
-        results.append(Check(
-            "token iff processing", counts["inconsistent"] == 0,
-            f"{counts['inconsistent']} rows where (status = 'processing') <> "
-            "(attempt_token IS NOT NULL)"))
+        counts = conn.execute(
+            sql.SQL(
+                "SELECT count(*) FILTER (WHERE status = 'processing' AND "
+                "(lease_expires_at IS NULL OR attempt_token IS NULL)) AS invisible, "
+                "count(*) FILTER (WHERE (status = 'processing') <> (attempt_token IS NOT NULL)) "
+                "AS inconsistent FROM {}"
+            ).format(table.ident)
+        ).fetchone()
+        results.append(
+            Check(
+                "processing rows without lease or token",
+                counts["invisible"] == 0,
+                f"{counts['invisible']} rows reclaim can never see",
+            )
+        )
+        results.append(
+            Check(
+                "token iff processing",
+                counts["inconsistent"] == 0,
+                f"{counts['inconsistent']} rows where (status = 'processing') <> "
+                "(attempt_token IS NOT NULL)",
+            )
+        )
     return results

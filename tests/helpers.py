@@ -11,17 +11,20 @@ from jobctl import lease
 
 
 # ---------------------------------------------------------------- data helpers
-def add_jobs(conn: psycopg.Connection[Any], count: int, *, policy: str = "auto",
-             max_attempts: int = 3) -> list[int]:
+def add_jobs(
+    conn: psycopg.Connection[Any], count: int, *, policy: str = "auto", max_attempts: int = 3
+) -> list[int]:
     rows_ = conn.execute(
         "INSERT INTO jobs (recovery_policy, max_attempts) "
         "SELECT %s, %s FROM generate_series(1, %s) RETURNING id",
-        (policy, max_attempts, count)).fetchall()
+        (policy, max_attempts, count),
+    ).fetchall()
     return [r["id"] for r in rows_]
 
 
-def claim_all(dsn: str, count: int, *, worker: str = "w1",
-              lease_seconds: float = -60) -> list[lease.Claim]:
+def claim_all(
+    dsn: str, count: int, *, worker: str = "w1", lease_seconds: float = -60
+) -> list[lease.Claim]:
     """Claim ``count`` jobs through the worker API; a negative lease is already expired."""
     with psycopg.connect(dsn, autocommit=True) as c:
         w = lease.Worker(c, worker, lease_seconds=lease_seconds)

@@ -17,8 +17,9 @@ SCRIPTS = {"bash": "jobctl.bash", "zsh": "_jobctl", "fish": "jobctl.fish"}
 
 def generate(shell: str) -> str:
     env = {**os.environ, "_JOBCTL_COMPLETE": f"source_{shell}"}
-    return subprocess.run([sys.executable, "-m", "jobctl"], env=env, capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "jobctl"], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.parametrize("shell", sorted(SCRIPTS))
@@ -26,24 +27,34 @@ def test_committed_completion_scripts_are_current(shell):
     committed = (ROOT / "completions" / SCRIPTS[shell]).read_text()
     assert generate(shell) == committed, (
         f"completions/{SCRIPTS[shell]} is stale: regenerate it with "
-        f"_JOBCTL_COMPLETE=source_{shell} jobctl > completions/{SCRIPTS[shell]}")
+        f"_JOBCTL_COMPLETE=source_{shell} jobctl > completions/{SCRIPTS[shell]}"
+    )
 
 
 def bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
     script = ROOT / "completions" / "jobctl.bash"
     line = " ".join(f"'{w}'" for w in words)
-    program = (f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
-               "_jobctl_completion jobctl; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    program = (
+        f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+        "_jobctl_completion jobctl; printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
     path = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    result = subprocess.run(["bash", "-c", program], env={**env, "PATH": path},
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        ["bash", "-c", program],
+        env={**env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.stderr == ""
     return [w for w in result.stdout.splitlines() if w]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
-@pytest.mark.skipif(shutil.which("jobctl", path=str(Path(sys.executable).parent)) is None,
-                    reason="jobctl is not installed in this environment")
+@pytest.mark.skipif(
+    shutil.which("jobctl", path=str(Path(sys.executable).parent)) is None,
+    reason="jobctl is not installed in this environment",
+)
 def test_bash_completes_commands_options_and_job_ids(conn, dsn):
     env = {k: v for k, v in os.environ.items() if k not in ("JOBCTL_DSN", "DATABASE_URL")}
     assert {"reclaim", "requeue"} <= set(bash_complete(["jobctl", "re"], env))

@@ -14,8 +14,9 @@ def demo_processes() -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "jobctl.demo worker" in cmdline or ("postgres" in cmdline and "jobctl-demo-" in
-                                               cmdline and "pgdata" in cmdline):
+        if "jobctl.demo worker" in cmdline or (
+            "postgres" in cmdline and "jobctl-demo-" in cmdline and "pgdata" in cmdline
+        ):
             found.append(cmdline)
     return found
 
@@ -23,12 +24,23 @@ def demo_processes() -> list[str]:
 @pytest.mark.slow
 def test_demo_shows_the_incident_and_cleans_up():
     before = demo_processes()
-    result = subprocess.run([sys.executable, "-m", "jobctl", "demo"], capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "NO_COLOR": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "jobctl", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    for heading in ("$ jobctl summary", "$ jobctl stuck", "$ jobctl reclaim --dry-run",
-                    "$ jobctl reclaim --commit --yes", "$ jobctl history", "$ jobctl requeue"):
+    for heading in (
+        "$ jobctl summary",
+        "$ jobctl stuck",
+        "$ jobctl reclaim --dry-run",
+        "$ jobctl reclaim --commit --yes",
+        "$ jobctl history",
+        "$ jobctl requeue",
+    ):
         assert heading in result.stdout
     assert "completion rejected" in result.stderr and "the fence held" in result.stderr
     assert "reclaimed" in result.stdout and "requeued" in result.stdout

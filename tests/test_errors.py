@@ -73,11 +73,13 @@ def test_table_without_lease_columns_says_schema_apply(conn, run):
 def test_unreachable_database_no_password(monkeypatch, capsys):
     from jobctl import cli
 
-    for dsn in (f"postgresql://ops:{SECRET}@127.0.0.1:1/x?connect_timeout=2",
-                f"host=127.0.0.1 port=1 user=ops password={SECRET} connect_timeout=2",
-                f"postgresql://ops:{SECRET}@127.0.0.1:1/x?bogus_option=1",
-                f"host=127.0.0.1 password={SECRET} nonsense",
-                f"postgresql://ops:{SECRET}@[::1"):
+    for dsn in (
+        f"postgresql://ops:{SECRET}@127.0.0.1:1/x?connect_timeout=2",
+        f"host=127.0.0.1 port=1 user=ops password={SECRET} connect_timeout=2",
+        f"postgresql://ops:{SECRET}@127.0.0.1:1/x?bogus_option=1",
+        f"host=127.0.0.1 password={SECRET} nonsense",
+        f"postgresql://ops:{SECRET}@[::1",
+    ):
         for debug in ([], ["--debug"]):
             code = cli.main([*debug, "--dsn", dsn, "stuck"])
             captured = capsys.readouterr()
@@ -92,15 +94,33 @@ def test_process_exit_codes_and_no_tty(dsn, conn):
     add_jobs(conn, 1)
     claim_all(dsn, 1)
     env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
-    stuck = subprocess.run([sys.executable, "-m", "jobctl", "stuck", "--exit-code"], env=env,
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    stuck = subprocess.run(
+        [sys.executable, "-m", "jobctl", "stuck", "--exit-code"],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert stuck.returncode == 4 and "\x1b[" not in stuck.stdout
-    commit = subprocess.run([sys.executable, "-m", "jobctl", "reclaim", "--commit"], env=env,
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    commit = subprocess.run(
+        [sys.executable, "-m", "jobctl", "reclaim", "--commit"],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert commit.returncode == 2 and "--yes" in commit.stderr
-    assert json.loads(subprocess.run(
-        [sys.executable, "-m", "jobctl", "stuck", "-o", "json"], env=env,
-        capture_output=True, text=True).stdout)[0]["id"] == 1
+    assert (
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "jobctl", "stuck", "-o", "json"],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )[0]["id"]
+        == 1
+    )
 
 
 def test_version_and_help_for_every_command(run):
@@ -108,16 +128,19 @@ def test_version_and_help_for_every_command(run):
     from jobctl import cli
 
     commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
-    assert {"stuck", "summary", "show", "history", "reclaim", "requeue", "fail",
-            "demo"} <= set(commands)
+    assert {"stuck", "summary", "show", "history", "reclaim", "requeue", "fail", "demo"} <= set(
+        commands
+    )
     for name in [*commands, "schema apply", "schema check"]:
         result = run(*name.split(), "--help")
         assert result.code == 0 and "Example" in result.out, name
 
 
 def test_help_does_not_import_psycopg_or_tabulate():
-    code = ("import sys; from jobctl import cli; "
-            "sys.argv=['jobctl','--help']; cli.main(['--help']); "
-            "print(sorted(m for m in ('psycopg','tabulate','rich.table') if m in sys.modules))")
+    code = (
+        "import sys; from jobctl import cli; "
+        "sys.argv=['jobctl','--help']; cli.main(['--help']); "
+        "print(sorted(m for m in ('psycopg','tabulate','rich.table') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout

@@ -50,6 +50,7 @@ def test_stale_attempt_is_fenced_out(conn, dsn, worker):
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SELECT 1").fetchone()
     from jobctl import cli
+
     assert cli.main(["--dsn", dsn, "reclaim", "--commit", "--yes", "-o", "json"]) == 0
     newer = lease.Worker(worker.conn, "w2").claim()  # the job, claimed again
     assert newer is not None and newer.id == job.id and newer.attempt == 2

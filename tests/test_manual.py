@@ -22,12 +22,15 @@ def status_of(conn, job_id: int) -> str:
 
 def make(conn, dsn, state: str, policy: str = "manual") -> int:
     """One job in ``state``: queued, expired, live, failed, done."""
-    job_id, = add_jobs(conn, 1, policy=policy)
-    conn.execute("UPDATE jobs SET available_at = now() + interval '1 day' WHERE id <> %s "
-                 "AND status = 'queued'", (job_id,))
+    (job_id,) = add_jobs(conn, 1, policy=policy)
+    conn.execute(
+        "UPDATE jobs SET available_at = now() + interval '1 day' WHERE id <> %s "
+        "AND status = 'queued'",
+        (job_id,),
+    )
     if state == "queued":
         return job_id
-    claim, = claim_all(dsn, 1, lease_seconds=600 if state == "live" else -60)
+    (claim,) = claim_all(dsn, 1, lease_seconds=600 if state == "live" else -60)
     assert claim.id == job_id
     if state in ("done", "failed"):
         with psycopg.connect(dsn, autocommit=True) as c:
@@ -65,7 +68,7 @@ def test_eligibility(conn, dsn, run, action, state, policy, extra, outcome, code
     before = snapshot(conn)
     result = run(action, str(job_id), "--reason", "ops decision", "--yes", *extra, "-o", "json")
     assert result.code == code, result.err
-    row, = json.loads(result.out)
+    (row,) = json.loads(result.out)
     assert row["outcome"] == outcome and row["id"] == job_id and row["detail"]
     if outcome in ("refused",):
         assert snapshot(conn) == before
@@ -93,8 +96,9 @@ def test_forced_requeue_fences_out_the_displaced_worker(conn, dsn, run):
         worker = lease.Worker(c, "live-worker", lease_seconds=600)
         job = worker.claim()
         assert job is not None
-        assert run("requeue", str(job.id), "--force", "--yes", "--reason", "stuck in a loop"
-                   ).code == 0
+        assert (
+            run("requeue", str(job.id), "--force", "--yes", "--reason", "stuck in a loop").code == 0
+        )
         with pytest.raises(lease.LeaseLost):
             worker.heartbeat(job)
         with pytest.raises(lease.LeaseLost):
@@ -106,8 +110,15 @@ def test_expect_token(conn, dsn, run):
     job_id = make(conn, dsn, "expired")
     token = str(conn.execute("SELECT attempt_token FROM jobs").fetchone()["attempt_token"])
     before = snapshot(conn)
-    wrong = run("requeue", str(job_id), "--expect-token",
-                "00000000-0000-0000-0000-000000000000", "--yes", "-o", "json")
+    wrong = run(
+        "requeue",
+        str(job_id),
+        "--expect-token",
+        "00000000-0000-0000-0000-000000000000",
+        "--yes",
+        "-o",
+        "json",
+    )
     assert wrong.code == 3 and json.loads(wrong.out)[0]["outcome"] == "conflict"
     assert snapshot(conn) == before
     assert run("requeue", str(job_id), "--expect-token", token, "--yes").code == 0
@@ -117,12 +128,11 @@ def test_expect_token(conn, dsn, run):
 def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
     add_jobs(conn, 1)
     live = change == "heartbeat"
-    job, = claim_all(dsn, 1, lease_seconds=600 if live else -60)
+    (job,) = claim_all(dsn, 1, lease_seconds=600 if live else -60)
     settings = db.Settings(dsn=dsn, actor="tester@ci")
     with db.connect(settings) as c:
         table = db.resolve_table(c, "jobs")
-        decision = manual.decide(c, settings, table, job.id, "fail", force=live,
-                                 expect_token=None)
+        decision = manual.decide(c, settings, table, job.id, "fail", force=live, expect_token=None)
         assert decision.outcome is None
         with psycopg.connect(dsn, autocommit=True) as other:  # the concurrent change
             if change == "worker completes":
@@ -130,11 +140,14 @@ def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
             elif change == "heartbeat":
                 lease.Worker(other, "w1").heartbeat(job)
             else:
-                other.execute("UPDATE jobs SET status = 'queued', attempt_token = NULL, "
-                              "reclaim_count = reclaim_count + 1")
+                other.execute(
+                    "UPDATE jobs SET status = 'queued', attempt_token = NULL, "
+                    "reclaim_count = reclaim_count + 1"
+                )
         before = snapshot(conn)
-        result = manual.apply(c, settings, table, decision, "fail", reason="x",
-                              delay=dt.timedelta(0))
+        result = manual.apply(
+            c, settings, table, decision, "fail", reason="x", delay=dt.timedelta(0)
+        )
     assert result.outcome == "conflict"
     assert snapshot(conn) == before
 
@@ -145,12 +158,14 @@ def test_failed_rows_are_fenced_by_version_not_only_token(conn, dsn):
     settings = db.Settings(dsn=dsn, actor="tester@ci")
     with db.connect(settings) as c:
         table = db.resolve_table(c, "jobs")
-        decision = manual.decide(c, settings, table, job_id, "requeue", force=False,
-                                 expect_token=None)
+        decision = manual.decide(
+            c, settings, table, job_id, "requeue", force=False, expect_token=None
+        )
         # meanwhile: requeued, claimed, reclaimed and failed again (token NULL once more)
         conn.execute("UPDATE jobs SET last_error = 'failed again', updated_at = now()")
-        result = manual.apply(c, settings, table, decision, "requeue", reason=None,
-                              delay=dt.timedelta(0))
+        result = manual.apply(
+            c, settings, table, decision, "requeue", reason=None, delay=dt.timedelta(0)
+        )
     assert result.outcome == "conflict"
     assert status_of(conn, job_id) == "failed"
 
@@ -159,16 +174,38 @@ def test_failed_rows_are_fenced_by_version_not_only_token(conn, dsn):
 def test_eight_concurrent_requeues_one_wins(conn, dsn):
     job_id = make(conn, dsn, "failed")
     env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "tester@ci"}
-    procs = [subprocess.Popen([sys.executable, "-m", "jobctl", "requeue", str(job_id), "--yes",
-                               "-o", "json", "--reason", f"operator {i}"], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL) for i in range(8)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobctl",
+                "requeue",
+                str(job_id),
+                "--yes",
+                "-o",
+                "json",
+                "--reason",
+                f"operator {i}",
+            ],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        for i in range(8)
+    ]
     results = [(p.communicate(timeout=60), p.returncode) for p in procs]
     outcomes = sorted(json.loads(out)[0]["outcome"] for (out, _), _ in results)
     assert outcomes.count("requeued") == 1, outcomes
     assert set(outcomes) <= {"requeued", "conflict", "refused"}  # refused: already queued
-    assert conn.execute("SELECT count(*) AS n FROM jobctl.events WHERE event = 'requeued'"
-                        ).fetchone()["n"] == 1
+    assert (
+        conn.execute("SELECT count(*) AS n FROM jobctl.events WHERE event = 'requeued'").fetchone()[
+            "n"
+        ]
+        == 1
+    )
 
 
 def test_row_lock_times_out_names_the_holder(conn, dsn, run):
@@ -178,10 +215,11 @@ def test_row_lock_times_out_names_the_holder(conn, dsn, run):
     try:
         before = snapshot(conn)
         started = time.monotonic()
-        result = run("--lock-timeout", "300ms", "fail", str(job_id), "--reason", "x", "--yes",
-                     "-o", "json")
+        result = run(
+            "--lock-timeout", "300ms", "fail", str(job_id), "--reason", "x", "--yes", "-o", "json"
+        )
         elapsed = time.monotonic() - started
-        row, = json.loads(result.out)
+        (row,) = json.loads(result.out)
         assert result.code == 1 and row["outcome"] == "locked"
         assert f"pid {holder.info.backend_pid}" in row["detail"]
         assert elapsed < 5
@@ -193,10 +231,19 @@ def test_row_lock_times_out_names_the_holder(conn, dsn, run):
 def test_audit_event_has_actor_reason_old_token(conn, dsn, run):
     job_id = make(conn, dsn, "expired")
     token = conn.execute("SELECT attempt_token FROM jobs").fetchone()["attempt_token"]
-    assert run("--actor", "alice@laptop", "fail", str(job_id), "--reason",
-               "refunded by support \x1b[31m", "--yes").code == 0
-    event = conn.execute("SELECT * FROM jobctl.events WHERE event = 'manually_failed'"
-                         ).fetchone()
+    assert (
+        run(
+            "--actor",
+            "alice@laptop",
+            "fail",
+            str(job_id),
+            "--reason",
+            "refunded by support \x1b[31m",
+            "--yes",
+        ).code
+        == 0
+    )
+    event = conn.execute("SELECT * FROM jobctl.events WHERE event = 'manually_failed'").fetchone()
     assert event["actor"] == "alice@laptop" and event["reason"].startswith("refunded by support")
     assert event["attempt_token"] == token and event["from_status"] == "processing"
     history = run("history", str(job_id))
@@ -206,8 +253,9 @@ def test_audit_event_has_actor_reason_old_token(conn, dsn, run):
 def test_requeue_with_delay(conn, dsn, run):
     job_id = make(conn, dsn, "failed")
     assert run("requeue", str(job_id), "--delay", "5m", "--yes").code == 0
-    wait = conn.execute("SELECT extract(epoch FROM available_at - now()) AS s FROM jobs "
-                        "WHERE id = %s", (job_id,)).fetchone()["s"]
+    wait = conn.execute(
+        "SELECT extract(epoch FROM available_at - now()) AS s FROM jobs WHERE id = %s", (job_id,)
+    ).fetchone()["s"]
     assert 290 < wait <= 300
 
 

@@ -11,9 +11,17 @@ import pytest
 
 from jobctl import durations, errors, output
 
-ROWS = [{"id": "1e3", "worker": "[bold]w1[/bold]", "at": dt.datetime(2026, 1, 2, 3, 4, 5,
-         tzinfo=dt.timezone.utc), "token": uuid.UUID(int=1), "note": "tab\there\x1b[31m",
-         "age_s": 1.25, "ok": True}]
+ROWS = [
+    {
+        "id": "1e3",
+        "worker": "[bold]w1[/bold]",
+        "at": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        "token": uuid.UUID(int=1),
+        "note": "tab\there\x1b[31m",
+        "age_s": 1.25,
+        "ok": True,
+    }
+]
 
 
 def render(fmt: output.Output, tablefmt: str | None = None, tty: bool = False) -> str:
@@ -41,7 +49,7 @@ def test_rich_table_on_a_terminal_escapes_markup(monkeypatch):
 
 
 def test_json_contract_types():
-    row, = json.loads(render(output.Output.json))
+    (row,) = json.loads(render(output.Output.json))
     assert row["at"] == "2026-01-02T03:04:05+00:00"
     assert row["token"] == "00000000-0000-0000-0000-000000000001"
     assert row["age_s"] == 1.25 and row["note"] == "tab\there\x1b[31m"
@@ -57,8 +65,10 @@ def test_any_tabulate_format():
     assert render(output.Output.table, "github").startswith("| id")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("5m", 300), ("1h", 3600),
-                                                ("1.5s", 1.5), ("90", 90), ("250ms", 0.25)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("5m", 300), ("1h", 3600), ("1.5s", 1.5), ("90", 90), ("250ms", 0.25)],
+)
 def test_durations(text, seconds):
     assert durations.parse(text).total_seconds() == seconds
 

@@ -10,9 +10,22 @@ from helpers import add_jobs, claim_all, snapshot
 
 from jobctl import db, lease
 
-STUCK_KEYS = {"id", "status", "reserved_by", "attempt_token", "attempts", "max_attempts",
-              "reclaim_count", "recovery_policy", "reserved_at", "heartbeat_at",
-              "lease_expires_at", "lease_overdue_s", "heartbeat_age_s", "action"}
+STUCK_KEYS = {
+    "id",
+    "status",
+    "reserved_by",
+    "attempt_token",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "recovery_policy",
+    "reserved_at",
+    "heartbeat_at",
+    "lease_expires_at",
+    "lease_overdue_s",
+    "heartbeat_age_s",
+    "action",
+}
 
 
 def test_stuck_lists_expired_leases_only_oldest_first(conn, dsn, run):
@@ -47,8 +60,9 @@ def test_stuck_filters_grace_and_exit_code(conn, dsn, run):
     add_jobs(conn, 4)
     claim_all(dsn, 2, worker="a", lease_seconds=-300)
     claim_all(dsn, 2, worker="b", lease_seconds=-5)
-    assert {r["reserved_by"] for r in json.loads(run("stuck", "--worker", "a", "-o", "json").out)} \
-        == {"a"}
+    assert {
+        r["reserved_by"] for r in json.loads(run("stuck", "--worker", "a", "-o", "json").out)
+    } == {"a"}
     assert len(json.loads(run("stuck", "--grace", "1m", "-o", "json").out)) == 2
     assert len(json.loads(run("stuck", "--limit", "3", "-o", "json").out)) == 3
     assert json.loads(run("stuck", "--policy", "manual", "-o", "json").out) == []
@@ -58,7 +72,7 @@ def test_stuck_filters_grace_and_exit_code(conn, dsn, run):
 
 def test_stuck_formats(conn, dsn, run):
     add_jobs(conn, 2)
-    claim_all(dsn, 2, worker="w,\"x\"\tq")
+    claim_all(dsn, 2, worker='w,"x"\tq')
     plain = run("stuck")
     assert plain.code == 0 and "\x1b[" not in plain.out and "requeue" in plain.out
     csv_out = run("stuck", "-o", "csv").out.splitlines()
@@ -66,7 +80,7 @@ def test_stuck_formats(conn, dsn, run):
     tsv_out = run("stuck", "-o", "tsv").out.splitlines()
     assert '"w,""x""\tq"' in tsv_out[1]  # a tab inside a value is quoted, not a new column
     jsonl = run("stuck", "-o", "jsonl").out.splitlines()
-    assert len(jsonl) == 2 and json.loads(jsonl[0])["reserved_by"] == "w,\"x\"\tq"
+    assert len(jsonl) == 2 and json.loads(jsonl[0])["reserved_by"] == 'w,"x"\tq'
     github = run("stuck", "--format", "github").out
     assert github.splitlines()[1].startswith("|--")
 
@@ -80,13 +94,14 @@ def test_summary_counts_and_bursts(conn, dsn, run):
     assert result["status"] == {"queued": 4, "processing": 6, "done": 0, "failed": 0}
     assert result["processing"] == {"live": 2, "expiring_soon": 1, "expired": 3, "no_lease": 0}
     assert [(w["worker"], w["expired"]) for w in result["expired_by_worker"]] == [
-        ("killed-in-deploy", 3)]
+        ("killed-in-deploy", 3)
+    ]
 
 
 def test_show_lease_states_and_events(conn, dsn, run):
     add_jobs(conn, 3)
-    expired, = claim_all(dsn, 1, lease_seconds=-1)
-    live, = claim_all(dsn, 1, lease_seconds=300)
+    (expired,) = claim_all(dsn, 1, lease_seconds=-1)
+    (live,) = claim_all(dsn, 1, lease_seconds=300)
     shown = json.loads(run("show", str(expired.id), "-o", "json").out)
     assert shown["lease_state"] == "expired" and shown["status"] == "processing"
     assert shown["events"][-1]["event"] == "claimed"
@@ -107,7 +122,7 @@ def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run):
     conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
     assert run("reclaim", "--commit", "--yes").code == 0
     history = json.loads(run("history", "1", "-o", "json").out)
-    attempt, = history["attempts"]
+    (attempt,) = history["attempts"]
     assert attempt["heartbeats"] == 3 and attempt["outcome"] == "reclaimed"
     assert attempt["attempt_token"] == str(job.attempt_token)
     assert attempt["max_heartbeat_gap_s"] >= 0
@@ -115,8 +130,17 @@ def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run):
     reclaimed = history["events"][1]
     assert reclaimed["actor"] == "tester@ci" and reclaimed["worker"] == "hb"
     assert reclaimed["attempt_token"] == str(job.attempt_token)
-    assert set(history["events"][0]) >= {"at", "event", "from_status", "to_status", "attempt",
-                                         "attempt_token", "worker", "actor", "reason"}
+    assert set(history["events"][0]) >= {
+        "at",
+        "event",
+        "from_status",
+        "to_status",
+        "attempt",
+        "attempt_token",
+        "worker",
+        "actor",
+        "reason",
+    }
 
 
 def test_read_commands_run_read_only(conn, dsn):
@@ -126,9 +150,11 @@ def test_read_commands_run_read_only(conn, dsn):
             with db.transaction(c, settings, read_only=True):
                 c.execute("INSERT INTO jobs DEFAULT VALUES")
         with db.transaction(c, settings, read_only=True):
-            row = c.execute("SELECT current_setting('transaction_read_only') AS ro, "
-                            "current_setting('statement_timeout') AS st, "
-                            "current_setting('application_name') AS app").fetchone()
+            row = c.execute(
+                "SELECT current_setting('transaction_read_only') AS ro, "
+                "current_setting('statement_timeout') AS st, "
+                "current_setting('application_name') AS app"
+            ).fetchone()
         assert row == {"ro": "on", "st": "30s", "app": "jobctl"}
 
 
@@ -136,8 +162,14 @@ def test_read_commands_change_nothing(conn, dsn, run):
     add_jobs(conn, 5)
     claim_all(dsn, 3)
     before = snapshot(conn)
-    for args in (["stuck"], ["summary"], ["show", "1"], ["history", "1"],
-                 ["reclaim", "--dry-run"], ["schema", "check"]):
+    for args in (
+        ["stuck"],
+        ["summary"],
+        ["show", "1"],
+        ["history", "1"],
+        ["reclaim", "--dry-run"],
+        ["schema", "check"],
+    ):
         assert run(*args).code in (0, 4)
     assert snapshot(conn) == before
 

@@ -34,8 +34,9 @@ def wait_until(condition, timeout: float = 10.0, what: str = "condition") -> Non
 
 def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
     """Is any session waiting on a lock that backend ``pid`` holds? (the barrier)"""
-    row = conn.execute("SELECT count(*) AS n FROM pg_stat_activity "
-                       "WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+    ).fetchone()
     return row["n"] > 0
 
 
@@ -46,17 +47,22 @@ def core(dsn: str) -> tuple[psycopg.Connection[Any], db.Settings, db.JobsTable]:
 
 
 # ---------------------------------------------------------------- the dry run is the commit
-job_specs = st.lists(st.tuples(
-    st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
-    st.sampled_from(["auto", "manual"]),
-    st.integers(0, 4),                  # attempts
-    st.integers(1, 4),                  # max_attempts
-    st.integers(-100, 100),             # lease offset in seconds (negative: expired)
-), min_size=0, max_size=40)
+job_specs = st.lists(
+    st.tuples(
+        st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
+        st.sampled_from(["auto", "manual"]),
+        st.integers(0, 4),  # attempts
+        st.integers(1, 4),  # max_attempts
+        st.integers(-100, 100),  # lease offset in seconds (negative: expired)
+    ),
+    min_size=0,
+    max_size=40,
+)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(specs=job_specs, batch_size=st.integers(1, 7), grace=st.sampled_from([0, 30]))
 def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_size, grace):
     conn.execute("TRUNCATE jobs, jobctl.events, jobctl.attempts RESTART IDENTITY")
@@ -66,15 +72,19 @@ def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_siz
             "INSERT INTO jobs (status, recovery_policy, attempts, max_attempts, attempt_token,"
             " lease_expires_at, reserved_by) VALUES (%s, %s, %s, %s, CASE WHEN %s THEN "
             "gen_random_uuid() END, CASE WHEN %s THEN now() + %s * interval '1s' END, 'w')",
-            (status, policy, attempts, max_attempts, processing, processing, offset))
+            (status, policy, attempts, max_attempts, processing, processing, offset),
+        )
     where = triage.ExpiredFilter(grace=dt.timedelta(seconds=grace))
     c, s, table = core(dsn)
     with c:
         before = snapshot(conn)
         predicted = {r["id"]: r["action"] for r in reclaim.dry_run(c, s, table, where, None)}
         assert snapshot(conn) == before
-        applied = [r for batch in reclaim.commit(c, s, table, where, batch_size=batch_size,
-                                                 limit=None) for r in batch]
+        applied = [
+            r
+            for batch in reclaim.commit(c, s, table, where, batch_size=batch_size, limit=None)
+            for r in batch
+        ]
     assert {r["id"]: r["action"] for r in applied} == predicted
     assert all(r["applied"] for r in applied)
     after = {r["id"]: r for r in conn.execute("SELECT * FROM jobs")}
@@ -91,7 +101,7 @@ def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_siz
 @pytest.mark.parametrize("reclaim_commits", [True, False], ids=["commit", "rollback"])
 def test_completion_blocked_behind_reclaim(conn, dsn, reclaim_commits):
     add_jobs(conn, 1)
-    job, = claim_all(dsn, 1)
+    (job,) = claim_all(dsn, 1)
     table = db.resolve_table(conn, "jobs")
     reclaimer = psycopg.connect(dsn)  # holds its transaction open: the reclaim is uncommitted
     reclaimer.execute(queries.query("reclaim_batch", table.ident), {**ALL.params(), "limit": 50})
@@ -124,8 +134,10 @@ def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
     first, second = claim_all(dsn, 2)
     worker = psycopg.connect(dsn)
     table = db.resolve_table(conn, "jobs")
-    worker.execute(queries.query("complete", table.ident),
-                   {"id": first.id, "attempt_token": first.attempt_token})
+    worker.execute(
+        queries.query("complete", table.ident),
+        {"id": first.id, "attempt_token": first.attempt_token},
+    )
     c, s, t = core(dsn)
     with c:
         rows = [r for b in reclaim.commit(c, s, t, ALL, batch_size=50, limit=None) for r in b]
@@ -154,8 +166,10 @@ def test_idle_in_transaction_lock_is_shown_skipped(conn, dsn, run):
         assert not rows[held.id]["applied"] and rows[held.id]["skipped"]
         assert sum(r["applied"] for r in rows.values()) == 2
         assert "2 requeued, 0 failed, 1 skipped" in result.err
-        assert conn.execute("SELECT status FROM jobs WHERE id = %s",
-                            (held.id,)).fetchone()["status"] == "processing"
+        assert (
+            conn.execute("SELECT status FROM jobs WHERE id = %s", (held.id,)).fetchone()["status"]
+            == "processing"
+        )
     finally:
         holder.close()
 
@@ -174,7 +188,7 @@ def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Pat
         lease.Worker(c, "w1").complete(done)
     conn.execute("DELETE FROM jobs WHERE id = %s", (gone.id,))
     add_jobs(conn, 1)
-    late, = claim_all(dsn, 1)  # expired, but not in the plan
+    (late,) = claim_all(dsn, 1)  # expired, but not in the plan
     result = run("reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "json")
     assert result.code == 0, result.err
     rows = {r["id"]: r for r in json.loads(result.out)}
@@ -183,8 +197,10 @@ def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Pat
     assert rows[done.id]["skipped"].startswith("now done")
     assert rows[gone.id]["skipped"] == "job no longer exists"
     assert late.id not in rows
-    assert conn.execute("SELECT status FROM jobs WHERE id = %s",
-                        (late.id,)).fetchone()["status"] == "processing"
+    assert (
+        conn.execute("SELECT status FROM jobs WHERE id = %s", (late.id,)).fetchone()["status"]
+        == "processing"
+    )
 
 
 def test_plan_for_another_database_is_refused(conn, dsn, run, tmp_path: Path):
@@ -206,12 +222,11 @@ def test_plan_for_another_database_is_refused(conn, dsn, run, tmp_path: Path):
 def test_batches_and_limit(conn, dsn, run):
     add_jobs(conn, 23)
     claim_all(dsn, 23)
-    result = run("reclaim", "--commit", "--yes", "--batch-size", "5", "--limit", "12",
-                 "-o", "json")
+    result = run("reclaim", "--commit", "--yes", "--batch-size", "5", "--limit", "12", "-o", "json")
     assert len(json.loads(result.out)) == 12
     per_transaction = conn.execute(
-        "SELECT xmin::text, count(*) AS n FROM jobctl.events WHERE event = 'reclaimed' "
-        "GROUP BY 1").fetchall()
+        "SELECT xmin::text, count(*) AS n FROM jobctl.events WHERE event = 'reclaimed' GROUP BY 1"
+    ).fetchall()
     assert sorted(r["n"] for r in per_transaction) == [2, 5, 5]
     assert len(json.loads(run("stuck", "-o", "json").out)) == 11
 
@@ -219,14 +234,23 @@ def test_batches_and_limit(conn, dsn, run):
 # ---------------------------------------------------------------- real processes
 def jobctl(dsn: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "tester@ci"}
-    return subprocess.Popen([sys.executable, "-m", "jobctl", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobctl", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        **kw,
+    )
 
 
 def spawn_worker(dsn: str, name: str, lease_s: float, work_s: float) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "jobctl.demo", "worker", dsn, name,
-                             str(lease_s), str(work_s), "1"], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobctl.demo", "worker", dsn, name, str(lease_s), str(work_s), "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -248,8 +272,12 @@ def test_zombie_worker_is_fenced_out(conn, dsn, run):
     assert events[-1] == "completion_rejected"
     row = conn.execute("SELECT status, reclaim_count, attempt_token FROM jobs").fetchone()
     assert row == {"status": "queued", "reclaim_count": 1, "attempt_token": None}
-    assert conn.execute("SELECT count(*) AS n FROM jobctl.events WHERE event = 'completed'"
-                        ).fetchone()["n"] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM jobctl.events WHERE event = 'completed'"
+        ).fetchone()["n"]
+        == 0
+    )
 
 
 @pytest.mark.slow
@@ -257,18 +285,27 @@ def test_concurrent_reclaimers_reclaim_each_expiry_once(conn, dsn):
     add_jobs(conn, 300)
     add_jobs(conn, 60, policy="manual")
     claim_all(dsn, 360)
-    procs = [jobctl(dsn, "reclaim", "--commit", "--yes", "--batch-size", "7", "-o", "jsonl")
-             for _ in range(4)]
+    procs = [
+        jobctl(dsn, "reclaim", "--commit", "--yes", "--batch-size", "7", "-o", "jsonl")
+        for _ in range(4)
+    ]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
-    reported = [json.loads(line)["id"] for out, _ in outputs for line in out.splitlines()
-                if json.loads(line)["applied"]]
+    reported = [
+        json.loads(line)["id"]
+        for out, _ in outputs
+        for line in out.splitlines()
+        if json.loads(line)["applied"]
+    ]
     assert sorted(reported) == list(range(1, 361))  # each row reported applied exactly once
-    assert conn.execute("SELECT count(*) FILTER (WHERE reclaim_count <> 1) AS bad, "
-                        "count(*) FILTER (WHERE status = 'processing') AS left "
-                        "FROM jobs").fetchone() == {"bad": 0, "left": 0}
-    batches = conn.execute("SELECT xmin::text, count(*) AS n FROM jobctl.events "
-                           "WHERE event = 'reclaimed' GROUP BY 1").fetchall()
+    assert conn.execute(
+        "SELECT count(*) FILTER (WHERE reclaim_count <> 1) AS bad, "
+        "count(*) FILTER (WHERE status = 'processing') AS left "
+        "FROM jobs"
+    ).fetchone() == {"bad": 0, "left": 0}
+    batches = conn.execute(
+        "SELECT xmin::text, count(*) AS n FROM jobctl.events WHERE event = 'reclaimed' GROUP BY 1"
+    ).fetchall()
     assert sum(b["n"] for b in batches) == 360 and max(b["n"] for b in batches) <= 7
 
 
@@ -276,16 +313,19 @@ def test_concurrent_reclaimers_reclaim_each_expiry_once(conn, dsn):
 def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
     service = jobctl(dsn, "reclaim", "--commit", "--yes", "--every", "0.2s", "-o", "jsonl")
     try:
+
         def expired_left() -> int:
-            return conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'"
-                                ).fetchone()["n"]
+            return conn.execute(
+                "SELECT count(*) AS n FROM jobs WHERE status = 'processing'"
+            ).fetchone()["n"]
 
         add_jobs(conn, 5)
         claim_all(dsn, 5)
         wait_until(lambda: expired_left() == 0, what="first reclaim")
-        killed = conn.execute("SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
-                              " WHERE application_name = 'jobctl' AND pid <> pg_backend_pid()"
-                              ).fetchone()["n"]
+        killed = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+            " WHERE application_name = 'jobctl' AND pid <> pg_backend_pid()"
+        ).fetchone()["n"]
         assert killed == 1
         add_jobs(conn, 5)
         claim_all(dsn, 5)

@@ -38,7 +38,9 @@ def schema_state(conn, table: str):
         " (SELECT array_agg(indexrelid::regclass::text ORDER BY 1) FROM pg_index "
         "        WHERE indrelid = %(t)s::regclass) AS idx,"
         " (SELECT array_agg(tgname::text ORDER BY 1) FROM pg_trigger "
-        "        WHERE tgrelid = %(t)s::regclass) AS trg", {"t": table}).fetchone()
+        "        WHERE tgrelid = %(t)s::regclass) AS trg",
+        {"t": table},
+    ).fetchone()
 
 
 @pytest.mark.parametrize("with_seed_columns", [False, True], ids=["plain", "seed-columns"])
@@ -81,15 +83,20 @@ def test_check_finds_what_reclaim_cannot_see(conn, run):
     result = run("schema", "check", "-o", "json")
     assert result.code == 4
     failed = {c["check"] for c in json.loads(result.out) if not c["ok"]}
-    assert failed == {"reclaim index", "processing rows without lease or token",
-                      "token iff processing"}
+    assert failed == {
+        "reclaim index",
+        "processing rows without lease or token",
+        "token iff processing",
+    }
     shown = json.loads(run("show", "1", "-o", "json").out)
     assert shown["lease_state"] == "none"
 
 
 def test_invalid_index_is_rebuilt(conn, run):
-    conn.execute("UPDATE pg_index SET indisvalid = false "
-                 "WHERE indexrelid = 'idx_jobs_processing_timeout'::regclass")
+    conn.execute(
+        "UPDATE pg_index SET indisvalid = false "
+        "WHERE indexrelid = 'idx_jobs_processing_timeout'::regclass"
+    )
     assert "INVALID" in run("schema", "check").out
     conn.execute("INSERT INTO jobs DEFAULT VALUES")
     result = run("schema", "apply", "--yes")
