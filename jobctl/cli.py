@@ -651,6 +651,9 @@ def _manual(
             for d in decisions
         ]
     _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
+    for result in results:
+        if result["outcome"] == "locked":
+            _say(f"jobctl: job {result['id']}: {result['detail']}")
     code = errors.worst_exit_code([manual.OUTCOME_EXIT[r["outcome"]] for r in results])
     if code:
         raise typer.Exit(code)
