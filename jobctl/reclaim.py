@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import threading
@@ -55,17 +56,22 @@ def commit(
     then yields, once, the expired rows it left (locked by another session), unapplied.
     """
     handled = 0
-    statement = queries.query("reclaim_batch", table.ident)
+    poisoned: list[int] = []  # rows whose update raises (a trigger, a constraint): left behind
     while limit is None or handled < limit:
         size = batch_size if limit is None else min(batch_size, limit - handled)
-        with db.transaction(conn, settings):
-            rows = conn.execute(statement, {**where.params(), "limit": size}).fetchall()
-        for row in rows:
-            row["applied"], row["skipped"] = True, None
+        current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
+        try:
+            rows, failed = _batch(conn, settings, table, current, size), []
+        except psycopg.OperationalError:
+            raise  # connection lost, lock or statement timeout: the caller decides
+        except psycopg.DatabaseError:
+            # one row fails the whole batch: apply it row by row so only that row stays behind
+            rows, failed = _row_by_row(conn, settings, table, current, size)
+            poisoned.extend(row["id"] for row in failed)
         handled += len(rows)
-        if rows:
-            yield rows
-        if len(rows) < size or (stop is not None and stop.is_set()):
+        if rows or failed:
+            yield rows + failed
+        if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
             break
     if where.plan is None and (limit is None or handled < limit):
         left = [
@@ -77,6 +83,46 @@ def commit(
         ]
         if left:
             yield left
+
+
+def _batch(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    where: triage.ExpiredFilter,
+    size: int,
+) -> list[Row]:
+    """One batch of the seed's reclaim, in its own short transaction."""
+    with db.transaction(conn, settings):
+        rows = conn.execute(
+            queries.query("reclaim_batch", table.ident), {**where.params(), "limit": size}
+        ).fetchall()
+    for row in rows:
+        row["applied"], row["skipped"] = True, None
+    return rows
+
+
+def _row_by_row(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    where: triage.ExpiredFilter,
+    size: int,
+) -> tuple[list[Row], list[Row]]:
+    """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
+    applied: list[Row] = []
+    failed: list[Row] = []
+    for candidate in dry_run(conn, settings, table, where, size):
+        try:
+            applied += _batch(
+                conn, settings, table, dataclasses.replace(where, ids=[candidate["id"]]), 1
+            )
+        except psycopg.OperationalError:
+            raise
+        except psycopg.DatabaseError as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            failed.append(candidate | {"skipped": f"error: {message}"})
+    return applied, failed
 
 
 # ---------------------------------------------------------------- plans

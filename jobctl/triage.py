@@ -25,6 +25,7 @@ class ExpiredFilter:
     ids: Sequence[int] | None = None
     grace: dt.timedelta = dt.timedelta(0)
     plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
+    exclude: Sequence[int] | None = None  # rows a batch must pass over (they raised before)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -33,6 +34,7 @@ class ExpiredFilter:
             "ids": list(self.ids) if self.ids else None,
             "grace": self.grace,
             "plan": self.plan,
+            "exclude": list(self.exclude) if self.exclude else None,
         }
 
 

@@ -337,3 +337,27 @@ def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
     assert service.returncode == 0, err
     assert "Traceback" not in err and "retrying" in err and "stopped" in err
     assert len([line for line in out.splitlines() if json.loads(line)["applied"]]) == 10
+
+
+def test_poison_row_does_not_strand_the_batch(conn, dsn, run):
+    """A trigger that raises for one row fails its whole batch; the other rows still go."""
+    add_jobs(conn, 7)
+    claims = claim_all(dsn, 7)
+    poison = claims[2].id
+    conn.execute(f"""
+        CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id = {poison} AND NEW.status <> 'processing' THEN
+                RAISE EXCEPTION 'job % is poison', NEW.id;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER poison BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION poison();
+    """)
+    result = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", "json")
+    assert result.code == 0, result.err
+    rows = {r["id"]: r for r in json.loads(result.out)}
+    assert not rows[poison]["applied"] and "is poison" in rows[poison]["skipped"]
+    assert sum(r["applied"] for r in rows.values()) == 6
+    left = conn.execute("SELECT id FROM jobs WHERE status = 'processing'").fetchall()
+    assert [r["id"] for r in left] == [poison]

@@ -19,6 +19,7 @@ AND j.lease_expires_at < now() - %(grace)s::interval
 AND (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
 AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
 AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
+AND (%(exclude)s::bigint[] IS NULL OR j.id <> ALL(%(exclude)s::bigint[]))
 AND (%(plan)s::jsonb IS NULL
      OR (j.id, j.attempt_token, j.lease_expires_at, {reclaim_action}) IN (
          SELECT p.id, p.attempt_token, p.lease_expires_at, p.action
