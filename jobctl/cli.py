@@ -738,6 +738,40 @@ def schema_apply(
                 _say(f"done: {what}")
 
 
+@schema_app.command("grants")
+def schema_grants(
+    ctx: typer.Context,
+    readonly: Annotated[
+        str | None, typer.Option(metavar="ROLE", help="Role for the read-only commands.")
+    ] = None,
+    operator: Annotated[
+        str | None,
+        typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
+    ] = None,
+    print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
+    yes: YesOpt = False,
+) -> None:
+    """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
+
+    Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
+    """
+    from jobctl import schema
+
+    if readonly is None and operator is None:
+        raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
+    settings = _settings(ctx)
+    with db.mapped_errors(settings.resolved_dsn()):
+        conn = db.connect(settings)
+        with conn:
+            steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+            if print_sql:
+                sys.stdout.write(schema.render_sql(conn, steps))
+                return
+            _confirm(f"Apply {len(steps)} grant step(s)?", yes)
+            for what in schema.apply(conn, settings, steps):
+                _say(f"done: {what}")
+
+
 @schema_app.command("check")
 def schema_check(
     ctx: typer.Context, out: OutputOpt = output.Output.table, fmt: FormatOpt = None

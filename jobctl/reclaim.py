@@ -62,9 +62,9 @@ def commit(
         current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
         try:
             rows, failed = _batch(conn, settings, table, current, size), []
-        except psycopg.OperationalError:
-            raise  # connection lost, lock or statement timeout: the caller decides
-        except psycopg.DatabaseError:
+        except psycopg.DatabaseError as exc:
+            if not _row_error(exc):
+                raise
             # one row fails the whole batch: apply it row by row so only that row stays behind
             rows, failed = _row_by_row(conn, settings, table, current, size)
             poisoned.extend(row["id"] for row in failed)
@@ -83,6 +83,14 @@ def commit(
         ]
         if left:
             yield left
+
+
+def _row_error(exc: psycopg.DatabaseError) -> bool:
+    """An error one row can cause: bad data (22), a constraint (23), a trigger's RAISE (P0).
+
+    Anything else (a missing privilege, a lost connection, a timeout) is the statement's.
+    """
+    return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
 
 
 def _batch(
@@ -112,16 +120,20 @@ def _row_by_row(
     """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
     applied: list[Row] = []
     failed: list[Row] = []
+    first_error: Exception | None = None
     for candidate in dry_run(conn, settings, table, where, size):
         try:
             applied += _batch(
                 conn, settings, table, dataclasses.replace(where, ids=[candidate["id"]]), 1
             )
-        except psycopg.OperationalError:
-            raise
         except psycopg.DatabaseError as exc:
+            if not _row_error(exc):
+                raise
+            first_error = first_error or exc
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             failed.append(candidate | {"skipped": f"error: {message}"})
+    if first_error is not None and not applied:
+        raise first_error  # every row fails: not one poison row but the statement itself
     return applied, failed
 
 

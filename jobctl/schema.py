@@ -217,6 +217,55 @@ def apply(conn: psycopg.Connection[Any], settings: db.Settings, steps: list[Step
     return done
 
 
+OPERATOR_COLUMNS = (
+    "status",
+    "available_at",
+    "reserved_by",
+    "reserved_at",
+    "heartbeat_at",
+    "lease_expires_at",
+    "attempt_token",
+    "reclaim_count",
+    "last_error",
+    "finished_at",
+    "updated_at",
+)
+
+
+def plan_grants(
+    conn: psycopg.Connection[Any], table_name: str, *, readonly: str | None, operator: str | None
+) -> list[Step]:
+    """GRANTs for a read-only role (stuck, summary, show, history, reclaim --dry-run) and an
+    operator role (those plus reclaim --commit, requeue, fail: UPDATE of the lease columns).
+
+    The history trigger is SECURITY DEFINER, so neither role can write jobctl's tables."""
+    table = db.resolve_table(conn, table_name)
+    steps = []
+    for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS)):
+        if role is None:
+            continue
+        grants = sql.SQL(
+            "GRANT USAGE ON SCHEMA {schema}, jobctl TO {role}; "
+            "GRANT SELECT ON {table} TO {role}; "
+            "GRANT SELECT ON jobctl.events, jobctl.attempts TO {role}"
+        ).format(schema=sql.Identifier(table.schema), table=table.ident, role=sql.Identifier(role))
+        what = f"read access for {role}"
+        if columns:
+            grants = sql.Composed(
+                [
+                    grants,
+                    sql.SQL("; GRANT UPDATE ({columns}) ON {table} TO {role}").format(
+                        columns=sql.SQL(", ").join(map(sql.Identifier, columns)),
+                        table=table.ident,
+                        role=sql.Identifier(role),
+                    ),
+                ]
+            )
+            what = f"read access and UPDATE of the lease columns for {role}"
+        steps.append(Step(what, grants))
+    return steps
+
+
 # ---------------------------------------------------------------- check
 @dataclasses.dataclass(frozen=True)
 class Check:

@@ -34,8 +34,10 @@ CREATE TABLE IF NOT EXISTS jobctl.attempts (
 ) WITH (fillfactor = 70);
 CREATE INDEX IF NOT EXISTS attempts_job_idx ON jobctl.attempts (job_table, job_id);
 
+-- SECURITY DEFINER: workers and operators need no privilege on jobctl's tables, and cannot
+-- write the audit trail except through real transitions of the jobs table.
 CREATE OR REPLACE FUNCTION jobctl.record_transition() RETURNS trigger
-LANGUAGE plpgsql AS $function$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $function$
 DECLARE
     job_table text := format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME);
     operator_action text := nullif(current_setting('jobctl.action', true), '');

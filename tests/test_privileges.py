@@ -1,0 +1,118 @@
+"""Least privilege: a read-only role and an operator role, logged in as each."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from conftest import dsn_for
+from helpers import add_jobs, claim_all, snapshot
+from psycopg import conninfo
+
+from jobctl import cli
+
+
+@pytest.fixture
+def roles(server_dsn):
+    suffix = uuid.uuid4().hex[:8]
+    names = {"readonly": f"jobctl_ro_{suffix}", "operator": f"jobctl_rw_{suffix}"}
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"CREATE ROLE {name} LOGIN")
+    yield names
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def as_role(dsn: str, role: str) -> str:
+    return conninfo.make_conninfo(dsn, user=role)
+
+
+def call(capsys, dsn: str, *args: str) -> tuple[int, str, str]:
+    code = cli.main(["--dsn", dsn, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
+    add_jobs(conn, 6, policy="manual")
+    claim_all(dsn, 6)
+    grant = run(
+        "schema",
+        "grants",
+        "--readonly",
+        roles["readonly"],
+        "--operator",
+        roles["operator"],
+        "--yes",
+    )
+    assert grant.code == 0, grant.err
+    ro, rw = as_role(dsn, roles["readonly"]), as_role(dsn, roles["operator"])
+
+    for args in (
+        ["stuck"],
+        ["summary"],
+        ["show", "1"],
+        ["history", "1"],
+        ["reclaim", "--dry-run"],
+        ["schema", "check"],
+    ):
+        code, _, err = call(capsys, ro, *args)
+        assert code == 0, (args, err)
+
+    before = snapshot(conn)
+    for args in (
+        ["reclaim", "--commit", "--yes"],
+        ["requeue", "1", "--yes", "--force"],
+        ["fail", "2", "--reason", "x", "--yes"],
+    ):
+        code, out, err = call(capsys, ro, *args)
+        assert code == 1, (args, out, err)
+        assert len(err.strip().splitlines()) == 1 and "permission denied" in err, err
+        assert "Traceback" not in err
+    assert snapshot(conn) == before
+
+    code, out, err = call(capsys, rw, "reclaim", "--commit", "--yes", "--limit", "2", "-o", "json")
+    assert code == 0 and len(json.loads(out)) == 2, err
+    code, out, err = call(capsys, rw, "requeue", "1", "--yes", "--reason", "ok", "-o", "json")
+    assert code == 0 and json.loads(out)[0]["outcome"] == "requeued", err
+    code, out, err = call(capsys, rw, "fail", "3", "--yes", "--reason", "no", "-o", "json")
+    assert code == 0 and json.loads(out)[0]["outcome"] == "failed", err
+    events = conn.execute(
+        "SELECT event, actor FROM jobctl.events WHERE event IN "
+        "('requeued', 'manually_failed', 'reclaimed') ORDER BY event_id"
+    ).fetchall()
+    assert [e["event"] for e in events] == ["reclaimed", "reclaimed", "requeued", "manually_failed"]
+
+    # the operator may not forge the audit trail nor change the schema
+    with (
+        psycopg.connect(rw, autocommit=True) as c,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        c.execute("INSERT INTO jobctl.events (job_table, job_id, event) VALUES ('x', 1, 'fake')")
+    with (
+        psycopg.connect(rw, autocommit=True) as c,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        c.execute("UPDATE jobs SET payload = '{}'")
+    before = snapshot(conn)
+    code, _, err = call(capsys, rw, "schema", "apply", "--yes")
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert snapshot(conn) == before
+
+
+def test_table_names_cannot_inject(conn, run):
+    before = snapshot(conn)
+    for name in (
+        '"jobs""; DROP TABLE jobs; --"',
+        "jobs;drop table jobs",
+        "pg_catalog.pg_class x",
+        '"public"."jobs" OR 1=1',
+    ):
+        result = run("--table", name, "stuck")
+        assert result.code in (1, 2) and len(result.err.strip().splitlines()) == 1, result.err
+    assert snapshot(conn) == before
+    assert dsn_for  # the helper the fixtures use
