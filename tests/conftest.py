@@ -106,3 +106,17 @@ def run(env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monkey
         return Result(code, captured.out, captured.err)
 
     return invoke
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--chaos-seconds",
+        type=float,
+        default=12.0,
+        help="How long the chaos suite injects faults (default 12; long runs: 600).",
+    )
+
+
+@pytest.fixture
+def chaos_seconds(request: pytest.FixtureRequest) -> float:
+    return float(request.config.getoption("--chaos-seconds"))
