@@ -22,7 +22,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import add_jobs
 
 LEASE_S = 1.0
 WORK_S = 0.1
@@ -175,8 +174,9 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 def test_chaos(conn, dsn, chaos_seconds, tmp_path, capsys):
     conn.execute(AUDIT)
     n_jobs = max(200, int(chaos_seconds * 40))
-    add_jobs(conn, n_jobs * 4 // 5, max_attempts=3)
-    add_jobs(conn, n_jobs - n_jobs * 4 // 5, policy="manual", max_attempts=3)
+    conn.execute(  # every fifth job is manual, spread through the queue
+        "INSERT INTO jobs (recovery_policy, max_attempts) SELECT CASE WHEN g %% 5 = 0 "
+        "THEN 'manual' ELSE 'auto' END, 3 FROM generate_series(1, %s) g", (n_jobs,))
     chaos = Chaos(dsn, tmp_path, seed=int(os.environ.get("CHAOS_SEED", "1")))
     reclaimers = [chaos.reclaimer(1), chaos.reclaimer(2)]
     stop_operator = threading.Event()
