@@ -246,15 +246,26 @@ def stuck(
     where = triage.ExpiredFilter(
         worker=worker, policy=_policy(policy), grace=durations.parse(grace, option="--grace")
     )
-    with _session(ctx) as (conn, table):
-        rows = reclaim.dry_run(conn, _settings(ctx), table, where, limit)
-    for row in rows:
-        row.pop("applied")
-    columns = STUCK_COLUMNS + (["skipped"] if any(r["skipped"] for r in rows) else [])
-    _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
-    if rows and sys.stdout.isatty() and out is output.Output.table:
-        _say(f"{len(rows)} stuck job(s); preview the reclaim with: jobctl reclaim --dry-run")
-    if exit_code and rows:
+    found = 0
+
+    def rows_of(preview: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        nonlocal found
+        for row in preview:
+            found += 1
+            del row["applied"]
+            yield row
+
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        rows: Any = rows_of(reclaim.preview(conn, table, where, limit))
+        columns = STUCK_COLUMNS
+        if out is output.Output.table:  # a table needs every row for its widths
+            rows = list(rows)
+            if any(r["skipped"] for r in rows):
+                columns = [*STUCK_COLUMNS, "skipped"]
+        _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
+    if found and sys.stdout.isatty() and out is output.Output.table:
+        _say(f"{found} stuck job(s); preview the reclaim with: jobctl reclaim --dry-run")
+    if exit_code and found:
         raise typer.Exit(errors.EXIT_FINDINGS)
 
 

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 Row = dict[str, Any]
@@ -108,10 +108,12 @@ def use_rich(stream: IO[str]) -> bool:
 
 def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
     """Write ``doc`` to ``stream`` in the chosen format."""
-    if output is Output.json:
+    if output is Output.json and isinstance(doc.payload, Iterator):
+        _write_json_array(doc.payload, stream)
+    elif output is Output.json:
         stream.write(to_json(doc.payload, indent=2) + "\n")
     elif output is Output.jsonl:
-        items = doc.payload if isinstance(doc.payload, list) else [doc.payload]
+        items = doc.payload if isinstance(doc.payload, list | Iterator) else [doc.payload]
         for item in items:
             stream.write(to_json(item) + "\n")
     elif output in (Output.csv, Output.tsv):
@@ -120,6 +122,17 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
         _write_rich(doc.sections, stream)
     else:
         stream.write(format_tables(doc.sections, fmt or "simple"))
+
+
+def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:
+    """A streamed array, written exactly as json.dumps(list(items), indent=2) would."""
+    first = True
+    for item in items:
+        stream.write(
+            ("[\n  " if first else ",\n  ") + to_json(item, indent=2).replace("\n", "\n  ")
+        )
+        first = False
+    stream.write("[]\n" if first else "\n]\n")
 
 
 def format_tables(sections: Sequence[Section], fmt: str) -> str:

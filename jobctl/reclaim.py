@@ -32,12 +32,21 @@ def dry_run(
     another session holds locked are marked ``skipped``: SKIP LOCKED would pass them by.
     """
     with db.transaction(conn, settings, read_only=True):
-        rows = triage.stuck(conn, table, where, limit)
-    for row in rows:
+        return list(preview(conn, table, where, limit))
+
+
+def preview(
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    where: triage.ExpiredFilter,
+    limit: int | None,
+) -> Iterator[Row]:
+    """The dry run's rows, streamed; the caller holds a read-only transaction."""
+    for row in triage.stuck(conn, table, where, limit):
         locked_by = row.pop("locked_by")
         row["applied"] = False
         row["skipped"] = f"locked by {locked_by}" if locked_by else None
-    return rows
+        yield row
 
 
 def commit(

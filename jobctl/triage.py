@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -13,6 +13,7 @@ from jobctl import db, errors, queries
 
 Row = dict[str, Any]
 HISTORY_EVENT_LIMIT = 10_000
+STREAM_CHUNK = 2_000
 SHOW_EVENT_LIMIT = 10
 
 
@@ -40,14 +41,17 @@ class ExpiredFilter:
 
 def stuck(
     conn: psycopg.Connection[Any], table: db.JobsTable, where: ExpiredFilter, limit: int | None
-) -> list[Row]:
+) -> Iterator[Row]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
     Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
-    ``locked_by``, naming the session where the database can tell.
+    ``locked_by``, naming the session where the database can tell. Streamed through a
+    server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    cursor = conn.execute(queries.query("stuck", table.ident), {**where.params(), "limit": limit})
-    return cursor.fetchall()
+    with conn.cursor(name="jobctl_stuck") as cursor:
+        cursor.itersize = STREAM_CHUNK
+        cursor.execute(queries.query("stuck", table.ident), {**where.params(), "limit": limit})
+        yield from cursor
 
 
 def summary(

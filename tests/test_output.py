@@ -84,3 +84,12 @@ def test_worst_exit_code():
     assert errors.worst_exit_code([3, 1, 2]) == 1
     assert errors.worst_exit_code([0, 2]) == 2
     assert errors.worst_exit_code([]) == 0
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_streamed_json_is_the_same_json(count):
+    rows = [dict(ROWS[0], id=str(i)) for i in range(count)]
+    streamed, whole = io.StringIO(), io.StringIO()
+    output.render(output.Document(iter(rows), []), output.Output.json, None, streamed)
+    output.render(output.Document(rows, []), output.Output.json, None, whole)
+    assert streamed.getvalue() == whole.getvalue()
