@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -219,6 +219,13 @@ STUCK_COLUMNS = [
 ]
 
 
+WatchOpt = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
+EveryOpt = Annotated[str, typer.Option("--every", metavar="DURATION", help="Watch refresh.")]
+CountOpt = Annotated[
+    int | None, typer.Option("--count", min=1, help="Stop watching after N refreshes.")
+]
+
+
 @app.command()
 def stuck(
     ctx: typer.Context,
@@ -230,41 +237,76 @@ def stuck(
     grace: Annotated[
         str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
     ] = "0s",
+    expiring_within: Annotated[
+        str | None,
+        typer.Option(metavar="DURATION", help="Add live leases that expire within this."),
+    ] = None,
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
     ] = False,
+    watch: WatchOpt = False,
+    every: EveryOpt = "2s",
+    count: CountOpt = None,
     out: OutputOpt = output.Output.table,
     fmt: FormatOpt = None,
 ) -> None:
     """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
 
     Each row says what reclaim would do to it (requeue or fail) and, when another session
-    holds it locked, who. Example: jobctl stuck --grace 1m -o json
+    holds it locked, who. --expiring-within adds the live leases about to run out, with each
+    worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
     """
     from jobctl import reclaim, triage
 
+    if expiring_within is not None and grace != "0s":
+        raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
+    window = _duration("--expiring-within", expiring_within)
     where = triage.ExpiredFilter(
         worker=worker, policy=_policy(policy), grace=durations.parse(grace, option="--grace")
     )
+    columns = (
+        STUCK_COLUMNS
+        if window is None
+        else [*STUCK_COLUMNS, "lease_state", "worker_heartbeat_lag_s"]
+    )
     found = 0
 
-    def rows_of(preview: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def rows_of(conn: psycopg.Connection[Any], table: db.JobsTable) -> Iterator[dict[str, Any]]:
         nonlocal found
-        for row in preview:
+        source = (
+            reclaim.preview(conn, table, where, limit)
+            if window is None
+            else (triage.note_locked(r) for r in triage.at_risk(conn, table, where, window, limit))
+        )
+        for row in source:
             found += 1
-            del row["applied"]
+            row.pop("applied", None)
             yield row
 
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        rows: Any = rows_of(reclaim.preview(conn, table, where, limit))
-        columns = STUCK_COLUMNS
-        if out is output.Output.table:  # a table needs every row for its widths
-            rows = list(rows)
-            if any(r["skipped"] for r in rows):
-                columns = [*STUCK_COLUMNS, "skipped"]
-        _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
+    def document(rows: Any) -> output.Document:
+        shown = columns + (["skipped"] if any(r["skipped"] for r in rows) else [])
+        return output.Document(rows, [output.Section(None, rows, shown)])
+
+    with _session(ctx) as (conn, table):
+        if watch:
+            _watch(
+                conn,
+                _settings(ctx),
+                lambda: document(list(rows_of(conn, table))),
+                every,
+                count,
+                out,
+                fmt,
+            )
+            return
+        with db.transaction(conn, _settings(ctx), read_only=True):
+            rows: Any = rows_of(conn, table)
+            if out is output.Output.table:  # a table needs every row for its widths
+                _emit(document(list(rows)), out, fmt)
+            else:
+                _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
     if found and sys.stdout.isatty() and out is output.Output.table:
-        _say(f"{found} stuck job(s); preview the reclaim with: jobctl reclaim --dry-run")
+        _say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
     if exit_code and found:
         raise typer.Exit(errors.EXIT_FINDINGS)
 
@@ -275,31 +317,115 @@ def summary(
     expiring_within: Annotated[
         str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")
     ] = "30s",
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
+    ] = False,
+    watch: WatchOpt = False,
+    every: EveryOpt = "2s",
+    count: CountOpt = None,
     out: OutputOpt = output.Output.table,
     fmt: FormatOpt = None,
 ) -> None:
-    """Counts by status; processing split live / expiring soon / expired; expired by worker.
+    """Counts by status; processing split live / expiring soon / expired; workers.
 
-    A deploy that killed a worker shows as one burst of expiries under its name.
-    Example: jobctl summary --expiring-within 1m
+    A deploy that killed a worker shows as one burst of expiries under its name; a dying
+    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    failed are estimated from statistics (marked) unless --exact.
+    Example: jobctl summary --expiring-within 1m --watch
     """
     from jobctl import triage
 
     window = durations.parse(expiring_within, option="--expiring-within")
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        result = triage.summary(conn, table, window)
-    sections = [
-        output.Section(
-            "jobs by status", [{"status": s, "jobs": n} for s, n in result["status"].items()]
-        ),
-        output.Section("processing by lease", [result["processing"]]),
-        output.Section(
-            "expired leases by worker",
-            result["expired_by_worker"],
-            ["worker", "expired", "manual", "first_expiry", "last_expiry", "last_heartbeat_at"],
-        ),
-    ]
-    _emit(output.Document(result, sections), out, fmt)
+
+    def document() -> output.Document:
+        result = triage.summary(conn, table, window, exact=exact)
+        return output.Document(
+            result,
+            [
+                output.Section(
+                    "jobs by status",
+                    [
+                        {
+                            "status": s,
+                            "jobs": n,
+                            "counted": "estimate" if s in result["estimated"] else "exact",
+                        }
+                        for s, n in result["status"].items()
+                    ],
+                ),
+                output.Section("processing by lease", [result["processing"]]),
+                output.Section("workers (most expired first)", result["workers"], SUMMARY_WORKERS),
+            ],
+        )
+
+    with _session(ctx) as (conn, table):
+        if watch:
+            _watch(conn, _settings(ctx), document, every, count, out, fmt)
+            return
+        with db.transaction(conn, _settings(ctx), read_only=True):
+            doc = document()
+    _emit(doc, out, fmt)
+
+
+SUMMARY_WORKERS = [
+    "worker",
+    "processing",
+    "expired",
+    "expired_manual",
+    "expiring_soon",
+    "first_expiry",
+    "last_expiry",
+    "last_seen_at",
+    "heartbeat_lag_s",
+]
+
+
+def _watch(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    produce: Callable[[], output.Document],
+    every: str,
+    count: int | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """Refresh ``produce`` every ``every``: in place on a terminal, else one JSON line each.
+
+    Each refresh is its own read-only transaction; Ctrl-C ends the watch with exit 0.
+    """
+    import time
+
+    interval = durations.parse(every, option="--every").total_seconds()
+    live = None
+    if out is output.Output.table and fmt is None and output.use_rich(sys.stdout):
+        from rich.live import Live
+
+        live = Live(auto_refresh=False, redirect_stderr=False)
+        live.start()
+    refreshes = 0
+    try:
+        while True:
+            with db.transaction(conn, settings, read_only=True):
+                doc = produce()
+                at = conn.execute("SELECT now() AS at").fetchone()["at"]
+            if live is not None:
+                live.update(
+                    output.rich_group(
+                        doc.sections, title=f"{at:%H:%M:%S} (every {interval:g}s, Ctrl-C to stop)"
+                    ),
+                    refresh=True,
+                )
+            else:
+                print(output.to_json({"at": at, "data": doc.payload}), flush=True)
+            refreshes += 1
+            if count is not None and refreshes >= count:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+    finally:
+        if live is not None:
+            live.stop()
 
 
 @app.command()

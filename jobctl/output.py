@@ -171,22 +171,30 @@ def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str
 
 def _write_rich(sections: Sequence[Section], stream: IO[str]) -> None:
     from rich.console import Console
+
+    Console(file=stream, highlight=False).print(rich_group(sections))
+
+
+def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
+    """The sections as rich tables in one renderable (also what --watch refreshes)."""
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=stream, highlight=False)
+    parts: list[Any] = [Text(title, style="bold")] if title else []
     for section in sections:
         header = section.header()
+        if not section.rows:
+            parts.append(Text(f"{section.title}: (none)" if section.title else "(none)"))
+            continue
         table = Table(title=section.title, title_justify="left", title_style="bold")
         for column in header:
             table.add_column(column, overflow="fold")
         for row in section.rows:
             # Text() cells: data is never read as rich markup
             table.add_row(*(Text(cell(row.get(c))) for c in header))
-        if not section.rows:
-            console.print(Text(f"{section.title}: (none)" if section.title else "(none)"))
-        else:
-            console.print(table)
+        parts.append(table)
+    return Group(*parts)
 
 
 def key_values(row: Row) -> list[Row]:

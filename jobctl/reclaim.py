@@ -43,10 +43,7 @@ def preview(
 ) -> Iterator[Row]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
     for row in triage.stuck(conn, table, where, limit):
-        locked_by = row.pop("locked_by")
-        row["applied"] = False
-        row["skipped"] = f"locked by {locked_by}" if locked_by else None
-        yield row
+        yield triage.note_locked(row) | {"applied": False}
 
 
 def commit(

@@ -14,6 +14,7 @@ from jobctl import db, errors, queries
 Row = dict[str, Any]
 HISTORY_EVENT_LIMIT = 10_000
 STREAM_CHUNK = 2_000
+EXACT_COUNT_LIMIT = 1_000_000
 SHOW_EVENT_LIMIT = 10
 
 
@@ -48,31 +49,77 @@ def stuck(
     ``locked_by``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    with conn.cursor(name="jobctl_stuck") as cursor:
+    yield from _stream(
+        conn, queries.query("stuck", table.ident), {**where.params(), "limit": limit}
+    )
+
+
+def at_risk(
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    where: ExpiredFilter,
+    window: dt.timedelta,
+    limit: int | None,
+) -> Iterator[Row]:
+    """Expired leases plus live ones that expire within ``window``, oldest expiry first.
+
+    Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
+    time since its worker's latest sign of life on any job, so a dying worker shows before
+    its leases run out.
+    """
+    params = {**where.params(), "window": window, "limit": limit}
+    yield from _stream(conn, queries.query("at_risk", table.ident), params)
+
+
+def note_locked(row: Row) -> Row:
+    """Turn ``locked_by`` into ``skipped``: why reclaim's SKIP LOCKED would pass the row by."""
+    locked_by = row.pop("locked_by")
+    row["skipped"] = f"locked by {locked_by}" if locked_by else None
+    return row
+
+
+def _stream(conn: psycopg.Connection[Any], query: Any, params: dict[str, Any]) -> Iterator[Row]:
+    """Rows through a server-side cursor, a chunk at a time (inside the caller's transaction)."""
+    with conn.cursor(name="jobctl_stream") as cursor:
         cursor.itersize = STREAM_CHUNK
-        cursor.execute(queries.query("stuck", table.ident), {**where.params(), "limit": limit})
+        cursor.execute(query, params)
         yield from cursor
 
 
 def summary(
-    conn: psycopg.Connection[Any], table: db.JobsTable, expiring_within: dt.timedelta
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    expiring_within: dt.timedelta,
+    *,
+    exact: bool = False,
 ) -> Row:
-    """Counts by status, processing split by lease state, expired leases by worker."""
-    by_status = {
-        row["status"]: row["jobs"]
-        for row in conn.execute(queries.query("summary_status", table.ident)).fetchall()
-    }
-    processing = conn.execute(
-        queries.query("summary_processing", table.ident), {"soon": expiring_within}
-    ).fetchone()
-    by_worker = conn.execute(queries.query("summary_expired_by_worker", table.ident)).fetchall()
+    """Counts by status, processing split by lease state, processing jobs per worker.
+
+    On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
+    (done, failed) are estimated from the statistics instead of counted by a full scan;
+    queued and processing are always counted. ``exact`` counts everything.
+    """
+
+    def rows(name: str, **params: Any) -> list[Row]:
+        return conn.execute(queries.query(name, table.ident), params).fetchall()
+
+    size = rows("table_size_estimate", oid=table.oid)[0]["estimate"]
+    estimated: list[str] = []
+    if exact or size < EXACT_COUNT_LIMIT:
+        by_status = {r["status"]: r["jobs"] for r in rows("summary_status")}
+    else:
+        live = {r["status"]: r["jobs"] for r in rows("summary_status_live")}
+        guess = {r["status"]: r["jobs"] for r in rows("summary_status_estimate", oid=table.oid)}
+        estimated = sorted(set(guess) - set(live) | ({"done", "failed"} - set(live)))
+        by_status = {s: guess.get(s, 0) for s in estimated} | live
     return {
         "table": table.qualified,
         "status": {s: by_status.get(s, 0) for s in ("queued", "processing", "done", "failed")}
         | by_status,
-        "processing": processing,
+        "estimated": estimated,
+        "processing": rows("summary_processing", soon=expiring_within)[0],
         "expiring_within_s": expiring_within.total_seconds(),
-        "expired_by_worker": by_worker,
+        "workers": rows("summary_workers", soon=expiring_within),
     }
 
 

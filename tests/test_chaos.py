@@ -176,7 +176,9 @@ def test_chaos(conn, dsn, chaos_seconds, tmp_path, capsys):
     n_jobs = max(200, int(chaos_seconds * 40))
     conn.execute(  # every fifth job is manual, spread through the queue
         "INSERT INTO jobs (recovery_policy, max_attempts) SELECT CASE WHEN g %% 5 = 0 "
-        "THEN 'manual' ELSE 'auto' END, 3 FROM generate_series(1, %s) g", (n_jobs,))
+        "THEN 'manual' ELSE 'auto' END, 3 FROM generate_series(1, %s) g",
+        (n_jobs,),
+    )
     chaos = Chaos(dsn, tmp_path, seed=int(os.environ.get("CHAOS_SEED", "1")))
     reclaimers = [chaos.reclaimer(1), chaos.reclaimer(2)]
     stop_operator = threading.Event()

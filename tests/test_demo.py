@@ -14,9 +14,8 @@ def demo_processes() -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "jobctl.demo worker" in cmdline or (
-            "postgres" in cmdline and "jobctl-demo-" in cmdline and "pgdata" in cmdline
-        ):
+        # the demo's own workers and server: their command lines name its data directory
+        if "jobctl-demo-" in cmdline and ("jobctl.demo worker" in cmdline or "postgres" in cmdline):
             found.append(cmdline)
     return found
 

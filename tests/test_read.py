@@ -93,9 +93,60 @@ def test_summary_counts_and_bursts(conn, dsn, run):
     result = json.loads(run("summary", "--expiring-within", "30s", "-o", "json").out)
     assert result["status"] == {"queued": 4, "processing": 6, "done": 0, "failed": 0}
     assert result["processing"] == {"live": 2, "expiring_soon": 1, "expired": 3, "no_lease": 0}
-    assert [(w["worker"], w["expired"]) for w in result["expired_by_worker"]] == [
-        ("killed-in-deploy", 3)
+    workers = {w["worker"]: w for w in result["workers"]}
+    assert result["workers"][0]["worker"] == "killed-in-deploy"
+    assert (workers["killed-in-deploy"]["expired"], workers["alive"]["expired"]) == (3, 0)
+    assert workers["dying"]["expiring_soon"] == 1 and workers["alive"]["processing"] == 2
+    assert result["estimated"] == []
+
+
+def test_summary_estimates_finished_jobs_on_large_tables(conn, dsn, run, monkeypatch):
+    from jobctl import triage
+
+    add_jobs(conn, 30)
+    claim_all(dsn, 5)
+    conn.execute("UPDATE jobs SET status = 'done' WHERE id > 20")
+    conn.execute("ANALYZE jobs")
+    monkeypatch.setattr(triage, "EXACT_COUNT_LIMIT", 10)  # as if the table were large
+    estimated = json.loads(run("summary", "-o", "json").out)
+    assert estimated["estimated"] == ["done", "failed"]
+    assert estimated["status"]["processing"] == 5 and estimated["status"]["queued"] == 15
+    assert estimated["status"]["done"] == 10  # the statistics of a freshly analyzed table
+    exact = json.loads(run("summary", "--exact", "-o", "json").out)
+    assert exact["estimated"] == [] and exact["status"]["done"] == 10
+    assert "estimate" in run("summary").out
+
+
+def test_at_risk_shows_expiring_leases_and_worker_lag(conn, dsn, run):
+    add_jobs(conn, 6)
+    claim_all(dsn, 2, worker="dead", lease_seconds=-30)
+    claim_all(dsn, 2, worker="dying", lease_seconds=20)
+    claim_all(dsn, 2, worker="healthy", lease_seconds=600)
+    conn.execute(
+        "UPDATE jobs SET reserved_at = now() - interval '40 seconds' WHERE reserved_by = 'dying'"
+    )
+    rows = json.loads(run("stuck", "--expiring-within", "1m", "-o", "json").out)
+    assert [(r["reserved_by"], r["lease_state"]) for r in rows] == [
+        ("dead", "expired"),
+        ("dead", "expired"),
+        ("dying", "expiring"),
+        ("dying", "expiring"),
     ]
+    assert rows[2]["worker_heartbeat_lag_s"] >= 40 and rows[2]["lease_overdue_s"] < 0
+    assert len(json.loads(run("stuck", "-o", "json").out)) == 2  # the default: expired only
+    assert run("stuck", "--expiring-within", "1m", "--grace", "1s").code == 2
+
+
+@pytest.mark.parametrize("command", ["stuck", "summary"])
+def test_watch_prints_one_timestamped_line_per_refresh(conn, dsn, run, command):
+    add_jobs(conn, 2)
+    claim_all(dsn, 2)
+    result = run(command, "--watch", "--every", "0.1s", "--count", "3")
+    assert result.code == 0, result.err
+    lines = [json.loads(line) for line in result.out.splitlines()]
+    assert len(lines) == 3 and lines[0]["at"] < lines[1]["at"] < lines[2]["at"]
+    data = lines[-1]["data"]
+    assert (len(data) == 2) if command == "stuck" else (data["processing"]["expired"] == 2)
 
 
 def test_show_lease_states_and_events(conn, dsn, run):

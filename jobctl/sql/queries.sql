@@ -39,6 +39,23 @@ WHERE {expired_filter}
 ORDER BY j.lease_expires_at, j.id
 LIMIT %(limit)s
 
+-- at_risk: expired leases and live ones expiring within the window, with each worker's lag
+WITH lag AS (
+    SELECT reserved_by,
+           extract(epoch FROM now() - max(coalesce(heartbeat_at, reserved_at)))::float8 AS lag_s
+    FROM {table} WHERE status = 'processing' GROUP BY reserved_by
+)
+SELECT {lease_columns},
+       CASE WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'expiring' END AS lease_state,
+       lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by
+FROM {table} j LEFT JOIN lag ON lag.reserved_by IS NOT DISTINCT FROM j.reserved_by
+WHERE j.status = 'processing'
+  AND j.lease_expires_at < now() + %(window)s::interval
+  AND (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
+  AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
+ORDER BY j.lease_expires_at, j.id
+LIMIT %(limit)s
+
 -- reclaim_batch: the seed's reclaim: one batch of expired rows, locked, fenced, applied
 WITH expired AS (
     SELECT {lease_columns}
@@ -74,8 +91,25 @@ SELECT j.id, j.status, j.attempt_token, j.lease_expires_at,
 FROM {table} j
 WHERE j.id = ANY(%(ids)s::bigint[])
 
--- summary_status: jobs per status
+-- summary_status: jobs per status, counted (a full scan: for small tables or --exact)
 SELECT status, count(*) AS jobs FROM {table} GROUP BY status ORDER BY status
+
+-- summary_status_live: queued and processing jobs, counted (index-driven with a queue index)
+SELECT 'queued' AS status, count(*) AS jobs FROM {table} WHERE status = 'queued'
+UNION ALL
+SELECT 'processing', count(*) FROM {table} WHERE status = 'processing'
+
+-- summary_status_estimate: jobs per status estimated from the planner's statistics
+SELECT v.status, round(v.freq * greatest(c.reltuples, 0))::bigint AS jobs
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = 'status'
+CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs)
+     AS v(status, freq)
+WHERE c.oid = %(oid)s
+
+-- table_size_estimate: rows in the table, as the planner believes
+SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oid)s
 
 -- summary_processing: processing rows split by lease state (reclaim index)
 SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS live,
@@ -85,15 +119,23 @@ SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS
        count(*) FILTER (WHERE lease_expires_at IS NULL OR attempt_token IS NULL) AS no_lease
 FROM {table} WHERE status = 'processing'
 
--- summary_expired_by_worker: expired leases per worker: a killed worker is one burst
-SELECT reserved_by AS worker, count(*) AS expired,
-       min(lease_expires_at) AS first_expiry, max(lease_expires_at) AS last_expiry,
-       max(heartbeat_at) AS last_heartbeat_at,
-       count(*) FILTER (WHERE recovery_policy = 'manual') AS manual
+-- summary_workers: processing jobs per worker: lease states, the expiry burst, heartbeat lag
+SELECT reserved_by AS worker, count(*) AS processing,
+       count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
+       count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
+           AS expired_manual,
+       count(*) FILTER (WHERE lease_expires_at >= now()
+                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
+       min(lease_expires_at) FILTER (WHERE lease_expires_at < now()) AS first_expiry,
+       max(lease_expires_at) FILTER (WHERE lease_expires_at < now()) AS last_expiry,
+       max(coalesce(heartbeat_at, reserved_at)) AS last_seen_at,
+       extract(epoch FROM now() - max(coalesce(heartbeat_at, reserved_at)))::float8
+           AS heartbeat_lag_s
 FROM {table}
-WHERE status = 'processing' AND lease_expires_at < now()
+WHERE status = 'processing'
 GROUP BY reserved_by
-ORDER BY min(lease_expires_at), reserved_by
+ORDER BY count(*) FILTER (WHERE lease_expires_at < now()) DESC,
+         min(lease_expires_at), reserved_by
 
 -- job_row: one job, every column, with its lease state
 SELECT j.*,
