@@ -173,7 +173,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_chaos(conn, dsn, chaos_seconds, tmp_path, capsys):
     conn.execute(AUDIT)
-    n_jobs = max(200, int(chaos_seconds * 40))
+    n_jobs = max(200, int(chaos_seconds * 30))
     conn.execute(  # every fifth job is manual, spread through the queue
         "INSERT INTO jobs (recovery_policy, max_attempts) SELECT CASE WHEN g %% 5 = 0 "
         "THEN 'manual' ELSE 'auto' END, 3 FROM generate_series(1, %s) g",
@@ -209,10 +209,10 @@ def test_chaos(conn, dsn, chaos_seconds, tmp_path, capsys):
             return conn.execute(f"SELECT count(*) FROM jobs WHERE {where}").fetchone()["count"]
 
         # let leases expire and the reclaimers clear them, then drain with well-behaved workers
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60 + n_jobs / 20  # drain: well-behaved workers
         while count("status = 'processing'") and time.monotonic() < deadline:
             time.sleep(0.2)
-        for _ in range(4):
+        for _ in range(WORKERS):
             chaos.spawn("drain")
         while count("status IN ('queued', 'processing')") and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -241,7 +241,10 @@ def test_chaos(conn, dsn, chaos_seconds, tmp_path, capsys):
     ]
 
     assert len(jobs) == n_jobs, "no job lost"
-    assert {j["status"] for j in jobs.values()} <= {"done", "failed"}, "every job finished"
+    unfinished = collections.Counter(
+        j["status"] for j in jobs.values() if j["status"] not in ("done", "failed")
+    )
+    assert not unfinished, f"every job finished: {unfinished}"
 
     done_transitions = collections.Counter(a["id"] for a in audit if a["new_status"] == "done")
     assert max(done_transitions.values(), default=0) <= 1, "no job completed twice"
