@@ -508,6 +508,71 @@ def history(
     )
 
 
+@app.command()
+def explain(
+    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+) -> None:
+    """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
+    who requeued or failed it and why. JSON gives the same facts as fields.
+
+    Example: jobctl explain 42
+    """
+    from jobctl import story, triage
+
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        result = story.explain(triage.history(conn, table, job_id))
+    if out is output.Output.table and fmt is None:
+        print("\n".join(output.cell(line) for line in result["story"]))
+        return
+    _emit(
+        output.Document(
+            result, [output.Section(None, [{"story": line} for line in result["story"]])]
+        ),
+        out,
+        fmt,
+    )
+
+
+@app.command()
+def metrics(
+    ctx: typer.Context,
+    expiring_within: Annotated[
+        str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")
+    ] = "30s",
+    reclaim_window: Annotated[
+        str, typer.Option(metavar="DURATION", help="Window for recent reclaims.")
+    ] = "5m",
+    max_stuck: Annotated[
+        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+    ] = None,
+    max_overdue: Annotated[
+        str | None,
+        typer.Option(metavar="DURATION", help="Exit 4 when a lease expired longer ago."),
+    ] = None,
+) -> None:
+    """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
+    a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+
+    Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
+    """
+    from jobctl import metrics as core
+
+    overdue = _duration("--max-overdue", max_overdue)
+    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
+        figures = core.collect(
+            conn,
+            table,
+            expiring_within=durations.parse(expiring_within, option="--expiring-within"),
+            reclaim_window=durations.parse(reclaim_window, option="--reclaim-window"),
+        )
+    sys.stdout.write(core.openmetrics(figures, table.qualified))
+    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=overdue)
+    for line in breached:
+        _say(f"jobctl: CRITICAL: {line}")
+    if breached:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
 # ---------------------------------------------------------------- reclaim
 RECLAIM_COLUMNS = [
     "id",
@@ -710,6 +775,19 @@ MANUAL_COLUMNS = [
 ]
 
 
+PREVIEW_COLUMNS = [
+    "id",
+    "status",
+    "reserved_by",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "recovery_policy",
+    "lease_state",
+    "attempt_token",
+]
+
+
 def _manual(
     ctx: typer.Context,
     action: str,
@@ -724,7 +802,6 @@ def _manual(
 ) -> None:
     from jobctl import manual
 
-    settings = _settings(ctx)
     token = None
     if expect_token is not None:
         try:
@@ -734,8 +811,13 @@ def _manual(
     if expect_token is not None and len(job_ids) > 1:
         raise errors.UsageError("--expect-token names one attempt: give one job id with it")
     wait = durations.parse(delay, option="--delay")
-    with _session(ctx) as (conn, table):
-        decisions = [
+    _decide_then_write(
+        ctx,
+        action,
+        yes,
+        out,
+        fmt,
+        decide=lambda conn, settings, table: [
             manual.decide(
                 conn,
                 settings,
@@ -746,47 +828,45 @@ def _manual(
                 expect_token=token,
             )
             for i in job_ids
-        ]
-        eligible = [d for d in decisions if d.outcome is None]
+        ],
+        write=lambda conn, settings, table, d: manual.apply(
+            conn, settings, table, d, action, reason=reason, delay=wait
+        ),  # type: ignore[arg-type]
+    )
+
+
+def _decide_then_write(
+    ctx: typer.Context,
+    verb: str,
+    yes: bool,
+    out: output.Output,
+    fmt: str | None,
+    *,
+    decide: Callable[..., list[Any]],
+    write: Callable[..., Any],
+) -> None:
+    """Every operator write: read and decide each job, confirm, write each fenced, report.
+
+    Each job is decided and reported on its own; the exit code is the worst outcome's.
+    """
+    from jobctl import manual
+
+    settings = _settings(ctx)
+    with _session(ctx) as (conn, table):
+        decisions = decide(conn, settings, table)
+        eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
         if eligible and not yes:
             if sys.stdin.isatty():
                 output.render(
                     output.Document(
-                        None,
-                        [
-                            output.Section(
-                                f"about to {action}",
-                                [d.seen for d in eligible if d.seen],
-                                [
-                                    "id",
-                                    "status",
-                                    "reserved_by",
-                                    "attempts",
-                                    "max_attempts",
-                                    "recovery_policy",
-                                    "lease_state",
-                                    "attempt_token",
-                                ],
-                            )
-                        ],
+                        None, [output.Section(f"about to {verb}", eligible, PREVIEW_COLUMNS)]
                     ),
                     output.Output.table,
                     None,
                     sys.stderr,
                 )
-            _confirm(f"{action.capitalize()} {len(eligible)} job(s)?", yes)
-        results = [
-            manual.apply(
-                conn,
-                settings,
-                table,
-                d,
-                action,  # type: ignore[arg-type]
-                reason=reason,
-                delay=wait,
-            ).result()
-            for d in decisions
-        ]
+            _confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", yes)
+        results = [write(conn, settings, table, d).result() for d in decisions]
     _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
     for result in results:
         if result["outcome"] == "locked":
@@ -845,6 +925,91 @@ def fail(
     if not reason.strip():
         raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
     _manual(ctx, "fail", job_ids, reason, "0s", expect_token, force, yes, out, fmt)
+
+
+@app.command()
+def quarantine(
+    ctx: typer.Context,
+    min_reclaims: Annotated[
+        int, typer.Option(min=1, help="Auto jobs reclaimed at least this many times.")
+    ] = 3,
+    commit: Annotated[
+        bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
+    ] = False,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 1000,
+    reason: ReasonOpt = None,
+    yes: YesOpt = False,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Switch auto jobs that keep getting reclaimed to manual: stop retrying them blindly.
+
+    A job that crashes its worker every time is reclaimed again and again; quarantine makes a
+    human decide. Each switch is fenced and audited; undo with jobctl policy ID --auto.
+    Example: jobctl quarantine --min-reclaims 3 --commit --reason "crash loop"
+    """
+    from jobctl import manual
+
+    def candidates(conn: Any, settings: db.Settings, table: db.JobsTable) -> list[Any]:
+        return manual.quarantine_candidates(conn, settings, table, min_reclaims, limit)
+
+    if not commit:
+        with _session(ctx) as (conn, table):
+            rows = [d.seen for d in candidates(conn, _settings(ctx), table)]
+        _emit(output.Document(rows, [output.Section(None, rows, PREVIEW_COLUMNS)]), out, fmt)
+        _say(f"dry run: {len(rows)} job(s) would switch to manual; nothing changed")
+        return
+    _decide_then_write(
+        ctx,
+        "quarantine",
+        yes,
+        out,
+        fmt,
+        decide=candidates,
+        write=lambda conn, settings, table, d: manual.set_policy(
+            conn,
+            settings,
+            table,
+            d,
+            "manual",
+            event="quarantined",
+            reason=reason or f"reclaimed {d.seen['reclaim_count']} times",
+        ),
+    )
+
+
+@app.command()
+def policy(
+    ctx: typer.Context,
+    job_ids: IdsArg,
+    auto: Annotated[
+        bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
+    ] = True,
+    reason: ReasonOpt = None,
+    yes: YesOpt = False,
+    out: OutputOpt = output.Output.table,
+    fmt: FormatOpt = None,
+) -> None:
+    """Set jobs' recovery policy (auto: reclaim may requeue; manual: a human decides).
+
+    Fenced and audited like every write. Example: jobctl policy 42 --auto --reason "fixed"
+    """
+    from jobctl import manual
+
+    wanted = "auto" if auto else "manual"
+    _decide_then_write(
+        ctx,
+        f"set policy {wanted} on",
+        yes,
+        out,
+        fmt,
+        decide=lambda conn, settings, table: [
+            manual.decide_policy(conn, settings, table, i, wanted) for i in job_ids
+        ],
+        write=lambda conn, settings, table, d: manual.set_policy(
+            conn, settings, table, d, wanted, event="policy_changed", reason=reason
+        ),
+    )
 
 
 # ---------------------------------------------------------------- schema

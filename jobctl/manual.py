@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from jobctl import db, errors, queries
+from jobctl import db, errors, output, queries
 
 Row = dict[str, Any]
 Action = Literal["requeue", "fail"]
@@ -22,8 +22,11 @@ OUTCOME_EXIT = {
     "conflict": errors.EXIT_CONFLICT,
     "not_found": errors.EXIT_ERROR,
     "locked": errors.EXIT_ERROR,
+    "quarantined": errors.EXIT_OK,
+    "policy_changed": errors.EXIT_OK,
 }
 DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
+FENCE = ("id", "status", "attempt_token", "updated_at", "row_version")  # the row as read
 
 
 @dataclasses.dataclass
@@ -45,6 +48,8 @@ class Decision:
             "attempt_token": seen.get("attempt_token"),
             "reserved_by": seen.get("reserved_by"),
             "lease_state": seen.get("lease_state"),
+            "reclaim_count": seen.get("reclaim_count"),
+            "recovery_policy_before": seen.get("recovery_policy"),
         }
 
 
@@ -92,38 +97,127 @@ def apply(
     reason: str | None,
     delay: dt.timedelta,
 ) -> Decision:
-    """One fenced UPDATE, its audit event written by the trigger in the same transaction.
+    """Requeue or fail one decided job with one fenced UPDATE (see ``_fenced_write``)."""
+    if decision.outcome is None and decision.seen is not None:
+        name = "manual_requeue" if action == "requeue" else "manual_fail"
+        _fenced_write(
+            conn,
+            settings,
+            table,
+            decision,
+            name,
+            {"reason": reason, "delay": delay},
+            action=action,
+            reason=reason,
+            done=(
+                DONE_OUTCOME[action],
+                f"{decision.seen['status']} -> {'queued' if action == 'requeue' else 'failed'}",
+            ),
+        )
+    return decision
+
+
+def decide_policy(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    job_id: int,
+    policy: str,
+) -> Decision:
+    """Read the job for a policy switch: refused when it is done or already has ``policy``."""
+    with db.transaction(conn, settings, read_only=True):
+        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
+    decision = Decision(job_id, seen)
+    if seen is None:
+        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
+    elif seen["status"] == "done":
+        decision.outcome, decision.detail = "refused", "job is done"
+    elif seen["recovery_policy"] == policy:
+        decision.outcome, decision.detail = "refused", f"policy is already {policy}"
+    return decision
+
+
+def set_policy(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    decision: Decision,
+    policy: str,
+    *,
+    event: str,
+    reason: str | None,
+) -> Decision:
+    """Switch one decided job's recovery policy, fenced and audited as ``event``."""
+    if decision.outcome is None and decision.seen is not None:
+        before = decision.seen["recovery_policy"]
+        _fenced_write(
+            conn,
+            settings,
+            table,
+            decision,
+            "set_policy",
+            {"policy": policy},
+            action=event,
+            reason=reason,
+            done=(event, f"{before} -> {policy}"),
+        )
+    return decision
+
+
+def quarantine_candidates(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    min_reclaims: int,
+    limit: int | None,
+) -> list[Decision]:
+    """Auto jobs reclaimed ``min_reclaims`` times or more (not done), read for the fence."""
+    with db.transaction(conn, settings, read_only=True):
+        rows = conn.execute(
+            queries.query("quarantine_candidates", table.ident),
+            {"min_reclaims": min_reclaims, "limit": limit},
+        ).fetchall()
+    return [Decision(row["id"], row) for row in rows]
+
+
+def _fenced_write(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    table: db.JobsTable,
+    decision: Decision,
+    statement: str,
+    params: dict[str, Any],
+    *,
+    action: str,
+    reason: str | None,
+    done: tuple[str, str],
+) -> None:
+    """One UPDATE fenced on the row exactly as read, its audit event in the same transaction.
 
     0 rows means the row is no longer as read: ``conflict``, nothing written. A row lock held
-    past lock_timeout: ``locked``, naming the session that holds it.
+    past lock_timeout: ``locked``, naming the session that holds it. Else ``done``.
     """
-    if decision.outcome is not None or decision.seen is None:
-        return decision
-    seen = decision.seen
-    fence = {k: seen[k] for k in ("id", "status", "attempt_token", "updated_at", "row_version")}
-    statement = queries.query(
-        "manual_requeue" if action == "requeue" else "manual_fail", table.ident
-    )
+    assert decision.seen is not None
+    seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
     try:
         with db.mapped_errors(), db.transaction(conn, settings, action=action, reason=reason):
             _require_history(conn, table)
-            updated = conn.execute(statement, {**fence, "reason": reason, "delay": delay}).rowcount
+            updated = conn.execute(
+                queries.query(statement, table.ident), {**params, "seen": seen}
+            ).rowcount
     except errors.LockTimeout:
         with db.transaction(conn, settings, read_only=True):
             row = conn.execute(
                 queries.query("manual_lockers", table.ident), {"id": decision.id}
             ).fetchone()
-        decision.outcome = "locked"
         holder = row["locked_by"] if row and row["locked_by"] else "another session"
-        decision.detail = f"row locked by {holder}; nothing written"
-        return decision
+        decision.outcome, decision.detail = "locked", f"row locked by {holder}; nothing written"
+        return
     if updated == 1:
-        decision.outcome = DONE_OUTCOME[action]
-        decision.detail = f"{seen['status']} -> {'queued' if action == 'requeue' else 'failed'}"
+        decision.outcome, decision.detail = done
     else:
         decision.outcome = "conflict"
         decision.detail = "the row changed since it was read; nothing written"
-    return decision
 
 
 def _require_history(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:

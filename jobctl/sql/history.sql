@@ -30,8 +30,13 @@ CREATE TABLE IF NOT EXISTS jobctl.attempts (
     last_heartbeat_at timestamptz,
     max_heartbeat_gap interval,
     ended_at          timestamptz,
-    outcome           text
+    outcome           text,
+    lease             interval,
+    lease_expires_at  timestamptz
 ) WITH (fillfactor = 70);
+-- the lease length and expiry of each attempt, for jobctl explain (added in 0.1)
+ALTER TABLE jobctl.attempts ADD COLUMN IF NOT EXISTS lease interval,
+                            ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz;
 CREATE INDEX IF NOT EXISTS attempts_job_idx ON jobctl.attempts (job_table, job_id);
 
 -- SECURITY DEFINER: workers and operators need no privilege on jobctl's tables, and cannot
@@ -52,6 +57,8 @@ BEGIN
                 UPDATE jobctl.attempts a
                 SET heartbeats = a.heartbeats + 1,
                     last_heartbeat_at = NEW.heartbeat_at,
+                    lease = NEW.lease_expires_at - NEW.heartbeat_at,
+                    lease_expires_at = NEW.lease_expires_at,
                     max_heartbeat_gap = greatest(a.max_heartbeat_gap,
                         NEW.heartbeat_at - coalesce(OLD.heartbeat_at, a.claimed_at))
                 WHERE a.attempt_token = NEW.attempt_token;
@@ -91,9 +98,11 @@ BEGIN
     END IF;
 
     IF NEW.status = 'processing' AND NEW.attempt_token IS NOT NULL THEN
-        INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, claimed_at)
+        INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, claimed_at,
+                                     lease, lease_expires_at)
         VALUES (NEW.attempt_token, job_table, NEW.id, NEW.attempts, NEW.reserved_by,
-                coalesce(NEW.reserved_at, now()))
+                coalesce(NEW.reserved_at, now()),
+                NEW.lease_expires_at - coalesce(NEW.reserved_at, now()), NEW.lease_expires_at)
         ON CONFLICT (attempt_token) DO NOTHING;
         INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                    attempt, attempt_token, worker, actor)

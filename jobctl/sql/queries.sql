@@ -6,6 +6,9 @@
 CASE WHEN j.recovery_policy = 'auto' AND j.attempts < j.max_attempts
      THEN 'requeue' ELSE 'fail' END
 
+-- reclaim_error: the last_error reclaim leaves on a job
+'lease expired before completion'
+
 -- lease_columns: the columns every stuck/reclaim row reports
 j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
 j.reclaim_count, j.recovery_policy, j.reserved_at, j.heartbeat_at, j.lease_expires_at,
@@ -74,7 +77,7 @@ SET status = CASE WHEN expired.action = 'requeue' THEN 'queued' ELSE 'failed' EN
     lease_expires_at = NULL,
     attempt_token = NULL,
     reclaim_count = j.reclaim_count + 1,
-    last_error = 'lease expired before completion',
+    last_error = {reclaim_error},
     finished_at = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
     updated_at = now()
 FROM expired
@@ -90,6 +93,27 @@ SELECT j.id, j.status, j.attempt_token, j.lease_expires_at,
        {reclaim_action} AS action, {row_lockers} AS locked_by
 FROM {table} j
 WHERE j.id = ANY(%(ids)s::bigint[])
+
+-- metrics_leases: the queue's lease health, one pass over processing rows (reclaim index)
+SELECT count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'auto')
+           AS stuck_auto,
+       count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
+           AS stuck_manual,
+       coalesce(extract(epoch FROM now() - min(lease_expires_at)
+                        FILTER (WHERE lease_expires_at < now())), 0)::float8 AS oldest_expired_s,
+       count(*) FILTER (WHERE lease_expires_at >= now()) AS live,
+       count(*) FILTER (WHERE lease_expires_at >= now()
+                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE lease_expires_at IS NULL) AS no_lease
+FROM {table} WHERE status = 'processing'
+
+-- metrics_reclaims: reclaims the history recorded in the last window
+SELECT count(*) AS reclaims FROM jobctl.events
+WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
+
+-- metrics_manual_review: manual jobs reclaim parked as failed, awaiting a human
+SELECT count(*) AS awaiting FROM {table}
+WHERE status = 'failed' AND recovery_policy = 'manual' AND last_error = {reclaim_error}
 
 -- summary_status: jobs per status, counted (a full scan: for small tables or --exact)
 SELECT status, count(*) AS jobs FROM {table} GROUP BY status ORDER BY status
@@ -156,24 +180,29 @@ SELECT * FROM (
 -- job_attempts: a job's attempts (the heartbeat history), oldest first
 SELECT a.attempt, a.attempt_token, a.worker, a.claimed_at, a.heartbeats,
        a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
-       a.ended_at, a.outcome
+       a.ended_at, a.outcome, extract(epoch FROM a.lease)::float8 AS lease_s,
+       a.lease_expires_at
 FROM jobctl.attempts a
 WHERE a.job_table = %(job_table)s AND a.job_id = %(id)s
 ORDER BY a.claimed_at, a.attempt
 
 -- manual_read: a job as an operator action sees it (its fence: status, token, version)
 SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
-       j.recovery_policy, j.lease_expires_at, j.updated_at, j.xmin::text AS row_version,
+       j.reclaim_count, j.recovery_policy, j.last_error, j.lease_expires_at, j.updated_at, j.xmin::text AS row_version,
        CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
             WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END AS lease_state
 FROM {table} j WHERE j.id = %(id)s
 
+-- seen_rows: the rows as an operator read them (JSON), for the fence
+jsonb_to_recordset(%(seen)s::jsonb) AS seen(id bigint, status text, attempt_token uuid,
+                                            updated_at timestamptz, row_version text)
+
 -- manual_fence: the condition every operator write carries: the row exactly as read
-j.id = %(id)s
-AND j.status = %(status)s
-AND j.attempt_token IS NOT DISTINCT FROM %(attempt_token)s::uuid
-AND j.updated_at IS NOT DISTINCT FROM %(updated_at)s
-AND j.xmin::text = %(row_version)s
+j.id = seen.id
+AND j.status = seen.status
+AND j.attempt_token IS NOT DISTINCT FROM seen.attempt_token
+AND j.updated_at IS NOT DISTINCT FROM seen.updated_at
+AND j.xmin::text = seen.row_version
 
 -- manual_requeue: give a job back to the queue by hand, fenced
 UPDATE {table} AS j
@@ -182,6 +211,7 @@ SET status = 'queued',
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
     lease_expires_at = NULL, attempt_token = NULL, finished_at = NULL,
     updated_at = now()
+FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
 
@@ -193,8 +223,26 @@ SET status = 'failed',
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
     lease_expires_at = NULL, attempt_token = NULL,
     updated_at = now()
+FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
+
+-- set_policy: switch jobs' recovery policy, each fenced on the row as read
+UPDATE {table} AS j
+SET recovery_policy = %(policy)s, updated_at = now()
+FROM {seen_rows}
+WHERE {manual_fence}
+RETURNING j.id
+
+-- quarantine_candidates: auto jobs reclaimed at least N times and not done, with their fence
+SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
+       j.reclaim_count, j.recovery_policy, j.last_error, j.updated_at,
+       j.xmin::text AS row_version
+FROM {table} j
+WHERE j.recovery_policy = 'auto' AND j.reclaim_count >= %(min_reclaims)s
+  AND j.status <> 'done'
+ORDER BY j.reclaim_count DESC, j.id
+LIMIT %(limit)s
 
 -- manual_lockers: who holds the row an operator action waited for
 SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.id = %(id)s

@@ -1,0 +1,113 @@
+"""jobctl metrics: lease health in the OpenMetrics text format, with alert thresholds."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+
+from jobctl import db, queries
+
+Row = dict[str, Any]
+
+
+def collect(
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    *,
+    expiring_within: dt.timedelta,
+    reclaim_window: dt.timedelta,
+) -> Row:
+    """The figures: stuck jobs by policy, oldest expired lease, live/expiring, reclaims, review."""
+
+    def one(name: str, **params: Any) -> Row:
+        row = conn.execute(queries.query(name, table.ident), params).fetchone()
+        assert row is not None
+        return row
+
+    return (
+        one("metrics_leases", soon=expiring_within)
+        | one("metrics_reclaims", window=reclaim_window, job_table=table.qualified)
+        | one("metrics_manual_review")
+        | {
+            "expiring_within_s": expiring_within.total_seconds(),
+            "reclaim_window_s": reclaim_window.total_seconds(),
+        }
+    )
+
+
+def _label(value: str) -> str:
+    """A label value escaped as OpenMetrics wants: backslash, double quote, newline."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def openmetrics(figures: Row, table: str) -> str:
+    """The figures as OpenMetrics text (also valid Prometheus text), ending in # EOF."""
+    t = f'table="{_label(table)}"'
+    window = f'window_seconds="{figures["reclaim_window_s"]:g}"'
+    soon = f'within_seconds="{figures["expiring_within_s"]:g}"'
+    families = [
+        (
+            "jobctl_stuck_jobs",
+            "gauge",
+            "Processing jobs whose lease expired.",
+            [
+                (f'{t},policy="auto"', figures["stuck_auto"]),
+                (f'{t},policy="manual"', figures["stuck_manual"]),
+            ],
+        ),
+        (
+            "jobctl_oldest_expired_lease_seconds",
+            "gauge",
+            "How long the oldest expired lease has been expired (0 when none).",
+            [(t, figures["oldest_expired_s"])],
+        ),
+        (
+            "jobctl_processing_jobs",
+            "gauge",
+            "Processing jobs by lease state.",
+            [
+                (f'{t},lease="live"', figures["live"]),
+                (f'{t},lease="expired"', figures["stuck_auto"] + figures["stuck_manual"]),
+                (f'{t},lease="none"', figures["no_lease"]),
+            ],
+        ),
+        (
+            "jobctl_expiring_soon_jobs",
+            "gauge",
+            "Live leases that expire within the window.",
+            [(f"{t},{soon}", figures["expiring_soon"])],
+        ),
+        (
+            "jobctl_recent_reclaims",
+            "gauge",
+            "Reclaims recorded in the last window.",
+            [(f"{t},{window}", figures["reclaims"])],
+        ),
+        (
+            "jobctl_manual_review_jobs",
+            "gauge",
+            "Manual-policy jobs parked as failed by reclaim, awaiting a human.",
+            [(t, figures["awaiting"])],
+        ),
+    ]
+    lines = []
+    for name, kind, help_text, samples in families:
+        lines += [f"# TYPE {name} {kind}", f"# HELP {name} {help_text}"]
+        lines += [f"{name}{{{labels}}} {value!r}" for labels, value in samples]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta | None) -> list[str]:
+    """Which thresholds the figures break, each as one line."""
+    found = []
+    stuck = figures["stuck_auto"] + figures["stuck_manual"]
+    if max_stuck is not None and stuck > max_stuck:
+        found.append(f"{stuck} stuck jobs > --max-stuck {max_stuck}")
+    if max_overdue is not None and figures["oldest_expired_s"] > max_overdue.total_seconds():
+        found.append(
+            f"oldest expired lease {figures['oldest_expired_s']:.0f}s > --max-overdue "
+            f"{max_overdue.total_seconds():g}s"
+        )
+    return found

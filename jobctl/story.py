@@ -1,0 +1,101 @@
+"""jobctl explain: a job's history told in plain sentences, and the same facts as fields."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+Row = dict[str, Any]
+GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
+
+
+def _at(value: dt.datetime | None) -> str:
+    return "an unknown time" if value is None else value.isoformat(sep=" ", timespec="seconds")
+
+
+def _s(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.1f}s"
+
+
+def attempt_facts(attempt: Row) -> Row:
+    """One attempt's heartbeat facts: typical and largest gap against the lease."""
+    heartbeats = attempt["heartbeats"] or 0
+    typical = None
+    if heartbeats and attempt["last_heartbeat_at"] is not None:
+        typical = (
+            attempt["last_heartbeat_at"] - attempt["claimed_at"]
+        ).total_seconds() / heartbeats
+    lease = attempt.get("lease_s")
+    largest = attempt["max_heartbeat_gap_s"]
+    warning = bool(lease and largest is not None and largest >= GAP_WARNING * lease)
+    return attempt | {"typical_heartbeat_gap_s": typical, "lease_too_short": warning}
+
+
+def explain(history: Row) -> Row:
+    """The story of a job from ``triage.history``: sentences plus the facts behind them."""
+    job, events = history["job"], history["events"]
+    attempts = [attempt_facts(a) for a in history["attempts"]]
+    story = [
+        f"Job {job['id']} is {job['status']} ({job['recovery_policy']} policy, "
+        f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
+        f"{job['reclaim_count']} time(s))."
+    ]
+    by_token = {a["attempt_token"]: a for a in attempts}
+    for event in events:
+        story.extend(_sentences(event, by_token.get(event["attempt_token"])))
+    if job["status"] == "processing" and job.get("lease_state") == "expired":
+        story.append(
+            f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
+            "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
+        )
+    warnings = [a for a in attempts if a["lease_too_short"]]
+    for a in warnings:
+        gap = _s(a["max_heartbeat_gap_s"])
+        story.append(
+            f"Warning: attempt {a['attempt']}'s largest heartbeat gap ({gap})"
+            f" came within {100 - GAP_WARNING * 100:.0f} % of its lease ({_s(a['lease_s'])}): "
+            "the lease is too short for this job, or its worker stalls."
+        )
+    return {
+        "id": job["id"],
+        "status": job["status"],
+        "story": story,
+        "attempts": attempts,
+        "events": events,
+        "lease_too_short": bool(warnings),
+    }
+
+
+def _sentences(event: Row, attempt: Row | None) -> list[str]:
+    kind, at, who = event["event"], _at(event["at"]), event["actor"]
+    why = f': "{event["reason"]}"' if event.get("reason") else ""
+    if kind == "claimed":
+        text = [f"At {at} worker {event['worker']} claimed it (attempt {event['attempt']})."]
+        if attempt is not None:
+            if attempt["heartbeats"]:
+                text.append(
+                    f"It heartbeat {attempt['heartbeats']} time(s), typically every "
+                    f"{_s(attempt['typical_heartbeat_gap_s'])}, at most "
+                    f"{_s(attempt['max_heartbeat_gap_s'])} apart, against a lease of "
+                    f"{_s(attempt['lease_s'])}."
+                )
+            else:
+                text.append(f"It never heartbeat (lease {_s(attempt['lease_s'])}).")
+        return text
+    if kind == "reclaimed":
+        ran_out = attempt["lease_expires_at"] if attempt else None
+        return [
+            f"Its lease ran out at {_at(ran_out)}; at {at} {who} reclaimed it and it "
+            f"became {event['to_status']}."
+        ]
+    if kind == "completed":
+        return [f"At {at} worker {event['worker']} completed it."]
+    if kind in ("failed", "retried"):
+        return [f"At {at} worker {event['worker']} gave it up ({event['to_status']}){why}."]
+    if kind == "requeued":
+        return [f"At {at} {who} requeued it by hand{why}."]
+    if kind == "manually_failed":
+        return [f"At {at} {who} failed it by hand{why}."]
+    if kind in ("quarantined", "policy_changed"):
+        return [f"At {at} {who} changed its recovery policy ({kind}){why}."]
+    return [f"At {at}: {kind} ({event['from_status']} -> {event['to_status']}){why}."]
