@@ -156,8 +156,10 @@ def operator(
                 capture_output=True,
                 text=True,
             )
-            outcome = json.loads(result.stdout)[0]["outcome"] if result.stdout else "error"
-            figures[f"operator {args[0]}: {outcome}"] += 1
+            if result.stdout:
+                figures[f"operator {args[0]}: {json.loads(result.stdout)[0]['outcome']}"] += 1
+            else:  # jobctl failed as a whole: keep its one line for the report
+                figures[f"operator {args[0]}: error: {result.stderr.strip()[:100]}"] += 1
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
