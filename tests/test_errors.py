@@ -23,10 +23,10 @@ def assert_one_line(result, code: int, *needles: str) -> None:
 
 
 BAD_INPUT = [
-    (["show", "abc"], 2, "valid integer"),
+    (["show", "abc"], 2, "Invalid value for 'ID'"),
     (["show", "-5"], 2, ""),
     (["show", "99999999999999999999"], 2, ""),
-    (["history", "1e3"], 2, "valid integer"),
+    (["history", "1e3"], 2, "Invalid value for 'ID'"),
     (["stuck", "-o", "yaml"], 2, "yaml"),
     (["stuck", "--format", "nope"], 2, "not a tabulate format"),
     (["stuck", "--policy", "sometimes"], 2, "auto or manual"),
