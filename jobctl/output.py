@@ -108,8 +108,8 @@ def use_rich(stream: IO[str]) -> bool:
 
 def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
     """Write ``doc`` to ``stream`` in the chosen format."""
-    if output is Output.json and isinstance(doc.payload, Iterator):
-        _write_json_array(doc.payload, stream)
+    if output is Output.json and isinstance(doc.payload, list | Iterator):
+        _write_json_array(iter(doc.payload), stream)
     elif output is Output.json:
         stream.write(to_json(doc.payload, indent=2) + "\n")
     elif output is Output.jsonl:
@@ -125,12 +125,11 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
 
 
 def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:
-    """A streamed array, written exactly as json.dumps(list(items), indent=2) would."""
+    """An array streamed one element per line: readable, and written by json's C encoder
+    (json.dumps only uses it without ``indent``: indenting 2,000 rows cost 40 ms)."""
     first = True
     for item in items:
-        stream.write(
-            ("[\n  " if first else ",\n  ") + to_json(item, indent=2).replace("\n", "\n  ")
-        )
+        stream.write(("[\n  " if first else ",\n  ") + to_json(item))
         first = False
     stream.write("[]\n" if first else "\n]\n")
 
