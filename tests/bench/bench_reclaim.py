@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import psycopg
 from common import JOBCTL, arguments, bench_dsn, machine, table
@@ -123,12 +124,12 @@ def left(dsn: str) -> int:
         ).fetchone()[0]
 
 
-def worker(dsn: str, name: str, stop_at: float, results: multiprocessing.Queue) -> None:
+def worker(dsn: str, name: str, stop: Any, results: multiprocessing.Queue) -> None:
     """claim, 3 heartbeats, complete, in a loop: (time of each cycle end, worst statement)."""
     cycles = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         w = lease.Worker(conn, name, lease_seconds=60, table=NAME)
-        while time.time() < stop_at:
+        while not stop.is_set():
             t0 = time.perf_counter()
             job = w.claim()
             if job is None:
@@ -148,10 +149,10 @@ def worker(dsn: str, name: str, stop_at: float, results: multiprocessing.Queue) 
 def impact(dsn: str, batch: int, workers: int = 8, baseline_s: float = 5.0) -> dict:
     reset(dsn, queued=200_000)
     results: multiprocessing.Queue = multiprocessing.Queue()
+    stop = multiprocessing.Event()
     start = time.time() + 1.0
-    stop_at = start + baseline_s + 60
     procs = [
-        multiprocessing.Process(target=worker, args=(dsn, f"w{i}", stop_at, results))
+        multiprocessing.Process(target=worker, args=(dsn, f"w{i}", stop, results))
         for i in range(workers)
     ]
     for p in procs:
@@ -160,15 +161,8 @@ def impact(dsn: str, batch: int, workers: int = 8, baseline_s: float = 5.0) -> d
     reclaim_start = time.time()
     elapsed = run_jobctl(dsn, batch)
     reclaim_end = time.time()
-    time.sleep(0.5)
-    for p in procs:
-        p.terminate()
-    cycles = []
-    for _ in procs:
-        try:
-            cycles += results.get(timeout=5)
-        except Exception:
-            pass
+    stop.set()
+    cycles = [c for _ in procs for c in results.get(timeout=30)]
     for p in procs:
         p.join()
     before = [c for c in cycles if start <= c[0] < reclaim_start]
