@@ -193,26 +193,24 @@ def transaction(
 
     ``read_only`` issues SET TRANSACTION READ ONLY itself (psycopg's read_only attribute does
     nothing in autocommit). ``action`` and ``reason`` reach the history trigger together with
-    the actor, through SET LOCAL-scoped settings.
+    the actor, through transaction-local settings. Every statement here takes parameters, so
+    the whole transaction can go in one round trip in pipeline mode (see reclaim).
     """
-    from psycopg import sql
-
     with conn.transaction():
-        setup = sql.SQL(
-            "SET TRANSACTION {mode}; SET LOCAL statement_timeout = {st}; "
-            "SET LOCAL lock_timeout = {lt}"
-        ).format(
-            mode=sql.SQL("READ ONLY" if read_only else "READ WRITE"),
-            st=sql.Literal(_milliseconds(settings.statement_timeout)),
-            lt=sql.Literal(_milliseconds(settings.lock_timeout)),
+        if read_only:
+            conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute(
+            "SELECT set_config('statement_timeout', %s, true), "
+            "set_config('lock_timeout', %s, true), set_config('jobctl.actor', %s, true), "
+            "set_config('jobctl.action', %s, true), set_config('jobctl.reason', %s, true)",
+            (
+                str(_milliseconds(settings.statement_timeout)),
+                str(_milliseconds(settings.lock_timeout)),
+                settings.actor,
+                action or "",
+                reason or "",
+            ),
         )
-        conn.execute(setup, prepare=False)
-        if not read_only:
-            conn.execute(
-                "SELECT set_config('jobctl.actor', %s, true), "
-                "set_config('jobctl.action', %s, true), set_config('jobctl.reason', %s, true)",
-                (settings.actor, action or "", reason or ""),
-            )
         yield conn
 
 

@@ -106,11 +106,12 @@ def _batch(
     where: triage.ExpiredFilter,
     size: int,
 ) -> list[Row]:
-    """One batch of the seed's reclaim, in its own short transaction."""
-    with db.transaction(conn, settings):
-        rows = conn.execute(
-            queries.query("reclaim_batch", table.ident), {**where.params(), "limit": size}
-        ).fetchall()
+    """One batch of the seed's reclaim, in its own short transaction: one round trip, since
+    the transaction's statements are pipelined (BEGIN, settings, UPDATE, COMMIT)."""
+    statement = queries.query("reclaim_batch", table.ident)
+    with conn.pipeline(), db.transaction(conn, settings):
+        cursor = conn.execute(statement, {**where.params(), "limit": size})
+    rows = cursor.fetchall()
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return rows
