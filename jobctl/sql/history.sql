@@ -44,25 +44,34 @@ CREATE INDEX IF NOT EXISTS attempts_job_idx ON jobctl.attempts (job_table, job_i
 CREATE OR REPLACE FUNCTION jobctl.record_transition() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $function$
 DECLARE
-    job_table text := format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME);
-    operator_action text := nullif(current_setting('jobctl.action', true), '');
-    actor text := coalesce(nullif(current_setting('jobctl.actor', true), ''), session_user);
-    reason text := nullif(current_setting('jobctl.reason', true), '');
+    job_table text;
+    operator_action text;
+    actor text;
+    reason text;
     kind text;
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.status = 'processing' AND OLD.status = 'processing'
+       AND NEW.attempt_token = OLD.attempt_token
+       AND NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at THEN
+        -- the workers' hot path, a heartbeat: one update of the attempt, nothing else computed
+        UPDATE jobctl.attempts a
+        SET heartbeats = a.heartbeats + 1,
+            last_heartbeat_at = NEW.heartbeat_at,
+            lease = NEW.lease_expires_at - NEW.heartbeat_at,
+            lease_expires_at = NEW.lease_expires_at,
+            max_heartbeat_gap = greatest(a.max_heartbeat_gap,
+                NEW.heartbeat_at - coalesce(OLD.heartbeat_at, a.claimed_at))
+        WHERE a.attempt_token = NEW.attempt_token;
+        RETURN NULL;
+    END IF;
+    job_table := format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME);
+    operator_action := nullif(current_setting('jobctl.action', true), '');
+    actor := coalesce(nullif(current_setting('jobctl.actor', true), ''), session_user);
+    reason := nullif(current_setting('jobctl.reason', true), '');
     IF TG_OP = 'UPDATE' THEN
         IF NEW.status = OLD.status AND NEW.attempt_token IS NOT DISTINCT FROM OLD.attempt_token THEN
-            -- same attempt: a heartbeat, or an operator's change such as a policy switch
-            IF NEW.status = 'processing' AND NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at THEN
-                UPDATE jobctl.attempts a
-                SET heartbeats = a.heartbeats + 1,
-                    last_heartbeat_at = NEW.heartbeat_at,
-                    lease = NEW.lease_expires_at - NEW.heartbeat_at,
-                    lease_expires_at = NEW.lease_expires_at,
-                    max_heartbeat_gap = greatest(a.max_heartbeat_gap,
-                        NEW.heartbeat_at - coalesce(OLD.heartbeat_at, a.claimed_at))
-                WHERE a.attempt_token = NEW.attempt_token;
-            ELSIF operator_action IS NOT NULL THEN
+            -- same attempt, not a heartbeat: an operator's change such as a policy switch
+            IF operator_action IS NOT NULL THEN
                 INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                            attempt, attempt_token, worker, actor, reason)
                 VALUES (job_table, NEW.id, operator_action, OLD.status, NEW.status,
