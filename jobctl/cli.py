@@ -219,6 +219,11 @@ STUCK_COLUMNS = [
 ]
 
 
+WorkerOpt = Annotated[str | None, typer.Option(help="Only this worker's jobs.")]
+PolicyOpt = Annotated[str | None, typer.Option(help="auto or manual.")]
+GraceOpt = Annotated[
+    str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
+]
 WatchOpt = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 EveryOpt = Annotated[str, typer.Option("--every", metavar="DURATION", help="Watch refresh.")]
 CountOpt = Annotated[
@@ -229,14 +234,12 @@ CountOpt = Annotated[
 @app.command()
 def stuck(
     ctx: typer.Context,
-    worker: Annotated[str | None, typer.Option(help="Only this worker's jobs.")] = None,
-    policy: Annotated[str | None, typer.Option(help="auto or manual.")] = None,
+    worker: WorkerOpt = None,
+    policy: PolicyOpt = None,
     limit: Annotated[
         int, typer.Option(min=1, max=1_000_000, help="At most this many rows.")
     ] = 1000,
-    grace: Annotated[
-        str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
-    ] = "0s",
+    grace: GraceOpt = "0s",
     expiring_within: Annotated[
         str | None,
         typer.Option(metavar="DURATION", help="Add live leases that expire within this."),
@@ -596,15 +599,13 @@ def reclaim(
     yes: YesOpt = False,
     batch_size: Annotated[int, typer.Option(help="Rows per transaction (1-10000).")] = 50,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
-    worker: Annotated[str | None, typer.Option(help="Only this worker's jobs.")] = None,
-    policy: Annotated[str | None, typer.Option(help="auto or manual.")] = None,
+    worker: WorkerOpt = None,
+    policy: PolicyOpt = None,
     job_ids: Annotated[
         list[int] | None,
         typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
     ] = None,
-    grace: Annotated[
-        str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
-    ] = "0s",
+    grace: GraceOpt = "0s",
     save_plan: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
@@ -868,9 +869,11 @@ def _decide_then_write(
             _confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", yes)
         results = [write(conn, settings, table, d).result() for d in decisions]
     _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
-    for result in results:
+    for result in results:  # errors also on stderr, where a redirected stdout hides them
         if result["outcome"] == "locked":
             _say(f"jobctl: job {result['id']}: {result['detail']}")
+        elif result["outcome"] == "not_found":
+            _say(f"jobctl: {result['detail']}")
     code = errors.worst_exit_code([manual.OUTCOME_EXIT[r["outcome"]] for r in results])
     if code:
         raise typer.Exit(code)

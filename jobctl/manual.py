@@ -53,6 +53,18 @@ class Decision:
         }
 
 
+def _read(
+    conn: psycopg.Connection[Any], settings: db.Settings, table: db.JobsTable, job_id: int
+) -> Decision:
+    """The job as an operator action sees it (its fence), in a read-only transaction."""
+    with db.transaction(conn, settings, read_only=True):
+        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
+    decision = Decision(job_id, seen)
+    if seen is None:
+        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
+    return decision
+
+
 def decide(
     conn: psycopg.Connection[Any],
     settings: db.Settings,
@@ -64,12 +76,11 @@ def decide(
     expect_token: uuid.UUID | None,
 ) -> Decision:
     """Read the job (read-only) and apply the eligibility rules of the README's table."""
-    with db.transaction(conn, settings, read_only=True):
-        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
-    decision = Decision(job_id, seen)
-    if seen is None:
-        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
-    elif expect_token is not None and seen["attempt_token"] != expect_token:
+    decision = _read(conn, settings, table, job_id)
+    seen = decision.seen
+    if seen is None:  # not_found
+        return decision
+    if expect_token is not None and seen["attempt_token"] != expect_token:
         decision.outcome = "conflict"
         decision.detail = f"attempt token is {seen['attempt_token']}, not {expect_token}"
     elif seen["status"] == "done":
@@ -125,12 +136,11 @@ def decide_policy(
     policy: str,
 ) -> Decision:
     """Read the job for a policy switch: refused when it is done or already has ``policy``."""
-    with db.transaction(conn, settings, read_only=True):
-        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
-    decision = Decision(job_id, seen)
-    if seen is None:
-        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
-    elif seen["status"] == "done":
+    decision = _read(conn, settings, table, job_id)
+    seen = decision.seen
+    if seen is None:  # not_found
+        return decision
+    if seen["status"] == "done":
         decision.outcome, decision.detail = "refused", "job is done"
     elif seen["recovery_policy"] == policy:
         decision.outcome, decision.detail = "refused", f"policy is already {policy}"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -38,3 +41,30 @@ def snapshot(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
         jobs = cur.execute("SELECT j.*, j.xmin::text FROM jobs j ORDER BY id").fetchall()
         events = cur.execute("SELECT count(*) FROM jobctl.events").fetchall()
     return [*jobs, *events]
+
+
+# every command that only reads: each must work for the read-only role and change nothing
+READ_COMMANDS = (
+    ["stuck"],
+    ["stuck", "--expiring-within", "1m"],
+    ["summary"],
+    ["show", "1"],
+    ["history", "1"],
+    ["explain", "1"],
+    ["metrics"],
+    ["reclaim", "--dry-run"],
+    ["quarantine"],
+    ["schema", "check"],
+)
+
+
+def jobctl_process(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed entry point as a real process, without a terminal."""
+    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "jobctl", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )

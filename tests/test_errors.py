@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from helpers import add_jobs, claim_all, snapshot
+from helpers import add_jobs, claim_all, jobctl_process, snapshot
 
 SECRET = "s3cr3t-pw"
 
@@ -53,6 +52,26 @@ BAD_INPUT = [
     (["reclaim", "--commit"], 2, "pass --yes"),
     (["schema", "apply"], 2, "pass --yes"),
     (["nosuchcommand"], 2, "nosuchcommand"),
+    (["explain", "abc"], 2, "Invalid value for 'ID'"),
+    (["policy", "abc", "--yes"], 2, "Invalid value"),
+    (["policy", "424242", "--yes"], 1, ""),
+    (["quarantine", "--min-reclaims", "0"], 2, ""),
+    (["policy", "1", "--manual"], 2, "pass --yes"),
+    (["metrics", "--max-overdue", "soon"], 2, "not a duration"),
+    (["metrics", "--max-stuck", "-1"], 2, ""),
+    (["metrics", "--reclaim-window", "\x1b[31m"], 2, "not a duration"),
+    (["stuck", "--watch", "--every", "never"], 2, "not a duration"),
+    (["stuck", "--limit", "99999999999"], 2, ""),
+    (["reclaim", "--limit", "0"], 2, ""),
+    (["reclaim", "--save-plan", "/nonexistent/dir/p.json"], 2, "cannot write plan"),
+    (["reclaim", "--commit", "--plan", "p.json", "--worker", "w1", "--yes"], 2, "no filters"),
+    (
+        ["requeue", "1", "2", "--expect-token", "00000000-0000-0000-0000-000000000000", "--yes"],
+        2,
+        "one job id",
+    ),
+    (["--table", "jöbs", "stuck"], 2, "not a table name"),
+    (["--statement-timeout", "1e400", "stuck"], 2, "not a duration"),
 ]
 
 
@@ -93,34 +112,11 @@ def test_process_exit_codes_and_no_tty(dsn, conn):
     """The installed entry point, as a real process without a terminal."""
     add_jobs(conn, 1)
     claim_all(dsn, 1)
-    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
-    stuck = subprocess.run(
-        [sys.executable, "-m", "jobctl", "stuck", "--exit-code"],
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    stuck = jobctl_process(dsn, "stuck", "--exit-code")
     assert stuck.returncode == 4 and "\x1b[" not in stuck.stdout
-    commit = subprocess.run(
-        [sys.executable, "-m", "jobctl", "reclaim", "--commit"],
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    commit = jobctl_process(dsn, "reclaim", "--commit")
     assert commit.returncode == 2 and "--yes" in commit.stderr
-    assert (
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "jobctl", "stuck", "-o", "json"],
-                env=env,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )[0]["id"]
-        == 1
-    )
+    assert json.loads(jobctl_process(dsn, "stuck", "-o", "json").stdout)[0]["id"] == 1
 
 
 def test_version_and_help_for_every_command(run):
@@ -128,10 +124,23 @@ def test_version_and_help_for_every_command(run):
     from jobctl import cli
 
     commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
-    assert {"stuck", "summary", "show", "history", "reclaim", "requeue", "fail", "demo"} <= set(
-        commands
-    )
-    for name in [*commands, "schema apply", "schema check"]:
+    assert {
+        "stuck",
+        "summary",
+        "show",
+        "history",
+        "explain",
+        "reclaim",
+        "requeue",
+        "fail",
+        "quarantine",
+        "policy",
+        "metrics",
+        "demo",
+    } <= set(commands)
+    schema = [f"schema {c.name}" for c in cli.schema_app.registered_commands]
+    assert schema == ["schema apply", "schema grants", "schema check"]
+    for name in [*commands, *schema]:
         result = run(*name.split(), "--help")
         assert result.code == 0 and "Example" in result.out, name
 

@@ -8,7 +8,7 @@ import uuid
 import psycopg
 import pytest
 from conftest import dsn_for
-from helpers import add_jobs, claim_all, snapshot
+from helpers import READ_COMMANDS, add_jobs, claim_all, snapshot
 from psycopg import conninfo
 
 from jobctl import cli
@@ -52,14 +52,7 @@ def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
     assert grant.code == 0, grant.err
     ro, rw = as_role(dsn, roles["readonly"]), as_role(dsn, roles["operator"])
 
-    for args in (
-        ["stuck"],
-        ["summary"],
-        ["show", "1"],
-        ["history", "1"],
-        ["reclaim", "--dry-run"],
-        ["schema", "check"],
-    ):
+    for args in READ_COMMANDS:
         code, _, err = call(capsys, ro, *args)
         assert code == 0, (args, err)
 
