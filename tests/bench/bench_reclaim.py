@@ -188,15 +188,25 @@ def impact(dsn: str, batch: int, workers: int = 8, baseline_s: float = 5.0) -> d
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--batches", default="50,500,5000")
+    parser.add_argument(
+        "--queued",
+        type=int,
+        default=0,
+        help="queued rows beside the 100k expired (900000: a 1M-row table)",
+    )
+    parser.add_argument("--skip-impact", action="store_true", help="throughput only")
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
-    print(f"machine: {machine()}; {EXPIRED:,} expired rows, history trigger on")
+    print(
+        f"machine: {machine()}; {EXPIRED:,} expired rows among {EXPIRED + args.queued:,}, "
+        "history trigger on"
+    )
     throughput = []
     for batch in map(int, args.batches.split(",")):
-        reset(dsn)
+        reset(dsn, args.queued)
         jobctl_s = run_jobctl(dsn, batch)
         assert left(dsn) == 0
-        reset(dsn)
+        reset(dsn, args.queued)
         psql_s = run_psql(dsn, batch)
         assert left(dsn) == 0
         throughput.append(
@@ -223,6 +233,8 @@ def main() -> None:
             ],
         )
     )
+    if args.skip_impact:
+        return
     rows = [impact(dsn, batch) for batch in map(int, args.batches.split(","))]
     print("\nwhile 8 worker processes claim, heartbeat x3 and complete other jobs:")
     print(
