@@ -170,6 +170,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         zombie_job()
         reclaimed = _first_manual_failed(dsn)
         jobctl("history", str(zombie_job.job_id))  # type: ignore[attr-defined]
+        jobctl("explain", str(zombie_job.job_id))  # type: ignore[attr-defined]
         if reclaimed is not None:
             jobctl(
                 "requeue",
