@@ -193,25 +193,45 @@ def transaction(
 
     ``read_only`` issues SET TRANSACTION READ ONLY itself (psycopg's read_only attribute does
     nothing in autocommit). ``action`` and ``reason`` reach the history trigger together with
-    the actor, through transaction-local settings. Every statement here takes parameters, so
-    the whole transaction can go in one round trip in pipeline mode (see reclaim).
+    the actor, through transaction-local settings.
     """
     with conn.transaction():
         if read_only:
             conn.execute("SET TRANSACTION READ ONLY")
-        conn.execute(
-            "SELECT set_config('statement_timeout', %s, true), "
-            "set_config('lock_timeout', %s, true), set_config('jobctl.actor', %s, true), "
-            "set_config('jobctl.action', %s, true), set_config('jobctl.reason', %s, true)",
-            (
-                str(_milliseconds(settings.statement_timeout)),
-                str(_milliseconds(settings.lock_timeout)),
-                settings.actor,
-                action or "",
-                reason or "",
-            ),
-        )
+        _apply(conn, settings, local=True, action=action, reason=reason)
         yield conn
+
+
+def session_settings(conn: psycopg.Connection[Any], settings: Settings) -> None:
+    """The same timeouts and actor for the whole session, for a connection that writes with
+    single autocommitted statements (reclaim batches): each is its own short transaction,
+    under the limits ``transaction`` would set, without four statements around it."""
+    _apply(conn, settings, local=False)
+
+
+def _apply(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    *,
+    local: bool,
+    action: str | None = None,
+    reason: str | None = None,
+) -> None:
+    conn.execute(
+        "SELECT set_config('statement_timeout', %(st)s, %(local)s), "
+        "set_config('lock_timeout', %(lt)s, %(local)s), "
+        "set_config('jobctl.actor', %(actor)s, %(local)s), "
+        "set_config('jobctl.action', %(action)s, %(local)s), "
+        "set_config('jobctl.reason', %(reason)s, %(local)s)",
+        {
+            "st": str(_milliseconds(settings.statement_timeout)),
+            "lt": str(_milliseconds(settings.lock_timeout)),
+            "actor": settings.actor,
+            "action": action or "",
+            "reason": reason or "",
+            "local": local,
+        },
+    )
 
 
 def _milliseconds(duration: dt.timedelta) -> int:

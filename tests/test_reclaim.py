@@ -361,3 +361,22 @@ def test_poison_row_does_not_strand_the_batch(conn, dsn, run):
     assert sum(r["applied"] for r in rows.values()) == 6
     left = conn.execute("SELECT id FROM jobs WHERE status = 'processing'").fetchall()
     assert [r["id"] for r in left] == [poison]
+
+
+def test_reclaim_gives_up_at_lock_timeout(conn, dsn, run):
+    """A table lock held elsewhere (a migration, say): the batch waits lock_timeout, no more."""
+    add_jobs(conn, 2)
+    claim_all(dsn, 2)
+    holder = psycopg.connect(dsn)
+    holder.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+    try:
+        started = time.monotonic()
+        result = run("--lock-timeout", "300ms", "reclaim", "--commit", "--yes")
+        assert result.code == 1 and "lock not granted" in result.err, result.err
+        assert time.monotonic() - started < 5
+    finally:
+        holder.close()
+    assert (
+        conn.execute("SELECT count(*) FROM jobs WHERE status = 'processing'").fetchone()["count"]
+        == 2
+    )
