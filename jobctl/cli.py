@@ -224,6 +224,7 @@ PolicyOpt = Annotated[str | None, typer.Option(help="auto or manual.")]
 GraceOpt = Annotated[
     str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
 ]
+SoonOpt = Annotated[str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")]
 WatchOpt = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 EveryOpt = Annotated[str, typer.Option("--every", metavar="DURATION", help="Watch refresh.")]
 CountOpt = Annotated[
@@ -317,9 +318,7 @@ def stuck(
 @app.command()
 def summary(
     ctx: typer.Context,
-    expiring_within: Annotated[
-        str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")
-    ] = "30s",
+    expiring_within: SoonOpt = "30s",
     exact: Annotated[
         bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
     ] = False,
@@ -539,9 +538,7 @@ def explain(
 @app.command()
 def metrics(
     ctx: typer.Context,
-    expiring_within: Annotated[
-        str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")
-    ] = "30s",
+    expiring_within: SoonOpt = "30s",
     reclaim_window: Annotated[
         str, typer.Option(metavar="DURATION", help="Window for recent reclaims.")
     ] = "5m",
