@@ -1,0 +1,74 @@
+"""On a terminal: confirmation prompts (yes and no) and rich tables, through a real pty."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+from helpers import add_jobs, claim_all, snapshot
+
+
+def on_terminal(dsn: str, args: list[str], answer: str | None) -> tuple[int, str]:
+    """Run jobctl with stdin, stdout and stderr on a pty; type ``answer`` at its prompt."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "JOBCTL_DSN": dsn, "TERM": "xterm", "COLUMNS": "200"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobctl", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    seen, answered, deadline = b"", answer is None, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(leader, f"{answer}\n".encode())
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    os.close(leader)
+    return proc.wait(timeout=10), seen.decode(errors="replace")
+
+
+def test_reclaim_asks_and_no_changes_nothing(conn, dsn):
+    add_jobs(conn, 3)
+    claim_all(dsn, 3)
+    before = snapshot(conn)
+    code, screen = on_terminal(dsn, ["reclaim", "--commit"], "n")
+    assert "Reclaim 3 expired job(s): 3 requeue, 0 fail? [y/N]" in screen
+    assert code == 2 and "not confirmed; nothing changed" in screen
+    assert snapshot(conn) == before
+
+
+def test_requeue_shows_the_job_then_applies_on_yes(conn, dsn):
+    add_jobs(conn, 1, policy="manual")
+    claim_all(dsn, 1)
+    code, screen = on_terminal(dsn, ["requeue", "1", "--reason", "checked"], "y")
+    assert "about to requeue" in screen and "Requeue 1 job(s)? [y/N]" in screen
+    assert code == 0 and "requeued" in screen
+    assert conn.execute("SELECT status FROM jobs").fetchone()["status"] == "queued"
+
+
+def test_rich_table_on_a_terminal(conn, dsn):
+    add_jobs(conn, 1)
+    claim_all(dsn, 1, worker="[red]w1[/red]")
+    code, screen = on_terminal(dsn, ["stuck"], None)
+    assert code == 0 and "┃" in screen  # a rich table
+    assert "[red]w1[/red]" in screen  # data never read as markup
+    assert "1 job(s); preview the reclaim with: jobctl reclaim --dry-run" in screen
