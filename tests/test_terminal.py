@@ -72,3 +72,11 @@ def test_rich_table_on_a_terminal(conn, dsn):
     assert code == 0 and "┃" in screen  # a rich table
     assert "[red]w1[/red]" in screen  # data never read as markup
     assert "1 job(s); preview the reclaim with: jobctl reclaim --dry-run" in screen
+
+
+def test_watch_refreshes_in_place_on_a_terminal(conn, dsn):
+    add_jobs(conn, 2)
+    claim_all(dsn, 2, worker="gone")
+    code, screen = on_terminal(dsn, ["summary", "--watch", "--every", "0.2s", "--count", "2"], None)
+    assert code == 0 and "Ctrl-C to stop" in screen and "gone" in screen
+    assert '{"at"' not in screen  # the JSON lines are for pipes, not terminals
