@@ -221,3 +221,17 @@ def test_read_commands_change_nothing(conn, dsn, run):
 def test_application_name_from_dsn_wins(dsn):
     with db.connect(db.Settings(dsn=f"{dsn} application_name=mine")) as c:
         assert c.execute("SHOW application_name").fetchone()["application_name"] == "mine"
+
+
+def test_typer_cli_runner(conn, dsn, env):
+    """The app also runs under typer's CliRunner (exceptions then reach the runner)."""
+    from typer.testing import CliRunner
+
+    from jobctl import cli
+
+    add_jobs(conn, 2)
+    claim_all(dsn, 1)
+    result = CliRunner().invoke(cli.app, ["stuck", "-o", "json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["id"] == 1
+    result = CliRunner().invoke(cli.app, ["stuck", "--exit-code"])
+    assert result.exit_code == 4
