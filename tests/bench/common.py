@@ -117,6 +117,9 @@ def literal_sql(dsn: str, name: str, table: str, params: dict) -> str:
 
 
 def timed(command: Sequence[str], *, env: dict[str, str] | None = None) -> float:
+    # as on a user's machine: modules compiled once and cached (some shells set
+    # PYTHONDONTWRITEBYTECODE, which makes every run recompile jobctl's modules)
+    env = {k: v for k, v in (env or os.environ).items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
     subprocess.run(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
