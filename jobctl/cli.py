@@ -55,7 +55,9 @@ OutputOpt = Annotated[
 FormatOpt = Annotated[
     str | None,
     typer.Option(
-        "--format", help="Any tabulate table format for -o table: plain, github, psql, ..."
+        "--format",
+        metavar="FORMAT",
+        help="Any tabulate table format for -o table: plain, github, psql, ...",
     ),
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
@@ -219,8 +221,8 @@ STUCK_COLUMNS = [
 ]
 
 
-WorkerOpt = Annotated[str | None, typer.Option(help="Only this worker's jobs.")]
-PolicyOpt = Annotated[str | None, typer.Option(help="auto or manual.")]
+WorkerOpt = Annotated[str | None, typer.Option(metavar="NAME", help="Only this worker's jobs.")]
+PolicyOpt = Annotated[str | None, typer.Option(metavar="auto|manual", help="Only this policy.")]
 GraceOpt = Annotated[
     str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
 ]
@@ -228,7 +230,8 @@ SoonOpt = Annotated[str, typer.Option(metavar="DURATION", help="Window for 'expi
 WatchOpt = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 EveryOpt = Annotated[str, typer.Option("--every", metavar="DURATION", help="Watch refresh.")]
 CountOpt = Annotated[
-    int | None, typer.Option("--count", min=1, help="Stop watching after N refreshes.")
+    int | None,
+    typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
 
 
@@ -238,7 +241,7 @@ def stuck(
     worker: WorkerOpt = None,
     policy: PolicyOpt = None,
     limit: Annotated[
-        int, typer.Option(min=1, max=1_000_000, help="At most this many rows.")
+        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
     ] = 1000,
     grace: GraceOpt = "0s",
     expiring_within: Annotated[
