@@ -277,10 +277,10 @@ def serve(
     backoff = 0.5
     while not stop.is_set():
         try:
-            if conn is None or conn.closed:
-                conn = db.connect(settings)
-                table = db.resolve_table(conn, settings.table)
             with db.mapped_errors(settings.resolved_dsn()):
+                if conn is None or conn.closed:
+                    conn = db.connect(settings)
+                    table = db.resolve_table(conn, settings.table)
                 for batch in commit(
                     conn, settings, table, where, batch_size=batch_size, limit=None, stop=stop
                 ):
