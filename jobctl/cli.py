@@ -1034,7 +1034,7 @@ def schema_apply(
     with db.mapped_errors(settings.resolved_dsn()):
         conn = db.connect(settings)
         with conn:
-            steps, _ = schema.plan_apply(conn, settings.table, create=create)
+            steps = schema.plan_apply(conn, settings.table, create=create)
             if print_sql:
                 sys.stdout.write(schema.render_sql(conn, steps))
                 return

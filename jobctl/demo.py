@@ -138,7 +138,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         dsn = server.get_uri(DEMO_DB)
         settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
         with db.connect(settings) as conn:
-            steps, _ = schema.plan_apply(conn, "jobs", create=True)
+            steps = schema.plan_apply(conn, "jobs", create=True)
             schema.apply(conn, settings, steps)
             conn.execute(
                 "INSERT INTO jobs (queue, recovery_policy, payload) "

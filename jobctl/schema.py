@@ -93,10 +93,6 @@ class Step:
     outside_transaction: bool = False
 
 
-def _index_name(relname: str, suffix: str) -> sql.Identifier:
-    return sql.Identifier(index_name(relname, suffix))
-
-
 def index_name(relname: str, suffix: str) -> str:
     """idx_<table><suffix> within 63 bytes (the seed's idx_jobs_processing_timeout)."""
     return f"idx_{relname}"[: 63 - len(suffix)] + suffix
@@ -108,9 +104,7 @@ def split_name(name: str) -> tuple[str, ...]:
     return tuple(quoted.replace('""', '"') if quoted else bare.lower() for quoted, bare in parts)
 
 
-def plan_apply(
-    conn: psycopg.Connection[Any], table_name: str, *, create: bool
-) -> tuple[list[Step], str]:
+def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) -> list[Step]:
     """The steps that bring the table and the history up to date (only what is missing)."""
     steps: list[Step] = []
     exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (table_name,)).fetchone()
@@ -123,11 +117,11 @@ def plan_apply(
             Step(
                 "create the reference jobs table",
                 sql.SQL(_REFERENCE_TABLE).format(
-                    table=ident, queued_index=_index_name(parts[-1], "_queued")
+                    table=ident, queued_index=sql.Identifier(index_name(parts[-1], "_queued"))
                 ),
             )
         )
-        relname, has_rows, constraints, index_valid = parts[-1], False, set(), None
+        relname, has_rows, constraints, indexes = parts[-1], False, set(), {}
         schema_name = parts[0] if len(parts) > 1 else "public"
     else:
         table = db.resolve_table(conn, table_name)
@@ -141,7 +135,7 @@ def plan_apply(
                 "SELECT conname FROM pg_constraint WHERE conrelid = %s", (table.oid,)
             )
         }
-        index_valid = _index_validity(conn, table.oid, index_name(relname, "_processing_timeout"))
+        indexes = reclaim_indexes(conn, table.oid)
 
     steps.append(Step("add the lease columns", sql.SQL(_ADD_COLUMNS).format(table=ident)))
     for suffix, check in CHECKS.items():
@@ -156,24 +150,24 @@ def plan_apply(
                     ).format(table=ident, name=sql.Identifier(name), check=sql.SQL(check)),
                 )
             )
-    index = _index_name(relname, "_processing_timeout")
-    if index_valid is False:
+    ours = index_name(relname, "_processing_timeout")
+    if indexes.get(ours) is False:
         steps.append(
             Step(
                 "drop the invalid reclaim index (left by a failed concurrent build)",
                 sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                    sql.Identifier(schema_name, index_name(relname, "_processing_timeout"))
+                    sql.Identifier(schema_name, ours)
                 ),
                 outside_transaction=True,
             )
         )
-    if index_valid is not True:
+    if not any(indexes.values()):  # a valid reclaim index of any name will do
         steps.append(
             Step(
                 "create the reclaim index" + (" concurrently" if has_rows else ""),
                 sql.SQL(_RECLAIM_INDEX).format(
                     concurrently=sql.SQL("CONCURRENTLY" if has_rows else ""),
-                    index=index,
+                    index=sql.Identifier(ours),
                     table=ident,
                 ),
                 outside_transaction=has_rows,
@@ -182,16 +176,29 @@ def plan_apply(
     history = resources.files("jobctl").joinpath("sql/history.sql").read_text(encoding="utf-8")
     steps.append(Step("install the history (schema jobctl)", sql.SQL(history)))
     steps.append(Step("install the history triggers", sql.SQL(_TRIGGERS).format(table=ident)))
-    return steps, relname
+    return steps
 
 
-def _index_validity(conn: psycopg.Connection[Any], table_oid: int, name: str) -> bool | None:
-    row = conn.execute(
-        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = %s AND c.relname = %s",
-        (table_oid, name[:63]),
-    ).fetchone()
-    return None if row is None else bool(row["indisvalid"])
+def reclaim_indexes(conn: psycopg.Connection[Any], table_oid: int) -> dict[str, bool]:
+    """The table's indexes that can serve reclaim (partial on processing, lease_expires_at
+    among the first two keys), whatever their names: name -> valid."""
+    rows = conn.execute(
+        """SELECT c.relname, i.indisvalid, pg_get_expr(i.indpred, i.indrelid) AS predicate,
+                  (SELECT array_agg(a.attname ORDER BY k.n) FROM unnest(i.indkey) WITH ORDINALITY
+                     AS k(attnum, n) JOIN pg_attribute a
+                     ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS keys
+           FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+           WHERE i.indrelid = %s""",
+        (table_oid,),
+    ).fetchall()
+    return {
+        r["relname"]: bool(r["indisvalid"])
+        for r in rows
+        if r["predicate"]
+        and "processing" in r["predicate"]
+        and r["keys"]
+        and "lease_expires_at" in r["keys"][:2]
+    }
 
 
 def render_sql(conn: psycopg.Connection[Any], steps: list[Step]) -> str:
@@ -319,24 +326,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
                 "present" if found else "missing (run jobctl schema apply)",
             )
         )
-    index = conn.execute(
-        """SELECT c.relname, i.indisvalid, pg_get_expr(i.indpred, i.indrelid) AS predicate,
-                  (SELECT array_agg(a.attname ORDER BY k.n) FROM unnest(i.indkey) WITH ORDINALITY
-                     AS k(attnum, n) JOIN pg_attribute a
-                     ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS keys
-           FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-           WHERE i.indrelid = %s""",
-        (table.oid,),
-    ).fetchall()
-    reclaim_indexes = [
-        i
-        for i in index
-        if i["predicate"]
-        and "processing" in i["predicate"]
-        and i["keys"]
-        and "lease_expires_at" in i["keys"][:2]
-    ]
-    valid = [i["relname"] for i in reclaim_indexes if i["indisvalid"]]
+    found = reclaim_indexes(conn, table.oid)
+    valid = [name for name, ok in found.items() if ok]
     results.append(
         Check(
             "reclaim index",
@@ -344,8 +335,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             f"{valid[0]} (valid)"
             if valid
             else (
-                "present but INVALID: " + ", ".join(i["relname"] for i in reclaim_indexes)
-                if reclaim_indexes
+                "present but INVALID: " + ", ".join(found)
+                if found
                 else "missing: reclaim and stuck scan the table"
             ),
         )

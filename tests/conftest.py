@@ -53,7 +53,7 @@ def template(server_dsn: str) -> str:
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
     settings = db.Settings(dsn=dsn_for(server_dsn, TEMPLATE))
     with db.connect(settings) as conn:
-        steps, _ = schema.plan_apply(conn, "jobs", create=True)
+        steps = schema.plan_apply(conn, "jobs", create=True)
         schema.apply(conn, settings, steps)
     return TEMPLATE
 

@@ -102,3 +102,18 @@ def test_invalid_index_is_rebuilt(conn, run):
     result = run("schema", "apply", "--yes")
     assert result.code == 0 and "drop the invalid reclaim index" in result.err
     assert run("schema", "check").code == 0
+
+
+def test_a_reclaim_index_of_another_name_is_kept(conn, run):
+    conn.execute(PLAIN_QUEUE.format(t="q"))
+    conn.execute(SEED_COLUMNS.format(t="q").split("CREATE INDEX")[0])
+    conn.execute(
+        "CREATE INDEX q_expiry ON q (status, lease_expires_at) WHERE status = 'processing'"
+    )
+    assert run("--table", "q", "schema", "apply", "--yes").code == 0
+    indexes = [i for i in schema_state(conn, "q")["idx"] if "expir" in i or "timeout" in i]
+    assert indexes == ["q_expiry"]
+    check = {
+        c["check"]: c for c in json.loads(run("--table", "q", "schema", "check", "-o", "json").out)
+    }
+    assert check["reclaim index"]["detail"] == "q_expiry (valid)"

@@ -56,7 +56,7 @@ def reset(dsn: str, queued: int = 0) -> None:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(NAME)))
         conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
         conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{NAME}",))
-        steps, _ = schema.plan_apply(conn, NAME, create=True)
+        steps = schema.plan_apply(conn, NAME, create=True)
         schema.apply(conn, settings, steps)
         with conn.transaction():
             conn.execute("SET LOCAL session_replication_role = replica")

@@ -30,7 +30,7 @@ def setup(dsn: str, *, history: bool, fillfactor: int, lease_in_index: bool) -> 
     t = sql.Identifier(NAME)
     with db.connect(settings) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
-        steps, _ = schema.plan_apply(conn, NAME, create=True)
+        steps = schema.plan_apply(conn, NAME, create=True)
         schema.apply(conn, settings, steps)
         conn.execute(
             sql.SQL("ALTER TABLE {} SET (fillfactor = {})").format(t, sql.Literal(fillfactor))

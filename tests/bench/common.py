@@ -79,7 +79,7 @@ def build_table(
             if count == rows:
                 return
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
-        steps, _ = schema.plan_apply(conn, name, create=True)
+        steps = schema.plan_apply(conn, name, create=True)
         schema.apply(conn, settings, steps)
         started = time.monotonic()
         with conn.transaction():
