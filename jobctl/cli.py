@@ -6,6 +6,7 @@ Heavy modules (psycopg, tabulate, rich's renderers) are imported inside the comm
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -656,15 +657,17 @@ def reclaim(
         _serve(settings, where, batch_size, durations.parse(every, option="--every"), out, fmt)
         return
 
+    streamed = commit and out is output.Output.jsonl  # committed batches print as they land
     with _session(ctx) as (conn, table):
         if not commit:
             rows = core.dry_run(conn, settings, table, where, limit)
+            tally = _tally(rows)
             if save_plan is not None:
                 core.save_plan(save_plan, db.where(conn, table), rows)
         elif plan is not None:
             planned = core.load_plan(plan, db.where(conn, table))
             _confirm(f"Apply plan {plan}: reclaim up to {len(planned)} job(s)?", yes)
-            rows = _run_batches(
+            rows, tally = _run_batches(
                 core.commit_plan(conn, settings, table, planned, batch_size=batch_size),
                 len(planned),
                 out,
@@ -680,24 +683,27 @@ def reclaim(
                     f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
                     yes,
                 )
-            rows = _run_batches(
+            rows, tally = _run_batches(
                 core.commit(conn, settings, table, where, batch_size=batch_size, limit=limit),
                 total,
                 out,
                 fmt,
             )
-    if out is not output.Output.jsonl:
+    if not streamed:
         _emit(output.Document(rows, [output.Section(None, rows, RECLAIM_COLUMNS)]), out, fmt)
-    _say(_reclaim_summary(rows, commit) + ("" if rows or commit else "; nothing to reclaim"))
+    nothing = "" if commit or sum(tally.values()) else "; nothing to reclaim"
+    _say(_reclaim_summary(tally, commit) + nothing)
     if save_plan is not None:
         _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}")
 
 
 def _run_batches(
     batches: Iterator[list[dict[str, Any]]], total: int | None, out: output.Output, fmt: str | None
-) -> list[dict[str, Any]]:
-    """Drain the batches: jsonl streams each as it lands; a progress bar on a terminal."""
+) -> tuple[list[dict[str, Any]], collections.Counter[str]]:
+    """Drain the batches, counting outcomes: jsonl prints each batch as it lands and keeps no
+    rows (memory stays flat); other formats keep them for the end. A progress bar on a TTY."""
     rows: list[dict[str, Any]] = []
+    tally: collections.Counter[str] = collections.Counter()
     progress = None
     if sys.stderr.isatty() and total and total > 1:
         from rich.console import Console
@@ -708,21 +714,26 @@ def _run_batches(
         progress.start()
     try:
         for batch in batches:
-            rows.extend(batch)
+            tally += _tally(batch)
             if out is output.Output.jsonl:
                 _emit(output.Document(batch, []), out, fmt)
+            else:
+                rows.extend(batch)
             if progress is not None:
                 progress.update(task, advance=len(batch))
     finally:
         if progress is not None:
             progress.stop()
-    return rows
+    return rows, tally
 
 
-def _reclaim_summary(rows: list[dict[str, Any]], committed: bool) -> str:
-    requeue = sum(1 for r in rows if r["action"] == "requeue" and not r["skipped"])
-    fail = sum(1 for r in rows if r["action"] == "fail" and not r["skipped"])
-    skipped = sum(1 for r in rows if r["skipped"])
+def _tally(rows: list[dict[str, Any]]) -> collections.Counter[str]:
+    """requeue / fail / skipped counts of reclaim rows."""
+    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
+
+
+def _reclaim_summary(tally: collections.Counter[str], committed: bool) -> str:
+    requeue, fail, skipped = tally["requeue"], tally["fail"], tally["skipped"]
     if committed:
         return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
     return (
@@ -760,7 +771,7 @@ def _serve(
                 output.Document(applied, [output.Section(None, applied, RECLAIM_COLUMNS)]), out, fmt
             )
         sys.stdout.flush()
-        _say(_reclaim_summary(applied, True))
+        _say(_reclaim_summary(_tally(applied), True))
     _say("reclaimer: stopped")
 
 

@@ -380,3 +380,14 @@ def test_reclaim_gives_up_at_lock_timeout(conn, dsn, run):
         conn.execute("SELECT count(*) FROM jobs WHERE status = 'processing'").fetchone()["count"]
         == 2
     )
+
+
+def test_jsonl_dry_run_and_commit_print_every_row(conn, dsn, run):
+    add_jobs(conn, 7)
+    claim_all(dsn, 7)
+    dry = run("reclaim", "--dry-run", "-o", "jsonl")
+    assert len(dry.out.splitlines()) == 7 and "7 would be requeued" in dry.err
+    done = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", "jsonl")
+    rows = [json.loads(line) for line in done.out.splitlines()]
+    assert len(rows) == 7 and all(r["applied"] for r in rows)
+    assert "reclaimed: 7 requeued, 0 failed, 0 skipped" in done.err
