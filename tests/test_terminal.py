@@ -80,3 +80,11 @@ def test_watch_refreshes_in_place_on_a_terminal(conn, dsn):
     code, screen = on_terminal(dsn, ["summary", "--watch", "--every", "0.2s", "--count", "2"], None)
     assert code == 0 and "Ctrl-C to stop" in screen and "gone" in screen
     assert '{"at"' not in screen  # the JSON lines are for pipes, not terminals
+
+
+def test_commit_on_a_terminal_shows_progress(conn, dsn):
+    add_jobs(conn, 40)
+    claim_all(dsn, 40)
+    code, screen = on_terminal(dsn, ["reclaim", "--commit", "--batch-size", "1"], "y")
+    assert code == 0 and "reclaiming" in screen  # rich's progress bar, on stderr
+    assert "reclaimed: 40 requeued, 0 failed, 0 skipped" in screen
