@@ -58,17 +58,7 @@ class JobsTable:
     schema: str
     name: str
     oid: int
-
-    @property
-    def qualified(self) -> str:
-        """schema.name as the history records it (each part quoted only when needed)."""
-        return f"{_quote_if_needed(self.schema)}.{_quote_if_needed(self.name)}"
-
-
-def _quote_if_needed(part: str) -> str:
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", part):
-        return part
-    return '"' + part.replace('"', '""') + '"'
+    qualified: str  # schema.name as the history trigger records it: format('%I.%I', ...)
 
 
 # ---------------------------------------------------------------- secrets
@@ -168,7 +158,8 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
     row = conn.execute(
-        """SELECT n.nspname, c.relname, c.oid::int AS oid
+        """SELECT n.nspname, c.relname, c.oid::int AS oid,
+                  format('%%I.%%I', n.nspname, c.relname) AS qualified
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE c.oid = to_regclass(%s)""",
         (name,),
@@ -176,7 +167,11 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
     return JobsTable(
-        sql.Identifier(row["nspname"], row["relname"]), row["nspname"], row["relname"], row["oid"]
+        sql.Identifier(row["nspname"], row["relname"]),
+        row["nspname"],
+        row["relname"],
+        row["oid"],
+        row["qualified"],
     )
 
 

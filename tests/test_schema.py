@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import psycopg
 import pytest
+from psycopg import sql
+
+from jobctl import lease, schema
 
 SEED_COLUMNS = """
 ALTER TABLE {t}
@@ -117,3 +121,18 @@ def test_a_reclaim_index_of_another_name_is_kept(conn, run):
         c["check"]: c for c in json.loads(run("--table", "q", "schema", "check", "-o", "json").out)
     }
     assert check["reclaim index"]["detail"] == "q_expiry (valid)"
+
+
+@pytest.mark.parametrize("name", ['"order"', '"Jobs"', 'queue."Work Items"'])
+def test_history_works_for_keyword_and_quoted_table_names(conn, dsn, run, name):
+    """The history keys jobs by format('%I.%I'): jobctl must spell the table the same way
+    (a keyword such as "order" is quoted there, and was not by jobctl before)."""
+    conn.execute("CREATE SCHEMA IF NOT EXISTS queue")
+    assert run("--table", name, "schema", "apply", "--create", "--yes").code == 0
+    conn.execute(f"INSERT INTO {name} DEFAULT VALUES")
+    table = sql.Identifier(*schema.split_name(name))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert lease.Worker(c, "w1", lease_seconds=-1, table=table).claim() is not None
+    assert run("--table", name, "reclaim", "--commit", "--yes").code == 0
+    history = json.loads(run("--table", name, "history", "1", "-o", "json").out)
+    assert [e["event"] for e in history["events"]] == ["claimed", "reclaimed"]
