@@ -57,6 +57,13 @@ def bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
 )
 def test_bash_completes_commands_options_and_job_ids(conn, dsn):
     env = {k: v for k, v in os.environ.items() if k not in ("JOBCTL_DSN", "DATABASE_URL")}
+    registered = subprocess.run(
+        ["bash", "-c", f"source {ROOT / 'completions' / 'jobctl.bash'}; complete -p jobctl"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert registered.strip() == "complete -o default -F _jobctl_completion jobctl"
     assert {"reclaim", "requeue"} <= set(bash_complete(["jobctl", "re"], env))
     assert "--batch-size" in bash_complete(["jobctl", "reclaim", "--ba"], env)
     assert bash_complete(["jobctl", "show", ""], env) == []  # no DSN: nothing, no error
