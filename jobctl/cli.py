@@ -1046,12 +1046,33 @@ def schema_apply(
         conn = db.connect(settings)
         with conn:
             steps = schema.plan_apply(conn, settings.table, create=create)
-            if print_sql:
-                sys.stdout.write(schema.render_sql(conn, steps))
-                return
-            _confirm(f"Apply {len(steps)} schema step(s) to {settings.table}?", yes)
-            for what in schema.apply(conn, settings, steps):
-                _say(f"done: {what}")
+            _print_or_apply(
+                conn,
+                settings,
+                steps,
+                print_sql,
+                yes,
+                f"Apply {len(steps)} schema step(s) to {settings.table}?",
+            )
+
+
+def _print_or_apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    steps: list[Any],
+    print_sql: bool,
+    yes: bool,
+    question: str,
+) -> None:
+    """--sql prints the steps for review; otherwise confirm, then apply them one by one."""
+    from jobctl import schema
+
+    if print_sql:
+        sys.stdout.write(schema.render_sql(conn, steps))
+        return
+    _confirm(question, yes)
+    for what in schema.apply(conn, settings, steps):
+        _say(f"done: {what}")
 
 
 @schema_app.command("grants")
@@ -1080,12 +1101,9 @@ def schema_grants(
         conn = db.connect(settings)
         with conn:
             steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
-            if print_sql:
-                sys.stdout.write(schema.render_sql(conn, steps))
-                return
-            _confirm(f"Apply {len(steps)} grant step(s)?", yes)
-            for what in schema.apply(conn, settings, steps):
-                _say(f"done: {what}")
+            _print_or_apply(
+                conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?"
+            )
 
 
 @schema_app.command("check")

@@ -55,12 +55,6 @@ class StatementTimeout(JobctlError):
     """The statement ran longer than statement_timeout."""
 
 
-class Conflict(JobctlError):
-    """The row changed since it was read: nothing was written."""
-
-    exit_code = EXIT_CONFLICT
-
-
 def worst_exit_code(codes: list[int]) -> int:
     """The worst of several exit codes: 1 (error) > 3 (conflict) > 2 (refused) > 0."""
     rank = {EXIT_OK: 0, EXIT_USAGE: 1, EXIT_CONFLICT: 2, EXIT_ERROR: 3, EXIT_FINDINGS: 1}
