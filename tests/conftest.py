@@ -21,7 +21,8 @@ from psycopg import conninfo, rows
 
 from jobctl import cli, db, schema
 
-TEMPLATE = "jobctl_test_template"
+# One template per test session, so that runs on the same server do not drop each other's.
+TEMPLATE = f"jobctl_test_template_{os.getpid()}"
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +48,7 @@ def dsn_for(server_dsn: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def template(server_dsn: str) -> str:
+def template(server_dsn: str) -> Iterator[str]:
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
@@ -55,7 +56,11 @@ def template(server_dsn: str) -> str:
     with db.connect(settings) as conn:
         steps = schema.plan_apply(conn, "jobs", create=True)
         schema.apply(conn, settings, steps)
-    return TEMPLATE
+    try:
+        yield TEMPLATE
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
 @pytest.fixture
