@@ -1032,15 +1032,25 @@ def schema_apply(
     ctx: typer.Context,
     print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    lock_deadline: Annotated[
+        str,
+        typer.Option(
+            metavar="DURATION",
+            help="How long to keep trying for the locks on a busy table (each try holds the "
+            "workers up 200 ms at most); then exit 1, the current step undone.",
+        ),
+    ] = "5m",
     yes: YesOpt = False,
 ) -> None:
     """Add the seed's lease columns, checks and reclaim index, and jobctl's history.
 
     Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
-    with rows. Example: jobctl schema apply --sql > lease.sql
+    with rows. On a busy table, each locking step takes short tries until there is a gap,
+    saying whom it waits for. Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl import schema
 
+    deadline = durations.parse(lock_deadline, option="--lock-deadline")
     settings = _settings(ctx)
     with db.mapped_errors(settings.resolved_dsn()):
         conn = db.connect(settings)
@@ -1053,6 +1063,7 @@ def schema_apply(
                 print_sql,
                 yes,
                 f"Apply {len(steps)} schema step(s) to {settings.table}?",
+                deadline,
             )
 
 
@@ -1063,16 +1074,40 @@ def _print_or_apply(
     print_sql: bool,
     yes: bool,
     question: str,
+    deadline: Any = None,
 ) -> None:
-    """--sql prints the steps for review; otherwise confirm, then apply them one by one."""
+    """--sql prints the steps for review; otherwise confirm, then apply them one by one,
+    saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
     from jobctl import schema
 
     if print_sql:
         sys.stdout.write(schema.render_sql(conn, steps))
         return
     _confirm(question, yes)
-    for what in schema.apply(conn, settings, steps):
-        _say(f"done: {what}")
+    deadline = deadline or schema.DEFAULT_LOCK_DEADLINE
+    if not output.use_rich(sys.stderr):
+        schema.apply(
+            conn,
+            settings,
+            steps,
+            deadline=deadline,
+            on_wait=lambda wait: _say(wait.describe()),
+            on_done=lambda what: _say(f"done: {what}"),
+        )
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True, highlight=False)
+    with console.status("applying the schema steps") as status:
+        schema.apply(
+            conn,
+            settings,
+            steps,
+            deadline=deadline,
+            on_wait=lambda wait: status.update(escape(output.cell(wait.describe()))),
+            on_done=lambda what: console.print(escape(output.cell(f"done: {what}"))),
+        )
 
 
 @schema_app.command("grants")

@@ -31,15 +31,16 @@ def blocks() -> dict[str, str]:
     return result
 
 
-def query(name: str, table: sql.Identifier, **fragments: Any) -> sql.Composed:
-    """The statement ``name`` for ``table``, with its included blocks and fragments."""
+def query(name: str, table: sql.Identifier | None = None, **fragments: Any) -> sql.Composed:
+    """The statement ``name`` for ``table`` (None for a statement that names no jobs table),
+    with its included blocks and fragments."""
     from psycopg import sql
 
     def compose(block: str) -> sql.Composable:
         text = blocks()[block]
         values: dict[str, sql.Composable] = {}
         for placeholder in set(_PLACEHOLDER.findall(text)):
-            if placeholder == "table":
+            if placeholder == "table" and table is not None:
                 values[placeholder] = table
             elif placeholder in fragments:
                 values[placeholder] = fragments[placeholder]
