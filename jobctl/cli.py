@@ -1037,7 +1037,7 @@ def schema_apply(
         typer.Option(
             metavar="DURATION",
             help="How long to keep trying for the locks on a busy table (each try holds the "
-            "workers up 200 ms at most); then exit 1, the current step undone.",
+            "workers up 150 ms at most); then exit 1, the current step undone.",
         ),
     ] = "5m",
     yes: YesOpt = False,

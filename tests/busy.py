@@ -3,7 +3,8 @@ timing each statement, and a long report holding the table. Used by the schema-a
 and tests/bench/bench_apply.py.
 
     python tests/busy.py worker DSN TABLE NAME SECONDS   # prints its latencies (JSON)
-    python tests/busy.py report DSN TABLE SECONDS        # prints its pid once it holds the table
+    python tests/busy.py report DSN TABLE SECONDS        # prints its pid once it holds the
+                                                         # table, then when it let go (epoch)
 
 The table may lack the lease columns (a queue before ``jobctl schema apply``), so the workers
 run the lease design's claim and completion as such a table allows them: the same statements
@@ -113,6 +114,7 @@ def report(dsn: str, table: str, seconds: float) -> None:
         print(conn.info.backend_pid, flush=True)
         conn.execute("SELECT pg_sleep(%s)", (seconds,))
         conn.rollback()
+        print(time.time(), flush=True)  # when it let go of the table
 
 
 def start_workers(dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:

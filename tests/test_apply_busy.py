@@ -109,7 +109,7 @@ def test_a_concurrent_index_build_says_it_waits_for_an_old_snapshot(conn, dsn):
 def test_the_sql_script_is_as_safe_by_hand(conn, dsn):
     busy.make_queue(conn, "q", queued=1000)
     script = jobctl_process(dsn, "--table", "q", "schema", "apply", "--sql").stdout
-    assert "BEGIN;\nSET LOCAL lock_timeout = '200ms';\nALTER TABLE" in script
+    assert "BEGIN;\nSET LOCAL lock_timeout = '150ms';\nALTER TABLE" in script
     assert "run it again" in script
     before = catalog(conn, "q")
 
@@ -126,7 +126,7 @@ def test_the_sql_script_is_as_safe_by_hand(conn, dsn):
     report, _ = busy.start_report(dsn, "q", 3)
     blocked, took = psql()
     assert blocked.returncode != 0 and "lock timeout" in blocked.stderr
-    assert took < 1.5  # one 200 ms try, not a wait behind the report
+    assert took < 1.5  # one 150 ms try, not a wait behind the report
     assert catalog(conn, "q") == before
     report.communicate(timeout=30)
     done, _ = psql()
