@@ -77,7 +77,7 @@ def test_at_the_deadline_apply_names_the_blocker_and_leaves_the_table_as_it_was(
     assert apply.returncode == 1
     last = apply.stderr.splitlines()[-1]
     assert last.startswith("jobctl: error: add the lease columns: the lock on public.q was not")
-    assert f"held by pid {report_pid} (active, in a transaction for " in last
+    assert f"held by pid {report_pid} (active, transaction open " in last
     assert "nothing of this step was applied" in last
     assert catalog(conn, "q") == before
     report.communicate(timeout=30)

@@ -30,7 +30,7 @@ AND (%(plan)s::jsonb IS NULL
               AS p(id bigint, attempt_token uuid, lease_expires_at timestamptz, action text)))
 
 -- session_description: a session (pg_stat_activity a) as jobctl names one that holds it up
-format('pid %%s (%%s, in a transaction for %%ss: %%s)', a.pid, a.state,
+format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
        round(extract(epoch FROM clock_timestamp()
                     - coalesce(a.xact_start, a.query_start, a.backend_start))::numeric, 1),
        left(regexp_replace(a.query, '\s+', ' ', 'g'), 60))
