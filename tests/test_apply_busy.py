@@ -132,3 +132,19 @@ def test_the_sql_script_is_as_safe_by_hand(conn, dsn):
     done, _ = psql()
     assert done.returncode == 0, done.stderr
     assert all(checks(dsn, "q").values())
+
+
+@pytest.mark.slow
+def test_on_a_terminal_a_spinner_line_says_why_it_waits(conn, dsn):
+    from test_terminal import on_terminal
+
+    busy.make_queue(conn, "q", queued=1000)
+    report, report_pid = busy.start_report(dsn, "q", 3)
+    code, screen = on_terminal(dsn, ["--table", "q", "schema", "apply"], "y")
+    report.communicate(timeout=30)
+
+    assert code == 0, screen
+    assert "schema step(s) to q? [y/N]" in screen
+    assert f"add the lease columns: lock held by pid {report_pid}" in screen
+    assert any(frame in screen for frame in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")  # rich's spinner
+    assert "done: install the history triggers" in screen
