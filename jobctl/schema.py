@@ -291,9 +291,10 @@ def apply(
     step waits, at most once a second; ``on_done`` each step done. At the deadline:
     ``locks.DeadlineExceeded``, naming the holder; the failed step left nothing behind
     (except a CONCURRENTLY build: its invalid index, which the next apply rebuilds)."""
-    backoff = dataclasses.replace(
-        backoff, max_timeout=min(backoff.max_timeout, settings.lock_timeout.total_seconds())
-    )
+    if settings.lock_timeout.total_seconds() > 0:  # 0: no lock_timeout, the backoff's cap
+        backoff = dataclasses.replace(
+            backoff, max_timeout=min(backoff.max_timeout, settings.lock_timeout.total_seconds())
+        )
     ends = time.monotonic() + deadline.total_seconds()
     done = []
     for step in steps:
