@@ -540,30 +540,23 @@ def demo(
 
 
 # ---------------------------------------------------------------- entry point
-def _click_exception() -> type[Exception]:
-    try:
-        from typer._click.exceptions import ClickException
-    except ImportError:  # typer before 0.26 depends on click itself
-        from click.exceptions import ClickException  # type: ignore[no-redef]
-    return ClickException
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    click_error = _click_exception()
-    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
-        from typer import completion
+    from typer._click.exceptions import ClickException  # typer >= 0.26 vendors click
 
-        completion.completion_init()
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
+        from typer import _completion_classes
+
+        _completion_classes.completion_init()
     try:
         result = app(args=argv, prog_name="jobctl", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except errors.JobctlError as exc:
         _fail(exc, exc.message)
         return exc.exit_code
-    except click_error as exc:
-        _fail(exc, exc.format_message())  # type: ignore[attr-defined]
-        return exc.exit_code  # type: ignore[attr-defined]
+    except ClickException as exc:
+        _fail(exc, exc.format_message())
+        return exc.exit_code
     except (typer.Abort, KeyboardInterrupt) as exc:
         _fail(exc, "interrupted; the current transaction was rolled back")
         return 130
