@@ -7,6 +7,10 @@ SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%(name)s)
 
+-- database_identity: which database this is, for a saved plan (the system id survives renames)
+SELECT current_database() AS database,
+       (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier
+
 -- table_columns: the table's columns, their types, and what kind of type each is
 SELECT a.attname AS name,
        format_type(a.atttypid, a.atttypmod) AS type,
