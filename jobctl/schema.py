@@ -97,7 +97,7 @@ class Step:
     and retried (``locks.with_lock_retries``), so that workers never queue behind it for long."""
 
     what: str
-    statement: sql.Composable
+    statement: sql.SQL | sql.Composed
     outside_transaction: bool = False
     locks: str | None = None
 

@@ -71,7 +71,7 @@ WHERE j.status = 'processing'
 ORDER BY j.lease_expires_at, j.id
 LIMIT %(limit)s
 
--- reclaim_batch: the seed's reclaim: one batch of expired rows, locked, fenced, applied
+-- reclaim_batch: the lease design's reclaim: one batch of expired rows, locked, fenced, applied
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -260,7 +260,7 @@ SELECT id::text FROM {table}
 WHERE id::text LIKE %(prefix)s || '%%' AND status IN ('processing', 'failed')
 ORDER BY id LIMIT 50
 
--- claim: the seed's claim: one ready job, a new token, a fresh lease
+-- claim: the lease design's claim: one ready job, a new token, a fresh lease
 WITH target AS (
     SELECT id FROM {table}
     WHERE status = 'queued' AND available_at <= now()
@@ -280,7 +280,7 @@ FROM target
 WHERE j.id = target.id
 RETURNING j.id, j.attempt_token, j.attempts, j.lease_expires_at
 
--- heartbeat: the seed's heartbeat: extend the lease of the attempt this worker holds
+-- heartbeat: the lease design's heartbeat: extend the lease of the attempt this worker holds
 UPDATE {table}
 SET heartbeat_at = now(),
     lease_expires_at = now() + %(lease)s::interval,
@@ -289,7 +289,7 @@ WHERE id = %(id)s AND status = 'processing'
   AND reserved_by = %(worker)s AND attempt_token = %(attempt_token)s
 RETURNING lease_expires_at
 
--- complete: the seed's completion, fenced by the attempt token
+-- complete: the lease design's completion, fenced by the attempt token
 UPDATE {table}
 SET status = 'done',
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
