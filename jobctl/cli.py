@@ -1032,20 +1032,41 @@ def schema_apply(
     ctx: typer.Context,
     print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    history_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            metavar="late|exact|audit",
+            help="What the history records: late (the default on a first install; heartbeats "
+            "counted when late), exact (every heartbeat, at a cost), audit (only jobctl's own "
+            "writes). Default: keep the installed mode.",
+        ),
+    ] = None,
+    no_worker_history: Annotated[
+        bool, typer.Option("--no-worker-history", help="Same as --history audit.")
+    ] = False,
     yes: YesOpt = False,
 ) -> None:
     """Add the seed's lease columns, checks and reclaim index, and jobctl's history.
 
-    Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
-    with rows. Example: jobctl schema apply --sql > lease.sql
+    Idempotent: only what is missing is done, and the history is migrated in place. The
+    index is built CONCURRENTLY on a table with rows. Example: jobctl schema apply --sql
     """
-    from jobctl import schema
+    from jobctl import history, schema
 
+    if no_worker_history:
+        if history_mode not in (None, "audit"):
+            raise errors.UsageError("--no-worker-history and --history disagree")
+        history_mode = "audit"
+    if history_mode is not None and history_mode not in history.MODES:
+        raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
     settings = _settings(ctx)
     with db.mapped_errors(settings.resolved_dsn()):
         conn = db.connect(settings)
         with conn:
-            steps = schema.plan_apply(conn, settings.table, create=create)
+            steps = schema.plan_apply(
+                conn, settings.table, create=create, history_mode=history_mode
+            )
             _print_or_apply(
                 conn,
                 settings,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from jobctl import db, errors, output, queries
+from jobctl import db, errors, history, output, queries
 
 Row = dict[str, Any]
 Action = Literal["requeue", "fail"]
@@ -166,7 +166,7 @@ def set_policy(
             table,
             decision,
             "set_policy",
-            {"policy": policy},
+            {"policy": policy, "event": event},
             action=event,
             reason=reason,
             done=(event, f"{before} -> {policy}"),
@@ -211,7 +211,7 @@ def _fenced_write(
     seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
     try:
         with db.mapped_errors(), db.transaction(conn, settings, action=action, reason=reason):
-            _require_history(conn, table)
+            _require_audit(conn, table)
             updated = conn.execute(
                 queries.query(statement, table.ident), {**params, "seen": seen}
             ).rowcount
@@ -230,14 +230,14 @@ def _fenced_write(
         decision.detail = "the row changed since it was read; nothing written"
 
 
-def _require_history(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:
-    row = conn.execute(
-        "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = %s "
-        "AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'",
-        (table.oid,),
-    ).fetchone()
-    if not row or row["n"] != 1:
+def _require_audit(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:
+    """jobctl's write names itself in jobctl_action and the history trigger records it: with
+    the trigger missing or disabled the action could not be audited (and the marker would
+    stay in the row), so it is refused. The worker history is not needed (see
+    schema apply --no-worker-history)."""
+    state = history.table_state(conn, table.oid)
+    if state.mode is None or not state.enabled or state.missing_columns:
         raise errors.SchemaMissing(
-            "the history trigger is not installed, so this action could not be audited: "
-            "run 'jobctl schema apply'"
+            "jobctl's audit trigger is not installed or disabled, so this action could not be "
+            "audited: run 'jobctl schema apply' (--no-worker-history installs only the audit)"
         )

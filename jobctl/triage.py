@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 from jobctl import db, errors, queries
+from jobctl import history as hist
 
 Row = dict[str, Any]
 HISTORY_EVENT_LIMIT = 10_000
@@ -124,7 +125,12 @@ def summary(
 
 
 def job(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
-    """One job: every column plus ``lease_state`` (live, expired, none)."""
+    """One job: every column plus ``lease_state`` (live, expired, none); the history's own
+    columns (``jobctl_*``, the live attempt's statistics) are left out."""
+    return _public(_job_row(conn, table, job_id))
+
+
+def _job_row(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
     row = conn.execute(queries.query("job_row", table.ident), {"id": job_id}).fetchone()
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {table.qualified}")
@@ -132,34 +138,34 @@ def job(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
     return row
 
 
-def events(
-    conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int, limit: int
-) -> list[Row]:
-    """The job's latest ``limit`` events, oldest first."""
-    cursor = conn.execute(
-        queries.query("job_events", table.ident),
-        {"job_table": table.qualified, "id": job_id, "limit": limit},
-    )
-    rows = cursor.fetchall()
-    for row in rows:
-        row.pop("event_id")
-    return rows
+def _public(row: Row) -> Row:
+    return {k: v for k, v in row.items() if not k.startswith("jobctl_")}
+
+
+def _attempts_and_events(
+    conn: psycopg.Connection[Any], table: db.JobsTable, the_job: Row, limit: int
+) -> tuple[list[Row], list[Row]]:
+    """The job's attempts (ended ones stored, the live one from its row) and its latest
+    ``limit`` events (stored ones, claims and completions derived from the attempts)."""
+    params = {"job_table": table.qualified, "id": the_job["id"]}
+    mode = hist.table_state(conn, table.oid).mode
+    stored = conn.execute(queries.query("job_attempts", table.ident), params).fetchall()
+    attempts = hist.merge(stored, hist.live_attempt(the_job, mode))
+    stored_events = conn.execute(
+        queries.query("job_events", table.ident), params | {"limit": limit}
+    ).fetchall()
+    return attempts, hist.events(stored_events, attempts, limit)
 
 
 def show(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
     """The job row, its lease state and its latest events."""
-    return job(conn, table, job_id) | {"events": events(conn, table, job_id, SHOW_EVENT_LIMIT)}
+    row = _job_row(conn, table, job_id)
+    _, latest = _attempts_and_events(conn, table, row, SHOW_EVENT_LIMIT)
+    return _public(row) | {"events": latest}
 
 
 def history(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
     """The job, its attempts (heartbeat history) and its events (reclaim history)."""
-    the_job = job(conn, table, job_id)
-    attempts = conn.execute(
-        queries.query("job_attempts", table.ident),
-        {"job_table": table.qualified, "id": job_id},
-    ).fetchall()
-    return {
-        "job": the_job,
-        "attempts": attempts,
-        "events": events(conn, table, job_id, HISTORY_EVENT_LIMIT),
-    }
+    row = _job_row(conn, table, job_id)
+    attempts, all_events = _attempts_and_events(conn, table, row, HISTORY_EVENT_LIMIT)
+    return {"job": _public(row), "attempts": attempts, "events": all_events}
