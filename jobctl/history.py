@@ -40,15 +40,18 @@ COLUMNS = {
 }
 # which statements call the trigger function, per mode
 WHEN = {
+    # a transition out of processing, jobctl's own write, or a heartbeat that came later than
+    # the time left on the lease it renews (more than half a lease after the previous one)
     "late": (
-        "NEW.status <> 'processing' OR NEW.attempt_token <> OLD.attempt_token"
-        " OR NEW.jobctl_action IS NOT NULL"
-        " OR NEW.heartbeat_at > OLD.lease_expires_at"
-        " - (OLD.lease_expires_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)) / 2"
+        "NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL"
+        " OR NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)"
+        " > OLD.lease_expires_at - NEW.heartbeat_at"
     ),
+    # the same, every heartbeat, and claims (a new token)
     "exact": (
-        "NEW.status <> 'processing' OR NEW.attempt_token IS DISTINCT FROM OLD.attempt_token"
-        " OR NEW.jobctl_action IS NOT NULL OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at"
+        "NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL"
+        " OR NEW.attempt_token IS DISTINCT FROM OLD.attempt_token"
+        " OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at"
     ),
     "audit": "NEW.jobctl_action IS NOT NULL",
 }
@@ -263,22 +266,36 @@ def _attempt(row: Row) -> Row:
 
 
 def merge(stored_attempts: list[Row], live: Row | None) -> list[Row]:
-    """Ended attempts (one row each) and the live one; an attempt begun under version 1 still
-    has its open row, whose counts the live one continues."""
-    attempts = [_attempt(a) for a in stored_attempts]
-    if live is None:
-        return attempts
-    for i, a in enumerate(attempts):
-        if a["attempt_token"] == live["attempt_token"] and a["ended_at"] is None:
-            both = (a["heartbeats"] or 0) + (live["heartbeats"] or live["late_heartbeats"] or 0)
-            gaps = [g for g in (a["max_heartbeat_gap_s"], live["max_heartbeat_gap_s"]) if g]
-            attempts[i] = live | {
-                "heartbeats": both if live["heartbeat_stats"] == "exact" else None,
-                "max_heartbeat_gap_s": max(gaps) if gaps else None,
-                "lease_s": live["lease_s"] or a["lease_s"],
-            }
-            return attempts
-    return [*attempts, live]
+    """Ended attempts (one row each) and the live one. An attempt begun under version 1 has
+    an open row from then, which its ending row (or the live one) continues."""
+    attempts: list[Row] = []
+    for row in [*map(_attempt, stored_attempts), *([live] if live else [])]:
+        earlier = next(
+            (
+                i
+                for i, a in enumerate(attempts)
+                if a["attempt_token"] == row["attempt_token"] and a["ended_at"] is None
+            ),
+            None,
+        )
+        if earlier is None:
+            attempts.append(row)
+        else:
+            attempts[earlier] = _continued(attempts[earlier], row)
+    return attempts
+
+
+def _continued(opened: Row, later: Row) -> Row:
+    """Version 1's open row of an attempt and what came after it (its end, or the live row):
+    version 1 counted every heartbeat; the sum stays exact only in 'exact' mode."""
+    gaps = [g for g in (opened["max_heartbeat_gap_s"], later["max_heartbeat_gap_s"]) if g]
+    exact = later["heartbeat_stats"] == "exact"
+    return later | {
+        "claimed_at": opened["claimed_at"] or later["claimed_at"],
+        "heartbeats": (opened["heartbeats"] or 0) + (later["heartbeats"] or 0) if exact else None,
+        "max_heartbeat_gap_s": max(gaps) if gaps else None,
+        "lease_s": later["lease_s"] if later["lease_s"] is not None else opened["lease_s"],
+    }
 
 
 def events(stored: list[Row], attempts: list[Row], limit: int) -> list[Row]:

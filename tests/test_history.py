@@ -307,12 +307,15 @@ def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
         worker = lease.Worker(c, "w3", lease_seconds=60)
         live = worker.heartbeat(live)
         worker.complete(live)
-    (ended,) = conn.execute(
-        "SELECT * FROM jobctl.attempts WHERE attempt_token = %s", (live.attempt_token,)
-    ).fetchall()
-    assert ended["outcome"] == "completed" and ended["ended_at"] is not None
-    assert ended["heartbeats"] == 2  # version 1's two; the third was on time (late mode)
+    rows = conn.execute(
+        "SELECT * FROM jobctl.attempts WHERE attempt_token = %s ORDER BY ended_at NULLS FIRST",
+        (live.attempt_token,),
+    ).fetchall()  # version 1's open row (2 heartbeats), and the row of its end
+    assert [(r["heartbeats"], r["outcome"]) for r in rows] == [(2, None), (0, "completed")]
     shown = json.loads(run("history", "3", "-o", "json").out)
+    (ended,) = shown["attempts"]
+    assert ended["outcome"] == "completed" and ended["ended_at"] is not None
+    assert ended["claimed_at"] == running["claimed_at"] and ended["heartbeat_stats"] == "late"
     assert [e["event"] for e in shown["events"]] == ["claimed", "completed"]
 
     # and jobctl's own writes are audited by the new trigger

@@ -16,21 +16,70 @@
 -- measured cost) or 'audit' (only jobctl's own writes: schema apply --no-worker-history).
 
 ALTER TABLE jobctl.attempts
-    ADD COLUMN heartbeat_stats text,   -- NULL: recorded by version 1 (every heartbeat counted)
-    ADD COLUMN ended_by text;          -- the database role that ended the attempt
+    ADD COLUMN heartbeat_stats text,   -- late, exact, none; NULL: version 1 counted them all
+    ADD COLUMN ended_by text,          -- the database role that ended the attempt
+    -- written once per attempt now: no unique index to maintain on a random uuid (an attempt
+    -- that began under version 1 ends with a second row, which jobctl history merges)
+    DROP CONSTRAINT attempts_pkey;
+ALTER TABLE jobctl.attempts SET (fillfactor = 100);
 ALTER TABLE jobctl.events
     ADD COLUMN db_role text;           -- the database role that made the change (not declared)
 
 CREATE FUNCTION jobctl.record_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $function$
 DECLARE
-    mode constant text := TG_ARGV[0];
-    action text := NEW.jobctl_action;
+    action text;
     kind text;
     gap interval;
 BEGIN
+    -- The workers' cases first, in as few expressions as possible: plpgsql prepares every
+    -- expression afresh in each transaction, and workers autocommit.
+    IF NEW.jobctl_action IS NULL THEN
+        IF NEW.status = 'done' AND OLD.status = 'processing' AND OLD.attempt_token IS NOT NULL THEN
+            -- a completion: the attempt's one row
+            INSERT INTO jobctl.attempts (
+                attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
+                last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease,
+                lease_expires_at, heartbeat_stats, ended_by)
+            VALUES (
+                OLD.attempt_token, format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), OLD.id,
+                OLD.attempts, OLD.reserved_by, coalesce(OLD.reserved_at, now()),
+                CASE WHEN OLD.jobctl_attempt = OLD.attempt_token
+                     THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
+                OLD.heartbeat_at,
+                CASE WHEN OLD.jobctl_attempt = OLD.attempt_token THEN OLD.jobctl_max_gap END,
+                now(), 'completed',
+                coalesce(CASE WHEN OLD.jobctl_attempt = OLD.attempt_token THEN OLD.jobctl_lease END,
+                         OLD.lease_expires_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)),
+                OLD.lease_expires_at, TG_ARGV[0], session_user);
+            IF OLD.jobctl_attempt IS NOT NULL THEN
+                NEW.jobctl_attempt := NULL;
+                NEW.jobctl_heartbeats := NULL;
+                NEW.jobctl_max_gap := NULL;
+                NEW.jobctl_lease := NULL;
+            END IF;
+            RETURN NEW;
+        ELSIF NEW.status = 'processing' AND NEW.attempt_token = OLD.attempt_token THEN
+            -- a heartbeat the WHEN let through: a late one (any one in 'exact' mode)
+            IF NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at THEN
+                gap := NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at);
+                IF NEW.jobctl_attempt = NEW.attempt_token THEN
+                    NEW.jobctl_heartbeats := coalesce(NEW.jobctl_heartbeats, 0) + 1;
+                    NEW.jobctl_max_gap := greatest(NEW.jobctl_max_gap, gap);
+                ELSE
+                    NEW.jobctl_attempt := NEW.attempt_token;
+                    NEW.jobctl_heartbeats := 1;
+                    NEW.jobctl_max_gap := gap;
+                END IF;
+                NEW.jobctl_lease := NEW.lease_expires_at - NEW.heartbeat_at;
+            END IF;
+            RETURN NEW;
+        END IF;
+    END IF;
+
     -- jobctl_action marks jobctl's own write; it is consumed here and never stored. A value
     -- equal to OLD's was left by a write made while the trigger was disabled: not this one's.
+    action := NEW.jobctl_action;
     NEW.jobctl_action := NULL;
     IF action IS NOT DISTINCT FROM OLD.jobctl_action THEN
         action := NULL;
@@ -49,19 +98,6 @@ BEGIN
                     OLD.status, NEW.status, OLD.attempts, OLD.attempt_token, OLD.reserved_by,
                     coalesce(nullif(current_setting('jobctl.actor', true), ''), session_user),
                     nullif(current_setting('jobctl.reason', true), ''), session_user);
-        ELSIF mode <> 'audit' AND NEW.status = 'processing'
-              AND NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at THEN
-            -- a heartbeat the WHEN let through (a late one; any one in 'exact' mode)
-            gap := NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at);
-            IF NEW.jobctl_attempt IS NOT DISTINCT FROM NEW.attempt_token THEN
-                NEW.jobctl_heartbeats := coalesce(NEW.jobctl_heartbeats, 0) + 1;
-                NEW.jobctl_max_gap := greatest(NEW.jobctl_max_gap, gap);
-            ELSE
-                NEW.jobctl_attempt := NEW.attempt_token;
-                NEW.jobctl_heartbeats := 1;
-                NEW.jobctl_max_gap := gap;
-            END IF;
-            NEW.jobctl_lease := NEW.lease_expires_at - NEW.heartbeat_at;
         END IF;
         RETURN NEW;
     END IF;
@@ -86,28 +122,23 @@ BEGIN
             action, NEW.id, OLD.status, NEW.status;
     END IF;
 
-    IF mode <> 'audit' AND OLD.attempt_token IS NOT NULL THEN
+    IF TG_ARGV[0] <> 'audit' AND OLD.attempt_token IS NOT NULL THEN
         -- the attempt ended: its one row, with the statistics the jobs row kept
-        INSERT INTO jobctl.attempts AS a (
+        INSERT INTO jobctl.attempts (
             attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
             last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease, lease_expires_at,
             heartbeat_stats, ended_by)
-        SELECT OLD.attempt_token, format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), OLD.id,
-               OLD.attempts, OLD.reserved_by, coalesce(OLD.reserved_at, now()),
-               CASE WHEN mine THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
-               OLD.heartbeat_at, CASE WHEN mine THEN OLD.jobctl_max_gap END, now(), kind,
-               CASE WHEN mine AND OLD.jobctl_lease IS NOT NULL THEN OLD.jobctl_lease
-                    ELSE OLD.lease_expires_at - coalesce(OLD.heartbeat_at, OLD.reserved_at) END,
-               OLD.lease_expires_at, mode, session_user
-        FROM (SELECT OLD.jobctl_attempt IS NOT DISTINCT FROM OLD.attempt_token AS mine) s
-        -- an attempt begun under version 1 already has a row: finish it
-        ON CONFLICT (attempt_token) DO UPDATE
-        SET heartbeats = a.heartbeats + excluded.heartbeats,
-            last_heartbeat_at = excluded.last_heartbeat_at,
-            max_heartbeat_gap = greatest(a.max_heartbeat_gap, excluded.max_heartbeat_gap),
-            ended_at = excluded.ended_at, outcome = excluded.outcome,
-            lease = excluded.lease, lease_expires_at = excluded.lease_expires_at,
-            heartbeat_stats = excluded.heartbeat_stats, ended_by = excluded.ended_by;
+        VALUES (
+            OLD.attempt_token, format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), OLD.id,
+            OLD.attempts, OLD.reserved_by, coalesce(OLD.reserved_at, now()),
+            CASE WHEN OLD.jobctl_attempt = OLD.attempt_token
+                 THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
+            OLD.heartbeat_at,
+            CASE WHEN OLD.jobctl_attempt = OLD.attempt_token THEN OLD.jobctl_max_gap END,
+            now(), kind,
+            coalesce(CASE WHEN OLD.jobctl_attempt = OLD.attempt_token THEN OLD.jobctl_lease END,
+                     OLD.lease_expires_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)),
+            OLD.lease_expires_at, TG_ARGV[0], session_user);
     END IF;
     IF kind NOT IN ('claimed', 'completed') THEN
         INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
@@ -122,13 +153,13 @@ BEGIN
                 session_user);
     END IF;
 
-    -- the statistics columns describe the live attempt only
+    -- the statistics columns describe the live attempt only ('exact' counts from the claim)
     IF NEW.status = 'processing' AND NEW.attempt_token IS NOT NULL THEN
         NEW.jobctl_attempt := NEW.attempt_token;
         NEW.jobctl_heartbeats := 0;
         NEW.jobctl_max_gap := NULL;
         NEW.jobctl_lease := NEW.lease_expires_at - coalesce(NEW.reserved_at, now());
-    ELSE
+    ELSIF OLD.jobctl_attempt IS NOT NULL THEN
         NEW.jobctl_attempt := NULL;
         NEW.jobctl_heartbeats := NULL;
         NEW.jobctl_max_gap := NULL;
