@@ -466,6 +466,7 @@ ATTEMPT_COLUMNS = [
     "worker",
     "claimed_at",
     "heartbeats",
+    "late_heartbeats",  # the default history counts only heartbeats after half the lease
     "last_heartbeat_at",
     "max_heartbeat_gap_s",
     "ended_at",

@@ -94,13 +94,19 @@ def latest_version() -> int:
     return migrations()[-1].version
 
 
-def installed_version(conn: psycopg.Connection[Any]) -> int:
-    """The last migration applied to this database (0: none, or the unversioned history)."""
+def installed_version(conn: psycopg.Connection[Any]) -> int | None:
+    """The last migration applied to this database (0: none, or the unversioned history;
+    None: this role may not read jobctl.migrations, as granted before version 2)."""
     row = conn.execute(
-        "SELECT to_regclass('jobctl.migrations') IS NOT NULL AS versioned"
+        "SELECT to_regclass('jobctl.migrations') IS NOT NULL AS versioned, "
+        "has_schema_privilege('jobctl', 'USAGE') "
+        "AND has_table_privilege('jobctl.migrations', 'SELECT') AS readable "
+        "WHERE to_regclass('jobctl.migrations') IS NOT NULL"
     ).fetchone()
-    if not row or not row["versioned"]:
+    if row is None:
         return 0
+    if not row["readable"]:
+        return None
     row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM jobctl.migrations").fetchone()
     return int(row["v"]) if row else 0
 
@@ -174,7 +180,7 @@ def plan(
     missing, and the trigger if it is not the one wanted. ``mode`` None keeps the installed
     mode (``late`` on a first install)."""
     steps: list[tuple[str, sql.Composable]] = []
-    current = installed_version(conn)
+    current = installed_version(conn) or 0
     for m in migrations():
         if m.version > current:
             steps.append((f"history migration {m.version:03d} ({m.name})", migration_statement(m)))

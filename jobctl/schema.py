@@ -294,7 +294,7 @@ def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
     state = history.table_state(conn, table_oid)
     version, latest = history.installed_version(conn), history.latest_version()
     problems = []
-    if version < latest:
+    if version is not None and version < latest:
         problems.append(f"history at version {version} of {latest}")
     if state.old_triggers:
         problems.append("version 1 triggers: " + ", ".join(state.old_triggers))
@@ -315,7 +315,8 @@ def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
     return Check(
         "history installed",
         True,
-        f"{history.DESCRIBE[state.mode]}, version {version}; costs {MODE_COST[state.mode]}",
+        f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}; "
+        f"costs {MODE_COST[state.mode]}",
     )
 
 
