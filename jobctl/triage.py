@@ -5,18 +5,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
-import psycopg
-
-from jobctl import db, errors, queries
+from jobctl import errors
 from jobctl import history as hist
+from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
+from jobctl.session import Session
 
-Row = dict[str, Any]
 HISTORY_EVENT_LIMIT = 10_000
-STREAM_CHUNK = 2_000
 EXACT_COUNT_LIMIT = 1_000_000
 SHOW_EVENT_LIMIT = 10
+STATUSES = ("queued", "processing", "done", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,27 +40,20 @@ class ExpiredFilter:
         }
 
 
-def stuck(
-    conn: psycopg.Connection[Any], table: db.JobsTable, where: ExpiredFilter, limit: int | None
-) -> Iterator[Row]:
+def stuck(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
     Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
-    ``locked_by``, naming the session where the database can tell. Streamed through a
+    ``skipped``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    yield from _stream(
-        conn, queries.query("stuck", table.ident), {**where.params(), "limit": limit}
-    )
+    for row in s.stream("stuck", {**where.params(), "limit": limit}):
+        yield cast(LeaseRow, note_locked(row))
 
 
 def at_risk(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    where: ExpiredFilter,
-    window: dt.timedelta,
-    limit: int | None,
-) -> Iterator[Row]:
+    s: Session, where: ExpiredFilter, window: dt.timedelta, limit: int | None
+) -> Iterator[AtRiskRow]:
     """Expired leases plus live ones that expire within ``window``, oldest expiry first.
 
     Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
@@ -69,7 +61,8 @@ def at_risk(
     its leases run out.
     """
     params = {**where.params(), "window": window, "limit": limit}
-    yield from _stream(conn, queries.query("at_risk", table.ident), params)
+    for row in s.stream("at_risk", params):
+        yield cast(AtRiskRow, note_locked(row))
 
 
 def note_locked(row: Row) -> Row:
@@ -79,61 +72,44 @@ def note_locked(row: Row) -> Row:
     return row
 
 
-def _stream(conn: psycopg.Connection[Any], query: Any, params: dict[str, Any]) -> Iterator[Row]:
-    """Rows through a server-side cursor, a chunk at a time (inside the caller's transaction)."""
-    with conn.cursor(name="jobctl_stream") as cursor:
-        cursor.itersize = STREAM_CHUNK
-        cursor.execute(query, params)
-        yield from cursor
-
-
-def summary(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    expiring_within: dt.timedelta,
-    *,
-    exact: bool = False,
-) -> Row:
+def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -> Row:
     """Counts by status, processing split by lease state, processing jobs per worker.
 
     On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
     (done, failed) are estimated from the statistics instead of counted by a full scan;
     queued and processing are always counted. ``exact`` counts everything.
     """
-
-    def rows(name: str, **params: Any) -> list[Row]:
-        return conn.execute(queries.query(name, table.ident), params).fetchall()
-
-    size = rows("table_size_estimate", oid=table.oid)[0]["estimate"]
+    size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
     estimated: list[str] = []
     if exact or size < EXACT_COUNT_LIMIT:
-        by_status = {r["status"]: r["jobs"] for r in rows("summary_status")}
+        by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status")}
     else:
-        live = {r["status"]: r["jobs"] for r in rows("summary_status_live")}
-        guess = {r["status"]: r["jobs"] for r in rows("summary_status_estimate", oid=table.oid)}
+        live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live")}
+        guess = {
+            r["status"]: r["jobs"] for r in s.rows("summary_status_estimate", {"oid": s.table.oid})
+        }
         estimated = sorted(set(guess) - set(live) | ({"done", "failed"} - set(live)))
-        by_status = {s: guess.get(s, 0) for s in estimated} | live
+        by_status = {status: guess.get(status, 0) for status in estimated} | live
     return {
-        "table": table.qualified,
-        "status": {s: by_status.get(s, 0) for s in ("queued", "processing", "done", "failed")}
-        | by_status,
+        "table": s.table.qualified,
+        "status": {status: by_status.get(status, 0) for status in STATUSES} | by_status,
         "estimated": estimated,
-        "processing": rows("summary_processing", soon=expiring_within)[0],
+        "processing": s.one("summary_processing", {"soon": expiring_within}),
         "expiring_within_s": expiring_within.total_seconds(),
-        "workers": rows("summary_workers", soon=expiring_within),
+        "workers": s.rows("summary_workers", {"soon": expiring_within}),
     }
 
 
-def job(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def job(s: Session, job_id: int) -> Row:
     """One job: every column plus ``lease_state`` (live, expired, none); the history's own
     columns (``jobctl_*``, the live attempt's statistics) are left out."""
-    return _public(_job_row(conn, table, job_id))
+    return _public(_job_row(s, job_id))
 
 
-def _job_row(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
-    row = conn.execute(queries.query("job_row", table.ident), {"id": job_id}).fetchone()
+def _job_row(s: Session, job_id: int) -> Row:
+    row = s.row("job_row", {"id": job_id})
     if row is None:
-        raise errors.JobctlError(f"job {job_id} not found in {table.qualified}")
+        raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)
     return row
 
@@ -142,30 +118,35 @@ def _public(row: Row) -> Row:
     return {k: v for k, v in row.items() if not k.startswith("jobctl_")}
 
 
-def _attempts_and_events(
-    conn: psycopg.Connection[Any], table: db.JobsTable, the_job: Row, limit: int
-) -> tuple[list[Row], list[Row]]:
+def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row], list[Row]]:
     """The job's attempts (ended ones stored, the live one from its row) and its latest
     ``limit`` events (stored ones, claims and completions derived from the attempts)."""
-    params = {"job_table": table.qualified, "id": the_job["id"]}
-    mode = hist.table_state(conn, table.oid).mode
-    stored = conn.execute(queries.query("job_attempts", table.ident), params).fetchall()
-    attempts = hist.merge(stored, hist.live_attempt(the_job, mode))
-    stored_events = conn.execute(
-        queries.query("job_events", table.ident), params | {"limit": limit}
-    ).fetchall()
-    return attempts, hist.events(stored_events, attempts, limit)
+    params = {"job_table": s.table.qualified, "id": the_job["id"]}
+    mode = hist.table_state(s.conn, s.table.oid).mode
+    attempts = hist.merge(s.rows("job_attempts", params), hist.live_attempt(the_job, mode))
+    stored = s.rows("job_events", params | {"limit": limit})
+    return attempts, hist.events(stored, attempts, limit)
 
 
-def show(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def events(s: Session, job_id: int, limit: int) -> list[Event]:
+    """The job's latest ``limit`` events, oldest first."""
+    _, latest = _attempts_and_events(s, _job_row(s, job_id), limit)
+    return cast(list[Event], latest)
+
+
+def show(s: Session, job_id: int) -> Row:
     """The job row, its lease state and its latest events."""
-    row = _job_row(conn, table, job_id)
-    _, latest = _attempts_and_events(conn, table, row, SHOW_EVENT_LIMIT)
+    row = _job_row(s, job_id)
+    _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT)
     return _public(row) | {"events": latest}
 
 
-def history(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def history(s: Session, job_id: int) -> History:
     """The job, its attempts (heartbeat history) and its events (reclaim history)."""
-    row = _job_row(conn, table, job_id)
-    attempts, all_events = _attempts_and_events(conn, table, row, HISTORY_EVENT_LIMIT)
-    return {"job": _public(row), "attempts": attempts, "events": all_events}
+    row = _job_row(s, job_id)
+    attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT)
+    return {
+        "job": _public(row),
+        "attempts": cast(list[Attempt], attempts),
+        "events": cast(list[Event], all_events),
+    }

@@ -1,7 +1,7 @@
 """Reclaim throughput and its impact on workers.
 
 1. 100k expired rows reclaimed at batch 50, 500, 5000: rows/s of ``jobctl reclaim --commit``
-   against the seed's statement looped in psql (one statement per batch, autocommit).
+   against the lease design's statement looped in psql (one statement per batch, autocommit).
 2. The same reclaim while 8 worker processes claim, heartbeat and complete other jobs: their
    throughput before and during the reclaim, and their worst single-statement wait.
 
@@ -28,7 +28,7 @@ from jobctl import db, lease, schema
 
 NAME = "bench_reclaim"
 EXPIRED = 100_000
-SEED_RECLAIM = """
+DESIGN_RECLAIM = """
 WITH expired AS (
     SELECT id, attempt_token, recovery_policy FROM {t}
     WHERE status = 'processing' AND lease_expires_at < NOW()
@@ -103,7 +103,7 @@ def run_jobctl(dsn: str, batch: int) -> float:
 
 
 def run_psql(dsn: str, batch: int) -> float:
-    statement = SEED_RECLAIM.format(t=NAME, n=batch)
+    statement = DESIGN_RECLAIM.format(t=NAME, n=batch)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(statement * (math.ceil(EXPIRED / batch) + 1))
     started = time.perf_counter()

@@ -15,35 +15,18 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import add_jobs, claim_all, snapshot
+from helpers import add_jobs, blocked_by, claim_all, snapshot, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobctl import db, lease, queries, reclaim, triage
+from jobctl import db, lease, queries, reclaim, session, triage
 
 ALL = triage.ExpiredFilter()
 
 
-def wait_until(condition, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
-    """Is any session waiting on a lock that backend ``pid`` holds? (the barrier)"""
-    row = conn.execute(
-        "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
-    ).fetchone()
-    return row["n"] > 0
-
-
-def core(dsn: str) -> tuple[psycopg.Connection[Any], db.Settings, db.JobsTable]:
-    settings = db.Settings(dsn=dsn, actor="tester@ci")
-    conn = db.connect(settings)
-    return conn, settings, db.resolve_table(conn, "jobs")
+def core(dsn: str) -> session.Session:
+    """A session of jobctl's core on the test database (close its connection)."""
+    return session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
 
 
 # ---------------------------------------------------------------- the dry run is the commit
@@ -75,14 +58,14 @@ def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_siz
             (status, policy, attempts, max_attempts, processing, processing, offset),
         )
     where = triage.ExpiredFilter(grace=dt.timedelta(seconds=grace))
-    c, s, table = core(dsn)
-    with c:
+    s = core(dsn)
+    with s.conn:
         before = snapshot(conn)
-        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(c, s, table, where, None)}
+        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(s, where, None)}
         assert snapshot(conn) == before
         applied = [
             r
-            for batch in reclaim.commit(c, s, table, where, batch_size=batch_size, limit=None)
+            for batch in reclaim.commit(s, where, batch_size=batch_size, limit=None)
             for r in batch
         ]
     assert {r["id"]: r["action"] for r in applied} == predicted
@@ -138,9 +121,9 @@ def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
         queries.query("complete", table.ident),
         {"id": first.id, "attempt_token": first.attempt_token},
     )
-    c, s, t = core(dsn)
-    with c:
-        rows = [r for b in reclaim.commit(c, s, t, ALL, batch_size=50, limit=None) for r in b]
+    s = core(dsn)
+    with s.conn:
+        rows = [r for b in reclaim.commit(s, ALL, batch_size=50, limit=None) for r in b]
     worker.commit()
     worker.close()
     by_id = {r["id"]: r for r in rows}
@@ -322,7 +305,8 @@ def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
         wait_until(lambda: expired_left() == 0, what="first reclaim")
         killed = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
-            " WHERE application_name = 'jobctl' AND pid <> pg_backend_pid()"
+            " WHERE application_name = 'jobctl' AND datname = current_database()"
+            " AND pid <> pg_backend_pid()"
         ).fetchone()["n"]
         assert killed == 1
         add_jobs(conn, 5)
