@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_trigger import CONFIGS, report, setup, wal_lsn
+from bench_trigger import CONFIGS, report, server_cpu, setup, wal_lsn
 from common import arguments, bench_dsn, machine
 from psycopg import conninfo
 
@@ -86,16 +86,19 @@ def main() -> None:
         f"synchronous_commit={args.synchronous_commit}"
     )
     figures: dict[str, dict[str, list]] = {
-        label: {"rate": [], "wal": [], "beat_mean": []} for label in CONFIGS
+        label: {"rate": [], "wal": [], "cpu": [], "beat_mean": []} for label in CONFIGS
     }
     for n in range(args.rounds):
         for label, mode in CONFIGS.items():
             setup(dsn, mode)
-            before = wal_lsn(dsn)
+            before, cpu_before = wal_lsn(dsn), server_cpu(dsn)
             rate, cycles, beat = pgbench(dsn, args.seconds, args.synchronous_commit)
             wal = (wal_lsn(dsn) - before) / max(cycles, 1)
+            cpu_after = server_cpu(dsn)
             figures[label]["rate"].append(rate)
             figures[label]["wal"].append(wal)
+            if cpu_before and cpu_after:
+                figures[label]["cpu"].append((cpu_after - cpu_before) / max(cycles, 1) * 1e6)
             figures[label]["beat_mean"].append(beat)
             print(
                 f"  round {n + 1} {label}: {rate:.0f} cycles/s, {wal:,.0f} B/cycle, "
@@ -106,8 +109,8 @@ def main() -> None:
         report(
             figures,
             "loss best: 1 - best cycles/s / the no-trigger table's best; loss median: the same "
-            "with the medians; WAL: median of the "
-            "rounds (server-wide); heartbeat mean: pgbench -r, median of the rounds.",
+            "with the medians; WAL and server CPU (all the server's processes): medians of the "
+            "rounds; heartbeat mean: pgbench -r, median of the rounds.",
         )
     )
 

@@ -15,6 +15,7 @@ statement's latency as the worker sees it (p50, p99, pooled over the rounds).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -100,6 +101,40 @@ def worker(dsn: str, name: str, seconds: float, results: multiprocessing.Queue) 
     results.put((done, beats))
 
 
+def server_cpu(dsn: str) -> float | None:
+    """CPU seconds the server has used: the postmaster, every live child, and the children it
+    has reaped (their time is added to its own). Robust to a loaded machine, unlike a rate:
+    waiting for a CPU costs no CPU. None when the server is not on this machine."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            datadir = conn.execute("SHOW data_directory").fetchone()[0]
+        with open(os.path.join(datadir, "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        total = _ticks(postmaster, children=True)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if _stat(int(entry))[1] == postmaster:
+                        total += _ticks(int(entry))
+                except OSError:
+                    pass  # exited meanwhile: counted in the postmaster's children
+        return total / os.sysconf("SC_CLK_TCK")
+    except (OSError, psycopg.Error):
+        return None
+
+
+def _stat(pid: int) -> list[int]:
+    """/proc/PID/stat from the state on: [state, ppid, ...] with numbers as ints."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return [0, *map(int, fields[1:])]
+
+
+def _ticks(pid: int, *, children: bool = False) -> int:
+    fields = _stat(pid)  # utime, stime, cutime, cstime are fields 14-17 of stat
+    return fields[11] + fields[12] + ((fields[13] + fields[14]) if children else 0)
+
+
 def wal_lsn(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0])
@@ -107,23 +142,25 @@ def wal_lsn(dsn: str) -> int:
 
 def measure(
     dsn: str, seconds: float, synchronous_commit: str = "on", workers: int = 4
-) -> tuple[float, float, list[float]]:
-    """cycles/s, WAL bytes per cycle, heartbeat latencies (s)."""
+) -> tuple[float, float, float | None, list[float]]:
+    """cycles/s, WAL bytes per cycle, server CPU µs per cycle, heartbeat latencies (s)."""
     results: multiprocessing.Queue = multiprocessing.Queue()
     workers_dsn = worker_dsn(dsn, synchronous_commit)
     procs = [
         multiprocessing.Process(target=worker, args=(workers_dsn, f"w{i}", seconds, results))
         for i in range(workers)
     ]
-    wal_before = wal_lsn(dsn)
+    wal_before, cpu_before = wal_lsn(dsn), server_cpu(dsn)
     for p in procs:
         p.start()
     outcomes = [results.get() for _ in procs]
     for p in procs:
         p.join()
-    cycles = sum(done for done, _ in outcomes)
-    wal = (wal_lsn(dsn) - wal_before) / max(cycles, 1)
-    return cycles / seconds, wal, [b for _, beats in outcomes for b in beats]
+    cycles = max(sum(done for done, _ in outcomes), 1)
+    wal = (wal_lsn(dsn) - wal_before) / cycles
+    cpu_after = server_cpu(dsn)
+    cpu = (cpu_after - cpu_before) / cycles * 1e6 if cpu_before and cpu_after else None
+    return cycles / seconds, wal, cpu, [b for _, beats in outcomes for b in beats]
 
 
 def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
@@ -143,6 +180,14 @@ def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
             else "-",
             "WAL B/cycle": f"{statistics.median(f['wal']):,.0f}",
         }
+        if f.get("cpu"):
+            cpu = statistics.median(f["cpu"])
+            row["server CPU µs/cycle"] = f"{cpu:.0f}"
+            row["CPU vs no trigger"] = (
+                f"{(cpu / statistics.median(figures[FLOOR]['cpu']) - 1) * 100:+.1f} %"
+                if label != FLOOR
+                else "-"
+            )
         if beats:
             row["heartbeat p50 ms"] = f"{beats[len(beats) // 2] * 1000:.2f}"
             row["heartbeat p99 ms"] = f"{beats[int(len(beats) * 0.99)] * 1000:.2f}"
@@ -166,25 +211,30 @@ def main() -> None:
         f"synchronous_commit={args.synchronous_commit}"
     )
     figures: dict[str, dict[str, list]] = {
-        label: {"rate": [], "wal": [], "beats": []} for label in CONFIGS
+        label: {"rate": [], "wal": [], "cpu": [], "beats": []} for label in CONFIGS
     }
     for n in range(args.rounds):
         for label, mode in CONFIGS.items():
             setup(dsn, mode)
-            rate, wal, beats = measure(dsn, args.seconds, args.synchronous_commit)
+            rate, wal, cpu, beats = measure(dsn, args.seconds, args.synchronous_commit)
             figures[label]["rate"].append(rate)
             figures[label]["wal"].append(wal)
+            if cpu is not None:
+                figures[label]["cpu"].append(cpu)
             figures[label]["beats"].extend(beats)
             print(
-                f"  round {n + 1} {label}: {rate:.0f} cycles/s, {wal:,.0f} B/cycle", file=sys.stderr
+                f"  round {n + 1} {label}: {rate:.0f} cycles/s, {wal:,.0f} B/cycle, "
+                f"server CPU {cpu or 0:.0f} µs/cycle",
+                file=sys.stderr,
             )
     print(
         report(
             figures,
             "loss best: 1 - best cycles/s / the no-trigger table's best; loss median: the same "
-            "with the medians; WAL: median of the "
-            "rounds (server-wide, so other sessions on a shared server add to it); heartbeat "
-            "latency: the worker's wall time per heartbeat, pooled over the rounds.",
+            "with the medians; WAL: median of the rounds (server-wide, so other sessions on a "
+            "shared server add to it); server CPU: all the server's processes, median of the "
+            "rounds (a private server: other sessions add to it too); heartbeat latency: the "
+            "worker's wall time per heartbeat, pooled over the rounds.",
         )
     )
 
