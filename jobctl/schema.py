@@ -275,9 +275,9 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
-    "late": "about 3-5 % of worker cycles",
-    "exact": "about 10-15 % of worker cycles (every heartbeat calls the trigger)",
-    "audit": "nothing on the workers' statements",
+    "late": "about +40 % server CPU per worker cycle (version 1: +80-100 %)",
+    "exact": "about +55 % server CPU per worker cycle (every heartbeat calls the trigger)",
+    "audit": "about +2-4 % server CPU per worker cycle (no plpgsql on workers' statements)",
 }
 
 
