@@ -22,6 +22,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from jobctl import queries
+
 Row = dict[str, Any]
 
 TRIGGER = "jobctl_history"
@@ -97,17 +99,12 @@ def latest_version() -> int:
 def installed_version(conn: psycopg.Connection[Any]) -> int | None:
     """The last migration applied to this database (0: none, or the unversioned history;
     None: this role may not read jobctl.migrations, as granted before version 2)."""
-    row = conn.execute(
-        "SELECT to_regclass('jobctl.migrations') IS NOT NULL AS versioned, "
-        "has_schema_privilege('jobctl', 'USAGE') "
-        "AND has_table_privilege('jobctl.migrations', 'SELECT') AS readable "
-        "WHERE to_regclass('jobctl.migrations') IS NOT NULL"
-    ).fetchone()
+    row = conn.execute(queries.query("history_versioned")).fetchone()
     if row is None:
         return 0
     if not row["readable"]:
         return None
-    row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM jobctl.migrations").fetchone()
+    row = conn.execute(queries.query("history_version")).fetchone()
     return int(row["v"]) if row else 0
 
 
@@ -139,18 +136,11 @@ class TableState:
 def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableState:
     if table_oid is None:
         return TableState(None, None, False, (), tuple(COLUMNS), ())
-    triggers = conn.execute(
-        "SELECT tgname::text AS name, tgenabled <> 'D' AS enabled, tgargs "
-        "FROM pg_trigger WHERE tgrelid = %s AND tgname::text LIKE 'jobctl%%'",
-        (table_oid,),
-    ).fetchall()
+    params = {"oid": table_oid}
+    triggers = conn.execute(queries.query("history_triggers"), params).fetchall()
     columns = {
-        r["attname"]: r["type"]
-        for r in conn.execute(
-            "SELECT attname::text, format_type(atttypid, atttypmod) AS type FROM pg_attribute "
-            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-            (table_oid,),
-        )
+        r["name"]: r["type"]
+        for r in conn.execute(queries.query("table_columns"), params).fetchall()
     }
     mode = version = None
     enabled = False
