@@ -37,19 +37,39 @@ def schema_apply(
             show_default="5m",
         ),
     ] = dt.timedelta(minutes=5),
+    history_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            metavar="late|exact|audit",
+            help="What the history records: late (the default on a first install; heartbeats "
+            "counted when late), exact (every heartbeat, at a cost), audit (only jobctl's own "
+            "writes). Default: keep the installed mode.",
+        ),
+    ] = None,
+    no_worker_history: Annotated[
+        bool, typer.Option("--no-worker-history", help="Same as --history audit.")
+    ] = False,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
 
-    Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
-    with rows. On a busy table, each locking step takes short tries until there is a gap,
-    saying whom it waits for. Example: jobctl schema apply --sql > lease.sql
+    Idempotent: only what is missing is done, and the history is migrated in place. The
+    index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
+    takes short tries until there is a gap, saying whom it waits for.
+    Example: jobctl schema apply --sql > lease.sql
     """
-    from jobctl import schema
+    from jobctl import history, schema
 
+    if no_worker_history:
+        if history_mode not in (None, "audit"):
+            raise errors.UsageError("--no-worker-history and --history disagree")
+        history_mode = "audit"
+    if history_mode is not None and history_mode not in history.MODES:
+        raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
-        steps = schema.plan_apply(conn, settings.table, create=create)
+        steps = schema.plan_apply(conn, settings.table, create=create, history_mode=history_mode)
         _print_or_apply(
             conn,
             settings,

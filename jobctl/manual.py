@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from jobctl import db, errors, output
+from jobctl import db, errors, history, output
 from jobctl.rows import ManualResult, Row
 from jobctl.session import Confirm, Session
 
@@ -278,7 +278,7 @@ def set_policy(
             s,
             decision,
             "set_policy",
-            {"policy": policy},
+            {"policy": policy, "event": event},
             action=event,
             reason=reason,
             done=(event, f"{before} -> {policy}"),
@@ -305,7 +305,7 @@ def _fenced_write(
     seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
     try:
         with db.mapped_errors(), s.transaction(action=action, reason=reason):
-            _require_history(s)
+            _require_audit(s)
             updated = s.execute(statement, {**params, "seen": seen})
     except errors.LockTimeout:
         with s.transaction(read_only=True):
@@ -320,9 +320,14 @@ def _fenced_write(
         decision.detail = "the row changed since it was read; nothing written"
 
 
-def _require_history(s: Session) -> None:
-    if s.one("history_trigger_installed", {"oid": s.table.oid})["n"] != 1:
+def _require_audit(s: Session) -> None:
+    """jobctl's write names itself in jobctl_action and the history trigger records it: with
+    the trigger missing or disabled the action could not be audited (and the marker would
+    stay in the row), so it is refused. The worker history is not needed (see
+    schema apply --no-worker-history)."""
+    state = history.table_state(s.conn, s.table.oid)
+    if state.mode is None or not state.enabled or state.missing_columns:
         raise errors.SchemaMissing(
-            "the history trigger is not installed, so this action could not be audited: "
-            "run 'jobctl schema apply'"
+            "jobctl's audit trigger is not installed or disabled, so this action could not be "
+            "audited: run 'jobctl schema apply' (--no-worker-history installs only the audit)"
         )

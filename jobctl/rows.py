@@ -75,6 +75,9 @@ class Attempt(TypedDict):
     outcome: str | None
     lease_s: float | None
     lease_expires_at: dt.datetime | None
+    heartbeat_stats: str  # exact, late (counted when late), none (no worker history)
+    late_heartbeats: int | None  # in late mode: heartbeats after half the lease
+    ended_by: str | None  # the database role that ended it
 
 
 class Event(TypedDict):
@@ -150,6 +153,7 @@ ATTEMPT_COLUMNS = [
     "worker",
     "claimed_at",
     "heartbeats",
+    "late_heartbeats",  # the default history counts only heartbeats after half the lease
     "last_heartbeat_at",
     "max_heartbeat_gap_s",
     "ended_at",

@@ -7,13 +7,12 @@ import datetime as dt
 import re
 import time
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, locks
+from jobctl import db, errors, history, locks
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -74,18 +73,6 @@ _RECLAIM_INDEX = (
     "ON {table} (status, lease_expires_at, id) WHERE status = 'processing'"
 )
 
-_TRIGGERS = """
-CREATE OR REPLACE TRIGGER jobctl_history_insert AFTER INSERT ON {table}
-    FOR EACH ROW WHEN (NEW.status = 'processing')
-    EXECUTE FUNCTION jobctl.record_transition();
-CREATE OR REPLACE TRIGGER jobctl_history_update AFTER UPDATE ON {table}
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
-                       OR OLD.attempt_token IS DISTINCT FROM NEW.attempt_token
-                       OR OLD.heartbeat_at IS DISTINCT FROM NEW.heartbeat_at
-                       OR coalesce(current_setting('jobctl.action', true), '') <> '')
-    EXECUTE FUNCTION jobctl.record_transition()
-"""
-
 
 @dataclasses.dataclass(frozen=True)
 class Step:
@@ -113,8 +100,16 @@ def split_name(name: str) -> tuple[str, ...]:
     return tuple(quoted.replace('""', '"') if quoted else bare.lower() for quoted, bare in parts)
 
 
-def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) -> list[Step]:
-    """The steps that bring the table and the history up to date (only what is missing)."""
+def plan_apply(
+    conn: psycopg.Connection[Any],
+    table_name: str,
+    *,
+    create: bool,
+    history_mode: str | None = None,
+) -> list[Step]:
+    """The steps that bring the table and the history up to date (only what is missing).
+
+    ``history_mode`` (late, exact, audit; see jobctl.history) None keeps the installed one."""
     steps: list[Step] = []
     exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (table_name,)).fetchone()
     if exists is None or not exists["e"]:
@@ -133,11 +128,12 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
         relname, has_rows, indexes = parts[-1], False, {}
         columns: set[str] = set()
         constraints: dict[str, bool] = {}
+        oid = None
         schema_name = parts[0] if len(parts) > 1 else "public"
         locked = table_name
     else:
         table = db.resolve_table(conn, table_name)
-        ident, relname, schema_name = table.ident, table.name, table.schema
+        ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
         has_rows = conn.execute(
             sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident)
@@ -205,14 +201,11 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
                 outside_transaction=has_rows,
             )
         )
-    history = resources.files("jobctl").joinpath("sql/history.sql").read_text(encoding="utf-8")
-    steps.append(Step("install the history (schema jobctl)", sql.SQL(history), locks=locked))
-    steps.append(
-        Step(
-            "install the history triggers",
-            sql.SQL(_TRIGGERS).format(table=ident),
-            locks=locked,
-        )
+    # the history's steps lock the jobs table (columns, trigger) or jobctl's tables, which
+    # the trigger writes in the workers' transactions: all are tried with short lock timeouts
+    steps.extend(
+        Step(what, statement, locks=locked)
+        for what, statement in history.plan(conn, ident, oid, history_mode)
     )
     return steps
 
@@ -432,6 +425,8 @@ OPERATOR_COLUMNS = (
     "last_error",
     "finished_at",
     "updated_at",
+    "recovery_policy",  # quarantine and policy
+    "jobctl_action",  # names jobctl's own write for its audit (see jobctl.history)
 )
 
 
@@ -441,7 +436,8 @@ def plan_grants(
     """GRANTs for a read-only role (stuck, summary, show, history, reclaim --dry-run) and an
     operator role (those plus reclaim --commit, requeue, fail: UPDATE of the lease columns).
 
-    The history trigger is SECURITY DEFINER, so neither role can write jobctl's tables."""
+    The history trigger is SECURITY DEFINER and its function not executable by either role, so
+    neither can write jobctl's tables but through real changes of the jobs table."""
     table = db.resolve_table(conn, table_name)
     steps = []
     for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS)):
@@ -450,7 +446,7 @@ def plan_grants(
         grants = sql.SQL(
             "GRANT USAGE ON SCHEMA {schema}, jobctl TO {role}; "
             "GRANT SELECT ON {table} TO {role}; "
-            "GRANT SELECT ON jobctl.events, jobctl.attempts TO {role}"
+            "GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations TO {role}"
         ).format(schema=sql.Identifier(table.schema), table=table.ident, role=sql.Identifier(role))
         what = f"read access for {role}"
         if columns:
@@ -469,12 +465,52 @@ def plan_grants(
     return steps
 
 
+# what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
+# tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
+MODE_COST = {
+    "late": "about +40 % server CPU per worker cycle (version 1: +80-100 %)",
+    "exact": "about +55 % server CPU per worker cycle (every heartbeat calls the trigger)",
+    "audit": "about +2-4 % server CPU per worker cycle (no plpgsql on workers' statements)",
+}
+
+
 # ---------------------------------------------------------------- check
 @dataclasses.dataclass(frozen=True)
 class Check:
     check: str
     ok: bool
     detail: str
+
+
+def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
+    """Which history is installed on the table, at which version, and what it costs."""
+    state = history.table_state(conn, table_oid)
+    version, latest = history.installed_version(conn), history.latest_version()
+    problems = []
+    if version is not None and version < latest:
+        problems.append(f"history at version {version} of {latest}")
+    if state.old_triggers:
+        problems.append("version 1 triggers: " + ", ".join(state.old_triggers))
+    if state.mode is None:
+        problems.append("trigger missing")
+    elif not state.enabled:
+        problems.append("trigger disabled")
+    elif state.version != history.TRIGGER_VERSION:
+        problems.append(f"trigger version {state.version}, want {history.TRIGGER_VERSION}")
+    if state.missing_columns or state.wrong_columns:
+        problems.append(
+            "columns missing or of the wrong type: "
+            + ", ".join(state.missing_columns + state.wrong_columns)
+        )
+    if problems:
+        return Check("history installed", False, "; ".join(problems) + " (run jobctl schema apply)")
+    assert state.mode is not None
+    return Check(
+        "history installed",
+        True,
+        f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}; "
+        f"costs {MODE_COST[state.mode]}",
+    )
 
 
 def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
@@ -537,22 +573,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             ),
         )
     )
-    history = conn.execute(
-        "SELECT to_regclass('jobctl.events') IS NOT NULL AND to_regclass('jobctl.attempts') "
-        "IS NOT NULL AS tables, (SELECT count(*) FROM pg_trigger WHERE tgrelid = %s "
-        "AND tgname LIKE 'jobctl_history%%' AND tgenabled <> 'D') AS triggers",
-        (table.oid,),
-    ).fetchone()
-    ok = bool(history["tables"]) and history["triggers"] == 2
-    results.append(
-        Check(
-            "history installed",
-            ok,
-            "events, attempts and triggers"
-            if ok
-            else f"tables: {bool(history['tables'])}, enabled triggers: {history['triggers']}/2",
-        )
-    )
+    results.append(history_check(conn, table.oid))
     if not wrong:
         counts = conn.execute(
             sql.SQL(

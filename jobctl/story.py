@@ -68,13 +68,36 @@ def explain(history: History) -> Row:
     }
 
 
+def _uncounted(attempt: Row, stats: str) -> str:
+    """What the history knows of an attempt's heartbeats when not every one was counted."""
+    lease = _s(attempt.get("lease_s"))
+    if stats == "none":
+        return f"(Lease {lease}; the worker history is not installed: no heartbeat statistics.)"
+    if attempt["last_heartbeat_at"] is None:
+        return f"It never heartbeat (lease {lease})."
+    late = attempt.get("late_heartbeats") or 0
+    if not late:
+        return (
+            f"It heartbeat on time, every gap within half its lease of {lease}; last at "
+            f"{_at(attempt['last_heartbeat_at'])}."
+        )
+    return (
+        f"{late} heartbeat(s) came after half its lease, the largest gap "
+        f"{_s(attempt['max_heartbeat_gap_s'])} against a lease of {lease}; last at "
+        f"{_at(attempt['last_heartbeat_at'])}."
+    )
+
+
 def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     kind, at, who = event["event"], _at(event["at"]), event["actor"]
     why = f': "{event["reason"]}"' if event.get("reason") else ""
     if kind == "claimed":
         text = [f"At {at} worker {event['worker']} claimed it (attempt {event['attempt']})."]
         if attempt is not None:
-            if attempt["heartbeats"]:
+            stats = attempt.get("heartbeat_stats", "exact")
+            if stats != "exact":
+                text.append(_uncounted(attempt, stats))
+            elif attempt["heartbeats"]:
                 text.append(
                     f"It heartbeat {attempt['heartbeats']} time(s), typically every "
                     f"{_s(attempt['typical_heartbeat_gap_s'])}, at most "

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from jobctl import errors
+from jobctl import history as hist
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.session import Session
 
@@ -100,7 +101,12 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
 
 
 def job(s: Session, job_id: int) -> Row:
-    """One job: every column plus ``lease_state`` (live, expired, none)."""
+    """One job: every column plus ``lease_state`` (live, expired, none); the history's own
+    columns (``jobctl_*``, the live attempt's statistics) are left out."""
+    return _public(_job_row(s, job_id))
+
+
+def _job_row(s: Session, job_id: int) -> Row:
     row = s.row("job_row", {"id": job_id})
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
@@ -108,25 +114,39 @@ def job(s: Session, job_id: int) -> Row:
     return row
 
 
+def _public(row: Row) -> Row:
+    return {k: v for k, v in row.items() if not k.startswith("jobctl_")}
+
+
+def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row], list[Row]]:
+    """The job's attempts (ended ones stored, the live one from its row) and its latest
+    ``limit`` events (stored ones, claims and completions derived from the attempts)."""
+    params = {"job_table": s.table.qualified, "id": the_job["id"]}
+    mode = hist.table_state(s.conn, s.table.oid).mode
+    attempts = hist.merge(s.rows("job_attempts", params), hist.live_attempt(the_job, mode))
+    stored = s.rows("job_events", params | {"limit": limit})
+    return attempts, hist.events(stored, attempts, limit)
+
+
 def events(s: Session, job_id: int, limit: int) -> list[Event]:
     """The job's latest ``limit`` events, oldest first."""
-    rows = s.rows("job_events", {"job_table": s.table.qualified, "id": job_id, "limit": limit})
-    for row in rows:
-        row.pop("event_id")
-    return cast(list[Event], rows)
+    _, latest = _attempts_and_events(s, _job_row(s, job_id), limit)
+    return cast(list[Event], latest)
 
 
 def show(s: Session, job_id: int) -> Row:
     """The job row, its lease state and its latest events."""
-    return job(s, job_id) | {"events": events(s, job_id, SHOW_EVENT_LIMIT)}
+    row = _job_row(s, job_id)
+    _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT)
+    return _public(row) | {"events": latest}
 
 
 def history(s: Session, job_id: int) -> History:
     """The job, its attempts (heartbeat history) and its events (reclaim history)."""
-    the_job = job(s, job_id)
-    attempts = s.rows("job_attempts", {"job_table": s.table.qualified, "id": job_id})
+    row = _job_row(s, job_id)
+    attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT)
     return {
-        "job": the_job,
+        "job": _public(row),
         "attempts": cast(list[Attempt], attempts),
-        "events": events(s, job_id, HISTORY_EVENT_LIMIT),
+        "events": cast(list[Event], all_events),
     }

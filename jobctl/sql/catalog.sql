@@ -64,3 +64,15 @@ WHERE c.contype = 'c' AND c.conrelid = %(oid)s
   AND (SELECT attnum FROM pg_attribute WHERE attrelid = %(oid)s AND attname = %(column)s)
       = ANY (c.conkey)
 ORDER BY c.conname
+
+-- history_triggers: jobctl's triggers on the table: name, enabled, arguments (mode, version)
+SELECT tgname::text AS name, tgenabled <> 'D' AS enabled, tgargs
+FROM pg_trigger WHERE tgrelid = %(oid)s AND tgname::text LIKE 'jobctl%%'
+
+-- history_versioned: whether the history is versioned here, and readable by this role
+SELECT has_schema_privilege('jobctl', 'USAGE')
+       AND has_table_privilege('jobctl.migrations', 'SELECT') AS readable
+WHERE to_regclass('jobctl.migrations') IS NOT NULL
+
+-- history_version: the last migration of the history applied to this database
+SELECT coalesce(max(version), 0) AS v FROM jobctl.migrations

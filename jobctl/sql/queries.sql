@@ -91,7 +91,8 @@ SET status = CASE WHEN expired.action = 'requeue' THEN 'queued' ELSE 'failed' EN
     reclaim_count = j.reclaim_count + 1,
     last_error = {reclaim_error},
     finished_at = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
-    updated_at = now()
+    updated_at = now(),
+    jobctl_action = 'reclaimed'
 FROM expired
 WHERE j.id = expired.id
   AND j.attempt_token = expired.attempt_token
@@ -186,11 +187,12 @@ SELECT * FROM (
     ORDER BY e.event_id DESC LIMIT %(limit)s
 ) latest ORDER BY event_id
 
--- job_attempts: a job's attempts (the heartbeat history), oldest first
+-- job_attempts: a job's attempts (the heartbeat history), oldest first: one row per ended
+-- attempt (the live one is read from the jobs row; see jobctl/history.py)
 SELECT a.attempt, a.attempt_token, a.worker, a.claimed_at, a.heartbeats,
        a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
        a.ended_at, a.outcome, extract(epoch FROM a.lease)::float8 AS lease_s,
-       a.lease_expires_at
+       a.lease_expires_at, a.heartbeat_stats, a.ended_by
 FROM jobctl.attempts a
 WHERE a.job_table = %(job_table)s AND a.job_id = %(id)s
 ORDER BY a.claimed_at, a.attempt
@@ -218,7 +220,7 @@ SET status = 'queued',
     available_at = now() + %(delay)s::interval,
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
     lease_expires_at = NULL, attempt_token = NULL, finished_at = NULL,
-    updated_at = now()
+    updated_at = now(), jobctl_action = 'requeued'
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
@@ -230,14 +232,14 @@ SET status = 'failed',
     last_error = %(reason)s,
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
     lease_expires_at = NULL, attempt_token = NULL,
-    updated_at = now()
+    updated_at = now(), jobctl_action = 'manually_failed'
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
 
 -- set_policy: switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
-SET recovery_policy = %(policy)s, updated_at = now()
+SET recovery_policy = %(policy)s, updated_at = now(), jobctl_action = %(event)s
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
@@ -313,10 +315,6 @@ RETURNING status
 
 -- job_outcome: after an unacknowledged completion: is the job done with no later claim?
 SELECT status, attempts FROM {table} WHERE id = %(id)s
-
--- history_trigger_installed: 1 when the history trigger is on the jobs table and enabled
-SELECT count(*) AS n FROM pg_trigger
-WHERE tgrelid = %(oid)s AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'
 
 -- now: the database's time (the transaction's start), which every age is measured against
 SELECT now() AS at

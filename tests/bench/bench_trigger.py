@@ -1,54 +1,72 @@
-"""The history trigger's cost on the workers' hot path, and HOT updates.
+"""The history's cost on the workers' cycles, each mode against the same table with no trigger.
 
-Worker cycle throughput (claim, 3 heartbeats, complete) from 4 worker processes, with and
-without jobctl's history trigger, and the share of updates that were HOT
-(n_tup_hot_upd / n_tup_upd). The lease design's reclaim index contains lease_expires_at, which every
-heartbeat changes, so heartbeats cannot be HOT with it; the remedies measured are a lower
-fillfactor and a reclaim index without lease_expires_at.
+4 worker processes run the lease design's cycle (claim, 3 heartbeats, complete: jobctl's
+lease.Worker, one autocommitted statement each) for --seconds per configuration; the
+configurations are interleaved, round after round, each on a freshly loaded table. Printed per
+configuration: cycles/s (best and median over the rounds), the loss against the table with no
+trigger (best against best, median against median), WAL bytes per cycle, and the heartbeat
+statement's latency as the worker sees it (p50, p99, pooled over the rounds).
 
-    python tests/bench/bench_trigger.py
+    python tests/bench/bench_trigger.py --seconds 10 --rounds 7
+    python tests/bench/bench_trigger.py --synchronous-commit off   # CPU-bound: the worst case
+    python tests/bench/bench_pgbench.py --seconds 10 --rounds 5   # the same, load by pgbench
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import statistics
 import sys
 import time
 
 import psycopg
 from common import arguments, bench_dsn, machine, table
-from psycopg import sql
+from psycopg import conninfo, sql
 
-from jobctl import db, lease, schema
+from jobctl import db, history, lease, schema
 
 NAME = "bench_trigger"
 JOBS = 150_000
 
+# version 1's triggers (jobctl 0.2), on the function migration 001 still installs
+V1_TRIGGERS = """
+CREATE TRIGGER jobctl_history_insert AFTER INSERT ON {t}
+    FOR EACH ROW WHEN (NEW.status = 'processing') EXECUTE FUNCTION jobctl.record_transition();
+CREATE TRIGGER jobctl_history_update AFTER UPDATE ON {t}
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       OR OLD.attempt_token IS DISTINCT FROM NEW.attempt_token
+                       OR OLD.heartbeat_at IS DISTINCT FROM NEW.heartbeat_at
+                       OR coalesce(current_setting('jobctl.action', true), '') <> '')
+    EXECUTE FUNCTION jobctl.record_transition()
+"""
 
-def setup(dsn: str, *, history: bool, fillfactor: int, lease_in_index: bool) -> None:
+# label -> history mode (None: the same table with no trigger; "v1": jobctl 0.2's history)
+CONFIGS = {
+    "no trigger": None,
+    "late (default)": "late",
+    "audit only": "audit",
+    "exact (opt-in)": "exact",
+    "version 1 (0.2)": "v1",
+}
+FLOOR = "no trigger"
+
+
+def setup(dsn: str, mode: str | None) -> None:
+    """The jobs table with JOBS queued rows and the history in ``mode``, history emptied."""
     settings = db.Settings(dsn=dsn)
     t = sql.Identifier(NAME)
     with db.connect(settings) as conn:
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
-        steps = schema.plan_apply(conn, NAME, create=True)
-        schema.apply(conn, settings, steps)
-        conn.execute(
-            sql.SQL("ALTER TABLE {} SET (fillfactor = {})").format(t, sql.Literal(fillfactor))
-        )
-        if not lease_in_index:
-            conn.execute(
-                sql.SQL("DROP INDEX {}").format(sql.Identifier(f"idx_{NAME}_processing_timeout"))
-            )
-            conn.execute(
-                sql.SQL("CREATE INDEX ON {} (status, id) WHERE status = 'processing'").format(t)
-            )
-        if not history:
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE {} DISABLE TRIGGER jobctl_history_insert, "
-                    "DISABLE TRIGGER jobctl_history_update"
-                ).format(t)
-            )
+        if conn.execute("SELECT to_regclass(%s) IS NULL AS missing", (NAME,)).fetchone()["missing"]:
+            schema.apply(conn, settings, schema.plan_apply(conn, NAME, create=True))
+        conn.execute(sql.SQL("TRUNCATE {}, jobctl.events, jobctl.attempts").format(t))
+        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS jobctl_history ON {}").format(t))
+        for old in history.OLD_TRIGGERS:
+            conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(old), t))
+        if mode == "v1":
+            conn.execute(sql.SQL(V1_TRIGGERS).format(t=t))
+        elif mode is not None:
+            conn.execute(history.trigger_sql(t, mode))
         conn.execute(
             sql.SQL("INSERT INTO {} (status) SELECT 'queued' FROM generate_series(1, %s)").format(
                 t
@@ -56,11 +74,17 @@ def setup(dsn: str, *, history: bool, fillfactor: int, lease_in_index: bool) -> 
             (JOBS,),
         )
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(t))
-        conn.execute("SELECT pg_stat_reset_single_table_counters(%s::regclass)", (NAME,))
+        conn.execute("CHECKPOINT")  # full-page writes start afresh for every configuration
+
+
+def worker_dsn(dsn: str, synchronous_commit: str) -> str:
+    """The workers' DSN: ``off`` makes commits not wait for the disk (CPU-bound: the worst
+    case for the trigger's relative cost; on a shared machine, less noise from others' I/O)."""
+    return conninfo.make_conninfo(dsn, options=f"-c synchronous_commit={synchronous_commit}")
 
 
 def worker(dsn: str, name: str, seconds: float, results: multiprocessing.Queue) -> None:
-    done = 0
+    done, beats = 0, []
     with psycopg.connect(dsn, autocommit=True) as conn:
         w = lease.Worker(conn, name, lease_seconds=60, table=NAME)
         stop_at = time.monotonic() + seconds
@@ -69,79 +93,148 @@ def worker(dsn: str, name: str, seconds: float, results: multiprocessing.Queue) 
             if job is None:
                 break
             for _ in range(3):
+                started = time.perf_counter()
                 job = w.heartbeat(job)
+                beats.append(time.perf_counter() - started)
             w.complete(job)
             done += 1
-    results.put(done)
+    results.put((done, beats))
 
 
-def measure(dsn: str, seconds: float, workers: int = 4) -> tuple[float, float]:
+def server_cpu(dsn: str) -> float | None:
+    """CPU seconds the server has used: the postmaster, every live child, and the children it
+    has reaped (their time is added to its own). Robust to a loaded machine, unlike a rate:
+    waiting for a CPU costs no CPU. None when the server is not on this machine."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            datadir = conn.execute("SHOW data_directory").fetchone()[0]
+        with open(os.path.join(datadir, "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        total = _ticks(postmaster, children=True)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if _stat(int(entry))[1] == postmaster:
+                        total += _ticks(int(entry))
+                except OSError:
+                    pass  # exited meanwhile: counted in the postmaster's children
+        return total / os.sysconf("SC_CLK_TCK")
+    except (OSError, psycopg.Error):
+        return None
+
+
+def _stat(pid: int) -> list[int]:
+    """/proc/PID/stat from the state on: [state, ppid, ...] with numbers as ints."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return [0, *map(int, fields[1:])]
+
+
+def _ticks(pid: int, *, children: bool = False) -> int:
+    fields = _stat(pid)  # utime, stime, cutime, cstime are fields 14-17 of stat
+    return fields[11] + fields[12] + ((fields[13] + fields[14]) if children else 0)
+
+
+def wal_lsn(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0])
+
+
+def measure(
+    dsn: str, seconds: float, synchronous_commit: str = "on", workers: int = 4
+) -> tuple[float, float, float | None, list[float]]:
+    """cycles/s, WAL bytes per cycle, server CPU µs per cycle, heartbeat latencies (s)."""
     results: multiprocessing.Queue = multiprocessing.Queue()
+    workers_dsn = worker_dsn(dsn, synchronous_commit)
     procs = [
-        multiprocessing.Process(target=worker, args=(dsn, f"w{i}", seconds, results))
+        multiprocessing.Process(target=worker, args=(workers_dsn, f"w{i}", seconds, results))
         for i in range(workers)
     ]
+    wal_before, cpu_before = wal_lsn(dsn), server_cpu(dsn)
     for p in procs:
         p.start()
-    cycles = sum(results.get() for _ in procs)
+    outcomes = [results.get() for _ in procs]
     for p in procs:
         p.join()
-    time.sleep(2)  # let the statistics reach pg_stat_user_tables
-    with psycopg.connect(dsn) as conn:
-        upd, hot = conn.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = %s::regclass",
-            (NAME,),
-        ).fetchone()
-    return cycles / seconds, hot / upd if upd else 0.0
+    cycles = max(sum(done for done, _ in outcomes), 1)
+    wal = (wal_lsn(dsn) - wal_before) / cycles
+    cpu_after = server_cpu(dsn)
+    cpu = (cpu_after - cpu_before) / cycles * 1e6 if cpu_before and cpu_after else None
+    return cycles / seconds, wal, cpu, [b for _, beats in outcomes for b in beats]
+
+
+def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
+    """The table of a run: rates and losses per round, WAL, heartbeat percentiles."""
+    floor = figures[FLOOR]["rate"]
+    rows = []
+    for label, f in figures.items():
+        best, median = max(f["rate"]), statistics.median(f["rate"])
+        beats = sorted(f.get("beats", []))
+        row = {
+            "configuration": label,
+            "cycles/s best": f"{best:.0f}",
+            "cycles/s median": f"{median:.0f}",
+            "loss best": f"{(1 - best / max(floor)) * 100:.1f} %" if label != FLOOR else "-",
+            "loss median": f"{(1 - median / statistics.median(floor)) * 100:.1f} %"
+            if label != FLOOR
+            else "-",
+            "WAL B/cycle": f"{statistics.median(f['wal']):,.0f}",
+        }
+        if f.get("cpu"):
+            cpu = statistics.median(f["cpu"])
+            row["server CPU µs/cycle"] = f"{cpu:.0f}"
+            row["CPU vs no trigger"] = (
+                f"{(cpu / statistics.median(figures[FLOOR]['cpu']) - 1) * 100:+.1f} %"
+                if label != FLOOR
+                else "-"
+            )
+        if beats:
+            row["heartbeat p50 ms"] = f"{beats[len(beats) // 2] * 1000:.2f}"
+            row["heartbeat p99 ms"] = f"{beats[int(len(beats) * 0.99)] * 1000:.2f}"
+        if f.get("beat_mean"):
+            row["heartbeat mean ms"] = f"{statistics.median(f['beat_mean']):.3f}"
+        rows.append(row)
+    columns = [c for c in rows[0] if any(c in r for r in rows)]
+    return table(rows, columns) + "\n" + unit_note
 
 
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
     print(
-        f"machine: {machine()}; 4 worker processes, {args.seconds:g}s each configuration; "
-        "best of 3 rounds"
+        f"machine: {machine()}; 4 worker processes (Python, lease.Worker), "
+        f"{args.seconds:g}s per configuration, {args.rounds} interleaved rounds, "
+        f"synchronous_commit={args.synchronous_commit}"
     )
-    configs = [
-        ("seed index, no history", dict(history=False, fillfactor=100, lease_in_index=True)),
-        ("seed index, history", dict(history=True, fillfactor=100, lease_in_index=True)),
-        (
-            "seed index, history, fillfactor 70",
-            dict(history=True, fillfactor=70, lease_in_index=True),
-        ),
-        (
-            "index without lease_expires_at, no history",
-            dict(history=False, fillfactor=70, lease_in_index=False),
-        ),
-        (
-            "index without lease_expires_at, history",
-            dict(history=True, fillfactor=70, lease_in_index=False),
-        ),
-    ]
-    best: dict[str, tuple[float, float]] = {}
-    for _ in range(3):  # rounds interleave the configurations so drift hits them alike
-        for label, config in configs:
-            setup(dsn, **config)
-            rate, hot = measure(dsn, args.seconds)
-            if label not in best or rate > best[label][0]:
-                best[label] = (rate, hot)
-            print(f"  {label}: {rate:.0f} cycles/s, HOT {hot:.0%}", file=sys.stderr)
-    base = best["seed index, no history"][0]
-    rows = [
-        {
-            "configuration": label,
-            "cycles/s": f"{rate:.0f}",
-            "vs seed index without history": f"{(rate / base - 1) * 100:+.0f} %",
-            "HOT share of updates": f"{hot:.0%}",
-        }
-        for label, (rate, hot) in best.items()
-    ]
+    figures: dict[str, dict[str, list]] = {
+        label: {"rate": [], "wal": [], "cpu": [], "beats": []} for label in CONFIGS
+    }
+    for n in range(args.rounds):
+        for label, mode in CONFIGS.items():
+            setup(dsn, mode)
+            rate, wal, cpu, beats = measure(dsn, args.seconds, args.synchronous_commit)
+            figures[label]["rate"].append(rate)
+            figures[label]["wal"].append(wal)
+            if cpu is not None:
+                figures[label]["cpu"].append(cpu)
+            figures[label]["beats"].extend(beats)
+            print(
+                f"  round {n + 1} {label}: {rate:.0f} cycles/s, {wal:,.0f} B/cycle, "
+                f"server CPU {cpu or 0:.0f} µs/cycle",
+                file=sys.stderr,
+            )
     print(
-        table(
-            rows,
-            ["configuration", "cycles/s", "vs seed index without history", "HOT share of updates"],
+        report(
+            figures,
+            "loss best: 1 - best cycles/s / the no-trigger table's best; loss median: the same "
+            "with the medians; WAL: median of the rounds (server-wide, so other sessions on a "
+            "shared server add to it); server CPU: all the server's processes, median of the "
+            "rounds (a private server: other sessions add to it too); heartbeat latency: the "
+            "worker's wall time per heartbeat, pooled over the rounds.",
         )
     )
 

@@ -251,9 +251,17 @@ def test_requeue_with_delay(conn, dsn, run):
     assert 290 < wait <= 300
 
 
-def test_no_history_no_manual_action(conn, dsn, run):
+def test_no_audit_trigger_no_manual_action(conn, dsn, run):
+    """Without jobctl's trigger (even the audit-only one) an action could not be audited."""
     job_id = make(conn, dsn, "expired")
-    conn.execute("DROP TRIGGER jobctl_history_update ON jobs")
+    conn.execute("DROP TRIGGER jobctl_history ON jobs")
     result = run("fail", str(job_id), "--reason", "x", "--yes")
     assert result.code == 1 and "schema apply" in result.err
     assert status_of(conn, job_id) == "processing"
+    conn.execute(
+        "CREATE TRIGGER jobctl_history BEFORE UPDATE ON jobs FOR EACH ROW "
+        "WHEN (false) EXECUTE FUNCTION jobctl.record_change('late', '2')"
+    )
+    conn.execute("ALTER TABLE jobs DISABLE TRIGGER jobctl_history")
+    result = run("fail", str(job_id), "--reason", "x", "--yes")
+    assert result.code == 1 and "schema apply" in result.err

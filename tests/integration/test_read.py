@@ -162,7 +162,12 @@ def test_show_lease_states_and_events(conn, dsn, run):
     assert "lease_state" in table.out and "latest events" in table.out
 
 
-def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run):
+@pytest.mark.parametrize("mode", ["exact", "late", "audit"])
+def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run, mode):
+    """Every mode keeps the attempt's token, worker and the reclaim with its actor; 'exact'
+    counts every heartbeat, 'late' only those after half the lease (none here), 'audit' keeps
+    only jobctl's own writes."""
+    assert run("schema", "apply", "--history", mode, "--yes").code == 0
     add_jobs(conn, 1)
     with psycopg.connect(dsn, autocommit=True) as c:
         worker = lease.Worker(c, "hb", lease_seconds=60)
@@ -170,15 +175,27 @@ def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run):
         assert job is not None
         for _ in range(3):
             job = worker.heartbeat(job)
+    live = json.loads(run("history", "1", "-o", "json").out)
+    (running,) = live["attempts"]  # the live attempt, read from the jobs row
+    assert running["ended_at"] is None and running["attempt_token"] == str(job.attempt_token)
+    assert running["worker"] == "hb" and running["lease_s"] == 60.0
     conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
     assert run("reclaim", "--commit", "--yes").code == 0
     history = json.loads(run("history", "1", "-o", "json").out)
-    (attempt,) = history["attempts"]
-    assert attempt["heartbeats"] == 3 and attempt["outcome"] == "reclaimed"
-    assert attempt["attempt_token"] == str(job.attempt_token)
-    assert attempt["max_heartbeat_gap_s"] >= 0
-    assert [e["event"] for e in history["events"]] == ["claimed", "reclaimed"]
-    reclaimed = history["events"][1]
+    if mode == "audit":
+        assert history["attempts"] == []
+        assert [e["event"] for e in history["events"]] == ["reclaimed"]
+    else:
+        (attempt,) = history["attempts"]
+        assert attempt["outcome"] == "reclaimed" and attempt["heartbeat_stats"] == mode
+        assert attempt["heartbeats"] == (3 if mode == "exact" else None)
+        assert attempt["late_heartbeats"] == (0 if mode == "late" else None)
+        assert attempt["last_heartbeat_at"] is not None
+        assert attempt["attempt_token"] == str(job.attempt_token)
+        if mode == "exact":  # the lease as of the last heartbeat (late: as the row ended it)
+            assert attempt["max_heartbeat_gap_s"] >= 0 and attempt["lease_s"] == 60.0
+        assert [e["event"] for e in history["events"]] == ["claimed", "reclaimed"]
+    reclaimed = history["events"][-1]
     assert reclaimed["actor"] == "tester@ci" and reclaimed["worker"] == "hb"
     assert reclaimed["attempt_token"] == str(job.attempt_token)
     assert set(history["events"][0]) >= {

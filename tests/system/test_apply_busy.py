@@ -147,4 +147,4 @@ def test_on_a_terminal_a_spinner_line_says_why_it_waits(conn, dsn):
     assert "schema step(s) to q? [y/N]" in screen
     assert f"add the lease columns: lock held by pid {report_pid}" in screen
     assert any(frame in screen for frame in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")  # rich's spinner
-    assert "done: install the history triggers" in screen
+    assert "done: install the history trigger" in screen

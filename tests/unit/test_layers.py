@@ -31,6 +31,7 @@ LAYERS = {
         "metrics",
         "schema",
         "locks",
+        "history",
         "lease",
         "shape",
     },

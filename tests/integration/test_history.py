@@ -1,0 +1,324 @@
+"""The history's modes, jobctl's own audit, forgery, and the migration from version 1."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from importlib import resources
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all
+from psycopg import conninfo, sql
+
+from jobctl import history, lease, queries
+
+OPERATOR_ACTIONS = ("reclaimed", "requeued", "manually_failed", "quarantined", "policy_changed")
+
+
+def events(conn, *kinds: str) -> list[dict]:
+    return conn.execute(
+        "SELECT * FROM jobctl.events WHERE %s::text[] IS NULL OR event = ANY(%s::text[]) "
+        "ORDER BY event_id",
+        (list(kinds) or None, list(kinds) or None),
+    ).fetchall()
+
+
+def operator_actions(conn, dsn, run) -> dict[str, int]:
+    """Each of jobctl's writes once, on its own job: event -> job id."""
+    ids = add_jobs(conn, 4, max_attempts=5)
+    claim_all(dsn, 3, lease_seconds=-60)  # jobs 1-3 expired
+    assert run("reclaim", "--commit", "--yes", "--id", str(ids[0])).code == 0
+    assert run("requeue", str(ids[1]), "--reason", "retry it", "--yes").code == 0
+    assert run("fail", str(ids[2]), "--reason", "give up", "--yes").code == 0
+    conn.execute("UPDATE jobs SET reclaim_count = 3 WHERE id = %s", (ids[3],))
+    quarantine = run("quarantine", "--min-reclaims", "3", "--commit", "--yes", "-o", "json")
+    assert [r["id"] for r in json.loads(quarantine.out)] == [ids[3]]
+    assert run("policy", str(ids[3]), "--auto", "--reason", "fixed", "--yes").code == 0
+    return dict(zip(OPERATOR_ACTIONS, [ids[0], ids[1], ids[2], ids[3], ids[3]], strict=True))
+
+
+def worker_cycle(dsn: str, heartbeats: int = 2) -> lease.Claim:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=60)
+        job = worker.claim()
+        assert job is not None
+        for _ in range(heartbeats):
+            job = worker.heartbeat(job)
+        worker.complete(job)
+    return job
+
+
+def test_manual_actions_audited_without_worker_history(conn, dsn, run):
+    applied = run("schema", "apply", "--no-worker-history", "--yes")
+    assert applied.code == 0, applied.err
+    check = {c["check"]: c for c in json.loads(run("schema", "check", "-o", "json").out)}
+    assert check["history installed"]["ok"]
+    assert "operator audit only" in check["history installed"]["detail"]
+    add_jobs(conn, 1)
+    worker_cycle(dsn)  # the workers' statements record nothing
+    assert events(conn) == []
+    assert conn.execute("SELECT count(*) AS n FROM jobctl.attempts").fetchone()["n"] == 0
+    tokens = {
+        r["id"]: r["attempt_token"] for r in conn.execute("SELECT id, attempt_token FROM jobs")
+    }
+    done = operator_actions(conn, dsn, run)
+    recorded = events(conn)
+    assert [e["event"] for e in recorded] == list(OPERATOR_ACTIONS)
+    for e in recorded:
+        assert e["job_id"] == done[e["event"]] and e["actor"] == "tester@ci"
+        assert e["db_role"] == "postgres"
+    by_kind = {e["event"]: e for e in recorded}
+    assert by_kind["requeued"]["reason"] == "retry it"
+    assert by_kind["manually_failed"]["reason"] == "give up"
+    assert (by_kind["reclaimed"]["from_status"], by_kind["reclaimed"]["to_status"]) == (
+        "processing",
+        "queued",
+    )
+    assert by_kind["requeued"]["attempt_token"] is not None
+    assert by_kind["quarantined"]["from_status"] == by_kind["quarantined"]["to_status"]
+    assert tokens  # read before the actions
+    story = json.loads(run("history", str(done["requeued"]), "-o", "json").out)
+    assert [e["event"] for e in story["events"]] == ["requeued"]
+    assert story["events"][0]["actor"] == "tester@ci"
+
+
+@pytest.mark.parametrize("mode", ["late", "exact"])
+def test_no_double_events_with_the_worker_history(conn, dsn, run, mode):
+    assert run("schema", "apply", "--history", mode, "--yes").code == 0
+    done = operator_actions(conn, dsn, run)
+    recorded = events(conn)
+    assert [e["event"] for e in recorded] == list(OPERATOR_ACTIONS)
+    assert [e["job_id"] for e in recorded] == [done[k] for k in OPERATOR_ACTIONS]
+    ended = conn.execute("SELECT job_id, outcome FROM jobctl.attempts ORDER BY job_id").fetchall()
+    assert [(a["job_id"], a["outcome"]) for a in ended] == [
+        (done["reclaimed"], "reclaimed"),
+        (done["requeued"], "requeued"),
+        (done["manually_failed"], "manually_failed"),
+    ]
+    story = json.loads(run("history", str(done["requeued"]), "-o", "json").out)
+    assert [e["event"] for e in story["events"]] == ["claimed", "requeued"]
+
+
+def test_routine_statements_never_call_the_trigger(conn, dsn):
+    """Late mode: a claim and on-time heartbeats run no plpgsql; a late heartbeat and the
+    completion do, once each (counted by the server, in the worker's own transaction)."""
+    add_jobs(conn, 1)
+    jobs = sql.Identifier("jobs")
+    with psycopg.connect(dsn) as c:  # one transaction: now() stands still, heartbeats on time
+        c.execute("SET LOCAL track_functions = 'pl'")
+        params = {"worker": "w1", "lease": "60 s", "attempt_token": uuid.uuid4()}
+        (job_id, *_) = c.execute(queries.query("claim", jobs), params).fetchone()
+        for _ in range(3):
+            assert c.execute(queries.query("heartbeat", jobs), params | {"id": job_id}).rowcount
+
+        def calls() -> int:
+            row = c.execute(
+                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+                "WHERE schemaname = 'jobctl'"
+            ).fetchone()
+            return int(row[0])
+
+        assert calls() == 0
+        c.execute(  # 40 s after the last heartbeat, of a 60 s lease: late
+            "UPDATE jobs SET heartbeat_at = heartbeat_at + interval '40 s', "
+            "lease_expires_at = heartbeat_at + interval '100 s'"
+        )
+        assert calls() == 1
+        assert c.execute(queries.query("complete", jobs), params | {"id": job_id}).rowcount
+        assert calls() == 2
+    (attempt,) = conn.execute("SELECT * FROM jobctl.attempts").fetchall()
+    assert attempt["heartbeats"] == 1 and attempt["heartbeat_stats"] == "late"
+    assert attempt["max_heartbeat_gap"].total_seconds() == 40
+    assert attempt["outcome"] == "completed" and attempt["last_heartbeat_at"] is not None
+    row = conn.execute("SELECT jobctl_attempt, jobctl_heartbeats, jobctl_action FROM jobs")
+    assert row.fetchone() == {
+        "jobctl_attempt": None,
+        "jobctl_heartbeats": None,
+        "jobctl_action": None,
+    }
+
+
+@pytest.fixture
+def roles(server_dsn):
+    suffix = uuid.uuid4().hex[:8]
+    names = {"readonly": f"jobctl_ro_{suffix}", "operator": f"jobctl_rw_{suffix}"}
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"CREATE ROLE {name} LOGIN")
+    yield names
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+FORGERIES = [
+    "INSERT INTO jobctl.events (job_table, job_id, event) VALUES ('public.jobs', 1, 'requeued')",
+    "UPDATE jobctl.events SET actor = 'someone else'",
+    "DELETE FROM jobctl.events",
+    "TRUNCATE jobctl.events",
+    "INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, claimed_at) "
+    "VALUES (gen_random_uuid(), 'public.jobs', 1, now())",
+    "DELETE FROM jobctl.attempts",
+    "INSERT INTO jobctl.migrations VALUES (99, 'x')",
+    # attaching the trigger function to a table of one's own
+    "CREATE TEMP TABLE fake (LIKE jobs); CREATE TRIGGER t BEFORE UPDATE ON fake FOR EACH ROW "
+    "EXECUTE FUNCTION jobctl.record_change('late', '2')",
+    "SELECT jobctl.record_change()",
+    # jobctl_action describing a change that is not happening
+    "UPDATE jobs SET jobctl_action = 'requeued' WHERE id = 1",
+    "UPDATE jobs SET jobctl_action = 'reclaimed', status = 'queued' WHERE id = 2",
+    "UPDATE jobs SET jobctl_action = 'quarantined', updated_at = now() WHERE id = 3",
+]
+
+
+def test_nothing_can_forge_an_event(roles, conn, dsn, run):
+    add_jobs(conn, 3)
+    claim_all(dsn, 3, lease_seconds=-60)
+    granted = run(
+        "schema", "grants", "--readonly", roles["readonly"], "--operator", roles["operator"]
+    )
+    assert granted.code == 2  # no --yes
+    granted = run(
+        "schema",
+        "grants",
+        "--readonly",
+        roles["readonly"],
+        "--operator",
+        roles["operator"],
+        "--yes",
+    )
+    assert granted.code == 0, granted.err
+
+    def rows():
+        return (
+            conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall(),
+            conn.execute("SELECT * FROM jobctl.attempts ORDER BY attempt_token").fetchall(),
+        )
+
+    before = rows()
+    for role in roles.values():
+        as_role = conninfo.make_conninfo(dsn, user=role)
+        for statement in FORGERIES:
+            with psycopg.connect(as_role, autocommit=True) as c, pytest.raises(psycopg.Error):
+                c.execute(statement)
+    assert rows() == before
+
+    # what the operator can do: a real change, recorded as it happened, under its own role
+    operator = conninfo.make_conninfo(dsn, user=roles["operator"])
+    with psycopg.connect(operator) as c:
+        c.execute("SELECT set_config('jobctl.actor', 'not me', true)")
+        c.execute(
+            "UPDATE jobs SET status = 'queued', attempt_token = NULL, lease_expires_at = NULL, "
+            "jobctl_action = 'requeued' WHERE id = 1"
+        )
+    (event,) = events(conn, "requeued")
+    assert (event["from_status"], event["to_status"]) == ("processing", "queued")
+    assert event["actor"] == "not me" and event["db_role"] == roles["operator"]
+    assert event["attempt_token"] is not None
+    assert conn.execute("SELECT jobctl_action FROM jobs WHERE id = 1").fetchone() == {
+        "jobctl_action": None
+    }
+
+
+# version 1's triggers, as jobctl 0.2 installed them
+V1_TRIGGERS = """
+CREATE OR REPLACE TRIGGER jobctl_history_insert AFTER INSERT ON jobs
+    FOR EACH ROW WHEN (NEW.status = 'processing')
+    EXECUTE FUNCTION jobctl.record_transition();
+CREATE OR REPLACE TRIGGER jobctl_history_update AFTER UPDATE ON jobs
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       OR OLD.attempt_token IS DISTINCT FROM NEW.attempt_token
+                       OR OLD.heartbeat_at IS DISTINCT FROM NEW.heartbeat_at
+                       OR coalesce(current_setting('jobctl.action', true), '') <> '')
+    EXECUTE FUNCTION jobctl.record_transition()
+"""
+V1_RECLAIM = """
+UPDATE jobs SET status = 'queued', reserved_by = NULL, reserved_at = NULL,
+    heartbeat_at = NULL, lease_expires_at = NULL, attempt_token = NULL,
+    reclaim_count = reclaim_count + 1, last_error = 'lease expired before completion'
+WHERE status = 'processing' AND lease_expires_at < now()
+"""
+
+
+def install_version_1(conn) -> None:
+    """Today's database of a jobctl 0.2 user: the unversioned history, its two triggers."""
+    conn.execute("DROP TRIGGER jobctl_history ON jobs")
+    conn.execute("DROP SCHEMA jobctl CASCADE")
+    conn.execute("ALTER TABLE jobs " + ", ".join(f"DROP COLUMN {c}" for c in history.COLUMNS))
+    v1 = resources.files("jobctl").joinpath("sql/history/001_events_attempts.sql")
+    conn.execute(v1.read_text(encoding="utf-8"))
+    conn.execute(V1_TRIGGERS)
+
+
+def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
+    install_version_1(conn)
+    add_jobs(conn, 4)
+    completed = worker_cycle(dsn, heartbeats=2)  # job 1: claimed, 2 heartbeats, completed
+    claim_all(dsn, 1, lease_seconds=-60)  # job 2: reclaimed, then requeued by hand (0.2's way)
+    conn.execute(V1_RECLAIM)
+    with conn.transaction():
+        conn.execute("SELECT set_config('jobctl.action', 'fail', true)")
+        conn.execute("UPDATE jobs SET status = 'failed' WHERE id = 2")
+    with psycopg.connect(dsn, autocommit=True) as c:  # job 3: live across the migration
+        worker = lease.Worker(c, "w3", lease_seconds=60)
+        live = worker.claim()
+        assert live is not None
+        for _ in range(2):
+            live = worker.heartbeat(live)
+    old_events = conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall()
+    old_attempts = conn.execute("SELECT * FROM jobctl.attempts ORDER BY claimed_at").fetchall()
+    assert [e["event"] for e in old_events] == [
+        "claimed",
+        "completed",
+        "claimed",
+        "reclaimed",
+        "manually_failed",
+        "claimed",
+    ]
+    assert run("schema", "check").code == 4  # version 1: apply migrates it
+
+    plan = run("schema", "apply", "--sql").out
+    assert "history migration 001" in plan and "history migration 002" in plan
+    applied = run("schema", "apply", "--yes")
+    assert applied.code == 0, applied.err
+    assert run("schema", "check").code == 0
+    versions = conn.execute("SELECT version FROM jobctl.migrations ORDER BY 1").fetchall()
+    assert [v["version"] for v in versions] == [1, 2]
+    assert "history" not in run("schema", "apply", "--sql").out  # nothing left to do
+
+    kept = conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall()
+    assert [{k: v for k, v in e.items() if k != "db_role"} for e in kept] == old_events
+    attempts = conn.execute("SELECT * FROM jobctl.attempts ORDER BY claimed_at").fetchall()
+    assert [a["attempt_token"] for a in attempts] == [a["attempt_token"] for a in old_attempts]
+
+    # job 1: its stored claim and completion, not twice
+    story = json.loads(run("history", "1", "-o", "json").out)
+    assert [e["event"] for e in story["events"]] == ["claimed", "completed"]
+    assert story["attempts"][0]["heartbeats"] == 2
+    assert story["attempts"][0]["attempt_token"] == str(completed.attempt_token)
+
+    # job 3 carries on under the new trigger: its attempt keeps version 1's counts
+    shown = json.loads(run("history", "3", "-o", "json").out)
+    (running,) = shown["attempts"]
+    assert running["ended_at"] is None and running["worker"] == "w3"
+    assert [e["event"] for e in shown["events"]] == ["claimed"]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w3", lease_seconds=60)
+        live = worker.heartbeat(live)
+        worker.complete(live)
+    rows = conn.execute(
+        "SELECT * FROM jobctl.attempts WHERE attempt_token = %s ORDER BY ended_at NULLS FIRST",
+        (live.attempt_token,),
+    ).fetchall()  # version 1's open row (2 heartbeats), and the row of its end
+    assert [(r["heartbeats"], r["outcome"]) for r in rows] == [(2, None), (0, "completed")]
+    shown = json.loads(run("history", "3", "-o", "json").out)
+    (ended,) = shown["attempts"]
+    assert ended["outcome"] == "completed" and ended["ended_at"] is not None
+    assert ended["claimed_at"] == running["claimed_at"] and ended["heartbeat_stats"] == "late"
+    assert [e["event"] for e in shown["events"]] == ["claimed", "completed"]
+
+    # and jobctl's own writes are audited by the new trigger
+    claim_all(dsn, 1, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert [e["event"] for e in events(conn, "reclaimed")] == ["reclaimed", "reclaimed"]
