@@ -1,7 +1,9 @@
 """The worker side of the lease protocol: the seed's claim, heartbeat, complete and fail.
 
 Every statement after the claim is fenced by the attempt token, and each runs in autocommit
-(a heartbeat inside a long transaction would write a stale ``now()``)::
+(a heartbeat inside a long transaction would write a stale ``now()``). No statement is
+prepared and nothing is set on the session, so the connection may come from a pooler in
+transaction mode (PgBouncer)::
 
     from jobctl import lease
 
@@ -72,7 +74,10 @@ class Worker:
 
     def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
-        return cursor.execute(queries.query(name, self.table), params).fetchone()
+        # never prepared, whatever the connection's prepare_threshold: behind a pooler in
+        # transaction mode the next statement may run on another server connection
+        statement = queries.query(name, self.table)
+        return cursor.execute(statement, params, prepare=False).fetchone()
 
     def claim(self) -> Claim | None:
         """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None."""

@@ -56,20 +56,19 @@ def commit(
     limit: int | None,
     stop: threading.Event | None = None,
 ) -> Iterator[list[Row]]:
-    """Reclaim in batches, each its own short transaction (one autocommitted statement under
-    the session's statement and lock timeouts); yields each batch's rows.
+    """Reclaim in batches, each its own short transaction (BEGIN, the transaction-local
+    timeouts, the statement, COMMIT: one round trip); yields each batch's rows.
 
     Ends when no unlocked expired row is left, ``limit`` rows were handled or ``stop`` is set;
     then yields, once, the expired rows it left (locked by another session), unapplied.
     """
-    db.session_settings(conn, settings)
     handled = 0
     poisoned: list[int] = []  # rows whose update raises (a trigger, a constraint): left behind
     while limit is None or handled < limit:
         size = batch_size if limit is None else min(batch_size, limit - handled)
         current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
         try:
-            rows, failed = _batch(conn, table, current, size), []
+            rows, failed = _batch(conn, settings, table, current, size), []
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
@@ -103,14 +102,15 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
 
 def _batch(
     conn: psycopg.Connection[Any],
+    settings: db.Settings,
     table: db.JobsTable,
     where: triage.ExpiredFilter,
     size: int,
 ) -> list[Row]:
-    """One batch of the seed's reclaim: one autocommitted statement, its own short transaction
-    under the session's timeouts (``commit`` sets them)."""
+    """One batch of the lease design's reclaim in its own short transaction, its timeouts
+    transaction-local, sent in one round trip (no session state: pooler-safe)."""
     statement = queries.query("reclaim_batch", table.ident)
-    rows = conn.execute(statement, {**where.params(), "limit": size}).fetchall()
+    rows = db.pipelined(conn, settings, statement, {**where.params(), "limit": size})
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return rows
@@ -129,7 +129,8 @@ def _row_by_row(
     first_error: Exception | None = None
     for candidate in dry_run(conn, settings, table, where, size):
         try:
-            applied += _batch(conn, table, dataclasses.replace(where, ids=[candidate["id"]]), 1)
+            one = dataclasses.replace(where, ids=[candidate["id"]])
+            applied += _batch(conn, settings, table, one, 1)
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise

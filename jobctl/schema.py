@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db
+from jobctl import db, queries
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -86,11 +86,13 @@ CREATE OR REPLACE TRIGGER jobctl_history_update AFTER UPDATE ON {table}
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One statement of schema apply; ``outside_transaction`` for CREATE INDEX CONCURRENTLY."""
+    """One statement of schema apply; ``outside_transaction`` for CREATE INDEX CONCURRENTLY,
+    whose table lock ``probe`` tries first, in a short transaction under lock_timeout."""
 
     what: str
     statement: sql.Composable
     outside_transaction: bool = False
+    probe: sql.Composable | None = None
 
 
 def index_name(relname: str, suffix: str) -> str:
@@ -159,6 +161,7 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
                     sql.Identifier(schema_name, ours)
                 ),
                 outside_transaction=True,
+                probe=queries.query("concurrent_lock_probe", ident),
             )
         )
     if not any(indexes.values()):  # a valid reclaim index of any name will do
@@ -171,6 +174,7 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
                     table=ident,
                 ),
                 outside_transaction=has_rows,
+                probe=queries.query("concurrent_lock_probe", ident) if has_rows else None,
             )
         )
     history = resources.files("jobctl").joinpath("sql/history.sql").read_text(encoding="utf-8")
@@ -207,15 +211,19 @@ def render_sql(conn: psycopg.Connection[Any], steps: list[Step]) -> str:
 
 
 def apply(conn: psycopg.Connection[Any], settings: db.Settings, steps: list[Step]) -> list[str]:
-    """Run the steps: each in its own short transaction with lock_timeout, except CONCURRENTLY."""
+    """Run the steps: each in its own short transaction with lock_timeout, except CONCURRENTLY.
+
+    CONCURRENTLY cannot run in a transaction, and a session-level lock_timeout would stay on
+    the server connection (behind a pooler, shared with the application): its table lock is
+    tried first in a short transaction under lock_timeout, then the build runs. That lock
+    (SHARE UPDATE EXCLUSIVE) conflicts with no worker statement, so no worker queues behind it.
+    """
     done = []
     for step in steps:
         if step.outside_transaction:
-            conn.execute(
-                sql.SQL("SET lock_timeout = {}").format(
-                    sql.Literal(int(settings.lock_timeout.total_seconds() * 1000))
-                )
-            )
+            if step.probe is not None:
+                with db.transaction(conn, settings):
+                    conn.execute(step.probe)
             conn.execute(step.statement)
         else:
             with db.transaction(conn, settings):

@@ -305,3 +305,6 @@ RETURNING status
 
 -- job_outcome: after an unacknowledged completion: is the job done with no later claim?
 SELECT status, attempts FROM {table} WHERE id = %(id)s
+
+-- concurrent_lock_probe: the lock CREATE/DROP INDEX CONCURRENTLY takes, tried under lock_timeout
+LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE
