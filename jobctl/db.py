@@ -229,14 +229,13 @@ def transaction(
 ) -> Iterator[psycopg.Connection[Any]]:
     """A short transaction with statement_timeout and lock_timeout set locally.
 
-    ``read_only`` issues SET TRANSACTION READ ONLY itself (psycopg's read_only attribute does
-    nothing in autocommit). ``action`` and ``reason`` reach the history trigger together with
-    the actor, through transaction-local settings.
+    ``read_only`` makes the transaction read only itself, transaction-locally (psycopg's
+    read_only attribute does nothing in autocommit; SET TRANSACTION READ ONLY would mark the
+    setting as the session's). ``action`` and ``reason`` reach the history trigger together
+    with the actor, through transaction-local settings.
     """
     with conn.transaction():
-        if read_only:
-            conn.execute("SET TRANSACTION READ ONLY")
-        _apply(conn, settings, action=action, reason=reason)
+        _apply(conn, settings, read_only=read_only, action=action, reason=reason)
         yield conn
 
 
@@ -272,13 +271,15 @@ def _apply(
     conn: psycopg.Connection[Any],
     settings: Settings,
     *,
+    read_only: bool = False,
     action: str | None = None,
     reason: str | None = None,
 ) -> None:
     """The timeouts and the audit settings, for the current transaction only (no session
     state: behind a pooler the session is shared with the application's own clients)."""
     conn.execute(
-        "SELECT set_config('statement_timeout', %(st)s, true), "
+        ("SELECT set_config('transaction_read_only', 'on', true), " if read_only else "SELECT ")
+        + "set_config('statement_timeout', %(st)s, true), "
         "set_config('lock_timeout', %(lt)s, true), "
         "set_config('jobctl.actor', %(actor)s, true), "
         "set_config('jobctl.action', %(action)s, true), "
