@@ -1,28 +1,33 @@
-"""The typer app: thin commands that parse, call the core, render. The only module that prints.
+"""The typer app: each command parses its options, calls the core, and renders the result.
 
-Heavy modules (psycopg, tabulate, rich's renderers) are imported inside the commands, so that
-``jobctl --help`` and shell completion stay fast.
+The workflows live in the core (``reclaim``, ``manual``, ``service``, ``watch``, ``triage``,
+``schema``); this module prints, prompts and exits. Heavy modules (psycopg, tabulate, rich's
+renderers) are imported inside the commands, so that ``jobctl --help`` and shell completion
+stay fast.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import datetime as dt
 import os
-import signal
 import sys
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl import __version__, db, durations, errors, output
+from jobctl import __version__, db, errors, output, rows
+from jobctl import options as opt
 
 if TYPE_CHECKING:
     import psycopg
+
+    from jobctl import manual, reclaim
+    from jobctl.session import Session
 
 app = typer.Typer(
     name="jobctl",
@@ -46,39 +51,17 @@ _raw_dsn: str | None = None  # as typed, to redact it from any message
 MAX_ID = 2**63 - 1
 
 
-# ---------------------------------------------------------------- shared options
-OutputOpt = Annotated[
-    output.Output,
-    typer.Option(
-        "--output", "-o", help="table (rich on a terminal, plain otherwise), json, jsonl, csv, tsv."
-    ),
-]
-FormatOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--format",
-        metavar="FORMAT",
-        help="Any tabulate table format for -o table: plain, github, psql, ...",
-    ),
-]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
-
-
 def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """Job ids from the database, for shell completion: nothing (and no error) without one."""
     try:
-        from jobctl import queries
+        from jobctl import session
 
         root = ctx.find_root().params
         settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
-        with db.connect(settings) as conn:
-            table = db.resolve_table(conn, settings.table)
-            rows = conn.execute(
-                queries.query("complete_ids", table.ident), {"prefix": incomplete}
-            ).fetchall()
-        return [r["id"] for r in rows]
+        with session.open(settings) as s:
+            return [r["id"] for r in s.rows("complete_ids", {"prefix": incomplete})]
     except Exception:
         return []
 
@@ -95,24 +78,14 @@ IdsArg = Annotated[
 ]
 
 
-def _duration(option: str, value: str | None) -> Any:
-    return None if value is None else durations.parse(value, option=option)
-
-
-def _settings(ctx: typer.Context) -> db.Settings:
-    return ctx.find_root().obj
-
-
+# ---------------------------------------------------------------- talking to the operator
 @contextlib.contextmanager
-def _session(ctx: typer.Context) -> Iterator[tuple[psycopg.Connection[Any], db.JobsTable]]:
-    """A connection and the resolved jobs table; database errors mapped to one line."""
-    settings = _settings(ctx)
-    with db.mapped_errors(settings.resolved_dsn()):
-        conn = db.connect(settings)
-        try:
-            yield conn, db.resolve_table(conn, settings.table)
-        finally:
-            conn.close()
+def _session(ctx: typer.Context) -> Iterator[Session]:
+    """The command's session (connection, settings, resolved jobs table)."""
+    from jobctl import session
+
+    with session.open(ctx.find_root().obj) as s:
+        yield s
 
 
 def _emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
@@ -125,17 +98,24 @@ def _emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
     output.render(doc, out, fmt, sys.stdout)
 
 
+def _table(payload: Any, section_rows: Sequence[Any], columns: list[str] | None) -> output.Document:
+    """A document of one untitled table."""
+    return output.Document(payload, [output.Section(None, section_rows, columns)])
+
+
 def _say(message: str) -> None:
     """A message for the operator: stderr, never mixed with data."""
     print(output.cell(message), file=sys.stderr)
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Ask on a terminal; off a terminal, --yes is required. Refusal changes nothing (exit 2)."""
-    if yes:
-        return
+def _confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
+    """Ask on a terminal (showing the rows ``about`` to change); off a terminal, --yes is
+    required. Refusal changes nothing (exit 2). The core's ``Confirm``."""
     if not sys.stdin.isatty():
         raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
+    if about:
+        preview = output.Section(title, about, rows.PREVIEW_COLUMNS)
+        output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
     if not typer.confirm(question, err=True):
         raise errors.Refused("not confirmed; nothing changed")
 
@@ -172,9 +152,11 @@ def main_options(
         ),
     ] = "jobs",
     statement_timeout: Annotated[
-        str, typer.Option(metavar="DURATION", help="Per transaction.")
-    ] = "30s",
-    lock_timeout: Annotated[str, typer.Option(metavar="DURATION", help="Per transaction.")] = "2s",
+        dt.timedelta, opt.Duration("Per transaction.", show_default="30s")
+    ] = db.DEFAULT_STATEMENT_TIMEOUT,
+    lock_timeout: Annotated[
+        dt.timedelta, opt.Duration("Per transaction.", show_default="2s")
+    ] = db.DEFAULT_LOCK_TIMEOUT,
     actor: Annotated[
         str | None,
         typer.Option(
@@ -201,62 +183,33 @@ def main_options(
     ctx.obj = db.Settings(
         dsn=dsn,
         table=table,
-        statement_timeout=durations.parse(statement_timeout, option="--statement-timeout"),
-        lock_timeout=durations.parse(lock_timeout, option="--lock-timeout"),
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
         actor=actor or db.default_actor(),
     )
 
 
 # ---------------------------------------------------------------- read path
-STUCK_COLUMNS = [
-    "id",
-    "reserved_by",
-    "recovery_policy",
-    "attempts",
-    "max_attempts",
-    "reclaim_count",
-    "lease_expires_at",
-    "lease_overdue_s",
-    "heartbeat_age_s",
-    "action",
-]
-
-
-WorkerOpt = Annotated[str | None, typer.Option(metavar="NAME", help="Only this worker's jobs.")]
-PolicyOpt = Annotated[str | None, typer.Option(metavar="auto|manual", help="Only this policy.")]
-GraceOpt = Annotated[
-    str, typer.Option(metavar="DURATION", help="Only leases expired longer ago than this.")
-]
-SoonOpt = Annotated[str, typer.Option(metavar="DURATION", help="Window for 'expiring soon'.")]
-WatchOpt = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
-EveryOpt = Annotated[str, typer.Option("--every", metavar="DURATION", help="Watch refresh.")]
-CountOpt = Annotated[
-    int | None,
-    typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
-]
-
-
 @app.command()
 def stuck(
     ctx: typer.Context,
-    worker: WorkerOpt = None,
-    policy: PolicyOpt = None,
+    worker: opt.Worker = None,
+    policy: opt.Policy = None,
     limit: Annotated[
         int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
     ] = 1000,
-    grace: GraceOpt = "0s",
+    grace: opt.Grace = dt.timedelta(0),
     expiring_within: Annotated[
-        str | None,
-        typer.Option(metavar="DURATION", help="Add live leases that expire within this."),
+        dt.timedelta | None, opt.Duration("Add live leases that expire within this.")
     ] = None,
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
     ] = False,
-    watch: WatchOpt = False,
-    every: EveryOpt = "2s",
-    count: CountOpt = None,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    watch: opt.Watch = False,
+    every: opt.Every = dt.timedelta(seconds=2),
+    count: opt.Count = None,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
 
@@ -264,55 +217,38 @@ def stuck(
     holds it locked, who. --expiring-within adds the live leases about to run out, with each
     worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl import reclaim, triage
+    from jobctl import triage
 
-    if expiring_within is not None and grace != "0s":
+    if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
-    window = _duration("--expiring-within", expiring_within)
-    where = triage.ExpiredFilter(
-        worker=worker, policy=_policy(policy), grace=durations.parse(grace, option="--grace")
-    )
-    columns = (
-        STUCK_COLUMNS
-        if window is None
-        else [*STUCK_COLUMNS, "lease_state", "worker_heartbeat_lag_s"]
-    )
+    where = triage.ExpiredFilter(worker=worker, policy=_policy(policy), grace=grace)
+    columns = rows.STUCK_COLUMNS if expiring_within is None else rows.AT_RISK_COLUMNS
     found = 0
 
-    def rows_of(conn: psycopg.Connection[Any], table: db.JobsTable) -> Iterator[dict[str, Any]]:
+    def rows_of(s: Session) -> Iterator[Any]:
         nonlocal found
-        source = (
-            reclaim.preview(conn, table, where, limit)
-            if window is None
-            else (triage.note_locked(r) for r in triage.at_risk(conn, table, where, window, limit))
-        )
+        if expiring_within is None:
+            source: Iterator[Any] = triage.stuck(s, where, limit)
+        else:
+            source = triage.at_risk(s, where, expiring_within, limit)
         for row in source:
             found += 1
-            row.pop("applied", None)
             yield row
 
-    def document(rows: Any) -> output.Document:
-        shown = columns + (["skipped"] if any(r["skipped"] for r in rows) else [])
-        return output.Document(rows, [output.Section(None, rows, shown)])
+    def document(found_rows: list[Any]) -> output.Document:
+        shown = columns + (["skipped"] if any(r["skipped"] for r in found_rows) else [])
+        return _table(found_rows, found_rows, shown)
 
-    with _session(ctx) as (conn, table):
+    with _session(ctx) as s:
         if watch:
-            _watch(
-                conn,
-                _settings(ctx),
-                lambda: document(list(rows_of(conn, table))),
-                every,
-                count,
-                out,
-                fmt,
-            )
+            _watch(s, lambda: document(list(rows_of(s))), every, count, out, fmt)
             return
-        with db.transaction(conn, _settings(ctx), read_only=True):
-            rows: Any = rows_of(conn, table)
+        with s.transaction(read_only=True):
             if out is output.Output.table:  # a table needs every row for its widths
-                _emit(document(list(rows)), out, fmt)
+                _emit(document(list(rows_of(s))), out, fmt)
             else:
-                _emit(output.Document(rows, [output.Section(None, rows, columns)]), out, fmt)
+                streamed = rows_of(s)
+                _emit(_table(streamed, streamed, columns), out, fmt)
     if found and sys.stdout.isatty() and out is output.Output.table:
         _say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
     if exit_code and found:
@@ -322,15 +258,15 @@ def stuck(
 @app.command()
 def summary(
     ctx: typer.Context,
-    expiring_within: SoonOpt = "30s",
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
     exact: Annotated[
         bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
     ] = False,
-    watch: WatchOpt = False,
-    every: EveryOpt = "2s",
-    count: CountOpt = None,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    watch: opt.Watch = False,
+    every: opt.Every = dt.timedelta(seconds=2),
+    count: opt.Count = None,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Counts by status; processing split live / expiring soon / expired; workers.
 
@@ -341,102 +277,76 @@ def summary(
     """
     from jobctl import triage
 
-    window = durations.parse(expiring_within, option="--expiring-within")
-
-    def document() -> output.Document:
-        result = triage.summary(conn, table, window, exact=exact)
+    def document(s: Session) -> output.Document:
+        result = triage.summary(s, expiring_within, exact=exact)
+        by_status = [
+            {
+                "status": status,
+                "jobs": n,
+                "counted": "estimate" if status in result["estimated"] else "exact",
+            }
+            for status, n in result["status"].items()
+        ]
         return output.Document(
             result,
             [
-                output.Section(
-                    "jobs by status",
-                    [
-                        {
-                            "status": s,
-                            "jobs": n,
-                            "counted": "estimate" if s in result["estimated"] else "exact",
-                        }
-                        for s, n in result["status"].items()
-                    ],
-                ),
+                output.Section("jobs by status", by_status),
                 output.Section("processing by lease", [result["processing"]]),
-                output.Section("workers (most expired first)", result["workers"], SUMMARY_WORKERS),
+                output.Section(
+                    "workers (most expired first)",
+                    result["workers"],
+                    rows.SUMMARY_WORKER_COLUMNS,
+                ),
             ],
         )
 
-    with _session(ctx) as (conn, table):
+    with _session(ctx) as s:
         if watch:
-            _watch(conn, _settings(ctx), document, every, count, out, fmt)
+            _watch(s, lambda: document(s), every, count, out, fmt)
             return
-        with db.transaction(conn, _settings(ctx), read_only=True):
-            doc = document()
+        with s.transaction(read_only=True):
+            doc = document(s)
     _emit(doc, out, fmt)
 
 
-SUMMARY_WORKERS = [
-    "worker",
-    "processing",
-    "expired",
-    "expired_manual",
-    "expiring_soon",
-    "first_expiry",
-    "last_expiry",
-    "last_seen_at",
-    "heartbeat_lag_s",
-]
-
-
 def _watch(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    produce: Callable[[], output.Document],
-    every: str,
+    s: Session,
+    produce: Any,
+    every: dt.timedelta,
     count: int | None,
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """Refresh ``produce`` every ``every``: in place on a terminal, else one JSON line each.
+    """--watch: in place on a terminal (rich Live), else one JSON line per refresh."""
+    from jobctl import watch
 
-    Each refresh is its own read-only transaction; Ctrl-C ends the watch with exit 0.
-    """
-    import time
-
-    interval = durations.parse(every, option="--every").total_seconds()
-    live = None
-    if out is output.Output.table and fmt is None and output.use_rich(sys.stdout):
-        from rich.live import Live
-
-        live = Live(auto_refresh=False, redirect_stderr=False)
-        live.start()
-    refreshes = 0
-    try:
-        while True:
-            with db.transaction(conn, settings, read_only=True):
-                doc = produce()
-                at = conn.execute("SELECT now() AS at").fetchone()["at"]
-            if live is not None:
-                live.update(
-                    output.rich_group(
-                        doc.sections, title=f"{at:%H:%M:%S} (every {interval:g}s, Ctrl-C to stop)"
-                    ),
-                    refresh=True,
-                )
-            else:
-                print(output.to_json({"at": at, "data": doc.payload}), flush=True)
-            refreshes += 1
-            if count is not None and refreshes >= count:
-                return
-            time.sleep(interval)
-    except KeyboardInterrupt:
+    if not (out is output.Output.table and fmt is None and output.use_rich(sys.stdout)):
+        watch.watch(
+            s,
+            produce,
+            lambda at, doc: print(output.to_json({"at": at, "data": doc.payload}), flush=True),
+            every=every,
+            count=count,
+        )
         return
-    finally:
-        if live is not None:
-            live.stop()
+    from rich.live import Live
+
+    title = f"(every {every.total_seconds():g}s, Ctrl-C to stop)"
+    with Live(auto_refresh=False, redirect_stderr=False) as live:
+        watch.watch(
+            s,
+            produce,
+            lambda at, doc: live.update(
+                output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
+            ),
+            every=every,
+            count=count,
+        )
 
 
 @app.command()
 def show(
-    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
 ) -> None:
     """One job: its row, its lease state (live, expired, none) and its latest events.
 
@@ -444,39 +354,19 @@ def show(
     """
     from jobctl import triage
 
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        job = triage.show(conn, table, job_id)
+    with _session(ctx) as s, s.transaction(read_only=True):
+        job = triage.show(s, job_id)
     events = job.pop("events")
-    _emit(
-        output.Document(
-            job | {"events": events},
-            [
-                output.Section(f"job {job_id}", output.key_values(job)),
-                output.Section("latest events", events, EVENT_COLUMNS),
-            ],
-        ),
-        out,
-        fmt,
-    )
-
-
-EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
-ATTEMPT_COLUMNS = [
-    "attempt",
-    "worker",
-    "claimed_at",
-    "heartbeats",
-    "last_heartbeat_at",
-    "max_heartbeat_gap_s",
-    "ended_at",
-    "outcome",
-    "attempt_token",
-]
+    sections = [
+        output.Section(f"job {job_id}", output.key_values(job)),
+        output.Section("latest events", events, rows.EVENT_COLUMNS),
+    ]
+    _emit(output.Document(job | {"events": events}, sections), out, fmt)
 
 
 @app.command()
 def history(
-    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
 ) -> None:
     """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
 
@@ -484,39 +374,20 @@ def history(
     """
     from jobctl import triage
 
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        result = triage.history(conn, table, job_id)
-    job = result["job"]
-    head = {
-        k: job.get(k)
-        for k in (
-            "id",
-            "status",
-            "lease_state",
-            "attempts",
-            "max_attempts",
-            "reclaim_count",
-            "recovery_policy",
-            "last_error",
-        )
-    }
-    _emit(
-        output.Document(
-            result,
-            [
-                output.Section(f"job {job_id}", [head]),
-                output.Section("attempts", result["attempts"], ATTEMPT_COLUMNS),
-                output.Section("events", result["events"], EVENT_COLUMNS),
-            ],
-        ),
-        out,
-        fmt,
-    )
+    with _session(ctx) as s, s.transaction(read_only=True):
+        result = triage.history(s, job_id)
+    head = {k: result["job"].get(k) for k in rows.HISTORY_HEAD_COLUMNS}
+    sections = [
+        output.Section(f"job {job_id}", [head]),
+        output.Section("attempts", result["attempts"], rows.ATTEMPT_COLUMNS),
+        output.Section("events", result["events"], rows.EVENT_COLUMNS),
+    ]
+    _emit(output.Document(result, sections), out, fmt)
 
 
 @app.command()
 def explain(
-    ctx: typer.Context, job_id: IdArg, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
 ) -> None:
     """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
     who requeued or failed it and why. JSON gives the same facts as fields.
@@ -525,33 +396,26 @@ def explain(
     """
     from jobctl import story, triage
 
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        result = story.explain(triage.history(conn, table, job_id))
+    with _session(ctx) as s, s.transaction(read_only=True):
+        result = story.explain(triage.history(s, job_id))
     if out is output.Output.table and fmt is None:
         print("\n".join(output.cell(line) for line in result["story"]))
         return
-    _emit(
-        output.Document(
-            result, [output.Section(None, [{"story": line} for line in result["story"]])]
-        ),
-        out,
-        fmt,
-    )
+    _emit(_table(result, [{"story": line} for line in result["story"]], None), out, fmt)
 
 
 @app.command()
 def metrics(
     ctx: typer.Context,
-    expiring_within: SoonOpt = "30s",
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
     reclaim_window: Annotated[
-        str, typer.Option(metavar="DURATION", help="Window for recent reclaims.")
-    ] = "5m",
+        dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
+    ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
         int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
     ] = None,
     max_overdue: Annotated[
-        str | None,
-        typer.Option(metavar="DURATION", help="Exit 4 when a lease expired longer ago."),
+        dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
 ) -> None:
     """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
@@ -561,16 +425,11 @@ def metrics(
     """
     from jobctl import metrics as core
 
-    overdue = _duration("--max-overdue", max_overdue)
-    with _session(ctx) as (conn, table), db.transaction(conn, _settings(ctx), read_only=True):
-        figures = core.collect(
-            conn,
-            table,
-            expiring_within=durations.parse(expiring_within, option="--expiring-within"),
-            reclaim_window=durations.parse(reclaim_window, option="--reclaim-window"),
-        )
-    sys.stdout.write(core.openmetrics(figures, table.qualified))
-    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=overdue)
+    with _session(ctx) as s, s.transaction(read_only=True):
+        figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
+        table = s.table.qualified
+    sys.stdout.write(core.openmetrics(figures, table))
+    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
         _say(f"jobctl: CRITICAL: {line}")
     if breached:
@@ -578,35 +437,22 @@ def metrics(
 
 
 # ---------------------------------------------------------------- reclaim
-RECLAIM_COLUMNS = [
-    "id",
-    "reserved_by",
-    "recovery_policy",
-    "attempts",
-    "max_attempts",
-    "lease_overdue_s",
-    "action",
-    "applied",
-    "skipped",
-]
-
-
-@app.command()
-def reclaim(
+@app.command("reclaim")
+def reclaim_command(
     ctx: typer.Context,
     commit: Annotated[
         bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
     ] = False,
-    yes: YesOpt = False,
+    yes: opt.Yes = False,
     batch_size: Annotated[int, typer.Option(help="Rows per transaction (1-10000).")] = 50,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
-    worker: WorkerOpt = None,
-    policy: PolicyOpt = None,
+    worker: opt.Worker = None,
+    policy: opt.Policy = None,
     job_ids: Annotated[
         list[int] | None,
         typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
     ] = None,
-    grace: GraceOpt = "0s",
+    grace: opt.Grace = dt.timedelta(0),
     save_plan: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
@@ -616,14 +462,11 @@ def reclaim(
         typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
     ] = None,
     every: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DURATION",
-            help="Repeat every DURATION: the reclaimer service (needs --commit --yes).",
-        ),
+        dt.timedelta | None,
+        opt.Duration("Repeat every DURATION: the reclaimer service (needs --commit --yes)."),
     ] = None,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Reclaim expired leases: auto jobs with attempts left are requeued, the rest failed.
 
@@ -631,294 +474,135 @@ def reclaim(
     that decision in batches, each a short transaction fenced by the attempt token.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
-    from jobctl import reclaim as core
-    from jobctl import triage
+    from jobctl import reclaim, service, triage
 
-    settings = _settings(ctx)
-    if not core.MIN_BATCH <= batch_size <= core.MAX_BATCH:
-        raise errors.UsageError(
-            f"--batch-size must be between {core.MIN_BATCH} and {core.MAX_BATCH}, not {batch_size}"
-        )
-    if every is not None and not (commit and yes):
-        raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
-    if plan is not None and not commit:
-        raise errors.UsageError("--plan applies a saved plan: it needs --commit")
-    if save_plan is not None and commit:
-        raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
-    if plan is not None and (worker or policy or job_ids or every or grace != "0s"):
-        raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
     where = triage.ExpiredFilter(
-        worker=worker,
-        policy=_policy(policy),
-        ids=job_ids,
-        grace=durations.parse(grace, option="--grace"),
+        worker=worker, policy=_policy(policy), ids=job_ids or None, grace=grace
     )
+    request = reclaim.Request(
+        commit=commit,
+        batch_size=batch_size,
+        limit=limit,
+        where=where,
+        save_plan=save_plan,
+        plan=plan,
+        every=every,
+        yes=yes,
+    )
+    request.check()
     if every is not None:
-        _serve(settings, where, batch_size, durations.parse(every, option="--every"), out, fmt)
+        service.run(
+            ctx.find_root().obj,
+            where,
+            batch_size=batch_size,
+            every=every,
+            on_batch=lambda applied: _emit_reclaimed(applied, out, fmt),
+            log=_say,
+        )
         return
-
-    streamed = commit and out is output.Output.jsonl  # committed batches print as they land
-    with _session(ctx) as (conn, table):
-        if not commit:
-            rows = core.dry_run(conn, settings, table, where, limit)
-            tally = _tally(rows)
-            if save_plan is not None:
-                core.save_plan(save_plan, db.where(conn, table), rows)
-        elif plan is not None:
-            planned = core.load_plan(plan, db.where(conn, table))
-            _confirm(f"Apply plan {plan}: reclaim up to {len(planned)} job(s)?", yes)
-            rows, tally = _run_batches(
-                core.commit_plan(conn, settings, table, planned, batch_size=batch_size),
-                len(planned),
-                out,
-                fmt,
-            )
-        else:
-            total = None
-            if not yes:
-                preview = core.dry_run(conn, settings, table, where, limit)
-                total = len(preview)
-                requeue = sum(r["action"] == "requeue" for r in preview)
-                _confirm(
-                    f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
-                    yes,
-                )
-            rows, tally = _run_batches(
-                core.commit(conn, settings, table, where, batch_size=batch_size, limit=limit),
-                total,
-                out,
-                fmt,
-            )
-    if not streamed:
-        _emit(output.Document(rows, [output.Section(None, rows, RECLAIM_COLUMNS)]), out, fmt)
-    nothing = "" if commit or sum(tally.values()) else "; nothing to reclaim"
-    _say(_reclaim_summary(tally, commit) + nothing)
+    with _session(ctx) as s:
+        run = reclaim.start(s, request, _confirm)
+        found, counts = _drain(run, out, fmt)
+    if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
+        _emit(_table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
+    _say(reclaim.summary_line(counts, commit))
     if save_plan is not None:
         _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}")
 
 
-def _run_batches(
-    batches: Iterator[list[dict[str, Any]]], total: int | None, out: output.Output, fmt: str | None
-) -> tuple[list[dict[str, Any]], collections.Counter[str]]:
-    """Drain the batches, counting outcomes: jsonl prints each batch as it lands and keeps no
-    rows (memory stays flat); other formats keep them for the end. A progress bar on a TTY."""
-    rows: list[dict[str, Any]] = []
-    tally: collections.Counter[str] = collections.Counter()
+def _drain(
+    run: reclaim.Run, out: output.Output, fmt: str | None
+) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
+    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
+    keeps no rows (memory stays flat); other formats keep them for the end. A progress bar
+    on a terminal."""
+    from jobctl import reclaim
+
+    kept: list[rows.ReclaimRow] = []
+    counts: collections.Counter[str] = collections.Counter()
     progress = None
-    if sys.stderr.isatty() and total and total > 1:
+    if sys.stderr.isatty() and run.total and run.total > 1:
         from rich.console import Console
         from rich.progress import Progress
 
         progress = Progress(console=Console(stderr=True), transient=True)
-        task = progress.add_task("reclaiming", total=total)
+        task = progress.add_task("reclaiming", total=run.total)
         progress.start()
     try:
-        for batch in batches:
-            tally += _tally(batch)
+        for batch in run.batches:
+            counts += reclaim.tally(batch)
             if out is output.Output.jsonl:
                 _emit(output.Document(batch, []), out, fmt)
             else:
-                rows.extend(batch)
+                kept.extend(batch)
             if progress is not None:
                 progress.update(task, advance=len(batch))
     finally:
         if progress is not None:
             progress.stop()
-    return rows, tally
+    return kept, counts
 
 
-def _tally(rows: list[dict[str, Any]]) -> collections.Counter[str]:
-    """requeue / fail / skipped counts of reclaim rows."""
-    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
+def _emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+    """One batch of the reclaimer service: JSON lines, or a table per batch."""
+    if out in (output.Output.jsonl, output.Output.json):
+        _emit(output.Document(applied, []), output.Output.jsonl, fmt)
+    else:
+        _emit(_table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
+    sys.stdout.flush()
 
 
-def _reclaim_summary(tally: collections.Counter[str], committed: bool) -> str:
-    requeue, fail, skipped = tally["requeue"], tally["fail"], tally["skipped"]
-    if committed:
-        return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
-    return (
-        f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped; nothing changed"
-    )
+# ---------------------------------------------------------------- operator writes
+def _report(report: manual.Report, out: output.Output, fmt: str | None) -> None:
+    """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
+    _emit(_table(report.results, report.results, rows.MANUAL_COLUMNS), out, fmt)
+    for line in report.problems():
+        _say(line)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
 
 
-def _serve(
-    settings: db.Settings,
-    where: Any,
-    batch_size: int,
-    every: Any,
-    out: output.Output,
-    fmt: str | None,
-) -> None:
-    from jobctl import reclaim as core
-
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: Any) -> None:
-        _say(f"reclaimer: {signal.Signals(signum).name}, stopping after the current batch")
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    _say(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    for batch in core.serve(
-        settings, where, batch_size=batch_size, every=every, stop=stop, log=_say
-    ):
-        applied = [r for r in batch if r["applied"]]
-        if out is output.Output.jsonl or out is output.Output.json:
-            _emit(output.Document(applied, []), output.Output.jsonl, fmt)
-        else:
-            _emit(
-                output.Document(applied, [output.Section(None, applied, RECLAIM_COLUMNS)]), out, fmt
-            )
-        sys.stdout.flush()
-        _say(_reclaim_summary(_tally(applied), True))
-    _say("reclaimer: stopped")
-
-
-# ---------------------------------------------------------------- manual actions
-MANUAL_COLUMNS = [
-    "id",
-    "outcome",
-    "detail",
-    "status_before",
-    "reserved_by",
-    "lease_state",
-    "attempt_token",
-]
-
-
-PREVIEW_COLUMNS = [
-    "id",
-    "status",
-    "reserved_by",
-    "attempts",
-    "max_attempts",
-    "reclaim_count",
-    "recovery_policy",
-    "lease_state",
-    "attempt_token",
-]
-
-
-def _manual(
-    ctx: typer.Context,
-    action: str,
-    job_ids: list[int],
-    reason: str | None,
-    delay: str,
-    expect_token: str | None,
-    force: bool,
-    yes: bool,
-    out: output.Output,
-    fmt: str | None,
-) -> None:
-    from jobctl import manual
-
-    token = None
-    if expect_token is not None:
-        try:
-            token = uuid.UUID(expect_token)
-        except ValueError:
-            raise errors.UsageError(f"--expect-token {expect_token!r} is not a UUID") from None
-    if expect_token is not None and len(job_ids) > 1:
-        raise errors.UsageError("--expect-token names one attempt: give one job id with it")
-    wait = durations.parse(delay, option="--delay")
-    _decide_then_write(
-        ctx,
-        action,
-        yes,
-        out,
-        fmt,
-        decide=lambda conn, settings, table: [
-            manual.decide(
-                conn,
-                settings,
-                table,
-                i,
-                action,  # type: ignore[arg-type]
-                force=force,
-                expect_token=token,
-            )
-            for i in job_ids
-        ],
-        write=lambda conn, settings, table, d: manual.apply(
-            conn, settings, table, d, action, reason=reason, delay=wait
-        ),  # type: ignore[arg-type]
-    )
-
-
-def _decide_then_write(
-    ctx: typer.Context,
-    verb: str,
-    yes: bool,
-    out: output.Output,
-    fmt: str | None,
-    *,
-    decide: Callable[..., list[Any]],
-    write: Callable[..., Any],
-) -> None:
-    """Every operator write: read and decide each job, confirm, write each fenced, report.
-
-    Each job is decided and reported on its own; the exit code is the worst outcome's.
-    """
-    from jobctl import manual
-
-    settings = _settings(ctx)
-    with _session(ctx) as (conn, table):
-        decisions = decide(conn, settings, table)
-        eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
-        if eligible and not yes:
-            if sys.stdin.isatty():
-                output.render(
-                    output.Document(
-                        None, [output.Section(f"about to {verb}", eligible, PREVIEW_COLUMNS)]
-                    ),
-                    output.Output.table,
-                    None,
-                    sys.stderr,
-                )
-            _confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", yes)
-        results = [write(conn, settings, table, d).result() for d in decisions]
-    _emit(output.Document(results, [output.Section(None, results, MANUAL_COLUMNS)]), out, fmt)
-    for result in results:  # errors also on stderr, where a redirected stdout hides them
-        if result["outcome"] == "locked":
-            _say(f"jobctl: job {result['id']}: {result['detail']}")
-        elif result["outcome"] == "not_found":
-            _say(f"jobctl: {result['detail']}")
-    code = errors.worst_exit_code([manual.OUTCOME_EXIT[r["outcome"]] for r in results])
-    if code:
-        raise typer.Exit(code)
-
-
-ReasonOpt = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
-ExpectOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck)."
-    ),
-]
-ForceOpt = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
+def _token(expect_token: str | None) -> uuid.UUID | None:
+    if expect_token is None:
+        return None
+    try:
+        return uuid.UUID(expect_token)
+    except ValueError:
+        raise errors.UsageError(f"--expect-token {expect_token!r} is not a UUID") from None
 
 
 @app.command()
 def requeue(
     ctx: typer.Context,
     job_ids: IdsArg,
-    reason: ReasonOpt = None,
+    reason: opt.Reason = None,
     delay: Annotated[
-        str, typer.Option(metavar="DURATION", help="Make it available after this long.")
-    ] = "0s",
-    expect_token: ExpectOpt = None,
-    force: ForceOpt = False,
-    yes: YesOpt = False,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+        dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
+    ] = dt.timedelta(0),
+    expect_token: opt.ExpectToken = None,
+    force: opt.Force = False,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
 
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    _manual(ctx, "requeue", job_ids, reason, delay, expect_token, force, yes, out, fmt)
+    from jobctl import manual
+
+    token = _token(expect_token)
+    with _session(ctx) as s:
+        report = manual.requeue(
+            s,
+            job_ids,
+            reason=reason,
+            delay=delay,
+            expect_token=token,
+            force=force,
+            confirm=None if yes else _confirm,
+        )
+    _report(report, out, fmt)
 
 
 @app.command()
@@ -926,19 +610,29 @@ def fail(
     ctx: typer.Context,
     job_ids: IdsArg,
     reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
-    expect_token: ExpectOpt = None,
-    force: ForceOpt = False,
-    yes: YesOpt = False,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    expect_token: opt.ExpectToken = None,
+    force: opt.Force = False,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Fail jobs by hand (status failed, last_error = reason), fenced and audited.
 
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
-    if not reason.strip():
-        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
-    _manual(ctx, "fail", job_ids, reason, "0s", expect_token, force, yes, out, fmt)
+    from jobctl import manual
+
+    token = _token(expect_token)
+    with _session(ctx) as s:
+        report = manual.fail(
+            s,
+            job_ids,
+            reason=reason,
+            expect_token=token,
+            force=force,
+            confirm=None if yes else _confirm,
+        )
+    _report(report, out, fmt)
 
 
 @app.command()
@@ -951,10 +645,10 @@ def quarantine(
         bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
     ] = False,
     limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 1000,
-    reason: ReasonOpt = None,
-    yes: YesOpt = False,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    reason: opt.Reason = None,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Switch auto jobs that keep getting reclaimed to manual: stop retrying them blindly.
 
@@ -964,32 +658,18 @@ def quarantine(
     """
     from jobctl import manual
 
-    def candidates(conn: Any, settings: db.Settings, table: db.JobsTable) -> list[Any]:
-        return manual.quarantine_candidates(conn, settings, table, min_reclaims, limit)
-
+    with _session(ctx) as s:
+        if not commit:
+            found = [d.seen for d in manual.quarantine_candidates(s, min_reclaims, limit)]
+        else:
+            report = manual.quarantine(
+                s, min_reclaims, limit, reason=reason, confirm=None if yes else _confirm
+            )
     if not commit:
-        with _session(ctx) as (conn, table):
-            rows = [d.seen for d in candidates(conn, _settings(ctx), table)]
-        _emit(output.Document(rows, [output.Section(None, rows, PREVIEW_COLUMNS)]), out, fmt)
-        _say(f"dry run: {len(rows)} job(s) would switch to manual; nothing changed")
+        _emit(_table(found, found, rows.PREVIEW_COLUMNS), out, fmt)
+        _say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
         return
-    _decide_then_write(
-        ctx,
-        "quarantine",
-        yes,
-        out,
-        fmt,
-        decide=candidates,
-        write=lambda conn, settings, table, d: manual.set_policy(
-            conn,
-            settings,
-            table,
-            d,
-            "manual",
-            event="quarantined",
-            reason=reason or f"reclaimed {d.seen['reclaim_count']} times",
-        ),
-    )
+    _report(report, out, fmt)
 
 
 @app.command()
@@ -999,10 +679,10 @@ def policy(
     auto: Annotated[
         bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
     ] = True,
-    reason: ReasonOpt = None,
-    yes: YesOpt = False,
-    out: OutputOpt = output.Output.table,
-    fmt: FormatOpt = None,
+    reason: opt.Reason = None,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """Set jobs' recovery policy (auto: reclaim may requeue; manual: a human decides).
 
@@ -1011,49 +691,39 @@ def policy(
     from jobctl import manual
 
     wanted = "auto" if auto else "manual"
-    _decide_then_write(
-        ctx,
-        f"set policy {wanted} on",
-        yes,
-        out,
-        fmt,
-        decide=lambda conn, settings, table: [
-            manual.decide_policy(conn, settings, table, i, wanted) for i in job_ids
-        ],
-        write=lambda conn, settings, table, d: manual.set_policy(
-            conn, settings, table, d, wanted, event="policy_changed", reason=reason
-        ),
-    )
+    with _session(ctx) as s:
+        report = manual.set_policies(
+            s, job_ids, wanted, reason=reason, confirm=None if yes else _confirm
+        )
+    _report(report, out, fmt)
 
 
 # ---------------------------------------------------------------- schema
 @schema_app.command("apply")
 def schema_apply(
     ctx: typer.Context,
-    print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
+    print_sql: opt.PrintSql = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
-    yes: YesOpt = False,
+    yes: opt.Yes = False,
 ) -> None:
-    """Add the seed's lease columns, checks and reclaim index, and jobctl's history.
+    """Add the lease design's columns, checks and reclaim index, and jobctl's history.
 
     Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
     with rows. Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl import schema
 
-    settings = _settings(ctx)
-    with db.mapped_errors(settings.resolved_dsn()):
-        conn = db.connect(settings)
-        with conn:
-            steps = schema.plan_apply(conn, settings.table, create=create)
-            _print_or_apply(
-                conn,
-                settings,
-                steps,
-                print_sql,
-                yes,
-                f"Apply {len(steps)} schema step(s) to {settings.table}?",
-            )
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn:
+        steps = schema.plan_apply(conn, settings.table, create=create)
+        _print_or_apply(
+            conn,
+            settings,
+            steps,
+            print_sql,
+            yes,
+            f"Apply {len(steps)} schema step(s) to {settings.table}?",
+        )
 
 
 def _print_or_apply(
@@ -1070,7 +740,8 @@ def _print_or_apply(
     if print_sql:
         sys.stdout.write(schema.render_sql(conn, steps))
         return
-    _confirm(question, yes)
+    if not yes:
+        _confirm(question)
     for what in schema.apply(conn, settings, steps):
         _say(f"done: {what}")
 
@@ -1085,8 +756,8 @@ def schema_grants(
         str | None,
         typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
     ] = None,
-    print_sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")] = False,
-    yes: YesOpt = False,
+    print_sql: opt.PrintSql = False,
+    yes: opt.Yes = False,
 ) -> None:
     """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
 
@@ -1096,21 +767,17 @@ def schema_grants(
 
     if readonly is None and operator is None:
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
-    settings = _settings(ctx)
-    with db.mapped_errors(settings.resolved_dsn()):
-        conn = db.connect(settings)
-        with conn:
-            steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
-            _print_or_apply(
-                conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?"
-            )
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn:
+        steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+        _print_or_apply(conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?")
 
 
 @schema_app.command("check")
 def schema_check(
-    ctx: typer.Context, out: OutputOpt = output.Output.table, fmt: FormatOpt = None
+    ctx: typer.Context, out: opt.Out = output.Output.table, fmt: opt.Format = None
 ) -> None:
-    """The seed's pre-flight checklist; exits 4 when a check fails.
+    """The lease design's pre-flight checklist; exits 4 when a check fails.
 
     Example: jobctl schema check -o json
     """
@@ -1118,12 +785,10 @@ def schema_check(
 
     from jobctl import schema
 
-    settings = _settings(ctx)
-    with db.mapped_errors(settings.resolved_dsn()):
-        conn = db.connect(settings)
-        with conn, db.transaction(conn, settings, read_only=True):
-            results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
-    _emit(output.Document(results, [output.Section(None, results)]), out, fmt)
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn, db.transaction(conn, settings, read_only=True):
+        results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
+    _emit(_table(results, results, None), out, fmt)
     if not all(r["ok"] for r in results):
         raise typer.Exit(errors.EXIT_FINDINGS)
 

@@ -194,6 +194,15 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         raise errors.ConnectError(f"cannot connect: {message}{pooler_hint(message)}") from None
 
 
+@contextlib.contextmanager
+def connected(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    """A connection for one command, closed after; database errors become one line."""
+    with mapped_errors(settings.resolved_dsn()):
+        conn = connect(settings)
+        with conn:
+            yield conn
+
+
 def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     """The jobs table named ``name`` (schema-qualified allowed), checked to exist."""
     from psycopg import sql

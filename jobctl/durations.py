@@ -1,25 +1,25 @@
-"""Durations as operators type them: 30s, 5m, 1h, 1.5s, 2d or plain seconds."""
+"""Durations as operators type them: 30s, 5m, 1h, 1.5s, 250ms, 2d or plain seconds."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 
-from jobctl import errors
-
 _DURATION = re.compile(r"^\s*(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 MAX = dt.timedelta(days=3650)
 
 
-def parse(text: str, *, option: str = "duration") -> dt.timedelta:
-    """``text`` as a timedelta; UsageError (exit 2) when it is not a duration."""
+class InvalidDuration(ValueError):
+    """Not a duration jobctl understands."""
+
+
+def parse(text: str) -> dt.timedelta:
+    """``text`` as a timedelta. Example: parse("1.5s") == timedelta(seconds=1.5)."""
     match = _DURATION.match(text)
     if not match:
-        raise errors.UsageError(
-            f"{option}: {text!r} is not a duration (use e.g. 30s, 5m, 1h, 1.5s or seconds)"
-        )
+        raise InvalidDuration(f"{text!r} is not a duration (use e.g. 30s, 5m, 1h, 1.5s or seconds)")
     seconds = float(match["value"]) * _UNIT_SECONDS[match["unit"]]
     if seconds > MAX.total_seconds():
-        raise errors.UsageError(f"{option}: {text!r} is longer than ten years")
+        raise InvalidDuration(f"{text!r} is longer than ten years")
     return dt.timedelta(seconds=seconds)

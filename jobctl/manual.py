@@ -1,17 +1,18 @@
-"""Manual requeue and fail: read the row, decide, then one UPDATE fenced on what was read."""
+"""Operator writes — requeue, fail, policy, quarantine: read each job, decide, confirm, then
+one UPDATE fenced on exactly what was read; one outcome per job and the worst exit code."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import uuid
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Literal
 
-import psycopg
+from jobctl import db, errors, output
+from jobctl.rows import ManualResult, Row
+from jobctl.session import Confirm, Session
 
-from jobctl import db, errors, output, queries
-
-Row = dict[str, Any]
 Action = Literal["requeue", "fail"]
 
 # outcome -> exit code of one id (the worst over several ids wins, see errors.worst_exit_code)
@@ -38,7 +39,7 @@ class Decision:
     outcome: str | None = None  # set when decided without writing: refused, conflict, ...
     detail: str = ""
 
-    def result(self) -> Row:
+    def result(self) -> ManualResult:
         seen = self.seen or {}
         return {
             "id": self.id,
@@ -53,12 +54,131 @@ class Decision:
         }
 
 
-def _read(
-    conn: psycopg.Connection[Any], settings: db.Settings, table: db.JobsTable, job_id: int
-) -> Decision:
+@dataclasses.dataclass
+class Report:
+    """What an operator write did: one result per job, and the exit code (the worst)."""
+
+    results: list[ManualResult]
+
+    @property
+    def exit_code(self) -> int:
+        return errors.worst_exit_code([OUTCOME_EXIT[str(r["outcome"])] for r in self.results])
+
+    def problems(self) -> list[str]:
+        """Lines for stderr, where a redirected stdout would hide them: locked, not found."""
+        lines = []
+        for result in self.results:
+            if result["outcome"] == "locked":
+                lines.append(f"jobctl: job {result['id']}: {result['detail']}")
+            elif result["outcome"] == "not_found":
+                lines.append(f"jobctl: {result['detail']}")
+        return lines
+
+
+# ---------------------------------------------------------------- the workflows
+def requeue(
+    s: Session,
+    job_ids: list[int],
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    confirm: Confirm | None,
+) -> Report:
+    """Requeue jobs by hand: each decided on its own, confirmed together, written fenced."""
+    _one_id_with_token(job_ids, expect_token)
+    decisions = [decide(s, i, "requeue", force=force, expect_token=expect_token) for i in job_ids]
+    return act(
+        s,
+        "requeue",
+        decisions,
+        lambda d: apply(s, d, "requeue", reason=reason, delay=delay),
+        confirm,
+    )
+
+
+def fail(
+    s: Session,
+    job_ids: list[int],
+    *,
+    reason: str,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    confirm: Confirm | None,
+) -> Report:
+    """Fail jobs by hand (``reason`` becomes last_error)."""
+    if not reason.strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    _one_id_with_token(job_ids, expect_token)
+    decisions = [decide(s, i, "fail", force=force, expect_token=expect_token) for i in job_ids]
+    return act(
+        s,
+        "fail",
+        decisions,
+        lambda d: apply(s, d, "fail", reason=reason, delay=dt.timedelta(0)),
+        confirm,
+    )
+
+
+def set_policies(
+    s: Session, job_ids: list[int], policy: str, *, reason: str | None, confirm: Confirm | None
+) -> Report:
+    """Set jobs' recovery policy, each fenced and audited as ``policy_changed``."""
+    decisions = [decide_policy(s, i, policy) for i in job_ids]
+    return act(
+        s,
+        f"set policy {policy} on",
+        decisions,
+        lambda d: set_policy(s, d, policy, event="policy_changed", reason=reason),
+        confirm,
+    )
+
+
+def quarantine(
+    s: Session, min_reclaims: int, limit: int, *, reason: str | None, confirm: Confirm | None
+) -> Report:
+    """Switch auto jobs reclaimed ``min_reclaims`` times or more to manual, fenced."""
+    return act(
+        s,
+        "quarantine",
+        quarantine_candidates(s, min_reclaims, limit),
+        lambda d: set_policy(
+            s,
+            d,
+            "manual",
+            event="quarantined",
+            reason=reason or f"reclaimed {d.seen['reclaim_count'] if d.seen else '?'} times",
+        ),
+        confirm,
+    )
+
+
+def act(
+    s: Session,
+    verb: str,
+    decisions: list[Decision],
+    write: Callable[[Decision], Decision],
+    confirm: Confirm | None,
+) -> Report:
+    """Every operator write: confirm the eligible jobs (``confirm`` None: already confirmed),
+    then write each fenced. Each job is decided and reported on its own."""
+    eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
+    if eligible and confirm is not None:
+        confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", eligible, f"about to {verb}")
+    return Report([write(d).result() for d in decisions])
+
+
+def _one_id_with_token(job_ids: list[int], expect_token: uuid.UUID | None) -> None:
+    if expect_token is not None and len(job_ids) > 1:
+        raise errors.UsageError("--expect-token names one attempt: give one job id with it")
+
+
+# ---------------------------------------------------------------- read and decide
+def _read(s: Session, job_id: int) -> Decision:
     """The job as an operator action sees it (its fence), in a read-only transaction."""
-    with db.transaction(conn, settings, read_only=True):
-        seen = conn.execute(queries.query("manual_read", table.ident), {"id": job_id}).fetchone()
+    with s.transaction(read_only=True):
+        seen = s.row("manual_read", {"id": job_id})
     decision = Decision(job_id, seen)
     if seen is None:
         decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
@@ -66,17 +186,10 @@ def _read(
 
 
 def decide(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    job_id: int,
-    action: Action,
-    *,
-    force: bool,
-    expect_token: uuid.UUID | None,
+    s: Session, job_id: int, action: Action, *, force: bool, expect_token: uuid.UUID | None
 ) -> Decision:
-    """Read the job (read-only) and apply the eligibility rules of the README's table."""
-    decision = _read(conn, settings, table, job_id)
+    """Read the job (read-only) and apply the eligibility rules (docs: manual actions)."""
+    decision = _read(s, job_id)
     seen = decision.seen
     if seen is None:  # not_found
         return decision
@@ -98,23 +211,35 @@ def decide(
     return decision
 
 
+def decide_policy(s: Session, job_id: int, policy: str) -> Decision:
+    """Read the job for a policy switch: refused when it is done or already has ``policy``."""
+    decision = _read(s, job_id)
+    seen = decision.seen
+    if seen is None:  # not_found
+        return decision
+    if seen["status"] == "done":
+        decision.outcome, decision.detail = "refused", "job is done"
+    elif seen["recovery_policy"] == policy:
+        decision.outcome, decision.detail = "refused", f"policy is already {policy}"
+    return decision
+
+
+def quarantine_candidates(s: Session, min_reclaims: int, limit: int | None) -> list[Decision]:
+    """Auto jobs reclaimed ``min_reclaims`` times or more (not done), read for the fence."""
+    with s.transaction(read_only=True):
+        rows = s.rows("quarantine_candidates", {"min_reclaims": min_reclaims, "limit": limit})
+    return [Decision(row["id"], row) for row in rows]
+
+
+# ---------------------------------------------------------------- fenced writes
 def apply(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    decision: Decision,
-    action: Action,
-    *,
-    reason: str | None,
-    delay: dt.timedelta,
+    s: Session, decision: Decision, action: Action, *, reason: str | None, delay: dt.timedelta
 ) -> Decision:
     """Requeue or fail one decided job with one fenced UPDATE (see ``_fenced_write``)."""
     if decision.outcome is None and decision.seen is not None:
         name = "manual_requeue" if action == "requeue" else "manual_fail"
         _fenced_write(
-            conn,
-            settings,
-            table,
+            s,
             decision,
             name,
             {"reason": reason, "delay": delay},
@@ -128,42 +253,14 @@ def apply(
     return decision
 
 
-def decide_policy(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    job_id: int,
-    policy: str,
-) -> Decision:
-    """Read the job for a policy switch: refused when it is done or already has ``policy``."""
-    decision = _read(conn, settings, table, job_id)
-    seen = decision.seen
-    if seen is None:  # not_found
-        return decision
-    if seen["status"] == "done":
-        decision.outcome, decision.detail = "refused", "job is done"
-    elif seen["recovery_policy"] == policy:
-        decision.outcome, decision.detail = "refused", f"policy is already {policy}"
-    return decision
-
-
 def set_policy(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    decision: Decision,
-    policy: str,
-    *,
-    event: str,
-    reason: str | None,
+    s: Session, decision: Decision, policy: str, *, event: str, reason: str | None
 ) -> Decision:
     """Switch one decided job's recovery policy, fenced and audited as ``event``."""
     if decision.outcome is None and decision.seen is not None:
         before = decision.seen["recovery_policy"]
         _fenced_write(
-            conn,
-            settings,
-            table,
+            s,
             decision,
             "set_policy",
             {"policy": policy},
@@ -174,29 +271,11 @@ def set_policy(
     return decision
 
 
-def quarantine_candidates(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    min_reclaims: int,
-    limit: int | None,
-) -> list[Decision]:
-    """Auto jobs reclaimed ``min_reclaims`` times or more (not done), read for the fence."""
-    with db.transaction(conn, settings, read_only=True):
-        rows = conn.execute(
-            queries.query("quarantine_candidates", table.ident),
-            {"min_reclaims": min_reclaims, "limit": limit},
-        ).fetchall()
-    return [Decision(row["id"], row) for row in rows]
-
-
 def _fenced_write(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
+    s: Session,
     decision: Decision,
     statement: str,
-    params: dict[str, Any],
+    params: Row,
     *,
     action: str,
     reason: str | None,
@@ -210,16 +289,12 @@ def _fenced_write(
     assert decision.seen is not None
     seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
     try:
-        with db.mapped_errors(), db.transaction(conn, settings, action=action, reason=reason):
-            _require_history(conn, table)
-            updated = conn.execute(
-                queries.query(statement, table.ident), {**params, "seen": seen}
-            ).rowcount
+        with db.mapped_errors(), s.transaction(action=action, reason=reason):
+            _require_history(s)
+            updated = s.execute(statement, {**params, "seen": seen})
     except errors.LockTimeout:
-        with db.transaction(conn, settings, read_only=True):
-            row = conn.execute(
-                queries.query("manual_lockers", table.ident), {"id": decision.id}
-            ).fetchone()
+        with s.transaction(read_only=True):
+            row = s.row("manual_lockers", {"id": decision.id})
         holder = row["locked_by"] if row and row["locked_by"] else "another session"
         decision.outcome, decision.detail = "locked", f"row locked by {holder}; nothing written"
         return
@@ -230,13 +305,8 @@ def _fenced_write(
         decision.detail = "the row changed since it was read; nothing written"
 
 
-def _require_history(conn: psycopg.Connection[Any], table: db.JobsTable) -> None:
-    row = conn.execute(
-        "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = %s "
-        "AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'",
-        (table.oid,),
-    ).fetchone()
-    if not row or row["n"] != 1:
+def _require_history(s: Session) -> None:
+    if s.one("history_trigger_installed", {"oid": s.table.oid})["n"] != 1:
         raise errors.SchemaMissing(
             "the history trigger is not installed, so this action could not be audited: "
             "run 'jobctl schema apply'"

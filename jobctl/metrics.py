@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-import psycopg
-
-from jobctl import db, queries
-
-Row = dict[str, Any]
+from jobctl.rows import Row
+from jobctl.session import Session
 
 
-def collect(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    *,
-    expiring_within: dt.timedelta,
-    reclaim_window: dt.timedelta,
-) -> Row:
+def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.timedelta) -> Row:
     """The figures: stuck jobs by policy, oldest expired lease, live/expiring, reclaims, review."""
-
-    def one(name: str, **params: Any) -> Row:
-        row = conn.execute(queries.query(name, table.ident), params).fetchone()
-        assert row is not None
-        return row
-
     return (
-        one("metrics_leases", soon=expiring_within)
-        | one("metrics_reclaims", window=reclaim_window, job_table=table.qualified)
-        | one("metrics_manual_review")
+        s.one("metrics_leases", {"soon": expiring_within})
+        | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
+        | s.one("metrics_manual_review")
         | {
             "expiring_within_s": expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),

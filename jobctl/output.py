@@ -15,10 +15,10 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
-Row = dict[str, Any]
+Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
 
 
 class Output(str, enum.Enum):
@@ -196,6 +196,6 @@ def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
     return Group(*parts)
 
 
-def key_values(row: Row) -> list[Row]:
+def key_values(row: Row) -> list[dict[str, Any]]:
     """A single record as a two-column table."""
     return [{"field": key, "value": value} for key, value in row.items()]

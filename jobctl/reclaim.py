@@ -1,61 +1,135 @@
-"""Reclaim: the seed's statement in fenced batches; a dry run that shares its SQL; plans."""
+"""Reclaim: the lease design's statement in fenced batches; a dry run that shares its SQL;
+saved plans; and the workflow of ``jobctl reclaim`` (its option rules and three modes)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
-from jobctl import db, errors, output, queries, triage
+from jobctl import db, errors, output
+from jobctl.rows import ReclaimRow, Row
+from jobctl.session import Confirm, Session
+from jobctl.triage import ExpiredFilter, stuck
 
-Row = dict[str, Any]
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 MIN_BATCH, MAX_BATCH = 1, 10_000
 
 
-def dry_run(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    where: triage.ExpiredFilter,
-    limit: int | None,
-) -> list[Row]:
+# ---------------------------------------------------------------- the workflow
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the operator asked of ``jobctl reclaim``."""
+
+    commit: bool = False
+    batch_size: int = 50
+    limit: int | None = None
+    where: ExpiredFilter = dataclasses.field(default_factory=ExpiredFilter)
+    save_plan: Path | None = None
+    plan: Path | None = None
+    every: dt.timedelta | None = None
+    yes: bool = False
+
+    def check(self) -> None:
+        """The rules between options: UsageError (exit 2) before anything is read."""
+        if not MIN_BATCH <= self.batch_size <= MAX_BATCH:
+            raise errors.UsageError(
+                f"--batch-size must be between {MIN_BATCH} and {MAX_BATCH}, not {self.batch_size}"
+            )
+        if self.every is not None and not (self.commit and self.yes):
+            raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
+        if self.plan is not None and not self.commit:
+            raise errors.UsageError("--plan applies a saved plan: it needs --commit")
+        if self.save_plan is not None and self.commit:
+            raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
+        if self.plan is not None and (self.where != ExpiredFilter() or self.every):
+            raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
+
+
+@dataclasses.dataclass
+class Run:
+    """A reclaim under way: its batches (drain them), and how many rows are expected."""
+
+    batches: Iterator[list[ReclaimRow]]
+    total: int | None  # known after a preview or from a plan; None when --yes skipped both
+
+
+def start(s: Session, request: Request, confirm: Confirm) -> Run:
+    """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit.
+
+    A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
+    found; the dry run with ``save_plan`` writes the reviewed rows before returning.
+    """
+    request.check()
+    if not request.commit:
+        rows = dry_run(s, request.where, request.limit)
+        if request.save_plan is not None:
+            save_plan(request.save_plan, db.where(s.conn, s.table), rows)
+        return Run(iter([rows]), len(rows))
+    if request.plan is not None:
+        planned = load_plan(request.plan, db.where(s.conn, s.table))
+        if not request.yes:
+            confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
+        return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
+    total = None
+    if not request.yes:
+        preview_rows = dry_run(s, request.where, request.limit)
+        total = len(preview_rows)
+        requeue = sum(r["action"] == "requeue" for r in preview_rows)
+        confirm(
+            f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?", [], ""
+        )
+    batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
+    return Run(batches, total)
+
+
+def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
+    """requeue / fail / skipped counts of reclaim rows."""
+    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
+
+
+def summary_line(counts: collections.Counter[str], committed: bool) -> str:
+    """What a reclaim did (or would do), in one line for stderr."""
+    requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
+    if committed:
+        return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
+    line = f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped"
+    line += "; nothing changed"
+    return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+# ---------------------------------------------------------------- dry run and commit
+def dry_run(s: Session, where: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
     """What a commit would do now, changing nothing (read-only transaction).
 
     It is the commit's own candidate set and decision (one SQL text, see queries.sql); rows
     another session holds locked are marked ``skipped``: SKIP LOCKED would pass them by.
     """
-    with db.transaction(conn, settings, read_only=True):
-        return list(preview(conn, table, where, limit))
+    with s.transaction(read_only=True):
+        return list(preview(s, where, limit))
 
 
-def preview(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    where: triage.ExpiredFilter,
-    limit: int | None,
-) -> Iterator[Row]:
+def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
-    for row in triage.stuck(conn, table, where, limit):
-        yield triage.note_locked(row) | {"applied": False}
+    for row in stuck(s, where, limit):
+        yield cast(ReclaimRow, {**row, "applied": False})
 
 
 def commit(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    where: triage.ExpiredFilter,
+    s: Session,
+    where: ExpiredFilter,
     *,
     batch_size: int,
     limit: int | None,
     stop: threading.Event | None = None,
-) -> Iterator[list[Row]]:
+) -> Iterator[list[ReclaimRow]]:
     """Reclaim in batches, each its own short transaction (BEGIN, the transaction-local
     timeouts, the statement, COMMIT: one round trip); yields each batch's rows.
 
@@ -68,12 +142,12 @@ def commit(
         size = batch_size if limit is None else min(batch_size, limit - handled)
         current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
         try:
-            rows, failed = _batch(conn, settings, table, current, size), []
+            rows, failed = _batch(s, current, size), []
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
             # one row fails the whole batch: apply it row by row so only that row stays behind
-            rows, failed = _row_by_row(conn, settings, table, current, size)
+            rows, failed = _row_by_row(s, current, size)
             poisoned.extend(row["id"] for row in failed)
         handled += len(rows)
         if rows or failed:
@@ -82,11 +156,7 @@ def commit(
             break
     if where.plan is None and (limit is None or handled < limit):
         left = [
-            r
-            for r in dry_run(
-                conn, settings, table, where, None if limit is None else limit - handled
-            )
-            if r["skipped"]
+            r for r in dry_run(s, where, None if limit is None else limit - handled) if r["skipped"]
         ]
         if left:
             yield left
@@ -100,50 +170,38 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
     return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
 
 
-def _batch(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    where: triage.ExpiredFilter,
-    size: int,
-) -> list[Row]:
+def _batch(s: Session, where: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
-    statement = queries.query("reclaim_batch", table.ident)
-    rows = db.pipelined(conn, settings, statement, {**where.params(), "limit": size})
+    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size})
     for row in rows:
         row["applied"], row["skipped"] = True, None
-    return rows
+    return cast(list[ReclaimRow], rows)
 
 
 def _row_by_row(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    where: triage.ExpiredFilter,
-    size: int,
-) -> tuple[list[Row], list[Row]]:
+    s: Session, where: ExpiredFilter, size: int
+) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
     """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
-    applied: list[Row] = []
-    failed: list[Row] = []
+    applied: list[ReclaimRow] = []
+    failed: list[ReclaimRow] = []
     first_error: Exception | None = None
-    for candidate in dry_run(conn, settings, table, where, size):
+    for candidate in dry_run(s, where, size):
         try:
-            one = dataclasses.replace(where, ids=[candidate["id"]])
-            applied += _batch(conn, settings, table, one, 1)
+            applied += _batch(s, dataclasses.replace(where, ids=[candidate["id"]]), 1)
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
             first_error = first_error or exc
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            failed.append(candidate | {"skipped": f"error: {message}"})
+            failed.append({**candidate, "skipped": f"error: {message}"})
     if first_error is not None and not applied:
         raise first_error  # every row fails: not one poison row but the statement itself
     return applied, failed
 
 
 # ---------------------------------------------------------------- plans
-def save_plan(path: Path, location: dict[str, Any], rows: list[Row]) -> None:
+def save_plan(path: Path, location: dict[str, Any], rows: list[ReclaimRow]) -> None:
     """Write the reviewed rows and where they were reviewed (no password) to ``path``."""
     plan = {
         "format": PLAN_FORMAT,
@@ -183,14 +241,7 @@ def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     return rows
 
 
-def commit_plan(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    table: db.JobsTable,
-    plan_rows: list[Row],
-    *,
-    batch_size: int,
-) -> Iterator[list[Row]]:
+def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterator[list[ReclaimRow]]:
     """Apply only the planned rows, each exactly as reviewed; the others come back unapplied.
 
     Exactly as reviewed: same attempt token, same lease_expires_at (a heartbeat since the
@@ -202,38 +253,29 @@ def commit_plan(
         reviewed = [
             {k: r[k] for k in ("id", "attempt_token", "lease_expires_at", "action")} for r in chunk
         ]
-        where = triage.ExpiredFilter(
-            ids=[int(r["id"]) for r in chunk], plan=output.to_json(reviewed)
-        )
+        where = ExpiredFilter(ids=[int(r["id"]) for r in chunk], plan=output.to_json(reviewed))
         applied = [
             row
-            for batch in commit(
-                conn, settings, table, where, batch_size=len(chunk), limit=len(chunk)
-            )
+            for batch in commit(s, where, batch_size=len(chunk), limit=len(chunk))
             for row in batch
         ]
         done = {row["id"] for row in applied}
         missed = [r for r in chunk if r["id"] not in done]
-        yield applied + _why_not_applied(conn, settings, table, missed)
+        yield applied + _why_not_applied(s, missed)
 
 
-def _why_not_applied(
-    conn: psycopg.Connection[Any], settings: db.Settings, table: db.JobsTable, missed: list[Row]
-) -> list[Row]:
+def _why_not_applied(s: Session, missed: list[Row]) -> list[ReclaimRow]:
     if not missed:
         return []
-    with db.transaction(conn, settings, read_only=True):
-        now = {
-            r["id"]: r
-            for r in conn.execute(
-                queries.query("plan_row_state", table.ident), {"ids": [r["id"] for r in missed]}
-            )
-        }
-    result = []
-    for reviewed in missed:
-        current = now.get(reviewed["id"])
-        result.append(reviewed | {"applied": False, "skipped": _reason(reviewed, current)})
-    return result
+    with s.transaction(read_only=True):
+        now = {r["id"]: r for r in s.rows("plan_row_state", {"ids": [r["id"] for r in missed]})}
+    return [
+        cast(
+            ReclaimRow,
+            reviewed | {"applied": False, "skipped": _reason(reviewed, now.get(reviewed["id"]))},
+        )
+        for reviewed in missed
+    ]
 
 
 def _timestamp(value: Any) -> Any:
@@ -256,50 +298,3 @@ def _reason(reviewed: Row, current: Row | None) -> str:
     if current["locked_by"]:
         return f"locked by {current['locked_by']}"
     return "changed since the review"
-
-
-# ---------------------------------------------------------------- service
-def serve(
-    settings: db.Settings,
-    where: triage.ExpiredFilter,
-    *,
-    batch_size: int,
-    every: dt.timedelta,
-    stop: threading.Event,
-    log: Callable[[str], None],
-    max_backoff_s: float = 30.0,
-) -> Iterator[list[Row]]:
-    """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set.
-
-    A lost connection (database restart, killed backend) is logged in one line and retried
-    with exponential backoff; several reclaimers at once are safe (SKIP LOCKED + the fence).
-    """
-    conn: psycopg.Connection[Any] | None = None
-    backoff = 0.5
-    while not stop.is_set():
-        try:
-            with db.mapped_errors(settings.resolved_dsn()):
-                if conn is None or conn.closed:
-                    conn = db.connect(settings)
-                    table = db.resolve_table(conn, settings.table)
-                for batch in commit(
-                    conn, settings, table, where, batch_size=batch_size, limit=None, stop=stop
-                ):
-                    if any(row["applied"] for row in batch):
-                        yield batch
-            backoff = 0.5
-            stop.wait(every.total_seconds())
-        except (
-            errors.ConnectError,
-            errors.DatabaseError,
-            errors.StatementTimeout,
-            errors.LockTimeout,
-        ) as exc:
-            log(f"reclaimer: {exc.message}; retrying in {backoff:.1f}s")
-            if conn is not None:
-                conn.close()
-                conn = None
-            stop.wait(backoff)
-            backoff = min(backoff * 2, max_backoff_s)
-    if conn is not None:
-        conn.close()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
-Row = dict[str, Any]
+from jobctl.rows import History, Row
+
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
 
 
@@ -17,7 +19,7 @@ def _s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.1f}s"
 
 
-def attempt_facts(attempt: Row) -> Row:
+def attempt_facts(attempt: Mapping[str, Any]) -> Row:
     """One attempt's heartbeat facts: typical and largest gap against the lease."""
     heartbeats = attempt["heartbeats"] or 0
     typical = None
@@ -28,10 +30,10 @@ def attempt_facts(attempt: Row) -> Row:
     lease = attempt.get("lease_s")
     largest = attempt["max_heartbeat_gap_s"]
     warning = bool(lease and largest is not None and largest >= GAP_WARNING * lease)
-    return attempt | {"typical_heartbeat_gap_s": typical, "lease_too_short": warning}
+    return {**attempt, "typical_heartbeat_gap_s": typical, "lease_too_short": warning}
 
 
-def explain(history: Row) -> Row:
+def explain(history: History) -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
@@ -66,7 +68,7 @@ def explain(history: Row) -> Row:
     }
 
 
-def _sentences(event: Row, attempt: Row | None) -> list[str]:
+def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     kind, at, who = event["event"], _at(event["at"]), event["actor"]
     why = f': "{event["reason"]}"' if event.get("reason") else ""
     if kind == "claimed":

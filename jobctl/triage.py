@@ -5,17 +5,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
-import psycopg
+from jobctl import errors
+from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
+from jobctl.session import Session
 
-from jobctl import db, errors, queries
-
-Row = dict[str, Any]
 HISTORY_EVENT_LIMIT = 10_000
-STREAM_CHUNK = 2_000
 EXACT_COUNT_LIMIT = 1_000_000
 SHOW_EVENT_LIMIT = 10
+STATUSES = ("queued", "processing", "done", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,27 +39,20 @@ class ExpiredFilter:
         }
 
 
-def stuck(
-    conn: psycopg.Connection[Any], table: db.JobsTable, where: ExpiredFilter, limit: int | None
-) -> Iterator[Row]:
+def stuck(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
     Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
-    ``locked_by``, naming the session where the database can tell. Streamed through a
+    ``skipped``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    yield from _stream(
-        conn, queries.query("stuck", table.ident), {**where.params(), "limit": limit}
-    )
+    for row in s.stream("stuck", {**where.params(), "limit": limit}):
+        yield cast(LeaseRow, note_locked(row))
 
 
 def at_risk(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    where: ExpiredFilter,
-    window: dt.timedelta,
-    limit: int | None,
-) -> Iterator[Row]:
+    s: Session, where: ExpiredFilter, window: dt.timedelta, limit: int | None
+) -> Iterator[AtRiskRow]:
     """Expired leases plus live ones that expire within ``window``, oldest expiry first.
 
     Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
@@ -68,7 +60,8 @@ def at_risk(
     its leases run out.
     """
     params = {**where.params(), "window": window, "limit": limit}
-    yield from _stream(conn, queries.query("at_risk", table.ident), params)
+    for row in s.stream("at_risk", params):
+        yield cast(AtRiskRow, note_locked(row))
 
 
 def note_locked(row: Row) -> Row:
@@ -78,88 +71,62 @@ def note_locked(row: Row) -> Row:
     return row
 
 
-def _stream(conn: psycopg.Connection[Any], query: Any, params: dict[str, Any]) -> Iterator[Row]:
-    """Rows through a server-side cursor, a chunk at a time (inside the caller's transaction)."""
-    with conn.cursor(name="jobctl_stream") as cursor:
-        cursor.itersize = STREAM_CHUNK
-        cursor.execute(query, params)
-        yield from cursor
-
-
-def summary(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    expiring_within: dt.timedelta,
-    *,
-    exact: bool = False,
-) -> Row:
+def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -> Row:
     """Counts by status, processing split by lease state, processing jobs per worker.
 
     On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
     (done, failed) are estimated from the statistics instead of counted by a full scan;
     queued and processing are always counted. ``exact`` counts everything.
     """
-
-    def rows(name: str, **params: Any) -> list[Row]:
-        return conn.execute(queries.query(name, table.ident), params).fetchall()
-
-    size = rows("table_size_estimate", oid=table.oid)[0]["estimate"]
+    size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
     estimated: list[str] = []
     if exact or size < EXACT_COUNT_LIMIT:
-        by_status = {r["status"]: r["jobs"] for r in rows("summary_status")}
+        by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status")}
     else:
-        live = {r["status"]: r["jobs"] for r in rows("summary_status_live")}
-        guess = {r["status"]: r["jobs"] for r in rows("summary_status_estimate", oid=table.oid)}
+        live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live")}
+        guess = {
+            r["status"]: r["jobs"] for r in s.rows("summary_status_estimate", {"oid": s.table.oid})
+        }
         estimated = sorted(set(guess) - set(live) | ({"done", "failed"} - set(live)))
-        by_status = {s: guess.get(s, 0) for s in estimated} | live
+        by_status = {status: guess.get(status, 0) for status in estimated} | live
     return {
-        "table": table.qualified,
-        "status": {s: by_status.get(s, 0) for s in ("queued", "processing", "done", "failed")}
-        | by_status,
+        "table": s.table.qualified,
+        "status": {status: by_status.get(status, 0) for status in STATUSES} | by_status,
         "estimated": estimated,
-        "processing": rows("summary_processing", soon=expiring_within)[0],
+        "processing": s.one("summary_processing", {"soon": expiring_within}),
         "expiring_within_s": expiring_within.total_seconds(),
-        "workers": rows("summary_workers", soon=expiring_within),
+        "workers": s.rows("summary_workers", {"soon": expiring_within}),
     }
 
 
-def job(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def job(s: Session, job_id: int) -> Row:
     """One job: every column plus ``lease_state`` (live, expired, none)."""
-    row = conn.execute(queries.query("job_row", table.ident), {"id": job_id}).fetchone()
+    row = s.row("job_row", {"id": job_id})
     if row is None:
-        raise errors.JobctlError(f"job {job_id} not found in {table.qualified}")
+        raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)
     return row
 
 
-def events(
-    conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int, limit: int
-) -> list[Row]:
+def events(s: Session, job_id: int, limit: int) -> list[Event]:
     """The job's latest ``limit`` events, oldest first."""
-    cursor = conn.execute(
-        queries.query("job_events", table.ident),
-        {"job_table": table.qualified, "id": job_id, "limit": limit},
-    )
-    rows = cursor.fetchall()
+    rows = s.rows("job_events", {"job_table": s.table.qualified, "id": job_id, "limit": limit})
     for row in rows:
         row.pop("event_id")
-    return rows
+    return cast(list[Event], rows)
 
 
-def show(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def show(s: Session, job_id: int) -> Row:
     """The job row, its lease state and its latest events."""
-    return job(conn, table, job_id) | {"events": events(conn, table, job_id, SHOW_EVENT_LIMIT)}
+    return job(s, job_id) | {"events": events(s, job_id, SHOW_EVENT_LIMIT)}
 
 
-def history(conn: psycopg.Connection[Any], table: db.JobsTable, job_id: int) -> Row:
+def history(s: Session, job_id: int) -> History:
     """The job, its attempts (heartbeat history) and its events (reclaim history)."""
-    the_job = job(conn, table, job_id)
-    attempts = conn.execute(
-        queries.query("job_attempts", table.ident),
-        {"job_table": table.qualified, "id": job_id},
-    ).fetchall()
+    the_job = job(s, job_id)
+    attempts = s.rows("job_attempts", {"job_table": s.table.qualified, "id": job_id})
     return {
         "job": the_job,
-        "attempts": attempts,
-        "events": events(conn, table, job_id, HISTORY_EVENT_LIMIT),
+        "attempts": cast(list[Attempt], attempts),
+        "events": events(s, job_id, HISTORY_EVENT_LIMIT),
     }

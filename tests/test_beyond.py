@@ -42,19 +42,16 @@ def test_quarantine_dry_run_commit_and_undo(conn, dsn, run):
 
 
 def test_policy_change_is_fenced(conn, dsn):
-    from jobctl import db, manual
+    from jobctl import db, manual, session
 
     add_jobs(conn, 1)
     (job,) = claim_all(dsn, 1, lease_seconds=60)
-    settings = db.Settings(dsn=dsn, actor="tester@ci")
-    with db.connect(settings) as c:
-        table = db.resolve_table(c, "jobs")
-        decision = manual.decide_policy(c, settings, table, job.id, "manual")
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide_policy(s, job.id, "manual")
         with psycopg.connect(dsn, autocommit=True) as w:
             lease.Worker(w, "w1").heartbeat(job)  # the row changes between read and write
-        result = manual.set_policy(
-            c, settings, table, decision, "manual", event="policy_changed", reason=None
-        )
+        result = manual.set_policy(s, decision, "manual", event="policy_changed", reason=None)
     assert result.outcome == "conflict"
     assert conn.execute("SELECT recovery_policy FROM jobs").fetchone()["recovery_policy"] == "auto"
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all, snapshot
 
-from jobctl import db, lease, manual
+from jobctl import db, lease, manual, session
 
 
 def status_of(conn, job_id: int) -> str:
@@ -129,10 +129,9 @@ def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
     add_jobs(conn, 1)
     live = change == "heartbeat"
     (job,) = claim_all(dsn, 1, lease_seconds=600 if live else -60)
-    settings = db.Settings(dsn=dsn, actor="tester@ci")
-    with db.connect(settings) as c:
-        table = db.resolve_table(c, "jobs")
-        decision = manual.decide(c, settings, table, job.id, "fail", force=live, expect_token=None)
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide(s, job.id, "fail", force=live, expect_token=None)
         assert decision.outcome is None
         with psycopg.connect(dsn, autocommit=True) as other:  # the concurrent change
             if change == "worker completes":
@@ -145,9 +144,7 @@ def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
                     "reclaim_count = reclaim_count + 1"
                 )
         before = snapshot(conn)
-        result = manual.apply(
-            c, settings, table, decision, "fail", reason="x", delay=dt.timedelta(0)
-        )
+        result = manual.apply(s, decision, "fail", reason="x", delay=dt.timedelta(0))
     assert result.outcome == "conflict"
     assert snapshot(conn) == before
 
@@ -155,17 +152,12 @@ def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
 def test_failed_rows_are_fenced_by_version_not_only_token(conn, dsn):
     """Two failed rows both have a NULL token: the version keeps a stale read from applying."""
     job_id = make(conn, dsn, "failed")
-    settings = db.Settings(dsn=dsn, actor="tester@ci")
-    with db.connect(settings) as c:
-        table = db.resolve_table(c, "jobs")
-        decision = manual.decide(
-            c, settings, table, job_id, "requeue", force=False, expect_token=None
-        )
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide(s, job_id, "requeue", force=False, expect_token=None)
         # meanwhile: requeued, claimed, reclaimed and failed again (token NULL once more)
         conn.execute("UPDATE jobs SET last_error = 'failed again', updated_at = now()")
-        result = manual.apply(
-            c, settings, table, decision, "requeue", reason=None, delay=dt.timedelta(0)
-        )
+        result = manual.apply(s, decision, "requeue", reason=None, delay=dt.timedelta(0))
     assert result.outcome == "conflict"
     assert status_of(conn, job_id) == "failed"
 

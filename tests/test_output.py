@@ -75,7 +75,7 @@ def test_durations(text, seconds):
 
 @pytest.mark.parametrize("text", ["", "5 minutes", "-1s", "1y", "1e9", "99999999d"])
 def test_bad_durations(text):
-    with pytest.raises(errors.UsageError):
+    with pytest.raises(durations.InvalidDuration):
         durations.parse(text)
 
 

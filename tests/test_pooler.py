@@ -22,7 +22,8 @@ import pytest
 from conftest import POOL_SIZE
 from helpers import add_jobs, claim_all
 
-from jobctl import db, lease, reclaim, triage
+from jobctl import db, lease, reclaim, session
+from jobctl.triage import ExpiredFilter
 
 # what jobctl sets (transaction-locally), read on every server connection of the pool
 SETTINGS = (
@@ -240,14 +241,9 @@ def test_reclaim_core_through_the_pool(conn, dsn, pooled_dsn):
     """The core's commit on one pooled connection, batch after batch (the service's loop)."""
     add_jobs(conn, 70)
     claim_all(pooled_dsn, 70)
-    settings = db.Settings(dsn=pooled_dsn, actor="core@ci")
-    with db.connect(settings) as pooled:
-        table = db.resolve_table(pooled, "jobs")
-        batches = list(
-            reclaim.commit(
-                pooled, settings, table, triage.ExpiredFilter(), batch_size=3, limit=None
-            )
-        )
+    s = session.connect(db.Settings(dsn=pooled_dsn, actor="core@ci"))
+    with s.conn:
+        batches = list(reclaim.commit(s, ExpiredFilter(), batch_size=3, limit=None))
     assert sum(len(b) for b in batches) == 70 and len(batches) == 24
     assert processing(conn) == 0
     assert_pool_clean(dsn, pooled_dsn, "reclaim.commit")

@@ -19,7 +19,7 @@ from helpers import add_jobs, claim_all, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobctl import db, lease, queries, reclaim, triage
+from jobctl import db, lease, queries, reclaim, session, triage
 
 ALL = triage.ExpiredFilter()
 
@@ -40,10 +40,9 @@ def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
     return row["n"] > 0
 
 
-def core(dsn: str) -> tuple[psycopg.Connection[Any], db.Settings, db.JobsTable]:
-    settings = db.Settings(dsn=dsn, actor="tester@ci")
-    conn = db.connect(settings)
-    return conn, settings, db.resolve_table(conn, "jobs")
+def core(dsn: str) -> session.Session:
+    """A session of jobctl's core on the test database (close its connection)."""
+    return session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
 
 
 # ---------------------------------------------------------------- the dry run is the commit
@@ -75,14 +74,14 @@ def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_siz
             (status, policy, attempts, max_attempts, processing, processing, offset),
         )
     where = triage.ExpiredFilter(grace=dt.timedelta(seconds=grace))
-    c, s, table = core(dsn)
-    with c:
+    s = core(dsn)
+    with s.conn:
         before = snapshot(conn)
-        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(c, s, table, where, None)}
+        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(s, where, None)}
         assert snapshot(conn) == before
         applied = [
             r
-            for batch in reclaim.commit(c, s, table, where, batch_size=batch_size, limit=None)
+            for batch in reclaim.commit(s, where, batch_size=batch_size, limit=None)
             for r in batch
         ]
     assert {r["id"]: r["action"] for r in applied} == predicted
@@ -138,9 +137,9 @@ def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
         queries.query("complete", table.ident),
         {"id": first.id, "attempt_token": first.attempt_token},
     )
-    c, s, t = core(dsn)
-    with c:
-        rows = [r for b in reclaim.commit(c, s, t, ALL, batch_size=50, limit=None) for r in b]
+    s = core(dsn)
+    with s.conn:
+        rows = [r for b in reclaim.commit(s, ALL, batch_size=50, limit=None) for r in b]
     worker.commit()
     worker.close()
     by_id = {r["id"]: r for r in rows}

@@ -306,5 +306,12 @@ RETURNING status
 -- job_outcome: after an unacknowledged completion: is the job done with no later claim?
 SELECT status, attempts FROM {table} WHERE id = %(id)s
 
+-- history_trigger_installed: 1 when the history trigger is on the jobs table and enabled
+SELECT count(*) AS n FROM pg_trigger
+WHERE tgrelid = %(oid)s AND tgname = 'jobctl_history_update' AND tgenabled <> 'D'
+
+-- now: the database's time (the transaction's start), which every age is measured against
+SELECT now() AS at
+
 -- concurrent_lock_probe: the lock CREATE/DROP INDEX CONCURRENTLY takes, tried under lock_timeout
 LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE

@@ -1,0 +1,179 @@
+"""The row shapes that cross modules, defined once, with the columns each shows in a table.
+
+Rows come from the database as dicts (psycopg's ``dict_row``); these ``TypedDict`` s name
+their keys, which are also the JSON contract (see the commands reference). A ``*_COLUMNS``
+list is what a table shows of a shape, in order; JSON always carries every key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, TypedDict
+
+Row = dict[str, Any]  # a row as the database returns it, before it is given a shape
+
+
+class LeaseRow(TypedDict):
+    """A processing job and its lease: one row of ``stuck``, the start of a reclaim row."""
+
+    id: Any  # the table's own id type
+    status: str
+    reserved_by: str | None
+    attempt_token: uuid.UUID | None
+    attempts: int
+    max_attempts: int
+    reclaim_count: int
+    recovery_policy: str
+    reserved_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None
+    lease_expires_at: dt.datetime | None
+    lease_overdue_s: float | None
+    heartbeat_age_s: float | None
+    action: str  # requeue or fail: what reclaim does to it
+    skipped: str | None  # why reclaim passes it by (locked by another session), else None
+
+
+class AtRiskRow(LeaseRow):
+    """``stuck --expiring-within``: a lease expired or about to, with its worker's lag."""
+
+    lease_state: str  # expired or expiring
+    worker_heartbeat_lag_s: float | None
+
+
+class ReclaimRow(LeaseRow):
+    """One row of a reclaim: the lease row, and whether the commit applied it."""
+
+    applied: bool
+
+
+class ManualResult(TypedDict):
+    """The outcome of an operator write (requeue, fail, policy, quarantine) for one id."""
+
+    id: Any
+    outcome: str | None  # requeued, failed, policy_changed, quarantined, refused, conflict, ...
+    detail: str
+    status_before: str | None
+    attempt_token: uuid.UUID | None
+    reserved_by: str | None
+    lease_state: str | None
+    reclaim_count: int | None
+    recovery_policy_before: str | None
+
+
+class Attempt(TypedDict):
+    """One attempt of a job (the heartbeat history)."""
+
+    attempt: int | None
+    attempt_token: uuid.UUID | None
+    worker: str | None
+    claimed_at: dt.datetime | None
+    heartbeats: int | None
+    last_heartbeat_at: dt.datetime | None
+    max_heartbeat_gap_s: float | None
+    ended_at: dt.datetime | None
+    outcome: str | None
+    lease_s: float | None
+    lease_expires_at: dt.datetime | None
+
+
+class Event(TypedDict):
+    """One state transition of a job (the reclaim and audit history)."""
+
+    at: dt.datetime
+    event: str
+    from_status: str | None
+    to_status: str | None
+    attempt: int | None
+    attempt_token: uuid.UUID | None
+    worker: str | None
+    actor: str | None
+    reason: str | None
+
+
+class History(TypedDict):
+    """``jobctl history``: the job, its attempts and its events, oldest first."""
+
+    job: Row
+    attempts: list[Attempt]
+    events: list[Event]
+
+
+# ---------------------------------------------------------------- what tables show
+STUCK_COLUMNS = [
+    "id",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "lease_expires_at",
+    "lease_overdue_s",
+    "heartbeat_age_s",
+    "action",
+]
+AT_RISK_COLUMNS = [*STUCK_COLUMNS, "lease_state", "worker_heartbeat_lag_s"]
+RECLAIM_COLUMNS = [
+    "id",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "lease_overdue_s",
+    "action",
+    "applied",
+    "skipped",
+]
+MANUAL_COLUMNS = [
+    "id",
+    "outcome",
+    "detail",
+    "status_before",
+    "reserved_by",
+    "lease_state",
+    "attempt_token",
+]
+PREVIEW_COLUMNS = [  # a job an operator write is about to change (and quarantine's dry run)
+    "id",
+    "status",
+    "reserved_by",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "recovery_policy",
+    "lease_state",
+    "attempt_token",
+]
+EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
+ATTEMPT_COLUMNS = [
+    "attempt",
+    "worker",
+    "claimed_at",
+    "heartbeats",
+    "last_heartbeat_at",
+    "max_heartbeat_gap_s",
+    "ended_at",
+    "outcome",
+    "attempt_token",
+]
+HISTORY_HEAD_COLUMNS = [
+    "id",
+    "status",
+    "lease_state",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "recovery_policy",
+    "last_error",
+]
+SUMMARY_WORKER_COLUMNS = [
+    "worker",
+    "processing",
+    "expired",
+    "expired_manual",
+    "expiring_soon",
+    "first_expiry",
+    "last_expiry",
+    "last_seen_at",
+    "heartbeat_lag_s",
+]

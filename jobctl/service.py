@@ -1,0 +1,92 @@
+"""The reclaimer service (``jobctl reclaim --commit --yes --every D``): reclaim, sleep, repeat.
+
+It outlives database restarts and killed backends (reconnecting with backoff) and stops
+cleanly on SIGTERM or SIGINT, after the batch in hand. Several may run at once: SKIP LOCKED
+and the attempt-token fence keep them from ever reclaiming one lease twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+from jobctl import db, errors, reclaim, session
+from jobctl.rows import ReclaimRow
+from jobctl.triage import ExpiredFilter
+
+MAX_BACKOFF_S = 30.0
+
+
+def run(
+    settings: db.Settings,
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    on_batch: Callable[[list[ReclaimRow]], None],
+    log: Callable[[str], None],
+) -> None:
+    """Serve until SIGTERM or SIGINT: each batch that applied rows goes to ``on_batch``
+    (its applied rows only), and a summary line and every incident to ``log``."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log(f"reclaimer: {signal.Signals(signum).name}, stopping after the current batch")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
+    for batch in serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log):
+        applied = [row for row in batch if row["applied"]]
+        on_batch(applied)
+        log(reclaim.summary_line(reclaim.tally(applied), True))
+    log("reclaimer: stopped")
+
+
+def serve(
+    settings: db.Settings,
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    stop: threading.Event,
+    log: Callable[[str], None],
+    max_backoff_s: float = MAX_BACKOFF_S,
+) -> Iterator[list[ReclaimRow]]:
+    """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set.
+
+    A lost connection (database restart, killed backend) is logged in one line and retried
+    with exponential backoff; several reclaimers at once are safe (SKIP LOCKED + the fence).
+    """
+    current: session.Session | None = None
+    backoff = 0.5
+    while not stop.is_set():
+        try:
+            with db.mapped_errors(settings.resolved_dsn()):
+                if current is None or current.conn.closed:
+                    current = session.connect(settings)
+                for batch in reclaim.commit(
+                    current, where, batch_size=batch_size, limit=None, stop=stop
+                ):
+                    if any(row["applied"] for row in batch):
+                        yield batch
+            backoff = 0.5
+            stop.wait(every.total_seconds())
+        except (
+            errors.ConnectError,
+            errors.DatabaseError,
+            errors.StatementTimeout,
+            errors.LockTimeout,
+        ) as exc:
+            log(f"reclaimer: {exc.message}; retrying in {backoff:.1f}s")
+            if current is not None:
+                current.conn.close()
+                current = None
+            stop.wait(backoff)
+            backoff = min(backoff * 2, max_backoff_s)
+    if current is not None:
+        current.conn.close()

@@ -1,0 +1,98 @@
+"""The one way in: a connection, the settings and the resolved jobs table, held together.
+
+Every core workflow takes a ``Session``; it runs the named statements of ``sql/`` against
+its table, inside short transactions with the settings' timeouts (see ``db.transaction``).
+Example::
+
+    with session.open(db.Settings(dsn="dbname=app")) as s, s.transaction(read_only=True):
+        rows = s.rows("stuck", {...})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobctl import db, queries
+from jobctl.rows import Row
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+# How a workflow asks the operator to go ahead: (question, the rows it is about to change,
+# a title for them); it returns to proceed, or raises errors.Refused (exit 2, nothing changed).
+Confirm = Callable[[str, Sequence[Any], str], None]
+STREAM_CHUNK = 2_000  # rows a server-side cursor fetches at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """A connection to the database that holds ``table``, and how jobctl behaves on it."""
+
+    conn: psycopg.Connection[Any]
+    settings: db.Settings
+    table: db.JobsTable
+
+    def transaction(
+        self, *, read_only: bool = False, action: str | None = None, reason: str | None = None
+    ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
+        """A short transaction with the settings' timeouts (and the audit's actor)."""
+        return db.transaction(
+            self.conn, self.settings, read_only=read_only, action=action, reason=reason
+        )
+
+    def query(self, name: str, **fragments: sql.Composable) -> sql.Composed:
+        """The named statement, composed for this session's table."""
+        return queries.query(name, self.table.ident, **fragments)
+
+    def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
+        return self.conn.execute(self.query(name), params or {}).fetchall()
+
+    def row(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
+        return self.conn.execute(self.query(name), params or {}).fetchone()
+
+    def one(self, name: str, params: dict[str, Any] | None = None) -> Row:
+        """The single row a statement always returns (an aggregate, say)."""
+        row = self.row(name, params)
+        if row is None:
+            raise AssertionError(f"{name} returned no row")
+        return row
+
+    def pipelined(self, name: str, params: dict[str, Any]) -> list[Row]:
+        """The named statement in its own short transaction, timeouts and actor set
+        transaction-locally, in one round trip (``db.pipelined``); its rows."""
+        return db.pipelined(self.conn, self.settings, self.query(name), params)
+
+    def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
+        """Run a write; the number of rows it changed."""
+        return self.conn.execute(self.query(name), params or {}).rowcount
+
+    def stream(self, name: str, params: dict[str, Any]) -> Iterator[Row]:
+        """Rows through a server-side cursor, a chunk at a time, so memory stays flat.
+
+        The caller holds the transaction (a named cursor lives only inside one).
+        """
+        with self.conn.cursor(name="jobctl_stream") as cursor:
+            cursor.itersize = STREAM_CHUNK
+            cursor.execute(self.query(name), params)
+            yield from cursor
+
+
+def connect(settings: db.Settings) -> Session:
+    """A new session (the caller closes ``session.conn``); the table must exist."""
+    conn = db.connect(settings)
+    try:
+        return Session(conn, settings, db.resolve_table(conn, settings.table))
+    except BaseException:
+        conn.close()
+        raise
+
+
+@contextlib.contextmanager
+def open(settings: db.Settings) -> Iterator[Session]:
+    """A session for one command: database errors inside become one line (``db.mapped_errors``)."""
+    with db.connected(settings) as conn:
+        yield Session(conn, settings, db.resolve_table(conn, settings.table))
