@@ -334,3 +334,30 @@ def test_no_command_leaves_session_state_on_a_direct_connection(
         assert len(found) > before, f"{current}: its connection was inspected"
     for command, state in found:
         assert clean(state) == expected, command
+
+
+def test_prepared_statement_error_names_the_pooler(conn):
+    """The error a pooler in transaction mode typically causes, raised for real by the server,
+    becomes one line naming the likely cause."""
+    conn.execute("PREPARE _pg3_0 AS SELECT 1")
+    with pytest.raises(psycopg.errors.DuplicatePreparedStatement) as raised:
+        conn.execute("PREPARE _pg3_0 AS SELECT 1")
+    mapped = db.database_error(raised.value)
+    assert mapped.exit_code == 1 and "\n" not in mapped.message
+    assert '"_pg3_0" already exists' in mapped.message and "connection pooler" in mapped.message
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ('prepared statement "_pg3_0" does not exist', True),
+        ("unsupported startup parameter: options", True),
+        ("no more connections allowed (max_client_conn)", True),
+        ("query_wait_timeout", True),
+        ("server conn crashed?", True),
+        ('relation "jobs" does not exist', False),
+        ("canceling statement due to statement timeout", False),
+    ],
+)
+def test_pooler_hint(message: str, named: bool):
+    assert ("connection pooler" in db.pooler_hint(message)) is named
