@@ -104,7 +104,6 @@ _POOLER_MESSAGES = (
     "no such database",
     "client_login_timeout",
     "idle transaction timeout",
-    "pooler",
     "pgbouncer",
 )
 
@@ -257,10 +256,15 @@ def pipelined(
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
     actor set transaction-locally, the statement, COMMIT, sent as one pipeline; its rows.
 
-    On an autocommit connection. A failure rolls the transaction back and raises.
+    On an autocommit connection. A failure rolls the transaction back and raises. With a
+    libpq older than 14 (no pipeline mode) the same transaction takes four round trips.
     """
+    import psycopg
     from psycopg import pq
 
+    if not psycopg.Pipeline.is_supported():
+        with transaction(conn, settings):
+            return conn.execute(statement, params).fetchall()
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
