@@ -8,6 +8,7 @@ so consecutive commands, and the checks between them, share server connections.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ import pytest
 from conftest import POOL_SIZE
 from helpers import add_jobs, claim_all
 
-from jobctl import db, lease, reclaim, session
+from jobctl import db, lease, reclaim, schema, session
 from jobctl.triage import ExpiredFilter
 
 # what jobctl sets (transaction-locally), read on every server connection of the pool
@@ -361,3 +362,28 @@ def test_prepared_statement_error_names_the_pooler(conn):
 )
 def test_pooler_hint(message: str, named: bool):
     assert ("connection pooler" in db.pooler_hint(message)) is named
+
+
+def test_concurrent_index_build_gives_up_at_lock_timeout(conn, dsn):
+    """CREATE INDEX CONCURRENTLY takes no session-level lock_timeout any more: its lock is
+    tried first under the transaction-local one, so a table locked elsewhere still fails fast
+    and leaves nothing behind."""
+    conn.execute("DROP INDEX idx_jobs_processing_timeout")
+    add_jobs(conn, 3)
+    settings = db.Settings(dsn=dsn, lock_timeout=dt.timedelta(milliseconds=300))
+    with db.connect(settings) as c:
+        steps = [s for s in schema.plan_apply(c, "jobs", create=False) if s.outside_transaction]
+        assert [s.what for s in steps] == ["create the reclaim index concurrently"]
+        with psycopg.connect(dsn) as holder:
+            holder.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                schema.apply(c, settings, steps)
+            assert time.monotonic() - started < 5
+        assert c.execute(
+            "SELECT count(*) AS n FROM pg_settings WHERE source = 'session'"
+        ).fetchone() == {"n": 0}
+        assert schema.apply(c, settings, steps) == ["create the reclaim index concurrently"]
+    assert conn.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = 'idx_jobs_processing_timeout'::regclass"
+    ).fetchone() == {"indisvalid": True}
