@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import getpass
+import logging
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from psycopg import sql
 
 CONNECT_TIMEOUT_S = 5
+_SILENT = logging.NullHandler()
 DEFAULT_STATEMENT_TIMEOUT = dt.timedelta(seconds=30)
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=2)
 
@@ -262,6 +264,9 @@ def pipelined(
     import psycopg
     from psycopg import pq
 
+    # a connection lost mid-pipeline is raised as one error; psycopg would also log a warning
+    # about the pipeline it could not close (a second line on stderr, without a handler)
+    logging.getLogger("psycopg").addHandler(_SILENT)
     if not psycopg.Pipeline.is_supported():
         with transaction(conn, settings):
             return conn.execute(statement, params).fetchall()
