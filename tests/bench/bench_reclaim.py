@@ -85,7 +85,8 @@ def reset(dsn: str, queued: int = 0) -> None:
 
 
 def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
-    env = {**os.environ, "JOBCTL_DSN": dsn}
+    # its own application_name: test runs on a shared server terminate 'jobctl' backends
+    env = {**os.environ, "JOBCTL_DSN": conninfo.make_conninfo(dsn, application_name=NAME)}
     if source is not None:  # another jobctl source tree: python -m finds it in the cwd first
         env["PYTHONPATH"] = source
     started = time.perf_counter()
