@@ -9,22 +9,19 @@ stay fast.
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime as dt
 import os
 import sys
-import uuid
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import __version__, db, errors, output, rows
+from jobctl import __version__, cli_schema, db, errors, output, rows, terminal, views
 from jobctl import options as opt
 
 if TYPE_CHECKING:
-    import psycopg
+    import contextlib
 
     from jobctl import manual, reclaim
     from jobctl.session import Session
@@ -39,85 +36,17 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-schema_app = typer.Typer(
-    help="Install and check the lease columns, reclaim index and history.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-app.add_typer(schema_app, name="schema")
+app.add_typer(cli_schema.app, name="schema")
 
 _debug = False
 _raw_dsn: str | None = None  # as typed, to redact it from any message
-MAX_ID = 2**63 - 1
 
 
-def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Job ids from the database, for shell completion: nothing (and no error) without one."""
-    try:
-        from jobctl import session
-
-        root = ctx.find_root().params
-        settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
-        if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
-            return []
-        with session.open(settings) as s:
-            return [r["id"] for r in s.rows("complete_ids", {"prefix": incomplete})]
-    except Exception:
-        return []
-
-
-IdArg = Annotated[
-    int,
-    typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID", autocompletion=_complete_ids),
-]
-IdsArg = Annotated[
-    list[int],
-    typer.Argument(
-        min=1, max=MAX_ID, help="Job ids.", metavar="ID...", autocompletion=_complete_ids
-    ),
-]
-
-
-# ---------------------------------------------------------------- talking to the operator
-@contextlib.contextmanager
-def _session(ctx: typer.Context) -> Iterator[Session]:
+def _session(ctx: typer.Context) -> contextlib.AbstractContextManager[Session]:
     """The command's session (connection, settings, resolved jobs table)."""
     from jobctl import session
 
-    with session.open(ctx.find_root().obj) as s:
-        yield s
-
-
-def _emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
-    if fmt is not None:
-        from tabulate import tabulate_formats
-
-        if fmt not in tabulate_formats:
-            known = ", ".join(sorted(tabulate_formats))
-            raise errors.UsageError(f"--format {fmt!r} is not a tabulate format ({known})")
-    output.render(doc, out, fmt, sys.stdout)
-
-
-def _table(payload: Any, section_rows: Sequence[Any], columns: list[str] | None) -> output.Document:
-    """A document of one untitled table."""
-    return output.Document(payload, [output.Section(None, section_rows, columns)])
-
-
-def _say(message: str) -> None:
-    """A message for the operator: stderr, never mixed with data."""
-    print(output.cell(message), file=sys.stderr)
-
-
-def _confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
-    """Ask on a terminal (showing the rows ``about`` to change); off a terminal, --yes is
-    required. Refusal changes nothing (exit 2). The core's ``Confirm``."""
-    if not sys.stdin.isatty():
-        raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
-    if about:
-        preview = output.Section(title, about, rows.PREVIEW_COLUMNS)
-        output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
-    if not typer.confirm(question, err=True):
-        raise errors.Refused("not confirmed; nothing changed")
+    return session.open(ctx.find_root().obj)
 
 
 def _policy(value: str | None) -> str | None:
@@ -136,38 +65,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    dsn: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DSN",
-            help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
-            "variables and service files.",
-            show_default=False,
-        ),
-    ] = None,
-    table: Annotated[
-        str,
-        typer.Option(
-            envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
-        ),
-    ] = "jobs",
-    statement_timeout: Annotated[
-        dt.timedelta, opt.Duration("Per transaction.", show_default="30s")
-    ] = db.DEFAULT_STATEMENT_TIMEOUT,
-    lock_timeout: Annotated[
-        dt.timedelta, opt.Duration("Per transaction.", show_default="2s")
-    ] = db.DEFAULT_LOCK_TIMEOUT,
-    actor: Annotated[
-        str | None,
-        typer.Option(
-            envvar="JOBCTL_ACTOR",
-            help="Who acts, for the audit trail. Default: user@host.",
-            show_default=False,
-        ),
-    ] = None,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show a traceback on errors (passwords redacted).")
-    ] = False,
+    dsn: opt.Dsn = None,
+    table: opt.Table = "jobs",
+    statement_timeout: opt.StatementTimeout = db.DEFAULT_STATEMENT_TIMEOUT,
+    lock_timeout: opt.LockTimeout = db.DEFAULT_LOCK_TIMEOUT,
+    actor: opt.Actor = None,
+    debug: opt.Debug = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -225,32 +128,28 @@ def stuck(
     columns = rows.STUCK_COLUMNS if expiring_within is None else rows.AT_RISK_COLUMNS
     found = 0
 
-    def rows_of(s: Session) -> Iterator[Any]:
+    def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
         nonlocal found
         if expiring_within is None:
-            source: Iterator[Any] = triage.stuck(s, where, limit)
+            source: Iterator[rows.LeaseRow] = triage.stuck(s, where, limit)
         else:
             source = triage.at_risk(s, where, expiring_within, limit)
         for row in source:
             found += 1
             yield row
 
-    def document(found_rows: list[Any]) -> output.Document:
-        shown = columns + (["skipped"] if any(r["skipped"] for r in found_rows) else [])
-        return _table(found_rows, found_rows, shown)
-
     with _session(ctx) as s:
         if watch:
-            _watch(s, lambda: document(list(rows_of(s))), every, count, out, fmt)
+            _watch(s, lambda: views.stuck(list(rows_of(s)), columns), every, count, out, fmt)
             return
         with s.transaction(read_only=True):
             if out is output.Output.table:  # a table needs every row for its widths
-                _emit(document(list(rows_of(s))), out, fmt)
+                terminal.emit(views.stuck(list(rows_of(s)), columns), out, fmt)
             else:
                 streamed = rows_of(s)
-                _emit(_table(streamed, streamed, columns), out, fmt)
+                terminal.emit(views.table(streamed, streamed, columns), out, fmt)
     if found and sys.stdout.isatty() and out is output.Output.table:
-        _say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
+        terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
     if exit_code and found:
         raise typer.Exit(errors.EXIT_FINDINGS)
 
@@ -277,76 +176,43 @@ def summary(
     """
     from jobctl import triage
 
-    def document(s: Session) -> output.Document:
-        result = triage.summary(s, expiring_within, exact=exact)
-        by_status = [
-            {
-                "status": status,
-                "jobs": n,
-                "counted": "estimate" if status in result["estimated"] else "exact",
-            }
-            for status, n in result["status"].items()
-        ]
-        return output.Document(
-            result,
-            [
-                output.Section("jobs by status", by_status),
-                output.Section("processing by lease", [result["processing"]]),
-                output.Section(
-                    "workers (most expired first)",
-                    result["workers"],
-                    rows.SUMMARY_WORKER_COLUMNS,
-                ),
-            ],
-        )
-
     with _session(ctx) as s:
         if watch:
-            _watch(s, lambda: document(s), every, count, out, fmt)
+            _watch(
+                s,
+                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                every,
+                count,
+                out,
+                fmt,
+            )
             return
         with s.transaction(read_only=True):
-            doc = document(s)
-    _emit(doc, out, fmt)
+            doc = views.summary(triage.summary(s, expiring_within, exact=exact))
+    terminal.emit(doc, out, fmt)
 
 
 def _watch(
     s: Session,
-    produce: Any,
+    produce: Callable[[], output.Document],
     every: dt.timedelta,
     count: int | None,
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """--watch: in place on a terminal (rich Live), else one JSON line per refresh."""
+    """--watch: refresh in place on a terminal, else one JSON line per refresh."""
     from jobctl import watch
 
-    if not (out is output.Output.table and fmt is None and output.use_rich(sys.stdout)):
-        watch.watch(
-            s,
-            produce,
-            lambda at, doc: print(output.to_json({"at": at, "data": doc.payload}), flush=True),
-            every=every,
-            count=count,
-        )
-        return
-    from rich.live import Live
-
-    title = f"(every {every.total_seconds():g}s, Ctrl-C to stop)"
-    with Live(auto_refresh=False, redirect_stderr=False) as live:
-        watch.watch(
-            s,
-            produce,
-            lambda at, doc: live.update(
-                output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
-            ),
-            every=every,
-            count=count,
-        )
+    with terminal.live(out, fmt, every.total_seconds()) as show:
+        watch.watch(s, produce, show, every=every, count=count)
 
 
 @app.command()
 def show(
-    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """One job: its row, its lease state (live, expired, none) and its latest events.
 
@@ -356,17 +222,15 @@ def show(
 
     with _session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id)
-    events = job.pop("events")
-    sections = [
-        output.Section(f"job {job_id}", output.key_values(job)),
-        output.Section("latest events", events, rows.EVENT_COLUMNS),
-    ]
-    _emit(output.Document(job | {"events": events}, sections), out, fmt)
+    terminal.emit(views.show(job, job_id), out, fmt)
 
 
 @app.command()
 def history(
-    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
 
@@ -376,18 +240,15 @@ def history(
 
     with _session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id)
-    head = {k: result["job"].get(k) for k in rows.HISTORY_HEAD_COLUMNS}
-    sections = [
-        output.Section(f"job {job_id}", [head]),
-        output.Section("attempts", result["attempts"], rows.ATTEMPT_COLUMNS),
-        output.Section("events", result["events"], rows.EVENT_COLUMNS),
-    ]
-    _emit(output.Document(result, sections), out, fmt)
+    terminal.emit(views.history(result, job_id), out, fmt)
 
 
 @app.command()
 def explain(
-    ctx: typer.Context, job_id: IdArg, out: opt.Out = output.Output.table, fmt: opt.Format = None
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
 ) -> None:
     """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
     who requeued or failed it and why. JSON gives the same facts as fields.
@@ -401,7 +262,7 @@ def explain(
     if out is output.Output.table and fmt is None:
         print("\n".join(output.cell(line) for line in result["story"]))
         return
-    _emit(_table(result, [{"story": line} for line in result["story"]], None), out, fmt)
+    terminal.emit(views.explain(result), out, fmt)
 
 
 @app.command()
@@ -431,7 +292,7 @@ def metrics(
     sys.stdout.write(core.openmetrics(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
-        _say(f"jobctl: CRITICAL: {line}")
+        terminal.say(f"jobctl: CRITICAL: {line}")
     if breached:
         raise typer.Exit(errors.EXIT_FINDINGS)
 
@@ -440,31 +301,17 @@ def metrics(
 @app.command("reclaim")
 def reclaim_command(
     ctx: typer.Context,
-    commit: Annotated[
-        bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
-    ] = False,
+    commit: opt.Commit = False,
     yes: opt.Yes = False,
-    batch_size: Annotated[int, typer.Option(help="Rows per transaction (1-10000).")] = 50,
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
+    batch_size: opt.BatchSize = 50,
+    limit: opt.Limit = None,
     worker: opt.Worker = None,
     policy: opt.Policy = None,
-    job_ids: Annotated[
-        list[int] | None,
-        typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
-    ] = None,
+    job_ids: opt.OnlyIds = None,
     grace: opt.Grace = dt.timedelta(0),
-    save_plan: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
-    ] = None,
-    plan: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
-    ] = None,
-    every: Annotated[
-        dt.timedelta | None,
-        opt.Duration("Repeat every DURATION: the reclaimer service (needs --commit --yes)."),
-    ] = None,
+    save_plan: opt.SavePlan = None,
+    plan: opt.ApplyPlan = None,
+    every: opt.ServeEvery = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -497,84 +344,62 @@ def reclaim_command(
             batch_size=batch_size,
             every=every,
             on_batch=lambda applied: _emit_reclaimed(applied, out, fmt),
-            log=_say,
+            log=terminal.say,
         )
         return
     with _session(ctx) as s:
-        run = reclaim.start(s, request, _confirm)
+        run = reclaim.start(s, request, terminal.confirm)
         found, counts = _drain(run, out, fmt)
     if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
-        _emit(_table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
-    _say(reclaim.summary_line(counts, commit))
+        terminal.emit(views.table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
+    terminal.say(reclaim.summary_line(counts, commit))
     if save_plan is not None:
-        _say(f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}")
+        terminal.say(
+            f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
+        )
 
 
 def _drain(
     run: reclaim.Run, out: output.Output, fmt: str | None
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
     """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
-    keeps no rows (memory stays flat); other formats keep them for the end. A progress bar
-    on a terminal."""
+    keeps no rows (memory stays flat); other formats keep them for the end."""
     from jobctl import reclaim
 
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
-    progress = None
-    if sys.stderr.isatty() and run.total and run.total > 1:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        progress = Progress(console=Console(stderr=True), transient=True)
-        task = progress.add_task("reclaiming", total=run.total)
-        progress.start()
-    try:
-        for batch in run.batches:
-            counts += reclaim.tally(batch)
-            if out is output.Output.jsonl:
-                _emit(output.Document(batch, []), out, fmt)
-            else:
-                kept.extend(batch)
-            if progress is not None:
-                progress.update(task, advance=len(batch))
-    finally:
-        if progress is not None:
-            progress.stop()
+    for batch in terminal.with_progress(run.batches, run.total, "reclaiming"):
+        counts += reclaim.tally(batch)
+        if out is output.Output.jsonl:
+            terminal.emit(output.Document(batch, []), out, fmt)
+        else:
+            kept.extend(batch)
     return kept, counts
 
 
 def _emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
     """One batch of the reclaimer service: JSON lines, or a table per batch."""
     if out in (output.Output.jsonl, output.Output.json):
-        _emit(output.Document(applied, []), output.Output.jsonl, fmt)
+        terminal.emit(output.Document(applied, []), output.Output.jsonl, fmt)
     else:
-        _emit(_table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
+        terminal.emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
     sys.stdout.flush()
 
 
 # ---------------------------------------------------------------- operator writes
 def _report(report: manual.Report, out: output.Output, fmt: str | None) -> None:
     """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
-    _emit(_table(report.results, report.results, rows.MANUAL_COLUMNS), out, fmt)
+    terminal.emit(views.table(report.results, report.results, rows.MANUAL_COLUMNS), out, fmt)
     for line in report.problems():
-        _say(line)
+        terminal.say(line)
     if report.exit_code:
         raise typer.Exit(report.exit_code)
-
-
-def _token(expect_token: str | None) -> uuid.UUID | None:
-    if expect_token is None:
-        return None
-    try:
-        return uuid.UUID(expect_token)
-    except ValueError:
-        raise errors.UsageError(f"--expect-token {expect_token!r} is not a UUID") from None
 
 
 @app.command()
 def requeue(
     ctx: typer.Context,
-    job_ids: IdsArg,
+    job_ids: opt.JobIds,
     reason: opt.Reason = None,
     delay: Annotated[
         dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
@@ -591,16 +416,15 @@ def requeue(
     """
     from jobctl import manual
 
-    token = _token(expect_token)
     with _session(ctx) as s:
         report = manual.requeue(
             s,
             job_ids,
             reason=reason,
             delay=delay,
-            expect_token=token,
+            expect_token=expect_token,
             force=force,
-            confirm=None if yes else _confirm,
+            confirm=None if yes else terminal.confirm,
         )
     _report(report, out, fmt)
 
@@ -608,7 +432,7 @@ def requeue(
 @app.command()
 def fail(
     ctx: typer.Context,
-    job_ids: IdsArg,
+    job_ids: opt.JobIds,
     reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
@@ -622,15 +446,14 @@ def fail(
     """
     from jobctl import manual
 
-    token = _token(expect_token)
     with _session(ctx) as s:
         report = manual.fail(
             s,
             job_ids,
             reason=reason,
-            expect_token=token,
+            expect_token=expect_token,
             force=force,
-            confirm=None if yes else _confirm,
+            confirm=None if yes else terminal.confirm,
         )
     _report(report, out, fmt)
 
@@ -663,11 +486,11 @@ def quarantine(
             found = [d.seen for d in manual.quarantine_candidates(s, min_reclaims, limit)]
         else:
             report = manual.quarantine(
-                s, min_reclaims, limit, reason=reason, confirm=None if yes else _confirm
+                s, min_reclaims, limit, reason=reason, confirm=None if yes else terminal.confirm
             )
     if not commit:
-        _emit(_table(found, found, rows.PREVIEW_COLUMNS), out, fmt)
-        _say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
+        terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS), out, fmt)
+        terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
         return
     _report(report, out, fmt)
 
@@ -675,7 +498,7 @@ def quarantine(
 @app.command()
 def policy(
     ctx: typer.Context,
-    job_ids: IdsArg,
+    job_ids: opt.JobIds,
     auto: Annotated[
         bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
     ] = True,
@@ -693,104 +516,9 @@ def policy(
     wanted = "auto" if auto else "manual"
     with _session(ctx) as s:
         report = manual.set_policies(
-            s, job_ids, wanted, reason=reason, confirm=None if yes else _confirm
+            s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
         )
     _report(report, out, fmt)
-
-
-# ---------------------------------------------------------------- schema
-@schema_app.command("apply")
-def schema_apply(
-    ctx: typer.Context,
-    print_sql: opt.PrintSql = False,
-    create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
-    yes: opt.Yes = False,
-) -> None:
-    """Add the lease design's columns, checks and reclaim index, and jobctl's history.
-
-    Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
-    with rows. Example: jobctl schema apply --sql > lease.sql
-    """
-    from jobctl import schema
-
-    settings = ctx.find_root().obj
-    with db.connected(settings) as conn:
-        steps = schema.plan_apply(conn, settings.table, create=create)
-        _print_or_apply(
-            conn,
-            settings,
-            steps,
-            print_sql,
-            yes,
-            f"Apply {len(steps)} schema step(s) to {settings.table}?",
-        )
-
-
-def _print_or_apply(
-    conn: psycopg.Connection[Any],
-    settings: db.Settings,
-    steps: list[Any],
-    print_sql: bool,
-    yes: bool,
-    question: str,
-) -> None:
-    """--sql prints the steps for review; otherwise confirm, then apply them one by one."""
-    from jobctl import schema
-
-    if print_sql:
-        sys.stdout.write(schema.render_sql(conn, steps))
-        return
-    if not yes:
-        _confirm(question)
-    for what in schema.apply(conn, settings, steps):
-        _say(f"done: {what}")
-
-
-@schema_app.command("grants")
-def schema_grants(
-    ctx: typer.Context,
-    readonly: Annotated[
-        str | None, typer.Option(metavar="ROLE", help="Role for the read-only commands.")
-    ] = None,
-    operator: Annotated[
-        str | None,
-        typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
-    ] = None,
-    print_sql: opt.PrintSql = False,
-    yes: opt.Yes = False,
-) -> None:
-    """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
-
-    Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
-    """
-    from jobctl import schema
-
-    if readonly is None and operator is None:
-        raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
-    settings = ctx.find_root().obj
-    with db.connected(settings) as conn:
-        steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
-        _print_or_apply(conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?")
-
-
-@schema_app.command("check")
-def schema_check(
-    ctx: typer.Context, out: opt.Out = output.Output.table, fmt: opt.Format = None
-) -> None:
-    """The lease design's pre-flight checklist; exits 4 when a check fails.
-
-    Example: jobctl schema check -o json
-    """
-    import dataclasses
-
-    from jobctl import schema
-
-    settings = ctx.find_root().obj
-    with db.connected(settings) as conn, db.transaction(conn, settings, read_only=True):
-        results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
-    _emit(_table(results, results, None), out, fmt)
-    if not all(r["ok"] for r in results):
-        raise typer.Exit(errors.EXIT_FINDINGS)
 
 
 # ---------------------------------------------------------------- demo
@@ -806,36 +534,29 @@ def demo(
     from jobctl import demo as the_demo
 
     if stop:
-        _say(the_demo.stop_kept())
+        terminal.say(the_demo.stop_kept())
         return
-    the_demo.run(keep=keep, say=_say)
+    the_demo.run(keep=keep, say=terminal.say)
 
 
 # ---------------------------------------------------------------- entry point
-def _click_exception() -> type[Exception]:
-    try:
-        from typer._click.exceptions import ClickException
-    except ImportError:  # typer before 0.26 depends on click itself
-        from click.exceptions import ClickException  # type: ignore[no-redef]
-    return ClickException
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    click_error = _click_exception()
-    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
-        from typer import completion
+    from typer._click.exceptions import ClickException  # typer >= 0.26 vendors click
 
-        completion.completion_init()
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
+        from typer import _completion_classes
+
+        _completion_classes.completion_init()
     try:
         result = app(args=argv, prog_name="jobctl", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except errors.JobctlError as exc:
         _fail(exc, exc.message)
         return exc.exit_code
-    except click_error as exc:
-        _fail(exc, exc.format_message())  # type: ignore[attr-defined]
-        return exc.exit_code  # type: ignore[attr-defined]
+    except ClickException as exc:
+        _fail(exc, exc.format_message())
+        return exc.exit_code
     except (typer.Abort, KeyboardInterrupt) as exc:
         _fail(exc, "interrupted; the current transaction was rolled back")
         return 130

@@ -252,7 +252,7 @@ def transaction(
 def pipelined(
     conn: psycopg.Connection[Any],
     settings: Settings,
-    statement: sql.Composable,
+    statement: sql.Composed,
     params: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and

@@ -8,6 +8,7 @@ its completion is rejected by the fence. ``python -m jobctl.demo worker ...`` is
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -147,7 +148,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
                 "FROM generate_series(1, 300) g"
             )
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
-        zombie_job = _incident(dsn, say)
+        zombie_id, resume_zombie = _incident(dsn, say)
         env = {
             **os.environ,
             "JOBCTL_DSN": dsn,
@@ -174,10 +175,10 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         jobctl("stuck")
         jobctl("reclaim", "--dry-run")
         jobctl("reclaim", "--commit", "--yes")
-        zombie_job()
+        resume_zombie()
         reclaimed = _first_manual_failed(dsn)
-        jobctl("history", str(zombie_job.job_id))  # type: ignore[attr-defined]
-        jobctl("explain", str(zombie_job.job_id))  # type: ignore[attr-defined]
+        jobctl("history", str(zombie_id))
+        jobctl("explain", str(zombie_id))
         if reclaimed is not None:
             jobctl(
                 "requeue",
@@ -210,8 +211,9 @@ def _first_manual_failed(dsn: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _incident(dsn: str, say: Callable[[str], None]) -> Any:
-    """Run workers, kill two in a 'deploy', freeze one past its lease; return the resume step."""
+def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], None]]:
+    """Run workers, kill two in a 'deploy', freeze one past its lease; return the frozen
+    worker's job and the step that resumes it."""
     events: list[dict[str, Any]] = []
     lock = threading.Lock()
 
@@ -254,12 +256,10 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
     say("5 workers claiming and heartbeating (lease 2s, heartbeat every 0.5s) ...")
     time.sleep(2.0)
     for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
-        _wait_for(lambda name=name: claimed_now(name) is not None)
+        _wait_for(functools.partial(lambda n: claimed_now(n) is not None, name))
         proc.kill()
-        say(
-            f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job "
-            f"{claimed_now(name)['id']}"
-        )  # type: ignore[index]
+        victim = claimed_now(name) or {"id": "?"}
+        say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job {victim['id']}")
     zombie = claimed_now("batch-7")
     assert zombie is not None
     os.kill(procs[4].pid, signal.SIGSTOP)
@@ -293,8 +293,7 @@ def _incident(dsn: str, say: Callable[[str], None]) -> Any:
                     )
         stack.close()
 
-    resume.job_id = zombie["id"]  # type: ignore[attr-defined]
-    return resume
+    return int(zombie["id"]), resume
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:

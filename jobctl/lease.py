@@ -1,4 +1,4 @@
-"""The worker side of the lease protocol: the seed's claim, heartbeat, complete and fail.
+"""The worker side of the lease protocol: the lease design's claim, heartbeat, complete and fail.
 
 Every statement after the claim is fenced by the attempt token, and each runs in autocommit
 (a heartbeat inside a long transaction would write a stale ``now()``). No statement is

@@ -188,40 +188,55 @@ def _read(s: Session, job_id: int) -> Decision:
 def decide(
     s: Session, job_id: int, action: Action, *, force: bool, expect_token: uuid.UUID | None
 ) -> Decision:
-    """Read the job (read-only) and apply the eligibility rules (docs: manual actions)."""
+    """Read the job (read-only) and apply the eligibility rules (``refusal``)."""
     decision = _read(s, job_id)
-    seen = decision.seen
-    if seen is None:  # not_found
-        return decision
+    if decision.seen is not None:
+        decision.outcome, decision.detail = refusal(
+            decision.seen, action, force=force, expect_token=expect_token
+        )
+    return decision
+
+
+def refusal(
+    seen: Row, action: Action, *, force: bool, expect_token: uuid.UUID | None
+) -> tuple[str | None, str]:
+    """Why ``action`` may not go ahead on the job as read: (outcome, detail), or (None, "").
+
+    The eligibility table of the docs (manual actions), as code: a done job is refused, so is
+    a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``;
+    an ``expect_token`` that is not the job's token is a conflict.
+    """
     if expect_token is not None and seen["attempt_token"] != expect_token:
-        decision.outcome = "conflict"
-        decision.detail = f"attempt token is {seen['attempt_token']}, not {expect_token}"
-    elif seen["status"] == "done":
-        decision.outcome, decision.detail = "refused", "job is done"
-    elif action == "requeue" and seen["status"] == "queued":
-        decision.outcome, decision.detail = "refused", "job is already queued"
-    elif action == "fail" and seen["status"] == "failed":
-        decision.outcome, decision.detail = "refused", "job is already failed"
-    elif seen["lease_state"] == "live" and not force:
-        decision.outcome = "refused"
-        decision.detail = (
+        return "conflict", f"attempt token is {seen['attempt_token']}, not {expect_token}"
+    if seen["status"] == "done":
+        return "refused", "job is done"
+    if action == "requeue" and seen["status"] == "queued":
+        return "refused", "job is already queued"
+    if action == "fail" and seen["status"] == "failed":
+        return "refused", "job is already failed"
+    if seen["lease_state"] == "live" and not force:
+        return "refused", (
             f"lease is live until {seen['lease_expires_at']:%Y-%m-%d %H:%M:%S%z}: "
             f"worker {seen['reserved_by']} may be running it (--force overrides)"
         )
-    return decision
+    return None, ""
 
 
 def decide_policy(s: Session, job_id: int, policy: str) -> Decision:
     """Read the job for a policy switch: refused when it is done or already has ``policy``."""
     decision = _read(s, job_id)
-    seen = decision.seen
-    if seen is None:  # not_found
-        return decision
-    if seen["status"] == "done":
-        decision.outcome, decision.detail = "refused", "job is done"
-    elif seen["recovery_policy"] == policy:
-        decision.outcome, decision.detail = "refused", f"policy is already {policy}"
+    if decision.seen is not None:
+        decision.outcome, decision.detail = policy_refusal(decision.seen, policy)
     return decision
+
+
+def policy_refusal(seen: Row, policy: str) -> tuple[str | None, str]:
+    """Why a switch to ``policy`` may not go ahead: (outcome, detail), or (None, "")."""
+    if seen["status"] == "done":
+        return "refused", "job is done"
+    if seen["recovery_policy"] == policy:
+        return "refused", f"policy is already {policy}"
+    return None, ""
 
 
 def quarantine_candidates(s: Session, min_reclaims: int, limit: int | None) -> list[Decision]:

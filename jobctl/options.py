@@ -7,6 +7,8 @@ refused by the parser with one line (exit 2) before the command runs.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -58,11 +60,113 @@ Count = Annotated[
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
 Reason = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+
+
+def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
+    """typer's parser for --expect-token."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a UUID") from None
+
+
 ExpectToken = Annotated[
-    str | None,
+    uuid.UUID | None,
     typer.Option(
-        help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck)."
+        parser=attempt_token,
+        metavar="UUID",
+        help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).",
     ),
 ]
 Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
 PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
+
+
+# ---------------------------------------------------------------- global options
+Dsn = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DSN",
+        help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
+        "variables and service files.",
+        show_default=False,
+    ),
+]
+Table = Annotated[
+    str,
+    typer.Option(
+        envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
+    ),
+]
+StatementTimeout = Annotated[dt.timedelta, Duration("Per transaction.", show_default="30s")]
+LockTimeout = Annotated[dt.timedelta, Duration("Per transaction.", show_default="2s")]
+Actor = Annotated[
+    str | None,
+    typer.Option(
+        envvar="JOBCTL_ACTOR",
+        help="Who acts, for the audit trail. Default: user@host.",
+        show_default=False,
+    ),
+]
+Debug = Annotated[
+    bool, typer.Option("--debug", help="Show a traceback on errors (passwords redacted).")
+]
+
+
+# ---------------------------------------------------------------- job ids
+MAX_ID = 2**63 - 1
+
+
+def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Job ids from the database, for shell completion: nothing (and no error) without one."""
+    try:
+        import os
+
+        from jobctl import db, session
+
+        root = ctx.find_root().params
+        settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
+        if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
+            return []
+        with session.open(settings) as s:
+            return [r["id"] for r in s.rows("complete_ids", {"prefix": incomplete})]
+    except Exception:
+        return []
+
+
+JobId = Annotated[
+    int,
+    typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID", autocompletion=complete_ids),
+]
+JobIds = Annotated[
+    list[int],
+    typer.Argument(
+        min=1, max=MAX_ID, help="Job ids.", metavar="ID...", autocompletion=complete_ids
+    ),
+]
+
+
+# ---------------------------------------------------------------- reclaim
+Commit = Annotated[
+    bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
+]
+BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
+Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
+OnlyIds = Annotated[
+    list[int] | None,
+    typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
+]
+SavePlan = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
+]
+ApplyPlan = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
+]
+ServeEvery = Annotated[
+    dt.timedelta | None,
+    Duration("Repeat every DURATION: the reclaimer service (needs --commit --yes)."),
+]

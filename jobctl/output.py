@@ -15,7 +15,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
@@ -34,13 +34,14 @@ class Section:
     """A titled table: ``rows`` shown with ``columns`` (all keys of the first row if None)."""
 
     title: str | None
-    rows: Sequence[Row]
+    rows: Iterable[Row]  # a list, or rows streamed once (csv, json) from a server-side cursor
     columns: Sequence[str] | None = None
 
     def header(self) -> list[str]:
         if self.columns is not None:
             return list(self.columns)
-        return list(self.rows[0].keys()) if self.rows else []
+        first = self.rows[0] if isinstance(self.rows, Sequence) and self.rows else None
+        return list(first.keys()) if first is not None else []
 
 
 @dataclasses.dataclass

@@ -142,7 +142,7 @@ def commit(
         size = batch_size if limit is None else min(batch_size, limit - handled)
         current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
         try:
-            rows, failed = _batch(s, current, size), []
+            rows, failed = _batch(s, current, size), list[ReclaimRow]()
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers import POOL_SIZE
 from psycopg import conninfo, rows
 
 from jobctl import cli, db, schema
@@ -52,7 +53,6 @@ def dsn_for(server_dsn: str, dbname: str) -> str:
 
 
 # ---------------------------------------------------------------- PgBouncer
-POOL_SIZE = 2  # server connections per database: few, so that commands share them
 
 
 @pytest.fixture(scope="session")
@@ -197,15 +197,20 @@ class Result:
     out: str
     err: str
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.code, self.out, self.err))
+
 
 @pytest.fixture
 def run(env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """Run jobctl's real entry point in-process: exit code, stdout, stderr (no terminal)."""
+    """The one CLI runner: jobctl's real entry point in-process, without a terminal; gives
+    the exit code, stdout and stderr."""
 
-    def invoke(*args: str) -> Result:
+    def invoke(*args: str, dsn: str | None = None) -> Result:
+        """``dsn``: connect there (``--dsn``) instead of the test database, e.g. as a role."""
         capsys.readouterr()
         monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-        code = cli.main(list(args))
+        code = cli.main([*(["--dsn", dsn] if dsn else []), *args])
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import psycopg
@@ -12,8 +13,10 @@ from psycopg import rows
 
 from jobctl import lease
 
-
 # ---------------------------------------------------------------- data helpers
+POOL_SIZE = 2  # server connections per database of the test PgBouncer: commands share them
+
+
 def add_jobs(
     conn: psycopg.Connection[Any], count: int, *, policy: str = "auto", max_attempts: int = 3
 ) -> list[int]:
@@ -68,3 +71,27 @@ def jobctl_process(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         stdin=subprocess.DEVNULL,
     )
+
+
+def reclaim_times(conn, dsn, run, times: int, job_ids: list[int]) -> None:
+    """Claim and let the leases of ``job_ids`` expire, then reclaim, ``times`` times."""
+    for _ in range(times):
+        claim_all(dsn, len(job_ids))
+        assert run("reclaim", "--commit", "--yes").code == 0
+
+
+# ---------------------------------------------------------------- barriers
+def wait_until(condition, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
+    """Is any session waiting on a lock that backend ``pid`` holds? (the barrier)"""
+    row = conn.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+    ).fetchone()
+    return row["n"] > 0

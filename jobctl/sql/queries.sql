@@ -16,13 +16,20 @@ extract(epoch FROM now() - j.lease_expires_at)::float8 AS lease_overdue_s,
 extract(epoch FROM now() - j.heartbeat_at)::float8 AS heartbeat_age_s,
 {reclaim_action} AS action
 
--- expired_filter: expired leases, narrowed by the operator's filters and an optional plan
-j.status = 'processing'
-AND j.lease_expires_at < now() - %(grace)s::interval
-AND (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
+-- operator_filter: the operator's narrowing: a worker, a policy, ids; rows to pass over
+(%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
 AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
 AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
 AND (%(exclude)s::bigint[] IS NULL OR j.id <> ALL(%(exclude)s::bigint[]))
+
+-- lease_state: a job's lease as an operator sees it: live, expired, or none
+CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
+     WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END
+
+-- expired_filter: expired leases, narrowed by the operator's filters and an optional plan
+j.status = 'processing'
+AND j.lease_expires_at < now() - %(grace)s::interval
+AND {operator_filter}
 AND (%(plan)s::jsonb IS NULL
      OR (j.id, j.attempt_token, j.lease_expires_at, {reclaim_action}) IN (
          SELECT p.id, p.attempt_token, p.lease_expires_at, p.action
@@ -54,12 +61,11 @@ SELECT {lease_columns},
 FROM {table} j LEFT JOIN lag ON lag.reserved_by IS NOT DISTINCT FROM j.reserved_by
 WHERE j.status = 'processing'
   AND j.lease_expires_at < now() + %(window)s::interval
-  AND (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
-  AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
+  AND {operator_filter}
 ORDER BY j.lease_expires_at, j.id
 LIMIT %(limit)s
 
--- reclaim_batch: the seed's reclaim: one batch of expired rows, locked, fenced, applied
+-- reclaim_batch: the lease design's reclaim: one batch of expired rows, locked, fenced, applied
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -162,10 +168,7 @@ ORDER BY count(*) FILTER (WHERE lease_expires_at < now()) DESC,
          min(lease_expires_at), reserved_by
 
 -- job_row: one job, every column, with its lease state
-SELECT j.*,
-       CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
-            WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END AS lease_state,
-       j.xmin::text AS row_version
+SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
 FROM {table} j WHERE j.id = %(id)s
 
 -- job_events: a job's events from the history, oldest first (the latest %(limit)s)
@@ -188,9 +191,8 @@ ORDER BY a.claimed_at, a.attempt
 
 -- manual_read: a job as an operator action sees it (its fence: status, token, version)
 SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
-       j.reclaim_count, j.recovery_policy, j.last_error, j.lease_expires_at, j.updated_at, j.xmin::text AS row_version,
-       CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
-            WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END AS lease_state
+       j.reclaim_count, j.recovery_policy, j.last_error, j.lease_expires_at, j.updated_at,
+       j.xmin::text AS row_version, {lease_state} AS lease_state
 FROM {table} j WHERE j.id = %(id)s
 
 -- seen_rows: the rows as an operator read them (JSON), for the fence
@@ -252,7 +254,7 @@ SELECT id::text FROM {table}
 WHERE id::text LIKE %(prefix)s || '%%' AND status IN ('processing', 'failed')
 ORDER BY id LIMIT 50
 
--- claim: the seed's claim: one ready job, a new token, a fresh lease
+-- claim: the lease design's claim: one ready job, a new token, a fresh lease
 WITH target AS (
     SELECT id FROM {table}
     WHERE status = 'queued' AND available_at <= now()
@@ -272,7 +274,7 @@ FROM target
 WHERE j.id = target.id
 RETURNING j.id, j.attempt_token, j.attempts, j.lease_expires_at
 
--- heartbeat: the seed's heartbeat: extend the lease of the attempt this worker holds
+-- heartbeat: the lease design's heartbeat: extend the lease of the attempt this worker holds
 UPDATE {table}
 SET heartbeat_at = now(),
     lease_expires_at = now() + %(lease)s::interval,
@@ -281,7 +283,7 @@ WHERE id = %(id)s AND status = 'processing'
   AND reserved_by = %(worker)s AND attempt_token = %(attempt_token)s
 RETURNING lease_expires_at
 
--- complete: the seed's completion, fenced by the attempt token
+-- complete: the lease design's completion, fenced by the attempt token
 UPDATE {table}
 SET status = 'done',
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,

@@ -33,7 +33,7 @@ from jobctl import db, lease, schema
 
 NAME = "bench_reclaim"
 EXPIRED = 100_000
-SEED_RECLAIM = """
+DESIGN_RECLAIM = """
 WITH expired AS (
     SELECT id, attempt_token, recovery_policy FROM {t}
     WHERE status = 'processing' AND lease_expires_at < NOW()
@@ -112,7 +112,7 @@ def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
 
 
 def run_psql(dsn: str, batch: int) -> float:
-    statement = SEED_RECLAIM.format(t=NAME, n=batch)
+    statement = DESIGN_RECLAIM.format(t=NAME, n=batch)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(statement * (math.ceil(EXPIRED / batch) + 1))
     started = time.perf_counter()

@@ -2,7 +2,7 @@
 
 Worker cycle throughput (claim, 3 heartbeats, complete) from 4 worker processes, with and
 without jobctl's history trigger, and the share of updates that were HOT
-(n_tup_hot_upd / n_tup_upd). The seed's reclaim index contains lease_expires_at, which every
+(n_tup_hot_upd / n_tup_upd). The lease design's reclaim index contains lease_expires_at, which every
 heartbeat changes, so heartbeats cannot be HOT with it; the remedies measured are a lower
 fillfactor and a reclaim index without lease_expires_at.
 

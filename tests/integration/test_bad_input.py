@@ -121,7 +121,7 @@ def test_process_exit_codes_and_no_tty(dsn, conn):
 
 def test_version_and_help_for_every_command(run):
     assert run("--version").out.startswith("jobctl ")
-    from jobctl import cli
+    from jobctl import cli, cli_schema
 
     commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
     assert {
@@ -138,7 +138,7 @@ def test_version_and_help_for_every_command(run):
         "metrics",
         "demo",
     } <= set(commands)
-    schema = [f"schema {c.name}" for c in cli.schema_app.registered_commands]
+    schema = [f"schema {c.name}" for c in cli_schema.app.registered_commands]
     assert schema == ["schema apply", "schema grants", "schema check"]
     for name in [*commands, *schema]:
         result = run(*name.split(), "--help")

@@ -15,29 +15,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import add_jobs, claim_all, snapshot
+from helpers import add_jobs, blocked_by, claim_all, snapshot, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobctl import db, lease, queries, reclaim, session, triage
 
 ALL = triage.ExpiredFilter()
-
-
-def wait_until(condition, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
-    """Is any session waiting on a lock that backend ``pid`` holds? (the barrier)"""
-    row = conn.execute(
-        "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
-    ).fetchone()
-    return row["n"] > 0
 
 
 def core(dsn: str) -> session.Session:

@@ -20,8 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import POOL_SIZE
-from helpers import add_jobs, claim_all
+from helpers import POOL_SIZE, add_jobs, claim_all, wait_until
 
 from jobctl import db, lease, reclaim, schema, session
 from jobctl.triage import ExpiredFilter
@@ -97,10 +96,9 @@ def assert_pool_clean(dsn: str, pooled_dsn: str, after: str) -> None:
 
 
 @pytest.fixture
-def pooled_run(run, pooled_dsn: str, monkeypatch: pytest.MonkeyPatch):
-    """jobctl's entry point, in-process, with JOBCTL_DSN pointing at the pool."""
-    monkeypatch.setenv("JOBCTL_DSN", pooled_dsn)
-    return run
+def pooled_run(run, pooled_dsn: str):
+    """The CLI runner, connecting through the pool."""
+    return lambda *args: run(*args, dsn=pooled_dsn)
 
 
 def jobctl(dsn: str, *args: str) -> subprocess.Popen[str]:
@@ -113,14 +111,6 @@ def jobctl(dsn: str, *args: str) -> subprocess.Popen[str]:
         stdin=subprocess.DEVNULL,
         text=True,
     )
-
-
-def wait_until(condition, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def processing(conn: psycopg.Connection[Any]) -> int:
@@ -227,7 +217,7 @@ def test_reclaimer_service_through_the_pool(conn, dsn, pooled_dsn):
         for round_number in range(4):  # its one client connection, many batches, rounds apart
             add_jobs(conn, 30)
             claim_all(pooled_dsn, 30)
-            wait_until(lambda: processing(conn) == 0, what=f"round {round_number}")
+            wait_until(lambda: processing(conn) == 0, timeout=15, what=f"round {round_number}")
             assert_pool_clean(dsn, pooled_dsn, f"service round {round_number}")
         service.send_signal(signal.SIGTERM)
         out, err = service.communicate(timeout=20)
@@ -274,9 +264,8 @@ def test_worker_api_through_the_pool(conn, dsn, pooled_dsn):
 
 
 # ---------------------------------------------------------------- errors name the pooler
-def test_unsupported_startup_parameter_names_the_pooler(pooled_dsn, pooled_run, monkeypatch):
-    monkeypatch.setenv("JOBCTL_DSN", f"{pooled_dsn} options='-c statement_timeout=5s'")
-    result = pooled_run("summary")
+def test_unsupported_startup_parameter_names_the_pooler(pooled_dsn, run):
+    result = run("summary", dsn=f"{pooled_dsn} options='-c statement_timeout=5s'")
     assert result.code == 1
     assert "unsupported startup parameter" in result.err
     assert "connection pooler" in result.err and len(result.err.strip().splitlines()) == 1

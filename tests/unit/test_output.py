@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from jobctl import durations, errors, output
+from jobctl import output
 
 ROWS = [
     {
@@ -63,27 +63,6 @@ def test_csv_and_tsv_quote_delimiters():
 
 def test_any_tabulate_format():
     assert render(output.Output.table, "github").startswith("| id")
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("30s", 30), ("5m", 300), ("1h", 3600), ("1.5s", 1.5), ("90", 90), ("250ms", 0.25)],
-)
-def test_durations(text, seconds):
-    assert durations.parse(text).total_seconds() == seconds
-
-
-@pytest.mark.parametrize("text", ["", "5 minutes", "-1s", "1y", "1e9", "99999999d"])
-def test_bad_durations(text):
-    with pytest.raises(durations.InvalidDuration):
-        durations.parse(text)
-
-
-def test_worst_exit_code():
-    assert errors.worst_exit_code([0, 2, 3]) == 3
-    assert errors.worst_exit_code([3, 1, 2]) == 1
-    assert errors.worst_exit_code([0, 2]) == 2
-    assert errors.worst_exit_code([]) == 0
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])

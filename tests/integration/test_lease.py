@@ -1,4 +1,4 @@
-"""The worker-side lease API: the seed's statements, fenced by the attempt token."""
+"""The worker-side lease API: the lease design's statements, fenced by the attempt token."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import add_jobs, claim_all
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = {"bash": "jobctl.bash", "zsh": "_jobctl", "fish": "jobctl.fish"}
 
 

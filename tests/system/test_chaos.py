@@ -2,7 +2,7 @@
 lease and pg_terminate_backend; then invariants checked on a test-only audit of every
 transition (Jepsen-style: record a history, then check it).
 
-Short by default (``--chaos-seconds 12``); a long run: ``pytest tests/test_chaos.py -s
+Short by default (``--chaos-seconds 12``); a long run: ``pytest tests/system/test_chaos.py -s
 --chaos-seconds 600``. Prints its figures.
 """
 
@@ -112,7 +112,8 @@ class Chaos:
         elif action == "backend":
             killed = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity"
-                " WHERE application_name = 'chaos-reclaimer' ORDER BY random() LIMIT 1) p"
+                " WHERE application_name = 'chaos-reclaimer' AND datname = current_database()"
+                " ORDER BY random() LIMIT 1) p"
             ).fetchone()[0]
             self.figures["reclaimer backends terminated"] += killed
 

@@ -1,0 +1,117 @@
+"""``jobctl schema``: install, grant and check what jobctl needs on the jobs table.
+
+Thin commands like the rest of the CLI: the steps are planned and applied by ``schema``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from jobctl import db, errors, output, terminal, views
+from jobctl import options as opt
+
+if TYPE_CHECKING:
+    import psycopg
+
+app = typer.Typer(
+    help="Install and check the lease columns, reclaim index and history.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@app.command("apply")
+def schema_apply(
+    ctx: typer.Context,
+    print_sql: opt.PrintSql = False,
+    create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    yes: opt.Yes = False,
+) -> None:
+    """Add the lease design's columns, checks and reclaim index, and jobctl's history.
+
+    Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
+    with rows. Example: jobctl schema apply --sql > lease.sql
+    """
+    from jobctl import schema
+
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn:
+        steps = schema.plan_apply(conn, settings.table, create=create)
+        _print_or_apply(
+            conn,
+            settings,
+            steps,
+            print_sql,
+            yes,
+            f"Apply {len(steps)} schema step(s) to {settings.table}?",
+        )
+
+
+def _print_or_apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    steps: list[Any],
+    print_sql: bool,
+    yes: bool,
+    question: str,
+) -> None:
+    """--sql prints the steps for review; otherwise confirm, then apply them one by one."""
+    from jobctl import schema
+
+    if print_sql:
+        sys.stdout.write(schema.render_sql(conn, steps))
+        return
+    if not yes:
+        terminal.confirm(question)
+    for what in schema.apply(conn, settings, steps):
+        terminal.say(f"done: {what}")
+
+
+@app.command("grants")
+def schema_grants(
+    ctx: typer.Context,
+    readonly: Annotated[
+        str | None, typer.Option(metavar="ROLE", help="Role for the read-only commands.")
+    ] = None,
+    operator: Annotated[
+        str | None,
+        typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
+    ] = None,
+    print_sql: opt.PrintSql = False,
+    yes: opt.Yes = False,
+) -> None:
+    """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
+
+    Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
+    """
+    from jobctl import schema
+
+    if readonly is None and operator is None:
+        raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn:
+        steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+        _print_or_apply(conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?")
+
+
+@app.command("check")
+def schema_check(
+    ctx: typer.Context, out: opt.Out = output.Output.table, fmt: opt.Format = None
+) -> None:
+    """The lease design's pre-flight checklist; exits 4 when a check fails.
+
+    Example: jobctl schema check -o json
+    """
+    import dataclasses
+
+    from jobctl import schema
+
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn, db.transaction(conn, settings, read_only=True):
+        results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
+    terminal.emit(views.table(results, results, None), out, fmt)
+    if not all(r["ok"] for r in results):
+        raise typer.Exit(errors.EXIT_FINDINGS)

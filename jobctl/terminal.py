@@ -1,0 +1,84 @@
+"""Talking to the person at the keyboard: data to stdout, messages and prompts to stderr,
+a progress bar and a live view on a terminal. The core calls back into this through the
+``say`` and ``confirm`` callbacks it is given; nothing else in jobctl prints."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import typer
+
+from jobctl import errors, output, rows
+
+T = TypeVar("T", bound=Sequence[Any])
+
+
+def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
+    """Data to stdout in the chosen format (``fmt``: any tabulate format, checked here)."""
+    if fmt is not None:
+        from tabulate import tabulate_formats
+
+        if fmt not in tabulate_formats:
+            known = ", ".join(sorted(tabulate_formats))
+            raise errors.UsageError(f"--format {fmt!r} is not a tabulate format ({known})")
+    output.render(doc, out, fmt, sys.stdout)
+
+
+def say(message: str) -> None:
+    """A message for the operator: stderr, never mixed with data."""
+    print(output.cell(message), file=sys.stderr)
+
+
+def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
+    """Ask on a terminal (showing the rows ``about`` to change); off a terminal, --yes is
+    required. Refusal changes nothing (exit 2). The core's ``Confirm``."""
+    if not sys.stdin.isatty():
+        raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
+    if about:
+        preview = output.Section(title, about, rows.PREVIEW_COLUMNS)
+        output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
+    if not typer.confirm(question, err=True):
+        raise errors.Refused("not confirmed; nothing changed")
+
+
+def with_progress(batches: Iterable[T], total: int | None, what: str) -> Iterator[T]:
+    """``batches`` as they come, advancing a progress bar on a terminal (stderr) by each
+    batch's length when ``total`` is known."""
+    if not (sys.stderr.isatty() and total and total > 1):
+        yield from batches
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        for batch in batches:
+            yield batch
+            progress.update(task, advance=len(batch))
+
+
+def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
+    """How ``--watch`` shows each refresh: a context manager giving a ``show(at, doc)``.
+
+    In place on a terminal (rich Live), else one JSON line per refresh (``{"at", "data"}``).
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def lines() -> Iterator[Callable[[Any, output.Document], None]]:
+        yield lambda at, doc: print(output.to_json({"at": at, "data": doc.payload}), flush=True)
+
+    @contextlib.contextmanager
+    def in_place() -> Iterator[Callable[[Any, output.Document], None]]:
+        from rich.live import Live
+
+        title = f"(every {every_s:g}s, Ctrl-C to stop)"
+        with Live(auto_refresh=False, redirect_stderr=False) as view:
+            yield lambda at, doc: view.update(
+                output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
+            )
+
+    rich_ok = out is output.Output.table and fmt is None and output.use_rich(sys.stdout)
+    return in_place() if rich_ok else lines()

@@ -1,0 +1,76 @@
+"""The eligibility rules of operator writes, as pure functions (the docs' table)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from jobctl import manual
+
+TOKEN = uuid.UUID(int=7)
+LATER = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def job(status: str, lease_state: str = "none", **more) -> dict:
+    return {
+        "status": status,
+        "lease_state": lease_state,
+        "attempt_token": TOKEN if status == "processing" else None,
+        "lease_expires_at": LATER if lease_state == "live" else None,
+        "reserved_by": "w1" if status == "processing" else None,
+        "recovery_policy": "manual",
+        **more,
+    }
+
+
+@pytest.mark.parametrize(
+    ("seen", "action", "force", "outcome"),
+    [
+        (job("queued"), "requeue", False, "refused"),
+        (job("queued"), "fail", False, None),  # a cancel
+        (job("processing", "expired"), "requeue", False, None),
+        (job("processing", "expired"), "fail", False, None),
+        (job("processing", "live"), "requeue", False, "refused"),
+        (job("processing", "live"), "requeue", True, None),
+        (job("processing", "live"), "fail", True, None),
+        (job("processing", "none"), "requeue", False, None),
+        (job("failed"), "requeue", False, None),
+        (job("failed"), "fail", False, "refused"),
+        (job("done"), "requeue", True, "refused"),
+        (job("done"), "fail", True, "refused"),
+    ],
+)
+def test_eligibility(seen, action, force, outcome):
+    assert manual.refusal(seen, action, force=force, expect_token=None)[0] == outcome
+
+
+def test_a_live_lease_names_its_worker_and_the_way_out():
+    outcome, detail = manual.refusal(
+        job("processing", "live"), "fail", force=False, expect_token=None
+    )
+    assert outcome == "refused" and "w1" in detail and "--force" in detail and "2030" in detail
+
+
+def test_expect_token_mismatch_is_a_conflict_before_anything_else():
+    other = uuid.UUID(int=8)
+    outcome, detail = manual.refusal(job("done"), "requeue", force=False, expect_token=other)
+    assert outcome == "conflict" and str(other) in detail
+    assert manual.refusal(
+        job("processing", "expired"), "requeue", force=False, expect_token=TOKEN
+    ) == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("status", "policy", "wanted", "outcome"),
+    [
+        ("done", "auto", "manual", "refused"),
+        ("failed", "manual", "manual", "refused"),
+        ("failed", "manual", "auto", None),
+        ("processing", "auto", "manual", None),
+    ],
+)
+def test_policy_eligibility(status, policy, wanted, outcome):
+    seen = job(status, recovery_policy=policy)
+    assert manual.policy_refusal(seen, wanted)[0] == outcome

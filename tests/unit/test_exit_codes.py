@@ -1,0 +1,33 @@
+"""Exit codes: the worst over several ids, and what an operator write reports."""
+
+from __future__ import annotations
+
+from jobctl import errors, manual, rows
+
+
+def test_worst_exit_code():
+    assert errors.worst_exit_code([0, 2, 3]) == 3
+    assert errors.worst_exit_code([3, 1, 2]) == 1
+    assert errors.worst_exit_code([0, 2]) == 2
+    assert errors.worst_exit_code([]) == 0
+
+
+def result(job_id: int, outcome: str, detail: str = "") -> rows.ManualResult:
+    return manual.Decision(job_id, None, outcome, detail).result()
+
+
+def test_a_report_exits_with_its_worst_outcome_and_names_problems():
+    report = manual.Report(
+        [
+            result(1, "requeued"),
+            result(2, "refused", "job is done"),
+            result(3, "conflict"),
+            result(4, "locked", "row locked by pid 42"),
+            result(5, "not_found", "job 5 not found"),
+        ]
+    )
+    assert report.exit_code == errors.EXIT_ERROR
+    assert report.problems() == ["jobctl: job 4: row locked by pid 42", "jobctl: job 5 not found"]
+    assert manual.Report([result(1, "failed"), result(2, "conflict")]).exit_code == 3
+    assert manual.Report([result(1, "refused")]).exit_code == 2
+    assert manual.Report([result(1, "quarantined")]).exit_code == 0

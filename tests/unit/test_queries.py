@@ -1,0 +1,39 @@
+"""The named statements of jobctl/sql: every block loads and composes, names are unique."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from psycopg import sql
+
+from jobctl import queries
+
+TABLE = sql.Identifier("queue", "Work Items")
+
+
+def test_blocks_are_found_and_not_empty():
+    blocks = queries.blocks()
+    assert len(blocks) > 30
+    assert all(text.strip() for text in blocks.values())
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", name) for name in blocks)
+
+
+@pytest.mark.parametrize("name", sorted(queries.blocks()))
+def test_every_block_composes_for_any_table(name):
+    text = queries.query(name, TABLE).as_string(None)
+    assert "{" not in text.replace("'{", "")  # every include resolved
+    if "{table}" in queries.blocks()[name]:
+        assert '"queue"."Work Items"' in text
+
+
+def test_an_include_is_the_included_block():
+    stuck = queries.query("stuck", TABLE).as_string(None)
+    assert queries.query("expired_filter", TABLE).as_string(None) in stuck
+
+
+def test_each_decision_is_written_once():
+    """The reclaim decision and the lease state live in one block each, included elsewhere."""
+    blocks = queries.blocks()
+    assert sum("THEN 'requeue' ELSE 'fail'" in text for text in blocks.values()) == 1
+    assert sum("THEN 'expired' ELSE 'live'" in text for text in blocks.values()) == 1

@@ -1,0 +1,97 @@
+"""reclaim's option rules, plans read from disk, and its summary line (no database)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobctl import errors, reclaim
+from jobctl.triage import ExpiredFilter
+
+REQUEST = reclaim.Request()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"batch_size": 0}, "--batch-size must be between 1 and 10000"),
+        ({"batch_size": 10_001}, "--batch-size"),
+        ({"every": dt.timedelta(seconds=5)}, "needs --commit --yes"),
+        ({"every": dt.timedelta(seconds=5), "commit": True}, "needs --commit --yes"),
+        ({"plan": Path("p.json")}, "--plan applies a saved plan: it needs --commit"),
+        ({"save_plan": Path("p.json"), "commit": True}, "cannot go with --commit"),
+        (
+            {"plan": Path("p.json"), "commit": True, "where": ExpiredFilter(worker="w1")},
+            "no filters with it",
+        ),
+    ],
+)
+def test_option_rules(changes, message):
+    with pytest.raises(errors.UsageError, match=message):
+        dataclasses.replace(REQUEST, **changes).check()
+
+
+def test_the_service_and_a_plan_commit_are_allowed():
+    dataclasses.replace(REQUEST, every=dt.timedelta(1), commit=True, yes=True).check()
+    dataclasses.replace(REQUEST, plan=Path("p.json"), commit=True).check()
+
+
+HERE = {"system_identifier": "7", "database": "app", "table": "public.jobs"}
+ROW = {
+    "id": 1,
+    "attempt_token": str(uuid.UUID(int=1)),
+    "lease_expires_at": "2026-11-30T03:00:00+00:00",
+    "action": "requeue",
+}
+
+
+def test_a_saved_plan_loads_back(tmp_path):
+    path = tmp_path / "plan.json"
+    reclaim.save_plan(path, HERE, [ROW])  # type: ignore[list-item]
+    assert reclaim.load_plan(path, HERE) == [ROW]
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        ("not json", errors.UsageError, "not a jobctl plan"),
+        ('{"format": "other"}', errors.UsageError, "not a jobctl plan"),
+        (
+            json.dumps({"format": reclaim.PLAN_FORMAT, "where": HERE, "rows": [{"id": 1}]}),
+            errors.UsageError,
+            "malformed plan rows",
+        ),
+        (
+            json.dumps(
+                {"format": reclaim.PLAN_FORMAT, "where": {**HERE, "database": "b"}, "rows": []}
+            ),
+            errors.Refused,
+            "made for database 'b'",
+        ),
+    ],
+)
+def test_bad_plans_are_refused(tmp_path, content, error, message):
+    path = tmp_path / "plan.json"
+    path.write_text(content)
+    with pytest.raises(error, match=message):
+        reclaim.load_plan(path, HERE)
+
+
+def test_a_missing_plan_is_one_line(tmp_path):
+    with pytest.raises(errors.UsageError, match="cannot read plan"):
+        reclaim.load_plan(tmp_path / "absent.json", HERE)
+
+
+def test_summary_line():
+    counts = collections.Counter({"requeue": 3, "fail": 1, "skipped": 2})
+    assert reclaim.summary_line(counts, True) == "reclaimed: 3 requeued, 1 failed, 2 skipped"
+    assert reclaim.summary_line(counts, False) == (
+        "dry run: 3 would be requeued, 1 failed, 2 skipped; nothing changed"
+    )
+    assert reclaim.summary_line(collections.Counter(), False).endswith("; nothing to reclaim")

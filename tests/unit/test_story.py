@@ -1,0 +1,104 @@
+"""explain's sentences, from a history made by hand (no database)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from jobctl import story
+
+T0 = dt.datetime(2026, 11, 30, 3, 0, 0, tzinfo=dt.timezone.utc)
+FIRST, SECOND = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def attempt(n, token, worker, heartbeats, last_s, max_gap_s, lease_s, ended_s, outcome):
+    return {
+        "attempt": n,
+        "attempt_token": token,
+        "worker": worker,
+        "claimed_at": at(0 if n == 1 else 100),
+        "heartbeats": heartbeats,
+        "last_heartbeat_at": None if last_s is None else at(last_s),
+        "max_heartbeat_gap_s": max_gap_s,
+        "ended_at": None if ended_s is None else at(ended_s),
+        "outcome": outcome,
+        "lease_s": lease_s,
+        "lease_expires_at": at(60),
+    }
+
+
+def event(kind, seconds, token, frm, to, worker=None, actor=None, reason=None, n=1):
+    return {
+        "at": at(seconds),
+        "event": kind,
+        "from_status": frm,
+        "to_status": to,
+        "attempt": n,
+        "attempt_token": token,
+        "worker": worker,
+        "actor": actor,
+        "reason": reason,
+    }
+
+
+HISTORY = {
+    "job": {
+        "id": 42,
+        "status": "failed",
+        "recovery_policy": "manual",
+        "attempts": 2,
+        "max_attempts": 3,
+        "reclaim_count": 1,
+        "lease_state": "none",
+        "lease_expires_at": None,
+    },
+    "attempts": [
+        attempt(1, FIRST, "w1", 4, 40, 10.0, 30.0, 90, "reclaimed"),
+        attempt(2, SECOND, "w2", 0, None, None, 30.0, 150, "manually_failed"),
+    ],
+    "events": [
+        event("claimed", 0, FIRST, "queued", "processing", worker="w1"),
+        event("reclaimed", 90, FIRST, "processing", "queued", actor="reclaimer@host"),
+        event("claimed", 100, SECOND, "queued", "processing", worker="w2", n=2),
+        event("manually_failed", 150, SECOND, "processing", "failed", actor="ann", reason="dup"),
+    ],
+}
+
+
+def test_the_story_in_order():
+    result = story.explain(HISTORY)
+    assert result["story"] == [
+        "Job 42 is failed (manual policy, 2 of 3 attempts used, reclaimed 1 time(s)).",
+        "At 2026-11-30 03:00:00+00:00 worker w1 claimed it (attempt 1).",
+        "It heartbeat 4 time(s), typically every 10.0s, at most 10.0s apart, against a lease "
+        "of 30.0s.",
+        "Its lease ran out at 2026-11-30 03:01:00+00:00; at 2026-11-30 03:01:30+00:00 "
+        "reclaimer@host reclaimed it and it became queued.",
+        "At 2026-11-30 03:01:40+00:00 worker w2 claimed it (attempt 2).",
+        "It never heartbeat (lease 30.0s).",
+        'At 2026-11-30 03:02:30+00:00 ann failed it by hand: "dup".',
+    ]
+    assert result["lease_too_short"] is False
+    assert result["attempts"][0]["typical_heartbeat_gap_s"] == 10.0
+
+
+def test_a_gap_close_to_the_lease_is_a_warning():
+    risky = {**HISTORY, "attempts": [attempt(1, FIRST, "w1", 2, 50, 27.0, 30.0, 90, "done")]}
+    result = story.explain(risky)
+    assert result["lease_too_short"] is True
+    assert result["story"][-1].startswith("Warning: attempt 1's largest heartbeat gap (27.0s)")
+
+
+def test_an_expired_lease_not_yet_reclaimed_says_what_to_run():
+    job = {
+        **HISTORY["job"],
+        "status": "processing",
+        "lease_state": "expired",
+        "lease_expires_at": at(60),
+    }
+    result = story.explain({"job": job, "attempts": [], "events": []})
+    assert "jobctl reclaim --dry-run" in result["story"][-1]
