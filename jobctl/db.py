@@ -13,7 +13,7 @@ import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors
+from jobctl import errors, queries
 
 if TYPE_CHECKING:
     import psycopg
@@ -210,13 +210,7 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    row = conn.execute(
-        """SELECT n.nspname, c.relname, c.oid::int AS oid,
-                  format('%%I.%%I', n.nspname, c.relname) AS qualified
-           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-           WHERE c.oid = to_regclass(%s)""",
-        (name,),
-    ).fetchone()
+    row = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
     return JobsTable(
@@ -318,10 +312,7 @@ def _milliseconds(duration: dt.timedelta) -> int:
 
 def where(conn: psycopg.Connection[Any], table: JobsTable) -> dict[str, Any]:
     """Where this connection is, for a saved plan: host, port, database, system id, table."""
-    row = conn.execute(
-        "SELECT current_database() AS database, "
-        "(SELECT system_identifier::text FROM pg_control_system()) AS system_identifier"
-    ).fetchone()
+    row = conn.execute(queries.query("database_identity")).fetchone()
     assert row is not None
     return {
         "host": conn.info.host,

@@ -1,4 +1,5 @@
-"""Load the named statements of sql/queries.sql and compose them for one jobs table.
+"""Load the named statements of sql/queries.sql and sql/catalog.sql (one namespace) and
+compose them for one jobs table.
 
 Each block starts with ``-- name: description``. ``{table}`` is the jobs table (an
 identifier, quoted by psycopg), ``{other}`` includes the block named ``other``, and any other
@@ -19,20 +20,27 @@ _BLOCK_START = re.compile(r"^-- (?P<name>[a-z_]+): (?P<doc>.+)$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
+FILES = ("queries.sql", "catalog.sql")  # statements on the jobs table; on the catalog
+
+
 @functools.cache
 def blocks() -> dict[str, str]:
-    """Every named block of queries.sql: name -> SQL text."""
-    text = resources.files("jobctl").joinpath("sql/queries.sql").read_text(encoding="utf-8")
-    found = list(_BLOCK_START.finditer(text))
+    """Every named block of the statement files: name -> SQL text (names are unique)."""
     result: dict[str, str] = {}
-    for match, following in zip(found, [*found[1:], None], strict=True):
-        end = following.start() if following else len(text)
-        result[match["name"]] = text[match.end() : end].strip()
+    for file in FILES:
+        text = resources.files("jobctl").joinpath(f"sql/{file}").read_text(encoding="utf-8")
+        found = list(_BLOCK_START.finditer(text))
+        for match, following in zip(found, [*found[1:], None], strict=True):
+            if match["name"] in result:
+                raise ValueError(f"sql/{file}: block {match['name']} is defined twice")
+            end = following.start() if following else len(text)
+            result[match["name"]] = text[match.end() : end].strip()
     return result
 
 
-def query(name: str, table: sql.Identifier, **fragments: Any) -> sql.Composed:
-    """The statement ``name`` for ``table``, with its included blocks and fragments."""
+def query(name: str, table: sql.Identifier | None = None, **fragments: Any) -> sql.Composed:
+    """The statement ``name`` for ``table`` (catalog statements need none), with its
+    included blocks and fragments."""
     from psycopg import sql
 
     def compose(block: str) -> sql.Composable:
@@ -40,6 +48,8 @@ def query(name: str, table: sql.Identifier, **fragments: Any) -> sql.Composed:
         values: dict[str, sql.Composable] = {}
         for placeholder in set(_PLACEHOLDER.findall(text)):
             if placeholder == "table":
+                if table is None:
+                    raise ValueError(f"{name} needs a table")
                 values[placeholder] = table
             elif placeholder in fragments:
                 values[placeholder] = fragments[placeholder]

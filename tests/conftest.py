@@ -176,6 +176,19 @@ def dsn(server_dsn: str, template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A fresh database with nothing of jobctl's in it: for the tables users bring."""
+    name = f"jobctl_e_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield dsn_for(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
 def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(dsn, autocommit=True, row_factory=rows.dict_row) as c:
         yield c

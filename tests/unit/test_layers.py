@@ -10,9 +10,19 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "jobctl"
 LAYERS = {
-    0: {"errors", "durations", "rows", "output", "views", "story", "queries", "__init__"},
+    0: {
+        "errors",
+        "durations",
+        "rows",
+        "output",
+        "views",
+        "story",
+        "queries",
+        "mapping",
+        "__init__",
+    },
     1: {"db", "session"},
-    2: {"triage", "reclaim", "manual", "watch", "service", "metrics", "schema", "lease"},
+    2: {"triage", "reclaim", "manual", "watch", "service", "metrics", "schema", "lease", "shape"},
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}

@@ -1,0 +1,163 @@
+"""The table's own names: which of its columns and status values play the lease design's parts.
+
+The lease design is a retrofit onto an existing jobs table, whose columns and statuses already
+have names (``state``, ``pending/running/completed``, ``locked_by``, ``scheduled_at`` ...). A
+``TableMapping`` says, for each of the design's names, what the table calls it; jobctl keeps the
+design's names in its output (the JSON contract) and speaks the table's in SQL. Operators give
+it as ``--column DESIGN=ACTUAL`` and ``--status DESIGN=ACTUAL`` (and ``--park-status VALUE``);
+``schema apply`` records it in the database, so everyone on call reads the same one.
+Example::
+
+    m = mapping.TableMapping.parse(columns=["status=state"], statuses=["queued=pending"])
+    m.column("status") == "state"; m.status("queued") == "pending"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jobctl import errors
+
+# the columns the lease design reads or writes: the table's own (it keeps them), then its five
+EXISTING_COLUMNS = (
+    "id",
+    "status",
+    "attempts",
+    "max_attempts",
+    "available_at",
+    "reserved_by",
+    "reserved_at",
+    "last_error",
+    "finished_at",
+    "updated_at",
+)
+LEASE_COLUMNS = (
+    "attempt_token",
+    "lease_expires_at",
+    "heartbeat_at",
+    "recovery_policy",
+    "reclaim_count",
+)
+COLUMNS = EXISTING_COLUMNS + LEASE_COLUMNS
+STATUSES = ("queued", "processing", "done", "failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class TableMapping:
+    """The design's names -> the table's (only where they differ), and the park status."""
+
+    columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    statuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    park_status: str | None = None  # where reclaim sends what it would fail; None: failed
+
+    def column(self, design: str) -> str:
+        """What the table calls the design's column ``design``."""
+        if design not in COLUMNS:
+            raise KeyError(design)
+        return self.columns.get(design, design)
+
+    def status(self, design: str) -> str:
+        """What the table calls the design's status ``design``."""
+        if design not in STATUSES:
+            raise KeyError(design)
+        return self.statuses.get(design, design)
+
+    @property
+    def parked(self) -> str:
+        """The status reclaim gives a job it will not retry."""
+        return self.park_status or self.status("failed")
+
+    def written_statuses(self) -> list[str]:
+        """Every status value jobctl may write: the column must accept each of them."""
+        values = [self.status(s) for s in STATUSES]
+        park = self.park_status
+        return values + ([park] if park is not None and park not in values else [])
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        columns: Iterable[str] = (),
+        statuses: Iterable[str] = (),
+        park_status: str | None = None,
+    ) -> TableMapping:
+        """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
+        column_map = _pairs(columns, COLUMNS, "--column")
+        status_map = _pairs(statuses, STATUSES, "--status")
+        mapping = cls(column_map, status_map, park_status or None)
+        mapping.check()
+        return mapping
+
+    def check(self) -> None:
+        """No two parts on one column or one status; a park status that is not another's."""
+        _distinct({d: self.column(d) for d in COLUMNS}, "--column", "column")
+        _distinct({d: self.status(d) for d in STATUSES}, "--status", "status value")
+        if self.park_status is not None:
+            if not self.park_status.strip():
+                raise errors.UsageError("--park-status must not be empty")
+            taken = {self.status(s): s for s in ("queued", "processing", "done")}
+            if self.park_status in taken:
+                raise errors.UsageError(
+                    f"--park-status {self.park_status!r} is the {taken[self.park_status]} "
+                    "status: parked jobs need a status of their own (or failed)"
+                )
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "columns": dict(sorted(self.columns.items())),
+                "statuses": dict(sorted(self.statuses.items())),
+                "park_status": self.park_status,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | dict[str, Any]) -> TableMapping:
+        data = json.loads(text) if isinstance(text, str) else text
+        mapping = cls(
+            dict(data.get("columns") or {}),
+            dict(data.get("statuses") or {}),
+            data.get("park_status"),
+        )
+        mapping.check()
+        return mapping
+
+    def describe(self) -> list[str]:
+        """The mapping in lines an operator reads (``schema check``), design = table."""
+        lines = [f"{d} = {a}" for d, a in sorted(self.columns.items()) if a != d]
+        lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
+        if self.park_status:
+            lines.append(f"parked jobs go to {self.park_status}")
+        return lines or ["the lease design's own names"]
+
+
+def _pairs(values: Iterable[str], allowed: tuple[str, ...], option: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for value in values:
+        design, sep, actual = value.partition("=")
+        design, actual = design.strip(), actual.strip()
+        if not sep or not design or not actual:
+            raise errors.UsageError(f"{option} {value!r}: give DESIGN=ACTUAL, e.g. status=state")
+        if design not in allowed:
+            raise errors.UsageError(
+                f"{option} {value!r}: {design!r} is not one of {', '.join(allowed)}"
+            )
+        if design in result and result[design] != actual:
+            raise errors.UsageError(f"{option}: {design} given twice ({result[design]}, {actual})")
+        if actual != design:
+            result[design] = actual
+    return result
+
+
+def _distinct(names: dict[str, str], option: str, what: str) -> None:
+    seen: dict[str, str] = {}
+    for design, actual in names.items():
+        if actual in seen:
+            raise errors.UsageError(
+                f"{option}: {seen[actual]} and {design} would both be the {what} {actual!r}"
+            )
+        seen[actual] = design

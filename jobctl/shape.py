@@ -1,0 +1,176 @@
+"""The shape of the user's jobs table, read from the catalog: its id and status types, its
+partitions, and whether jobctl can serve it at all (the lease design is a retrofit onto the
+table the application already has; that table is the real input).
+
+Example::
+
+    shape = inspect(conn, "work.jobs")
+    refusal(shape, mapping) is None   # else the one line that says why jobctl cannot serve it
+    rejected_statuses(conn, shape, mapping) == []   # every status jobctl writes is accepted
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from jobctl import errors, queries
+from jobctl.mapping import TableMapping
+
+if TYPE_CHECKING:
+    import psycopg
+
+# tables owned by queue libraries: they have their own rescuer, and their own states
+LIBRARY_TABLES = {
+    ("*", "river_job"): "River (its JobRescuer reclaims stuck jobs)",
+    ("*", "oban_jobs"): "Oban (its Lifeline plugin rescues orphaned jobs)",
+    ("pgboss", "job"): "pg-boss (its maintenance expires and retries active jobs)",
+    ("*", "procrastinate_jobs"): "procrastinate (its worker heartbeats and stalled-job retry)",
+    ("graphile_worker", "jobs"): "Graphile Worker (locked jobs are freed after 4 hours)",
+    ("graphile_worker", "_private_jobs"): "Graphile Worker (locked jobs are freed after 4 hours)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # as the database prints it: uuid, bigint, job_status, character varying(20)
+    kind: str  # base, enum, domain, domain over enum
+    base_type_oid: int  # the enum or base type under a domain
+    not_null: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TableShape:
+    """What jobctl needs to know of a table to speak to it in its own terms."""
+
+    schema: str
+    name: str
+    oid: int
+    qualified: str  # format('%I.%I'), as the history records it
+    columns: dict[str, Column]
+    primary_key: tuple[str, ...]
+    partition_strategy: str | None  # list, range, hash; None: not partitioned
+    partition_key: tuple[str, ...]
+    partitions: tuple[str, ...]  # leaf partitions, as regclass text
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partition_strategy is not None
+
+    def column(self, mapping: TableMapping, design: str) -> Column | None:
+        """The table's column playing the design's ``design``, if it has one."""
+        return self.columns.get(mapping.column(design))
+
+    def id_is_integer(self, mapping: TableMapping) -> bool:
+        """Integer ids are numbers in JSON; any other id type is a string."""
+        column = self.column(mapping, "id")
+        return column is not None and column.type in ("bigint", "integer", "smallint")
+
+    def partitioned_by(self, mapping: TableMapping, design: str) -> bool:
+        """Does a change of the design's column ``design`` move the row to another partition?"""
+        return mapping.column(design) in self.partition_key
+
+
+def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
+    """The table named ``name`` (schema-qualified allowed), read from the catalog."""
+    found = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
+    if found is None:
+        raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
+    if found["relkind"] not in ("r", "p"):
+        raise errors.Refused(
+            f"{found['qualified']} is not a table (a view or similar): nothing done"
+        )
+    oid = found["oid"]
+    columns = {
+        row["name"]: Column(
+            row["name"], row["type"], row["kind"], row["base_type_oid"], row["not_null"]
+        )
+        for row in conn.execute(queries.query("table_columns"), {"oid": oid})
+    }
+    layout = conn.execute(queries.query("table_layout"), {"oid": oid}).fetchone()
+    assert layout is not None
+    return TableShape(
+        schema=found["nspname"],
+        name=found["relname"],
+        oid=oid,
+        qualified=found["qualified"],
+        columns=columns,
+        primary_key=tuple(layout["primary_key"] or ()),
+        partition_strategy=layout["partition_strategy"],
+        partition_key=tuple(layout["partition_key"] or ()),
+        partitions=tuple(layout["partitions"] or ()),
+    )
+
+
+def library_owner(schema: str, name: str) -> str | None:
+    """The queue library whose own table this is, if it is one."""
+    return LIBRARY_TABLES.get((schema, name)) or LIBRARY_TABLES.get(("*", name))
+
+
+def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
+    """Why jobctl cannot serve this table (one line, before anything changes), or None."""
+    owner = library_owner(shape.schema, shape.name)
+    if owner is not None:
+        return (
+            f"{shape.qualified} belongs to {owner}: the library reclaims its own jobs, and "
+            "jobctl would fight it; nothing done"
+        )
+    status = mapping.column("status")
+    if status not in shape.columns:
+        return (
+            f"{shape.qualified} has no status column {status!r} (--column status=NAME names "
+            "yours): jobctl serves one table whose rows carry their state, not lock- or "
+            "timestamp-only tables or one table per state; nothing done"
+        )
+    identifier = mapping.column("id")
+    if identifier not in shape.columns:
+        return f"{shape.qualified} has no id column {identifier!r} (--column id=NAME); nothing done"
+    if shape.primary_key and identifier not in shape.primary_key:
+        return (
+            f"{shape.qualified}: {identifier!r} is not part of its primary key "
+            f"({', '.join(shape.primary_key)}): jobctl needs it to name one job; nothing done"
+        )
+    return None
+
+
+def rejected_statuses(
+    conn: psycopg.Connection[Any], shape: TableShape, mapping: TableMapping
+) -> list[tuple[str, str]]:
+    """Status values jobctl may write that the column would refuse: (value, why).
+
+    The column's type (enum labels, a domain's checks, a varchar's length) is asked by casting
+    each value inside a savepoint; the table's CHECK constraints on the column are evaluated
+    on a row holding only that value (a check that needs other columns is not judged here).
+    """
+    import psycopg
+    from psycopg import sql
+
+    status = shape.columns[mapping.column("status")]
+    checks = conn.execute(
+        queries.query("status_checks"), {"oid": shape.oid, "column": status.name}
+    ).fetchall()
+    rejected: list[tuple[str, str]] = []
+    for value in mapping.written_statuses():
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("SELECT %s::{}").format(sql.SQL(status.type)), (value,))
+        except (psycopg.DataError, psycopg.IntegrityError) as exc:
+            rejected.append((value, f"{status.type} refuses it: {str(exc).splitlines()[0]}"))
+            continue
+        for check in checks:
+            probe = sql.SQL(
+                "SELECT ({}) IS NOT FALSE AS ok FROM (SELECT %s::{} AS {}) AS j"
+            ).format(
+                sql.SQL(check["expression"].replace("%", "%%")),
+                sql.SQL(status.type),
+                sql.Identifier(status.name),
+            )
+            try:
+                with conn.transaction():
+                    row = conn.execute(probe, (value,)).fetchone()
+            except Exception:
+                continue  # the check needs other columns: not judged here
+            if row is not None and not row["ok"]:
+                rejected.append((value, f"CHECK constraint {check['name']} refuses it"))
+    return rejected

@@ -1,0 +1,66 @@
+-- What jobctl reads from PostgreSQL's catalog about a table: its shape, never its rows.
+-- Named blocks like queries.sql (one namespace with it); %(oid)s is the table's oid.
+
+-- table_identity: a table named as typed (schema-qualified allowed), as the database spells it
+SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
+       format('%%I.%%I', n.nspname, c.relname) AS qualified
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass(%(name)s)
+
+-- database_identity: which database this is, for a saved plan (the system id survives renames)
+SELECT current_database() AS database,
+       (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier
+
+-- table_columns: the table's columns, their types, and what kind of type each is
+SELECT a.attname AS name,
+       format_type(a.atttypid, a.atttypmod) AS type,
+       CASE WHEN t.typtype = 'e' THEN 'enum'
+            WHEN t.typtype = 'd' AND bt.typtype = 'e' THEN 'domain over enum'
+            WHEN t.typtype = 'd' THEN 'domain'
+            ELSE 'base' END AS kind,
+       coalesce(bt.oid, t.oid)::int AS base_type_oid,
+       format_type(coalesce(bt.oid, t.oid), NULL) AS base_type,
+       a.attnotnull AS not_null
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+
+-- table_layout: primary key, partitioning, and the leaf partitions of a partitioned table
+SELECT (SELECT array_agg(a.attname::text ORDER BY k.ord)
+        FROM pg_index i
+        CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+        WHERE i.indrelid = %(oid)s AND i.indisprimary) AS primary_key,
+       (SELECT CASE p.partstrat WHEN 'l' THEN 'list' WHEN 'r' THEN 'range'
+                                WHEN 'h' THEN 'hash' END
+        FROM pg_partitioned_table p WHERE p.partrelid = %(oid)s) AS partition_strategy,
+       (SELECT array_agg(a.attname::text ORDER BY k.ord)
+        FROM pg_partitioned_table p
+        CROSS JOIN LATERAL unnest(p.partattrs) WITH ORDINALITY AS k(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = k.attnum
+        WHERE p.partrelid = %(oid)s) AS partition_key,
+       (SELECT array_agg(t.relid::regclass::text ORDER BY t.relid::regclass::text)
+        FROM pg_partition_tree(%(oid)s) t
+        WHERE t.isleaf AND t.relid <> %(oid)s::regclass) AS partitions
+
+-- enum_labels: the labels of an enum type, in their order
+SELECT enumlabel AS label FROM pg_enum WHERE enumtypid = %(type_oid)s ORDER BY enumsortorder
+
+-- check_constraints: the table's CHECK constraints (and its domains'), as the database prints them
+SELECT c.conname AS name, pg_get_constraintdef(c.oid) AS definition
+FROM pg_constraint c
+WHERE c.contype = 'c'
+  AND (c.conrelid = %(oid)s
+       OR c.contypid IN (SELECT a.atttypid FROM pg_attribute a
+                         WHERE a.attrelid = %(oid)s AND a.attnum > 0))
+ORDER BY c.conname
+
+-- status_checks: the table's CHECK constraints on one column, as expressions over its columns
+SELECT c.conname AS name, pg_get_expr(c.conbin, c.conrelid) AS expression
+FROM pg_constraint c
+WHERE c.contype = 'c' AND c.conrelid = %(oid)s
+  AND (SELECT attnum FROM pg_attribute WHERE attrelid = %(oid)s AND attname = %(column)s)
+      = ANY (c.conkey)
+ORDER BY c.conname

@@ -1,0 +1,70 @@
+"""The table mapping: the design's names -> the table's, parsed and checked without a database."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobctl import errors, mapping
+
+OWN_NAMES = mapping.TableMapping.parse(
+    columns=["status=state", "reserved_by=locked_by", "available_at=scheduled_at"],
+    statuses=["queued=pending", "processing=running", "done=completed"],
+    park_status="manual_review",
+)
+
+
+def test_the_tables_own_names():
+    assert OWN_NAMES.column("status") == "state"
+    assert OWN_NAMES.column("attempt_token") == "attempt_token"
+    assert OWN_NAMES.status("queued") == "pending" and OWN_NAMES.status("failed") == "failed"
+    assert OWN_NAMES.parked == "manual_review"
+    assert OWN_NAMES.written_statuses() == [
+        "pending",
+        "running",
+        "completed",
+        "failed",
+        "manual_review",
+    ]
+
+
+def test_no_mapping_is_the_design():
+    plain = mapping.TableMapping.parse()
+    assert [plain.column(c) for c in mapping.COLUMNS] == list(mapping.COLUMNS)
+    assert plain.parked == "failed" and plain.describe() == ["the lease design's own names"]
+
+
+def test_json_round_trip():
+    assert mapping.TableMapping.from_json(OWN_NAMES.to_json()) == OWN_NAMES
+
+
+def test_unknown_design_names_are_keys_not_guesses():
+    with pytest.raises(KeyError):
+        OWN_NAMES.column("state")
+    with pytest.raises(KeyError):
+        OWN_NAMES.status("pending")
+
+
+@pytest.mark.parametrize(
+    ("columns", "statuses", "park", "message"),
+    [
+        (["status"], [], None, "give DESIGN=ACTUAL"),
+        (["status="], [], None, "give DESIGN=ACTUAL"),
+        (["state=status"], [], None, "'state' is not one of id, status"),
+        ([], ["pending=queued"], None, "'pending' is not one of queued"),
+        (["status=state", "status=phase"], [], None, "status given twice"),
+        (["reserved_by=owner", "last_error=owner"], [], None, "would both be the column 'owner'"),
+        (["status=id"], [], None, "would both be the column 'id'"),
+        ([], ["queued=new", "failed=new"], None, "would both be the status value 'new'"),
+        ([], [], "processing", "is the processing status"),
+        ([], ["done=completed"], "completed", "is the done status"),
+        ([], [], " ", "must not be empty"),
+    ],
+)
+def test_ambiguous_mappings_are_refused(columns, statuses, park, message):
+    with pytest.raises(errors.UsageError, match=message):
+        mapping.TableMapping.parse(columns=columns, statuses=statuses, park_status=park)
+
+
+def test_parking_in_failed_is_the_default_and_may_be_said():
+    assert mapping.TableMapping.parse(park_status="failed").parked == "failed"
+    assert mapping.TableMapping.parse(park_status="failed").written_statuses()[-1] == "failed"
