@@ -5,7 +5,8 @@ works behind a connection pooler in transaction mode).
    (``prepare_threshold=None``, jobctl's) and one with psycopg's default (5: the batch is
    prepared from its fifth execution) take turns, batch by batch, on the same table.
 2. The worker API, one process: a cycle (claim, 3 heartbeats, complete) unprepared
-   (``lease.Worker``), then one prepared, in turns.
+   (``lease.Worker``'s default), then one with ``prepare=True`` (psycopg's default threshold
+   on its connection), in turns.
 
 Interleaved at the finest grain, so the shared machine's noise hits both alike; median and
 10th percentile of the per-batch and per-cycle times, and the ratio of medians.
@@ -18,13 +19,12 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from typing import Any
 
 import psycopg
 from bench_reclaim import EXPIRED, NAME, left, reset
 from common import arguments, bench_dsn, machine, table
 
-from jobctl import db, lease, queries, reclaim, session
+from jobctl import db, lease, reclaim, session
 from jobctl.triage import ExpiredFilter
 
 UNPREPARED, PREPARED = "unprepared (jobctl)", "prepared (psycopg default)"
@@ -59,14 +59,6 @@ def reclaim_batches(dsn: str) -> dict[str, list[float]]:
     return times
 
 
-class PreparedWorker(lease.Worker):
-    """The worker API with its statements prepared (psycopg's prepare=True)."""
-
-    def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
-        return cursor.execute(queries.query(name, self.table), params, prepare=True).fetchone()
-
-
 def worker_cycles(dsn: str, cycles: int) -> dict[str, list[float]]:
     """Seconds per cycle (claim, 3 heartbeats, complete), the two workers taking turns."""
     times: dict[str, list[float]] = {UNPREPARED: [], PREPARED: []}
@@ -76,7 +68,7 @@ def worker_cycles(dsn: str, cycles: int) -> dict[str, list[float]]:
     ):
         workers = {
             UNPREPARED: lease.Worker(c1, "bench-u", lease_seconds=60, table=NAME),
-            PREPARED: PreparedWorker(c2, "bench-p", lease_seconds=60, table=NAME),
+            PREPARED: lease.Worker(c2, "bench-p", lease_seconds=60, table=NAME, prepare=True),
         }
         for _ in range(cycles):
             for name, worker in workers.items():

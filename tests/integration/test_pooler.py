@@ -263,6 +263,24 @@ def test_worker_api_through_the_pool(conn, dsn, pooled_dsn):
     assert_pool_clean(dsn, pooled_dsn, "the worker API")
 
 
+def test_worker_prepares_only_when_asked(conn, dsn):
+    """On a direct connection with psycopg's default prepare_threshold: the default worker
+    leaves no prepared statement, ``prepare=True`` does (the opt-in for direct connections)."""
+    add_jobs(conn, 16)
+
+    def prepared_after_cycles(prepare: bool) -> int:
+        with psycopg.connect(dsn, autocommit=True) as wc:
+            worker = lease.Worker(wc, "direct", prepare=prepare)
+            for _ in range(8):
+                job = worker.claim()
+                assert job is not None
+                worker.complete(worker.heartbeat(job))
+            return int(wc.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0])
+
+    assert prepared_after_cycles(False) == 0
+    assert prepared_after_cycles(True) > 0
+
+
 # ---------------------------------------------------------------- errors name the pooler
 def test_unsupported_startup_parameter_names_the_pooler(pooled_dsn, run):
     result = run("summary", dsn=f"{pooled_dsn} options='-c statement_timeout=5s'")
