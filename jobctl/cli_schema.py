@@ -5,6 +5,7 @@ Thin commands like the rest of the CLI: the steps are planned and applied by ``s
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,12 +29,21 @@ def schema_apply(
     ctx: typer.Context,
     print_sql: opt.PrintSql = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    lock_deadline: Annotated[
+        dt.timedelta,
+        opt.Duration(
+            "How long to keep trying for the locks on a busy table (each try holds the "
+            "workers up 150 ms at most); then exit 1, the current step undone.",
+            show_default="5m",
+        ),
+    ] = dt.timedelta(minutes=5),
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
 
     Idempotent: only what is missing is done. The index is built CONCURRENTLY on a table
-    with rows. Example: jobctl schema apply --sql > lease.sql
+    with rows. On a busy table, each locking step takes short tries until there is a gap,
+    saying whom it waits for. Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl import schema
 
@@ -47,6 +57,7 @@ def schema_apply(
             print_sql,
             yes,
             f"Apply {len(steps)} schema step(s) to {settings.table}?",
+            lock_deadline,
         )
 
 
@@ -57,8 +68,10 @@ def _print_or_apply(
     print_sql: bool,
     yes: bool,
     question: str,
+    deadline: dt.timedelta = dt.timedelta(minutes=5),
 ) -> None:
-    """--sql prints the steps for review; otherwise confirm, then apply them one by one."""
+    """--sql prints the steps for review; otherwise confirm, then apply them one by one,
+    saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
     from jobctl import schema
 
     if print_sql:
@@ -66,8 +79,8 @@ def _print_or_apply(
         return
     if not yes:
         terminal.confirm(question)
-    for what in schema.apply(conn, settings, steps):
-        terminal.say(f"done: {what}")
+    with terminal.waiting("applying the schema steps") as (on_wait, on_done):
+        schema.apply(conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=on_done)
 
 
 @app.command("grants")

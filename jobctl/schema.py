@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
+import time
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from jobctl import db, queries
+from jobctl import db, errors, locks, queries
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -86,13 +89,18 @@ CREATE OR REPLACE TRIGGER jobctl_history_update AFTER UPDATE ON {table}
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One statement of schema apply; ``outside_transaction`` for CREATE INDEX CONCURRENTLY,
-    whose table lock ``probe`` tries first, in a short transaction under lock_timeout."""
+    """One statement of schema apply; ``outside_transaction`` for CREATE INDEX CONCURRENTLY.
+
+    ``locks`` names the jobs table when the step takes a lock that conflicts with the workers'
+    statements (ALTER TABLE, CREATE TRIGGER, DROP INDEX, and the history's ALTER and CREATE
+    INDEX on jobctl's tables, which the trigger writes): it is tried with a short lock_timeout
+    and retried (``locks.with_lock_retries``), so that workers never queue behind it for long."""
 
     what: str
-    statement: sql.Composable
+    statement: sql.SQL | sql.Composed
     outside_transaction: bool = False
-    probe: sql.Composable | None = None
+    locks: str | None = None
+    probe: sql.Composed | None = None  # CONCURRENTLY: its first lock, tried in a transaction
 
 
 def index_name(relname: str, suffix: str) -> str:
@@ -123,45 +131,67 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
                 ),
             )
         )
-        relname, has_rows, constraints, indexes = parts[-1], False, set(), {}
+        relname, has_rows, indexes = parts[-1], False, {}
+        columns: set[str] = set()
+        constraints: dict[str, bool] = {}
         schema_name = parts[0] if len(parts) > 1 else "public"
+        locked = table_name
     else:
         table = db.resolve_table(conn, table_name)
         ident, relname, schema_name = table.ident, table.name, table.schema
+        locked = table.qualified
         has_rows = conn.execute(
             sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident)
         ).fetchone()["e"]
-        constraints = {
-            r["conname"]
+        columns = {
+            r["attname"]
             for r in conn.execute(
-                "SELECT conname FROM pg_constraint WHERE conrelid = %s", (table.oid,)
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
+                "AND NOT attisdropped",
+                (table.oid,),
+            )
+        }
+        constraints = {
+            r["conname"]: r["convalidated"]
+            for r in conn.execute(
+                "SELECT conname, convalidated FROM pg_constraint WHERE conrelid = %s",
+                (table.oid,),
             )
         }
         indexes = reclaim_indexes(conn, table.oid)
 
-    steps.append(Step("add the lease columns", sql.SQL(_ADD_COLUMNS).format(table=ident)))
+    if not set(LEASE_COLUMNS) <= columns:  # ALTER TABLE locks even when there is nothing to add
+        steps.append(
+            Step("add the lease columns", sql.SQL(_ADD_COLUMNS).format(table=ident), locks=locked)
+        )
     for suffix, check in CHECKS.items():
         name = f"{relname}_{suffix}"[:63]
-        if name not in constraints:
+        if name not in constraints:  # NOT VALID: a catalog change under the lock, no scan
             steps.append(
                 Step(
-                    f"add check {name}",
+                    f"add check {name} (not valid yet)",
                     sql.SQL(
-                        "ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check}) NOT VALID; "
-                        "ALTER TABLE {table} VALIDATE CONSTRAINT {name}"
+                        "ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check}) NOT VALID"
                     ).format(table=ident, name=sql.Identifier(name), check=sql.SQL(check)),
+                    locks=locked,
+                )
+            )
+        if not constraints.get(name):  # the scan, in its own transaction: the workers go on
+            steps.append(
+                Step(
+                    f"validate check {name}",
+                    sql.SQL("ALTER TABLE {table} VALIDATE CONSTRAINT {name}").format(
+                        table=ident, name=sql.Identifier(name)
+                    ),
                 )
             )
     ours = index_name(relname, "_processing_timeout")
     if indexes.get(ours) is False:
         steps.append(
-            Step(
+            Step(  # an invalid index is never used by queries: dropping it is instant
                 "drop the invalid reclaim index (left by a failed concurrent build)",
-                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                    sql.Identifier(schema_name, ours)
-                ),
-                outside_transaction=True,
-                probe=queries.query("concurrent_lock_probe", ident),
+                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema_name, ours)),
+                locks=locked,
             )
         )
     if not any(indexes.values()):  # a valid reclaim index of any name will do
@@ -178,8 +208,14 @@ def plan_apply(conn: psycopg.Connection[Any], table_name: str, *, create: bool) 
             )
         )
     history = resources.files("jobctl").joinpath("sql/history.sql").read_text(encoding="utf-8")
-    steps.append(Step("install the history (schema jobctl)", sql.SQL(history)))
-    steps.append(Step("install the history triggers", sql.SQL(_TRIGGERS).format(table=ident)))
+    steps.append(Step("install the history (schema jobctl)", sql.SQL(history), locks=locked))
+    steps.append(
+        Step(
+            "install the history triggers",
+            sql.SQL(_TRIGGERS).format(table=ident),
+            locks=locked,
+        )
+    )
     return steps
 
 
@@ -205,31 +241,191 @@ def reclaim_indexes(conn: psycopg.Connection[Any], table_oid: int) -> dict[str, 
     }
 
 
-def render_sql(conn: psycopg.Connection[Any], steps: list[Step]) -> str:
-    """The steps as a SQL script, for review (--sql)."""
-    return "\n\n".join(f"-- {s.what}\n{s.statement.as_string(conn).strip()};" for s in steps) + "\n"
+_SCRIPT_HEAD = """\
+-- Run with: psql -v ON_ERROR_STOP=1 -f this.sql
+-- Steps marked "takes a lock the workers wait for" wait at most {timeout} for it (SET LOCAL
+-- lock_timeout), so the workers are never held up longer than that. If such a step fails
+-- with "canceling statement due to lock timeout", nothing of it was applied: wait a moment and
+-- run it again, with growing pauses, until a gap between long transactions lets it through
+-- (jobctl schema apply does this by itself, up to --lock-deadline). Then run the rest.
+"""
 
 
-def apply(conn: psycopg.Connection[Any], settings: db.Settings, steps: list[Step]) -> list[str]:
-    """Run the steps: each in its own short transaction with lock_timeout, except CONCURRENTLY.
+def render_sql(
+    conn: psycopg.Connection[Any], steps: list[Step], backoff: locks.Backoff = locks.DEFAULT_BACKOFF
+) -> str:
+    """The steps as a SQL script, for review or to run by hand (--sql): each step that takes
+    a lock the workers wait for in its own transaction with a short lock_timeout."""
+    timeout = f"{round(backoff.max_timeout * 1000)}ms"
+    parts = []
+    for step in steps:
+        text = step.statement.as_string(conn).strip()
+        if step.locks:
+            parts.append(
+                f"-- {step.what}: takes a lock the workers wait for; retry on lock timeout\n"
+                f"BEGIN;\nSET LOCAL lock_timeout = '{timeout}';\n{text};\nCOMMIT;"
+            )
+        else:
+            parts.append(f"-- {step.what}\n{text};")
+    head = _SCRIPT_HEAD.format(timeout=timeout) if any(s.locks for s in steps) else ""
+    return head + "\n" + "\n\n".join(parts) + "\n" if head else "\n\n".join(parts) + "\n"
 
-    CONCURRENTLY cannot run in a transaction, and a session-level lock_timeout would stay on
-    the server connection (behind a pooler, shared with the application): its table lock is
-    tried first in a short transaction under lock_timeout, then the build runs. That lock
-    (SHARE UPDATE EXCLUSIVE) conflicts with no worker statement, so no worker queues behind it.
-    """
+
+DEFAULT_LOCK_DEADLINE = dt.timedelta(minutes=5)
+
+
+def apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    steps: list[Step],
+    *,
+    deadline: dt.timedelta = DEFAULT_LOCK_DEADLINE,
+    backoff: locks.Backoff = locks.DEFAULT_BACKOFF,
+    on_wait: Callable[[locks.Wait], None] = lambda wait: None,
+    on_done: Callable[[str], None] = lambda what: None,
+) -> list[str]:
+    """Run the steps in order, each atomic, never holding the workers up for long.
+
+    A step that ``locks`` the jobs table: short tries in their own transactions (lock_timeout
+    from ``backoff``, never above --lock-timeout), retried with jittered sleeps. Any other step
+    (VALIDATE, CREATE INDEX CONCURRENTLY, ...) waits in one statement, its lock_timeout the
+    time left, while a second connection watches whom it waits for. ``on_wait`` hears why a
+    step waits, at most once a second; ``on_done`` each step done. At the deadline:
+    ``locks.DeadlineExceeded``, naming the holder; the failed step left nothing behind
+    (except a CONCURRENTLY build: its invalid index, which the next apply rebuilds)."""
+    if settings.lock_timeout.total_seconds() > 0:  # 0: no lock_timeout, the backoff's cap
+        backoff = dataclasses.replace(
+            backoff, max_timeout=min(backoff.max_timeout, settings.lock_timeout.total_seconds())
+        )
+    ends = time.monotonic() + deadline.total_seconds()
     done = []
     for step in steps:
-        if step.outside_transaction:
-            if step.probe is not None:
-                with db.transaction(conn, settings):
-                    conn.execute(step.probe)
-            conn.execute(step.statement)
+        remaining = ends - time.monotonic()
+        if step.locks:
+            _with_retries(conn, settings, step, remaining, deadline, backoff, on_wait)
         else:
-            with db.transaction(conn, settings):
-                conn.execute(step.statement)
+            _watched(conn, settings, step, remaining, deadline, on_wait)
         done.append(step.what)
+        on_done(step.what)
     return done
+
+
+def _with_retries(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    step: Step,
+    remaining: float,
+    deadline: dt.timedelta,
+    backoff: locks.Backoff,
+    on_wait: Callable[[locks.Wait], None],
+) -> None:
+    """One step that locks the jobs table: short tries until ``remaining`` seconds are up."""
+    row = conn.execute(
+        "SELECT to_regclass(%s)::oid::int AS oid, clock_timestamp() AS since", (step.locks,)
+    ).fetchone()
+    assert row is not None
+    throttle = locks.Throttle()
+    seen = locks.Wait(step.what, 0, 0, None)
+
+    def attempt(timeout: float) -> None:
+        with db.mapped_errors(settings.resolved_dsn()), db.transaction(conn, settings):
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)",
+                (f"{max(1, round(timeout * 1000))}ms",),
+            )
+            conn.execute(step.statement)
+
+    def retry(tries: int, elapsed: float, timeout: float) -> None:
+        nonlocal seen
+        seen = dataclasses.replace(seen, elapsed=elapsed, attempts=tries)
+        if throttle.ready():
+            seen = dataclasses.replace(seen, blocker=locks.holders(conn, row["oid"], row["since"]))
+            on_wait(seen)
+
+    try:
+        locks.with_lock_retries(attempt, deadline=remaining, backoff=backoff, on_retry=retry)
+    except locks.DeadlineExceeded:
+        seen = dataclasses.replace(
+            seen, blocker=locks.holders(conn, row["oid"], row["since"]) or seen.blocker
+        )
+        tries = f"{seen.attempts} {'try' if seen.attempts == 1 else 'tries'}"
+        raise locks.DeadlineExceeded(
+            f"{step.what}: the lock on {step.locks} was not granted within the "
+            f"{_span(deadline)} deadline ({tries}, each holding the workers up at most "
+            f"{round(backoff.max_timeout * 1000)} ms); held by "
+            f"{seen.blocker or 'a session that has finished since'}; nothing of this step was "
+            "applied: run jobctl schema apply again (jobctl schema check shows what is missing)",
+            seen,
+        ) from None
+
+
+def _watched(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    step: Step,
+    remaining: float,
+    deadline: dt.timedelta,
+    on_wait: Callable[[locks.Wait], None],
+) -> None:
+    """A step that does not block the workers, in one statement: its lock_timeout is the time
+    left; a second connection reports whom it waits for (old transactions, for an index
+    build)."""
+    throttle = locks.Throttle()
+    last: list[locks.Wait] = []
+    timeout = f"{max(1, round(remaining * 1000))}ms"
+
+    def report(blocker: str | None, phase: str | None, elapsed: float) -> None:
+        last[:] = [locks.Wait(step.what, elapsed, 0, blocker, phase)]
+        if throttle.ready():
+            on_wait(last[0])
+
+    if remaining <= 0:
+        raise locks.DeadlineExceeded(
+            f"{step.what}: not started, the {_span(deadline)} deadline has passed; run jobctl "
+            "schema apply again",
+            None,
+        )
+    try:
+        with (
+            db.mapped_errors(settings.resolved_dsn()),
+            locks.watching(settings, conn.info.backend_pid, report),
+        ):
+            if step.outside_transaction:
+                # CONCURRENTLY runs outside a transaction block, so no transaction-local
+                # lock_timeout; a session-level one would stay on the server connection (behind
+                # a pooler, shared with the application). Its first lock (SHARE UPDATE
+                # EXCLUSIVE: no worker statement conflicts with it) is tried under the time left
+                # in a short transaction; then the build waits for older transactions as long
+                # as they last, the watcher saying whom it waits for.
+                if step.probe is not None:
+                    with db.transaction(conn, settings):
+                        conn.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
+                        conn.execute(step.probe)
+                conn.execute(step.statement)
+            else:
+                with db.transaction(conn, settings):
+                    conn.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
+                    conn.execute(step.statement)
+    except errors.LockTimeout:
+        wait = last[0] if last else None
+        left = (
+            "; it left an invalid index, which the next jobctl schema apply drops and rebuilds"
+            if step.outside_transaction
+            else "; nothing of this step was applied"
+        )
+        raise locks.DeadlineExceeded(
+            f"{step.what}: still held up at the {_span(deadline)} deadline"
+            + (f" ({wait.phase})" if wait and wait.phase else "")
+            + f" by {wait.blocker if wait and wait.blocker else 'another transaction'}"
+            + left
+            + " (run jobctl schema apply again)",
+            wait,
+        ) from None
+
+
+def _span(duration: dt.timedelta) -> str:
+    seconds = duration.total_seconds()
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g}s"
 
 
 OPERATOR_COLUMNS = (

@@ -4,6 +4,7 @@ a progress bar and a live view on a terminal. The core calls back into this thro
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -57,6 +58,26 @@ def with_progress(batches: Iterable[T], total: int | None, what: str) -> Iterato
         for batch in batches:
             yield batch
             progress.update(task, advance=len(batch))
+
+
+@contextlib.contextmanager
+def waiting(what: str) -> Iterator[tuple[Callable[[Any], None], Callable[[str], None]]]:
+    """How a step-by-step change reports: ``(on_wait, on_done)`` callbacks for the core.
+
+    ``on_wait`` gets a ``locks.Wait`` (why a step waits): a spinner line on a terminal, else
+    a line on stderr (the core calls it at most once a second). ``on_done`` a step done."""
+    if not output.use_rich(sys.stderr):
+        yield (lambda wait: say(wait.describe())), (lambda step: say(f"done: {step}"))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True, highlight=False)
+    with console.status(what) as status:
+        yield (
+            lambda wait: status.update(escape(output.cell(wait.describe()))),
+            lambda step: console.print(escape(output.cell(f"done: {step}"))),
+        )
 
 
 def live(out: output.Output, fmt: str | None, every_s: float) -> Any:

@@ -36,8 +36,14 @@ AND (%(plan)s::jsonb IS NULL
          FROM jsonb_to_recordset(%(plan)s::jsonb)
               AS p(id bigint, attempt_token uuid, lease_expires_at timestamptz, action text)))
 
+-- session_description: a session (pg_stat_activity a) as jobctl names one that holds it up
+format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
+       round(extract(epoch FROM clock_timestamp()
+                    - coalesce(a.xact_start, a.query_start, a.backend_start))::numeric, 1),
+       left(regexp_replace(a.query, '\s+', ' ', 'g'), 60))
+
 -- row_lockers: who holds a row lock on a row, from its xmax (readable in a read-only transaction)
-(SELECT string_agg(format('pid %%s (%%s: %%s)', a.pid, a.state, left(a.query, 60)), '; ')
+(SELECT string_agg({session_description}, '; ')
  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
    AND l.transactionid = j.xmax AND l.pid <> pg_backend_pid())
@@ -315,5 +321,26 @@ WHERE tgrelid = %(oid)s AND tgname = 'jobctl_history_update' AND tgenabled <> 'D
 -- now: the database's time (the transaction's start), which every age is measured against
 SELECT now() AS at
 
--- concurrent_lock_probe: the lock CREATE/DROP INDEX CONCURRENTLY takes, tried under lock_timeout
+-- lock_holders: sessions in a transaction since before a schema step began that hold a lock on the jobs table or jobctl's tables (whom the step waited for): the jobs table's first, then the oldest, at most 3
+WITH holder AS (
+    SELECT DISTINCT ON (a.pid) a.pid, a.xact_start, l.relation = %(table_oid)s::oid AS on_jobs,
+           {session_description} AS description
+    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND (l.relation = %(table_oid)s::oid
+           OR l.relation IN (SELECT c.oid FROM pg_class c
+                             WHERE c.relnamespace = to_regnamespace('jobctl')))
+      AND a.xact_start < %(since)s
+    ORDER BY a.pid, l.relation = %(table_oid)s::oid DESC
+)
+SELECT string_agg(h.description, '; ' ORDER BY h.on_jobs DESC, h.xact_start) AS holders
+FROM (SELECT * FROM holder ORDER BY on_jobs DESC, xact_start LIMIT 3) h
+
+-- waiting_for: who holds up a backend (pg_blocking_pids), and its index build's phase if any
+SELECT (SELECT string_agg({session_description}, '; ' ORDER BY a.xact_start)
+        FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids(%(pid)s))) AS blockers,
+       (SELECT p.phase FROM pg_stat_progress_create_index p WHERE p.pid = %(pid)s) AS phase
+
+-- concurrent_lock_probe: the first lock CREATE INDEX CONCURRENTLY takes, tried under lock_timeout
 LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE

@@ -22,7 +22,18 @@ LAYERS = {
         "__init__",
     },
     1: {"db", "session"},
-    2: {"triage", "reclaim", "manual", "watch", "service", "metrics", "schema", "lease", "shape"},
+    2: {
+        "triage",
+        "reclaim",
+        "manual",
+        "watch",
+        "service",
+        "metrics",
+        "schema",
+        "locks",
+        "lease",
+        "shape",
+    },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
