@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import getpass
+import logging
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from psycopg import sql
 
 CONNECT_TIMEOUT_S = 5
+_SILENT = logging.NullHandler()
 DEFAULT_STATEMENT_TIMEOUT = dt.timedelta(seconds=30)
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=2)
 
@@ -90,6 +92,42 @@ def _password_of(dsn: str) -> str | None:
 
 
 # ---------------------------------------------------------------- errors
+# What a connection pooler (PgBouncer, RDS Proxy, Supavisor, PgCat) says, or makes the
+# server say, when a client relies on session state or on options it does not pass through.
+_POOLER_MESSAGES = (
+    "unsupported startup parameter",
+    "prepared statement",
+    "no more connections allowed",
+    "query_wait_timeout",
+    "server conn crashed",
+    "pgbouncer cannot connect to server",
+    "bouncer config error",
+    "server login has been failing",
+    "no such database",
+    "client_login_timeout",
+    "idle transaction timeout",
+    "pgbouncer",
+)
+
+
+def pooler_hint(message: str) -> str:
+    """A note naming the likely cause when ``message`` is typical of a connection pooler."""
+    lowered = message.lower()
+    if "unsupported startup parameter" in lowered:
+        return (
+            " (a connection pooler such as PgBouncer rejects this connection option: drop it "
+            "from the DSN, or list it in the pooler's ignore_startup_parameters)"
+        )
+    if "prepared statement" in lowered:
+        return (
+            " (likely a connection pooler in transaction mode: a prepared statement does not "
+            "survive between transactions there; see the README, 'Behind a connection pooler')"
+        )
+    if any(text in lowered for text in _POOLER_MESSAGES):
+        return " (reported by a connection pooler between jobctl and PostgreSQL)"
+    return ""
+
+
 def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError:
     """The one mapping from psycopg's exceptions to jobctl's (one line, no password)."""
     import psycopg
@@ -113,8 +151,8 @@ def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError
     if isinstance(exc, pg.ReadOnlySqlTransaction):
         return errors.DatabaseError(f"read-only transaction: {first_line}")
     if isinstance(exc, psycopg.OperationalError):
-        return errors.ConnectError(f"database unavailable: {first_line}")
-    return errors.DatabaseError(first_line or type(exc).__name__)
+        return errors.ConnectError(f"database unavailable: {first_line}{pooler_hint(first_line)}")
+    return errors.DatabaseError((first_line or type(exc).__name__) + pooler_hint(first_line))
 
 
 @contextlib.contextmanager
@@ -130,7 +168,8 @@ def mapped_errors(dsn: str | None = None) -> Iterator[None]:
 
 # ---------------------------------------------------------------- connecting
 def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-    """A connection with application_name=jobctl (unless the DSN sets one), dict rows."""
+    """A connection with application_name=jobctl (unless the DSN sets one), dict rows, and
+    no prepared statements (safe behind a connection pooler in transaction mode)."""
     import psycopg
     from psycopg import conninfo, rows
 
@@ -145,10 +184,15 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
     except psycopg.ProgrammingError as exc:
         raise errors.UsageError(f"invalid connection string: {redact(str(exc), dsn)}") from None
     try:
-        return psycopg.connect(info, autocommit=autocommit, row_factory=rows.dict_row)
+        # prepare_threshold=None: never prepare. Behind a pooler in transaction mode the next
+        # transaction may run on another server connection, where a statement psycopg
+        # prepared (after its fifth execution) does not exist, or another client's does.
+        return psycopg.connect(
+            info, autocommit=autocommit, row_factory=rows.dict_row, prepare_threshold=None
+        )
     except psycopg.Error as exc:
         message = redact(" ".join(str(exc).split()), dsn)
-        raise errors.ConnectError(f"cannot connect: {message}") from None
+        raise errors.ConnectError(f"cannot connect: {message}{pooler_hint(message)}") from None
 
 
 @contextlib.contextmanager
@@ -189,45 +233,75 @@ def transaction(
 ) -> Iterator[psycopg.Connection[Any]]:
     """A short transaction with statement_timeout and lock_timeout set locally.
 
-    ``read_only`` issues SET TRANSACTION READ ONLY itself (psycopg's read_only attribute does
-    nothing in autocommit). ``action`` and ``reason`` reach the history trigger together with
-    the actor, through transaction-local settings.
+    ``read_only`` makes the transaction read only itself, transaction-locally (psycopg's
+    read_only attribute does nothing in autocommit; SET TRANSACTION READ ONLY would mark the
+    setting as the session's). ``action`` and ``reason`` reach the history trigger together
+    with the actor, through transaction-local settings.
     """
     with conn.transaction():
-        if read_only:
-            conn.execute("SET TRANSACTION READ ONLY")
-        _apply(conn, settings, local=True, action=action, reason=reason)
+        _apply(conn, settings, read_only=read_only, action=action, reason=reason)
         yield conn
 
 
-def session_settings(conn: psycopg.Connection[Any], settings: Settings) -> None:
-    """The same timeouts and actor for the whole session, for a connection that writes with
-    single autocommitted statements (reclaim batches): each is its own short transaction,
-    under the limits ``transaction`` would set, without four statements around it."""
-    _apply(conn, settings, local=False)
+def pipelined(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    statement: sql.Composed,
+    params: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
+    actor set transaction-locally, the statement, COMMIT, sent as one pipeline; its rows.
+
+    On an autocommit connection. A failure rolls the transaction back and raises. With a
+    libpq older than 14 (no pipeline mode) the same transaction takes four round trips.
+    """
+    import psycopg
+    from psycopg import pq
+
+    # a connection lost mid-pipeline is raised as one error; psycopg would also log a warning
+    # about the pipeline it could not close (a second line on stderr, without a handler)
+    logging.getLogger("psycopg").addHandler(_SILENT)
+    if not psycopg.Pipeline.is_supported():
+        with transaction(conn, settings):
+            return conn.execute(statement, params).fetchall()
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            _apply(conn, settings)
+            cursor = conn.execute(statement, params)
+            conn.execute("COMMIT")
+        return cursor.fetchall()
+    except BaseException:
+        # the error skipped the COMMIT: end the failed transaction on its server connection
+        if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def _apply(
     conn: psycopg.Connection[Any],
     settings: Settings,
     *,
-    local: bool,
+    read_only: bool = False,
     action: str | None = None,
     reason: str | None = None,
 ) -> None:
+    """The timeouts and the audit settings, for the current transaction only (no session
+    state: behind a pooler the session is shared with the application's own clients)."""
     conn.execute(
-        "SELECT set_config('statement_timeout', %(st)s, %(local)s), "
-        "set_config('lock_timeout', %(lt)s, %(local)s), "
-        "set_config('jobctl.actor', %(actor)s, %(local)s), "
-        "set_config('jobctl.action', %(action)s, %(local)s), "
-        "set_config('jobctl.reason', %(reason)s, %(local)s)",
+        ("SELECT set_config('transaction_read_only', 'on', true), " if read_only else "SELECT ")
+        + "set_config('statement_timeout', %(st)s, true), "
+        "set_config('lock_timeout', %(lt)s, true), "
+        "set_config('jobctl.actor', %(actor)s, true), "
+        "set_config('jobctl.action', %(action)s, true), "
+        "set_config('jobctl.reason', %(reason)s, true)",
         {
             "st": str(_milliseconds(settings.statement_timeout)),
             "lt": str(_milliseconds(settings.lock_timeout)),
             "actor": settings.actor,
             "action": action or "",
             "reason": reason or "",
-            "local": local,
         },
     )
 

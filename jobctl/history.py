@@ -165,11 +165,11 @@ def plan(
     table: sql.Identifier,
     table_oid: int | None,
     mode: str | None,
-) -> list[tuple[str, sql.Composable]]:
+) -> list[tuple[str, sql.Composed]]:
     """The history's steps for one jobs table: the migrations not yet applied, the columns
     missing, and the trigger if it is not the one wanted. ``mode`` None keeps the installed
     mode (``late`` on a first install)."""
-    steps: list[tuple[str, sql.Composable]] = []
+    steps: list[tuple[str, sql.Composed]] = []
     current = installed_version(conn) or 0
     for m in migrations():
         if m.version > current:

@@ -1,9 +1,10 @@
 """Load the named statements of sql/queries.sql and sql/catalog.sql (one namespace) and
 compose them for one jobs table.
 
-Each block starts with ``-- name: description``. ``{table}`` is the jobs table (an
-identifier, quoted by psycopg), ``{other}`` includes the block named ``other``, and any other
-``{placeholder}`` is a fragment the caller supplies as ``psycopg.sql`` (e.g. ``{locking}``).
+Each block starts with a ``-- name: NAME`` line and the comment lines that describe it, and
+ends where the next one starts. ``{table}`` is the jobs table (an identifier, quoted by
+psycopg), ``{other}`` includes the block named ``other``, and any other ``{placeholder}`` is
+a fragment the caller supplies as ``psycopg.sql``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from psycopg import sql
 
-_BLOCK_START = re.compile(r"^-- (?P<name>[a-z_]+): (?P<doc>.+)$", re.MULTILINE)
+# "-- name: stuck" on a line of its own, then the description's comment lines: an ordinary
+# comment ("-- note: ...") can never start a block
+_BLOCK_START = re.compile(
+    r"^-- name: (?P<name>[a-z][a-z0-9_]*)\n(?P<doc>(?:--(?: .*)?\n)+)", re.MULTILINE
+)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -29,12 +34,24 @@ def blocks() -> dict[str, str]:
     result: dict[str, str] = {}
     for file in FILES:
         text = resources.files("jobctl").joinpath(f"sql/{file}").read_text(encoding="utf-8")
-        found = list(_BLOCK_START.finditer(text))
-        for match, following in zip(found, [*found[1:], None], strict=True):
-            if match["name"] in result:
-                raise ValueError(f"sql/{file}: block {match['name']} is defined twice")
-            end = following.start() if following else len(text)
-            result[match["name"]] = text[match.end() : end].strip()
+        for name, statement in parse(text).items():
+            if name in result:
+                raise ValueError(f"sql/{file}: block {name} is defined twice")
+            result[name] = statement
+    return result
+
+
+def parse(text: str) -> dict[str, str]:
+    """The named blocks of one file: name -> SQL text, descriptions left out."""
+    found = list(_BLOCK_START.finditer(text))
+    if len(found) != len(re.findall(r"^-- name:", text, re.MULTILINE)):
+        raise ValueError("a '-- name: NAME' line needs a name and a description line after it")
+    result: dict[str, str] = {}
+    for match, following in zip(found, [*found[1:], None], strict=True):
+        if match["name"] in result:
+            raise ValueError(f"block {match['name']} is defined twice")
+        end = following.start() if following else len(text)
+        result[match["name"]] = text[match.end() : end].strip()
     return result
 
 

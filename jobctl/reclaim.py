@@ -130,13 +130,12 @@ def commit(
     limit: int | None,
     stop: threading.Event | None = None,
 ) -> Iterator[list[ReclaimRow]]:
-    """Reclaim in batches, each its own short transaction (one autocommitted statement under
-    the session's statement and lock timeouts); yields each batch's rows.
+    """Reclaim in batches, each its own short transaction (BEGIN, the transaction-local
+    timeouts, the statement, COMMIT: one round trip); yields each batch's rows.
 
     Ends when no unlocked expired row is left, ``limit`` rows were handled or ``stop`` is set;
     then yields, once, the expired rows it left (locked by another session), unapplied.
     """
-    db.session_settings(s.conn, s.settings)
     handled = 0
     poisoned: list[int] = []  # rows whose update raises (a trigger, a constraint): left behind
     while limit is None or handled < limit:
@@ -172,9 +171,9 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
 
 
 def _batch(s: Session, where: ExpiredFilter, size: int) -> list[ReclaimRow]:
-    """One batch of the lease design's reclaim: one autocommitted statement, its own short
-    transaction under the session's timeouts (``commit`` sets them)."""
-    rows = s.rows("reclaim_batch", {**where.params(), "limit": size})
+    """One batch of the lease design's reclaim in its own short transaction, its timeouts
+    transaction-local, sent in one round trip (no session state: pooler-safe)."""
+    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size})
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)

@@ -1,4 +1,5 @@
-"""schema apply (the seed's columns, checks, reclaim index, jobctl's history) and schema check."""
+"""schema apply (the lease design's columns, checks, reclaim index; jobctl's history) and
+schema check."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks
+from jobctl import db, errors, history, locks, queries
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -87,10 +88,11 @@ class Step:
     statement: sql.SQL | sql.Composed
     outside_transaction: bool = False
     locks: str | None = None
+    probe: sql.Composed | None = None  # CONCURRENTLY: its first lock, tried in a transaction
 
 
 def index_name(relname: str, suffix: str) -> str:
-    """idx_<table><suffix> within 63 bytes (the seed's idx_jobs_processing_timeout)."""
+    """idx_<table><suffix> within 63 bytes (the lease design's idx_jobs_processing_timeout)."""
     return f"idx_{relname}"[: 63 - len(suffix)] + suffix
 
 
@@ -135,9 +137,7 @@ def plan_apply(
         table = db.resolve_table(conn, table_name)
         ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
-        has_rows = conn.execute(
-            sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident)
-        ).fetchone()["e"]
+        has_rows = _one(conn, sql.SQL("SELECT EXISTS (SELECT FROM {}) AS e").format(ident))["e"]
         columns = {
             r["attname"]
             for r in conn.execute(
@@ -199,6 +199,7 @@ def plan_apply(
                     table=ident,
                 ),
                 outside_transaction=has_rows,
+                probe=queries.query("concurrent_lock_probe", ident) if has_rows else None,
             )
         )
     # the history's steps lock the jobs table (columns, trigger) or jobctl's tables, which
@@ -381,12 +382,18 @@ def _watched(
             db.mapped_errors(settings.resolved_dsn()),
             locks.watching(settings, conn.info.backend_pid, report),
         ):
-            if step.outside_transaction:  # CONCURRENTLY: no transaction block, so SET and RESET
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
-                try:
-                    conn.execute(step.statement)
-                finally:
-                    conn.execute("RESET lock_timeout")
+            if step.outside_transaction:
+                # CONCURRENTLY runs outside a transaction block, so no transaction-local
+                # lock_timeout; a session-level one would stay on the server connection (behind
+                # a pooler, shared with the application). Its first lock (SHARE UPDATE
+                # EXCLUSIVE: no worker statement conflicts with it) is tried under the time left
+                # in a short transaction; then the build waits for older transactions as long
+                # as they last, the watcher saying whom it waits for.
+                if step.probe is not None:
+                    with db.transaction(conn, settings):
+                        conn.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
+                        conn.execute(step.probe)
+                conn.execute(step.statement)
             else:
                 with db.transaction(conn, settings):
                     conn.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
@@ -514,7 +521,7 @@ def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
 
 
 def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
-    """The seed's pre-flight checklist, as far as the database can tell."""
+    """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
     results = [Check("table exists", True, table.qualified)]
     columns = {
@@ -558,8 +565,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
                 "present" if found else "missing (run jobctl schema apply)",
             )
         )
-    found = reclaim_indexes(conn, table.oid)
-    valid = [name for name, ok in found.items() if ok]
+    indexes = reclaim_indexes(conn, table.oid)
+    valid = [name for name, ok in indexes.items() if ok]
     results.append(
         Check(
             "reclaim index",
@@ -567,22 +574,23 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             f"{valid[0]} (valid)"
             if valid
             else (
-                "present but INVALID: " + ", ".join(found)
-                if found
+                "present but INVALID: " + ", ".join(indexes)
+                if indexes
                 else "missing: reclaim and stuck scan the table"
             ),
         )
     )
     results.append(history_check(conn, table.oid))
     if not wrong:
-        counts = conn.execute(
+        counts = _one(
+            conn,
             sql.SQL(
                 "SELECT count(*) FILTER (WHERE status = 'processing' AND "
                 "(lease_expires_at IS NULL OR attempt_token IS NULL)) AS invisible, "
                 "count(*) FILTER (WHERE (status = 'processing') <> (attempt_token IS NOT NULL)) "
                 "AS inconsistent FROM {}"
-            ).format(table.ident)
-        ).fetchone()
+            ).format(table.ident),
+        )
         results.append(
             Check(
                 "processing rows without lease or token",
@@ -599,3 +607,11 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             )
         )
     return results
+
+
+def _one(conn: psycopg.Connection[Any], statement: sql.Composed) -> dict[str, Any]:
+    """The one row a statement always returns (an aggregate, EXISTS)."""
+    row: dict[str, Any] | None = conn.execute(statement).fetchone()
+    if row is None:
+        raise AssertionError("the statement returned no row")
+    return row

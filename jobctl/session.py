@@ -61,6 +61,11 @@ class Session:
             raise AssertionError(f"{name} returned no row")
         return row
 
+    def pipelined(self, name: str, params: dict[str, Any]) -> list[Row]:
+        """The named statement in its own short transaction, timeouts and actor set
+        transaction-locally, in one round trip (``db.pipelined``); its rows."""
+        return db.pipelined(self.conn, self.settings, self.query(name), params)
+
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""
         return self.conn.execute(self.query(name), params or {}).rowcount

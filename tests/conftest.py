@@ -9,14 +9,19 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from helpers import POOL_SIZE
 from psycopg import conninfo, rows
 
 from jobctl import cli, db, schema
@@ -45,6 +50,100 @@ def server_dsn() -> Iterator[str]:
 
 def dsn_for(server_dsn: str, dbname: str) -> str:
     return conninfo.make_conninfo(server_dsn, dbname=dbname)
+
+
+# ---------------------------------------------------------------- PgBouncer
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(server_dsn: str) -> Iterator[str]:
+    """A private PgBouncer in transaction mode in front of the test server: its DSN (no
+    dbname). Skipped without the pgbouncer binary, failed when JOBCTL_REQUIRE_PGBOUNCER=1."""
+    binary = shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
+    )
+    if binary is None:
+        reason = "pgbouncer is not installed (apt-get install pgbouncer)"
+        if os.environ.get("JOBCTL_REQUIRE_PGBOUNCER") == "1":
+            pytest.fail(f"{reason}, and JOBCTL_REQUIRE_PGBOUNCER=1")
+        pytest.skip(reason)
+    with psycopg.connect(server_dsn) as probe:  # where the server really is, socket or TCP
+        host, port, user = probe.info.host, probe.info.port, probe.info.user
+    with tempfile.TemporaryDirectory(prefix="jobctl-pgbouncer-") as tmp:
+        os.chmod(tmp, 0o755)
+        listen = _free_port()
+        config = os.path.join(tmp, "pgbouncer.ini")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(
+                "[databases]\n"
+                f"* = host={host} port={port} user={user}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {listen}\nunix_socket_dir =\n"
+                "auth_type = any\npool_mode = transaction\n"
+                f"default_pool_size = {POOL_SIZE}\nmin_pool_size = 0\nreserve_pool_size = 0\n"
+                "max_client_conn = 500\nserver_lifetime = 3600\nserver_idle_timeout = 600\n"
+                # defaults of PgBouncer 1.18 spelled out: no reset query in transaction mode
+                "server_reset_query = DISCARD ALL\nserver_reset_query_always = 0\n"
+            )
+        os.chmod(config, 0o644)
+        command = [binary, config]
+        if os.geteuid() == 0:  # PgBouncer refuses to run as root: run as the server's user
+            command[1:1] = ["-u", _unprivileged_user(host)]
+        log = open(os.path.join(tmp, "pgbouncer.log"), "w+", encoding="utf-8")
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        pooled = f"host=127.0.0.1 port={listen} user={user} connect_timeout=5"
+        try:
+            _wait_for(pooled, proc, log)
+            yield pooled
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _unprivileged_user(host: str) -> str:
+    """Whoever owns the server's socket directory (the embedded server's user), else postgres
+    or nobody: a user that can reach the server."""
+    import pwd
+
+    if host.startswith("/"):
+        return pwd.getpwuid(os.stat(host).st_uid).pw_name
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name).pw_name
+        except KeyError:
+            continue
+    raise RuntimeError("no unprivileged user to run pgbouncer as")
+
+
+def _wait_for(pooled: str, proc: subprocess.Popen[bytes], log: Any) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with psycopg.connect(pooled, dbname="postgres", prepare_threshold=None) as c:
+                c.execute("SELECT 1")
+            return
+        except psycopg.OperationalError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"pgbouncer did not start: {log.read()[-2000:]}") from None
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def pooled_dsn(dsn: str, pgbouncer: str) -> str:
+    """This test's database, through the private PgBouncer (transaction mode)."""
+    return conninfo.make_conninfo(pgbouncer, dbname=conninfo.conninfo_to_dict(dsn)["dbname"])
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,10 @@ from psycopg import rows
 
 from jobctl import lease
 
-
 # ---------------------------------------------------------------- data helpers
+POOL_SIZE = 2  # server connections per database of the test PgBouncer: commands share them
+
+
 def add_jobs(
     conn: psycopg.Connection[Any], count: int, *, policy: str = "auto", max_attempts: int = 3
 ) -> list[int]:

@@ -1,17 +1,20 @@
 -- What jobctl reads from PostgreSQL's catalog about a table: its shape, never its rows.
 -- Named blocks like queries.sql (one namespace with it); %(oid)s is the table's oid.
 
--- table_identity: a table named as typed (schema-qualified allowed), as the database spells it
+-- name: table_identity
+-- a table named as typed (schema-qualified allowed), as the database spells it
 SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
        format('%%I.%%I', n.nspname, c.relname) AS qualified
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%(name)s)
 
--- database_identity: which database this is, for a saved plan (the system id survives renames)
+-- name: database_identity
+-- which database this is, for a saved plan (the system id survives renames)
 SELECT current_database() AS database,
        (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier
 
--- table_columns: the table's columns, their types, and what kind of type each is
+-- name: table_columns
+-- the table's columns, their types, and what kind of type each is
 SELECT a.attname AS name,
        format_type(a.atttypid, a.atttypmod) AS type,
        CASE WHEN t.typtype = 'e' THEN 'enum'
@@ -27,7 +30,8 @@ LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 
--- table_layout: primary key, partitioning, and the leaf partitions of a partitioned table
+-- name: table_layout
+-- primary key, partitioning, and the leaf partitions of a partitioned table
 SELECT (SELECT array_agg(a.attname::text ORDER BY k.ord)
         FROM pg_index i
         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
@@ -45,10 +49,12 @@ SELECT (SELECT array_agg(a.attname::text ORDER BY k.ord)
         FROM pg_partition_tree(%(oid)s) t
         WHERE t.isleaf AND t.relid <> %(oid)s::regclass) AS partitions
 
--- enum_labels: the labels of an enum type, in their order
+-- name: enum_labels
+-- the labels of an enum type, in their order
 SELECT enumlabel AS label FROM pg_enum WHERE enumtypid = %(type_oid)s ORDER BY enumsortorder
 
--- check_constraints: the table's CHECK constraints (and its domains'), as the database prints them
+-- name: check_constraints
+-- the table's CHECK constraints (and its domains'), as the database prints them
 SELECT c.conname AS name, pg_get_constraintdef(c.oid) AS definition
 FROM pg_constraint c
 WHERE c.contype = 'c'
@@ -57,7 +63,8 @@ WHERE c.contype = 'c'
                          WHERE a.attrelid = %(oid)s AND a.attnum > 0))
 ORDER BY c.conname
 
--- status_checks: the table's CHECK constraints on one column, as expressions over its columns
+-- name: status_checks
+-- the table's CHECK constraints on one column, as expressions over its columns
 SELECT c.conname AS name, pg_get_expr(c.conbin, c.conrelid) AS expression
 FROM pg_constraint c
 WHERE c.contype = 'c' AND c.conrelid = %(oid)s
@@ -65,14 +72,17 @@ WHERE c.contype = 'c' AND c.conrelid = %(oid)s
       = ANY (c.conkey)
 ORDER BY c.conname
 
--- history_triggers: jobctl's triggers on the table: name, enabled, arguments (mode, version)
+-- name: history_triggers
+-- jobctl's triggers on the table: name, enabled, arguments (mode, version)
 SELECT tgname::text AS name, tgenabled <> 'D' AS enabled, tgargs
 FROM pg_trigger WHERE tgrelid = %(oid)s AND tgname::text LIKE 'jobctl%%'
 
--- history_versioned: whether the history is versioned here, and readable by this role
+-- name: history_versioned
+-- whether the history is versioned here, and readable by this role
 SELECT has_schema_privilege('jobctl', 'USAGE')
        AND has_table_privilege('jobctl.migrations', 'SELECT') AS readable
 WHERE to_regclass('jobctl.migrations') IS NOT NULL
 
--- history_version: the last migration of the history applied to this database
+-- name: history_version
+-- the last migration of the history applied to this database
 SELECT coalesce(max(version), 0) AS v FROM jobctl.migrations

@@ -1,32 +1,39 @@
 -- Every statement jobctl runs against the jobs table, one place each.
--- A block starts with "-- name: description". {table} is the jobs table, quoted by
+-- A block starts with a line "-- name: NAME" and one or more comment lines saying what it
+-- does; it ends where the next "-- name:" line starts. {table} is the jobs table, quoted by
 -- psycopg.sql.Identifier; {other_block} pulls a fragment in; %(x)s are parameters.
 
--- reclaim_action: the reclaim decision; the only place it is written
+-- name: reclaim_action
+-- the reclaim decision; the only place it is written
 CASE WHEN j.recovery_policy = 'auto' AND j.attempts < j.max_attempts
      THEN 'requeue' ELSE 'fail' END
 
--- reclaim_error: the last_error reclaim leaves on a job
+-- name: reclaim_error
+-- the last_error reclaim leaves on a job
 'lease expired before completion'
 
--- lease_columns: the columns every stuck/reclaim row reports
+-- name: lease_columns
+-- the columns every stuck/reclaim row reports
 j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
 j.reclaim_count, j.recovery_policy, j.reserved_at, j.heartbeat_at, j.lease_expires_at,
 extract(epoch FROM now() - j.lease_expires_at)::float8 AS lease_overdue_s,
 extract(epoch FROM now() - j.heartbeat_at)::float8 AS heartbeat_age_s,
 {reclaim_action} AS action
 
--- operator_filter: the operator's narrowing: a worker, a policy, ids; rows to pass over
+-- name: operator_filter
+-- the operator's narrowing: a worker, a policy, ids; rows to pass over
 (%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
 AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
 AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
 AND (%(exclude)s::bigint[] IS NULL OR j.id <> ALL(%(exclude)s::bigint[]))
 
--- lease_state: a job's lease as an operator sees it: live, expired, or none
+-- name: lease_state
+-- a job's lease as an operator sees it: live, expired, or none
 CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
      WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END
 
--- expired_filter: expired leases, narrowed by the operator's filters and an optional plan
+-- name: expired_filter
+-- expired leases, narrowed by the operator's filters and an optional plan
 j.status = 'processing'
 AND j.lease_expires_at < now() - %(grace)s::interval
 AND {operator_filter}
@@ -36,26 +43,30 @@ AND (%(plan)s::jsonb IS NULL
          FROM jsonb_to_recordset(%(plan)s::jsonb)
               AS p(id bigint, attempt_token uuid, lease_expires_at timestamptz, action text)))
 
--- session_description: a session (pg_stat_activity a) as jobctl names one that holds it up
+-- name: session_description
+-- a session (pg_stat_activity a) as jobctl names one that holds it up
 format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
        round(extract(epoch FROM clock_timestamp()
                     - coalesce(a.xact_start, a.query_start, a.backend_start))::numeric, 1),
        left(regexp_replace(a.query, '\s+', ' ', 'g'), 60))
 
--- row_lockers: who holds a row lock on a row, from its xmax (readable in a read-only transaction)
+-- name: row_lockers
+-- who holds a row lock on a row, from its xmax (readable in a read-only transaction)
 (SELECT string_agg({session_description}, '; ')
  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
    AND l.transactionid = j.xmax AND l.pid <> pg_backend_pid())
 
--- stuck: expired leases, oldest expiry first, each with what reclaim would do (read only)
+-- name: stuck
+-- expired leases, oldest expiry first, each with what reclaim would do (read only)
 SELECT {lease_columns}, {row_lockers} AS locked_by
 FROM {table} j
 WHERE {expired_filter}
 ORDER BY j.lease_expires_at, j.id
 LIMIT %(limit)s
 
--- at_risk: expired leases and live ones expiring within the window, with each worker's lag
+-- name: at_risk
+-- expired leases and live ones expiring within the window, with each worker's lag
 WITH lag AS (
     SELECT reserved_by,
            extract(epoch FROM now() - max(coalesce(heartbeat_at, reserved_at)))::float8 AS lag_s
@@ -71,7 +82,8 @@ WHERE j.status = 'processing'
 ORDER BY j.lease_expires_at, j.id
 LIMIT %(limit)s
 
--- reclaim_batch: the lease design's reclaim: one batch of expired rows, locked, fenced, applied
+-- name: reclaim_batch
+-- the lease design's reclaim: one batch of expired rows, locked, fenced, applied
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -100,14 +112,16 @@ WHERE j.id = expired.id
   AND j.lease_expires_at < now()
 RETURNING expired.*
 
--- plan_row_state: what became of planned rows that a plan's commit did not apply
+-- name: plan_row_state
+-- what became of planned rows that a plan's commit did not apply
 SELECT j.id, j.status, j.attempt_token, j.lease_expires_at,
        j.lease_expires_at < now() AS lease_expired,
        {reclaim_action} AS action, {row_lockers} AS locked_by
 FROM {table} j
 WHERE j.id = ANY(%(ids)s::bigint[])
 
--- metrics_leases: the queue's lease health, one pass over processing rows (reclaim index)
+-- name: metrics_leases
+-- the queue's lease health, one pass over processing rows (reclaim index)
 SELECT count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'auto')
            AS stuck_auto,
        count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
@@ -120,23 +134,28 @@ SELECT count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'au
        count(*) FILTER (WHERE lease_expires_at IS NULL) AS no_lease
 FROM {table} WHERE status = 'processing'
 
--- metrics_reclaims: reclaims the history recorded in the last window
+-- name: metrics_reclaims
+-- reclaims the history recorded in the last window
 SELECT count(*) AS reclaims FROM jobctl.events
 WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
 
--- metrics_manual_review: manual jobs reclaim parked as failed, awaiting a human
+-- name: metrics_manual_review
+-- manual jobs reclaim parked as failed, awaiting a human
 SELECT count(*) AS awaiting FROM {table}
 WHERE status = 'failed' AND recovery_policy = 'manual' AND last_error = {reclaim_error}
 
--- summary_status: jobs per status, counted (a full scan: for small tables or --exact)
+-- name: summary_status
+-- jobs per status, counted (a full scan: for small tables or --exact)
 SELECT status, count(*) AS jobs FROM {table} GROUP BY status ORDER BY status
 
--- summary_status_live: queued and processing jobs, counted (index-driven with a queue index)
+-- name: summary_status_live
+-- queued and processing jobs, counted (index-driven with a queue index)
 SELECT 'queued' AS status, count(*) AS jobs FROM {table} WHERE status = 'queued'
 UNION ALL
 SELECT 'processing', count(*) FROM {table} WHERE status = 'processing'
 
--- summary_status_estimate: jobs per status estimated from the planner's statistics
+-- name: summary_status_estimate
+-- jobs per status estimated from the planner's statistics
 SELECT v.status, round(v.freq * greatest(c.reltuples, 0))::bigint AS jobs
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -145,10 +164,12 @@ CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs)
      AS v(status, freq)
 WHERE c.oid = %(oid)s
 
--- table_size_estimate: rows in the table, as the planner believes
+-- name: table_size_estimate
+-- rows in the table, as the planner believes
 SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oid)s
 
--- summary_processing: processing rows split by lease state (reclaim index)
+-- name: summary_processing
+-- processing rows split by lease state (reclaim index)
 SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS live,
        count(*) FILTER (WHERE lease_expires_at >= now()
                           AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
@@ -156,7 +177,8 @@ SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS
        count(*) FILTER (WHERE lease_expires_at IS NULL OR attempt_token IS NULL) AS no_lease
 FROM {table} WHERE status = 'processing'
 
--- summary_workers: processing jobs per worker: lease states, the expiry burst, heartbeat lag
+-- name: summary_workers
+-- processing jobs per worker: lease states, the expiry burst, heartbeat lag
 SELECT reserved_by AS worker, count(*) AS processing,
        count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
        count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
@@ -174,11 +196,13 @@ GROUP BY reserved_by
 ORDER BY count(*) FILTER (WHERE lease_expires_at < now()) DESC,
          min(lease_expires_at), reserved_by
 
--- job_row: one job, every column, with its lease state
+-- name: job_row
+-- one job, every column, with its lease state
 SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
 FROM {table} j WHERE j.id = %(id)s
 
--- job_events: a job's events from the history, oldest first (the latest %(limit)s)
+-- name: job_events
+-- a job's events from the history, oldest first (the latest %(limit)s)
 SELECT * FROM (
     SELECT e.at, e.event, e.from_status, e.to_status, e.attempt, e.attempt_token,
            e.worker, e.actor, e.reason, e.event_id
@@ -187,7 +211,8 @@ SELECT * FROM (
     ORDER BY e.event_id DESC LIMIT %(limit)s
 ) latest ORDER BY event_id
 
--- job_attempts: a job's attempts (the heartbeat history), oldest first: one row per ended
+-- name: job_attempts
+-- a job's attempts (the heartbeat history), oldest first: one row per ended
 -- attempt (the live one is read from the jobs row; see jobctl/history.py)
 SELECT a.attempt, a.attempt_token, a.worker, a.claimed_at, a.heartbeats,
        a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
@@ -197,24 +222,28 @@ FROM jobctl.attempts a
 WHERE a.job_table = %(job_table)s AND a.job_id = %(id)s
 ORDER BY a.claimed_at, a.attempt
 
--- manual_read: a job as an operator action sees it (its fence: status, token, version)
+-- name: manual_read
+-- a job as an operator action sees it (its fence: status, token, version)
 SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
        j.reclaim_count, j.recovery_policy, j.last_error, j.lease_expires_at, j.updated_at,
        j.xmin::text AS row_version, {lease_state} AS lease_state
 FROM {table} j WHERE j.id = %(id)s
 
--- seen_rows: the rows as an operator read them (JSON), for the fence
+-- name: seen_rows
+-- the rows as an operator read them (JSON), for the fence
 jsonb_to_recordset(%(seen)s::jsonb) AS seen(id bigint, status text, attempt_token uuid,
                                             updated_at timestamptz, row_version text)
 
--- manual_fence: the condition every operator write carries: the row exactly as read
+-- name: manual_fence
+-- the condition every operator write carries: the row exactly as read
 j.id = seen.id
 AND j.status = seen.status
 AND j.attempt_token IS NOT DISTINCT FROM seen.attempt_token
 AND j.updated_at IS NOT DISTINCT FROM seen.updated_at
 AND j.xmin::text = seen.row_version
 
--- manual_requeue: give a job back to the queue by hand, fenced
+-- name: manual_requeue
+-- give a job back to the queue by hand, fenced
 UPDATE {table} AS j
 SET status = 'queued',
     available_at = now() + %(delay)s::interval,
@@ -225,7 +254,8 @@ FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
 
--- manual_fail: fail a job by hand, fenced
+-- name: manual_fail
+-- fail a job by hand, fenced
 UPDATE {table} AS j
 SET status = 'failed',
     finished_at = now(),
@@ -237,14 +267,16 @@ FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
 
--- set_policy: switch jobs' recovery policy, each fenced on the row as read
+-- name: set_policy
+-- switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
 SET recovery_policy = %(policy)s, updated_at = now(), jobctl_action = %(event)s
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.id
 
--- quarantine_candidates: auto jobs reclaimed at least N times and not done, with their fence
+-- name: quarantine_candidates
+-- auto jobs reclaimed at least N times and not done, with their fence
 SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
        j.reclaim_count, j.recovery_policy, j.last_error, j.updated_at,
        j.xmin::text AS row_version
@@ -254,15 +286,18 @@ WHERE j.recovery_policy = 'auto' AND j.reclaim_count >= %(min_reclaims)s
 ORDER BY j.reclaim_count DESC, j.id
 LIMIT %(limit)s
 
--- manual_lockers: who holds the row an operator action waited for
+-- name: manual_lockers
+-- who holds the row an operator action waited for
 SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.id = %(id)s
 
--- complete_ids: job ids for shell completion
+-- name: complete_ids
+-- job ids for shell completion
 SELECT id::text FROM {table}
 WHERE id::text LIKE %(prefix)s || '%%' AND status IN ('processing', 'failed')
 ORDER BY id LIMIT 50
 
--- claim: the lease design's claim: one ready job, a new token, a fresh lease
+-- name: claim
+-- the lease design's claim: one ready job, a new token, a fresh lease
 WITH target AS (
     SELECT id FROM {table}
     WHERE status = 'queued' AND available_at <= now()
@@ -282,7 +317,8 @@ FROM target
 WHERE j.id = target.id
 RETURNING j.id, j.attempt_token, j.attempts, j.lease_expires_at
 
--- heartbeat: the lease design's heartbeat: extend the lease of the attempt this worker holds
+-- name: heartbeat
+-- the lease design's heartbeat: extend the lease of the attempt this worker holds
 UPDATE {table}
 SET heartbeat_at = now(),
     lease_expires_at = now() + %(lease)s::interval,
@@ -291,7 +327,8 @@ WHERE id = %(id)s AND status = 'processing'
   AND reserved_by = %(worker)s AND attempt_token = %(attempt_token)s
 RETURNING lease_expires_at
 
--- complete: the lease design's completion, fenced by the attempt token
+-- name: complete
+-- the lease design's completion, fenced by the attempt token
 UPDATE {table}
 SET status = 'done',
     reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
@@ -300,7 +337,8 @@ SET status = 'done',
 WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
 RETURNING id
 
--- worker_fail: a worker gives up its attempt: retry later while attempts remain, else failed
+-- name: worker_fail
+-- a worker gives up its attempt: retry later while attempts remain, else failed
 UPDATE {table}
 SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
     available_at = CASE WHEN attempts < max_attempts
@@ -313,13 +351,16 @@ SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
 WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
 RETURNING status
 
--- job_outcome: after an unacknowledged completion: is the job done with no later claim?
+-- name: job_outcome
+-- after an unacknowledged completion: is the job done with no later claim?
 SELECT status, attempts FROM {table} WHERE id = %(id)s
 
--- now: the database's time (the transaction's start), which every age is measured against
+-- name: now
+-- the database's time (the transaction's start), which every age is measured against
 SELECT now() AS at
 
--- lock_holders: sessions in a transaction since before a schema step began that hold a lock on the jobs table or jobctl's tables (whom the step waited for): the jobs table's first, then the oldest, at most 3
+-- name: lock_holders
+-- sessions in a transaction since before a schema step began that hold a lock on the jobs table or jobctl's tables (whom the step waited for): the jobs table's first, then the oldest, at most 3
 WITH holder AS (
     SELECT DISTINCT ON (a.pid) a.pid, a.xact_start, l.relation = %(table_oid)s::oid AS on_jobs,
            {session_description} AS description
@@ -335,7 +376,12 @@ WITH holder AS (
 SELECT string_agg(h.description, '; ' ORDER BY h.on_jobs DESC, h.xact_start) AS holders
 FROM (SELECT * FROM holder ORDER BY on_jobs DESC, xact_start LIMIT 3) h
 
--- waiting_for: who holds up a backend (pg_blocking_pids), and its index build's phase if any
+-- name: waiting_for
+-- who holds up a backend (pg_blocking_pids), and its index build's phase if any
 SELECT (SELECT string_agg({session_description}, '; ' ORDER BY a.xact_start)
         FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids(%(pid)s))) AS blockers,
        (SELECT p.phase FROM pg_stat_progress_create_index p WHERE p.pid = %(pid)s) AS phase
+
+-- name: concurrent_lock_probe
+-- the first lock CREATE INDEX CONCURRENTLY takes, tried under lock_timeout
+LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE

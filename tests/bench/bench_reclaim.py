@@ -1,11 +1,16 @@
 """Reclaim throughput and its impact on workers.
 
 1. 100k expired rows reclaimed at batch 50, 500, 5000: rows/s of ``jobctl reclaim --commit``
-   against the lease design's statement looped in psql (one statement per batch, autocommit).
+   against the lease design's statement looped in psql (one statement per batch, autocommit);
+   with ``--pooled-dsn``, jobctl also through a connection pooler (PgBouncer in transaction
+   mode) in front of the same server; with ``--baseline-src``, also another jobctl source tree
+   (e.g. the previous release) directly. Interleaved, ``--repeat`` times: best and median.
 2. The same reclaim while 8 worker processes claim, heartbeat and complete other jobs: their
    throughput before and during the reclaim, and their worst single-statement wait.
 
     python tests/bench/bench_reclaim.py
+    python tests/bench/bench_reclaim.py --skip-impact --repeat 3 \
+        --pooled-dsn "host=127.0.0.1 port=6432 user=postgres"
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 
 import psycopg
 from common import JOBCTL, arguments, bench_dsn, machine, table
-from psycopg import sql
+from psycopg import conninfo, sql
 
 from jobctl import db, lease, schema
 
@@ -54,10 +59,10 @@ def reset(dsn: str, queued: int = 0) -> None:
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(NAME)))
+        steps = schema.plan_apply(conn, NAME, create=True)  # the history too, on a fresh db
+        schema.apply(conn, settings, steps)
         conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
         conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{NAME}",))
-        steps = schema.plan_apply(conn, NAME, create=True)
-        schema.apply(conn, settings, steps)
         with conn.transaction():
             conn.execute("SET LOCAL session_replication_role = replica")
             conn.execute(
@@ -79,8 +84,11 @@ def reset(dsn: str, queued: int = 0) -> None:
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(NAME)))
 
 
-def run_jobctl(dsn: str, batch: int) -> float:
-    env = {**os.environ, "JOBCTL_DSN": dsn}
+def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
+    # its own application_name: test runs on a shared server terminate 'jobctl' backends
+    env = {**os.environ, "JOBCTL_DSN": conninfo.make_conninfo(dsn, application_name=NAME)}
+    if source is not None:  # another jobctl source tree: python -m finds it in the cwd first
+        env["PYTHONPATH"] = source
     started = time.perf_counter()
     subprocess.run(
         [
@@ -98,6 +106,7 @@ def run_jobctl(dsn: str, batch: int) -> float:
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
+        cwd=source,
     )
     return time.perf_counter() - started
 
@@ -113,6 +122,10 @@ def run_psql(dsn: str, batch: int) -> float:
     elapsed = time.perf_counter() - started
     os.unlink(script.name)
     return elapsed
+
+
+def conninfo_dbname(dsn: str) -> str:
+    return str(conninfo.conninfo_to_dict(dsn)["dbname"])
 
 
 def left(dsn: str) -> int:
@@ -195,44 +208,53 @@ def main() -> None:
         help="queued rows beside the 100k expired (900000: a 1M-row table)",
     )
     parser.add_argument("--skip-impact", action="store_true", help="throughput only")
+    parser.add_argument(
+        "--pooled-dsn",
+        help="a PgBouncer (transaction mode) in front of the same server: jobctl through it too",
+    )
+    parser.add_argument(
+        "--baseline-src", help="another jobctl source tree to time directly, e.g. the last release"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds per batch")
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
     print(
         f"machine: {machine()}; {EXPIRED:,} expired rows among {EXPIRED + args.queued:,}, "
         "history trigger on"
     )
+    contenders: dict[str, Any] = {"jobctl": lambda b: run_jobctl(dsn, b)}
+    if args.pooled_dsn:
+        pooled = conninfo.make_conninfo(args.pooled_dsn, dbname=conninfo_dbname(dsn))
+        contenders["jobctl pooled"] = lambda b: run_jobctl(pooled, b)
+    if args.baseline_src:
+        contenders["baseline"] = lambda b: run_jobctl(dsn, b, args.baseline_src)
+    contenders["psql loop"] = lambda b: run_psql(dsn, b)
     throughput = []
     for batch in map(int, args.batches.split(",")):
-        reset(dsn, args.queued)
-        jobctl_s = run_jobctl(dsn, batch)
-        assert left(dsn) == 0
-        reset(dsn, args.queued)
-        psql_s = run_psql(dsn, batch)
-        assert left(dsn) == 0
-        throughput.append(
-            {
-                "batch": batch,
-                "jobctl s": f"{jobctl_s:.2f}",
-                "psql loop s": f"{psql_s:.2f}",
-                "jobctl rows/s": f"{EXPIRED / jobctl_s:,.0f}",
-                "psql rows/s": f"{EXPIRED / psql_s:,.0f}",
-                "jobctl/psql time": f"{jobctl_s / psql_s:.2f}",
-            }
-        )
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(args.repeat):
+            for name, contender in contenders.items():
+                reset(dsn, args.queued)
+                times[name].append(contender(batch))
+                assert left(dsn) == 0, name
+        floor = min(times["psql loop"])
+        row: dict[str, Any] = {"batch": batch}
+        for name, values in times.items():
+            best, median = min(values), statistics.median(values)
+            row[f"{name} s"] = f"{best:.2f}" + (f" ({median:.2f})" if args.repeat > 1 else "")
+            row[f"{name} rows/s"] = f"{EXPIRED / best:,.0f}"
+            if name != "psql loop":
+                row[f"{name}/psql"] = f"{best / floor:.2f}"
+        throughput.append(row)
         print(f"  batch {batch} done", file=sys.stderr)
-    print(
-        table(
-            throughput,
-            [
-                "batch",
-                "jobctl s",
-                "psql loop s",
-                "jobctl rows/s",
-                "psql rows/s",
-                "jobctl/psql time",
-            ],
-        )
-    )
+    columns = [
+        *(f"{name} s" for name in contenders),
+        *(f"{name} rows/s" for name in contenders),
+        *(f"{name}/psql" for name in contenders if name != "psql loop"),
+    ]
+    if args.repeat > 1:
+        print(f"best of {args.repeat} interleaved rounds (median in brackets); ratios of bests")
+    print(table(throughput, ["batch", *columns]))
     if args.skip_impact:
         return
     rows = [impact(dsn, batch) for batch in map(int, args.batches.split(","))]

@@ -21,7 +21,7 @@ from psycopg import conninfo, sql
 from jobctl import db, queries, schema
 
 JOBCTL = [sys.executable, "-m", "jobctl"]
-BENCH_DB = "jobctl_bench"
+BENCH_DB = os.environ.get("JOBCTL_BENCH_DB", "jobctl_bench")  # one of its own per runner
 
 
 def arguments(description: str) -> argparse.ArgumentParser:

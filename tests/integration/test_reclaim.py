@@ -318,6 +318,7 @@ def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
         service.kill()
     assert service.returncode == 0, err
     assert "Traceback" not in err and "retrying" in err and "stopped" in err
+    assert "error ignored" not in err, "one line per failure, no psycopg warning"
     assert len([line for line in out.splitlines() if json.loads(line)["applied"]]) == 10
 
 
@@ -373,3 +374,30 @@ def test_jsonl_dry_run_and_commit_print_every_row(conn, dsn, run):
     rows = [json.loads(line) for line in done.out.splitlines()]
     assert len(rows) == 7 and all(r["applied"] for r in rows)
     assert "reclaimed: 7 requeued, 0 failed, 0 skipped" in done.err
+
+
+def test_backend_killed_mid_batch_is_one_line(conn, dsn):
+    """A batch is one pipeline (BEGIN, settings, statement, COMMIT); its connection lost while
+    the batch waits is one error line, nothing more, and nothing is reclaimed."""
+    add_jobs(conn, 3)
+    claim_all(dsn, 3)
+    holder = psycopg.connect(dsn)
+    holder.execute("LOCK TABLE jobs IN EXCLUSIVE MODE")  # blocks the UPDATE, not the reads
+    try:
+        proc = jobctl(dsn, "--lock-timeout", "30s", "reclaim", "--commit", "--yes")
+        holder_pid = holder.info.backend_pid
+        wait_until(lambda: blocked_by(conn, holder_pid), what="the batch waiting")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = 'jobctl' AND datname = current_database()"
+            " AND %s = ANY(pg_blocking_pids(pid))",
+            (holder_pid,),
+        )
+        _, err = proc.communicate(timeout=20)
+    finally:
+        holder.close()
+    assert proc.returncode == 1
+    assert err.splitlines() == [err.strip()] and err.startswith("jobctl: error:"), err
+    assert conn.execute(
+        "SELECT count(*) AS n FROM jobs WHERE status = 'processing'"
+    ).fetchone() == {"n": 3}

@@ -1,4 +1,4 @@
-"""schema apply and schema check on tables with and without the seed's columns."""
+"""schema apply and schema check on tables with and without the lease design's columns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from psycopg import sql
 
 from jobctl import lease, schema
 
-SEED_COLUMNS = """
+DESIGN_COLUMNS = """
 ALTER TABLE {t}
     ADD COLUMN attempt_token UUID,
     ADD COLUMN lease_expires_at TIMESTAMPTZ,
@@ -47,14 +47,14 @@ def schema_state(conn, table: str):
     ).fetchone()
 
 
-@pytest.mark.parametrize("with_seed_columns", [False, True], ids=["plain", "seed-columns"])
-def test_apply_is_idempotent(conn, run, with_seed_columns):
+@pytest.mark.parametrize("with_design_columns", [False, True], ids=["plain", "design-columns"])
+def test_apply_is_idempotent(conn, run, with_design_columns):
     conn.execute(PLAIN_QUEUE.format(t="q"))
-    if with_seed_columns:
-        conn.execute(SEED_COLUMNS.format(t="q"))
+    if with_design_columns:
+        conn.execute(DESIGN_COLUMNS.format(t="q"))
     assert run("--table", "q", "schema", "check").code == 4
     preview = run("--table", "q", "schema", "apply", "--sql")
-    assert "CREATE INDEX CONCURRENTLY" in preview.out or with_seed_columns
+    assert "CREATE INDEX CONCURRENTLY" in preview.out or with_design_columns
     first = run("--table", "q", "schema", "apply", "--yes")
     assert first.code == 0, first.err
     state = schema_state(conn, "q")
@@ -110,7 +110,7 @@ def test_invalid_index_is_rebuilt(conn, run):
 
 def test_a_reclaim_index_of_another_name_is_kept(conn, run):
     conn.execute(PLAIN_QUEUE.format(t="q"))
-    conn.execute(SEED_COLUMNS.format(t="q").split("CREATE INDEX")[0])
+    conn.execute(DESIGN_COLUMNS.format(t="q").split("CREATE INDEX")[0])
     conn.execute(
         "CREATE INDEX q_expiry ON q (status, lease_expires_at) WHERE status = 'processing'"
     )

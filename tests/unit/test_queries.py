@@ -37,3 +37,22 @@ def test_each_decision_is_written_once():
     blocks = queries.blocks()
     assert sum("THEN 'requeue' ELSE 'fail'" in text for text in blocks.values()) == 1
     assert sum("THEN 'expired' ELSE 'live'" in text for text in blocks.values()) == 1
+
+
+def test_an_ordinary_comment_never_starts_a_block():
+    text = (
+        "-- name: first\n-- what the first does\n-- over two lines\nSELECT 1\n"
+        "-- note: a comment inside the statement, not a block\nFROM t\n\n"
+        "-- name: second\n-- what the second does\nSELECT 2\n"
+    )
+    assert queries.parse(text) == {
+        "first": "SELECT 1\n-- note: a comment inside the statement, not a block\nFROM t",
+        "second": "SELECT 2",
+    }
+
+
+def test_a_block_needs_a_description_and_a_unique_name():
+    with pytest.raises(ValueError, match="description"):
+        queries.parse("-- name: bare\nSELECT 1\n")
+    with pytest.raises(ValueError, match="twice"):
+        queries.parse("-- name: a\n-- one\nSELECT 1\n-- name: a\n-- two\nSELECT 2\n")
