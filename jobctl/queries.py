@@ -25,7 +25,7 @@ _BLOCK_START = re.compile(
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-FILES = ("queries.sql", "catalog.sql")  # statements on the jobs table; on the catalog
+FILES = ("queries.sql", "catalog.sql", "schema.sql")  # the jobs table; the catalog; DDL
 
 
 @functools.cache

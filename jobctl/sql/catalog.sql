@@ -86,3 +86,22 @@ WHERE to_regclass('jobctl.migrations') IS NOT NULL
 -- name: history_version
 -- the last migration of the history applied to this database
 SELECT coalesce(max(version), 0) AS v FROM jobctl.migrations
+
+-- name: table_constraints
+-- the table's constraints, and whether each is validated
+SELECT conname, convalidated, contype::text AS kind,
+       pg_get_constraintdef(oid) AS definition
+FROM pg_constraint WHERE conrelid = %(oid)s
+
+-- name: reclaim_index_candidates
+-- the table's indexes: validity, predicate and key columns (to find a reclaim index by shape)
+SELECT c.relname, i.indisvalid, pg_get_expr(i.indpred, i.indrelid) AS predicate,
+       (SELECT array_agg(a.attname::text ORDER BY k.n)
+        FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS keys
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = %(oid)s
+
+-- name: lock_target
+-- a table named as typed, and now: what a step's tries wait on, and since when
+SELECT to_regclass(%(name)s)::oid::int AS oid, clock_timestamp() AS since

@@ -385,3 +385,19 @@ SELECT (SELECT string_agg({session_description}, '; ' ORDER BY a.xact_start)
 -- name: concurrent_lock_probe
 -- the first lock CREATE INDEX CONCURRENTLY takes, tried under lock_timeout
 LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE
+
+-- name: table_has_rows
+-- whether the jobs table holds any row (an index on an empty table needs no CONCURRENTLY)
+SELECT EXISTS (SELECT FROM {table}) AS e
+
+-- name: lease_consistency
+-- processing rows reclaim can never see (no lease or no token), and token/status mismatches
+SELECT count(*) FILTER (WHERE status = 'processing'
+                          AND (lease_expires_at IS NULL OR attempt_token IS NULL)) AS invisible,
+       count(*) FILTER (WHERE (status = 'processing') <> (attempt_token IS NOT NULL))
+           AS inconsistent
+FROM {table}
+
+-- name: local_lock_timeout
+-- lock_timeout for the current transaction only (a step's short try)
+SELECT set_config('lock_timeout', %(timeout)s, true)

@@ -19,9 +19,22 @@ def test_blocks_are_found_and_not_empty():
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", name) for name in blocks)
 
 
+# what callers supply to the DDL blocks: identifiers and keywords, never values
+FRAGMENTS = {
+    "queued_index": sql.Identifier("idx_q"),
+    "constraint": sql.Identifier("c"),
+    "index": sql.Identifier("idx"),
+    "concurrently": sql.SQL("CONCURRENTLY"),
+    "check": sql.SQL("reclaim_count >= 0"),
+    "schema": sql.Identifier("queue"),
+    "role": sql.Identifier("oncall"),
+    "columns": sql.SQL(", ").join([sql.Identifier("status")]),
+}
+
+
 @pytest.mark.parametrize("name", sorted(queries.blocks()))
 def test_every_block_composes_for_any_table(name):
-    text = queries.query(name, TABLE).as_string(None)
+    text = queries.query(name, TABLE, **FRAGMENTS).as_string(None)
     assert "{" not in text.replace("'{", "")  # every include resolved
     if "{table}" in queries.blocks()[name]:
         assert '"queue"."Work Items"' in text
