@@ -40,36 +40,12 @@ COLUMNS = {
     "jobctl_max_gap": "interval",
     "jobctl_lease": "interval",
 }
-# which statements call the trigger function, per mode
-WHEN = {
-    # a transition out of processing, jobctl's own write, or a heartbeat that came later than
-    # the time left on the lease it renews (more than half a lease after the previous one)
-    "late": (
-        "NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL"
-        " OR NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)"
-        " > OLD.lease_expires_at - NEW.heartbeat_at"
-    ),
-    # the same, every heartbeat, and claims (a new token)
-    "exact": (
-        "NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL"
-        " OR NEW.attempt_token IS DISTINCT FROM OLD.attempt_token"
-        " OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at"
-    ),
-    "audit": "NEW.jobctl_action IS NOT NULL",
-}
 DESCRIBE = {
     "late": "worker history (heartbeats counted when late) and operator audit",
     "exact": "worker history (every heartbeat counted) and operator audit",
     "audit": "operator audit only (no worker history)",
 }
 
-_BOOTSTRAP = """CREATE SCHEMA IF NOT EXISTS jobctl;
-CREATE TABLE IF NOT EXISTS jobctl.migrations (
-    version    integer PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
-"""
 _FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
@@ -110,14 +86,13 @@ def installed_version(conn: psycopg.Connection[Any]) -> int | None:
 
 def migration_statement(migration: Migration) -> sql.Composed:
     """The migration and the row recording it: run in one transaction."""
+    record = queries.query(
+        "record_migration",
+        version=sql.Literal(migration.version),
+        migration=sql.Literal(migration.name),
+    )
     return sql.Composed(
-        [
-            sql.SQL(_BOOTSTRAP),
-            sql.SQL(migration.text),
-            sql.SQL("\nINSERT INTO jobctl.migrations (version, name) VALUES ({}, {})").format(
-                migration.version, migration.name
-            ),
-        ]
+        [queries.query("history_bootstrap"), sql.SQL("\n" + migration.text + "\n"), record]
     )
 
 
@@ -180,10 +155,13 @@ def plan(
         steps.append(
             (
                 "add the history columns (nullable, no default: no rewrite)",
-                sql.SQL("ALTER TABLE {} ").format(table)
-                + sql.SQL(", ").join(
-                    sql.SQL("ADD COLUMN {} {}").format(sql.Identifier(c), sql.SQL(COLUMNS[c]))
-                    for c in state.missing_columns
+                queries.query(
+                    "add_columns",
+                    table,
+                    columns=sql.SQL(", ").join(
+                        sql.SQL("ADD COLUMN {} {}").format(sql.Identifier(c), sql.SQL(COLUMNS[c]))
+                        for c in state.missing_columns
+                    ),
                 ),
             )
         )
@@ -202,17 +180,18 @@ def plan(
 def trigger_sql(table: sql.Identifier, mode: str) -> sql.Composed:
     """Replace version 1's triggers and any other mode's by the trigger for ``mode``."""
     drops = [
-        sql.SQL("DROP TRIGGER IF EXISTS {} ON {};\n").format(sql.Identifier(name), table)
+        part
         for name in OLD_TRIGGERS
+        for part in (
+            queries.query("drop_trigger", table, trigger=sql.Identifier(name)),
+            sql.SQL(";\n"),
+        )
     ]
-    create = sql.SQL(
-        "CREATE OR REPLACE TRIGGER {name} BEFORE UPDATE ON {table}\n"
-        "    FOR EACH ROW WHEN ({when})\n"
-        "    EXECUTE FUNCTION jobctl.record_change({mode}, {version})"
-    ).format(
-        name=sql.Identifier(TRIGGER),
-        table=table,
-        when=sql.SQL(WHEN[mode]),
+    create = queries.query(
+        "history_trigger",
+        table,
+        trigger=sql.Identifier(TRIGGER),
+        when=queries.query(f"history_when_{mode}"),
         mode=sql.Literal(mode),
         version=sql.Literal(TRIGGER_VERSION),
     )

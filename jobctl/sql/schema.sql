@@ -65,3 +65,47 @@ GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations TO {role}
 -- name: grant_update
 -- an operator's UPDATE of the columns jobctl writes
 GRANT UPDATE ({columns}) ON {table} TO {role}
+
+-- name: history_bootstrap
+-- the history's schema and its record of migrations (before any migration runs)
+CREATE SCHEMA IF NOT EXISTS jobctl;
+CREATE TABLE IF NOT EXISTS jobctl.migrations (
+    version    integer PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: record_migration
+-- a migration applied, recorded in the same transaction
+INSERT INTO jobctl.migrations (version, name) VALUES ({version}, {migration})
+
+-- name: add_columns
+-- columns added to the jobs table ({columns}: ADD COLUMN name type, ...)
+ALTER TABLE {table} {columns}
+
+-- name: drop_trigger
+-- a trigger of an older history, replaced
+DROP TRIGGER IF EXISTS {trigger} ON {table}
+
+-- name: history_trigger
+-- the history trigger: only the statements its WHEN lets through call the function
+CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE ON {table}
+    FOR EACH ROW WHEN ({when})
+    EXECUTE FUNCTION jobctl.record_change({mode}, {version})
+
+-- name: history_when_late
+-- a transition out of processing, jobctl's own write, or a heartbeat that came later than the
+-- time left on the lease it renews (more than half a lease after the previous one)
+NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL
+OR NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)
+   > OLD.lease_expires_at - NEW.heartbeat_at
+
+-- name: history_when_exact
+-- the same, every heartbeat, and claims (a new token)
+NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL
+OR NEW.attempt_token IS DISTINCT FROM OLD.attempt_token
+OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at
+
+-- name: history_when_audit
+-- jobctl's own writes only
+NEW.jobctl_action IS NOT NULL

@@ -29,6 +29,11 @@ FRAGMENTS = {
     "schema": sql.Identifier("queue"),
     "role": sql.Identifier("oncall"),
     "columns": sql.SQL(", ").join([sql.Identifier("status")]),
+    "trigger": sql.Identifier("jobctl_history"),
+    "when": sql.SQL("true"),
+    "mode": sql.Literal("late"),
+    "version": sql.Literal(2),
+    "migration": sql.Literal("lean_history"),
 }
 
 
