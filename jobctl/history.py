@@ -159,7 +159,9 @@ def plan(
                     "add_columns",
                     table,
                     columns=sql.SQL(", ").join(
-                        sql.SQL("ADD COLUMN {} {}").format(sql.Identifier(c), sql.SQL(COLUMNS[c]))
+                        queries.query(
+                            "add_column", column=sql.Identifier(c), type=sql.SQL(COLUMNS[c])
+                        )
                         for c in state.missing_columns
                     ),
                 ),

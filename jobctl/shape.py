@@ -154,21 +154,22 @@ def rejected_statuses(
     for value in mapping.written_statuses():
         try:
             with conn.transaction():
-                conn.execute(sql.SQL("SELECT %s::{}").format(sql.SQL(status.type)), (value,))
+                conn.execute(
+                    queries.query("cast_probe", type=sql.SQL(status.type)), {"value": value}
+                )
         except (psycopg.DataError, psycopg.IntegrityError) as exc:
             rejected.append((value, f"{status.type} refuses it: {str(exc).splitlines()[0]}"))
             continue
         for check in checks:
-            probe = sql.SQL(
-                "SELECT ({}) IS NOT FALSE AS ok FROM (SELECT %s::{} AS {}) AS j"
-            ).format(
-                sql.SQL(check["expression"].replace("%", "%%")),
-                sql.SQL(status.type),
-                sql.Identifier(status.name),
+            probe = queries.query(
+                "check_probe",
+                expression=sql.SQL(check["expression"].replace("%", "%%")),
+                type=sql.SQL(status.type),
+                column=sql.Identifier(status.name),
             )
             try:
                 with conn.transaction():
-                    row = conn.execute(probe, (value,)).fetchone()
+                    row = conn.execute(probe, {"value": value}).fetchone()
             except Exception:
                 continue  # the check needs other columns: not judged here
             if row is not None and not row["ok"]:

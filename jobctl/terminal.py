@@ -1,17 +1,22 @@
 """Talking to the person at the keyboard: data to stdout, messages and prompts to stderr,
-a progress bar and a live view on a terminal. The core calls back into this through the
-``say`` and ``confirm`` callbacks it is given; nothing else in jobctl prints."""
+a progress bar and a live view on a terminal, reclaim's batches and an operator write's
+outcomes as they land. The core calls back into this through the ``say`` and ``confirm``
+callbacks it is given; nothing else in jobctl prints (but the demo, which narrates)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from jobctl import errors, output, rows
+from jobctl import errors, output, rows, views
+
+if TYPE_CHECKING:
+    from jobctl import manual, reclaim
 
 T = TypeVar("T", bound=Sequence[Any])
 
@@ -103,3 +108,40 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
     rich_ok = out is output.Output.table and fmt is None and output.use_rich(sys.stdout)
     return in_place() if rich_ok else lines()
+
+
+# ---------------------------------------------------------------- results of writes
+def drain(
+    run: reclaim.Run, out: output.Output, fmt: str | None
+) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
+    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
+    keeps no rows (memory stays flat); other formats keep them for the end."""
+    from jobctl import reclaim
+
+    kept: list[rows.ReclaimRow] = []
+    counts: collections.Counter[str] = collections.Counter()
+    for batch in with_progress(run.batches, run.total, "reclaiming"):
+        counts += reclaim.tally(batch)
+        if out is output.Output.jsonl:
+            emit(output.Document(batch, []), out, fmt)
+        else:
+            kept.extend(batch)
+    return kept, counts
+
+
+def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+    """One batch of the reclaimer service: JSON lines, or a table per batch."""
+    if out in (output.Output.jsonl, output.Output.json):
+        emit(output.Document(applied, []), output.Output.jsonl, fmt)
+    else:
+        emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
+    sys.stdout.flush()
+
+
+def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
+    """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
+    emit(views.table(outcome.results, outcome.results, rows.MANUAL_COLUMNS), out, fmt)
+    for line in outcome.problems():
+        say(line)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)

@@ -105,3 +105,11 @@ WHERE i.indrelid = %(oid)s
 -- name: lock_target
 -- a table named as typed, and now: what a step's tries wait on, and since when
 SELECT to_regclass(%(name)s)::oid::int AS oid, clock_timestamp() AS since
+
+-- name: cast_probe
+-- does the column's type ({type}: enum, domain, varchar(n)) accept this value? (errors if not)
+SELECT %(value)s::{type}
+
+-- name: check_probe
+-- does a CHECK ({expression}, over the table's columns) accept a row holding only this value?
+SELECT ({expression}) IS NOT FALSE AS ok FROM (SELECT %(value)s::{type} AS {column}) AS j

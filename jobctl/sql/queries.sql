@@ -401,3 +401,30 @@ FROM {table}
 -- name: local_lock_timeout
 -- lock_timeout for the current transaction only (a step's short try)
 SELECT set_config('lock_timeout', %(timeout)s, true)
+
+-- name: demo_jobs
+-- the demo's queue: 300 jobs, every third a card charge (manual policy)
+INSERT INTO {table} (queue, recovery_policy, payload)
+SELECT CASE WHEN g %% 3 = 0 THEN 'charge-card' ELSE 'render-thumbnail' END,
+       CASE WHEN g %% 3 = 0 THEN 'manual' ELSE 'auto' END, jsonb_build_object('n', g)
+FROM generate_series(1, %(count)s) g
+
+-- name: demo_parked_job
+-- the demo's first manual job that reclaim failed, for an operator to requeue
+SELECT id FROM {table}
+WHERE status = 'failed' AND recovery_policy = 'manual' AND reclaim_count > 0
+ORDER BY id LIMIT 1
+
+-- name: transaction_settings
+-- jobctl's timeouts and audit settings for the current transaction only (never the session's:
+-- behind a pooler it is shared); {read_only} makes the transaction read only first, or is empty
+SELECT {read_only}
+       set_config('statement_timeout', %(st)s, true),
+       set_config('lock_timeout', %(lt)s, true),
+       set_config('jobctl.actor', %(actor)s, true),
+       set_config('jobctl.action', %(action)s, true),
+       set_config('jobctl.reason', %(reason)s, true)
+
+-- name: read_only_setting
+-- the current transaction read only (transaction-locally, unlike SET TRANSACTION READ ONLY)
+set_config('transaction_read_only', 'on', true),

@@ -109,3 +109,15 @@ OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at
 -- name: history_when_audit
 -- jobctl's own writes only
 NEW.jobctl_action IS NOT NULL
+
+-- name: drop_database
+-- a database and its sessions (the demo's, on its own embedded server)
+DROP DATABASE IF EXISTS {database} WITH (FORCE)
+
+-- name: create_database
+-- a database (the demo's, on its own embedded server)
+CREATE DATABASE {database}
+
+-- name: add_column
+-- one column of add_columns
+ADD COLUMN {column} {type}

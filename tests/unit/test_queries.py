@@ -34,6 +34,11 @@ FRAGMENTS = {
     "mode": sql.Literal("late"),
     "version": sql.Literal(2),
     "migration": sql.Literal("lean_history"),
+    "database": sql.Identifier("jobctl_demo"),
+    "read_only": sql.SQL(""),
+    "column": sql.Identifier("status"),
+    "type": sql.SQL("text"),
+    "expression": sql.SQL("status <> ''"),
 }
 
 
