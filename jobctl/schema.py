@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, queries
+from jobctl import db, errors, history, locks, mapping, queries
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -22,18 +22,7 @@ LEASE_COLUMNS = {
     "recovery_policy": "text",
     "reclaim_count": "integer",
 }
-BASE_COLUMNS = (
-    "id",
-    "status",
-    "attempts",
-    "max_attempts",
-    "available_at",
-    "reserved_by",
-    "reserved_at",
-    "last_error",
-    "finished_at",
-    "updated_at",
-)
+BASE_COLUMNS = mapping.EXISTING_COLUMNS  # the table's own columns the design relies on
 
 # check constraint name suffix -> the block of sql/schema.sql holding its expression
 CHECKS = ("recovery_policy_check", "reclaim_count_check")

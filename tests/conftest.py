@@ -6,6 +6,7 @@ jobs table and jobctl's history (``jobctl schema apply --create``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
@@ -162,30 +163,46 @@ def template(server_dsn: str) -> Iterator[str]:
             admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
-@pytest.fixture
-def dsn(server_dsn: str, template: str) -> Iterator[str]:
-    """A fresh database for this test, with the jobs table and the history installed."""
-    name = f"jobctl_t_{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def scratch_database(server_dsn: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A database made for one test (from ``template`` if given), dropped after it."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    clause = f" TEMPLATE {template}" if template else ""
     with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+        admin.execute(f"CREATE DATABASE {name}{clause}")
     try:
         yield dsn_for(server_dsn, name)
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template: str) -> Iterator[str]:
+    """A fresh database for this test, with the jobs table and the history installed."""
+    with scratch_database(server_dsn, "jobctl_t", template) as made:
+        yield made
 
 
 @pytest.fixture
 def empty_dsn(server_dsn: str) -> Iterator[str]:
     """A fresh database with nothing of jobctl's in it: for the tables users bring."""
-    name = f"jobctl_e_{uuid.uuid4().hex[:12]}"
+    with scratch_database(server_dsn, "jobctl_e") as made:
+        yield made
+
+
+@pytest.fixture
+def roles(server_dsn: str) -> Iterator[dict[str, str]]:
+    """A read-only and an operator login role, made for one test (grant them yourself)."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {"readonly": f"jobctl_ro_{suffix}", "operator": f"jobctl_rw_{suffix}"}
     with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield dsn_for(server_dsn, name)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        for name in names.values():
+            admin.execute(f"CREATE ROLE {name} LOGIN")
+    yield names
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f"DROP ROLE IF EXISTS {name}")
 
 
 @pytest.fixture

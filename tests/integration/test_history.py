@@ -139,19 +139,6 @@ def test_routine_statements_never_call_the_trigger(conn, dsn):
     }
 
 
-@pytest.fixture
-def roles(server_dsn):
-    suffix = uuid.uuid4().hex[:8]
-    names = {"readonly": f"jobctl_ro_{suffix}", "operator": f"jobctl_rw_{suffix}"}
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in names.values():
-            admin.execute(f"CREATE ROLE {name} LOGIN")
-    yield names
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in names.values():
-            admin.execute(f"DROP ROLE IF EXISTS {name}")
-
-
 FORGERIES = [
     "INSERT INTO jobctl.events (job_table, job_id, event) VALUES ('public.jobs', 1, 'requeued')",
     "UPDATE jobctl.events SET actor = 'someone else'",

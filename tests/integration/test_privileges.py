@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import psycopg
 import pytest
 from conftest import dsn_for
 from helpers import READ_COMMANDS, add_jobs, claim_all, snapshot
 from psycopg import conninfo
-
-
-@pytest.fixture
-def roles(server_dsn):
-    suffix = uuid.uuid4().hex[:8]
-    names = {"readonly": f"jobctl_ro_{suffix}", "operator": f"jobctl_rw_{suffix}"}
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in names.values():
-            admin.execute(f"CREATE ROLE {name} LOGIN")
-    yield names
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in names.values():
-            admin.execute(f"DROP ROLE IF EXISTS {name}")
 
 
 def as_role(dsn: str, role: str) -> str:
