@@ -95,3 +95,16 @@ def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
         "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
     ).fetchone()
     return row["n"] > 0
+
+
+def grant_roles(run, roles: dict[str, str]):
+    """jobctl schema grants for the ``roles`` fixture's read-only and operator roles."""
+    return run(
+        "schema",
+        "grants",
+        "--readonly",
+        roles["readonly"],
+        "--operator",
+        roles["operator"],
+        "--yes",
+    )

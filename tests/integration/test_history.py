@@ -8,7 +8,7 @@ from importlib import resources
 
 import psycopg
 import pytest
-from helpers import add_jobs, claim_all
+from helpers import add_jobs, claim_all, grant_roles
 from psycopg import conninfo, sql
 
 from jobctl import history, lease, queries
@@ -166,15 +166,7 @@ def test_nothing_can_forge_an_event(roles, conn, dsn, run):
         "schema", "grants", "--readonly", roles["readonly"], "--operator", roles["operator"]
     )
     assert granted.code == 2  # no --yes
-    granted = run(
-        "schema",
-        "grants",
-        "--readonly",
-        roles["readonly"],
-        "--operator",
-        roles["operator"],
-        "--yes",
-    )
+    granted = grant_roles(run, roles)
     assert granted.code == 0, granted.err
 
     def rows():

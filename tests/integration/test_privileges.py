@@ -7,7 +7,7 @@ import json
 import psycopg
 import pytest
 from conftest import dsn_for
-from helpers import READ_COMMANDS, add_jobs, claim_all, snapshot
+from helpers import READ_COMMANDS, add_jobs, claim_all, grant_roles, snapshot
 from psycopg import conninfo
 
 
@@ -18,15 +18,7 @@ def as_role(dsn: str, role: str) -> str:
 def test_readonly_and_operator_roles(roles, conn, dsn, run):
     add_jobs(conn, 6, policy="manual")
     claim_all(dsn, 6)
-    grant = run(
-        "schema",
-        "grants",
-        "--readonly",
-        roles["readonly"],
-        "--operator",
-        roles["operator"],
-        "--yes",
-    )
+    grant = grant_roles(run, roles)
     assert grant.code == 0, grant.err
     ro, rw = as_role(dsn, roles["readonly"]), as_role(dsn, roles["operator"])
 
