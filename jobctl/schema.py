@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, mapping, queries
+from jobctl import db, errors, history, locks, mapping, queries, shape
+from jobctl.mapping import TableMapping
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -90,6 +91,10 @@ def plan_apply(
         locked = table_name
     else:
         table = db.resolve_table(conn, table_name)
+        found = shape.inspect(conn, table.qualified)
+        why = shape.refusal(found, TableMapping()) or shape.not_yet_served(found, TableMapping())
+        if why is not None:
+            raise errors.Refused(why)
         ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
         has_rows = _one(conn, queries.query("table_has_rows", ident))["e"]

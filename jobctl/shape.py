@@ -20,6 +20,8 @@ from jobctl.mapping import TableMapping
 if TYPE_CHECKING:
     import psycopg
 
+INTEGER_TYPES = ("bigint", "integer", "smallint")
+TEXT_TYPES = ("text", "character varying")
 # tables owned by queue libraries: they have their own rescuer, and their own states
 LIBRARY_TABLES = {
     ("*", "river_job"): "River (its JobRescuer reclaims stuck jobs)",
@@ -65,7 +67,7 @@ class TableShape:
     def id_is_integer(self, mapping: TableMapping) -> bool:
         """Integer ids are numbers in JSON; any other id type is a string."""
         column = self.column(mapping, "id")
-        return column is not None and column.type in ("bigint", "integer", "smallint")
+        return column is not None and column.type in INTEGER_TYPES
 
     def partitioned_by(self, mapping: TableMapping, design: str) -> bool:
         """Does a change of the design's column ``design`` move the row to another partition?"""
@@ -119,17 +121,43 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     status = mapping.column("status")
     if status not in shape.columns:
         return (
-            f"{shape.qualified} has no status column {status!r} (--column status=NAME names "
-            "yours): jobctl serves one table whose rows carry their state, not lock- or "
-            "timestamp-only tables or one table per state; nothing done"
+            f"{shape.qualified} has no status column {status!r}: jobctl serves one table whose "
+            "rows carry their state, not lock- or timestamp-only tables or one table per "
+            "state; nothing done"
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:
-        return f"{shape.qualified} has no id column {identifier!r} (--column id=NAME); nothing done"
+        return f"{shape.qualified} has no id column {identifier!r}; nothing done"
     if shape.primary_key and identifier not in shape.primary_key:
         return (
             f"{shape.qualified}: {identifier!r} is not part of its primary key "
             f"({', '.join(shape.primary_key)}): jobctl needs it to name one job; nothing done"
+        )
+    return None
+
+
+def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
+    """What this version of jobctl cannot serve yet, though the lease design could: refused
+    before anything changes, because installing it would break the workers' statements
+    (the history stores integer ids; reclaim writes text statuses; a partitioned table's
+    index is not built per partition yet). None when the table is served."""
+    identifier, status = shape.column(mapping, "id"), shape.column(mapping, "status")
+    if identifier is not None and identifier.type not in INTEGER_TYPES:
+        return (
+            f"{shape.qualified}: ids of type {identifier.type} are not served by this version "
+            "of jobctl yet (its history stores integer ids: installing it would make the "
+            "workers' statements fail); nothing done"
+        )
+    if status is not None and not status.type.startswith(TEXT_TYPES):
+        return (
+            f"{shape.qualified}: a status of type {status.type} ({status.kind}) is not served "
+            "by this version of jobctl yet (reclaim writes text statuses); nothing done"
+        )
+    if shape.partitioned:
+        return (
+            f"{shape.qualified} is partitioned ({shape.partition_strategy} on "
+            f"{', '.join(shape.partition_key)}): not served by this version of jobctl yet "
+            "(the reclaim index would be built on the parent, not per partition); nothing done"
         )
     return None
 

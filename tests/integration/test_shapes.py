@@ -92,3 +92,36 @@ def test_an_id_outside_the_primary_key_is_refused(empty_dsn):
     with made(empty_dsn, ddl) as conn:
         why = shape.refusal(shape.inspect(conn, "jobs"), mapping.TableMapping())
     assert why is not None and "not part of its primary key (job_key)" in why
+
+
+def columns_of(conn, table: str) -> list[tuple[str, str]]:
+    return [
+        (r["attname"], r["type"])
+        for r in conn.execute(
+            "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 ORDER BY attnum",
+            (table,),
+        )
+    ]
+
+
+@pytest.mark.parametrize("s", SHAPES, ids=[s.name for s in SHAPES])
+def test_schema_apply_refuses_what_it_cannot_serve_yet_and_changes_nothing(empty_dsn, s, run):
+    """Until the commands speak each shape, apply must not install what would break its
+    workers (an integer-id history on uuid ids, text statuses into an ENUM, a parent index)."""
+    with made(empty_dsn, s.ddl) as conn:
+        before = columns_of(conn, s.table)
+        result = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
+        assert result.code == 2, result.err
+        assert result.err.count("\n") == 1 and "nothing done" in result.err
+        assert columns_of(conn, s.table) == before
+        assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
+        job = conn.execute(s.new_job).fetchone()  # the application's own insert still works
+        assert job is not None
+
+
+@pytest.mark.parametrize(("ddl", "table", "says"), REFUSED, ids=[r[1] for r in REFUSED])
+def test_schema_apply_refuses_shapes_it_will_never_serve(empty_dsn, ddl, table, says, run):
+    with made(empty_dsn, ddl):
+        result = run("--table", table, "schema", "apply", "--yes", dsn=empty_dsn)
+    assert result.code == 2 and says in result.err and "nothing done" in result.err
