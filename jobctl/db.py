@@ -85,7 +85,8 @@ def _password_of(dsn: str) -> str | None:
     try:
         from psycopg import conninfo
 
-        return conninfo.conninfo_to_dict(dsn).get("password") or None  # type: ignore[return-value]
+        password = conninfo.conninfo_to_dict(dsn).get("password")
+        return str(password) if password else None
     except Exception:
         match = _KV_PASSWORD.search(dsn)
         return match.group(0)[len(match["head"]) :].strip("'") if match else None
