@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import getpass
 import logging
 import os
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors, queries
+from jobctl.mapping import COLUMNS, STATUSES, TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -54,13 +56,53 @@ class Settings:
 
 @dataclasses.dataclass(frozen=True)
 class JobsTable:
-    """The jobs table, resolved in the database: its quoted identifier and its name."""
+    """The jobs table, resolved in the database, and how to speak to it in its own terms: its
+    names for the lease design's columns and statuses (``mapping``, recorded by schema apply)
+    and the types of its id and status columns (``uuid``, an ENUM, ``varchar`` ...)."""
 
     ident: sql.Identifier
     schema: str
     name: str
     oid: int
     qualified: str  # schema.name as the history trigger records it: format('%I.%I', ...)
+    mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
+    id_type: tuple[str, str] = ("pg_catalog", "int8")  # the id column's type: schema, name
+    status_type: tuple[str, str] = ("pg_catalog", "text")
+    id_is_integer: bool = True  # integer ids are numbers in JSON, any other id a string
+
+    @functools.cached_property
+    def fragments(self) -> dict[str, sql.Composable]:
+        """What the statements' placeholders stand for on this table (see sql/queries.sql)."""
+        return spelling(self.ident, self.mapping, self.id_type, self.status_type)
+
+
+def spelling(
+    table: sql.Identifier,
+    mapping: TableMapping,
+    id_type: tuple[str, str] = ("pg_catalog", "int8"),
+    status_type: tuple[str, str] = ("pg_catalog", "text"),
+) -> dict[str, sql.Composable]:
+    """The placeholders of the statements, for a table: ``{table}``; each design column
+    (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
+    (``{queued}`` ...) and ``{parked}`` as the table's value, cast to the status column's type
+    (so that a CASE of statuses is of that type too, an ENUM say); ``{id_type}`` and
+    ``{status_type}``, schema-qualified."""
+    from psycopg import sql
+
+    status_cast = sql.Identifier(*status_type)
+    fragments: dict[str, sql.Composable] = {
+        "table": table,
+        "id_type": sql.Identifier(*id_type),
+        "status_type": status_cast,
+    }
+    for design in COLUMNS:
+        fragments[design] = sql.Identifier(mapping.column(design))
+    for design in STATUSES:
+        fragments[design] = sql.SQL("{}::{}").format(
+            sql.Literal(mapping.status(design)), status_cast
+        )
+    fragments["parked"] = sql.SQL("{}::{}").format(sql.Literal(mapping.parked), status_cast)
+    return fragments
 
 
 # ---------------------------------------------------------------- secrets
@@ -206,7 +248,8 @@ def connected(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
 
 
 def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
-    """The jobs table named ``name`` (schema-qualified allowed), checked to exist."""
+    """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
+    mapping schema apply recorded for it and the types of its id and status columns."""
     from psycopg import sql
 
     if not _TABLE_NAME.match(name):
@@ -214,12 +257,33 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     row = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
+    mapping = TableMapping()
+    if row["has_mappings"]:
+        recorded = conn.execute(
+            queries.query("table_mapping"), {"job_table": row["qualified"]}
+        ).fetchone()
+        if recorded is not None:
+            mapping = TableMapping.from_json(recorded["mapping"])
+    id_name, status_name = mapping.column("id"), mapping.column("status")
+    types = {
+        r["name"]: r
+        for r in conn.execute(
+            queries.query("column_types"), {"oid": row["oid"], "names": [id_name, status_name]}
+        )
+    }
+    id_row, status_row = types.get(id_name), types.get(status_name)
     return JobsTable(
         sql.Identifier(row["nspname"], row["relname"]),
         row["nspname"],
         row["relname"],
         row["oid"],
         row["qualified"],
+        mapping,
+        (id_row["type_schema"], id_row["type_name"]) if id_row else ("pg_catalog", "int8"),
+        (status_row["type_schema"], status_row["type_name"])
+        if status_row
+        else ("pg_catalog", "text"),
+        bool(id_row["is_integer"]) if id_row else True,
     )
 
 

@@ -55,16 +55,18 @@ def parse(text: str) -> dict[str, str]:
     return result
 
 
-def query(name: str, table: sql.Identifier | None = None, **fragments: Any) -> sql.Composed:
+def query(
+    name: str, table: sql.Identifier | None = None, /, **fragments: Any
+) -> sql.Composed:
     """The statement ``name`` for ``table`` (catalog statements need none), with its
-    included blocks and fragments."""
+    included blocks and fragments (a jobs table's: ``db.JobsTable.fragments``)."""
     from psycopg import sql
 
     def compose(block: str) -> sql.Composable:
         text = blocks()[block]
         values: dict[str, sql.Composable] = {}
         for placeholder in set(_PLACEHOLDER.findall(text)):
-            if placeholder == "table":
+            if placeholder == "table" and "table" not in fragments:
                 if table is None:
                     raise ValueError(f"{name} needs a table")
                 values[placeholder] = table

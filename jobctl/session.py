@@ -46,7 +46,7 @@ class Session:
 
     def query(self, name: str, **fragments: sql.Composable) -> sql.Composed:
         """The named statement, composed for this session's table."""
-        return queries.query(name, self.table.ident, **fragments)
+        return queries.query(name, **{**self.table.fragments, **fragments})
 
     def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
         return self.conn.execute(self.query(name), params or {}).fetchall()

@@ -4,9 +4,25 @@
 -- name: table_identity
 -- a table named as typed (schema-qualified allowed), as the database spells it
 SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
-       format('%%I.%%I', n.nspname, c.relname) AS qualified
+       format('%%I.%%I', n.nspname, c.relname) AS qualified,
+       to_regclass('jobctl.tables') IS NOT NULL AS has_mappings
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%(name)s)
+
+-- name: table_mapping
+-- the table's own names for the lease design's, as schema apply recorded them
+SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
+
+-- name: column_types
+-- the types of some of a table's columns (schema-qualified names), and whether each is an
+-- integer (directly or under a domain)
+SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
+       coalesce(nullif(t.typbasetype, 0), t.oid)
+           IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) AS is_integer
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_namespace tn ON tn.oid = t.typnamespace
+WHERE a.attrelid = %(oid)s AND a.attname = ANY(%(names)s::text[]) AND NOT a.attisdropped
 
 -- name: database_identity
 -- which database this is, for a saved plan (the system id survives renames)
