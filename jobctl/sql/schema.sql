@@ -60,7 +60,7 @@ ON {table} (status, lease_expires_at, id) WHERE status = 'processing'
 -- read access: the jobs table and jobctl's history
 GRANT USAGE ON SCHEMA {schema}, jobctl TO {role};
 GRANT SELECT ON {table} TO {role};
-GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations TO {role}
+GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations, jobctl.tables TO {role}
 
 -- name: grant_update
 -- an operator's UPDATE of the columns jobctl writes
