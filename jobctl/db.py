@@ -69,6 +69,7 @@ class JobsTable:
     id_type: tuple[str, str] = ("pg_catalog", "int8")  # the id column's type: schema, name
     status_type: tuple[str, str] = ("pg_catalog", "text")
     id_is_integer: bool = True  # integer ids are numbers in JSON, any other id a string
+    id_type_display: str = "bigint"  # as the database prints it, for messages
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -251,15 +252,17 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
     mapping schema apply recorded for it and the types of its id and status columns."""
     from psycopg import sql
+    from psycopg.rows import dict_row
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    row = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
+    cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
+    row = cursor.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
     mapping = TableMapping()
     if row["has_mappings"]:
-        recorded = conn.execute(
+        recorded = cursor.execute(
             queries.query("table_mapping"), {"job_table": row["qualified"]}
         ).fetchone()
         if recorded is not None:
@@ -267,7 +270,7 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     id_name, status_name = mapping.column("id"), mapping.column("status")
     types = {
         r["name"]: r
-        for r in conn.execute(
+        for r in cursor.execute(
             queries.query("column_types"), {"oid": row["oid"], "names": [id_name, status_name]}
         )
     }
@@ -284,6 +287,7 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
         if status_row
         else ("pg_catalog", "text"),
         bool(id_row["is_integer"]) if id_row else True,
+        id_row["type_display"] if id_row else "bigint",
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import queries
+from jobctl import db, queries
 
 
 class LeaseLost(Exception):
@@ -43,7 +43,7 @@ class LeaseLost(Exception):
 class Claim:
     """A claimed job: its id, this attempt's token and number, the lease's current expiry."""
 
-    id: int
+    id: Any  # in the id column's type: int, UUID, str
     attempt_token: uuid.UUID
     attempt: int
     lease_expires_at: dt.datetime
@@ -76,15 +76,18 @@ class Worker:
         self.worker_id = worker_id
         self.lease = dt.timedelta(seconds=lease_seconds)
         self.prepare: bool | None = None if prepare else False  # None: the connection decides
-        self.table = (
-            table if isinstance(table, sql.Identifier) else sql.Identifier(*table.split("."))
-        )
+        name = table.as_string(conn) if isinstance(table, sql.Identifier) else table
+        # the table's own names and types, as schema apply recorded them (jobctl.tables)
+        self.table = db.resolve_table(conn, name)
+        self._statements: dict[str, sql.Composed] = {}
 
     def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
         # unprepared unless asked: behind a pooler in transaction mode the next statement may
         # run on another server connection, where a prepared one does not exist
-        statement = queries.query(name, self.table)
+        statement = self._statements.get(name)
+        if statement is None:
+            statement = self._statements[name] = queries.query(name, **self.table.fragments)
         return cursor.execute(statement, params, prepare=self.prepare).fetchone()
 
     def claim(self) -> Claim | None:
@@ -118,7 +121,7 @@ class Worker:
         if self._run("complete", {"id": job.id, "attempt_token": job.attempt_token}):
             return
         row = self._run("job_outcome", {"id": job.id})
-        if row is not None and row[0] == "done" and row[1] == job.attempt:
+        if row is not None and row[0] and row[1] == job.attempt:
             return
         raise LeaseLost(job, "complete")
 

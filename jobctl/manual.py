@@ -6,10 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import psycopg
 
 from jobctl import db, errors, history, output
+from jobctl.mapping import TableMapping
 from jobctl.rows import ManualResult, Row
 from jobctl.session import Confirm, Session
 
@@ -27,6 +30,7 @@ OUTCOME_EXIT = {
     "policy_changed": errors.EXIT_OK,
 }
 DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
+DESIGN_NAMES = TableMapping()  # a table that uses the lease design's own names
 FENCE = ("id", "status", "attempt_token", "updated_at", "row_version")  # the row as read
 
 
@@ -34,7 +38,7 @@ FENCE = ("id", "status", "attempt_token", "updated_at", "row_version")  # the ro
 class Decision:
     """One id: what was read (the fence), and whether the action may proceed."""
 
-    id: int
+    id: Any  # in the id column's type: int, UUID, str
     seen: Row | None
     outcome: str | None = None  # set when decided without writing: refused, conflict, ...
     detail: str = ""
@@ -78,7 +82,7 @@ class Report:
 # ---------------------------------------------------------------- the workflows
 def requeue(
     s: Session,
-    job_ids: list[int],
+    job_ids: Sequence[str | int],
     *,
     reason: str | None,
     delay: dt.timedelta,
@@ -88,7 +92,9 @@ def requeue(
 ) -> Report:
     """Requeue jobs by hand: each decided on its own, confirmed together, written fenced."""
     _one_id_with_token(job_ids, expect_token)
-    decisions = [decide(s, i, "requeue", force=force, expect_token=expect_token) for i in job_ids]
+    decisions = [
+        decide(s, i, "requeue", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
+    ]
     return act(
         s,
         "requeue",
@@ -100,7 +106,7 @@ def requeue(
 
 def fail(
     s: Session,
-    job_ids: list[int],
+    job_ids: Sequence[str | int],
     *,
     reason: str,
     expect_token: uuid.UUID | None,
@@ -111,7 +117,9 @@ def fail(
     if not reason.strip():
         raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
     _one_id_with_token(job_ids, expect_token)
-    decisions = [decide(s, i, "fail", force=force, expect_token=expect_token) for i in job_ids]
+    decisions = [
+        decide(s, i, "fail", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
+    ]
     return act(
         s,
         "fail",
@@ -122,10 +130,15 @@ def fail(
 
 
 def set_policies(
-    s: Session, job_ids: list[int], policy: str, *, reason: str | None, confirm: Confirm | None
+    s: Session,
+    job_ids: Sequence[str | int],
+    policy: str,
+    *,
+    reason: str | None,
+    confirm: Confirm | None,
 ) -> Report:
     """Set jobs' recovery policy, each fenced and audited as ``policy_changed``."""
-    decisions = [decide_policy(s, i, policy) for i in job_ids]
+    decisions = [decide_policy(s, i, policy) for i in s.job_ids(job_ids)]
     return act(
         s,
         f"set policy {policy} on",
@@ -169,13 +182,13 @@ def act(
     return Report([write(d).result() for d in decisions])
 
 
-def _one_id_with_token(job_ids: list[int], expect_token: uuid.UUID | None) -> None:
+def _one_id_with_token(job_ids: Sequence[str | int], expect_token: uuid.UUID | None) -> None:
     if expect_token is not None and len(job_ids) > 1:
         raise errors.UsageError("--expect-token names one attempt: give one job id with it")
 
 
 # ---------------------------------------------------------------- read and decide
-def _read(s: Session, job_id: int) -> Decision:
+def _read(s: Session, job_id: Any) -> Decision:
     """The job as an operator action sees it (its fence), in a read-only transaction."""
     with s.transaction(read_only=True):
         seen = s.row("manual_read", {"id": job_id})
@@ -186,33 +199,45 @@ def _read(s: Session, job_id: int) -> Decision:
 
 
 def decide(
-    s: Session, job_id: int, action: Action, *, force: bool, expect_token: uuid.UUID | None
+    s: Session, job_id: Any, action: Action, *, force: bool, expect_token: uuid.UUID | None
 ) -> Decision:
     """Read the job (read-only) and apply the eligibility rules (``refusal``)."""
     decision = _read(s, job_id)
     if decision.seen is not None:
         decision.outcome, decision.detail = refusal(
-            decision.seen, action, force=force, expect_token=expect_token
+            decision.seen,
+            action,
+            force=force,
+            expect_token=expect_token,
+            mapping=s.table.mapping,
         )
     return decision
 
 
 def refusal(
-    seen: Row, action: Action, *, force: bool, expect_token: uuid.UUID | None
+    seen: Row,
+    action: Action,
+    *,
+    force: bool,
+    expect_token: uuid.UUID | None,
+    mapping: TableMapping = DESIGN_NAMES,
 ) -> tuple[str | None, str]:
     """Why ``action`` may not go ahead on the job as read: (outcome, detail), or (None, "").
 
     The eligibility table of the docs (manual actions), as code: a done job is refused, so is
     a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``;
-    an ``expect_token`` that is not the job's token is a conflict.
+    an ``expect_token`` that is not the job's token is a conflict. ``seen["status"]`` is the
+    table's own value; ``mapping`` says which part it plays (a parked job is taken like a
+    failed one, and failing it moves it to failed).
     """
     if expect_token is not None and seen["attempt_token"] != expect_token:
         return "conflict", f"attempt token is {seen['attempt_token']}, not {expect_token}"
-    if seen["status"] == "done":
+    role = mapping.role(seen["status"])
+    if role == "done":
         return "refused", "job is done"
-    if action == "requeue" and seen["status"] == "queued":
+    if action == "requeue" and role == "queued":
         return "refused", "job is already queued"
-    if action == "fail" and seen["status"] == "failed":
+    if action == "fail" and role == "failed":
         return "refused", "job is already failed"
     if seen["lease_state"] == "live" and not force:
         return "refused", (
@@ -222,17 +247,21 @@ def refusal(
     return None, ""
 
 
-def decide_policy(s: Session, job_id: int, policy: str) -> Decision:
+def decide_policy(s: Session, job_id: Any, policy: str) -> Decision:
     """Read the job for a policy switch: refused when it is done or already has ``policy``."""
     decision = _read(s, job_id)
     if decision.seen is not None:
-        decision.outcome, decision.detail = policy_refusal(decision.seen, policy)
+        decision.outcome, decision.detail = policy_refusal(
+            decision.seen, policy, mapping=s.table.mapping
+        )
     return decision
 
 
-def policy_refusal(seen: Row, policy: str) -> tuple[str | None, str]:
+def policy_refusal(
+    seen: Row, policy: str, *, mapping: TableMapping = DESIGN_NAMES
+) -> tuple[str | None, str]:
     """Why a switch to ``policy`` may not go ahead: (outcome, detail), or (None, "")."""
-    if seen["status"] == "done":
+    if mapping.role(seen["status"]) == "done":
         return "refused", "job is done"
     if seen["recovery_policy"] == policy:
         return "refused", f"policy is already {policy}"
@@ -262,7 +291,8 @@ def apply(
             reason=reason,
             done=(
                 DONE_OUTCOME[action],
-                f"{decision.seen['status']} -> {'queued' if action == 'requeue' else 'failed'}",
+                f"{decision.seen['status']} -> "
+                + s.table.mapping.status("queued" if action == "requeue" else "failed"),
             ),
         )
     return decision
@@ -304,9 +334,15 @@ def _fenced_write(
     assert decision.seen is not None
     seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
     try:
-        with db.mapped_errors(), s.transaction(action=action, reason=reason):
-            _require_audit(s)
-            updated = s.execute(statement, {**params, "seen": seen})
+        with db.mapped_errors():
+            try:
+                with s.transaction(action=action, reason=reason):
+                    _require_audit(s)
+                    updated = s.execute(statement, {**params, "seen": seen})
+            except psycopg.errors.SerializationFailure:
+                # a table partitioned by status: a worker's transition moved the row to
+                # another partition while this write waited for it (SQLSTATE 40001)
+                updated = 0
     except errors.LockTimeout:
         with s.transaction(read_only=True):
             row = s.row("manual_lockers", {"id": decision.id})

@@ -70,6 +70,14 @@ class TableMapping:
         """The status reclaim gives a job it will not retry."""
         return self.park_status or self.status("failed")
 
+    def role(self, value: str | None) -> str | None:
+        """The part a status value of the table plays: one of STATUSES, ``parked``, or None
+        (a status of the application's own that jobctl does not touch)."""
+        for design in STATUSES:
+            if self.status(design) == value:
+                return design
+        return "parked" if value is not None and value == self.park_status else None
+
     def written_statuses(self) -> list[str]:
         """Every status value jobctl may write: the column must accept each of them."""
         values = [self.status(s) for s in STATUSES]

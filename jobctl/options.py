@@ -116,7 +116,6 @@ Debug = Annotated[
 
 
 # ---------------------------------------------------------------- job ids
-MAX_ID = 2**63 - 1
 
 
 def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -136,15 +135,15 @@ def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
 
+# Ids are text here: the database converts them to the id column's type (bigint, uuid, text
+# ...), and refuses one that is not valid for it (exit 2; see session.Session.job_ids).
 JobId = Annotated[
-    int,
-    typer.Argument(min=1, max=MAX_ID, help="Job id.", metavar="ID", autocompletion=complete_ids),
+    str,
+    typer.Argument(help="Job id.", metavar="ID", autocompletion=complete_ids),
 ]
 JobIds = Annotated[
-    list[int],
-    typer.Argument(
-        min=1, max=MAX_ID, help="Job ids.", metavar="ID...", autocompletion=complete_ids
-    ),
+    list[str],
+    typer.Argument(help="Job ids.", metavar="ID...", autocompletion=complete_ids),
 ]
 
 
@@ -155,8 +154,8 @@ Commit = Annotated[
 BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
 Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
 OnlyIds = Annotated[
-    list[int] | None,
-    typer.Option("--id", min=1, max=MAX_ID, metavar="ID", help="Only this job (repeatable)."),
+    list[str] | None,
+    typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),
 ]
 SavePlan = Annotated[
     Path | None,

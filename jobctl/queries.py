@@ -55,9 +55,7 @@ def parse(text: str) -> dict[str, str]:
     return result
 
 
-def query(
-    name: str, table: sql.Identifier | None = None, /, **fragments: Any
-) -> sql.Composed:
+def query(name: str, table: sql.Identifier | None = None, /, **fragments: Any) -> sql.Composed:
     """The statement ``name`` for ``table`` (catalog statements need none), with its
     included blocks and fragments (a jobs table's: ``db.JobsTable.fragments``)."""
     from psycopg import sql

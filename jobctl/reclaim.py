@@ -21,6 +21,7 @@ from jobctl.triage import ExpiredFilter, stuck
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 MIN_BATCH, MAX_BATCH = 1, 10_000
+MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, at most
 
 
 # ---------------------------------------------------------------- the workflow
@@ -68,6 +69,10 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
     found; the dry run with ``save_plan`` writes the reviewed rows before returning.
     """
     request.check()
+    if request.where.ids:  # as typed: converted (and checked) by the database
+        request = dataclasses.replace(
+            request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
+        )
     if not request.commit:
         rows = dry_run(s, request.where, request.limit)
         if request.save_plan is not None:
@@ -137,12 +142,23 @@ def commit(
     then yields, once, the expired rows it left (locked by another session), unapplied.
     """
     handled = 0
-    poisoned: list[int] = []  # rows whose update raises (a trigger, a constraint): left behind
+    poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
+    moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
         size = batch_size if limit is None else min(batch_size, limit - handled)
         current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
         try:
             rows, failed = _batch(s, current, size), list[ReclaimRow]()
+            moved = 0
+        except psycopg.errors.SerializationFailure:
+            # a table partitioned by status: a worker's transition moved a row to another
+            # partition between this batch's snapshot and its lock (SQLSTATE 40001). Nothing
+            # of the batch was applied; the row changed, so the batch is read again (it no
+            # longer qualifies). Many in a row: not a race but the statement's own error.
+            moved += 1
+            if moved > MOVED_RETRIES:
+                raise
+            continue
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
@@ -253,14 +269,14 @@ def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterato
         reviewed = [
             {k: r[k] for k in ("id", "attempt_token", "lease_expires_at", "action")} for r in chunk
         ]
-        where = ExpiredFilter(ids=[int(r["id"]) for r in chunk], plan=output.to_json(reviewed))
+        where = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
         applied = [
             row
             for batch in commit(s, where, batch_size=len(chunk), limit=len(chunk))
             for row in batch
         ]
-        done = {row["id"] for row in applied}
-        missed = [r for r in chunk if r["id"] not in done]
+        done = {str(row["id"]) for row in applied}
+        missed = [r for r in chunk if str(r["id"]) not in done]
         yield applied + _why_not_applied(s, missed)
 
 
@@ -268,11 +284,17 @@ def _why_not_applied(s: Session, missed: list[Row]) -> list[ReclaimRow]:
     if not missed:
         return []
     with s.transaction(read_only=True):
-        now = {r["id"]: r for r in s.rows("plan_row_state", {"ids": [r["id"] for r in missed]})}
+        ids = [str(r["id"]) for r in missed]
+        now = {str(r["id"]): r for r in s.rows("plan_row_state", {"ids": ids})}
+    processing = s.table.mapping.status("processing")
     return [
         cast(
             ReclaimRow,
-            reviewed | {"applied": False, "skipped": _reason(reviewed, now.get(reviewed["id"]))},
+            reviewed
+            | {
+                "applied": False,
+                "skipped": _reason(reviewed, now.get(str(reviewed["id"])), processing),
+            },
         )
         for reviewed in missed
     ]
@@ -282,10 +304,11 @@ def _timestamp(value: Any) -> Any:
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
-def _reason(reviewed: Row, current: Row | None) -> str:
+def _reason(reviewed: Row, current: Row | None, processing: str = "processing") -> str:
+    """Why a planned row was not applied (``processing``: the table's value for it)."""
     if current is None:
         return "job no longer exists"
-    if current["status"] != "processing":
+    if current["status"] != processing:
         return f"now {current['status']} (completed, reclaimed or changed since the review)"
     if str(current["attempt_token"]) != str(reviewed["attempt_token"]):
         return "claimed again since the review (new attempt token)"

@@ -516,7 +516,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     )
     results.append(history_check(conn, table.oid))
     if not wrong:
-        counts = _one(conn, queries.query("lease_consistency", table.ident))
+        counts = _one(conn, queries.query("lease_consistency", **table.fragments))
         results.append(
             Check(
                 "processing rows without lease or token",

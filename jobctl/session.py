@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobctl import db, queries
+from jobctl import db, errors, queries
 from jobctl.rows import Row
 
 if TYPE_CHECKING:
@@ -47,6 +47,28 @@ class Session:
     def query(self, name: str, **fragments: sql.Composable) -> sql.Composed:
         """The named statement, composed for this session's table."""
         return queries.query(name, **{**self.table.fragments, **fragments})
+
+    def job_ids(self, texts: Sequence[Any]) -> list[Any]:
+        """Job ids as typed, converted by the database to the id column's type (and returned in
+        it: int, UUID, str); one that is not valid for it is a UsageError (exit 2)."""
+        import psycopg
+
+        texts = [str(t) for t in texts]
+        try:
+            with self.conn.transaction():
+                rows = self.rows("job_ids", {"ids": texts})
+        except psycopg.DataError:
+            for text in texts:  # which one: each alone
+                try:
+                    with self.conn.transaction():
+                        self.rows("job_ids", {"ids": [text]})
+                except psycopg.DataError:
+                    raise errors.UsageError(
+                        f"job id {text!r} is not a valid {self.table.id_type_display} (the "
+                        f"type of the id column {self.table.mapping.column('id')})"
+                    ) from None
+            raise
+        return [row["id"] for row in rows]
 
     def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
         return self.conn.execute(self.query(name), params or {}).fetchall()

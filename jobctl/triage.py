@@ -9,13 +9,13 @@ from typing import Any, cast
 
 from jobctl import errors
 from jobctl import history as hist
+from jobctl.mapping import COLUMNS, TableMapping
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.session import Session
 
 HISTORY_EVENT_LIMIT = 10_000
 EXACT_COUNT_LIMIT = 1_000_000
 SHOW_EVENT_LIMIT = 10
-STATUSES = ("queued", "processing", "done", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,19 +24,19 @@ class ExpiredFilter:
 
     worker: str | None = None
     policy: str | None = None
-    ids: Sequence[int] | None = None
+    ids: Sequence[Any] | None = None  # as typed or as read: sent as text, cast by the database
     grace: dt.timedelta = dt.timedelta(0)
     plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
-    exclude: Sequence[int] | None = None  # rows a batch must pass over (they raised before)
+    exclude: Sequence[Any] | None = None  # rows a batch must pass over (they raised before)
 
     def params(self) -> dict[str, Any]:
         return {
             "worker": self.worker,
             "policy": self.policy,
-            "ids": list(self.ids) if self.ids else None,
+            "ids": [str(i) for i in self.ids] if self.ids else None,
             "grace": self.grace,
             "plan": self.plan,
-            "exclude": list(self.exclude) if self.exclude else None,
+            "exclude": [str(i) for i in self.exclude] if self.exclude else None,
         }
 
 
@@ -80,19 +80,25 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
     queued and processing are always counted. ``exact`` counts everything.
     """
     size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
+    statuses = s.table.mapping.written_statuses()  # the table's values, design order
+    finished = [v for v in statuses if s.table.mapping.role(v) in ("done", "failed", "parked")]
     estimated: list[str] = []
     if exact or size < EXACT_COUNT_LIMIT:
         by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status")}
     else:
         live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live")}
         guess = {
-            r["status"]: r["jobs"] for r in s.rows("summary_status_estimate", {"oid": s.table.oid})
+            r["status"]: r["jobs"]
+            for r in s.rows(
+                "summary_status_estimate",
+                {"oid": s.table.oid, "status_column": s.table.mapping.column("status")},
+            )
         }
-        estimated = sorted(set(guess) - set(live) | ({"done", "failed"} - set(live)))
+        estimated = sorted(set(guess) - set(live) | (set(finished) - set(live)))
         by_status = {status: guess.get(status, 0) for status in estimated} | live
     return {
         "table": s.table.qualified,
-        "status": {status: by_status.get(status, 0) for status in STATUSES} | by_status,
+        "status": {status: by_status.get(status, 0) for status in statuses} | by_status,
         "estimated": estimated,
         "processing": s.one("summary_processing", {"soon": expiring_within}),
         "expiring_within_s": expiring_within.total_seconds(),
@@ -100,18 +106,33 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
     }
 
 
-def job(s: Session, job_id: int) -> Row:
+def job(s: Session, job_id: str | int) -> Row:
     """One job: every column plus ``lease_state`` (live, expired, none); the history's own
     columns (``jobctl_*``, the live attempt's statistics) are left out."""
     return _public(_job_row(s, job_id))
 
 
-def _job_row(s: Session, job_id: int) -> Row:
-    row = s.row("job_row", {"id": job_id})
+def _job_row(s: Session, job_id: str | int) -> Row:
+    (typed,) = s.job_ids([job_id])
+    row = s.row("job_row", {"id": typed})
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)
-    return row
+    return design_names(row, s.table.mapping)
+
+
+def design_names(row: Row, mapping: TableMapping) -> Row:
+    """A row of every column with the lease design's names for the columns that play its
+    parts (the JSON contract), the table's other columns as they are, in the table's order."""
+    design = {mapping.column(d): d for d in COLUMNS if mapping.column(d) != d}
+    if not design:
+        return row
+    return {
+        design.get(k, k): v
+        for k, v in row.items()
+        # a column named like a design column that plays no part here would collide: left out
+        if k in design or k not in COLUMNS or mapping.column(k) == k
+    }
 
 
 def _public(row: Row) -> Row:
@@ -121,27 +142,27 @@ def _public(row: Row) -> Row:
 def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row], list[Row]]:
     """The job's attempts (ended ones stored, the live one from its row) and its latest
     ``limit`` events (stored ones, claims and completions derived from the attempts)."""
-    params = {"job_table": s.table.qualified, "id": the_job["id"]}
+    params = {"job_table": s.table.qualified, "id": str(the_job["id"])}
     mode = hist.table_state(s.conn, s.table.oid).mode
     attempts = hist.merge(s.rows("job_attempts", params), hist.live_attempt(the_job, mode))
     stored = s.rows("job_events", params | {"limit": limit})
     return attempts, hist.events(stored, attempts, limit)
 
 
-def events(s: Session, job_id: int, limit: int) -> list[Event]:
+def events(s: Session, job_id: str | int, limit: int) -> list[Event]:
     """The job's latest ``limit`` events, oldest first."""
     _, latest = _attempts_and_events(s, _job_row(s, job_id), limit)
     return cast(list[Event], latest)
 
 
-def show(s: Session, job_id: int) -> Row:
+def show(s: Session, job_id: str | int) -> Row:
     """The job row, its lease state and its latest events."""
     row = _job_row(s, job_id)
     _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT)
     return _public(row) | {"events": latest}
 
 
-def history(s: Session, job_id: int) -> History:
+def history(s: Session, job_id: str | int) -> History:
     """The job, its attempts (heartbeat history) and its events (reclaim history)."""
     row = _job_row(s, job_id)
     attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT)

@@ -17,6 +17,7 @@ SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 -- the types of some of a table's columns (schema-qualified names), and whether each is an
 -- integer (directly or under a domain)
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
+       format_type(a.atttypid, a.atttypmod) AS type_display,
        coalesce(nullif(t.typbasetype, 0), t.oid)
            IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) AS is_integer
 FROM pg_attribute a

@@ -1,11 +1,16 @@
 -- Every statement jobctl runs against the jobs table, one place each.
 -- A block starts with a line "-- name: NAME" and one or more comment lines saying what it
--- does; it ends where the next "-- name:" line starts. {table} is the jobs table, quoted by
--- psycopg.sql.Identifier; {other_block} pulls a fragment in; %(x)s are parameters.
+-- does; it ends where the next "-- name:" line starts. %(x)s are parameters; {other_block}
+-- pulls a fragment in; the rest of the braces speak the table's own terms (db.spelling):
+-- {table} is the jobs table, {status} (any of the lease design's column names) the table's
+-- column playing that part, {queued} (any design status, and {parked}) the table's value cast
+-- to the status column's type, {id_type} the id column's type. Ids come in as text, cast by
+-- the database (%(id)s::text::{id_type}); statuses go out as text; output keeps the design's
+-- names as column names (AS status).
 
 -- name: reclaim_action
 -- the reclaim decision; the only place it is written
-CASE WHEN j.recovery_policy = 'auto' AND j.attempts < j.max_attempts
+CASE WHEN j.{recovery_policy} = 'auto' AND j.{attempts} < j.{max_attempts}
      THEN 'requeue' ELSE 'fail' END
 
 -- name: reclaim_error
@@ -14,34 +19,37 @@ CASE WHEN j.recovery_policy = 'auto' AND j.attempts < j.max_attempts
 
 -- name: lease_columns
 -- the columns every stuck/reclaim row reports
-j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
-j.reclaim_count, j.recovery_policy, j.reserved_at, j.heartbeat_at, j.lease_expires_at,
-extract(epoch FROM now() - j.lease_expires_at)::float8 AS lease_overdue_s,
-extract(epoch FROM now() - j.heartbeat_at)::float8 AS heartbeat_age_s,
+j.{id} AS id, j.{status}::text AS status, j.{reserved_by} AS reserved_by,
+j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
+j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+j.{reserved_at} AS reserved_at, j.{heartbeat_at} AS heartbeat_at,
+j.{lease_expires_at} AS lease_expires_at,
+extract(epoch FROM now() - j.{lease_expires_at})::float8 AS lease_overdue_s,
+extract(epoch FROM now() - j.{heartbeat_at})::float8 AS heartbeat_age_s,
 {reclaim_action} AS action
 
 -- name: operator_filter
 -- the operator's narrowing: a worker, a policy, ids; rows to pass over
-(%(worker)s::text IS NULL OR j.reserved_by = %(worker)s)
-AND (%(policy)s::text IS NULL OR j.recovery_policy = %(policy)s)
-AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
-AND (%(exclude)s::bigint[] IS NULL OR j.id <> ALL(%(exclude)s::bigint[]))
+(%(worker)s::text IS NULL OR j.{reserved_by} = %(worker)s)
+AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
+AND (%(ids)s::text[] IS NULL OR j.{id} = ANY(%(ids)s::text[]::{id_type}[]))
+AND (%(exclude)s::text[] IS NULL OR j.{id} <> ALL(%(exclude)s::text[]::{id_type}[]))
 
 -- name: lease_state
 -- a job's lease as an operator sees it: live, expired, or none
-CASE WHEN j.status <> 'processing' OR j.lease_expires_at IS NULL THEN 'none'
-     WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'live' END
+CASE WHEN j.{status} <> {processing} OR j.{lease_expires_at} IS NULL THEN 'none'
+     WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'live' END
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan
-j.status = 'processing'
-AND j.lease_expires_at < now() - %(grace)s::interval
+j.{status} = {processing}
+AND j.{lease_expires_at} < now() - %(grace)s::interval
 AND {operator_filter}
 AND (%(plan)s::jsonb IS NULL
-     OR (j.id, j.attempt_token, j.lease_expires_at, {reclaim_action}) IN (
+     OR (j.{id}, j.{attempt_token}, j.{lease_expires_at}, {reclaim_action}) IN (
          SELECT p.id, p.attempt_token, p.lease_expires_at, p.action
          FROM jsonb_to_recordset(%(plan)s::jsonb)
-              AS p(id bigint, attempt_token uuid, lease_expires_at timestamptz, action text)))
+              AS p(id {id_type}, attempt_token uuid, lease_expires_at timestamptz, action text)))
 
 -- name: session_description
 -- a session (pg_stat_activity a) as jobctl names one that holds it up
@@ -62,24 +70,25 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
 SELECT {lease_columns}, {row_lockers} AS locked_by
 FROM {table} j
 WHERE {expired_filter}
-ORDER BY j.lease_expires_at, j.id
+ORDER BY j.{lease_expires_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: at_risk
 -- expired leases and live ones expiring within the window, with each worker's lag
 WITH lag AS (
-    SELECT reserved_by,
-           extract(epoch FROM now() - max(coalesce(heartbeat_at, reserved_at)))::float8 AS lag_s
-    FROM {table} WHERE status = 'processing' GROUP BY reserved_by
+    SELECT {reserved_by} AS worker,
+           extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
+               AS lag_s
+    FROM {table} WHERE {status} = {processing} GROUP BY {reserved_by}
 )
 SELECT {lease_columns},
-       CASE WHEN j.lease_expires_at < now() THEN 'expired' ELSE 'expiring' END AS lease_state,
+       CASE WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by
-FROM {table} j LEFT JOIN lag ON lag.reserved_by IS NOT DISTINCT FROM j.reserved_by
-WHERE j.status = 'processing'
-  AND j.lease_expires_at < now() + %(window)s::interval
+FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
+WHERE j.{status} = {processing}
+  AND j.{lease_expires_at} < now() + %(window)s::interval
   AND {operator_filter}
-ORDER BY j.lease_expires_at, j.id
+ORDER BY j.{lease_expires_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: reclaim_batch
@@ -88,51 +97,52 @@ WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
     WHERE {expired_filter}
-    ORDER BY j.lease_expires_at, j.id
+    ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE {table} AS j
-SET status = CASE WHEN expired.action = 'requeue' THEN 'queued' ELSE 'failed' END,
-    available_at = CASE WHEN expired.action = 'requeue' THEN now() ELSE j.available_at END,
-    reserved_by = NULL,
-    reserved_at = NULL,
-    heartbeat_at = NULL,
-    lease_expires_at = NULL,
-    attempt_token = NULL,
-    reclaim_count = j.reclaim_count + 1,
-    last_error = {reclaim_error},
-    finished_at = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
-    updated_at = now(),
+SET {status} = CASE WHEN expired.action = 'requeue' THEN {queued} ELSE {parked} END,
+    {available_at} = CASE WHEN expired.action = 'requeue' THEN now() ELSE j.{available_at} END,
+    {reserved_by} = NULL,
+    {reserved_at} = NULL,
+    {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL,
+    {attempt_token} = NULL,
+    {reclaim_count} = j.{reclaim_count} + 1,
+    {last_error} = {reclaim_error},
+    {finished_at} = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
+    {updated_at} = now(),
     jobctl_action = 'reclaimed'
 FROM expired
-WHERE j.id = expired.id
-  AND j.attempt_token = expired.attempt_token
-  AND j.status = 'processing'
-  AND j.lease_expires_at < now()
+WHERE j.{id} = expired.id
+  AND j.{attempt_token} = expired.attempt_token
+  AND j.{status} = {processing}
+  AND j.{lease_expires_at} < now()
 RETURNING expired.*
 
 -- name: plan_row_state
 -- what became of planned rows that a plan's commit did not apply
-SELECT j.id, j.status, j.attempt_token, j.lease_expires_at,
-       j.lease_expires_at < now() AS lease_expired,
+SELECT j.{id} AS id, j.{status}::text AS status, j.{attempt_token} AS attempt_token,
+       j.{lease_expires_at} AS lease_expires_at, j.{lease_expires_at} < now() AS lease_expired,
        {reclaim_action} AS action, {row_lockers} AS locked_by
 FROM {table} j
-WHERE j.id = ANY(%(ids)s::bigint[])
+WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 
 -- name: metrics_leases
 -- the queue's lease health, one pass over processing rows (reclaim index)
-SELECT count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'auto')
+SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto')
            AS stuck_auto,
-       count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
            AS stuck_manual,
-       coalesce(extract(epoch FROM now() - min(lease_expires_at)
-                        FILTER (WHERE lease_expires_at < now())), 0)::float8 AS oldest_expired_s,
-       count(*) FILTER (WHERE lease_expires_at >= now()) AS live,
-       count(*) FILTER (WHERE lease_expires_at >= now()
-                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE lease_expires_at IS NULL) AS no_lease
-FROM {table} WHERE status = 'processing'
+       coalesce(extract(epoch FROM now() - min({lease_expires_at})
+                        FILTER (WHERE {lease_expires_at} < now())), 0)::float8
+           AS oldest_expired_s,
+       count(*) FILTER (WHERE {lease_expires_at} >= now()) AS live,
+       count(*) FILTER (WHERE {lease_expires_at} >= now()
+                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE {lease_expires_at} IS NULL) AS no_lease
+FROM {table} WHERE {status} = {processing}
 
 -- name: metrics_reclaims
 -- reclaims the history recorded in the last window
@@ -140,26 +150,27 @@ SELECT count(*) AS reclaims FROM jobctl.events
 WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
 
 -- name: metrics_manual_review
--- manual jobs reclaim parked as failed, awaiting a human
+-- manual jobs reclaim parked (as failed, or in the park status), awaiting a human
 SELECT count(*) AS awaiting FROM {table}
-WHERE status = 'failed' AND recovery_policy = 'manual' AND last_error = {reclaim_error}
+WHERE {status} = {parked} AND {recovery_policy} = 'manual' AND {last_error} = {reclaim_error}
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
-SELECT status, count(*) AS jobs FROM {table} GROUP BY status ORDER BY status
+SELECT {status}::text AS status, count(*) AS jobs FROM {table} GROUP BY 1 ORDER BY 1
 
 -- name: summary_status_live
 -- queued and processing jobs, counted (index-driven with a queue index)
-SELECT 'queued' AS status, count(*) AS jobs FROM {table} WHERE status = 'queued'
+SELECT {queued}::text AS status, count(*) AS jobs FROM {table} WHERE {status} = {queued}
 UNION ALL
-SELECT 'processing', count(*) FROM {table} WHERE status = 'processing'
+SELECT {processing}::text, count(*) FROM {table} WHERE {status} = {processing}
 
 -- name: summary_status_estimate
 -- jobs per status estimated from the planner's statistics
 SELECT v.status, round(v.freq * greatest(c.reltuples, 0))::bigint AS jobs
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = 'status'
+JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
+                AND s.attname = %(status_column)s
 CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs)
      AS v(status, freq)
 WHERE c.oid = %(oid)s
@@ -170,36 +181,37 @@ SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oi
 
 -- name: summary_processing
 -- processing rows split by lease state (reclaim index)
-SELECT count(*) FILTER (WHERE lease_expires_at >= now() + %(soon)s::interval) AS live,
-       count(*) FILTER (WHERE lease_expires_at >= now()
-                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
-       count(*) FILTER (WHERE lease_expires_at IS NULL OR attempt_token IS NULL) AS no_lease
-FROM {table} WHERE status = 'processing'
+SELECT count(*) FILTER (WHERE {lease_expires_at} >= now() + %(soon)s::interval) AS live,
+       count(*) FILTER (WHERE {lease_expires_at} >= now()
+                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
+       count(*) FILTER (WHERE {lease_expires_at} IS NULL OR {attempt_token} IS NULL) AS no_lease
+FROM {table} WHERE {status} = {processing}
 
 -- name: summary_workers
 -- processing jobs per worker: lease states, the expiry burst, heartbeat lag
-SELECT reserved_by AS worker, count(*) AS processing,
-       count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
-       count(*) FILTER (WHERE lease_expires_at < now() AND recovery_policy = 'manual')
+SELECT {reserved_by} AS worker, count(*) AS processing,
+       count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
            AS expired_manual,
-       count(*) FILTER (WHERE lease_expires_at >= now()
-                          AND lease_expires_at < now() + %(soon)s::interval) AS expiring_soon,
-       min(lease_expires_at) FILTER (WHERE lease_expires_at < now()) AS first_expiry,
-       max(lease_expires_at) FILTER (WHERE lease_expires_at < now()) AS last_expiry,
-       max(coalesce(heartbeat_at, reserved_at)) AS last_seen_at,
-       extract(epoch FROM now() - max(coalesce(heartbeat_at, reserved_at)))::float8
+       count(*) FILTER (WHERE {lease_expires_at} >= now()
+                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
+       min({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()) AS first_expiry,
+       max({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()) AS last_expiry,
+       max(coalesce({heartbeat_at}, {reserved_at})) AS last_seen_at,
+       extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
            AS heartbeat_lag_s
 FROM {table}
-WHERE status = 'processing'
-GROUP BY reserved_by
-ORDER BY count(*) FILTER (WHERE lease_expires_at < now()) DESC,
-         min(lease_expires_at), reserved_by
+WHERE {status} = {processing}
+GROUP BY {reserved_by}
+ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,
+         min({lease_expires_at}), {reserved_by}
 
 -- name: job_row
--- one job, every column, with its lease state
+-- one job, every column (the table's names: jobctl.triage renames the design's), with its
+-- lease state
 SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
-FROM {table} j WHERE j.id = %(id)s
+FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: job_events
 -- a job's events from the history, oldest first (the latest %(limit)s)
@@ -224,136 +236,148 @@ ORDER BY a.claimed_at, a.attempt
 
 -- name: manual_read
 -- a job as an operator action sees it (its fence: status, token, version)
-SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
-       j.reclaim_count, j.recovery_policy, j.last_error, j.lease_expires_at, j.updated_at,
-       j.xmin::text AS row_version, {lease_state} AS lease_state
-FROM {table} j WHERE j.id = %(id)s
+SELECT {fence_columns}, j.{lease_expires_at} AS lease_expires_at,
+       {lease_state} AS lease_state
+FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
+
+-- name: fence_columns
+-- a job as an operator write reads it: what it decides on, and its fence
+j.{id} AS id, j.{status}::text AS status, j.{reserved_by} AS reserved_by,
+j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
+j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+j.{last_error} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
 
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
-jsonb_to_recordset(%(seen)s::jsonb) AS seen(id bigint, status text, attempt_token uuid,
+jsonb_to_recordset(%(seen)s::jsonb) AS seen(id {id_type}, status text, attempt_token uuid,
                                             updated_at timestamptz, row_version text)
 
 -- name: manual_fence
 -- the condition every operator write carries: the row exactly as read
-j.id = seen.id
-AND j.status = seen.status
-AND j.attempt_token IS NOT DISTINCT FROM seen.attempt_token
-AND j.updated_at IS NOT DISTINCT FROM seen.updated_at
+j.{id} = seen.id
+AND j.{status}::text = seen.status
+AND j.{attempt_token} IS NOT DISTINCT FROM seen.attempt_token
+AND j.{updated_at} IS NOT DISTINCT FROM seen.updated_at
 AND j.xmin::text = seen.row_version
 
 -- name: manual_requeue
 -- give a job back to the queue by hand, fenced
 UPDATE {table} AS j
-SET status = 'queued',
-    available_at = now() + %(delay)s::interval,
-    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
-    lease_expires_at = NULL, attempt_token = NULL, finished_at = NULL,
-    updated_at = now(), jobctl_action = 'requeued'
+SET {status} = {queued},
+    {available_at} = now() + %(delay)s::interval,
+    {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL, {attempt_token} = NULL, {finished_at} = NULL,
+    {updated_at} = now(), jobctl_action = 'requeued'
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.id
+RETURNING j.{id} AS id
 
 -- name: manual_fail
 -- fail a job by hand, fenced
 UPDATE {table} AS j
-SET status = 'failed',
-    finished_at = now(),
-    last_error = %(reason)s,
-    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
-    lease_expires_at = NULL, attempt_token = NULL,
-    updated_at = now(), jobctl_action = 'manually_failed'
+SET {status} = {failed},
+    {finished_at} = now(),
+    {last_error} = %(reason)s,
+    {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL, {attempt_token} = NULL,
+    {updated_at} = now(), jobctl_action = 'manually_failed'
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.id
+RETURNING j.{id} AS id
 
 -- name: set_policy
 -- switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
-SET recovery_policy = %(policy)s, updated_at = now(), jobctl_action = %(event)s
+SET {recovery_policy} = %(policy)s, {updated_at} = now(), jobctl_action = %(event)s
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.id
+RETURNING j.{id} AS id
 
 -- name: quarantine_candidates
 -- auto jobs reclaimed at least N times and not done, with their fence
-SELECT j.id, j.status, j.reserved_by, j.attempt_token, j.attempts, j.max_attempts,
-       j.reclaim_count, j.recovery_policy, j.last_error, j.updated_at,
-       j.xmin::text AS row_version
+SELECT {fence_columns}
 FROM {table} j
-WHERE j.recovery_policy = 'auto' AND j.reclaim_count >= %(min_reclaims)s
-  AND j.status <> 'done'
-ORDER BY j.reclaim_count DESC, j.id
+WHERE j.{recovery_policy} = 'auto' AND j.{reclaim_count} >= %(min_reclaims)s
+  AND j.{status} <> {done}
+ORDER BY j.{reclaim_count} DESC, j.{id}
 LIMIT %(limit)s
 
 -- name: manual_lockers
 -- who holds the row an operator action waited for
-SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.id = %(id)s
+SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: complete_ids
 -- job ids for shell completion
-SELECT id::text FROM {table}
-WHERE id::text LIKE %(prefix)s || '%%' AND status IN ('processing', 'failed')
-ORDER BY id LIMIT 50
+SELECT {id}::text AS id FROM {table}
+WHERE {id}::text LIKE %(prefix)s || '%%' AND {status} IN ({processing}, {failed}, {parked})
+ORDER BY {id} LIMIT 50
 
 -- name: claim
 -- the lease design's claim: one ready job, a new token, a fresh lease
 WITH target AS (
-    SELECT id FROM {table}
-    WHERE status = 'queued' AND available_at <= now()
-    ORDER BY available_at, id
+    SELECT {id} AS id FROM {table}
+    WHERE {status} = {queued} AND {available_at} <= now()
+    ORDER BY {available_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1
 )
 UPDATE {table} AS j
-SET status = 'processing',
-    reserved_by = %(worker)s,
-    reserved_at = now(),
-    lease_expires_at = now() + %(lease)s::interval,
-    attempt_token = %(attempt_token)s,
-    attempts = j.attempts + 1,
-    updated_at = now()
+SET {status} = {processing},
+    {reserved_by} = %(worker)s,
+    {reserved_at} = now(),
+    {lease_expires_at} = now() + %(lease)s::interval,
+    {attempt_token} = %(attempt_token)s,
+    {attempts} = j.{attempts} + 1,
+    {updated_at} = now()
 FROM target
-WHERE j.id = target.id
-RETURNING j.id, j.attempt_token, j.attempts, j.lease_expires_at
+WHERE j.{id} = target.id
+RETURNING j.{id} AS id, j.{attempt_token} AS attempt_token, j.{attempts} AS attempts,
+          j.{lease_expires_at} AS lease_expires_at
 
 -- name: heartbeat
 -- the lease design's heartbeat: extend the lease of the attempt this worker holds
 UPDATE {table}
-SET heartbeat_at = now(),
-    lease_expires_at = now() + %(lease)s::interval,
-    updated_at = now()
-WHERE id = %(id)s AND status = 'processing'
-  AND reserved_by = %(worker)s AND attempt_token = %(attempt_token)s
-RETURNING lease_expires_at
+SET {heartbeat_at} = now(),
+    {lease_expires_at} = now() + %(lease)s::interval,
+    {updated_at} = now()
+WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
+  AND {reserved_by} = %(worker)s AND {attempt_token} = %(attempt_token)s
+RETURNING {lease_expires_at} AS lease_expires_at
 
 -- name: complete
 -- the lease design's completion, fenced by the attempt token
 UPDATE {table}
-SET status = 'done',
-    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
-    lease_expires_at = NULL, attempt_token = NULL,
-    finished_at = now(), updated_at = now()
-WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
-RETURNING id
+SET {status} = {done},
+    {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL, {attempt_token} = NULL,
+    {finished_at} = now(), {updated_at} = now()
+WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
+  AND {attempt_token} = %(attempt_token)s
+RETURNING {id} AS id
 
 -- name: worker_fail
 -- a worker gives up its attempt: retry later while attempts remain, else failed
 UPDATE {table}
-SET status = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END,
-    available_at = CASE WHEN attempts < max_attempts
-                        THEN now() + %(retry_delay)s::interval ELSE available_at END,
-    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
-    last_error = %(error)s,
-    reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
-    lease_expires_at = NULL, attempt_token = NULL,
-    updated_at = now()
-WHERE id = %(id)s AND status = 'processing' AND attempt_token = %(attempt_token)s
-RETURNING status
+SET {status} = CASE WHEN {attempts} < {max_attempts} THEN {queued} ELSE {failed} END,
+    {available_at} = CASE WHEN {attempts} < {max_attempts}
+                          THEN now() + %(retry_delay)s::interval ELSE {available_at} END,
+    {finished_at} = CASE WHEN {attempts} < {max_attempts} THEN NULL ELSE now() END,
+    {last_error} = %(error)s,
+    {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL, {attempt_token} = NULL,
+    {updated_at} = now()
+WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
+  AND {attempt_token} = %(attempt_token)s
+RETURNING {status}::text AS status, {status} = {queued} AS retried
 
 -- name: job_outcome
 -- after an unacknowledged completion: is the job done with no later claim?
-SELECT status, attempts FROM {table} WHERE id = %(id)s
+SELECT {status} = {done} AS done, {attempts} AS attempts FROM {table}
+WHERE {id} = %(id)s::text::{id_type}
+
+-- name: job_ids
+-- job ids as typed (text), converted to the id column's type by the database, in their order
+SELECT i.id FROM unnest(%(ids)s::text[]::{id_type}[]) WITH ORDINALITY AS i(id, n) ORDER BY i.n
 
 -- name: now
 -- the database's time (the transaction's start), which every age is measured against
@@ -392,9 +416,10 @@ SELECT EXISTS (SELECT FROM {table}) AS e
 
 -- name: lease_consistency
 -- processing rows reclaim can never see (no lease or no token), and token/status mismatches
-SELECT count(*) FILTER (WHERE status = 'processing'
-                          AND (lease_expires_at IS NULL OR attempt_token IS NULL)) AS invisible,
-       count(*) FILTER (WHERE (status = 'processing') <> (attempt_token IS NOT NULL))
+SELECT count(*) FILTER (WHERE {status} = {processing}
+                          AND ({lease_expires_at} IS NULL OR {attempt_token} IS NULL))
+           AS invisible,
+       count(*) FILTER (WHERE ({status} = {processing}) <> ({attempt_token} IS NOT NULL))
            AS inconsistent
 FROM {table}
 

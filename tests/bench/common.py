@@ -112,8 +112,8 @@ def build_table(
 def literal_sql(dsn: str, name: str, table: str, params: dict) -> str:
     """A jobctl statement with its parameters inlined, for psql and the bare script."""
     with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as conn:
-        ident = db.resolve_table(conn, table).ident
-        return psycopg.ClientCursor(conn).mogrify(queries.query(name, ident), params)
+        fragments = db.resolve_table(conn, table).fragments
+        return psycopg.ClientCursor(conn).mogrify(queries.query(name, **fragments), params)
 
 
 def timed(command: Sequence[str], *, env: dict[str, str] | None = None) -> float:

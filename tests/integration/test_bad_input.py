@@ -22,10 +22,12 @@ def assert_one_line(result, code: int, *needles: str) -> None:
 
 
 BAD_INPUT = [
-    (["show", "abc"], 2, "Invalid value for 'ID'"),
+    (["show", "abc"], 2, "job id 'abc' is not a valid bigint (the type of the id column id)"),
     (["show", "-5"], 2, ""),
-    (["show", "99999999999999999999"], 2, ""),
-    (["history", "1e3"], 2, "Invalid value for 'ID'"),
+    (["show", "99999999999999999999"], 2, "not a valid bigint"),
+    (["reclaim", "--id", "12x"], 2, "job id '12x' is not a valid bigint"),
+    (["requeue", "1", "abc", "--yes"], 2, "job id 'abc' is not a valid bigint"),
+    (["history", "1e3"], 2, "not a valid bigint"),
     (["stuck", "-o", "yaml"], 2, "yaml"),
     (["stuck", "--format", "nope"], 2, "not a tabulate format"),
     (["stuck", "--policy", "sometimes"], 2, "auto or manual"),
@@ -52,8 +54,8 @@ BAD_INPUT = [
     (["reclaim", "--commit"], 2, "pass --yes"),
     (["schema", "apply"], 2, "pass --yes"),
     (["nosuchcommand"], 2, "nosuchcommand"),
-    (["explain", "abc"], 2, "Invalid value for 'ID'"),
-    (["policy", "abc", "--yes"], 2, "Invalid value"),
+    (["explain", "abc"], 2, "not a valid bigint"),
+    (["policy", "abc", "--yes"], 2, "not a valid bigint"),
     (["policy", "424242", "--yes"], 1, ""),
     (["quarantine", "--min-reclaims", "0"], 2, ""),
     (["policy", "1", "--manual"], 2, "pass --yes"),

@@ -9,9 +9,9 @@ from importlib import resources
 import psycopg
 import pytest
 from helpers import add_jobs, claim_all, grant_roles
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
-from jobctl import history, lease, queries
+from jobctl import db, history, lease, queries
 
 OPERATOR_ACTIONS = ("reclaimed", "requeued", "manually_failed", "quarantined", "policy_changed")
 
@@ -104,13 +104,13 @@ def test_routine_statements_never_call_the_trigger(conn, dsn):
     """Late mode: a claim and on-time heartbeats run no plpgsql; a late heartbeat and the
     completion do, once each (counted by the server, in the worker's own transaction)."""
     add_jobs(conn, 1)
-    jobs = sql.Identifier("jobs")
+    jobs = db.resolve_table(conn, "jobs").fragments
     with psycopg.connect(dsn) as c:  # one transaction: now() stands still, heartbeats on time
         c.execute("SET LOCAL track_functions = 'pl'")
         params = {"worker": "w1", "lease": "60 s", "attempt_token": uuid.uuid4()}
-        (job_id, *_) = c.execute(queries.query("claim", jobs), params).fetchone()
+        (job_id, *_) = c.execute(queries.query("claim", **jobs), params).fetchone()
         for _ in range(3):
-            assert c.execute(queries.query("heartbeat", jobs), params | {"id": job_id}).rowcount
+            assert c.execute(queries.query("heartbeat", **jobs), params | {"id": job_id}).rowcount
 
         def calls() -> int:
             row = c.execute(
@@ -125,7 +125,7 @@ def test_routine_statements_never_call_the_trigger(conn, dsn):
             "lease_expires_at = heartbeat_at + interval '100 s'"
         )
         assert calls() == 1
-        assert c.execute(queries.query("complete", jobs), params | {"id": job_id}).rowcount
+        assert c.execute(queries.query("complete", **jobs), params | {"id": job_id}).rowcount
         assert calls() == 2
     (attempt,) = conn.execute("SELECT * FROM jobctl.attempts").fetchall()
     assert attempt["heartbeats"] == 1 and attempt["heartbeat_stats"] == "late"

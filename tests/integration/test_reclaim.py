@@ -87,7 +87,9 @@ def test_completion_blocked_behind_reclaim(conn, dsn, reclaim_commits):
     (job,) = claim_all(dsn, 1)
     table = db.resolve_table(conn, "jobs")
     reclaimer = psycopg.connect(dsn)  # holds its transaction open: the reclaim is uncommitted
-    reclaimer.execute(queries.query("reclaim_batch", table.ident), {**ALL.params(), "limit": 50})
+    reclaimer.execute(
+        queries.query("reclaim_batch", **table.fragments), {**ALL.params(), "limit": 50}
+    )
     outcome: dict[str, str] = {}
 
     def complete() -> None:
@@ -118,7 +120,7 @@ def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
     worker = psycopg.connect(dsn)
     table = db.resolve_table(conn, "jobs")
     worker.execute(
-        queries.query("complete", table.ident),
+        queries.query("complete", **table.fragments),
         {"id": first.id, "attempt_token": first.attempt_token},
     )
     s = core(dsn)

@@ -7,9 +7,21 @@ import re
 import pytest
 from psycopg import sql
 
-from jobctl import queries
+from jobctl import db, queries
+from jobctl.mapping import TableMapping
 
 TABLE = sql.Identifier("queue", "Work Items")
+# a table with its own names: every design column and status placeholder must be resolved
+SPELLING = db.spelling(
+    TABLE,
+    TableMapping.parse(
+        columns=["status=state", "id=job_id", "reserved_by=locked_by"],
+        statuses=["queued=pending", "processing=running", "done=completed"],
+        park_status="manual_review",
+    ),
+    ("pg_catalog", "uuid"),
+    ("public", "job_state"),
+)
 
 
 def test_blocks_are_found_and_not_empty():
@@ -44,15 +56,32 @@ FRAGMENTS = {
 
 @pytest.mark.parametrize("name", sorted(queries.blocks()))
 def test_every_block_composes_for_any_table(name):
-    text = queries.query(name, TABLE, **FRAGMENTS).as_string(None)
+    text = queries.query(name, **SPELLING, **FRAGMENTS).as_string(None)
     assert "{" not in text.replace("'{", "")  # every include resolved
     if "{table}" in queries.blocks()[name]:
         assert '"queue"."Work Items"' in text
 
 
+def test_no_block_is_named_like_a_placeholder_of_the_table():
+    """A block named "status" would be shadowed by the table's status column."""
+    assert not set(queries.blocks()) & set(SPELLING)
+
+
+@pytest.mark.parametrize("name", ["reclaim_batch", "manual_requeue", "claim", "worker_fail"])
+def test_the_table_is_spoken_to_in_its_own_terms(name):
+    text = queries.query(name, **SPELLING).as_string(None)
+    assert '"state"' in text and '"job_id"' in text
+    assert not re.search(r'\bj\.(status|id|reserved_by)\b|"status"|"reserved_by"', text)
+    assert "'queued'" not in text and "'processing'" not in text
+    assert '\'pending\'::"public"."job_state"' in text  # every one of them writes queued
+    if name == "reclaim_batch":  # what reclaim would fail goes to the park status, typed
+        assert '\'manual_review\'::"public"."job_state"' in text
+        assert '\'running\'::"public"."job_state"' in text
+
+
 def test_an_include_is_the_included_block():
-    stuck = queries.query("stuck", TABLE).as_string(None)
-    assert queries.query("expired_filter", TABLE).as_string(None) in stuck
+    stuck = queries.query("stuck", **SPELLING).as_string(None)
+    assert queries.query("expired_filter", **SPELLING).as_string(None) in stuck
 
 
 def test_each_decision_is_written_once():
