@@ -13,6 +13,7 @@ import typer
 
 from jobctl import db, errors, output, terminal, views
 from jobctl import options as opt
+from jobctl.mapping import TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -50,13 +51,41 @@ def schema_apply(
     no_worker_history: Annotated[
         bool, typer.Option("--no-worker-history", help="Same as --history audit.")
     ] = False,
+    columns: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column",
+            metavar="DESIGN=ACTUAL",
+            help="The table's own name for one of the lease design's columns, e.g. "
+            "status=state (repeatable). Recorded in the database for every command.",
+        ),
+    ] = None,
+    statuses: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            metavar="DESIGN=ACTUAL",
+            help="The table's own value for queued, processing, done or failed, e.g. "
+            "processing=running (repeatable).",
+        ),
+    ] = None,
+    park_status: Annotated[
+        str | None,
+        typer.Option(
+            metavar="VALUE",
+            help="Where reclaim sends what it would fail (manual policy, out of attempts), "
+            "e.g. manual_review. Default: failed.",
+        ),
+    ] = None,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
 
     Idempotent: only what is missing is done, and the history is migrated in place. The
     index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
-    takes short tries until there is a gap, saying whom it waits for.
+    takes short tries until there is a gap, saying whom it waits for. --column, --status
+    and --park-status (all of them together: the table's whole mapping) replace the
+    recorded names; without them the recorded ones are kept.
     Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl import history, schema
@@ -67,9 +96,16 @@ def schema_apply(
         history_mode = "audit"
     if history_mode is not None and history_mode not in history.MODES:
         raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
+    mapping = None
+    if columns or statuses or park_status is not None:
+        mapping = TableMapping.parse(
+            columns=columns or (), statuses=statuses or (), park_status=park_status
+        )
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
-        steps = schema.plan_apply(conn, settings.table, create=create, history_mode=history_mode)
+        steps = schema.plan_apply(
+            conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
+        )
         _print_or_apply(
             conn,
             settings,

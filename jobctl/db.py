@@ -248,9 +248,12 @@ def connected(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
             yield conn
 
 
-def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
+def resolve_table(
+    conn: psycopg.Connection[Any], name: str, mapping: TableMapping | None = None
+) -> JobsTable:
     """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
-    mapping schema apply recorded for it and the types of its id and status columns."""
+    mapping schema apply recorded for it (or ``mapping``, one about to be recorded) and the
+    types of its id and status columns."""
     from psycopg import sql
     from psycopg.rows import dict_row
 
@@ -260,13 +263,8 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
     row = cursor.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
-    mapping = TableMapping()
-    if row["has_mappings"]:
-        recorded = cursor.execute(
-            queries.query("table_mapping"), {"job_table": row["qualified"]}
-        ).fetchone()
-        if recorded is not None:
-            mapping = TableMapping.from_json(recorded["mapping"])
+    if mapping is None:
+        mapping = recorded_mapping(conn, row)
     id_name, status_name = mapping.column("id"), mapping.column("status")
     types = {
         r["name"]: r
@@ -289,6 +287,21 @@ def resolve_table(conn: psycopg.Connection[Any], name: str) -> JobsTable:
         bool(id_row["is_integer"]) if id_row else True,
         id_row["type_display"] if id_row else "bigint",
     )
+
+
+def recorded_mapping(conn: psycopg.Connection[Any], table: dict[str, Any]) -> TableMapping:
+    """The mapping schema apply recorded for ``table`` (a ``table_identity`` row), or the
+    lease design's own names when there is none."""
+    from psycopg.rows import dict_row
+
+    if not table["has_mappings"]:
+        return TableMapping()
+    recorded = (
+        conn.cursor(row_factory=dict_row)
+        .execute(queries.query("table_mapping"), {"job_table": table["qualified"]})
+        .fetchone()
+    )
+    return TableMapping() if recorded is None else TableMapping.from_json(recorded["mapping"])
 
 
 @contextlib.contextmanager

@@ -233,6 +233,11 @@ def refusal(
     if expect_token is not None and seen["attempt_token"] != expect_token:
         return "conflict", f"attempt token is {seen['attempt_token']}, not {expect_token}"
     role = mapping.role(seen["status"])
+    if role is None:
+        return "refused", (
+            f"status {seen['status']!r} is the application's own, not one of the lease "
+            "design's: jobctl leaves the job alone"
+        )
     if role == "done":
         return "refused", "job is done"
     if action == "requeue" and role == "queued":

@@ -72,7 +72,7 @@ def openmetrics(figures: Row, table: str) -> str:
         (
             "jobctl_manual_review_jobs",
             "gauge",
-            "Manual-policy jobs parked as failed by reclaim, awaiting a human.",
+            "Manual-policy jobs reclaim parked (failed, or the park status), awaiting a human.",
             [(t, figures["awaiting"])],
         ),
     ]

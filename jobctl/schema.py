@@ -62,11 +62,15 @@ def plan_apply(
     *,
     create: bool,
     history_mode: str | None = None,
+    mapping: TableMapping | None = None,
 ) -> list[Step]:
     """The steps that bring the table and the history up to date (only what is missing).
 
-    ``history_mode`` (late, exact, audit; see jobctl.history) None keeps the installed one."""
+    ``history_mode`` (late, exact, audit; see jobctl.history) None keeps the installed one.
+    ``mapping`` (the table's own names, --column/--status/--park-status) replaces the recorded
+    one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
     steps: list[Step] = []
+    recorded: TableMapping | None = None
     exists = conn.execute(queries.query("table_identity"), {"name": table_name}).fetchone()
     if exists is None:
         if not create:
@@ -84,17 +88,42 @@ def plan_apply(
             )
         )
         relname, has_rows, indexes = parts[-1], False, {}
+        if mapping is not None and mapping != TableMapping():
+            raise errors.UsageError(
+                "--create makes a table with the lease design's own names: no --column, "
+                "--status or --park-status with it"
+            )
+        mapping = TableMapping()
+        fragments = db.spelling(ident, mapping)
         columns: set[str] = set()
         constraints: dict[str, bool] = {}
         oid = None
         schema_name = parts[0] if len(parts) > 1 else "public"
         locked = table_name
     else:
-        table = db.resolve_table(conn, table_name)
+        recorded = db.resolve_table(conn, table_name).mapping
+        mapping = recorded if mapping is None else mapping
+        table = db.resolve_table(conn, table_name, mapping)
         found = shape.inspect(conn, table.qualified)
-        why = shape.refusal(found, TableMapping()) or shape.not_yet_served(found, TableMapping())
+        why = shape.refusal(found, mapping) or shape.not_yet_served(found, mapping)
         if why is not None:
             raise errors.Refused(why)
+        missing = [d for d in BASE_COLUMNS if found.column(mapping, d) is None]
+        if missing:
+            raise errors.Refused(
+                f"{table.qualified} has no column for the lease design's "
+                + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
+                + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
+            )
+        refused = shape.rejected_statuses(conn, found, mapping)
+        if refused:
+            value, reason = refused[0]
+            raise errors.Refused(
+                f"{table.qualified}: the status column would refuse {value!r}, a value jobctl "
+                f"writes ({reason}); map the statuses to the table's own with --status "
+                "DESIGN=ACTUAL (and --park-status); nothing done"
+            )
+        fragments = table.fragments
         ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
         has_rows = _one(conn, queries.query("table_has_rows", ident))["e"]
@@ -104,9 +133,14 @@ def plan_apply(
         }
         indexes = reclaim_indexes(conn, table.oid)
 
-    if not set(LEASE_COLUMNS) <= columns:  # ALTER TABLE locks even when there is nothing to add
+    lease_columns = {mapping.column(c) for c in LEASE_COLUMNS}
+    if not lease_columns <= columns:  # ALTER TABLE locks even when there is nothing to add
         steps.append(
-            Step("add the lease columns", queries.query("add_lease_columns", ident), locks=locked)
+            Step(
+                "add the lease columns",
+                queries.query("add_lease_columns", **fragments),
+                locks=locked,
+            )
         )
     for suffix in CHECKS:
         name = f"{relname}_{suffix}"[:63]
@@ -118,7 +152,7 @@ def plan_apply(
                         "add_check",
                         ident,
                         constraint=sql.Identifier(name),
-                        check=queries.query(suffix),
+                        check=queries.query(suffix, **fragments),
                     ),
                     locks=locked,
                 )
@@ -159,6 +193,17 @@ def plan_apply(
         Step(what, statement, locks=locked)
         for what, statement in history.plan(conn, ident, oid, history_mode)
     )
+    if recorded is not None and mapping != recorded:  # (a table being created has the design's)
+        steps.append(
+            Step(
+                "record the table's names: " + "; ".join(mapping.describe()),
+                queries.query(
+                    "record_table_mapping",
+                    job_table=sql.Literal(locked),
+                    mapping=sql.Literal(mapping.to_json()),
+                ),
+            )
+        )
     return steps
 
 
@@ -467,9 +512,13 @@ def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
 def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
-    results = [Check("table exists", True, table.qualified)]
+    names = table.mapping
+    results = [
+        Check("table exists", True, table.qualified),
+        Check("the table's names", True, "; ".join(names.describe())),
+    ]
     columns = {r["name"]: r["type"] for r in _rows(conn, "table_columns", table.oid)}
-    missing = [c for c in BASE_COLUMNS if c not in columns]
+    missing = [f"{c} ({names.column(c)})" for c in BASE_COLUMNS if names.column(c) not in columns]
     results.append(
         Check(
             "queue columns",
@@ -478,9 +527,9 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
         )
     )
     wrong = [
-        f"{c} ({columns.get(c, 'missing')}, want {t})"
+        f"{names.column(c)} ({columns.get(names.column(c), 'missing')}, want {t})"
         for c, t in LEASE_COLUMNS.items()
-        if columns.get(c) != t
+        if columns.get(names.column(c)) != t
     ]
     results.append(
         Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
@@ -491,7 +540,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
         if r["kind"] == "c" and r["convalidated"]
     ]
     for column in ("recovery_policy", "reclaim_count"):
-        found = any(column in d for d in check_defs)
+        found = any(names.column(column) in d for d in check_defs)
         results.append(
             Check(
                 f"check constraint on {column}",
@@ -515,6 +564,16 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
         )
     )
     results.append(history_check(conn, table.oid))
+    if names.column("status") in columns:
+        rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
+        results.append(
+            Check(
+                "status values jobctl writes",
+                not rejected,
+                "; ".join(f"{v!r}: {why}" for v, why in rejected)
+                or "accepted: " + ", ".join(names.written_statuses()),
+            )
+        )
     if not wrong:
         counts = _one(conn, queries.query("lease_consistency", **table.fragments))
         results.append(

@@ -139,19 +139,19 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
 def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
     """What this version of jobctl cannot serve yet, though the lease design could: refused
     before anything changes, because installing it would break the workers' statements
-    (the history stores integer ids; reclaim writes text statuses; a partitioned table's
+    (the history stores integer ids and speaks the design's names; a partitioned table's
     index is not built per partition yet). None when the table is served."""
-    identifier, status = shape.column(mapping, "id"), shape.column(mapping, "status")
+    identifier = shape.column(mapping, "id")
     if identifier is not None and identifier.type not in INTEGER_TYPES:
         return (
             f"{shape.qualified}: ids of type {identifier.type} are not served by this version "
             "of jobctl yet (its history stores integer ids: installing it would make the "
             "workers' statements fail); nothing done"
         )
-    if status is not None and not status.type.startswith(TEXT_TYPES):
+    if mapping.columns or mapping.statuses:
         return (
-            f"{shape.qualified}: a status of type {status.type} ({status.kind}) is not served "
-            "by this version of jobctl yet (reclaim writes text statuses); nothing done"
+            f"{shape.qualified}: the table's own names are not served by this version of "
+            "jobctl yet (its history trigger speaks the lease design's); nothing done"
         )
     if shape.partitioned:
         return (

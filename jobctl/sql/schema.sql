@@ -25,19 +25,19 @@ CREATE INDEX IF NOT EXISTS {queued_index} ON {table} (available_at, id) WHERE st
 -- name: add_lease_columns
 -- the lease design's five columns (defaults are constants: no table rewrite)
 ALTER TABLE {table}
-    ADD COLUMN IF NOT EXISTS attempt_token uuid,
-    ADD COLUMN IF NOT EXISTS lease_expires_at timestamptz,
-    ADD COLUMN IF NOT EXISTS heartbeat_at timestamptz,
-    ADD COLUMN IF NOT EXISTS recovery_policy text NOT NULL DEFAULT 'auto',
-    ADD COLUMN IF NOT EXISTS reclaim_count integer NOT NULL DEFAULT 0
+    ADD COLUMN IF NOT EXISTS {attempt_token} uuid,
+    ADD COLUMN IF NOT EXISTS {lease_expires_at} timestamptz,
+    ADD COLUMN IF NOT EXISTS {heartbeat_at} timestamptz,
+    ADD COLUMN IF NOT EXISTS {recovery_policy} text NOT NULL DEFAULT 'auto',
+    ADD COLUMN IF NOT EXISTS {reclaim_count} integer NOT NULL DEFAULT 0
 
 -- name: recovery_policy_check
 -- the check on recovery_policy
-recovery_policy IN ('auto', 'manual')
+{recovery_policy} IN ('auto', 'manual')
 
 -- name: reclaim_count_check
 -- the check on reclaim_count
-reclaim_count >= 0
+{reclaim_count} >= 0
 
 -- name: add_check
 -- a check constraint, NOT VALID: a catalog change under the lock, no scan
@@ -121,3 +121,10 @@ CREATE DATABASE {database}
 -- name: add_column
 -- one column of add_columns
 ADD COLUMN {column} {type}
+
+-- name: record_table_mapping
+-- the table's own names for the lease design's, recorded for everyone on call (schema apply
+-- --column/--status/--park-status); every command and the worker API read them from here
+INSERT INTO jobctl.tables (job_table, mapping) VALUES ({job_table}, {mapping}::jsonb)
+ON CONFLICT (job_table) DO UPDATE
+SET mapping = EXCLUDED.mapping, updated_at = now(), updated_by = session_user

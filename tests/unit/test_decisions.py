@@ -74,3 +74,28 @@ def test_expect_token_mismatch_is_a_conflict_before_anything_else():
 def test_policy_eligibility(status, policy, wanted, outcome):
     seen = job(status, recovery_policy=policy)
     assert manual.policy_refusal(seen, wanted)[0] == outcome
+
+
+OWN = manual.TableMapping.parse(
+    statuses=["queued=pending", "processing=running", "done=completed"],
+    park_status="manual_review",
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "action", "outcome"),
+    [
+        ("pending", "requeue", "refused"),  # the table's queued
+        ("completed", "fail", "refused"),  # its done
+        ("failed", "fail", "refused"),
+        ("manual_review", "requeue", None),  # parked: taken like a failed job
+        ("manual_review", "fail", None),  # and failing it moves it to failed
+        ("queued", "requeue", "refused"),  # a status of the application's own: left alone
+    ],
+)
+def test_eligibility_speaks_the_tables_statuses(status, action, outcome):
+    seen = job(status)
+    assert manual.refusal(seen, action, force=False, expect_token=None, mapping=OWN)[0] == outcome
+    assert (manual.policy_refusal(seen, "auto", mapping=OWN)[0] == "refused") == (
+        status == "completed"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobctl import errors, mapping
+from jobctl.mapping import TableMapping
 
 OWN_NAMES = mapping.TableMapping.parse(
     columns=["status=state", "reserved_by=locked_by", "available_at=scheduled_at"],
@@ -68,3 +69,31 @@ def test_ambiguous_mappings_are_refused(columns, statuses, park, message):
 def test_parking_in_failed_is_the_default_and_may_be_said():
     assert mapping.TableMapping.parse(park_status="failed").parked == "failed"
     assert mapping.TableMapping.parse(park_status="failed").written_statuses()[-1] == "failed"
+
+
+def test_each_status_value_plays_its_part():
+    m = TableMapping.parse(
+        statuses=["queued=pending", "processing=running"], park_status="manual_review"
+    )
+    assert [m.role(v) for v in ("pending", "running", "done", "failed", "manual_review")] == [
+        "queued",
+        "processing",
+        "done",
+        "failed",
+        "parked",
+    ]
+    assert m.role("queued") is None and m.role("archived") is None and m.role(None) is None
+
+
+def test_a_row_keeps_the_designs_names_as_keys():
+    from jobctl.triage import design_names
+
+    m = TableMapping.parse(columns=["status=state", "reserved_by=locked_by"])
+    row = {"id": 1, "state": "running", "locked_by": "w1", "status": "legacy", "payload": {}}
+    assert design_names(row, m) == {
+        "id": 1,
+        "status": "running",
+        "reserved_by": "w1",
+        "payload": {},
+    }
+    assert design_names(row, TableMapping()) == row

@@ -34,6 +34,8 @@ def test_blocks_are_found_and_not_empty():
 # what callers supply to the DDL blocks: identifiers and keywords, never values
 FRAGMENTS = {
     "queued_index": sql.Identifier("idx_q"),
+    "job_table": sql.Literal("queue.jobs"),
+    "mapping": sql.Literal("{}"),
     "constraint": sql.Identifier("c"),
     "index": sql.Identifier("idx"),
     "concurrently": sql.SQL("CONCURRENTLY"),

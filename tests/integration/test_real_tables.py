@@ -1,0 +1,122 @@
+"""The whole flow on the tables people have (tests/shapes.py): apply with the table's own
+mapping, check, real workers with the history on, stuck, reclaim (dry run = commit), the stale
+worker fenced out, show/history/explain, requeue, fail, summary, metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psycopg
+import pytest
+from psycopg import rows
+from shapes import SERVED
+
+from jobctl import lease
+
+LEASE_S = 0.4
+
+
+def made(dsn: str, ddl: str) -> psycopg.Connection:
+    conn = psycopg.connect(dsn, autocommit=True, row_factory=rows.dict_row)
+    conn.execute(ddl)
+    return conn
+
+
+def as_json(result) -> object:
+    assert result.code == 0, (result.code, result.err)
+    return json.loads(result.out)
+
+
+def natural(s, value: object) -> object:
+    """An id as JSON gives it: a number for integer ids, a string for any other."""
+    return int(str(value)) if s.id_kind == "bigint" else str(value)
+
+
+@pytest.mark.parametrize("s", SERVED, ids=[s.name for s in SERVED])
+def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
+    def jobctl(*args: str):
+        return run("--table", s.table, *args, dsn=empty_dsn)
+
+    with made(empty_dsn, s.ddl) as conn:
+        for _ in range(6):
+            conn.execute(s.new_job)
+
+        applied = jobctl("schema", "apply", "--yes", *s.mapping_args())
+        assert applied.code == 0, applied.err
+        checked = jobctl("schema", "check", "-o", "json")
+        checks = {c["check"]: c for c in as_json(checked)}
+        assert checked.code == 0, [c for c in checks.values() if not c["ok"]]
+        if s.columns:
+            assert f"status = {s.status_column}" in checks["the table's names"]["detail"]
+
+        # the workers, with the history on: the worker API reads the recorded mapping
+        with psycopg.connect(empty_dsn, autocommit=True) as wconn:
+            worker = lease.Worker(wconn, "w1", table=s.table, lease_seconds=LEASE_S)
+            claims = [worker.claim() for _ in range(5)]
+            assert all(claims)
+            first, stale, *expiring = claims
+            worker.heartbeat(first)
+            worker.complete(first)
+            retry_status = worker.fail(expiring[-1], "boom", retry_delay=0)
+            assert retry_status == s.queued  # attempts left: queued again, in the table's terms
+            expiring[-1] = worker.claim()
+            assert expiring[-1] is not None
+        manual = expiring[0]
+        assert jobctl("policy", str(manual.id), "--manual", "--yes").code == 0
+        time.sleep(LEASE_S + 0.2)  # the rest of the leases run out
+
+        stuck = as_json(jobctl("stuck", "-o", "json"))
+        expired = {natural(s, c.id) for c in [stale, *expiring]}
+        assert {r["id"] for r in stuck} == expired  # natural JSON ids
+        assert {r["status"] for r in stuck} == {s.processing}
+
+        dry = as_json(jobctl("reclaim", "-o", "json"))
+        done = as_json(jobctl("reclaim", "--commit", "--yes", "-o", "json"))
+        decided = sorted((r["id"], r["action"]) for r in dry)
+        assert decided == sorted((r["id"], r["action"]) for r in done)
+        assert all(r["applied"] for r in done)
+        assert ("fail" in {a for _, a in decided}) and ("requeue" in {a for _, a in decided})
+
+        parked = s.park_status or s.failed
+        status_of = {
+            str(r["id"]): r["status"]
+            for r in conn.execute(
+                f"SELECT id, {s.status_column}::text AS status FROM {s.table}"
+            ).fetchall()
+        }
+        assert status_of[str(manual.id)] == parked
+        assert status_of[str(first.id)] == s.done
+        assert status_of[str(stale.id)] == s.queued
+
+        # the stale worker comes back: fenced out by the token
+        with psycopg.connect(empty_dsn, autocommit=True) as wconn:
+            zombie = lease.Worker(wconn, "w1", table=s.table, lease_seconds=LEASE_S)
+            with pytest.raises(lease.LeaseLost):
+                zombie.heartbeat(stale)
+            with pytest.raises(lease.LeaseLost):
+                zombie.complete(stale)
+
+        shown = as_json(jobctl("show", str(manual.id), "-o", "json"))
+        assert shown["id"] == natural(s, manual.id) and shown["status"] == parked
+        story = as_json(jobctl("history", str(manual.id), "-o", "json"))
+        assert "reclaimed" in [e["event"] for e in story["events"]]
+        assert jobctl("explain", str(manual.id)).code == 0
+
+        summary = as_json(jobctl("summary", "-o", "json"))
+        assert summary["status"][parked] >= 1 and summary["status"][s.done] == 1
+        metrics = jobctl("metrics")
+        assert metrics.code == 0, metrics.err
+        (gauge,) = [
+            m for m in metrics.out.splitlines() if m.startswith("jobctl_manual_review_jobs{")
+        ]
+        assert gauge.endswith(" 1"), gauge
+
+        requeued = as_json(jobctl("requeue", str(manual.id), "--yes", "-o", "json"))
+        assert requeued[0]["outcome"] == "requeued", requeued
+        failed = as_json(jobctl("fail", str(stale.id), "--reason", "bad", "--yes", "-o", "json"))
+        assert failed[0]["outcome"] == "failed", failed
+        assert jobctl("fail", str(stale.id), "--reason", "again", "--yes").code == 2  # refused
+
+        # the application's own insert still works, and so does a new worker's claim
+        assert conn.execute(s.new_job).fetchone() is not None
