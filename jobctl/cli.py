@@ -256,7 +256,7 @@ def explain(
     from jobctl import story, triage
 
     with _session(ctx) as s, s.transaction(read_only=True):
-        result = story.explain(triage.history(s, job_id))
+        result = story.explain(triage.history(s, job_id), parked=s.table.mapping.parked)
     if out is output.Output.table and fmt is None:
         print("\n".join(output.cell(line) for line in result["story"]))
         return

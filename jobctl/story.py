@@ -33,8 +33,10 @@ def attempt_facts(attempt: Mapping[str, Any]) -> Row:
     return {**attempt, "typical_heartbeat_gap_s": typical, "lease_too_short": warning}
 
 
-def explain(history: History) -> Row:
-    """The story of a job from ``triage.history``: sentences plus the facts behind them."""
+def explain(history: History, parked: str = "failed") -> Row:
+    """The story of a job from ``triage.history``: sentences plus the facts behind them.
+
+    ``parked``: the status reclaim parks jobs in (the table's own, see --park-status)."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     story = [
@@ -45,10 +47,16 @@ def explain(history: History) -> Row:
     by_token = {a["attempt_token"]: a for a in attempts}
     for event in events:
         story.extend(_sentences(event, by_token.get(event["attempt_token"])))
-    if job["status"] == "processing" and job.get("lease_state") == "expired":
+    if job.get("lease_state") == "expired":  # (only a processing job has a lease)
         story.append(
             f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
             "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
+        )
+    reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
+    if job["status"] == parked and job["recovery_policy"] == "manual" and reclaimed_last:
+        story.append(
+            f"It is parked in {parked}, awaiting a human: jobctl requeue {job['id']} runs it "
+            f"again, jobctl fail {job['id']} --reason ... gives it up."
         )
     warnings = [a for a in attempts if a["lease_too_short"]]
     for a in warnings:

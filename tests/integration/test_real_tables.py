@@ -9,8 +9,10 @@ import time
 
 import psycopg
 import pytest
-from psycopg import rows
-from shapes import SERVED
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from psycopg import rows, sql
+from shapes import BIGINT_ENUM, SERVED, UUID_TEXT_CHECK
 
 from jobctl import lease
 
@@ -120,3 +122,86 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
 
         # the application's own insert still works, and so does a new worker's claim
         assert conn.execute(s.new_job).fetchone() is not None
+
+
+# ---------------------------------------------------------------- the dry run is the commit
+PROPERTY_SHAPES = [s for s in SERVED if s.name in {UUID_TEXT_CHECK.name, BIGINT_ENUM.name}]
+job_specs = st.lists(
+    st.tuples(
+        st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
+        st.sampled_from(["auto", "manual"]),
+        st.integers(0, 4),  # attempts
+        st.integers(1, 4),  # max_attempts
+        st.integers(-100, 100),  # lease offset in seconds (negative: expired)
+    ),
+    max_size=30,
+)
+
+
+@pytest.mark.parametrize("s", PROPERTY_SHAPES, ids=[s.name for s in PROPERTY_SHAPES])
+def test_dry_run_predicts_commit_on_each_shape(empty_dsn, run, s):
+    with made(empty_dsn, s.ddl) as conn:
+        assert (
+            run(
+                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
+            ).code
+            == 0
+        )
+        names = dict(c.split("=") for c in s.columns)
+
+        def col(design: str) -> sql.Identifier:
+            return sql.Identifier(names.get(design, design))
+
+        insert = sql.SQL(
+            "INSERT INTO {t} ({status}, {policy}, {attempts}, {max_attempts}, {token}, {lease},"
+            " {worker}) VALUES (%s::text::{status_type}, %s, %s, %s, CASE WHEN %s THEN "
+            "gen_random_uuid() END, CASE WHEN %s THEN now() + %s * interval '1s' END, 'w')"
+        ).format(
+            t=sql.Identifier(*s.table.split(".")),
+            status=col("status"),
+            policy=col("recovery_policy"),
+            attempts=col("attempts"),
+            max_attempts=col("max_attempts"),
+            token=col("attempt_token"),
+            lease=col("lease_expires_at"),
+            worker=col("reserved_by"),
+            status_type=sql.SQL(
+                conn.execute(
+                    "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute "
+                    "WHERE attrelid = %s::regclass AND attname = %s",
+                    (s.table, names.get("status", "status")),
+                ).fetchone()["t"]
+            ),
+        )
+        value = {"queued": s.queued, "processing": s.processing, "done": s.done, "failed": s.failed}
+
+        @settings(max_examples=15, deadline=None)
+        @given(specs=job_specs, batch_size=st.integers(1, 7))
+        def dry_run_is_commit(specs, batch_size):
+            conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(*s.table.split("."))))
+            for status, policy, attempts, max_attempts, offset in specs:
+                busy = status == "processing"
+                conn.execute(
+                    insert, (value[status], policy, attempts, max_attempts, busy, busy, offset)
+                )
+            dry = as_json(run("--table", s.table, "reclaim", "-o", "json", dsn=empty_dsn))
+            done = as_json(
+                run(
+                    "--table",
+                    s.table,
+                    "reclaim",
+                    "--commit",
+                    "--yes",
+                    "--batch-size",
+                    str(batch_size),
+                    "-o",
+                    "json",
+                    dsn=empty_dsn,
+                )
+            )
+            assert sorted((r["id"], r["action"]) for r in dry) == sorted(
+                (r["id"], r["action"]) for r in done
+            )
+            assert all(r["applied"] for r in done)
+
+        dry_run_is_commit()

@@ -102,3 +102,18 @@ def test_an_expired_lease_not_yet_reclaimed_says_what_to_run():
     }
     result = story.explain({"job": job, "attempts": [], "events": []})
     assert "jobctl reclaim --dry-run" in result["story"][-1]
+
+
+def test_a_job_reclaim_parked_says_it_awaits_a_human():
+    parked = {**HISTORY["job"], "status": "manual_review", "lease_state": "none"}
+    events = [
+        event("claimed", 0, FIRST, "pending", "running", worker="w1"),
+        event("reclaimed", 90, FIRST, "running", "manual_review", actor="reclaimer@host"),
+    ]
+    told = story.explain({"job": parked, "attempts": [], "events": events}, parked="manual_review")
+    assert told["story"][-1].startswith("It is parked in manual_review, awaiting a human")
+    assert "jobctl requeue 42" in told["story"][-1]
+    # the same job under the default park status (failed): no such sentence
+    assert "parked" not in " ".join(
+        story.explain({"job": parked, "attempts": [], "events": events})["story"]
+    )
