@@ -451,7 +451,13 @@ def plan_grants(
                     queries.query(
                         "grant_update",
                         table.ident,
-                        columns=sql.SQL(", ").join(map(sql.Identifier, columns)),
+                        columns=sql.SQL(", ").join(
+                            # the table's own names for the design's columns
+                            sql.Identifier(
+                                c if c.startswith("jobctl_") else table.mapping.column(c)
+                            )
+                            for c in columns
+                        ),
                         role=sql.Identifier(role),
                     ),
                 ]
