@@ -121,7 +121,7 @@ def _public(row: Row) -> Row:
 def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row], list[Row]]:
     """The job's attempts (ended ones stored, the live one from its row) and its latest
     ``limit`` events (stored ones, claims and completions derived from the attempts)."""
-    params = {"job_table": s.table.qualified, "id": the_job["id"]}
+    params = {"job_table": s.table.qualified, "id": str(the_job["id"])}
     mode = hist.table_state(s.conn, s.table.oid).mode
     attempts = hist.merge(s.rows("job_attempts", params), hist.live_attempt(the_job, mode))
     stored = s.rows("job_events", params | {"limit": limit})
