@@ -7,7 +7,8 @@ import re
 import pytest
 from psycopg import sql
 
-from jobctl import queries
+from jobctl import db, queries
+from jobctl.mapping import TableMapping
 
 TABLE = sql.Identifier("queue", "Work Items")
 
@@ -39,6 +40,12 @@ FRAGMENTS = {
     "column": sql.Identifier("status"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
+    # the history function's DDL, and each design column and status in a table's names
+    "function": sql.Identifier("jobctl", "record_work_items_0123abcd"),
+    "body": sql.Literal("BEGIN RETURN NEW; END"),
+    "comment": sql.Literal("jobctl's history"),
+    "digest": sql.Literal("0123456789abcdef"),
+    **{k: v for k, v in db.spelling(TABLE, TableMapping()).items() if k != "table"},
 }
 
 
