@@ -154,6 +154,10 @@ FORGERIES = [
     "CREATE TEMP TABLE fake (LIKE jobs); CREATE TRIGGER t BEFORE UPDATE ON fake FOR EACH ROW "
     "EXECUTE FUNCTION jobctl.record_change('late', '2')",
     "SELECT jobctl.record_change()",
+    # the same with the table's own function (version 3)
+    "CREATE TEMP TABLE fake (LIKE jobs); CREATE TRIGGER t BEFORE UPDATE ON fake FOR EACH ROW "
+    f"EXECUTE FUNCTION jobctl.{history.function_name('public', 'jobs')}('late', '3', 'x')",
+    f"SELECT jobctl.{history.function_name('public', 'jobs')}()",
     # jobctl_action describing a change that is not happening
     "UPDATE jobs SET jobctl_action = 'requeued' WHERE id = 1",
     "UPDATE jobs SET jobctl_action = 'reclaimed', status = 'queued' WHERE id = 2",
