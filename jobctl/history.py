@@ -6,28 +6,35 @@ apply``, each in its own transaction with the row that records it in ``jobctl.mi
 A database with the unversioned history of jobctl 0.1-0.2 (``jobctl.events`` but no
 ``jobctl.migrations``) starts at 0: migration 1 is that history, written idempotently.
 
-On each jobs table, one trigger ``jobctl_history`` (BEFORE UPDATE) calls
-``jobctl.record_change(mode, version)`` for the statements its WHEN lets through; see
-``002_lean_history.sql`` and the README's "History" section.
+On each jobs table, one trigger ``jobctl_history`` (BEFORE UPDATE) calls that table's own
+function, ``jobctl.record_<table>_<hash>(mode, version, digest)``, for the statements its WHEN
+lets through. The function is generated from the table's mapping (its names for the lease
+design's columns and statuses: the block ``history_function_body`` of ``sql/schema.sql``); the
+digest says what it and the WHEN were made from, so a changed mapping shows as out of date.
+See docs/history.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from jobctl import queries
+from jobctl import db, queries
+from jobctl.mapping import TableMapping
 
 Row = dict[str, Any]
 
 TRIGGER = "jobctl_history"
-TRIGGER_VERSION = "2"  # bumped when the trigger's WHEN or arguments change
+TRIGGER_VERSION = "3"  # bumped when the trigger's WHEN or arguments change
+FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table
 OLD_TRIGGERS = ("jobctl_history_insert", "jobctl_history_update")  # version 1
 MODES = ("late", "exact", "audit")
 DEFAULT_MODE = "late"
@@ -97,6 +104,50 @@ def migration_statement(migration: Migration) -> sql.Composed:
 
 
 @dataclasses.dataclass(frozen=True)
+class Target:
+    """A jobs table as the history sees it: where it is and how to name its columns and
+    statuses (``db.spelling``'s fragments). ``oid`` None: schema apply is creating it."""
+
+    ident: sql.Identifier
+    schema: str
+    name: str
+    oid: int | None
+    fragments: Mapping[str, sql.Composable]
+    mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
+
+    @classmethod
+    def of(cls, table: db.JobsTable) -> Target:
+        """A resolved table, with its recorded mapping and the types of its columns."""
+        return cls(table.ident, table.schema, table.name, table.oid, table.fragments, table.mapping)
+
+    @classmethod
+    def new(
+        cls,
+        ident: sql.Identifier,
+        schema: str,
+        name: str,
+        mapping: TableMapping | None = None,
+    ) -> Target:
+        """A table schema apply --create is making (bigint ids, text statuses)."""
+        mapping = mapping or TableMapping()
+        return cls(ident, schema, name, None, db.spelling(ident, mapping), mapping)
+
+    @property
+    def function(self) -> str:
+        """This table's history function, in schema jobctl."""
+        return function_name(self.schema, self.name)
+
+
+def function_name(schema: str, name: str) -> str:
+    """record_<table>_<8 hex of schema and table>: deterministic, unique per table, at most
+    63 bytes (the table's name is cut on a character boundary when it is long)."""
+    digest = hashlib.sha256(f"{schema}\x00{name}".encode()).hexdigest()[:8]
+    room = 63 - len(FUNCTION_PREFIX) - 1 - len(digest)
+    head = name.encode()[:room].decode("utf-8", errors="ignore")
+    return f"{FUNCTION_PREFIX}{head}_{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
 class TableState:
     """What of the history a jobs table has: its trigger's mode, old triggers, columns."""
 
@@ -106,6 +157,9 @@ class TableState:
     old_triggers: tuple[str, ...]  # version 1's triggers still on the table
     missing_columns: tuple[str, ...]
     wrong_columns: tuple[str, ...]
+    digest: str | None = None  # the trigger's third argument: what it was made from
+    function: tuple[str, str] | None = None  # the function the trigger calls: schema, name
+    function_md5: str | None = None  # md5 of that function's body as installed
 
 
 def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableState:
@@ -117,14 +171,18 @@ def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableSt
         r["name"]: r["type"]
         for r in conn.execute(queries.query("table_columns"), params).fetchall()
     }
-    mode = version = None
+    mode = version = digest = function_md5 = None
+    function = None
     enabled = False
     for t in triggers:
         if t["name"] == TRIGGER:
-            args = bytes(t["tgargs"]).split(b"\x00")
-            mode = args[0].decode() if args and args[0] else None
-            version = args[1].decode() if len(args) > 1 else None
+            args = [a.decode() for a in bytes(t["tgargs"]).split(b"\x00")]
+            mode = args[0] or None if args else None
+            version = args[1] if len(args) > 1 else None
+            digest = args[2] if len(args) > 2 and args[2] else None
             enabled = bool(t["enabled"])
+            function = (t["function_schema"], t["function_name"])
+            function_md5 = t["function_md5"]
     return TableState(
         mode,
         version,
@@ -132,32 +190,81 @@ def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableSt
         tuple(t["name"] for t in triggers if t["name"] in OLD_TRIGGERS),
         tuple(c for c in COLUMNS if c not in columns),
         tuple(c for c, t in COLUMNS.items() if c in columns and columns[c] != t),
+        digest,
+        function,
+        function_md5,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Wanted:
+    """The history function and trigger a table should have, for one mode."""
+
+    function: str  # its name in schema jobctl
+    body: str  # the function's body, as the database will keep it (pg_proc.prosrc)
+    when: str  # the trigger's WHEN, as text
+    digest: str  # of the body and the WHEN: the trigger's third argument
+
+    @property
+    def body_md5(self) -> str:
+        return hashlib.md5(self.body.encode()).hexdigest()
+
+
+def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
+    """The function and trigger ``target`` should have in ``mode``, spelled in its names."""
+    fragments = dict(target.fragments)
+    body = queries.query("history_function_body", **fragments).as_string(conn)
+    when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
+    digest = hashlib.sha256(f"{TRIGGER_VERSION}\x00{body}\x00{when}".encode()).hexdigest()[:16]
+    return Wanted(target.function, body, when, digest)
+
+
+def stale(state: TableState, want: Wanted, mode: str) -> list[str]:
+    """What is not as ``want``: empty when the installed trigger and function are current."""
+    if state.mode is None:
+        return ["trigger missing"]
+    problems = []
+    if state.mode != mode:
+        problems.append(f"trigger in mode {state.mode}")
+    if not state.enabled:
+        problems.append("trigger disabled")
+    if state.version != TRIGGER_VERSION:
+        problems.append(f"trigger version {state.version}, want {TRIGGER_VERSION}")
+    elif state.function != ("jobctl", want.function):
+        problems.append("trigger calls " + ".".join(state.function or ("?",)))
+    elif state.digest != want.digest or state.function_md5 != want.body_md5:
+        problems.append(
+            f"function jobctl.{want.function} out of date (made for another mapping, column "
+            "types or jobctl version)"
+        )
+    if state.old_triggers:
+        problems.append("version 1 triggers: " + ", ".join(state.old_triggers))
+    return problems
 
 
 def plan(
     conn: psycopg.Connection[Any],
-    table: sql.Identifier,
-    table_oid: int | None,
+    target: Target,
     mode: str | None,
 ) -> list[tuple[str, sql.Composed]]:
     """The history's steps for one jobs table: the migrations not yet applied, the columns
-    missing, and the trigger if it is not the one wanted. ``mode`` None keeps the installed
-    mode (``late`` on a first install)."""
+    missing, and the table's function and trigger if they are not the ones wanted (another
+    mode, an older version, a function made for another mapping). ``mode`` None keeps the
+    installed mode (``late`` on a first install)."""
     steps: list[tuple[str, sql.Composed]] = []
     current = installed_version(conn) or 0
     for m in migrations():
         if m.version > current:
-            steps.append((f"history migration {m.version:03d} ({m.name})", migration_statement(m)))
-    state = table_state(conn, table_oid)
-    wanted = mode or state.mode or DEFAULT_MODE
+            steps.append((migration_what(conn, m), migration_statement(m)))
+    state = table_state(conn, target.oid)
+    chosen = mode or state.mode or DEFAULT_MODE
     if state.missing_columns:
         steps.append(
             (
                 "add the history columns (nullable, no default: no rewrite)",
                 queries.query(
                     "add_columns",
-                    table,
+                    target.ident,
                     columns=sql.SQL(", ").join(
                         queries.query(
                             "add_column", column=sql.Identifier(c), type=sql.SQL(COLUMNS[c])
@@ -167,43 +274,74 @@ def plan(
                 ),
             )
         )
-    if (
-        state.mode != wanted
-        or state.version != TRIGGER_VERSION
-        or not state.enabled
-        or state.old_triggers
-    ):
+    want = wanted(conn, target, chosen)
+    if stale(state, want, chosen):
         steps.append(
-            (f"install the history trigger ({DESCRIBE[wanted]})", trigger_sql(table, wanted))
+            (
+                f"install the history trigger and its function jobctl.{want.function} "
+                f"({DESCRIBE[chosen]})",
+                install_sql(target, chosen, want),
+            )
         )
     return steps
 
 
-def trigger_sql(table: sql.Identifier, mode: str) -> sql.Composed:
-    """Replace version 1's triggers and any other mode's by the trigger for ``mode``."""
+def migration_what(conn: psycopg.Connection[Any], migration: Migration) -> str:
+    """How schema apply names a migration; 004 says how many rows it rewrites."""
+    what = f"history migration {migration.version:03d} ({migration.name})"
+    if migration.version == 4:
+        row = conn.execute(queries.query("history_rows_estimate")).fetchone()
+        rows = int(row["rows"]) if row and row["rows"] is not None else 0
+        if rows:
+            what += (
+                f": rewrites about {rows:,} history rows, during which the workers' "
+                "completions wait (see docs/history.md)"
+            )
+    return what
+
+
+def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
+    """The table's function (created or replaced), then its trigger, replacing version 1's
+    triggers and the trigger of any other mode or version (which called the shared
+    jobctl.record_change())."""
+    function = sql.Identifier("jobctl", want.function)
     drops = [
         part
         for name in OLD_TRIGGERS
         for part in (
-            queries.query("drop_trigger", table, trigger=sql.Identifier(name)),
+            queries.query("drop_trigger", target.ident, trigger=sql.Identifier(name)),
             sql.SQL(";\n"),
         )
     ]
-    create = queries.query(
+    create_function = queries.query(
+        "history_function",
+        function=function,
+        body=sql.Literal(want.body),
+        comment=sql.Literal(
+            f"jobctl's history of {target.schema}.{target.name} (mapping: "
+            f"{'; '.join(target.mapping.describe())}); generated by jobctl schema apply, "
+            "do not edit"
+        ),
+    )
+    create_trigger = queries.query(
         "history_trigger",
-        table,
+        target.ident,
         trigger=sql.Identifier(TRIGGER),
-        when=queries.query(f"history_when_{mode}"),
+        when=sql.SQL(want.when),
+        function=function,
         mode=sql.Literal(mode),
         version=sql.Literal(TRIGGER_VERSION),
+        digest=sql.Literal(want.digest),
     )
-    return sql.Composed([*drops, create])
+    return sql.Composed([*drops, create_function, sql.SQL(";\n"), create_trigger])
 
 
 # ---------------------------------------------------------------- reading
-def live_attempt(job: Row, mode: str | None) -> Row | None:
-    """The attempt running now, from the jobs row (None when the job is not processing)."""
-    if job.get("status") != "processing" or job.get("attempt_token") is None:
+def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None) -> Row | None:
+    """The attempt running now, from the jobs row with the design's column names (None when
+    the job is not processing: the table's own value for it, per ``mapping``)."""
+    processing = (mapping or TableMapping()).status("processing")
+    if job.get("status") != processing or job.get("attempt_token") is None:
         return None
     mine = job.get("jobctl_attempt") == job["attempt_token"]
     counted = (job.get("jobctl_heartbeats") or 0) if mine else 0
@@ -275,17 +413,22 @@ def _continued(opened: Row, later: Row) -> Row:
     }
 
 
-def events(stored: list[Row], attempts: list[Row], limit: int) -> list[Row]:
+def events(
+    stored: list[Row], attempts: list[Row], limit: int, mapping: TableMapping | None = None
+) -> list[Row]:
     """The stored events with the claims and completions derived from the attempts (each
-    once: version 1 stored them as events), oldest first, the latest ``limit``."""
+    once: version 1 stored them as events), oldest first, the latest ``limit``. Statuses are
+    the table's own values, as the trigger stores them (``mapping``: the table's names)."""
+    mapping = mapping or TableMapping()
+    processing, done = mapping.status("processing"), mapping.status("done")
     have = {(e["event"], e["attempt_token"]) for e in stored}
     derived = []
     for a in attempts:
         if ("claimed", a["attempt_token"]) not in have and a["claimed_at"] is not None:
-            derived.append(_derived(a, "claimed", a["claimed_at"], None, "processing", None))
+            derived.append(_derived(a, "claimed", a["claimed_at"], None, processing, None))
         if a["outcome"] == "completed" and ("completed", a["attempt_token"]) not in have:
             derived.append(
-                _derived(a, "completed", a["ended_at"], "processing", "done", a.get("ended_by"))
+                _derived(a, "completed", a["ended_at"], processing, done, a.get("ended_by"))
             )
     order = {"claimed": 0}
     merged = sorted(

@@ -189,9 +189,12 @@ def plan_apply(
         )
     # the history's steps lock the jobs table (columns, trigger) or jobctl's tables, which
     # the trigger writes in the workers' transactions: all are tried with short lock timeouts
+    target = (
+        history.Target.new(ident, schema_name, relname) if oid is None else history.Target.of(table)
+    )
     steps.extend(
         Step(what, statement, locks=locked)
-        for what, statement in history.plan(conn, ident, oid, history_mode)
+        for what, statement in history.plan(conn, target, history_mode)
     )
     if recorded is not None and mapping != recorded:  # (a table being created has the design's)
         steps.append(
@@ -484,21 +487,21 @@ class Check:
     detail: str
 
 
-def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
-    """Which history is installed on the table, at which version, and what it costs."""
-    state = history.table_state(conn, table_oid)
+def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Which history is installed on the table, at which version, and what it costs; a
+    trigger or function made for another mapping, mode or version is out of date."""
+    state = history.table_state(conn, table.oid)
     version, latest = history.installed_version(conn), history.latest_version()
     problems = []
     if version is not None and version < latest:
         problems.append(f"history at version {version} of {latest}")
-    if state.old_triggers:
-        problems.append("version 1 triggers: " + ", ".join(state.old_triggers))
-    if state.mode is None:
+    if state.mode in history.MODES:
+        want = history.wanted(conn, history.Target.of(table), state.mode)
+        problems += history.stale(state, want, state.mode)
+    elif state.mode is None:
         problems.append("trigger missing")
-    elif not state.enabled:
-        problems.append("trigger disabled")
-    elif state.version != history.TRIGGER_VERSION:
-        problems.append(f"trigger version {state.version}, want {history.TRIGGER_VERSION}")
+    else:
+        problems.append(f"trigger in unknown mode {state.mode}")
     if state.missing_columns or state.wrong_columns:
         problems.append(
             "columns missing or of the wrong type: "
@@ -510,7 +513,8 @@ def history_check(conn: psycopg.Connection[Any], table_oid: int) -> Check:
     return Check(
         "history installed",
         True,
-        f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}; "
+        f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}, "
+        f"function jobctl.{history.function_name(table.schema, table.name)}; "
         f"costs {MODE_COST[state.mode]}",
     )
 
@@ -569,7 +573,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             ),
         )
     )
-    results.append(history_check(conn, table.oid))
+    results.append(history_check(conn, table))
     if names.column("status") in columns:
         rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
         results.append(

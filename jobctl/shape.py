@@ -139,20 +139,8 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
 def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
     """What this version of jobctl cannot serve yet, though the lease design could: refused
     before anything changes, because installing it would break the workers' statements
-    (the history stores integer ids and speaks the design's names; a partitioned table's
-    index is not built per partition yet). None when the table is served."""
-    identifier = shape.column(mapping, "id")
-    if identifier is not None and identifier.type not in INTEGER_TYPES:
-        return (
-            f"{shape.qualified}: ids of type {identifier.type} are not served by this version "
-            "of jobctl yet (its history stores integer ids: installing it would make the "
-            "workers' statements fail); nothing done"
-        )
-    if mapping.columns or mapping.statuses:
-        return (
-            f"{shape.qualified}: the table's own names are not served by this version of "
-            "jobctl yet (its history trigger speaks the lease design's); nothing done"
-        )
+    (a partitioned table's index is not built per partition yet). None when the table is
+    served."""
     if shape.partitioned:
         return (
             f"{shape.qualified} is partitioned ({shape.partition_strategy} on "

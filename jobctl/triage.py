@@ -144,9 +144,11 @@ def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row
     ``limit`` events (stored ones, claims and completions derived from the attempts)."""
     params = {"job_table": s.table.qualified, "id": str(the_job["id"])}
     mode = hist.table_state(s.conn, s.table.oid).mode
-    attempts = hist.merge(s.rows("job_attempts", params), hist.live_attempt(the_job, mode))
+    attempts = hist.merge(
+        s.rows("job_attempts", params), hist.live_attempt(the_job, mode, s.table.mapping)
+    )
     stored = s.rows("job_events", params | {"limit": limit})
-    return attempts, hist.events(stored, attempts, limit)
+    return attempts, hist.events(stored, attempts, limit, s.table.mapping)
 
 
 def events(s: Session, job_id: str | int, limit: int) -> list[Event]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jobctl.mapping import TableMapping
+
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
@@ -26,6 +28,12 @@ class Shape:
     processing: str = "processing"
     done: str = "done"
     failed: str = "failed"
+
+    def mapping(self) -> TableMapping:
+        """The mapping schema apply records for this table."""
+        return TableMapping.parse(
+            columns=self.columns, statuses=self.statuses, park_status=self.park_status
+        )
 
     def mapping_args(self) -> list[str]:
         args = [a for c in self.columns for a in ("--column", c)]
@@ -175,7 +183,7 @@ SHAPES = (
 
 # the shapes this version serves end to end (tests/integration/test_real_tables.py); the
 # others are refused by schema apply before anything changes (test_shapes.py)
-SERVED = (BIGINT_ENUM,)
+SERVED = (UUID_TEXT_CHECK, BIGINT_ENUM, TEXT_VARCHAR_NAIVE, OWN_NAMES_PARKED)
 NOT_YET_SERVED = tuple(s for s in SHAPES if s not in SERVED)
 
 # shapes jobctl refuses before changing anything: (DDL, --table, what the refusal must say)
@@ -204,3 +212,59 @@ REFUSED = (
         "Graphile Worker",
     ),
 )
+
+
+# the lease design's worker statements (sql/queries.sql: claim, heartbeat, complete,
+# worker_fail) and an operator's requeue as jobctl writes it, with db.spelling's placeholders,
+# so that they run on a table in its own names ({status} = {queued} -> "state" = 'pending'...)
+WORKER_STATEMENTS = {
+    "claim": """
+        WITH target AS (
+            SELECT {id} FROM {table}
+            WHERE {status} = {queued} AND {available_at} <= now()
+            ORDER BY {available_at}, {id}
+            FOR UPDATE SKIP LOCKED
+            LIMIT 1
+        )
+        UPDATE {table} AS j
+        SET {status} = {processing}, {reserved_by} = %(worker)s, {reserved_at} = now(),
+            {lease_expires_at} = now() + %(lease)s::interval,
+            {attempt_token} = %(attempt_token)s, {attempts} = j.{attempts} + 1,
+            {updated_at} = now()
+        FROM target
+        WHERE j.{id} = target.{id}
+        RETURNING j.{id} AS id""",
+    # %(ahead)s: how long after now the heartbeat says it came (0 s: on time; a late one
+    # comes more than half a lease after the previous one)
+    "heartbeat": """
+        UPDATE {table}
+        SET {heartbeat_at} = now() + %(ahead)s::interval,
+            {lease_expires_at} = now() + %(ahead)s::interval + %(lease)s::interval,
+            {updated_at} = now()
+        WHERE {id} = %(id)s AND {status} = {processing}
+          AND {reserved_by} = %(worker)s AND {attempt_token} = %(attempt_token)s
+        RETURNING {lease_expires_at}""",
+    "complete": """
+        UPDATE {table}
+        SET {status} = {done}, {reserved_by} = NULL, {reserved_at} = NULL,
+            {heartbeat_at} = NULL, {lease_expires_at} = NULL, {attempt_token} = NULL,
+            {finished_at} = now(), {updated_at} = now()
+        WHERE {id} = %(id)s AND {status} = {processing} AND {attempt_token} = %(attempt_token)s
+        RETURNING {id}""",
+    "worker_fail": """
+        UPDATE {table}
+        SET {status} = CASE WHEN {attempts} < {max_attempts} THEN {queued} ELSE {failed} END,
+            {finished_at} = CASE WHEN {attempts} < {max_attempts} THEN NULL ELSE now() END,
+            {last_error} = %(error)s,
+            {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+            {lease_expires_at} = NULL, {attempt_token} = NULL, {updated_at} = now()
+        WHERE {id} = %(id)s AND {status} = {processing} AND {attempt_token} = %(attempt_token)s
+        RETURNING {status}""",
+    "requeue": """
+        UPDATE {table}
+        SET {status} = {queued}, {reserved_by} = NULL, {reserved_at} = NULL,
+            {heartbeat_at} = NULL, {lease_expires_at} = NULL, {attempt_token} = NULL,
+            {updated_at} = now(), jobctl_action = 'requeued'
+        WHERE {id} = %(id)s
+        RETURNING {id}""",
+}

@@ -90,9 +90,15 @@ WHERE c.contype = 'c' AND c.conrelid = %(oid)s
 ORDER BY c.conname
 
 -- name: history_triggers
--- jobctl's triggers on the table: name, enabled, arguments (mode, version)
-SELECT tgname::text AS name, tgenabled <> 'D' AS enabled, tgargs
-FROM pg_trigger WHERE tgrelid = %(oid)s AND tgname::text LIKE 'jobctl%%'
+-- jobctl's triggers on the table: name, enabled, arguments (mode, version, digest), and the
+-- function each calls (schema.name, and the md5 of its body: is it the one apply would make?)
+SELECT t.tgname::text AS name, t.tgenabled <> 'D' AS enabled, t.tgargs,
+       n.nspname::text AS function_schema, p.proname::text AS function_name,
+       md5(p.prosrc) AS function_md5
+FROM pg_trigger t
+JOIN pg_proc p ON p.oid = t.tgfoid
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE t.tgrelid = %(oid)s AND t.tgname::text LIKE 'jobctl%%'
 
 -- name: history_versioned
 -- whether the history is versioned here, and readable by this role
@@ -130,3 +136,9 @@ SELECT %(value)s::{type}
 -- name: check_probe
 -- does a CHECK ({expression}, over the table's columns) accept a row holding only this value?
 SELECT ({expression}) IS NOT FALSE AS ok FROM (SELECT %(value)s::{type} AS {column}) AS j
+
+-- name: history_rows_estimate
+-- about how many rows the history holds (the planner's estimate: no scan)
+SELECT sum(greatest(c.reltuples, 0))::bigint AS rows
+FROM pg_class c
+WHERE c.oid IN (to_regclass('jobctl.attempts'), to_regclass('jobctl.events'))

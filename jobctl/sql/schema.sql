@@ -88,27 +88,228 @@ ALTER TABLE {table} {columns}
 DROP TRIGGER IF EXISTS {trigger} ON {table}
 
 -- name: history_trigger
--- the history trigger: only the statements its WHEN lets through call the function
+-- the history trigger: only the statements its WHEN lets through call the table's function
+-- ({digest}: what the function and the WHEN were made from, so schema check sees a stale one)
 CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE ON {table}
     FOR EACH ROW WHEN ({when})
-    EXECUTE FUNCTION jobctl.record_change({mode}, {version})
+    EXECUTE FUNCTION {function}({mode}, {version}, {digest})
 
 -- name: history_when_late
 -- a transition out of processing, jobctl's own write, or a heartbeat that came later than the
 -- time left on the lease it renews (more than half a lease after the previous one)
-NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL
-OR NEW.heartbeat_at - coalesce(OLD.heartbeat_at, OLD.reserved_at)
-   > OLD.lease_expires_at - NEW.heartbeat_at
+NEW.{status} <> {processing} OR NEW.jobctl_action IS NOT NULL
+OR NEW.{heartbeat_at} - coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})
+   > OLD.{lease_expires_at} - NEW.{heartbeat_at}
 
 -- name: history_when_exact
 -- the same, every heartbeat, and claims (a new token)
-NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL
-OR NEW.attempt_token IS DISTINCT FROM OLD.attempt_token
-OR NEW.heartbeat_at IS DISTINCT FROM OLD.heartbeat_at
+NEW.{status} <> {processing} OR NEW.jobctl_action IS NOT NULL
+OR NEW.{attempt_token} IS DISTINCT FROM OLD.{attempt_token}
+OR NEW.{heartbeat_at} IS DISTINCT FROM OLD.{heartbeat_at}
 
 -- name: history_when_audit
 -- jobctl's own writes only
 NEW.jobctl_action IS NOT NULL
+
+-- name: history_function
+-- one jobs table's history function ({function}, in schema jobctl), its body generated from the
+-- table's mapping (history_function_body). SECURITY DEFINER: workers and operators need no
+-- privilege on jobctl's tables. No SET search_path (a GUC saved and restored on every call):
+-- the body names every function, type and operator with its schema (pg_catalog, jobctl), so
+-- the caller's search_path cannot put objects of its own in their place. EXECUTE revoked:
+-- trigger functions run whatever the caller's privileges, and EXECUTE only gates CREATE
+-- TRIGGER, so no role but the owner can attach it to a table of its own to write the history.
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS {body};
+REVOKE ALL ON FUNCTION {function}() FROM PUBLIC;
+COMMENT ON FUNCTION {function}() IS {comment}
+
+-- name: history_function_body
+-- the trigger function's body for one table, in its own names: {status}, {done} ... (see
+-- db.spelling; status values are cast to the column's type, an ENUM say). It records the
+-- table's own status values (as text) and the id as its text. The workers' cases first, in as
+-- few expressions as possible: plpgsql prepares every expression afresh in each transaction,
+-- and workers autocommit. Everything is schema-qualified (see history_function); IS DISTINCT
+-- FROM, NOT IN and nullif are avoided because they look their operator up by name.
+DECLARE
+    action pg_catalog.text;
+    kind pg_catalog.text;
+    gap pg_catalog.interval;
+BEGIN
+    IF NEW.jobctl_action IS NULL THEN
+        IF NEW.{status} OPERATOR(pg_catalog.=) {done}
+           AND OLD.{status} OPERATOR(pg_catalog.=) {processing}
+           AND OLD.{attempt_token} IS NOT NULL THEN
+            -- a completion: the attempt's one row
+            INSERT INTO jobctl.attempts (
+                attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
+                last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease,
+                lease_expires_at, heartbeat_stats, ended_by)
+            VALUES (
+                OLD.{attempt_token}, pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+                OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
+                coalesce(OLD.{reserved_at}, pg_catalog.now()),
+                CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                     THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
+                OLD.{heartbeat_at},
+                CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                     THEN OLD.jobctl_max_gap END,
+                pg_catalog.now(), 'completed',
+                coalesce(CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                              THEN OLD.jobctl_lease END,
+                         OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
+                         coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
+                OLD.{lease_expires_at}, TG_ARGV[0], session_user);
+            IF OLD.jobctl_attempt IS NOT NULL THEN
+                NEW.jobctl_attempt := NULL;
+                NEW.jobctl_heartbeats := NULL;
+                NEW.jobctl_max_gap := NULL;
+                NEW.jobctl_lease := NULL;
+            END IF;
+            RETURN NEW;
+        ELSIF NEW.{status} OPERATOR(pg_catalog.=) {processing}
+              AND NEW.{attempt_token} OPERATOR(pg_catalog.=) OLD.{attempt_token} THEN
+            -- a heartbeat the WHEN let through: a late one (any one in 'exact' mode)
+            IF NEW.{heartbeat_at} IS NOT NULL
+               AND (OLD.{heartbeat_at} IS NULL
+                    OR NEW.{heartbeat_at} OPERATOR(pg_catalog.<>) OLD.{heartbeat_at}) THEN
+                gap := NEW.{heartbeat_at} OPERATOR(pg_catalog.-)
+                       coalesce(OLD.{heartbeat_at}, OLD.{reserved_at});
+                IF NEW.jobctl_attempt OPERATOR(pg_catalog.=) NEW.{attempt_token} THEN
+                    NEW.jobctl_heartbeats := coalesce(NEW.jobctl_heartbeats, 0)
+                                             OPERATOR(pg_catalog.+) 1;
+                    NEW.jobctl_max_gap := greatest(NEW.jobctl_max_gap, gap);
+                ELSE
+                    NEW.jobctl_attempt := NEW.{attempt_token};
+                    NEW.jobctl_heartbeats := 1;
+                    NEW.jobctl_max_gap := gap;
+                END IF;
+                NEW.jobctl_lease := NEW.{lease_expires_at} OPERATOR(pg_catalog.-) NEW.{heartbeat_at};
+            END IF;
+            RETURN NEW;
+        END IF;
+    END IF;
+
+    -- jobctl_action marks jobctl's own write; it is consumed here and never stored. A value
+    -- equal to OLD's was left by a write made while the trigger was disabled: not this one's.
+    action := NEW.jobctl_action;
+    NEW.jobctl_action := NULL;
+    IF action OPERATOR(pg_catalog.=) OLD.jobctl_action THEN
+        action := NULL;
+    END IF;
+
+    IF NEW.{status} OPERATOR(pg_catalog.=) OLD.{status}
+       AND coalesce(NEW.{attempt_token} OPERATOR(pg_catalog.=) OLD.{attempt_token},
+                    NEW.{attempt_token} IS NULL AND OLD.{attempt_token} IS NULL) THEN
+        IF action IS NOT NULL THEN
+            -- the same attempt: only a recovery policy switch is an action of this kind
+            IF NOT (action OPERATOR(pg_catalog.=) 'quarantined'
+                    OR action OPERATOR(pg_catalog.=) 'policy_changed')
+               OR coalesce(NEW.{recovery_policy} OPERATOR(pg_catalog.=) OLD.{recovery_policy},
+                           NEW.{recovery_policy} IS NULL AND OLD.{recovery_policy} IS NULL) THEN
+                RAISE EXCEPTION 'jobctl: % does not describe this change of job %',
+                    action, NEW.{id};
+            END IF;
+            INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
+                                       attempt, attempt_token, worker, actor, reason, db_role)
+            VALUES (pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+                    NEW.{id}::pg_catalog.text, action,
+                    OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
+                    OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
+                    {history_actor},
+                    {history_reason}, session_user);
+        END IF;
+        RETURN NEW;
+    END IF;
+
+    -- a transition: what it was
+    kind := CASE
+        WHEN action OPERATOR(pg_catalog.=) 'reclaimed'
+             AND OLD.{status} OPERATOR(pg_catalog.=) {processing}
+             AND NEW.{reclaim_count} OPERATOR(pg_catalog.>) OLD.{reclaim_count} THEN action
+        WHEN action OPERATOR(pg_catalog.=) 'requeued'
+             AND NEW.{status} OPERATOR(pg_catalog.=) {queued} THEN action
+        WHEN action OPERATOR(pg_catalog.=) 'manually_failed'
+             AND (NEW.{status} OPERATOR(pg_catalog.=) {failed}
+                  OR NEW.{status} OPERATOR(pg_catalog.=) {parked}) THEN action
+        WHEN action IS NOT NULL THEN NULL
+        WHEN NEW.{reclaim_count} OPERATOR(pg_catalog.>) OLD.{reclaim_count} THEN 'reclaimed'
+        WHEN OLD.{status} OPERATOR(pg_catalog.=) {processing} THEN
+            CASE WHEN NEW.{status} OPERATOR(pg_catalog.=) {done} THEN 'completed'
+                 WHEN NEW.{status} OPERATOR(pg_catalog.=) {failed}
+                      OR NEW.{status} OPERATOR(pg_catalog.=) {parked} THEN 'failed'
+                 WHEN NEW.{status} OPERATOR(pg_catalog.=) {queued} THEN 'retried'
+                 ELSE 'superseded' END
+        WHEN NEW.{status} OPERATOR(pg_catalog.=) {processing} THEN 'claimed'
+        ELSE 'status_changed'
+    END;
+    IF kind IS NULL THEN
+        RAISE EXCEPTION 'jobctl: % does not describe this change of job % (% -> %)',
+            action, NEW.{id}, OLD.{status}, NEW.{status};
+    END IF;
+
+    IF TG_ARGV[0] OPERATOR(pg_catalog.<>) 'audit' AND OLD.{attempt_token} IS NOT NULL THEN
+        -- the attempt ended: its one row, with the statistics the jobs row kept
+        INSERT INTO jobctl.attempts (
+            attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
+            last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease, lease_expires_at,
+            heartbeat_stats, ended_by)
+        VALUES (
+            OLD.{attempt_token}, pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+            OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
+            coalesce(OLD.{reserved_at}, pg_catalog.now()),
+            CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                 THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
+            OLD.{heartbeat_at},
+            CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                 THEN OLD.jobctl_max_gap END,
+            pg_catalog.now(), kind,
+            coalesce(CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
+                          THEN OLD.jobctl_lease END,
+                     OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
+                     coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
+            OLD.{lease_expires_at}, TG_ARGV[0], session_user);
+    END IF;
+    IF NOT (kind OPERATOR(pg_catalog.=) 'claimed' OR kind OPERATOR(pg_catalog.=) 'completed') THEN
+        INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
+                                   attempt, attempt_token, worker, actor, reason, db_role)
+        VALUES (pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+                NEW.{id}::pg_catalog.text, kind,
+                OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
+                OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
+                {history_actor},
+                CASE WHEN action IS NOT NULL
+                     THEN coalesce({history_reason}, NEW.{last_error})
+                     ELSE NEW.{last_error} END,
+                session_user);
+    END IF;
+
+    -- the statistics columns describe the live attempt only ('exact' counts from the claim)
+    IF NEW.{status} OPERATOR(pg_catalog.=) {processing} AND NEW.{attempt_token} IS NOT NULL THEN
+        NEW.jobctl_attempt := NEW.{attempt_token};
+        NEW.jobctl_heartbeats := 0;
+        NEW.jobctl_max_gap := NULL;
+        NEW.jobctl_lease := NEW.{lease_expires_at} OPERATOR(pg_catalog.-)
+                            coalesce(NEW.{reserved_at}, pg_catalog.now());
+    ELSIF OLD.jobctl_attempt IS NOT NULL THEN
+        NEW.jobctl_attempt := NULL;
+        NEW.jobctl_heartbeats := NULL;
+        NEW.jobctl_max_gap := NULL;
+        NEW.jobctl_lease := NULL;
+    END IF;
+    RETURN NEW;
+END
+
+-- name: history_actor
+-- who the change declares it is made by (jobctl.actor, set by jobctl's --actor), else the
+-- database role (a nullif() would look its = operator up by name: see history_function)
+coalesce(CASE WHEN pg_catalog.current_setting('jobctl.actor', true) OPERATOR(pg_catalog.<>) ''
+              THEN pg_catalog.current_setting('jobctl.actor', true) END, session_user)
+
+-- name: history_reason
+-- the reason declared for jobctl's own write (jobctl.reason), if any
+CASE WHEN pg_catalog.current_setting('jobctl.reason', true) OPERATOR(pg_catalog.<>) ''
+     THEN pg_catalog.current_setting('jobctl.reason', true) END
 
 -- name: drop_database
 -- a database and its sessions (the demo's, on its own embedded server)

@@ -66,7 +66,7 @@ def test_manual_actions_audited_without_worker_history(conn, dsn, run):
     recorded = events(conn)
     assert [e["event"] for e in recorded] == list(OPERATOR_ACTIONS)
     for e in recorded:
-        assert e["job_id"] == done[e["event"]] and e["actor"] == "tester@ci"
+        assert e["job_id"] == str(done[e["event"]]) and e["actor"] == "tester@ci"
         assert e["db_role"] == "postgres"
     by_kind = {e["event"]: e for e in recorded}
     assert by_kind["requeued"]["reason"] == "retry it"
@@ -89,12 +89,14 @@ def test_no_double_events_with_the_worker_history(conn, dsn, run, mode):
     done = operator_actions(conn, dsn, run)
     recorded = events(conn)
     assert [e["event"] for e in recorded] == list(OPERATOR_ACTIONS)
-    assert [e["job_id"] for e in recorded] == [done[k] for k in OPERATOR_ACTIONS]
-    ended = conn.execute("SELECT job_id, outcome FROM jobctl.attempts ORDER BY job_id").fetchall()
+    assert [e["job_id"] for e in recorded] == [str(done[k]) for k in OPERATOR_ACTIONS]
+    ended = conn.execute(
+        "SELECT job_id, outcome FROM jobctl.attempts ORDER BY job_id::bigint"
+    ).fetchall()
     assert [(a["job_id"], a["outcome"]) for a in ended] == [
-        (done["reclaimed"], "reclaimed"),
-        (done["requeued"], "requeued"),
-        (done["manually_failed"], "manually_failed"),
+        (str(done["reclaimed"]), "reclaimed"),
+        (str(done["requeued"]), "requeued"),
+        (str(done["manually_failed"]), "manually_failed"),
     ]
     story = json.loads(run("history", str(done["requeued"]), "-o", "json").out)
     assert [e["event"] for e in story["events"]] == ["claimed", "requeued"]
@@ -152,6 +154,10 @@ FORGERIES = [
     "CREATE TEMP TABLE fake (LIKE jobs); CREATE TRIGGER t BEFORE UPDATE ON fake FOR EACH ROW "
     "EXECUTE FUNCTION jobctl.record_change('late', '2')",
     "SELECT jobctl.record_change()",
+    # the same with the table's own function (version 3)
+    "CREATE TEMP TABLE fake (LIKE jobs); CREATE TRIGGER t BEFORE UPDATE ON fake FOR EACH ROW "
+    f"EXECUTE FUNCTION jobctl.{history.function_name('public', 'jobs')}('late', '3', 'x')",
+    f"SELECT jobctl.{history.function_name('public', 'jobs')}()",
     # jobctl_action describing a change that is not happening
     "UPDATE jobs SET jobctl_action = 'requeued' WHERE id = 1",
     "UPDATE jobs SET jobctl_action = 'reclaimed', status = 'queued' WHERE id = 2",
@@ -263,11 +269,14 @@ def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
     assert applied.code == 0, applied.err
     assert run("schema", "check").code == 0
     versions = conn.execute("SELECT version FROM jobctl.migrations ORDER BY 1").fetchall()
-    assert [v["version"] for v in versions] == [1, 2, 3]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4]
     assert "history" not in run("schema", "apply", "--sql").out  # nothing left to do
 
     kept = conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall()
-    assert [{k: v for k, v in e.items() if k != "db_role"} for e in kept] == old_events
+    assert [{k: v for k, v in e.items() if k != "db_role"} for e in kept] == [
+        e | {"job_id": str(e["job_id"])}
+        for e in old_events  # ids are text since version 4
+    ]
     attempts = conn.execute("SELECT * FROM jobctl.attempts ORDER BY claimed_at").fetchall()
     assert [a["attempt_token"] for a in attempts] == [a["attempt_token"] for a in old_attempts]
 

@@ -157,11 +157,12 @@ def test_every_command_through_the_pool_leaves_server_defaults(
     assert processing(conn) == 0
     events = conn.execute(
         "SELECT job_id, actor, reason FROM jobctl.events "
-        "WHERE (job_id, event) IN ((13, 'requeued'), (1, 'manually_failed')) ORDER BY job_id"
+        "WHERE (job_id, event) IN (('13', 'requeued'), ('1', 'manually_failed')) "
+        "ORDER BY job_id::bigint"
     ).fetchall()
     assert [(e["job_id"], e["actor"], e["reason"]) for e in events] == [
-        (1, "tester@ci", "not safe to retry"),
-        (13, "tester@ci", "checked by hand"),
+        ("1", "tester@ci", "not safe to retry"),
+        ("13", "tester@ci", "checked by hand"),
     ], "the audit settings reached the trigger inside jobctl's own transactions"
 
 

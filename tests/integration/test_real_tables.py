@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import rows, sql
-from shapes import BIGINT_ENUM, SERVED, UUID_TEXT_CHECK
+from shapes import BIGINT_ENUM, OWN_NAMES_PARKED, SERVED, SHAPES, UUID_TEXT_CHECK
 
 from jobctl import lease
 
@@ -205,3 +206,47 @@ def test_dry_run_predicts_commit_on_each_shape(empty_dsn, run, s):
             assert all(r["applied"] for r in done)
 
         dry_run_is_commit()
+
+
+def test_a_mapping_is_recorded_for_everyone_and_replaced_by_the_next_apply(empty_dsn, run):
+    s = OWN_NAMES_PARKED
+    with made(empty_dsn, s.ddl) as conn:
+        assert (
+            run(
+                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
+            ).code
+            == 0
+        )
+        (recorded,) = conn.execute("SELECT mapping FROM jobctl.tables").fetchall()
+        assert recorded["mapping"]["park_status"] == "manual_review"
+        # without the options, the recorded mapping is kept
+        again = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
+        assert again.code == 0, again.err
+        assert conn.execute("SELECT mapping FROM jobctl.tables").fetchone() == recorded
+        # a different park status replaces it (the rest given again: the whole mapping)
+        args = [a for a in s.mapping_args() if a not in ("--park-status", "manual_review")]
+        assert run("--table", s.table, "schema", "apply", "--yes", *args, dsn=empty_dsn).code == 0
+        assert (
+            conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]["park_status"]
+            is None
+        )
+
+
+def test_an_enum_without_a_status_mapping_is_refused_and_nothing_changes(empty_dsn, run):
+    s = OWN_NAMES_PARKED
+    with made(empty_dsn, s.ddl):
+        columns_only = [a for c in s.columns for a in ("--column", c)]
+        result = run("--table", s.table, "schema", "apply", "--yes", *columns_only, dsn=empty_dsn)
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert "would refuse 'queued'" in result.err and "--status" in result.err
+
+
+def test_an_id_the_column_cannot_hold_is_one_line(empty_dsn, run):
+    s = SHAPES[0]  # uuid ids
+    with made(empty_dsn, s.ddl):
+        assert run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        result = run("--table", s.table, "show", "42", dsn=empty_dsn)
+        assert result.code == 2 and result.err.count("\n") == 1
+        assert "job id '42' is not a valid uuid" in result.err
+        missing = run("--table", s.table, "show", str(uuid.uuid4()), dsn=empty_dsn)
+        assert missing.code == 1 and "not found" in missing.err

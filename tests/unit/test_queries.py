@@ -53,6 +53,11 @@ FRAGMENTS = {
     "column": sql.Identifier("status"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
+    # the history function's DDL
+    "function": sql.Identifier("jobctl", "record_work_items_0123abcd"),
+    "body": sql.Literal("BEGIN RETURN NEW; END"),
+    "comment": sql.Literal("jobctl's history"),
+    "digest": sql.Literal("0123456789abcdef"),
 }
 
 
