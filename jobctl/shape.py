@@ -139,8 +139,9 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
 def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
     """What this version of jobctl cannot serve yet, though the lease design could: refused
     before anything changes, because installing it would break the workers' statements
-    (the history stores integer ids; reclaim writes text statuses; a partitioned table's
-    index is not built per partition yet). None when the table is served."""
+    (the history stores integer ids; reclaim writes text statuses). None when the table is
+    served. (A partitioned table is served: schema apply builds the reclaim index partition
+    by partition, see schema.partition_indexes.)"""
     identifier, status = shape.column(mapping, "id"), shape.column(mapping, "status")
     if identifier is not None and identifier.type not in INTEGER_TYPES:
         return (
@@ -152,12 +153,6 @@ def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
         return (
             f"{shape.qualified}: a status of type {status.type} ({status.kind}) is not served "
             "by this version of jobctl yet (reclaim writes text statuses); nothing done"
-        )
-    if shape.partitioned:
-        return (
-            f"{shape.qualified} is partitioned ({shape.partition_strategy} on "
-            f"{', '.join(shape.partition_key)}): not served by this version of jobctl yet "
-            "(the reclaim index would be built on the parent, not per partition); nothing done"
         )
     return None
 

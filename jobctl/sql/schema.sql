@@ -52,9 +52,11 @@ ALTER TABLE {table} VALIDATE CONSTRAINT {constraint}
 DROP INDEX IF EXISTS {index}
 
 -- name: reclaim_index
--- the lease design's reclaim index ({concurrently}: CONCURRENTLY on a table with rows)
+-- the lease design's reclaim index, in the table's own names ({concurrently}: CONCURRENTLY on
+-- a table with rows; {only}: ONLY on a partitioned table, whose partitions get theirs one by
+-- one, attached with attach_index)
 CREATE INDEX {concurrently} IF NOT EXISTS {index}
-ON {table} (status, lease_expires_at, id) WHERE status = 'processing'
+ON {only} {table} ({status}, {lease_expires_at}, {id}) WHERE {status} = {processing}
 
 -- name: grant_read
 -- read access: the jobs table and jobctl's history
@@ -121,3 +123,8 @@ CREATE DATABASE {database}
 -- name: add_column
 -- one column of add_columns
 ADD COLUMN {column} {type}
+
+-- name: attach_index
+-- a partition's index made a partition of its parent's index (ON ONLY): the parent's becomes
+-- valid once every partition's is attached (AccessExclusive on the partition's index only)
+ALTER INDEX {parent_index} ATTACH PARTITION {index}

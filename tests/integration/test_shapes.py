@@ -6,7 +6,15 @@ from __future__ import annotations
 import psycopg
 import pytest
 from psycopg import rows
-from shapes import LIST_BY_QUEUE, LIST_BY_STATUS, OWN_NAMES_PARKED, REFUSED, SHAPES
+from shapes import (
+    LIST_BY_QUEUE,
+    LIST_BY_STATUS,
+    NOT_YET_SERVED,
+    OWN_NAMES_PARKED,
+    PARTITIONED,
+    REFUSED,
+    SHAPES,
+)
 
 from jobctl import mapping, shape
 
@@ -105,10 +113,10 @@ def columns_of(conn, table: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("s", SHAPES, ids=[s.name for s in SHAPES])
+@pytest.mark.parametrize("s", NOT_YET_SERVED, ids=[s.name for s in NOT_YET_SERVED])
 def test_schema_apply_refuses_what_it_cannot_serve_yet_and_changes_nothing(empty_dsn, s, run):
     """Until the commands speak each shape, apply must not install what would break its
-    workers (an integer-id history on uuid ids, text statuses into an ENUM, a parent index)."""
+    workers (an integer-id history on uuid ids, text statuses into an ENUM)."""
     with made(empty_dsn, s.ddl) as conn:
         before = columns_of(conn, s.table)
         result = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
@@ -125,3 +133,17 @@ def test_schema_apply_refuses_shapes_it_will_never_serve(empty_dsn, ddl, table, 
     with made(empty_dsn, ddl):
         result = run("--table", table, "schema", "apply", "--yes", dsn=empty_dsn)
     assert result.code == 2 and says in result.err and "nothing done" in result.err
+
+
+SERVED_PARTITIONED = (*PARTITIONED, LIST_BY_STATUS)
+
+
+@pytest.mark.parametrize("s", SERVED_PARTITIONED, ids=[s.name for s in SERVED_PARTITIONED])
+def test_schema_apply_serves_partitioned_tables(empty_dsn, s, run):
+    """No longer refused: the reclaim index is built partition by partition (see
+    test_partitioned.py), and the application's own insert still works after."""
+    with made(empty_dsn, s.ddl) as conn:
+        result = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
+        assert result.code == 0, result.err
+        assert run("--table", s.table, "schema", "check", dsn=empty_dsn).code == 0
+        assert conn.execute(s.new_job).fetchone() is not None

@@ -7,7 +7,8 @@ import re
 import pytest
 from psycopg import sql
 
-from jobctl import queries
+from jobctl import db, queries
+from jobctl.mapping import TableMapping
 
 TABLE = sql.Identifier("queue", "Work Items")
 
@@ -39,6 +40,9 @@ FRAGMENTS = {
     "column": sql.Identifier("status"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
+    "only": sql.SQL("ONLY"),
+    "parent_index": sql.Identifier("queue", "idx_parent"),
+    **db.spelling(TABLE, TableMapping()),  # the table's own names ({status}, {processing} ...)
 }
 
 
