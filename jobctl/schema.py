@@ -309,9 +309,12 @@ def _partitioned_index_steps(
     conn: psycopg.Connection[Any], table: db.JobsTable, ours: str
 ) -> list[Step]:
     """The steps that give a partitioned table its reclaim index without a long lock: the
-    index ON ONLY the table; then, top down, for each partition lacking one attached: an
+    index ON ONLY the table; then, depth first, for each partition lacking one attached: an
     invalid leftover of an interrupted build dropped, its own index built (CONCURRENTLY when
-    it has rows; ON ONLY when it is partitioned in turn) and attached to its parent's.
+    it has rows) and attached to its parent's. A partition partitioned in turn gets an index
+    ON ONLY, its partitions' attached to it, and only then is it attached upward: attaching
+    it while still invalid would make PostgreSQL take an ACCESS EXCLUSIVE lock on the whole
+    table when its last partition's index is attached (to validate the table's index).
     Nothing when the table has a valid reclaim index (of any name): every partition has it."""
     found = partition_indexes(conn, table.oid, ours, table.mapping)
     if found.valid:
@@ -332,71 +335,76 @@ def _partitioned_index_steps(
                 locks=table.qualified,
             )
         )
-    index_of = {table.oid: sql.Identifier(table.schema, found.index or ours)}
     names = _partition_index_names(conn, tuple(p for p in found.partitions if p.index is None))
+    children: dict[int, list[Partition]] = {}
     for p in found.partitions:
-        if p.index is not None:  # attached (if invalid, which only a REINDEX can mend: check
-            index_of[p.oid] = sql.Identifier(p.schema, p.index)  # reports it)
-            continue
-        name = names[p.oid]
-        index_of[p.oid] = sql.Identifier(p.schema, name)
-        steps.extend(_partition_steps(conn, table, p, name, index_of[p.parent_oid]))
+        children.setdefault(p.parent_oid, []).append(p)
+
+    def visit(parent_oid: int, parent_index: sql.Identifier) -> None:
+        for p in children.get(parent_oid, []):
+            if p.index is not None:  # attached (if invalid, which only a REINDEX can mend:
+                if not p.leaf:  # schema check reports it); its partitions may lack theirs
+                    visit(p.oid, sql.Identifier(p.schema, p.index))
+                continue
+            name = names[p.oid]
+            steps.extend(_partition_index_steps(conn, table, p, name))
+            if not p.leaf:
+                visit(p.oid, sql.Identifier(p.schema, name))
+            steps.append(
+                Step(
+                    f"attach the reclaim index of partition {p.qualified}",
+                    queries.query(
+                        "attach_index",
+                        parent_index=parent_index,
+                        index=sql.Identifier(p.schema, name),
+                    ),
+                    locks=p.qualified,
+                )
+            )
+
+    visit(table.oid, sql.Identifier(table.schema, found.index or ours))
     return steps
 
 
-def _partition_steps(
-    conn: psycopg.Connection[Any],
-    table: db.JobsTable,
-    p: Partition,
-    name: str,
-    parent_index: sql.Identifier,
+def _partition_index_steps(
+    conn: psycopg.Connection[Any], table: db.JobsTable, p: Partition, name: str
 ) -> list[Step]:
-    """One partition's: its index (dropped first if an invalid leftover), then attached."""
-    steps = []
+    """One partition's own index (an invalid leftover dropped first), not yet attached."""
     mine = p.unattached.get(name)
     if not p.leaf:
-        if mine is None:
-            steps.append(
-                Step(
-                    f"create the reclaim index on partition {p.qualified} (ON ONLY: it is "
-                    "partitioned in turn)",
-                    _reclaim_index(table, p.ident, name, only=True),
-                    locks=p.qualified,
-                )
+        if mine is not None:
+            return []
+        return [
+            Step(
+                f"create the reclaim index on partition {p.qualified} (ON ONLY: it is "
+                "partitioned in turn)",
+                _reclaim_index(table, p.ident, name, only=True),
+                locks=p.qualified,
             )
-    else:
-        if mine is False:
-            steps.append(
-                Step(  # never used by queries, attached to nothing: dropping it is instant
-                    f"drop the invalid reclaim index of partition {p.qualified} (left by an "
-                    "interrupted concurrent build)",
-                    queries.query("drop_index", index=sql.Identifier(p.schema, name)),
-                    locks=p.qualified,
-                )
+        ]
+    if mine:
+        return []
+    steps = []
+    if mine is False:
+        steps.append(
+            Step(  # never used by queries, attached to nothing: dropping it is instant
+                f"drop the invalid reclaim index of partition {p.qualified} (left by an "
+                "interrupted concurrent build)",
+                queries.query("drop_index", index=sql.Identifier(p.schema, name)),
+                locks=p.qualified,
             )
-        if not mine:
-            has_rows = _one(conn, queries.query("table_has_rows", p.ident))["e"]
-            steps.append(
-                Step(
-                    f"create the reclaim index on partition {p.qualified}"
-                    + (" concurrently" if has_rows else " (no rows: a short lock)"),
-                    _reclaim_index(table, p.ident, name, concurrently=has_rows),
-                    outside_transaction=has_rows,
-                    # an empty partition's plain build is over in a moment, but its SHARE lock
-                    # waits like any: short tries, as for the other locking steps
-                    locks=None if has_rows else p.qualified,
-                    probe=queries.query("concurrent_lock_probe", p.ident) if has_rows else None,
-                )
-            )
+        )
+    has_rows = _one(conn, queries.query("table_has_rows", p.ident))["e"]
     steps.append(
         Step(
-            f"attach the reclaim index of partition {p.qualified}",
-            queries.query(
-                "attach_index",
-                parent_index=parent_index,
-                index=sql.Identifier(p.schema, name),
-            ),
-            locks=p.qualified,
+            f"create the reclaim index on partition {p.qualified}"
+            + (" concurrently" if has_rows else " (no rows: a short lock)"),
+            _reclaim_index(table, p.ident, name, concurrently=has_rows),
+            outside_transaction=has_rows,
+            # an empty partition's plain build is over in a moment, but its SHARE lock waits
+            # like any: short tries, as for the other locking steps
+            locks=None if has_rows else p.qualified,
+            probe=queries.query("concurrent_lock_probe", p.ident) if has_rows else None,
         )
     )
     return steps
@@ -800,7 +808,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             else "missing: reclaim and stuck scan the table"
         ),
     )
-    partitioned = _rows(conn, "partition_tree", table.oid)[0]["relkind"] == "p"
+    identity = conn.execute(queries.query("table_identity"), {"name": table.qualified}).fetchone()
+    partitioned = identity is not None and identity["relkind"] == "p"
     results.extend(_partition_checks(conn, table) if partitioned else [reclaim])
     results.append(history_check(conn, table.oid))
     if not wrong:
