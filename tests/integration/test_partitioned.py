@@ -408,3 +408,18 @@ def test_workers_keep_working_while_apply_runs_on_a_partitioned_table(empty_dsn)
         assert root_index_valid(conn) is True
         done = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'done'").fetchone()
         assert done["n"] > 45_000  # the fill's, and what the workers completed
+
+
+def test_apply_through_a_pooler_in_transaction_mode(empty_dsn, pgbouncer, run):
+    """No session state: each partition's concurrent build and each short try may land on
+    another server connection of PgBouncer (transaction mode)."""
+    from psycopg import conninfo
+
+    pooled = conninfo.make_conninfo(
+        pgbouncer, dbname=conninfo.conninfo_to_dict(empty_dsn)["dbname"]
+    )
+    with made(empty_dsn, LIST_THEN_HASH, 1000) as conn:
+        result = run("schema", "apply", "--yes", dsn=pooled)
+        assert result.code == 0, result.err
+        assert run("schema", "check", dsn=pooled).code == 0
+        assert root_index_valid(conn) is True
