@@ -213,6 +213,12 @@ class Wanted:
 def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     """The function and trigger ``target`` should have in ``mode``, spelled in its names."""
     fragments = dict(target.fragments)
+    # the table's name as the history records it (a partition's trigger records its table's)
+    named = conn.execute(
+        queries.query("qualified_name"), {"schema": target.schema, "name": target.name}
+    ).fetchone()
+    assert named is not None
+    fragments["job_table"] = sql.Literal(named["qualified"])
     body = queries.query("history_function_body", **fragments).as_string(conn)
     when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
     digest = hashlib.sha256(f"{TRIGGER_VERSION}\x00{body}\x00{when}".encode()).hexdigest()[:16]

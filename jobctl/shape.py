@@ -136,20 +136,6 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     return None
 
 
-def not_yet_served(shape: TableShape, mapping: TableMapping) -> str | None:
-    """What this version of jobctl cannot serve yet, though the lease design could: refused
-    before anything changes, because installing it would break the workers' statements
-    (a partitioned table's index is not built per partition yet). None when the table is
-    served."""
-    if shape.partitioned:
-        return (
-            f"{shape.qualified} is partitioned ({shape.partition_strategy} on "
-            f"{', '.join(shape.partition_key)}): not served by this version of jobctl yet "
-            "(the reclaim index would be built on the parent, not per partition); nothing done"
-        )
-    return None
-
-
 def rejected_statuses(
     conn: psycopg.Connection[Any], shape: TableShape, mapping: TableMapping
 ) -> list[tuple[str, str]]:

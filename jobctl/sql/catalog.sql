@@ -9,6 +9,10 @@ SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%(name)s)
 
+-- name: qualified_name
+-- a table's schema and name as the history records them: format('%%I.%%I')
+SELECT format('%%I.%%I', %(schema)s::text, %(name)s::text) AS qualified
+
 -- name: table_mapping
 -- the table's own names for the lease design's, as schema apply recorded them
 SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
@@ -142,3 +146,38 @@ SELECT ({expression}) IS NOT FALSE AS ok FROM (SELECT %(value)s::{type} AS {colu
 SELECT sum(greatest(c.reltuples, 0))::bigint AS rows
 FROM pg_class c
 WHERE c.oid IN (to_regclass('jobctl.attempts'), to_regclass('jobctl.events'))
+
+-- name: partition_tree
+-- a table and its partitions at every level (the table itself first, at level 0): where each
+-- lives, whether it is partitioned in turn, a foreign table, and the partition it belongs to
+SELECT t.relid::oid::int AS oid, t.parentrelid::oid::int AS parent_oid, t.level,
+       c.relkind::text AS relkind, n.nspname, c.relname,
+       format('%%I.%%I', n.nspname, c.relname) AS qualified
+FROM pg_partition_tree(%(oid)s) t
+JOIN pg_class c ON c.oid = t.relid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+ORDER BY t.level, n.nspname, c.relname
+
+-- name: partition_index_candidates
+-- the indexes of a table and of all its partitions: validity, predicate, key columns (to find
+-- the reclaim index by shape), and the index each is attached to (a partitioned one), if any
+SELECT i.indrelid::int AS table_oid, c.relname, i.indisvalid,
+       pg_get_expr(i.indpred, i.indrelid) AS predicate,
+       (SELECT array_agg(a.attname::text ORDER BY k.n)
+        FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) AS keys,
+       i.indexrelid::int AS oid,
+       (SELECT h.inhparent::int FROM pg_inherits h WHERE h.inhrelid = i.indexrelid) AS attached_to
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid IN (SELECT relid FROM pg_partition_tree(%(oid)s))
+
+-- name: relations_named
+-- which of these names (schema, name pairs) are taken in their schema, and by what: an index
+-- names its table
+SELECT n.nspname, c.relname, c.relkind::text AS relkind, i.indrelid::int AS table_oid
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+WHERE (n.nspname, c.relname) IN
+      (SELECT s, r FROM unnest(%(schemas)s::text[], %(names)s::text[]) AS x(s, r))
+

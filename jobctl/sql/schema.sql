@@ -52,9 +52,11 @@ ALTER TABLE {table} VALIDATE CONSTRAINT {constraint}
 DROP INDEX IF EXISTS {index}
 
 -- name: reclaim_index
--- the lease design's reclaim index ({concurrently}: CONCURRENTLY on a table with rows)
+-- the lease design's reclaim index, in the table's own names ({concurrently}: CONCURRENTLY on
+-- a table with rows; {only}: ONLY on a partitioned table, whose partitions get theirs one by
+-- one, attached with attach_index)
 CREATE INDEX {concurrently} IF NOT EXISTS {index}
-ON {table} (status, lease_expires_at, id) WHERE status = 'processing'
+ON {only} {table} ({status}, {lease_expires_at}, {id}) WHERE {status} = {processing}
 
 -- name: grant_read
 -- read access: the jobs table and jobctl's history
@@ -127,9 +129,10 @@ COMMENT ON FUNCTION {function}() IS {comment}
 -- name: history_function_body
 -- the trigger function's body for one table, in its own names: {status}, {done} ... (see
 -- db.spelling; status values are cast to the column's type, an ENUM say). It records the
--- table's own status values (as text) and the id as its text. The workers' cases first, in as
--- few expressions as possible: plpgsql prepares every expression afresh in each transaction,
--- and workers autocommit. Everything is schema-qualified (see history_function); IS DISTINCT
+-- table's own status values (as text) and the id as its text, under the table's name
+-- ({job_table}: the partitioned table's, not the partition's the trigger fires on). The
+-- workers' cases first, in as few expressions as possible: plpgsql prepares every expression
+-- afresh in each transaction, and workers autocommit. Everything is schema-qualified (see history_function); IS DISTINCT
 -- FROM, NOT IN and nullif are avoided because they look their operator up by name.
 DECLARE
     action pg_catalog.text;
@@ -146,7 +149,7 @@ BEGIN
                 last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease,
                 lease_expires_at, heartbeat_stats, ended_by)
             VALUES (
-                OLD.{attempt_token}, pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+                OLD.{attempt_token}, {job_table},
                 OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
                 coalesce(OLD.{reserved_at}, pg_catalog.now()),
                 CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
@@ -212,7 +215,7 @@ BEGIN
             END IF;
             INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                        attempt, attempt_token, worker, actor, reason, db_role)
-            VALUES (pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+            VALUES ({job_table},
                     NEW.{id}::pg_catalog.text, action,
                     OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
                     OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
@@ -255,7 +258,7 @@ BEGIN
             last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease, lease_expires_at,
             heartbeat_stats, ended_by)
         VALUES (
-            OLD.{attempt_token}, pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+            OLD.{attempt_token}, {job_table},
             OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
             coalesce(OLD.{reserved_at}, pg_catalog.now()),
             CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
@@ -273,7 +276,7 @@ BEGIN
     IF NOT (kind OPERATOR(pg_catalog.=) 'claimed' OR kind OPERATOR(pg_catalog.=) 'completed') THEN
         INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                    attempt, attempt_token, worker, actor, reason, db_role)
-        VALUES (pg_catalog.format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+        VALUES ({job_table},
                 NEW.{id}::pg_catalog.text, kind,
                 OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
                 OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
@@ -329,3 +332,8 @@ ADD COLUMN {column} {type}
 INSERT INTO jobctl.tables (job_table, mapping) VALUES ({job_table}, {mapping}::jsonb)
 ON CONFLICT (job_table) DO UPDATE
 SET mapping = EXCLUDED.mapping, updated_at = now(), updated_by = session_user
+
+-- name: attach_index
+-- a partition's index made a partition of its parent's index (ON ONLY): the parent's becomes
+-- valid once every partition's is attached (AccessExclusive on the partition's index only)
+ALTER INDEX {parent_index} ATTACH PARTITION {index}

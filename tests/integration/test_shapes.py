@@ -9,10 +9,11 @@ from psycopg import rows
 from shapes import (
     LIST_BY_QUEUE,
     LIST_BY_STATUS,
-    NOT_YET_SERVED,
     OWN_NAMES_PARKED,
+    PARTITIONED,
     REFUSED,
     SHAPES,
+    UUID_TEXT_CHECK,
 )
 
 from jobctl import mapping, shape
@@ -112,17 +113,28 @@ def columns_of(conn, table: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("s", NOT_YET_SERVED, ids=[s.name for s in NOT_YET_SERVED])
-def test_schema_apply_refuses_what_it_cannot_serve_yet_and_changes_nothing(empty_dsn, s, run):
-    """Until the commands speak each shape, apply must not install what would break its
-    workers (an integer-id history on uuid ids, text statuses into an ENUM, a parent index)."""
+BAD_MAPPINGS = [
+    # (shape, the options given, what the refusal says)
+    (
+        OWN_NAMES_PARKED,
+        [a for c in OWN_NAMES_PARKED.columns for a in ("--column", c)],
+        "would refuse 'queued'",
+    ),  # an ENUM of its own labels, no --status
+    (OWN_NAMES_PARKED, ["--column", "status=state"], "has no column for the lease design's"),
+    (UUID_TEXT_CHECK, ["--park-status", "manual_review"], "would refuse 'manual_review'"),
+]
+
+
+@pytest.mark.parametrize(("s", "options", "says"), BAD_MAPPINGS, ids=["enum", "names", "check"])
+def test_a_mapping_the_table_cannot_take_is_refused_and_changes_nothing(
+    empty_dsn, s, options, says, run
+):
     with made(empty_dsn, s.ddl) as conn:
         before = columns_of(conn, s.table)
-        result = run(
-            "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
-        )
+        result = run("--table", s.table, "schema", "apply", "--yes", *options, dsn=empty_dsn)
         assert result.code == 2, result.err
         assert result.err.count("\n") == 1 and "nothing done" in result.err
+        assert says in result.err, result.err
         assert columns_of(conn, s.table) == before
         assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
         job = conn.execute(s.new_job).fetchone()  # the application's own insert still works
@@ -134,3 +146,17 @@ def test_schema_apply_refuses_shapes_it_will_never_serve(empty_dsn, ddl, table, 
     with made(empty_dsn, ddl):
         result = run("--table", table, "schema", "apply", "--yes", dsn=empty_dsn)
     assert result.code == 2 and says in result.err and "nothing done" in result.err
+
+
+SERVED_PARTITIONED = (*PARTITIONED, LIST_BY_STATUS)
+
+
+@pytest.mark.parametrize("s", SERVED_PARTITIONED, ids=[s.name for s in SERVED_PARTITIONED])
+def test_schema_apply_serves_partitioned_tables(empty_dsn, s, run):
+    """No longer refused: the reclaim index is built partition by partition (see
+    test_partitioned.py), and the application's own insert still works after."""
+    with made(empty_dsn, s.ddl) as conn:
+        result = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
+        assert result.code == 0, result.err
+        assert run("--table", s.table, "schema", "check", dsn=empty_dsn).code == 0
+        assert conn.execute(s.new_job).fetchone() is not None

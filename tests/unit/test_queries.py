@@ -58,6 +58,8 @@ FRAGMENTS = {
     "body": sql.Literal("BEGIN RETURN NEW; END"),
     "comment": sql.Literal("jobctl's history"),
     "digest": sql.Literal("0123456789abcdef"),
+    "only": sql.SQL("ONLY"),
+    "parent_index": sql.Identifier("queue", "idx_parent"),
 }
 
 
