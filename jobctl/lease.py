@@ -39,6 +39,9 @@ class LeaseLost(Exception):
         self.operation = operation
 
 
+MOVED_RETRIES = 10  # claims tried again after the row moved partitions under them, at most
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """A claimed job: its id, this attempt's token and number, the lease's current expiry."""
@@ -88,7 +91,17 @@ class Worker:
         statement = self._statements.get(name)
         if statement is None:
             statement = self._statements[name] = queries.query(name, **self.table.fragments)
-        return cursor.execute(statement, params, prepare=self.prepare).fetchone()
+        for _ in range(MOVED_RETRIES):
+            try:
+                return cursor.execute(statement, params, prepare=self.prepare).fetchone()
+            except psycopg.errors.SerializationFailure:
+                # A table partitioned by status: another session moved the row to another
+                # partition while this statement waited for it (SQLSTATE 40001; nothing was
+                # changed). A claim tries again for another job; for this attempt's own row
+                # it means the row is no longer as this attempt left it: no row.
+                if name != "claim":
+                    return None
+        return None
 
     def claim(self) -> Claim | None:
         """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None."""

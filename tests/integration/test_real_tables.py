@@ -5,17 +5,19 @@ worker fenced out, show/history/explain, requeue, fail, summary, metrics."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
+import helpers
 import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import rows, sql
-from shapes import BIGINT_ENUM, OWN_NAMES_PARKED, SERVED, SHAPES, UUID_TEXT_CHECK
+from shapes import BIGINT_ENUM, LIST_BY_STATUS, OWN_NAMES_PARKED, SERVED, SHAPES, UUID_TEXT_CHECK
 
-from jobctl import lease
+from jobctl import db, lease, reclaim, session, triage
 
 LEASE_S = 0.4
 
@@ -250,3 +252,95 @@ def test_an_id_the_column_cannot_hold_is_one_line(empty_dsn, run):
         assert "job id '42' is not a valid uuid" in result.err
         missing = run("--table", s.table, "show", str(uuid.uuid4()), dsn=empty_dsn)
         assert missing.code == 1 and "not found" in missing.err
+
+
+def test_a_row_moved_to_another_partition_under_a_manual_write_is_a_conflict(empty_dsn, run):
+    """On a table partitioned by status, a worker's completion moves the row while jobctl's
+    fenced write waits for its lock: PostgreSQL raises 40001 ("already moved to another
+    partition"); jobctl reports a conflict (exit 3), nothing written, no traceback."""
+    s = LIST_BY_STATUS
+    with made(empty_dsn, s.ddl) as conn:
+        conn.execute(s.new_job)
+        assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        with psycopg.connect(empty_dsn, autocommit=True) as wconn:
+            job = lease.Worker(wconn, "w1", lease_seconds=-1).claim()  # expired at once
+        assert job is not None
+        worker = psycopg.connect(empty_dsn)  # completes, and holds its transaction open
+        worker.execute(
+            "UPDATE jobs SET status = 'done', attempt_token = NULL, lease_expires_at = NULL, "
+            "reserved_by = NULL WHERE id = %s",
+            (job.id,),
+        )
+        result: dict[str, object] = {}
+        thread = threading.Thread(
+            target=lambda: result.update(
+                r=helpers.jobctl_process(empty_dsn, "fail", str(job.id), "--reason", "x", "--yes")
+            )
+        )
+        thread.start()
+        helpers.wait_until(
+            lambda: helpers.blocked_by(conn, worker.info.backend_pid), what="jobctl waits"
+        )
+        worker.commit()  # the row moves to jobs_finished under jobctl's waiting UPDATE
+        thread.join(30)
+        worker.close()
+        failed = result["r"]
+        assert failed.returncode == 3, (failed.returncode, failed.stdout, failed.stderr)
+        assert "Traceback" not in failed.stderr and "conflict" in failed.stdout
+        (row,) = conn.execute("SELECT status, last_error FROM jobs").fetchall()
+        assert row == {"status": "done", "last_error": None}
+
+
+def test_reclaim_races_workers_moving_rows_between_partitions(empty_dsn, run):
+    """Workers claim and complete on a table partitioned by status (each transition moves the
+    row) while reclaim runs over and over with leases running out under it. A claim that
+    finds its row moved by another claimer (40001) tries again (jobctl.lease); a row moved
+    between reclaim's snapshot and its lock makes reclaim read the batch again. Neither the
+    workers nor reclaim fail, and every job is still there once."""
+    s = LIST_BY_STATUS
+    with made(empty_dsn, s.ddl) as conn:
+        for _ in range(200):
+            conn.execute(s.new_job)
+        assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def work(name: str) -> None:
+            try:
+                with psycopg.connect(empty_dsn, autocommit=True) as c:
+                    worker = lease.Worker(c, name, lease_seconds=0.05)
+                    while not stop.is_set():
+                        job = worker.claim()
+                        if job is None:
+                            time.sleep(0.01)
+                            continue
+                        time.sleep(0.15 if job.attempt == 1 else 0)  # first leases run out
+                        try:
+                            worker.complete(job)
+                        except lease.LeaseLost:
+                            pass
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(3)]
+        for t in threads:
+            t.start()
+        s_ = session.connect(db.Settings(dsn=empty_dsn))
+        reclaimed = 0
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                for batch in reclaim.commit(s_, triage.ExpiredFilter(), batch_size=5, limit=None):
+                    reclaimed += sum(r["applied"] for r in batch)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+            s_.conn.close()
+        assert not errors, errors
+        assert reclaimed > 0
+        counts = {
+            r["status"]: r["n"]
+            for r in conn.execute("SELECT status, count(*) AS n FROM jobs GROUP BY status")
+        }
+        assert sum(counts.values()) == 200  # no job lost or doubled by a move
