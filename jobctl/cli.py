@@ -348,9 +348,10 @@ def reclaim_command(
     with _session(ctx) as s:
         run = reclaim.start(s, request, terminal.confirm)
         found, counts = terminal.drain(run, out, fmt)
+        parked = s.table.mapping.parked
     if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
         terminal.emit(views.table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
-    terminal.say(reclaim.summary_line(counts, commit))
+    terminal.say(reclaim.summary_line(counts, commit, parked=parked))
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"

@@ -100,12 +100,16 @@ def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
     return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
 
 
-def summary_line(counts: collections.Counter[str], committed: bool) -> str:
-    """What a reclaim did (or would do), in one line for stderr."""
+def summary_line(
+    counts: collections.Counter[str], committed: bool, *, parked: str = "failed"
+) -> str:
+    """What a reclaim did (or would do), in one line for stderr; ``parked``: where what it
+    does not retry goes (the table's failed status, or its park status)."""
     requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
+    failed = "failed" if parked == "failed" else f"parked in {parked}"
     if committed:
-        return f"reclaimed: {requeue} requeued, {fail} failed, {skipped} skipped"
-    line = f"dry run: {requeue} would be requeued, {fail} failed, {skipped} skipped"
+        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
+    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
     line += "; nothing changed"
     return line if sum(counts.values()) else f"{line}; nothing to reclaim"
 

@@ -121,9 +121,9 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     status = mapping.column("status")
     if status not in shape.columns:
         return (
-            f"{shape.qualified} has no status column {status!r} (this version needs the lease "
-            "design's column names; lock- or timestamp-only tables and one table per state "
-            "are never served); nothing done"
+            f"{shape.qualified} has no status column {status!r}: name the table's own with "
+            "--column status=ACTUAL (a table without one, lock- or timestamp-only, or one table "
+            "per state, is never served); nothing done"
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:

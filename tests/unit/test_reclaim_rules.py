@@ -95,3 +95,10 @@ def test_summary_line():
         "dry run: 3 would be requeued, 1 failed, 2 skipped; nothing changed"
     )
     assert reclaim.summary_line(collections.Counter(), False).endswith("; nothing to reclaim")
+
+
+def test_summary_line_names_the_park_status():
+    counts = collections.Counter({"requeue": 1, "fail": 2})
+    assert reclaim.summary_line(counts, True, parked="manual_review") == (
+        "reclaimed: 1 requeued, 2 parked in manual_review, 0 skipped"
+    )
