@@ -78,6 +78,25 @@ BIGINT_ENUM = Shape(
     new_job="INSERT INTO jobs DEFAULT VALUES RETURNING id",
 )
 
+INT_DOMAIN_PARKED = Shape(
+    name="integer ids, a domain status over text with its own CHECK, parked at review",
+    table="jobs",
+    ddl="""
+    CREATE DOMAIN job_state AS text
+        CHECK (VALUE IN ('queued', 'processing', 'done', 'failed', 'review'));
+    CREATE TABLE jobs (
+        id serial PRIMARY KEY,
+        status job_state NOT NULL DEFAULT 'queued',
+        attempts int NOT NULL DEFAULT 0,
+        max_attempts int NOT NULL DEFAULT 3,
+        available_at timestamptz NOT NULL DEFAULT now(),
+        reserved_by text, reserved_at timestamptz, last_error text,
+        finished_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now()
+    )""",
+    new_job="INSERT INTO jobs DEFAULT VALUES RETURNING id",
+    park_status="review",
+)
+
 LIST_BY_QUEUE = Shape(
     name="LIST-partitioned by queue, primary key (id, queue)",
     table="jobs",
@@ -264,6 +283,7 @@ OWN_NAMES_PARKED = Shape(
 SHAPES = (
     UUID_TEXT_CHECK,
     BIGINT_ENUM,
+    INT_DOMAIN_PARKED,
     LIST_BY_QUEUE,
     LIST_BY_STATUS,
     TEXT_VARCHAR_NAIVE,
