@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import psycopg
+from hypothesis import strategies as st
 from psycopg import rows
 
 from jobctl import lease
@@ -107,4 +108,19 @@ def grant_roles(run, roles: dict[str, str]):
         "--operator",
         roles["operator"],
         "--yes",
+    )
+
+
+def job_specs(max_size: int) -> st.SearchStrategy[list[tuple[str, str, int, int, int]]]:
+    """Jobs for the dry run = commit property: (status, policy, attempts, max_attempts, lease
+    offset in seconds: negative is expired), in the lease design's status names."""
+    return st.lists(
+        st.tuples(
+            st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
+            st.sampled_from(["auto", "manual"]),
+            st.integers(0, 4),
+            st.integers(1, 4),
+            st.integers(-100, 100),
+        ),
+        max_size=max_size,
     )

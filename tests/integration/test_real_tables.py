@@ -129,16 +129,7 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
 
 # ---------------------------------------------------------------- the dry run is the commit
 PROPERTY_SHAPES = [s for s in SERVED if s.name in {UUID_TEXT_CHECK.name, BIGINT_ENUM.name}]
-job_specs = st.lists(
-    st.tuples(
-        st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
-        st.sampled_from(["auto", "manual"]),
-        st.integers(0, 4),  # attempts
-        st.integers(1, 4),  # max_attempts
-        st.integers(-100, 100),  # lease offset in seconds (negative: expired)
-    ),
-    max_size=30,
-)
+job_specs = helpers.job_specs(30)
 
 
 @pytest.mark.parametrize("s", PROPERTY_SHAPES, ids=[s.name for s in PROPERTY_SHAPES])

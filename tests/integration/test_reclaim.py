@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import helpers
 import psycopg
 import pytest
 from helpers import add_jobs, blocked_by, claim_all, snapshot, wait_until
@@ -30,17 +31,7 @@ def core(dsn: str) -> session.Session:
 
 
 # ---------------------------------------------------------------- the dry run is the commit
-job_specs = st.lists(
-    st.tuples(
-        st.sampled_from(["queued", "processing", "processing", "done", "failed"]),
-        st.sampled_from(["auto", "manual"]),
-        st.integers(0, 4),  # attempts
-        st.integers(1, 4),  # max_attempts
-        st.integers(-100, 100),  # lease offset in seconds (negative: expired)
-    ),
-    min_size=0,
-    max_size=40,
-)
+job_specs = helpers.job_specs(40)
 
 
 @settings(
