@@ -295,10 +295,14 @@ def main() -> None:
     )
     build(dsn, expired, args.queued, args.rebuild)
     contenders: dict[str, Any] = {}
+    pooled = (
+        conninfo.make_conninfo(args.pooled_dsn, dbname=conninfo_dbname(dsn))
+        if args.pooled_dsn
+        else ""
+    )
     for out in args.outputs.split(","):
         contenders[f"jobctl {out}"] = lambda b, o=out: run_jobctl(dsn, b, out=o)
-        if args.pooled_dsn:
-            pooled = conninfo.make_conninfo(args.pooled_dsn, dbname=conninfo_dbname(dsn))
+        if pooled:
             contenders[f"jobctl {out} pooled"] = lambda b, o=out: run_jobctl(pooled, b, out=o)
         if args.baseline_src:
             contenders[f"baseline {out}"] = lambda b, o=out: run_jobctl(
