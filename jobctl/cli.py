@@ -348,8 +348,7 @@ def reclaim_command(
     with _session(ctx) as s:
         run = reclaim.start(s, request, terminal.confirm)
         found, counts = terminal.drain(run, out, fmt)
-    if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
-        terminal.emit(views.table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
+    terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit))
     if save_plan is not None:
         terminal.say(

@@ -65,8 +65,19 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+
+
 def to_json(value: Any, *, indent: int | None = None) -> str:
+    if indent is None:  # one encoder for every row: json.dumps builds one per call
+        return _ENCODER.encode(value)
     return json.dumps(value, default=_json_default, indent=indent, ensure_ascii=False)
+
+
+def json_lines(items: Iterable[Any]) -> str:
+    """Items as JSON lines, in one string (a batch of rows written in one call)."""
+    encode = _ENCODER.encode
+    return "".join([f"{encode(item)}\n" for item in items])
 
 
 # ---------------------------------------------------------------- cells
@@ -113,16 +124,32 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
         _write_json_array(iter(doc.payload), stream)
     elif output is Output.json:
         stream.write(to_json(doc.payload, indent=2) + "\n")
+    elif output is Output.jsonl and isinstance(doc.payload, list):
+        stream.write(json_lines(doc.payload))  # rows in hand: one write
     elif output is Output.jsonl:
-        items = doc.payload if isinstance(doc.payload, list | Iterator) else [doc.payload]
-        for item in items:
-            stream.write(to_json(item) + "\n")
+        items = doc.payload if isinstance(doc.payload, Iterator) else [doc.payload]
+        for chunk in _chunks(items, JSONL_CHUNK):  # streamed rows: a chunk at a time
+            stream.write(json_lines(chunk))
     elif output in (Output.csv, Output.tsv):
         _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
     elif fmt is None and use_rich(stream):
         _write_rich(doc.sections, stream)
     else:
         stream.write(format_tables(doc.sections, fmt or "simple"))
+
+
+JSONL_CHUNK = 500  # streamed rows written per call
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:

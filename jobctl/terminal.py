@@ -111,28 +111,60 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
 
 # ---------------------------------------------------------------- results of writes
+# The rows a reclaim's table shows: the first TABLE_ROWS, then up to TABLE_ROWS skipped ones
+# (what was not done); every row with -o jsonl, json or csv. The totals go to stderr.
+TABLE_ROWS = 20
+
+
 def drain(
     run: reclaim.Run, out: output.Output, fmt: str | None
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
-    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
-    keeps no rows (memory stays flat); other formats keep them for the end."""
+    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
+    one write, and keeps no rows; json, csv and tsv keep every row for the end; the table
+    keeps the rows it shows (``table_rows``), so memory stays flat."""
     from jobctl import reclaim
 
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
+    every_row = out in (output.Output.json, output.Output.csv, output.Output.tsv)
     for batch in with_progress(run.batches, run.total, "reclaiming"):
+        seen = sum(counts.values())
         counts += reclaim.tally(batch)
         if out is output.Output.jsonl:
             emit(output.Document(batch, []), out, fmt)
-        else:
+        elif every_row:
             kept.extend(batch)
+        else:
+            kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
     return kept, counts
 
 
+def table_rows(batch: list[rows.ReclaimRow], seen: int, skipped_kept: int) -> list[rows.ReclaimRow]:
+    """The rows of ``batch`` a reclaim's table shows, after ``seen`` rows of which it kept
+    ``skipped_kept`` skipped ones: the first TABLE_ROWS, then up to TABLE_ROWS skipped."""
+    first = batch[: max(TABLE_ROWS - seen, 0)]
+    room = TABLE_ROWS - skipped_kept - sum(r["skipped"] is not None for r in first)
+    later = [r for r in batch[len(first) :] if r["skipped"] is not None][: max(room, 0)]
+    return first + later
+
+
+def emit_reclaim(
+    found: list[rows.ReclaimRow], total: int, out: output.Output, fmt: str | None
+) -> None:
+    """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
+    ones and the skipped ones, or every row as JSON or CSV; jsonl printed each batch as it
+    landed."""
+    if out is not output.Output.jsonl:
+        emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS), out, fmt)
+
+
 def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
-    """One batch of the reclaimer service: JSON lines, or a table per batch."""
+    """One batch of the reclaimer service: JSON lines, or a table (its first rows)."""
     if out in (output.Output.jsonl, output.Output.json):
         emit(output.Document(applied, []), output.Output.jsonl, fmt)
+    elif out is output.Output.table:
+        shown = table_rows(applied, 0, 0)
+        emit(views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS), out, fmt)
     else:
         emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
     sys.stdout.flush()
