@@ -127,16 +127,58 @@ def drain(
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
     every_row = out in (output.Output.json, output.Output.csv, output.Output.tsv)
-    for batch in with_progress(run.batches, run.total, "reclaiming"):
-        seen = sum(counts.values())
-        counts += reclaim.tally(batch)
-        if out is output.Output.jsonl:
-            emit(output.Document(batch, []), out, fmt)
-        elif every_row:
-            kept.extend(batch)
-        else:
-            kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
+    with behind(lambda batch: emit(output.Document(batch, []), out, fmt)) as print_batch:
+        for batch in with_progress(run.batches, run.total, "reclaiming"):
+            seen = sum(counts.values())
+            counts += reclaim.tally(batch)
+            if out is output.Output.jsonl:
+                print_batch(batch)
+            elif every_row:
+                kept.extend(batch)
+            else:
+                kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
     return kept, counts
+
+
+_DONE = object()
+
+
+@contextlib.contextmanager
+def behind(write: Callable[[Any], None], depth: int = 2) -> Iterator[Callable[[Any], None]]:
+    """A hand-over to ``write``, run in a thread, in order, while the caller goes on: printing
+    one reclaim batch overlaps the next batch's round trip (waiting on the server releases the
+    GIL). At most ``depth`` items wait. On the way out, normal or not, every item handed over
+    is written first (its batch is committed); an error of ``write`` (a closed pipe) is raised
+    at the next hand-over or at the end, so at most the batch in flight then is committed
+    unprinted (the history records it)."""
+    import queue
+    import threading
+
+    items: queue.Queue[Any] = queue.Queue(depth)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while (item := items.get()) is not _DONE:
+            if not failed:
+                try:
+                    write(item)
+                except BaseException as exc:  # raised in the caller's thread
+                    failed.append(exc)
+
+    def hand_over(item: Any) -> None:
+        if failed:
+            raise failed[0]
+        items.put(item)
+
+    thread = threading.Thread(target=work, name="jobctl-output", daemon=True)
+    thread.start()
+    try:
+        yield hand_over
+    finally:
+        items.put(_DONE)
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def table_rows(batch: list[rows.ReclaimRow], seen: int, skipped_kept: int) -> list[rows.ReclaimRow]:
