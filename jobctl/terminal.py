@@ -127,7 +127,7 @@ def drain(
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
     every_row = out in (output.Output.json, output.Output.csv, output.Output.tsv)
-    with behind(lambda batch: emit(output.Document(batch, []), out, fmt)) as print_batch:
+    with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch:
         for batch in with_progress(run.batches, run.total, "reclaiming"):
             seen = sum(counts.values())
             counts += reclaim.tally(batch)
@@ -141,6 +141,19 @@ def drain(
 
 
 _DONE = object()
+YIELD_ROWS = 50  # rows the output thread prints before it lets the batches' thread run
+
+
+def _print_rows(batch: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+    """A batch printed from the output thread, ``YIELD_ROWS`` at a time, letting go of the
+    GIL in between (``sleep(0)``): the thread waiting on the server takes it back as soon as
+    the next reply comes, not after the interpreter's 5 ms switch interval (which cost back
+    most of what printing behind the batches saves: measured in docs/performance.md)."""
+    import time
+
+    for start in range(0, len(batch), YIELD_ROWS):
+        emit(output.Document(batch[start : start + YIELD_ROWS], []), out, fmt)
+        time.sleep(0)
 
 
 @contextlib.contextmanager
