@@ -316,7 +316,8 @@ def reclaim_command(
     """Reclaim expired leases: auto jobs with attempts left are requeued, the rest failed.
 
     The dry run (default) changes nothing and shows each decision; --commit applies exactly
-    that decision in batches, each a short transaction fenced by the attempt token.
+    that decision in batches, each a short transaction fenced by the attempt token. A table
+    shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
     from jobctl import reclaim, service, triage
@@ -349,8 +350,7 @@ def reclaim_command(
         run = reclaim.start(s, request, terminal.confirm)
         found, counts = terminal.drain(run, out, fmt)
         parked = s.table.mapping.parked
-    if not (commit and out is output.Output.jsonl):  # jsonl printed each batch as it landed
-        terminal.emit(views.table(found, found, rows.RECLAIM_COLUMNS), out, fmt)
+    terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, parked=parked))
     if save_plan is not None:
         terminal.say(

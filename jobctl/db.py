@@ -328,7 +328,7 @@ def transaction(
 def pipelined(
     conn: psycopg.Connection[Any],
     settings: Settings,
-    statement: sql.Composed,
+    statement: sql.Composed | bytes,
     params: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
@@ -371,13 +371,8 @@ def _apply(
 ) -> None:
     """The timeouts and the audit settings, for the current transaction only (no session
     state: behind a pooler the session is shared with the application's own clients)."""
-    from psycopg import sql
-
     conn.execute(
-        queries.query(
-            "transaction_settings",
-            read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
-        ),
+        _settings_statement(read_only),
         {
             "st": str(_milliseconds(settings.statement_timeout)),
             "lt": str(_milliseconds(settings.lock_timeout)),
@@ -385,6 +380,17 @@ def _apply(
             "action": action or "",
             "reason": reason or "",
         },
+    )
+
+
+@functools.cache
+def _settings_statement(read_only: bool) -> sql.Composed:
+    """The transaction settings statement, composed once (every reclaim batch runs it)."""
+    from psycopg import sql
+
+    return queries.query(
+        "transaction_settings",
+        read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
     )
 
 

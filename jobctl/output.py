@@ -12,10 +12,11 @@ import decimal
 import enum
 import io
 import json
+import json.encoder
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
@@ -52,6 +53,9 @@ class Document:
 
 # ---------------------------------------------------------------- JSON
 def _json_default(value: Any) -> Any:
+    exact = _EXACT.get(type(value))  # the common cases first: a row's timestamps and tokens
+    if exact is not None:
+        return exact(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -65,8 +69,32 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+_EXACT: dict[type, Callable[[Any], Any]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+# json.dumps's own C encoder, made once instead of once per row (as JSONEncoder.encode does,
+# the second reason a row cost 12 us): the same text, byte for byte (tests/unit/test_output.py)
+_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C module
+_C_ENCODER = (
+    _MAKE_ENCODER(
+        None, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True
+    )
+    if _MAKE_ENCODER is not None
+    else None
+)
+
+
 def to_json(value: Any, *, indent: int | None = None) -> str:
+    if indent is None:  # one encoder for every row: json.dumps builds one per call
+        return _ENCODER.encode(value)
     return json.dumps(value, default=_json_default, indent=indent, ensure_ascii=False)
+
+
+def json_lines(items: Iterable[Any]) -> str:
+    """Items as JSON lines, in one string (a batch of rows written in one call)."""
+    if _C_ENCODER is None:
+        return "".join([f"{_ENCODER.encode(item)}\n" for item in items])
+    encode = _C_ENCODER
+    return "".join(["".join(encode(item, 0)) + "\n" for item in items])
 
 
 # ---------------------------------------------------------------- cells
@@ -113,16 +141,32 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
         _write_json_array(iter(doc.payload), stream)
     elif output is Output.json:
         stream.write(to_json(doc.payload, indent=2) + "\n")
+    elif output is Output.jsonl and isinstance(doc.payload, list):
+        stream.write(json_lines(doc.payload))  # rows in hand: one write
     elif output is Output.jsonl:
-        items = doc.payload if isinstance(doc.payload, list | Iterator) else [doc.payload]
-        for item in items:
-            stream.write(to_json(item) + "\n")
+        items = doc.payload if isinstance(doc.payload, Iterator) else [doc.payload]
+        for chunk in _chunks(items, JSONL_CHUNK):  # streamed rows: a chunk at a time
+            stream.write(json_lines(chunk))
     elif output in (Output.csv, Output.tsv):
         _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
     elif fmt is None and use_rich(stream):
         _write_rich(doc.sections, stream)
     else:
         stream.write(format_tables(doc.sections, fmt or "simple"))
+
+
+JSONL_CHUNK = 500  # streamed rows written per call
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:

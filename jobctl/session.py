@@ -35,6 +35,8 @@ class Session:
     conn: psycopg.Connection[Any]
     settings: db.Settings
     table: db.JobsTable
+    # statements run again and again (a reclaim's batches), composed and encoded once
+    _texts: dict[str, bytes] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def transaction(
         self, *, read_only: bool = False, action: str | None = None, reason: str | None = None
@@ -85,8 +87,12 @@ class Session:
 
     def pipelined(self, name: str, params: dict[str, Any]) -> list[Row]:
         """The named statement in its own short transaction, timeouts and actor set
-        transaction-locally, in one round trip (``db.pipelined``); its rows."""
-        return db.pipelined(self.conn, self.settings, self.query(name), params)
+        transaction-locally, in one round trip (``db.pipelined``); its rows. The statement is
+        composed once per session (a reclaim runs it for every batch)."""
+        text = self._texts.get(name)
+        if text is None:
+            text = self._texts[name] = self.query(name).as_bytes(self.conn)
+        return db.pipelined(self.conn, self.settings, text, params)
 
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""

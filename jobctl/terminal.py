@@ -111,28 +111,115 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
 
 # ---------------------------------------------------------------- results of writes
+# The rows a reclaim's table shows: the first TABLE_ROWS, then up to TABLE_ROWS skipped ones
+# (what was not done); every row with -o jsonl, json or csv. The totals go to stderr.
+TABLE_ROWS = 20
+
+
 def drain(
     run: reclaim.Run, out: output.Output, fmt: str | None
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
-    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands and
-    keeps no rows (memory stays flat); other formats keep them for the end."""
+    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
+    one write, and keeps no rows; json, csv and tsv keep every row for the end; the table
+    keeps the rows it shows (``table_rows``), so memory stays flat."""
     from jobctl import reclaim
 
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
-    for batch in with_progress(run.batches, run.total, "reclaiming"):
-        counts += reclaim.tally(batch)
-        if out is output.Output.jsonl:
-            emit(output.Document(batch, []), out, fmt)
-        else:
-            kept.extend(batch)
+    every_row = out in (output.Output.json, output.Output.csv, output.Output.tsv)
+    with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch:
+        for batch in with_progress(run.batches, run.total, "reclaiming"):
+            seen = sum(counts.values())
+            counts += reclaim.tally(batch)
+            if out is output.Output.jsonl:
+                print_batch(batch)
+            elif every_row:
+                kept.extend(batch)
+            else:
+                kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
     return kept, counts
 
 
+_DONE = object()
+YIELD_ROWS = 50  # rows the output thread prints before it lets the batches' thread run
+
+
+def _print_rows(batch: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+    """A batch printed from the output thread, ``YIELD_ROWS`` at a time, letting go of the
+    GIL in between (``sleep(0)``): the thread waiting on the server takes it back as soon as
+    the next reply comes, not after the interpreter's 5 ms switch interval (which cost back
+    most of what printing behind the batches saves: measured in docs/performance.md)."""
+    import time
+
+    for start in range(0, len(batch), YIELD_ROWS):
+        emit(output.Document(batch[start : start + YIELD_ROWS], []), out, fmt)
+        time.sleep(0)
+
+
+@contextlib.contextmanager
+def behind(write: Callable[[Any], None], depth: int = 2) -> Iterator[Callable[[Any], None]]:
+    """A hand-over to ``write``, run in a thread, in order, while the caller goes on: printing
+    one reclaim batch overlaps the next batch's round trip (waiting on the server releases the
+    GIL). At most ``depth`` items wait. On the way out, normal or not, every item handed over
+    is written first (its batch is committed); an error of ``write`` (a closed pipe) is raised
+    at the next hand-over or at the end, so at most the batch in flight then is committed
+    unprinted (the history records it)."""
+    import queue
+    import threading
+
+    items: queue.Queue[Any] = queue.Queue(depth)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while (item := items.get()) is not _DONE:
+            if not failed:
+                try:
+                    write(item)
+                except BaseException as exc:  # raised in the caller's thread
+                    failed.append(exc)
+
+    def hand_over(item: Any) -> None:
+        if failed:
+            raise failed[0]
+        items.put(item)
+
+    thread = threading.Thread(target=work, name="jobctl-output", daemon=True)
+    thread.start()
+    try:
+        yield hand_over
+    finally:
+        items.put(_DONE)
+        thread.join()
+    if failed:
+        raise failed[0]
+
+
+def table_rows(batch: list[rows.ReclaimRow], seen: int, skipped_kept: int) -> list[rows.ReclaimRow]:
+    """The rows of ``batch`` a reclaim's table shows, after ``seen`` rows of which it kept
+    ``skipped_kept`` skipped ones: the first TABLE_ROWS, then up to TABLE_ROWS skipped."""
+    first = batch[: max(TABLE_ROWS - seen, 0)]
+    room = TABLE_ROWS - skipped_kept - sum(r["skipped"] is not None for r in first)
+    later = [r for r in batch[len(first) :] if r["skipped"] is not None][: max(room, 0)]
+    return first + later
+
+
+def emit_reclaim(
+    found: list[rows.ReclaimRow], total: int, out: output.Output, fmt: str | None
+) -> None:
+    """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
+    ones and the skipped ones, or every row as JSON or CSV; jsonl printed each batch as it
+    landed."""
+    if out is not output.Output.jsonl:
+        emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS), out, fmt)
+
+
 def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
-    """One batch of the reclaimer service: JSON lines, or a table per batch."""
+    """One batch of the reclaimer service: JSON lines, or a table (its first rows)."""
     if out in (output.Output.jsonl, output.Output.json):
         emit(output.Document(applied, []), output.Output.jsonl, fmt)
+    elif out is output.Output.table:
+        shown = table_rows(applied, 0, 0)
+        emit(views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS), out, fmt)
     else:
         emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
     sys.stdout.flush()

@@ -15,6 +15,18 @@ def table(payload: Any, found: Iterable[Any], columns: Sequence[str] | None = No
     return Document(payload, [Section(None, found, columns)])
 
 
+def some_rows(shown: list[Any], total: int, columns: Sequence[str] | None = None) -> Document:
+    """``shown`` of ``total`` rows, the table's title saying how many when it is not all of
+    them (thousands of rows on a terminal help nobody; the rest are behind ``-o``)."""
+    title = None
+    if len(shown) < total:
+        title = (
+            f"{len(shown)} of {total} rows shown: the first ones and any skipped "
+            "(every row: -o jsonl, -o json or -o csv)"
+        )
+    return Document(shown, [Section(title, shown, columns)])
+
+
 def stuck(found: list[Any], columns: list[str]) -> Document:
     """Stuck rows; a ``skipped`` column only when some row is locked by another session."""
     shown = columns + (["skipped"] if any(r["skipped"] for r in found) else [])

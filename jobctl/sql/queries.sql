@@ -92,7 +92,11 @@ ORDER BY j.{lease_expires_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: reclaim_batch
--- the lease design's reclaim: one batch of expired rows, locked, fenced, applied
+-- the lease design's reclaim: one batch of expired rows, locked, fenced, applied. The fence
+-- is the row exactly as the CTE read and locked it (id, attempt token, lease expiry, status:
+-- so still processing and still expired), written as join conditions so that the planner
+-- reaches each row by its id; a constant status test here made it hash-join every expired
+-- row of the table instead, in every batch (docs/performance.md)
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -117,8 +121,8 @@ SET {status} = CASE WHEN expired.action = 'requeue' THEN {queued} ELSE {parked} 
 FROM expired
 WHERE j.{id} = expired.id
   AND j.{attempt_token} = expired.attempt_token
-  AND j.{status} = {processing}
-  AND j.{lease_expires_at} < now()
+  AND j.{lease_expires_at} = expired.lease_expires_at
+  AND j.{status}::text = expired.status
 RETURNING expired.*
 
 -- name: plan_row_state

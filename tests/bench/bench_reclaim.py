@@ -1,14 +1,20 @@
 """Reclaim throughput and its impact on workers.
 
-1. 100k expired rows reclaimed at batch 50, 500, 5000: rows/s of ``jobctl reclaim --commit``
-   against the lease design's statement looped in psql (one statement per batch, autocommit);
-   with ``--pooled-dsn``, jobctl also through a connection pooler (PgBouncer in transaction
-   mode) in front of the same server; with ``--baseline-src``, also another jobctl source tree
-   (e.g. the previous release) directly. Interleaved, ``--repeat`` times: best and median.
+1. ``--expired`` rows (100k by default; ``--queued`` more beside them) reclaimed at batch 50,
+   500, 5000: the whole process of ``jobctl reclaim --commit --yes`` in each of ``--outputs``
+   (``table``, the default output, and ``jsonl``; stdout a pipe) against the floor, the lease
+   design's statement looped from a bare psycopg script (``psycopg loop``: one autocommitted
+   statement per batch, rows fetched, nothing printed), and with ``--psql`` also looped in
+   psql; with ``--pooled-dsn``, jobctl also through a connection pooler (PgBouncer in
+   transaction mode) in front of the same server; with ``--baseline-src``, also another jobctl
+   source tree (e.g. the previous release) directly. Interleaved, ``--repeat`` times: best and
+   median. The table is built once (``--rebuild`` to force) and its expired rows restored
+   before every run (an UPDATE with triggers off, then VACUUM).
 2. The same reclaim while 8 worker processes claim, heartbeat and complete other jobs: their
    throughput before and during the reclaim, and their worst single-statement wait.
 
     python tests/bench/bench_reclaim.py
+    python tests/bench/bench_reclaim.py --expired 20000 --queued 980000 --skip-impact --repeat 5
     python tests/bench/bench_reclaim.py --skip-impact --repeat 3 \
         --pooled-dsn "host=127.0.0.1 port=6432 user=postgres"
 """
@@ -54,8 +60,8 @@ RETURNING j.id, j.status, j.reclaim_count;
 """
 
 
-def reset(dsn: str, queued: int = 0) -> None:
-    """EXPIRED processing rows with expired leases (+ ``queued`` ready jobs for workers)."""
+def reset(dsn: str, queued: int = 0, expired: int = EXPIRED) -> None:
+    """``expired`` processing rows with expired leases (+ ``queued`` ready jobs for workers)."""
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(NAME)))
@@ -79,12 +85,70 @@ def reset(dsn: str, queued: int = 0) -> None:
                     "CASE WHEN g <= %(e)s THEN gen_random_uuid() END "
                     "FROM generate_series(1, %(n)s) g"
                 ).format(sql.Identifier(NAME)),
-                {"e": EXPIRED, "n": EXPIRED + queued},
+                {"e": expired, "n": expired + queued},
             )
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(NAME)))
 
 
-def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
+def build(dsn: str, expired: int, queued: int, rebuild: bool = False) -> None:
+    """The table of ``expired + queued`` rows, built once (ids 1..expired are the expired)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (NAME,)).fetchone()[0]
+        if found and not rebuild:
+            count = conn.execute(
+                sql.SQL("SELECT count(*), max(id) FROM {}").format(sql.Identifier(NAME))
+            ).fetchone()
+            if tuple(count) == (expired + queued, expired + queued):
+                return
+    reset(dsn, queued, expired)
+
+
+def restore(dsn: str, expired: int) -> None:
+    """Rows 1..``expired`` processing with an expired lease again, as ``reset`` makes them
+    (triggers off), their history deleted, the table vacuumed: each run starts alike."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
+        conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{NAME}",))
+        with conn.transaction():
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET status = 'processing', attempts = 1, reclaim_count = 0, "
+                    "reserved_by = 'dead-' || (id %% 8), "
+                    "reserved_at = now() - interval '5 minutes', heartbeat_at = NULL, "
+                    "lease_expires_at = now() - interval '1 minute' "
+                    "+ (id || ' microseconds')::interval, "
+                    "attempt_token = gen_random_uuid(), last_error = NULL, finished_at = NULL, "
+                    "available_at = now() WHERE id <= %(e)s"
+                ).format(sql.Identifier(NAME)),
+                {"e": expired},
+            )
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(NAME)))
+
+
+FLOOR = """
+import sys, psycopg
+dsn, statement, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with psycopg.connect(dsn, autocommit=True) as conn:
+    while len(conn.execute(statement).fetchall()) == batch:
+        pass
+"""
+
+
+def run_floor(dsn: str, batch: int) -> float:
+    """The lease design's statement looped from a bare psycopg script (psycopg's defaults)."""
+    dsn = conninfo.make_conninfo(dsn, application_name=NAME)
+    statement = DESIGN_RECLAIM.format(t=NAME, n=batch)
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", FLOOR, dsn, statement, str(batch)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def run_jobctl(dsn: str, batch: int, source: str | None = None, out: str = "jsonl") -> float:
     # its own application_name: test runs on a shared server terminate 'jobctl' backends
     env = {**os.environ, "JOBCTL_DSN": conninfo.make_conninfo(dsn, application_name=NAME)}
     if source is not None:  # another jobctl source tree: python -m finds it in the cwd first
@@ -101,9 +165,9 @@ def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
             "--batch-size",
             str(batch),
             "-o",
-            "jsonl",
+            out,
         ],
-        env=env,
+        env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
         check=True,
         stdout=subprocess.DEVNULL,
         cwd=source,
@@ -111,10 +175,10 @@ def run_jobctl(dsn: str, batch: int, source: str | None = None) -> float:
     return time.perf_counter() - started
 
 
-def run_psql(dsn: str, batch: int) -> float:
+def run_psql(dsn: str, batch: int, expired: int = EXPIRED) -> float:
     statement = DESIGN_RECLAIM.format(t=NAME, n=batch)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-        script.write(statement * (math.ceil(EXPIRED / batch) + 1))
+        script.write(statement * (math.ceil(expired / batch) + 1))
     started = time.perf_counter()
     subprocess.run(
         ["psql", "-X", "-q", "-d", dsn, "-f", script.name], check=True, stdout=subprocess.DEVNULL
@@ -201,12 +265,18 @@ def impact(dsn: str, batch: int, workers: int = 8, baseline_s: float = 5.0) -> d
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--batches", default="50,500,5000")
+    parser.add_argument("--expired", type=int, default=EXPIRED, help="expired rows to reclaim")
     parser.add_argument(
         "--queued",
         type=int,
         default=0,
-        help="queued rows beside the 100k expired (900000: a 1M-row table)",
+        help="queued rows beside the expired (--expired 20000 --queued 980000: a 1M-row table)",
     )
+    parser.add_argument(
+        "--outputs", default="table,jsonl", help="jobctl's -o for each run (table: the default)"
+    )
+    parser.add_argument("--psql", action="store_true", help="the design's statement in psql too")
+    parser.add_argument("--rebuild", action="store_true", help="build the table again")
     parser.add_argument("--skip-impact", action="store_true", help="throughput only")
     parser.add_argument(
         "--pooled-dsn",
@@ -218,42 +288,59 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds per batch")
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
+    expired = args.expired
     print(
-        f"machine: {machine()}; {EXPIRED:,} expired rows among {EXPIRED + args.queued:,}, "
+        f"machine: {machine()}; {expired:,} expired rows among {expired + args.queued:,}, "
         "history trigger on"
     )
-    contenders: dict[str, Any] = {"jobctl": lambda b: run_jobctl(dsn, b)}
-    if args.pooled_dsn:
-        pooled = conninfo.make_conninfo(args.pooled_dsn, dbname=conninfo_dbname(dsn))
-        contenders["jobctl pooled"] = lambda b: run_jobctl(pooled, b)
-    if args.baseline_src:
-        contenders["baseline"] = lambda b: run_jobctl(dsn, b, args.baseline_src)
-    contenders["psql loop"] = lambda b: run_psql(dsn, b)
+    build(dsn, expired, args.queued, args.rebuild)
+    contenders: dict[str, Any] = {}
+    pooled = (
+        conninfo.make_conninfo(args.pooled_dsn, dbname=conninfo_dbname(dsn))
+        if args.pooled_dsn
+        else ""
+    )
+    for out in args.outputs.split(","):
+        contenders[f"jobctl {out}"] = lambda b, o=out: run_jobctl(dsn, b, out=o)
+        if pooled:
+            contenders[f"jobctl {out} pooled"] = lambda b, o=out: run_jobctl(pooled, b, out=o)
+        if args.baseline_src:
+            contenders[f"baseline {out}"] = lambda b, o=out: run_jobctl(
+                dsn, b, args.baseline_src, out=o
+            )
+    contenders["psycopg loop"] = lambda b: run_floor(dsn, b)
+    if args.psql:
+        contenders["psql loop"] = lambda b: run_psql(dsn, b, expired)
+    floor_name = "psycopg loop"
     throughput = []
     for batch in map(int, args.batches.split(",")):
         times: dict[str, list[float]] = {name: [] for name in contenders}
         for _ in range(args.repeat):
             for name, contender in contenders.items():
-                reset(dsn, args.queued)
+                restore(dsn, expired)
                 times[name].append(contender(batch))
                 assert left(dsn) == 0, name
-        floor = min(times["psql loop"])
+        floor, floor_median = min(times[floor_name]), statistics.median(times[floor_name])
         row: dict[str, Any] = {"batch": batch}
         for name, values in times.items():
             best, median = min(values), statistics.median(values)
             row[f"{name} s"] = f"{best:.2f}" + (f" ({median:.2f})" if args.repeat > 1 else "")
-            row[f"{name} rows/s"] = f"{EXPIRED / best:,.0f}"
-            if name != "psql loop":
-                row[f"{name}/psql"] = f"{best / floor:.2f}"
+            row[f"{name} rows/s"] = f"{expired / best:,.0f}"
+            if name != floor_name:
+                row[f"{name}/floor"] = f"{best / floor:.2f}" + (
+                    f" ({median / floor_median:.2f})" if args.repeat > 1 else ""
+                )
         throughput.append(row)
         print(f"  batch {batch} done", file=sys.stderr)
     columns = [
         *(f"{name} s" for name in contenders),
-        *(f"{name} rows/s" for name in contenders),
-        *(f"{name}/psql" for name in contenders if name != "psql loop"),
+        *(f"{name}/floor" for name in contenders if name != floor_name),
     ]
     if args.repeat > 1:
-        print(f"best of {args.repeat} interleaved rounds (median in brackets); ratios of bests")
+        print(
+            f"best of {args.repeat} interleaved rounds (median in brackets); ratios: best to "
+            "best (median to median); the floor: the design's statement looped from psycopg"
+        )
     print(table(throughput, ["batch", *columns]))
     if args.skip_impact:
         return

@@ -44,7 +44,8 @@ def statements(dsn: str, name: str, job_id: int) -> dict[str, list[str]]:
     return {
         "stuck": [literal_sql(dsn, "stuck", name, {**where, "limit": 100_000})],
         "summary": [
-            literal_sql(dsn, q, name, {"oid": oid}) for q in ["table_size_estimate", *status]
+            literal_sql(dsn, q, name, {"oid": oid, "status_column": "status"})
+            for q in ["table_size_estimate", *status]
         ]
         + [
             literal_sql(dsn, "summary_processing", name, {"soon": soon}),

@@ -150,6 +150,32 @@ def test_idle_in_transaction_lock_is_shown_skipped(conn, dsn, run):
         holder.close()
 
 
+def test_table_shows_the_first_rows_and_the_skipped_ones(conn, dsn, run):
+    """Thousands of rows help nobody on a terminal: the table shows the first 20 and the
+    skipped ones, titled with how many of the total; the totals go to stderr."""
+    add_jobs(conn, 45)
+    *_, held = claim_all(dsn, 45)  # the latest expiry: far beyond the first 20
+    holder = psycopg.connect(dsn)
+    holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (held.id,))
+    try:
+        dry = run("reclaim", "--dry-run")
+        done = run("reclaim", "--commit", "--yes", "--batch-size", "7")
+    finally:
+        holder.close()
+    for result, summary in (
+        (dry, "dry run: 44 would be requeued, 0 failed, 1 skipped"),
+        (done, "reclaimed: 44 requeued, 0 failed, 1 skipped"),
+    ):
+        assert result.code == 0 and summary in result.err
+        title, _header, _rule, *body = result.out.rstrip("\n").splitlines()
+        assert title.startswith("21 of 45 rows shown") and "-o jsonl" in title
+        assert len(body) == 21
+        assert body[-1].split()[0] == str(held.id) and "locked by pid" in body[-1]
+    assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone() == {
+        "count": 44
+    }
+
+
 def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Path):
     add_jobs(conn, 4)
     beat, done, keep, gone = claim_all(dsn, 4)

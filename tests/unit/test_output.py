@@ -72,3 +72,60 @@ def test_streamed_json_is_the_same_json(count):
     output.render(output.Document(iter(rows), []), output.Output.json, None, streamed)
     output.render(output.Document(rows, []), output.Output.json, None, whole)
     assert streamed.getvalue() == whole.getvalue()
+
+
+def test_json_lines_are_json_dumps_byte_for_byte():
+    values = [
+        dict(ROWS[0], nested=[1, {"d": dt.date(2026, 1, 2)}], nan=float("nan"), none=None),
+        "é\u2028",
+        3,
+        None,
+    ]
+    expected = "".join(
+        json.dumps(v, default=output._json_default, ensure_ascii=False) + "\n" for v in values
+    )
+    assert output.json_lines(values) == expected
+    assert output.to_json(values[0]) + "\n" == expected.splitlines(keepends=True)[0]
+
+
+@pytest.mark.parametrize("count", [0, 1, 501, 1001])
+def test_streamed_jsonl_is_written_in_chunks_and_is_the_same(count):
+    rows = [dict(ROWS[0], id=i) for i in range(count)]
+    streamed, whole = io.StringIO(), io.StringIO()
+    writes: list[str] = []
+    streamed.write = lambda text: writes.append(text) or len(text)  # type: ignore[method-assign]
+    output.render(output.Document(iter(rows), []), output.Output.jsonl, None, streamed)
+    output.render(output.Document(rows, []), output.Output.jsonl, None, whole)
+    assert "".join(writes) == whole.getvalue()
+    assert len(writes) == -(-count // output.JSONL_CHUNK)  # a write per chunk, not per row
+
+
+def test_behind_writes_in_order_and_everything_handed_over():
+    from jobctl import terminal
+
+    written: list[int] = []
+    with terminal.behind(written.append) as hand_over:
+        for i in range(100):
+            hand_over(i)
+    assert written == list(range(100))
+    written.clear()
+    with pytest.raises(KeyError), terminal.behind(written.append) as hand_over:
+        hand_over(1)
+        hand_over(2)
+        raise KeyError("the caller's own error")  # batches 1 and 2 were committed: printed
+    assert written == [1, 2]
+
+
+def test_behind_raises_the_writers_error_in_the_caller():
+    from jobctl import terminal
+
+    def write(item: int) -> None:
+        if item == 3:
+            raise BrokenPipeError
+        written.append(item)
+
+    written: list[int] = []
+    with pytest.raises(BrokenPipeError), terminal.behind(write) as hand_over:
+        for i in range(1000):
+            hand_over(i)  # raises at the next hand-over once the writer failed
+    assert written == [0, 1, 2]

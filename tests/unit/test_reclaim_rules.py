@@ -102,3 +102,31 @@ def test_summary_line_names_the_park_status():
     assert reclaim.summary_line(counts, True, parked="manual_review") == (
         "reclaimed: 1 requeued, 2 parked in manual_review, 0 skipped"
     )
+
+
+def test_the_table_keeps_the_first_rows_and_the_skipped_ones():
+    from jobctl import terminal, views
+
+    first = terminal.TABLE_ROWS
+
+    def batches(skipped: set[int], size: int, count: int) -> list[list[dict]]:
+        rows = [{"id": i, "skipped": "locked" if i in skipped else None} for i in range(count)]
+        return [rows[i : i + size] for i in range(0, count, size)]
+
+    def drained(skipped: set[int], size: int = 7, count: int = 100) -> list[int]:
+        kept: list[dict] = []
+        seen = 0
+        for batch in batches(skipped, size, count):
+            kept += terminal.table_rows(batch, seen, sum(r["skipped"] is not None for r in kept))
+            seen += len(batch)
+        return [r["id"] for r in kept]
+
+    assert drained(set()) == list(range(first))
+    assert drained({3, first + 5, 99}) == [*range(first), first + 5, 99]
+    many = set(range(50, 100))  # more skipped rows than the table shows: the first of them
+    assert drained(many) == [*range(first), *range(50, 50 + first)]
+    assert drained(set(), count=5) == list(range(5))
+    doc = views.some_rows([{"id": 1}], 30)
+    assert doc.sections[0].title.startswith("1 of 30 rows shown")
+    assert "-o jsonl" in doc.sections[0].title
+    assert views.some_rows([{"id": 1}], 1).sections[0].title is None
