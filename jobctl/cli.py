@@ -349,9 +349,9 @@ def reclaim_command(
     with _session(ctx) as s:
         run = reclaim.start(s, request, terminal.confirm)
         found, counts = terminal.drain(run, out, fmt)
-        parked = s.table.mapping.parked
+        park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
-    terminal.say(reclaim.summary_line(counts, commit, parked=parked))
+    terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"

@@ -68,7 +68,6 @@ class JobsTable:
     mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
     id_type: tuple[str, str] = ("pg_catalog", "int8")  # the id column's type: schema, name
     status_type: tuple[str, str] = ("pg_catalog", "text")
-    id_is_integer: bool = True  # integer ids are numbers in JSON, any other id a string
     id_type_display: str = "bigint"  # as the database prints it, for messages
 
     @functools.cached_property
@@ -172,6 +171,21 @@ def pooler_hint(message: str) -> str:
     return ""
 
 
+# SQLSTATE classes of a server that is gone or going: connection exception, insufficient
+# resources, operator intervention (shutdown, terminated backend); no SQLSTATE: the client's
+UNAVAILABLE = ("08", "53", "57")
+
+
+def moved_to_another_partition(exc: BaseException) -> bool:
+    """Is this PostgreSQL's 40001 for a row that a concurrent update moved to another
+    partition (a table partitioned by status) — and not another serialization failure?"""
+    import psycopg
+
+    return isinstance(
+        exc, psycopg.errors.SerializationFailure
+    ) and "moved to another partition" in (exc.diag.message_primary or "")
+
+
 def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError:
     """The one mapping from psycopg's exceptions to jobctl's (one line, no password)."""
     import psycopg
@@ -194,7 +208,8 @@ def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError
         return errors.DatabaseError(f"permission denied: {first_line}")
     if isinstance(exc, pg.ReadOnlySqlTransaction):
         return errors.DatabaseError(f"read-only transaction: {first_line}")
-    if isinstance(exc, psycopg.OperationalError):
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, psycopg.OperationalError) and (not state or state[:2] in UNAVAILABLE):
         return errors.ConnectError(f"database unavailable: {first_line}{pooler_hint(first_line)}")
     return errors.DatabaseError((first_line or type(exc).__name__) + pooler_hint(first_line))
 
@@ -284,7 +299,6 @@ def resolve_table(
         (status_row["type_schema"], status_row["type_name"])
         if status_row
         else ("pg_catalog", "text"),
-        bool(id_row["is_integer"]) if id_row else True,
         id_row["type_display"] if id_row else "bigint",
     )
 

@@ -94,7 +94,9 @@ class Worker:
         for _ in range(MOVED_RETRIES):
             try:
                 return cursor.execute(statement, params, prepare=self.prepare).fetchone()
-            except psycopg.errors.SerializationFailure:
+            except psycopg.errors.SerializationFailure as exc:
+                if not db.moved_to_another_partition(exc):
+                    raise
                 # A table partitioned by status: another session moved the row to another
                 # partition while this statement waited for it (SQLSTATE 40001; nothing was
                 # changed). A claim tries again for another job; for this attempt's own row

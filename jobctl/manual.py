@@ -344,9 +344,11 @@ def _fenced_write(
                 with s.transaction(action=action, reason=reason):
                     _require_audit(s)
                     updated = s.execute(statement, {**params, "seen": seen})
-            except psycopg.errors.SerializationFailure:
+            except psycopg.errors.SerializationFailure as exc:
                 # a table partitioned by status: a worker's transition moved the row to
                 # another partition while this write waited for it (SQLSTATE 40001)
+                if not db.moved_to_another_partition(exc):
+                    raise
                 updated = 0
     except errors.LockTimeout:
         with s.transaction(read_only=True):

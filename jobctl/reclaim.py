@@ -101,12 +101,12 @@ def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
 
 
 def summary_line(
-    counts: collections.Counter[str], committed: bool, *, parked: str = "failed"
+    counts: collections.Counter[str], committed: bool, *, park_status: str | None = None
 ) -> str:
-    """What a reclaim did (or would do), in one line for stderr; ``parked``: where what it
-    does not retry goes (the table's failed status, or its park status)."""
+    """What a reclaim did (or would do), in one line for stderr; ``park_status``: where
+    what it does not retry goes instead of failed (schema apply --park-status), if set."""
     requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
-    failed = "failed" if parked == "failed" else f"parked in {parked}"
+    failed = f"parked in {park_status}" if park_status else "failed"
     if committed:
         return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
     line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
@@ -154,7 +154,9 @@ def commit(
         try:
             rows, failed = _batch(s, current, size), list[ReclaimRow]()
             moved = 0
-        except psycopg.errors.SerializationFailure:
+        except psycopg.errors.SerializationFailure as exc:
+            if not db.moved_to_another_partition(exc):
+                raise
             # a table partitioned by status: a worker's transition moved a row to another
             # partition between this batch's snapshot and its lock (SQLSTATE 40001). Nothing
             # of the batch was applied; the row changed, so the batch is read again (it no

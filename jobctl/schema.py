@@ -26,6 +26,8 @@ LEASE_COLUMNS = {
 }
 BASE_COLUMNS = mapping.EXISTING_COLUMNS  # the table's own columns the design relies on
 
+INSTALL_HISTORY = "install the history trigger"  # history.plan's step for the function
+
 # check constraint name suffix -> the block of sql/schema.sql holding its expression
 CHECKS = ("recovery_policy_check", "reclaim_count_check")
 
@@ -108,7 +110,9 @@ def plan_apply(
         columns: set[str] = set()
         constraints: dict[str, bool] = {}
         oid = None
-        schema_name = parts[0] if len(parts) > 1 else "public"
+        schema_name = (
+            parts[0] if len(parts) > 1 else _one(conn, queries.query("current_schema"))["s"]
+        )
         locked = table_name
     else:
         recorded = db.resolve_table(conn, table_name).mapping
@@ -124,6 +128,16 @@ def plan_apply(
                 f"{table.qualified} has no column for the lease design's "
                 + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
                 + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
+            )
+        wrong = [
+            f"{column.name} is {column.type}, not {want}"
+            for design, want in LEASE_COLUMNS.items()
+            if (column := found.column(mapping, design)) is not None and column.type != want
+        ]
+        if wrong:  # the history's function and every statement would fail on it
+            raise errors.Refused(
+                f"{table.qualified}: lease column(s) of the wrong type: {'; '.join(wrong)}; "
+                "nothing done"
             )
         refused = shape.rejected_statuses(conn, found, mapping)
         if refused:
@@ -141,7 +155,7 @@ def plan_apply(
         constraints = {
             r["conname"]: r["convalidated"] for r in _rows(conn, "table_constraints", table.oid)
         }
-        indexes = reclaim_indexes(conn, table.oid)
+        indexes = reclaim_indexes(conn, table.oid, mapping)
 
     lease_columns = {mapping.column(c) for c in LEASE_COLUMNS}
     if not lease_columns <= columns:  # ALTER TABLE locks even when there is nothing to add
@@ -176,6 +190,15 @@ def plan_apply(
             )
     ours = index_name(relname, "_processing_timeout")
     partitioned = exists is not None and exists["relkind"] == "p"
+    if oid is not None and _made_for_other_names(conn, oid, ours, mapping):
+        steps.append(
+            Step(  # (on a partitioned table, with every partition's index attached to it)
+                f"drop the reclaim index {ours}, made for other status or column names",
+                queries.query("drop_index", index=sql.Identifier(schema_name, ours)),
+                locks=locked,
+            )
+        )
+        indexes.pop(ours, None)
     if partitioned:  # an index ON ONLY the table, then each partition's, attached to it
         steps.extend(_partitioned_index_steps(conn, table, ours))
     if indexes.get(ours) is False and not partitioned:
@@ -213,16 +236,22 @@ def plan_apply(
         for what, statement in history.plan(conn, target, history_mode)
     )
     if recorded is not None and mapping != recorded:  # (a table being created has the design's)
-        steps.append(
-            Step(
-                "record the table's names: " + "; ".join(mapping.describe()),
-                queries.query(
-                    "record_table_mapping",
-                    job_table=sql.Literal(locked),
-                    mapping=sql.Literal(mapping.to_json()),
-                ),
-            )
+        record = queries.query(
+            "record_table_mapping",
+            job_table=sql.Literal(locked),
+            mapping=sql.Literal(mapping.to_json()),
         )
+        what = "record the table's names: " + "; ".join(mapping.describe())
+        installs = [i for i, st in enumerate(steps) if st.what.startswith(INSTALL_HISTORY)]
+        if installs:  # in the transaction that installs the function made for them
+            i = installs[-1]
+            steps[i] = dataclasses.replace(
+                steps[i],
+                what=f"{steps[i].what}; {what}",
+                statement=sql.Composed([steps[i].statement, sql.SQL(";\n"), record]),
+            )
+        else:
+            steps.append(Step(what, record))
     return steps
 
 
@@ -238,14 +267,25 @@ def reclaim_indexes(
 
 
 def _reclaim_shaped(index: dict[str, Any], mapping: TableMapping | None) -> bool:
-    """Can this index (a catalog row: predicate, keys) serve reclaim?"""
+    """Can this index (a catalog row: predicate, keys) serve reclaim? Its predicate names the
+    table's processing value as the catalog prints a literal ('run''ning'::task_state)."""
     m = mapping or TableMapping()
+    processing = sql.Literal(m.status("processing")).as_string(None)
     return bool(
         index["predicate"]
-        and m.status("processing") in index["predicate"]
+        and processing in index["predicate"]
         and index["keys"]
         and m.column("lease_expires_at") in index["keys"][:2]
     )
+
+
+def _made_for_other_names(
+    conn: psycopg.Connection[Any], table_oid: int, ours: str, mapping: TableMapping
+) -> bool:
+    """Is jobctl's reclaim index (``ours``) on the table one made for another mapping (an
+    earlier --status or --column)? It then serves nothing, and holds the name."""
+    rows = [r for r in _rows(conn, "reclaim_index_candidates", table_oid) if r["relname"] == ours]
+    return bool(rows) and not _reclaim_shaped(rows[0], mapping)
 
 
 # ---------------------------------------------------------------- partitioned tables
@@ -900,7 +940,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             Check(
                 "token iff processing",
                 counts["inconsistent"] == 0,
-                f"{counts['inconsistent']} rows where (status = 'processing') <> "
+                f"{counts['inconsistent']} rows where ({names.column('status')} = "
+                f"{names.status('processing')!r}) <> "
                 "(attempt_token IS NOT NULL)",
             )
         )

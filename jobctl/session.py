@@ -59,12 +59,12 @@ class Session:
         try:
             with self.conn.transaction():
                 rows = self.rows("job_ids", {"ids": texts})
-        except psycopg.DataError:
+        except (psycopg.DataError, psycopg.IntegrityError):  # (a domain's CHECK: 23514)
             for text in texts:  # which one: each alone
                 try:
                     with self.conn.transaction():
                         self.rows("job_ids", {"ids": [text]})
-                except psycopg.DataError:
+                except (psycopg.DataError, psycopg.IntegrityError):
                     raise errors.UsageError(
                         f"job id {text!r} is not a valid {self.table.id_type_display} (the "
                         f"type of the id column {self.table.mapping.column('id')})"

@@ -20,8 +20,6 @@ from jobctl.mapping import TableMapping
 if TYPE_CHECKING:
     import psycopg
 
-INTEGER_TYPES = ("bigint", "integer", "smallint")
-TEXT_TYPES = ("text", "character varying")
 # tables owned by queue libraries: they have their own rescuer, and their own states
 LIBRARY_TABLES = {
     ("*", "river_job"): "River (its JobRescuer reclaims stuck jobs)",
@@ -63,11 +61,6 @@ class TableShape:
     def column(self, mapping: TableMapping, design: str) -> Column | None:
         """The table's column playing the design's ``design``, if it has one."""
         return self.columns.get(mapping.column(design))
-
-    def id_is_integer(self, mapping: TableMapping) -> bool:
-        """Integer ids are numbers in JSON; any other id type is a string."""
-        column = self.column(mapping, "id")
-        return column is not None and column.type in INTEGER_TYPES
 
     def partitioned_by(self, mapping: TableMapping, design: str) -> bool:
         """Does a change of the design's column ``design`` move the row to another partition?"""
@@ -144,6 +137,8 @@ def rejected_statuses(
     The column's type (enum labels, a domain's checks, a varchar's length) is asked by casting
     each value inside a savepoint; the table's CHECK constraints on the column are evaluated
     on a row holding only that value (a check that needs other columns is not judged here).
+    On a table partitioned by status, each value must have a partition to go to: the planner
+    is asked which partitions a row of that status could be in (none: refused).
     """
     import psycopg
     from psycopg import sql
@@ -176,4 +171,28 @@ def rejected_statuses(
                 continue  # the check needs other columns: not judged here
             if row is not None and not row["ok"]:
                 rejected.append((value, f"CHECK constraint {check['name']} refuses it"))
+        if shape.partitioned_by(mapping, "status") and not _has_partition(
+            conn, shape, status, value
+        ):
+            rejected.append((value, "no partition of the table holds this status"))
     return rejected
+
+
+def _has_partition(
+    conn: psycopg.Connection[Any], shape: TableShape, status: Column, value: str
+) -> bool:
+    """Could a row of status ``value`` be stored: does any partition survive pruning?"""
+    import json
+
+    from psycopg import sql
+
+    plan = conn.execute(
+        queries.query(
+            "partition_probe",
+            sql.Identifier(shape.schema, shape.name),
+            column=sql.Identifier(status.name),
+            value=sql.Literal(value),
+            type=sql.SQL(status.type),
+        )
+    ).fetchone()
+    return '"Relation Name"' in json.dumps(plan, default=str)

@@ -9,6 +9,14 @@ SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%(name)s)
 
+-- name: partition_probe
+-- could a row of this status ({value}) be stored: which partitions the planner keeps for it
+EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE {column} = {value}::{type}
+
+-- name: current_schema
+-- where an unqualified new table is created
+SELECT current_schema() AS s
+
 -- name: qualified_name
 -- a table's schema and name as the history records them: format('%%I.%%I')
 SELECT format('%%I.%%I', %(schema)s::text, %(name)s::text) AS qualified
@@ -18,12 +26,9 @@ SELECT format('%%I.%%I', %(schema)s::text, %(name)s::text) AS qualified
 SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 
 -- name: column_types
--- the types of some of a table's columns (schema-qualified names), and whether each is an
--- integer (directly or under a domain)
+-- the types of some of a table's columns: schema-qualified, and as the database prints them
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
-       format_type(a.atttypid, a.atttypmod) AS type_display,
-       coalesce(nullif(t.typbasetype, 0), t.oid)
-           IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) AS is_integer
+       format_type(a.atttypid, a.atttypmod) AS type_display
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace

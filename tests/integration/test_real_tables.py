@@ -15,7 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import rows, sql
-from shapes import BIGINT_ENUM, LIST_BY_STATUS, OWN_NAMES_PARKED, SERVED, SHAPES, UUID_TEXT_CHECK
+from shapes import (
+    BIGINT_ENUM,
+    LIST_BY_QUEUE,
+    LIST_BY_STATUS,
+    OWN_NAMES_PARKED,
+    SERVED,
+    SHAPES,
+    TEXT_VARCHAR_NAIVE,
+    UUID_TEXT_CHECK,
+)
 
 from jobctl import db, lease, reclaim, session, triage
 
@@ -49,6 +58,8 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
 
         applied = jobctl("schema", "apply", "--yes", *s.mapping_args())
         assert applied.code == 0, applied.err
+        again = jobctl("schema", "apply", "--sql")  # idempotent: nothing left to do
+        assert again.code == 0 and again.out.strip() == "", again.out
         checked = jobctl("schema", "check", "-o", "json")
         checks = {c["check"]: c for c in as_json(checked)}
         assert checked.code == 0, [c for c in checks.values() if not c["ok"]]
@@ -335,3 +346,101 @@ def test_reclaim_races_workers_moving_rows_between_partitions(empty_dsn, run):
             for r in conn.execute("SELECT status, count(*) AS n FROM jobs GROUP BY status")
         }
         assert sum(counts.values()) == 200  # no job lost or doubled by a move
+
+
+@pytest.mark.parametrize("s", [TEXT_VARCHAR_NAIVE, LIST_BY_QUEUE], ids=["plain", "partitioned"])
+def test_new_names_on_an_installed_table_rebuild_its_index(empty_dsn, run, s):
+    """--status processing=running on a table installed with the design's names: jobctl's
+    reclaim index (WHERE status = 'processing') serves nothing any more and holds the name:
+    dropped (a short-lock step) and built again; the history's function is made anew in the
+    transaction that records the new names; then nothing is left to do."""
+    dsn = empty_dsn
+    with made(dsn, s.ddl) as conn:
+        conn.execute(s.new_job)
+        assert run("--table", s.table, "schema", "apply", "--yes", dsn=dsn).code == 0
+        renamed = run(
+            "--table",
+            s.table,
+            "schema",
+            "apply",
+            "--yes",
+            "--status",
+            "processing=running",
+            dsn=dsn,
+        )
+        assert renamed.code == 0, renamed.err
+        assert "drop the reclaim index" in renamed.err
+        assert run("--table", s.table, "schema", "apply", "--sql", dsn=dsn).out.strip() == ""
+        checked = run("--table", s.table, "schema", "check", dsn=dsn)
+        assert checked.code == 0, checked.out
+        predicates = [
+            r["p"]
+            for r in conn.execute(
+                "SELECT pg_get_expr(indpred, indrelid) AS p FROM pg_index "
+                "WHERE indrelid = %s::regclass AND indpred IS NOT NULL",
+                (s.table,),
+            )
+        ]
+        assert predicates and all("'running'" in p for p in predicates), predicates
+        with psycopg.connect(dsn, autocommit=True) as wconn:
+            worker = lease.Worker(wconn, "w1", table=s.table, lease_seconds=30)
+            job = worker.claim()
+            assert job is not None
+            worker.complete(job)
+        status = conn.execute(f"SELECT status FROM {s.table}").fetchone()["status"]
+        assert status == "done"
+
+
+def test_a_worker_role_reads_the_mapping_without_grants_on_jobctl(empty_dsn, run, roles):
+    """The application's own role (SELECT, UPDATE on its table, nothing of jobctl's) still
+    runs the worker API after schema apply recorded a mapping."""
+    s = OWN_NAMES_PARKED
+    app = roles["operator"]
+    with made(empty_dsn, s.ddl) as conn:
+        conn.execute(s.new_job)
+        assert (
+            run(
+                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
+            ).code
+            == 0
+        )
+        conn.execute(f"GRANT SELECT, UPDATE ON {s.table} TO {app}")
+        as_app = psycopg.conninfo.make_conninfo(empty_dsn, user=app)
+        with psycopg.connect(as_app, autocommit=True) as wconn:
+            worker = lease.Worker(wconn, "w1", table=s.table, lease_seconds=30)
+            job = worker.claim()
+            assert job is not None
+            worker.complete(job)
+        conn.execute(f"REVOKE ALL ON {s.table} FROM {app}")
+
+
+def test_an_id_a_domain_refuses_is_one_line(empty_dsn, run):
+    ddl = """
+    CREATE DOMAIN pos_id AS bigint CHECK (VALUE > 0);
+    CREATE TABLE jobs (
+        id pos_id PRIMARY KEY DEFAULT 1, status text NOT NULL DEFAULT 'queued',
+        attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 3,
+        available_at timestamptz NOT NULL DEFAULT now(), reserved_by text,
+        reserved_at timestamptz, last_error text, finished_at timestamptz,
+        updated_at timestamptz NOT NULL DEFAULT now())"""
+    with made(empty_dsn, ddl):
+        assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        result = run("show", "--", "-5", dsn=empty_dsn)
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert "job id '-5' is not a valid pos_id" in result.err
+
+
+def test_create_makes_the_table_where_the_search_path_says(empty_dsn, run):
+    dsn = empty_dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA app")
+    in_app = psycopg.conninfo.make_conninfo(dsn, options="-c search_path=app,public")
+    assert run("schema", "apply", "--create", "--yes", dsn=in_app).code == 0
+    checked = run("--table", "app.jobs", "schema", "check", dsn=dsn)
+    assert checked.code == 0, checked.out
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (comment,) = conn.execute(
+            "SELECT obj_description(tgfoid, 'pg_proc') FROM pg_trigger "
+            "WHERE tgrelid = 'app.jobs'::regclass AND tgname = 'jobctl_history'"
+        ).fetchone()
+    assert "app.jobs" in comment, comment

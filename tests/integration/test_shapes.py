@@ -3,6 +3,8 @@ and the shapes jobctl refuses before changing anything."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import psycopg
 import pytest
 from psycopg import rows
@@ -37,7 +39,6 @@ def test_each_shape_is_read_and_served(empty_dsn, s):
         found = shape.inspect(conn, s.table)
         m = mapping_of(s)
         assert shape.refusal(found, m) is None
-        assert found.id_is_integer(m) == (s.id_kind == "bigint")
         assert found.column(m, "status").name == s.status_column
         assert shape.rejected_statuses(conn, found, m) == []
 
@@ -122,10 +123,22 @@ BAD_MAPPINGS = [
     ),  # an ENUM of its own labels, no --status
     (OWN_NAMES_PARKED, ["--column", "status=state"], "has no column for the lease design's"),
     (UUID_TEXT_CHECK, ["--park-status", "manual_review"], "would refuse 'manual_review'"),
+    (LIST_BY_STATUS, ["--park-status", "review"], "no partition of the table holds this status"),
+    (
+        dataclasses.replace(
+            UUID_TEXT_CHECK, ddl=UUID_TEXT_CHECK.ddl + "; ALTER TABLE jobs ADD lock_token text"
+        ),
+        ["--column", "attempt_token=lock_token"],
+        "lease column(s) of the wrong type: lock_token is text, not uuid",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("s", "options", "says"), BAD_MAPPINGS, ids=["enum", "names", "check"])
+@pytest.mark.parametrize(
+    ("s", "options", "says"),
+    BAD_MAPPINGS,
+    ids=["enum", "names", "check", "no-partition", "lease-type"],
+)
 def test_a_mapping_the_table_cannot_take_is_refused_and_changes_nothing(
     empty_dsn, s, options, says, run
 ):

@@ -59,6 +59,7 @@ FRAGMENTS = {
     "comment": sql.Literal("jobctl's history"),
     "digest": sql.Literal("0123456789abcdef"),
     "only": sql.SQL("ONLY"),
+    "value": sql.Literal("running"),
     "parent_index": sql.Identifier("queue", "idx_parent"),
 }
 

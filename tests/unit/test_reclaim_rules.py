@@ -99,7 +99,7 @@ def test_summary_line():
 
 def test_summary_line_names_the_park_status():
     counts = collections.Counter({"requeue": 1, "fail": 2})
-    assert reclaim.summary_line(counts, True, parked="manual_review") == (
+    assert reclaim.summary_line(counts, True, park_status="manual_review") == (
         "reclaimed: 1 requeued, 2 parked in manual_review, 0 skipped"
     )
 

@@ -10,3 +10,8 @@ CREATE TABLE jobctl.tables (
     updated_at timestamptz NOT NULL DEFAULT now(),
     updated_by text NOT NULL DEFAULT session_user
 );
+
+-- Everyone who reads the jobs table must read its mapping: the workers (jobctl.lease) and
+-- the roles granted before this version. It holds column and status names only.
+GRANT USAGE ON SCHEMA jobctl TO PUBLIC;
+GRANT SELECT ON jobctl.tables TO PUBLIC;
