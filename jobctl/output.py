@@ -6,6 +6,7 @@ as titled sections of rows for the tabular formats. Nothing here touches the dat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import decimal
@@ -172,11 +173,30 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:
     """An array streamed one element per line: readable, and written by json's C encoder
     (json.dumps only uses it without ``indent``: indenting 2,000 rows cost 40 ms)."""
+    with json_array(stream) as write:
+        for chunk in _chunks(items, JSONL_CHUNK):
+            write(chunk)
+
+
+@contextlib.contextmanager
+def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
+    """A JSON array written as its elements come, one per line, a batch per write; closed on
+    the way out, even on an error, so that what was written (a reclaim's committed batches,
+    say) stays a valid document."""
     first = True
-    for item in items:
-        stream.write(("[\n  " if first else ",\n  ") + to_json(item))
-        first = False
-    stream.write("[]\n" if first else "\n]\n")
+
+    def write(items: Iterable[Any]) -> None:
+        nonlocal first
+        parts = []
+        for item in items:
+            parts.append(("[\n  " if first else ",\n  ") + to_json(item))
+            first = False
+        stream.write("".join(parts))
+
+    try:
+        yield write
+    finally:
+        stream.write("[]\n" if first else "\n]\n")
 
 
 def format_tables(sections: Sequence[Section], fmt: str) -> str:

@@ -395,6 +395,19 @@ def test_jsonl_dry_run_and_commit_print_every_row(conn, dsn, run):
     assert "reclaimed: 7 requeued, 0 failed, 0 skipped" in done.err
 
 
+def test_json_is_one_array_streamed_batch_by_batch(conn, dsn, run):
+    """-o json writes each batch's rows as they land (memory stays flat) into one array."""
+    add_jobs(conn, 7)
+    claim_all(dsn, 7)
+    empty = run("reclaim", "--dry-run", "--worker", "nobody", "-o", "json")
+    assert empty.code == 0 and json.loads(empty.out) == []
+    done = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", "json")
+    rows = json.loads(done.out)
+    assert len(rows) == 7 and all(r["applied"] for r in rows)
+    assert done.out.startswith("[\n  {") and done.out.endswith("}\n]\n")
+    assert "reclaimed: 7 requeued, 0 failed, 0 skipped" in done.err
+
+
 def test_backend_killed_mid_batch_is_one_line(conn, dsn):
     """A batch is one pipeline (BEGIN, settings, statement, COMMIT); its connection lost while
     the batch waits is one error line, nothing more, and nothing is reclaimed."""
