@@ -54,6 +54,11 @@ class Settings:
         return self.dsn or os.environ.get("JOBCTL_DSN") or os.environ.get("DATABASE_URL") or ""
 
 
+# the id and status column types of a table with the lease design's own (the reference table)
+DESIGN_ID_TYPE = ("pg_catalog", "int8")
+DESIGN_STATUS_TYPE = ("pg_catalog", "text")
+
+
 @dataclasses.dataclass(frozen=True)
 class JobsTable:
     """The jobs table, resolved in the database, and how to speak to it in its own terms: its
@@ -66,8 +71,8 @@ class JobsTable:
     oid: int
     qualified: str  # schema.name as the history trigger records it: format('%I.%I', ...)
     mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
-    id_type: tuple[str, str] = ("pg_catalog", "int8")  # the id column's type: schema, name
-    status_type: tuple[str, str] = ("pg_catalog", "text")
+    id_type: tuple[str, str] = DESIGN_ID_TYPE  # the id column's type: schema, name
+    status_type: tuple[str, str] = DESIGN_STATUS_TYPE
     id_type_display: str = "bigint"  # as the database prints it, for messages
 
     @functools.cached_property
@@ -79,8 +84,8 @@ class JobsTable:
 def spelling(
     table: sql.Identifier,
     mapping: TableMapping,
-    id_type: tuple[str, str] = ("pg_catalog", "int8"),
-    status_type: tuple[str, str] = ("pg_catalog", "text"),
+    id_type: tuple[str, str] = DESIGN_ID_TYPE,
+    status_type: tuple[str, str] = DESIGN_STATUS_TYPE,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -279,7 +284,7 @@ def resolve_table(
     if row is None:
         raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
     if mapping is None:
-        mapping = recorded_mapping(conn, row)
+        mapping = recorded_mapping(cursor, row)
     id_name, status_name = mapping.column("id"), mapping.column("status")
     types = {
         r["name"]: r
@@ -295,26 +300,20 @@ def resolve_table(
         row["oid"],
         row["qualified"],
         mapping,
-        (id_row["type_schema"], id_row["type_name"]) if id_row else ("pg_catalog", "int8"),
-        (status_row["type_schema"], status_row["type_name"])
-        if status_row
-        else ("pg_catalog", "text"),
+        (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
+        (status_row["type_schema"], status_row["type_name"]) if status_row else DESIGN_STATUS_TYPE,
         id_row["type_display"] if id_row else "bigint",
     )
 
 
-def recorded_mapping(conn: psycopg.Connection[Any], table: dict[str, Any]) -> TableMapping:
+def recorded_mapping(cursor: psycopg.Cursor[Any], table: dict[str, Any]) -> TableMapping:
     """The mapping schema apply recorded for ``table`` (a ``table_identity`` row), or the
-    lease design's own names when there is none."""
-    from psycopg.rows import dict_row
-
+    lease design's own names when there is none (``cursor`` makes dict rows)."""
     if not table["has_mappings"]:
         return TableMapping()
-    recorded = (
-        conn.cursor(row_factory=dict_row)
-        .execute(queries.query("table_mapping"), {"job_table": table["qualified"]})
-        .fetchone()
-    )
+    recorded = cursor.execute(
+        queries.query("table_mapping"), {"job_table": table["qualified"]}
+    ).fetchone()
     return TableMapping() if recorded is None else TableMapping.from_json(recorded["mapping"])
 
 

@@ -115,9 +115,12 @@ def plan_apply(
         )
         locked = table_name
     else:
-        recorded = db.resolve_table(conn, table_name).mapping
-        mapping = recorded if mapping is None else mapping
-        table = db.resolve_table(conn, table_name, mapping)
+        table = db.resolve_table(conn, table_name)
+        recorded = table.mapping
+        if mapping is None:
+            mapping = recorded
+        elif mapping != recorded:  # the id and status columns may be other ones
+            table = db.resolve_table(conn, table_name, mapping)
         found = shape.inspect(conn, table.qualified)
         why = shape.refusal(found, mapping)
         if why is not None:
@@ -151,7 +154,7 @@ def plan_apply(
         ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
         has_rows = _one(conn, queries.query("table_has_rows", ident))["e"]
-        columns = {r["name"] for r in _rows(conn, "table_columns", table.oid)}
+        columns = set(found.columns)
         constraints = {
             r["conname"]: r["convalidated"] for r in _rows(conn, "table_constraints", table.oid)
         }

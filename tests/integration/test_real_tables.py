@@ -42,6 +42,12 @@ def as_json(result) -> object:
     return json.loads(result.out)
 
 
+def applied(run, s, dsn: str) -> None:
+    """schema apply with the shape's own mapping: it must succeed."""
+    result = run("--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=dsn)
+    assert result.code == 0, result.err
+
+
 def natural(s, value: object) -> object:
     """An id as JSON gives it: a number for integer ids, a string for any other."""
     return int(str(value)) if s.id_kind == "bigint" else str(value)
@@ -56,8 +62,7 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
         for _ in range(6):
             conn.execute(s.new_job)
 
-        applied = jobctl("schema", "apply", "--yes", *s.mapping_args())
-        assert applied.code == 0, applied.err
+        applied(run, s, empty_dsn)
         again = jobctl("schema", "apply", "--sql")  # idempotent: nothing left to do
         assert again.code == 0 and again.out.strip() == "", again.out
         checked = jobctl("schema", "check", "-o", "json")
@@ -146,12 +151,7 @@ job_specs = helpers.job_specs(30)
 @pytest.mark.parametrize("s", PROPERTY_SHAPES, ids=[s.name for s in PROPERTY_SHAPES])
 def test_dry_run_predicts_commit_on_each_shape(empty_dsn, run, s):
     with made(empty_dsn, s.ddl) as conn:
-        assert (
-            run(
-                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
-            ).code
-            == 0
-        )
+        applied(run, s, empty_dsn)
         names = dict(c.split("=") for c in s.columns)
 
         def col(design: str) -> sql.Identifier:
@@ -215,12 +215,7 @@ def test_dry_run_predicts_commit_on_each_shape(empty_dsn, run, s):
 def test_a_mapping_is_recorded_for_everyone_and_replaced_by_the_next_apply(empty_dsn, run):
     s = OWN_NAMES_PARKED
     with made(empty_dsn, s.ddl) as conn:
-        assert (
-            run(
-                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
-            ).code
-            == 0
-        )
+        applied(run, s, empty_dsn)
         (recorded,) = conn.execute("SELECT mapping FROM jobctl.tables").fetchall()
         assert recorded["mapping"]["park_status"] == "manual_review"
         # without the options, the recorded mapping is kept
@@ -398,12 +393,7 @@ def test_a_worker_role_reads_the_mapping_without_grants_on_jobctl(empty_dsn, run
     app = roles["operator"]
     with made(empty_dsn, s.ddl) as conn:
         conn.execute(s.new_job)
-        assert (
-            run(
-                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
-            ).code
-            == 0
-        )
+        applied(run, s, empty_dsn)
         conn.execute(f"GRANT SELECT, UPDATE ON {s.table} TO {app}")
         as_app = psycopg.conninfo.make_conninfo(empty_dsn, user=app)
         with psycopg.connect(as_app, autocommit=True) as wconn:
