@@ -42,10 +42,12 @@ def schema_apply(
         str | None,
         typer.Option(
             "--history",
-            metavar="late|exact|audit",
-            help="What the history records: late (the default on a first install; heartbeats "
-            "counted when late), exact (every heartbeat, at a cost), audit (only jobctl's own "
-            "writes). Default: keep the installed mode.",
+            metavar="transitions|late|exact|audit",
+            help="What the history records: transitions (the default on a first install: "
+            "attempts that did not complete, every status change, jobctl's writes), late (also "
+            "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "
+            "at a higher cost), audit (only jobctl's own writes). Default: keep the installed "
+            "mode.",
         ),
     ] = None,
     no_worker_history: Annotated[

@@ -36,8 +36,8 @@ TRIGGER = "jobctl_history"
 TRIGGER_VERSION = "3"  # bumped when the trigger's WHEN or arguments change
 FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table
 OLD_TRIGGERS = ("jobctl_history_insert", "jobctl_history_update")  # version 1
-MODES = ("late", "exact", "audit")
-DEFAULT_MODE = "late"
+MODES = ("transitions", "late", "exact", "audit")
+DEFAULT_MODE = "transitions"  # a first install's; an installed mode is kept until asked
 # columns of the jobs table the trigger keeps the live attempt's statistics in (nullable, no
 # default: added without a rewrite); jobctl_action marks jobctl's own writes and is never stored
 COLUMNS = {
@@ -48,6 +48,8 @@ COLUMNS = {
     "jobctl_lease": "interval",
 }
 DESCRIBE = {
+    "transitions": "worker history of attempts that did not complete (no heartbeat "
+    "statistics, completions not recorded) and operator audit",
     "late": "worker history (heartbeats counted when late) and operator audit",
     "exact": "worker history (every heartbeat counted) and operator audit",
     "audit": "operator audit only (no worker history)",
@@ -151,7 +153,7 @@ def function_name(schema: str, name: str) -> str:
 class TableState:
     """What of the history a jobs table has: its trigger's mode, old triggers, columns."""
 
-    mode: str | None  # late, exact, audit: the current trigger; None: not installed
+    mode: str | None  # transitions, late, exact, audit: the current trigger; None: not installed
     version: str | None  # the trigger's version argument
     enabled: bool
     old_triggers: tuple[str, ...]  # version 1's triggers still on the table
@@ -256,14 +258,16 @@ def plan(
     """The history's steps for one jobs table: the migrations not yet applied, the columns
     missing, and the table's function and trigger if they are not the ones wanted (another
     mode, an older version, a function made for another mapping). ``mode`` None keeps the
-    installed mode (``late`` on a first install)."""
+    installed mode (``transitions`` on a first install, ``late`` over version 1's triggers)."""
     steps: list[tuple[str, sql.Composed]] = []
     current = installed_version(conn) or 0
     for m in migrations():
         if m.version > current:
             steps.append((migration_what(conn, m), migration_statement(m)))
     state = table_state(conn, target.oid)
-    chosen = mode or state.mode or DEFAULT_MODE
+    # version 1 recorded every attempt: its tables upgrade to the mode that still records
+    # completed attempts; an installed mode is kept; a first install gets the default
+    chosen = mode or state.mode or ("late" if state.old_triggers else DEFAULT_MODE)
     if state.missing_columns:
         steps.append(
             (
@@ -369,7 +373,7 @@ def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None
             "outcome": None,
             "lease_s": lease.total_seconds() if lease is not None else None,
             "lease_expires_at": job.get("lease_expires_at"),
-            "heartbeat_stats": {"exact": "exact", "late": "late"}.get(mode or "", "none"),
+            "heartbeat_stats": mode if mode in ("exact", "late", "transitions") else "none",
         }
     )
 
@@ -384,6 +388,36 @@ def _attempt(row: Row) -> Row:
         "heartbeats": counted if stats == "exact" else None,
         "late_heartbeats": counted if stats == "late" else None,
     }
+
+
+def unrecorded_completion(job: Row, attempts: list[Row], mode: str | None, done: str) -> Row | None:
+    """In ``transitions`` mode a completion calls no trigger: for a job whose row says it is
+    done (``done``: the table's value) and whose history has no completed attempt numbered like
+    the row's last, that attempt as the row still tells it (when it finished; not who ran it,
+    its token or its heartbeats, which the lease design's completion clears)."""
+    if mode != "transitions" or job.get("status") != done:
+        return None
+    number, ended = job.get("attempts"), job.get("finished_at") or job.get("updated_at")
+    recorded = any(a["outcome"] == "completed" and a["attempt"] == number for a in attempts)
+    if ended is None or recorded:
+        return None
+    return _attempt(
+        {
+            "attempt": number,
+            "attempt_token": None,
+            "worker": None,
+            "claimed_at": None,
+            "heartbeats": None,
+            "last_heartbeat_at": None,
+            "max_heartbeat_gap_s": None,
+            "ended_at": ended,
+            "outcome": "completed",
+            "lease_s": None,
+            "lease_expires_at": None,
+            "heartbeat_stats": "transitions",
+            "ended_by": None,
+        }
+    )
 
 
 def merge(stored_attempts: list[Row], live: Row | None) -> list[Row]:

@@ -75,7 +75,7 @@ class Attempt(TypedDict):
     outcome: str | None
     lease_s: float | None
     lease_expires_at: dt.datetime | None
-    heartbeat_stats: str  # exact, late (counted when late), none (no worker history)
+    heartbeat_stats: str  # exact, late (counted when late), transitions or none (not counted)
     late_heartbeats: int | None  # in late mode: heartbeats after half the lease
     ended_by: str | None  # the database role that ended it
 

@@ -78,7 +78,8 @@ def plan_apply(
 ) -> list[Step]:
     """The steps that bring the table and the history up to date (only what is missing).
 
-    ``history_mode`` (late, exact, audit; see jobctl.history) None keeps the installed one.
+    ``history_mode`` (transitions, late, exact, audit; see jobctl.history) None keeps the
+    installed one.
     ``mapping`` (the table's own names, --column/--status/--park-status) replaces the recorded
     one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
     steps: list[Step] = []
@@ -818,6 +819,8 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
+    "transitions": "about 3-5 % fewer worker cycles, within the benchmark's noise "
+    "(no plpgsql on the workers' claims, heartbeats and completions)",
     "late": "about +32 % server CPU per worker cycle, 20-24 % fewer cycles (version 1: +84 %)",
     "exact": "about +43 % server CPU per worker cycle (every heartbeat calls the trigger)",
     "audit": "no measurable cost per worker cycle (no plpgsql on workers' statements)",

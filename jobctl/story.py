@@ -81,6 +81,13 @@ def _uncounted(attempt: Row, stats: str) -> str:
     lease = _s(attempt.get("lease_s"))
     if stats == "none":
         return f"(Lease {lease}; the worker history is not installed: no heartbeat statistics.)"
+    if stats == "transitions":
+        last = attempt["last_heartbeat_at"]
+        heard = f"last heartbeat at {_at(last)}" if last is not None else "no heartbeat"
+        return (
+            f"({heard}, lease {lease}; the default history does not count heartbeats: "
+            "schema apply --history late or exact does.)"
+        )
     if attempt["last_heartbeat_at"] is None:
         return f"It never heartbeat (lease {lease})."
     late = attempt.get("late_heartbeats") or 0
@@ -122,6 +129,12 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
             f"became {event['to_status']}."
         ]
     if kind == "completed":
+        if event["worker"] is None and event["attempt_token"] is None:
+            return [
+                f"At {at} it completed (attempt {event['attempt']}; the default history does "
+                "not record completed attempts, so not which worker: schema apply --history "
+                "late does)."
+            ]
         return [f"At {at} worker {event['worker']} completed it."]
     if kind in ("failed", "retried"):
         return [f"At {at} worker {event['worker']} gave it up ({event['to_status']}){why}."]

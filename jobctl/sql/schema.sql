@@ -96,6 +96,13 @@ CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE ON {table}
     FOR EACH ROW WHEN ({when})
     EXECUTE FUNCTION {function}({mode}, {version}, {digest})
 
+-- name: history_when_transitions
+-- jobctl's own write, or a transition to anything but processing or done: the workers' claims,
+-- heartbeats and completions never call the function (two cheap terms: a trigger's WHEN is
+-- read and prepared again for every statement, so its size is paid on every worker UPDATE)
+NEW.jobctl_action IS NOT NULL
+OR (NEW.{status} <> {processing} AND NEW.{status} <> {done})
+
 -- name: history_when_late
 -- a transition out of processing, jobctl's own write, or a heartbeat that came later than the
 -- time left on the lease it renews (more than half a lease after the previous one)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_trigger import CONFIGS, report, server_cpu, setup, wal_lsn
+from bench_trigger import CONFIGS, VARIANTS, report, server_cpu, setup, wal_lsn
 from common import arguments, bench_dsn, machine
 from psycopg import conninfo
 
@@ -76,7 +76,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
+    )
     args = parser.parse_args()
+    configs = CONFIGS | (VARIANTS if args.variants else {})
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     dsn = bench_dsn(args.dsn)
@@ -86,10 +90,10 @@ def main() -> None:
         f"synchronous_commit={args.synchronous_commit}"
     )
     figures: dict[str, dict[str, list]] = {
-        label: {"rate": [], "wal": [], "cpu": [], "beat_mean": []} for label in CONFIGS
+        label: {"rate": [], "wal": [], "cpu": [], "beat_mean": []} for label in configs
     }
     for n in range(args.rounds):
-        for label, mode in CONFIGS.items():
+        for label, mode in configs.items():
             setup(dsn, mode)
             before, cpu_before = wal_lsn(dsn), server_cpu(dsn)
             rate, cycles, beat = pgbench(dsn, args.seconds, args.synchronous_commit)

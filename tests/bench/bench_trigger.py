@@ -46,12 +46,13 @@ CREATE TRIGGER jobctl_history BEFORE UPDATE ON {t}
 # attempts' primary key, which migration 002 dropped.
 CONFIGS = {
     "no trigger": None,
-    "late (default)": "late",
+    "transitions (default)": "transitions",
     "audit only": "audit",
+    "late (opt-in)": "late",
     "exact (opt-in)": "exact",
-    "late, version 2": "v2",
-    "late + SET search_path": "late+set",
 }
+# earlier designs, measured with --variants: version 2's trigger, and a SET search_path
+VARIANTS = {"late, version 2": "v2", "late + SET search_path": "late+set"}
 FLOOR = "no trigger"
 
 
@@ -214,7 +215,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
+    )
     args = parser.parse_args()
+    configs = CONFIGS | (VARIANTS if args.variants else {})
     dsn = bench_dsn(args.dsn)
     print(
         f"machine: {machine()}; 4 worker processes (Python, lease.Worker), "
@@ -222,10 +227,10 @@ def main() -> None:
         f"synchronous_commit={args.synchronous_commit}"
     )
     figures: dict[str, dict[str, list]] = {
-        label: {"rate": [], "wal": [], "cpu": [], "beats": []} for label in CONFIGS
+        label: {"rate": [], "wal": [], "cpu": [], "beats": []} for label in configs
     }
     for n in range(args.rounds):
-        for label, mode in CONFIGS.items():
+        for label, mode in configs.items():
             setup(dsn, mode)
             rate, wal, cpu, beats = measure(dsn, args.seconds, args.synchronous_commit)
             figures[label]["rate"].append(rate)

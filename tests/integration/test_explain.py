@@ -11,6 +11,7 @@ from jobctl import lease
 
 
 def test_explain_tells_the_story_and_warns_of_short_leases(conn, dsn, run):
+    assert run("schema", "apply", "--history", "late", "--yes").code == 0  # counts late beats
     add_jobs(conn, 1)
     with psycopg.connect(dsn, autocommit=True) as c:
         worker = lease.Worker(c, "slowpoke", lease_seconds=1)

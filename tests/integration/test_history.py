@@ -83,7 +83,7 @@ def test_manual_actions_audited_without_worker_history(conn, dsn, run):
     assert story["events"][0]["actor"] == "tester@ci"
 
 
-@pytest.mark.parametrize("mode", ["late", "exact"])
+@pytest.mark.parametrize("mode", ["transitions", "late", "exact"])
 def test_no_double_events_with_the_worker_history(conn, dsn, run, mode):
     assert run("schema", "apply", "--history", mode, "--yes").code == 0
     done = operator_actions(conn, dsn, run)
@@ -102,9 +102,10 @@ def test_no_double_events_with_the_worker_history(conn, dsn, run, mode):
     assert [e["event"] for e in story["events"]] == ["claimed", "requeued"]
 
 
-def test_routine_statements_never_call_the_trigger(conn, dsn):
+def test_routine_statements_never_call_the_trigger(conn, dsn, run):
     """Late mode: a claim and on-time heartbeats run no plpgsql; a late heartbeat and the
     completion do, once each (counted by the server, in the worker's own transaction)."""
+    assert run("schema", "apply", "--history", "late", "--yes").code == 0
     add_jobs(conn, 1)
     jobs = db.resolve_table(conn, "jobs").fragments
     with psycopg.connect(dsn) as c:  # one transaction: now() stands still, heartbeats on time
@@ -139,6 +140,83 @@ def test_routine_statements_never_call_the_trigger(conn, dsn):
         "jobctl_heartbeats": None,
         "jobctl_action": None,
     }
+
+
+def test_the_default_mode_calls_no_plpgsql_on_the_workers_cycle(conn, dsn, run):
+    """transitions (a first install's mode): a claim, heartbeats on time or late and the
+    completion call nothing; a worker's retry does, once, and records the attempt it ended."""
+    assert history.table_state(conn, db.resolve_table(conn, "jobs").oid).mode == "transitions"
+    add_jobs(conn, 2)
+    jobs = db.resolve_table(conn, "jobs").fragments
+    with psycopg.connect(dsn) as c:
+        c.execute("SET LOCAL track_functions = 'pl'")
+
+        def calls() -> int:
+            row = c.execute(
+                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+                "WHERE schemaname = 'jobctl'"
+            ).fetchone()
+            return int(row[0])
+
+        for outcome in ("complete", "worker_fail"):
+            params = {"worker": "w1", "lease": "60 s", "attempt_token": uuid.uuid4()}
+            (job_id, *_) = c.execute(queries.query("claim", **jobs), params).fetchone()
+            params |= {"id": job_id, "error": "boom", "retry_delay": "0 s"}
+            for _ in range(2):
+                assert c.execute(queries.query("heartbeat", **jobs), params).rowcount
+            c.execute(  # 40 s after the last heartbeat, of a 60 s lease: late
+                "UPDATE jobs SET heartbeat_at = heartbeat_at + interval '40 s', "
+                "lease_expires_at = heartbeat_at + interval '100 s' WHERE id = %s",
+                (job_id,),
+            )
+            assert calls() == 0
+            assert c.execute(queries.query(outcome, **jobs), params).rowcount
+        assert calls() == 1  # the retry
+    (ended,) = conn.execute("SELECT * FROM jobctl.attempts").fetchall()
+    assert (ended["outcome"], ended["worker"], ended["heartbeat_stats"]) == (
+        "retried",
+        "w1",
+        "transitions",
+    )
+    assert ended["last_heartbeat_at"] is not None and ended["job_id"] == "2"
+    (retried,) = events(conn)
+    assert (retried["event"], retried["reason"]) == ("retried", "boom")
+
+
+def test_the_default_mode_tells_a_completion_from_the_row(conn, dsn, run):
+    """A completion is not recorded in transitions mode: history and explain show the
+    attempt the row says completed, without inventing who ran it."""
+    add_jobs(conn, 1)
+    worker_cycle(dsn)
+    assert conn.execute("SELECT count(*) AS n FROM jobctl.attempts").fetchone()["n"] == 0
+    story = json.loads(run("history", "1", "-o", "json").out)
+    (attempt,) = story["attempts"]
+    assert (attempt["outcome"], attempt["attempt"], attempt["worker"]) == ("completed", 1, None)
+    assert attempt["ended_at"] is not None
+    assert [e["event"] for e in story["events"]] == ["completed"]
+    text = run("explain", "1").out
+    assert "it completed (attempt 1; the default history does not record" in text
+    assert "schema apply --history late" in text
+    assert run("schema", "apply", "--history", "late", "--yes").code == 0
+    add_jobs(conn, 1)
+    worker_cycle(dsn)  # job 2, now recorded: worker and claim shown
+    story = json.loads(run("history", "2", "-o", "json").out)
+    assert [e["event"] for e in story["events"]] == ["claimed", "completed"]
+    assert story["attempts"][0]["worker"] == "w1"
+
+
+def test_schema_apply_keeps_the_installed_mode(conn, run):
+    def mode() -> str | None:
+        return history.table_state(conn, db.resolve_table(conn, "jobs").oid).mode
+
+    assert mode() == "transitions"
+    assert run("schema", "apply", "--history", "late", "--yes").code == 0
+    assert run("schema", "apply", "--yes").code == 0
+    assert mode() == "late"
+    assert history.DESCRIBE["late"] in run("schema", "check", "-o", "json").out
+    assert run("schema", "apply", "--history", "transitions", "--yes").code == 0
+    assert mode() == "transitions"
+    assert history.DESCRIBE["transitions"] in run("schema", "check", "-o", "json").out
 
 
 FORGERIES = [

@@ -162,11 +162,11 @@ def test_show_lease_states_and_events(conn, dsn, run):
     assert "lease_state" in table.out and "latest events" in table.out
 
 
-@pytest.mark.parametrize("mode", ["exact", "late", "audit"])
+@pytest.mark.parametrize("mode", ["exact", "late", "transitions", "audit"])
 def test_history_attempts_heartbeats_and_reclaims(conn, dsn, run, mode):
     """Every mode keeps the attempt's token, worker and the reclaim with its actor; 'exact'
-    counts every heartbeat, 'late' only those after half the lease (none here), 'audit' keeps
-    only jobctl's own writes."""
+    counts every heartbeat, 'late' only those after half the lease (none here), 'transitions'
+    none, 'audit' keeps only jobctl's own writes."""
     assert run("schema", "apply", "--history", mode, "--yes").code == 0
     add_jobs(conn, 1)
     with psycopg.connect(dsn, autocommit=True) as c:
