@@ -819,11 +819,13 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
-    "transitions": "about 3-5 % fewer worker cycles, within the benchmark's noise "
-    "(no plpgsql on the workers' claims, heartbeats and completions)",
-    "late": "about +32 % server CPU per worker cycle, 20-24 % fewer cycles (version 1: +84 %)",
-    "exact": "about +43 % server CPU per worker cycle (every heartbeat calls the trigger)",
-    "audit": "no measurable cost per worker cycle (no plpgsql on workers' statements)",
+    "transitions": "about +5 % server CPU per worker cycle, 0-4 % fewer cycles (no plpgsql on "
+    "the workers' claims, heartbeats and completions)",
+    "late": "about +18-49 % server CPU per worker cycle, 3-30 % fewer cycles (one plpgsql call "
+    "and one row per completion)",
+    "exact": "about +33-56 % server CPU per worker cycle, 14-34 % fewer cycles (every "
+    "heartbeat calls the trigger)",
+    "audit": "about +0-6 % server CPU per worker cycle, within the benchmark's noise",
 }
 
 
