@@ -40,10 +40,11 @@ def run(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    for batch in serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log):
+    batches = serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log)
+    for batch, park_status in batches:
         applied = [row for row in batch if row["applied"]]
         on_batch(applied)
-        log(reclaim.summary_line(reclaim.tally(applied), True))
+        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
     log("reclaimer: stopped")
 
 
@@ -56,8 +57,9 @@ def serve(
     stop: threading.Event,
     log: Callable[[str], None],
     max_backoff_s: float = MAX_BACKOFF_S,
-) -> Iterator[list[ReclaimRow]]:
-    """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set.
+) -> Iterator[tuple[list[ReclaimRow], str | None]]:
+    """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set. Each
+    batch that applied rows comes with the table's park status (schema apply --park-status).
 
     A lost connection (database restart, killed backend) is logged in one line and retried
     with exponential backoff; several reclaimers at once are safe (SKIP LOCKED + the fence).
@@ -73,7 +75,7 @@ def serve(
                     current, where, batch_size=batch_size, limit=None, stop=stop
                 ):
                     if any(row["applied"] for row in batch):
-                        yield batch
+                        yield batch, current.table.mapping.park_status
             backoff = 0.5
             stop.wait(every.total_seconds())
         except (

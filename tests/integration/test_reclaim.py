@@ -341,6 +341,30 @@ def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
     assert len([line for line in out.splitlines() if json.loads(line)["applied"]]) == 10
 
 
+def test_service_names_the_park_status(conn, dsn, run):
+    """reclaim --every says where it sent what it did not retry, as a single reclaim does."""
+    conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")
+    assert run("schema", "apply", "--park-status", "manual_review", "--yes").code == 0
+    add_jobs(conn, 2, policy="manual")
+    claim_all(dsn, 2, lease_seconds=-60)
+    service = jobctl(dsn, "reclaim", "--commit", "--yes", "--every", "0.2s", "-o", "jsonl")
+    try:
+        wait_until(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) AS n FROM jobs WHERE status = 'manual_review'"
+                ).fetchone()["n"]
+                == 2
+            ),
+            what="the manual jobs parked",
+        )
+        service.send_signal(signal.SIGTERM)
+        _, err = service.communicate(timeout=20)
+    finally:
+        service.kill()
+    assert "reclaimed: 0 requeued, 2 parked in manual_review, 0 skipped" in err, err
+
+
 def test_poison_row_does_not_strand_the_batch(conn, dsn, run):
     """A trigger that raises for one row fails its whole batch; the other rows still go."""
     add_jobs(conn, 7)
