@@ -199,6 +199,28 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
         stream.write("[]\n" if first else "\n]\n")
 
 
+@contextlib.contextmanager
+def delimited_rows(
+    stream: IO[str], columns: Sequence[str], delimiter: str
+) -> Iterator[Callable[[Iterable[Row]], None]]:
+    """CSV (or TSV) written as its rows come, a batch per write, the header first (written
+    even when no row comes, as the whole-document writer does)."""
+    import csv
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(columns)
+    stream.write(buffer.getvalue())
+
+    def write(rows: Iterable[Row]) -> None:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows([_flat(row.get(c)) for c in columns] for row in rows)
+        stream.write(buffer.getvalue())
+
+    yield write
+
+
 def format_tables(sections: Sequence[Section], fmt: str) -> str:
     """Sections as tabulate tables (``fmt`` is any tabulate format), titles on their own line."""
     from tabulate import tabulate

@@ -120,32 +120,31 @@ def drain(
     run: reclaim.Run, out: output.Output, fmt: str | None
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
     """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
-    one write, and keeps no rows; so does json, as the elements of one array (closed even when
-    a later batch fails: the committed rows stay a valid document); csv and tsv keep every
-    row for the end; the table keeps the rows it shows (``table_rows``), so memory stays
-    flat."""
+    one write, and keeps no rows; so do json, as the elements of one array (closed even when
+    a later batch fails: the committed rows stay a valid document), and csv and tsv, under
+    one header; the table keeps the rows it shows (``table_rows``), so memory stays flat."""
     from jobctl import reclaim
 
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
-    every_row = out in (output.Output.csv, output.Output.tsv)
-    array = (
-        output.json_array(sys.stdout)
-        if out is output.Output.json
-        else contextlib.nullcontext(lambda _batch: None)
-    )
-    with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, array as elements:
+    streamed: contextlib.AbstractContextManager[Callable[[Iterable[Any]], None]]
+    if out is output.Output.json:
+        streamed = output.json_array(sys.stdout)
+    elif out in (output.Output.csv, output.Output.tsv):
+        delimiter = "," if out is output.Output.csv else "\t"
+        streamed = output.delimited_rows(sys.stdout, rows.RECLAIM_COLUMNS, delimiter)
+    else:
+        streamed = contextlib.nullcontext(lambda _batch: None)
+    with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
         for batch in with_progress(run.batches, run.total, "reclaiming"):
             seen = sum(counts.values())
             counts += reclaim.tally(batch)
             if out is output.Output.jsonl:
                 print_batch(batch)
-            elif out is output.Output.json:
-                elements(batch)
-            elif every_row:
-                kept.extend(batch)
-            else:
+            elif out is output.Output.table:
                 kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
+            else:
+                write(batch)
     return kept, counts
 
 
@@ -216,9 +215,8 @@ def emit_reclaim(
     found: list[rows.ReclaimRow], total: int, out: output.Output, fmt: str | None
 ) -> None:
     """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
-    ones and the skipped ones, or every row as CSV; jsonl and json printed each batch as it
-    landed."""
-    if out not in (output.Output.jsonl, output.Output.json):
+    ones and the skipped ones; the other formats printed each batch as it landed."""
+    if out is output.Output.table:
         emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS), out, fmt)
 
 

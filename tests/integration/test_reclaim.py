@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import json
 import os
 import signal
@@ -20,7 +22,7 @@ from helpers import add_jobs, blocked_by, claim_all, snapshot, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobctl import db, lease, queries, reclaim, session, triage
+from jobctl import db, lease, queries, reclaim, rows, session, triage
 
 ALL = triage.ExpiredFilter()
 
@@ -339,6 +341,23 @@ def test_service_survives_killed_backend_and_stops_on_sigterm(conn, dsn):
     assert "Traceback" not in err and "retrying" in err and "stopped" in err
     assert "error ignored" not in err, "one line per failure, no psycopg warning"
     assert len([line for line in out.splitlines() if json.loads(line)["applied"]]) == 10
+
+
+@pytest.mark.parametrize(("out", "delimiter"), [("csv", ","), ("tsv", "\t")])
+def test_reclaim_streams_csv_under_one_header(conn, dsn, run, out, delimiter):
+    """csv and tsv print each batch as it lands (no row kept for the end): one header, every
+    row once, the same values as jsonl would give."""
+    add_jobs(conn, 7, policy="manual")
+    claim_all(dsn, 7, lease_seconds=-60)
+    result = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", out)
+    assert result.code == 0, result.err
+    table = list(csv.reader(io.StringIO(result.out), delimiter=delimiter))
+    assert table[0] == rows.RECLAIM_COLUMNS
+    assert sorted(int(r[0]) for r in table[1:]) == list(range(1, 8))
+    by_column = [dict(zip(table[0], r, strict=True)) for r in table[1:]]
+    assert {(r["action"], r["applied"], r["skipped"]) for r in by_column} == {("fail", "True", "")}
+    nothing = run("reclaim", "--commit", "--yes", "-o", out)
+    assert nothing.code == 0 and nothing.out == delimiter.join(rows.RECLAIM_COLUMNS) + "\n"
 
 
 def test_service_names_the_park_status(conn, dsn, run):
