@@ -98,8 +98,8 @@ CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE ON {table}
 
 -- name: history_when_transitions
 -- jobctl's own write, or a transition to anything but processing or done: the workers' claims,
--- heartbeats and completions never call the function (two cheap terms: a trigger's WHEN is
--- read and prepared again for every statement, so its size is paid on every worker UPDATE)
+-- heartbeats and completions never call the function (as few terms as that takes: a trigger's
+-- WHEN is read and prepared again for every statement, so it is paid on every worker UPDATE)
 NEW.jobctl_action IS NOT NULL
 OR (NEW.{status} <> {processing} AND NEW.{status} <> {done})
 

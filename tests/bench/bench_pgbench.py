@@ -79,8 +79,14 @@ def main() -> None:
     parser.add_argument(
         "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
     )
+    parser.add_argument(
+        "--only", help="these modes, comma-separated (e.g. transitions,audit), and no trigger"
+    )
     args = parser.parse_args()
     configs = CONFIGS | (VARIANTS if args.variants else {})
+    if args.only:
+        wanted = {None, *args.only.split(",")}
+        configs = {label: mode for label, mode in configs.items() if mode in wanted}
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     dsn = bench_dsn(args.dsn)

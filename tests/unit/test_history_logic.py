@@ -92,3 +92,26 @@ def test_claims_and_completions_are_derived_once():
     kinds = [e["event"] for e in history.events([version_1, reclaim], attempts, 100)]
     assert kinds == ["claimed", "completed", "requeued", "claimed"]  # not twice
     assert [e["event"] for e in history.events([reclaim], attempts, 2)] == ["requeued", "claimed"]
+
+
+def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
+    done_row = {"status": "completed", "attempts": 2, "finished_at": T0 + 60 * S}
+    reclaimed = stored(uuid.uuid4(), stats="transitions", outcome="reclaimed")
+    attempt = history.unrecorded_completion(done_row, [reclaimed], "transitions", "completed")
+    assert attempt is not None
+    assert (attempt["attempt"], attempt["outcome"], attempt["ended_at"]) == (
+        2,
+        "completed",
+        T0 + 60 * S,
+    )
+    assert attempt["worker"] is None and attempt["attempt_token"] is None
+    assert attempt["heartbeats"] is None and attempt["late_heartbeats"] is None
+    (event,) = [e for e in history.events([], [reclaimed, attempt], 0) if e["event"] == "completed"]
+    assert event["at"] == T0 + 60 * S and event["worker"] is None
+    # not in another mode, not for a job that is not done, not twice, not without a time
+    assert history.unrecorded_completion(done_row, [], "late", "completed") is None
+    assert history.unrecorded_completion(done_row, [], "transitions", "done") is None
+    recorded = stored(uuid.uuid4()) | {"attempt": 2}
+    assert history.unrecorded_completion(done_row, [recorded], "transitions", "completed") is None
+    untimed = done_row | {"finished_at": None}
+    assert history.unrecorded_completion(untimed, [], "transitions", "completed") is None
