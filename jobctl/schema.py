@@ -819,8 +819,8 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
-    "transitions": "about +5 % server CPU per worker cycle, 0-4 % fewer cycles (no plpgsql on "
-    "the workers' claims, heartbeats and completions)",
+    "transitions": "about +6-13 % server CPU per worker cycle, 0-15 % fewer cycles, around 5 % "
+    "(no plpgsql on the workers' claims, heartbeats and completions)",
     "late": "about +18-49 % server CPU per worker cycle, 3-30 % fewer cycles (one plpgsql call "
     "and one row per completion)",
     "exact": "about +33-56 % server CPU per worker cycle, 14-34 % fewer cycles (every "
