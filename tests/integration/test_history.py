@@ -38,6 +38,15 @@ def operator_actions(conn, dsn, run) -> dict[str, int]:
     return dict(zip(OPERATOR_ACTIONS, [ids[0], ids[1], ids[2], ids[3], ids[3]], strict=True))
 
 
+def plpgsql_calls(c: psycopg.Connection) -> int:
+    """The calls of jobctl's functions in ``c``'s transaction (track_functions = 'pl')."""
+    row = c.execute(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+        "WHERE schemaname = 'jobctl'"
+    ).fetchone()
+    return int(row[0])
+
+
 def worker_cycle(dsn: str, heartbeats: int = 2) -> lease.Claim:
     with psycopg.connect(dsn, autocommit=True) as c:
         worker = lease.Worker(c, "w1", lease_seconds=60)
@@ -115,21 +124,14 @@ def test_routine_statements_never_call_the_trigger(conn, dsn, run):
         for _ in range(3):
             assert c.execute(queries.query("heartbeat", **jobs), params | {"id": job_id}).rowcount
 
-        def calls() -> int:
-            row = c.execute(
-                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
-                "WHERE schemaname = 'jobctl'"
-            ).fetchone()
-            return int(row[0])
-
-        assert calls() == 0
+        assert plpgsql_calls(c) == 0
         c.execute(  # 40 s after the last heartbeat, of a 60 s lease: late
             "UPDATE jobs SET heartbeat_at = heartbeat_at + interval '40 s', "
             "lease_expires_at = heartbeat_at + interval '100 s'"
         )
-        assert calls() == 1
+        assert plpgsql_calls(c) == 1
         assert c.execute(queries.query("complete", **jobs), params | {"id": job_id}).rowcount
-        assert calls() == 2
+        assert plpgsql_calls(c) == 2
     (attempt,) = conn.execute("SELECT * FROM jobctl.attempts").fetchall()
     assert attempt["heartbeats"] == 1 and attempt["heartbeat_stats"] == "late"
     assert attempt["max_heartbeat_gap"].total_seconds() == 40
@@ -151,13 +153,6 @@ def test_the_default_mode_calls_no_plpgsql_on_the_workers_cycle(conn, dsn, run):
     with psycopg.connect(dsn) as c:
         c.execute("SET LOCAL track_functions = 'pl'")
 
-        def calls() -> int:
-            row = c.execute(
-                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
-                "WHERE schemaname = 'jobctl'"
-            ).fetchone()
-            return int(row[0])
-
         for outcome in ("complete", "worker_fail"):
             params = {"worker": "w1", "lease": "60 s", "attempt_token": uuid.uuid4()}
             (job_id, *_) = c.execute(queries.query("claim", **jobs), params).fetchone()
@@ -169,9 +164,9 @@ def test_the_default_mode_calls_no_plpgsql_on_the_workers_cycle(conn, dsn, run):
                 "lease_expires_at = heartbeat_at + interval '100 s' WHERE id = %s",
                 (job_id,),
             )
-            assert calls() == 0
+            assert plpgsql_calls(c) == 0
             assert c.execute(queries.query(outcome, **jobs), params).rowcount
-        assert calls() == 1  # the retry
+        assert plpgsql_calls(c) == 1  # the retry
     (ended,) = conn.execute("SELECT * FROM jobctl.attempts").fetchall()
     assert (ended["outcome"], ended["worker"], ended["heartbeat_stats"]) == (
         "retried",
