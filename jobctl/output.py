@@ -239,20 +239,11 @@ def format_tables(sections: Sequence[Section], fmt: str) -> str:
 
 
 def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str]) -> None:
-    import csv
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
     for index, section in enumerate(sections):
         if len(sections) > 1:
-            if index:
-                buffer.write("\n")
-            buffer.write(f"# {section.title}\n")
-        header = section.header()
-        writer.writerow(header)
-        for row in section.rows:
-            writer.writerow([_flat(row.get(c)) for c in header])
-    stream.write(buffer.getvalue())
+            stream.write(("\n" if index else "") + f"# {section.title}\n")
+        with delimited_rows(stream, section.header(), delimiter) as write:
+            write(section.rows)
 
 
 def _write_rich(sections: Sequence[Section], stream: IO[str]) -> None:
