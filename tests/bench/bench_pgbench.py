@@ -24,7 +24,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_trigger import CONFIGS, VARIANTS, report, server_cpu, setup, wal_lsn
+from bench_trigger import (
+    chosen_configs,
+    config_arguments,
+    report,
+    server_cpu,
+    setup,
+    wal_lsn,
+)
 from common import arguments, bench_dsn, machine
 from psycopg import conninfo
 
@@ -76,17 +83,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
-    parser.add_argument(
-        "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
-    )
-    parser.add_argument(
-        "--only", help="these modes, comma-separated (e.g. transitions,audit), and no trigger"
-    )
+    config_arguments(parser)
     args = parser.parse_args()
-    configs = CONFIGS | (VARIANTS if args.variants else {})
-    if args.only:
-        wanted = {None, *args.only.split(",")}
-        configs = {label: mode for label, mode in configs.items() if mode in wanted}
+    configs = chosen_configs(args)
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     dsn = bench_dsn(args.dsn)

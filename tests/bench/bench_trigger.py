@@ -14,6 +14,7 @@ statement's latency as the worker sees it (p50, p99, pooled over the rounds).
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import statistics
@@ -54,6 +55,25 @@ CONFIGS = {
 # earlier designs, measured with --variants: version 2's trigger, and a SET search_path
 VARIANTS = {"late, version 2": "v2", "late + SET search_path": "late+set"}
 FLOOR = "no trigger"
+
+
+def config_arguments(parser: argparse.ArgumentParser) -> None:
+    """--variants and --only: which configurations a run measures."""
+    parser.add_argument(
+        "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
+    )
+    parser.add_argument(
+        "--only", help="these modes, comma-separated (e.g. transitions,audit), and no trigger"
+    )
+
+
+def chosen_configs(args: argparse.Namespace) -> dict[str, str | None]:
+    """label -> mode of the configurations --variants and --only ask for."""
+    configs = CONFIGS | (VARIANTS if args.variants else {})
+    if args.only:
+        wanted = {None, *args.only.split(",")}
+        configs = {label: mode for label, mode in configs.items() if mode in wanted}
+    return configs
 
 
 def setup(dsn: str, mode: str | None) -> None:
@@ -215,17 +235,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
-    parser.add_argument(
-        "--variants", action="store_true", help="also the earlier designs (version 2, SET)"
-    )
-    parser.add_argument(
-        "--only", help="these modes, comma-separated (e.g. transitions,audit), and no trigger"
-    )
+    config_arguments(parser)
     args = parser.parse_args()
-    configs = CONFIGS | (VARIANTS if args.variants else {})
-    if args.only:
-        wanted = {None, *args.only.split(",")}
-        configs = {label: mode for label, mode in configs.items() if mode in wanted}
+    configs = chosen_configs(args)
     dsn = bench_dsn(args.dsn)
     print(
         f"machine: {machine()}; 4 worker processes (Python, lease.Worker), "
