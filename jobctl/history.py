@@ -6,11 +6,12 @@ apply``, each in its own transaction with the row that records it in ``jobctl.mi
 A database with the unversioned history of jobctl 0.1-0.2 (``jobctl.events`` but no
 ``jobctl.migrations``) starts at 0: migration 1 is that history, written idempotently.
 
-On each jobs table, one trigger ``jobctl_history`` (BEFORE UPDATE) calls that table's own
+On each jobs table, one trigger ``jobctl_history`` (BEFORE UPDATE; in modes transitions and
+audit only of the UPDATEs that name the status or jobctl_action) calls that table's own
 function, ``jobctl.record_<table>_<hash>(mode, version, digest)``, for the statements its WHEN
 lets through. The function is generated from the table's mapping (its names for the lease
 design's columns and statuses: the block ``history_function_body`` of ``sql/schema.sql``); the
-digest says what it and the WHEN were made from, so a changed mapping shows as out of date.
+digest says what it, the event and the WHEN were made from, so a changed mapping shows as out of date.
 See docs/history.md.
 """
 
@@ -204,8 +205,9 @@ class Wanted:
 
     function: str  # its name in schema jobctl
     body: str  # the function's body, as the database will keep it (pg_proc.prosrc)
+    event: str  # what the trigger fires on: UPDATE, or UPDATE OF some columns
     when: str  # the trigger's WHEN, as text
-    digest: str  # of the body and the WHEN: the trigger's third argument
+    digest: str  # of the body, the event and the WHEN: the trigger's third argument
 
     @property
     def body_md5(self) -> str:
@@ -222,9 +224,11 @@ def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     assert named is not None
     fragments["job_table"] = sql.Literal(named["qualified"])
     body = queries.query("history_function_body", **fragments).as_string(conn)
+    event = queries.query(f"history_on_{mode}", **fragments).as_string(conn)
     when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
-    digest = hashlib.sha256(f"{TRIGGER_VERSION}\x00{body}\x00{when}".encode()).hexdigest()[:16]
-    return Wanted(target.function, body, when, digest)
+    made_of = f"{TRIGGER_VERSION}\x00{body}\x00{event}\x00{when}"
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
+    return Wanted(target.function, body, event, when, digest)
 
 
 def stale(state: TableState, want: Wanted, mode: str) -> list[str]:
@@ -337,6 +341,7 @@ def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
         "history_trigger",
         target.ident,
         trigger=sql.Identifier(TRIGGER),
+        event=sql.SQL(want.event),
         when=sql.SQL(want.when),
         function=function,
         mode=sql.Literal(mode),

@@ -91,10 +91,30 @@ DROP TRIGGER IF EXISTS {trigger} ON {table}
 
 -- name: history_trigger
 -- the history trigger: only the statements its WHEN lets through call the table's function
--- ({digest}: what the function and the WHEN were made from, so schema check sees a stale one)
-CREATE OR REPLACE TRIGGER {trigger} BEFORE UPDATE ON {table}
+-- ({digest}: what the function, the event and the WHEN were made from, so schema check sees a
+-- stale one). {event} is the mode's history_on_* block.
+CREATE OR REPLACE TRIGGER {trigger} BEFORE {event} ON {table}
     FOR EACH ROW WHEN ({when})
     EXECUTE FUNCTION {function}({mode}, {version}, {digest})
+
+-- name: history_on_transitions
+-- the UPDATEs whose SET list names the status or jobctl_action: the workers' heartbeats never
+-- even evaluate the WHEN (a column list is checked before it). A status changed by another
+-- BEFORE trigger of the table, not by the statement, is not seen (PostgreSQL's rule for column
+-- lists; see docs/history.md)
+UPDATE OF {status}, jobctl_action
+
+-- name: history_on_late
+-- every UPDATE: the late heartbeats are in the WHEN
+UPDATE
+
+-- name: history_on_exact
+-- every UPDATE: every heartbeat is recorded
+UPDATE
+
+-- name: history_on_audit
+-- only jobctl's own writes name jobctl_action
+UPDATE OF jobctl_action
 
 -- name: history_when_transitions
 -- jobctl's own write, or a transition to anything but processing or done: the workers' claims,

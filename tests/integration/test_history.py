@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from importlib import resources
@@ -212,6 +213,55 @@ def test_schema_apply_keeps_the_installed_mode(conn, run):
     assert run("schema", "apply", "--history", "transitions", "--yes").code == 0
     assert mode() == "transitions"
     assert history.DESCRIBE["transitions"] in run("schema", "check", "-o", "json").out
+
+
+def trigger_columns(conn) -> list[str]:
+    """The columns the history trigger is limited to (UPDATE OF ...); [] for every UPDATE."""
+    return [
+        r["attname"]
+        for r in conn.execute(
+            "SELECT a.attname::text FROM pg_trigger t, unnest(t.tgattr) AS k(attnum) "
+            "JOIN pg_attribute a ON a.attnum = k.attnum "
+            "WHERE t.tgname = 'jobctl_history' AND t.tgrelid = 'jobs'::regclass "
+            "AND a.attrelid = 'jobs'::regclass ORDER BY a.attname"
+        )
+    ]
+
+
+def test_the_default_trigger_fires_only_on_updates_naming_the_status(conn, dsn, run):
+    """transitions and audit are limited to UPDATEs whose SET names the status or
+    jobctl_action (a heartbeat never evaluates the WHEN); late and exact see every UPDATE.
+    A trigger made before the limit is out of date, and apply replaces it."""
+    assert trigger_columns(conn) == ["jobctl_action", "status"]
+    assert run("schema", "apply", "--history", "audit", "--yes").code == 0
+    assert trigger_columns(conn) == ["jobctl_action"]
+    assert run("schema", "apply", "--history", "late", "--yes").code == 0
+    assert trigger_columns(conn) == []
+    assert run("schema", "apply", "--history", "transitions", "--yes").code == 0
+
+    # an application's own status change names the status: recorded
+    (job_id,) = add_jobs(conn, 1)
+    conn.execute("UPDATE jobs SET status = 'failed' WHERE id = %s", (job_id,))
+    (event,) = events(conn, "status_changed")
+    assert (event["job_id"], event["to_status"]) == (str(job_id), "failed")
+
+    # the trigger as the previous release made it: every UPDATE, its digest made of the
+    # version, the body and the WHEN
+    (made,) = conn.execute(
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'jobctl_history'"
+    ).fetchone().values()
+    target = history.Target.of(db.resolve_table(conn, "jobs"))
+    want = history.wanted(conn, target, "transitions")
+    made_of = f"{history.TRIGGER_VERSION}\x00{want.body}\x00{want.when}"
+    previous = hashlib.sha256(made_of.encode()).hexdigest()[:16]
+    old = made.replace("UPDATE OF status, jobctl_action ON", "UPDATE ON", 1)
+    old = old.replace("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1)
+    conn.execute(old.replace(want.digest, previous, 1))
+    assert trigger_columns(conn) == []
+    check = {c["check"]: c for c in json.loads(run("schema", "check", "-o", "json").out)}
+    assert not check["history installed"]["ok"]
+    assert run("schema", "apply", "--yes").code == 0
+    assert trigger_columns(conn) == ["jobctl_action", "status"]
 
 
 FORGERIES = [

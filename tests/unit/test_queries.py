@@ -44,6 +44,7 @@ FRAGMENTS = {
     "role": sql.Identifier("oncall"),
     "columns": sql.SQL(", ").join([sql.Identifier("status")]),
     "trigger": sql.Identifier("jobctl_history"),
+    "event": sql.SQL("UPDATE"),
     "when": sql.SQL("true"),
     "mode": sql.Literal("late"),
     "version": sql.Literal(2),
