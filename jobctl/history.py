@@ -11,8 +11,8 @@ audit only of the UPDATEs that name the status or jobctl_action) calls that tabl
 function, ``jobctl.record_<table>_<hash>(mode, version, digest)``, for the statements its WHEN
 lets through. The function is generated from the table's mapping (its names for the lease
 design's columns and statuses: the block ``history_function_body`` of ``sql/schema.sql``); the
-digest says what it, the event and the WHEN were made from, so a changed mapping shows as out of date.
-See docs/history.md.
+digest says what it, the event and the WHEN were made from, so a changed mapping shows as out
+of date. See docs/history.md.
 """
 
 from __future__ import annotations

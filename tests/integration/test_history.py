@@ -247,9 +247,9 @@ def test_the_default_trigger_fires_only_on_updates_naming_the_status(conn, dsn, 
 
     # the trigger as the previous release made it: every UPDATE, its digest made of the
     # version, the body and the WHEN
-    (made,) = conn.execute(
-        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'jobctl_history'"
-    ).fetchone().values()
+    made = conn.execute(
+        "SELECT pg_get_triggerdef(oid) AS made FROM pg_trigger WHERE tgname = 'jobctl_history'"
+    ).fetchone()["made"]
     target = history.Target.of(db.resolve_table(conn, "jobs"))
     want = history.wanted(conn, target, "transitions")
     made_of = f"{history.TRIGGER_VERSION}\x00{want.body}\x00{want.when}"
