@@ -7,9 +7,9 @@ version 1) gets a freshly loaded table, then
 
 (claim, 3 heartbeats, complete; one script run = one cycle), interleaved round after round.
 Printed: cycles/s best and median, the loss against the no-trigger table (best against best,
-median against median), WAL bytes per cycle, and the heartbeat statement's mean latency from
-pgbench's per-statement report (pgbench reports no per-statement percentiles; the Python
-benchmark gives p50/p99).
+median against median, and paired round by round), WAL bytes per cycle, and the heartbeat
+statement's mean latency from pgbench's per-statement report (pgbench reports no
+per-statement percentiles; the Python benchmark gives p50/p99).
 
     python tests/bench/bench_pgbench.py --seconds 10 --rounds 5
     python tests/bench/bench_pgbench.py --synchronous-commit off   # CPU-bound: the worst case
@@ -118,8 +118,9 @@ def main() -> None:
         report(
             figures,
             "loss best: 1 - best cycles/s / the no-trigger table's best; loss median: the same "
-            "with the medians; WAL and server CPU (all the server's processes): medians of the "
-            "rounds; heartbeat mean: pgbench -r, median of the rounds.",
+            "with the medians; loss paired: median of each round's loss against the same "
+            "round's no-trigger run; WAL and server CPU (all the server's processes): medians of "
+            "the rounds; heartbeat mean: pgbench -r, median of the rounds.",
         )
     )
 

@@ -4,7 +4,8 @@
 lease.Worker, one autocommitted statement each) for --seconds per configuration; the
 configurations are interleaved, round after round, each on a freshly loaded table. Printed per
 configuration: cycles/s (best and median over the rounds), the loss against the table with no
-trigger (best against best, median against median), WAL bytes per cycle, and the heartbeat
+trigger (best against best, median against median, and paired: the median of each round's
+loss against that round's no-trigger run), WAL bytes per cycle, and the heartbeat
 statement's latency as the worker sees it (p50, p99, pooled over the rounds).
 
     python tests/bench/bench_trigger.py --seconds 10 --rounds 7
@@ -198,6 +199,12 @@ def measure(
     return cycles / seconds, wal, cpu, [b for _, beats in outcomes for b in beats]
 
 
+def paired_loss(rates: list[float], floor: list[float]) -> float:
+    """The median over the rounds of 1 - this round's rate / the no-trigger table's rate in the
+    same round: the configurations of a round run minutes apart at most, the rounds further."""
+    return statistics.median(1 - r / n for r, n in zip(rates, floor, strict=True))
+
+
 def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
     """The table of a run: rates and losses per round, WAL, heartbeat percentiles."""
     floor = figures[FLOOR]["rate"]
@@ -211,6 +218,9 @@ def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
             "cycles/s median": f"{median:.0f}",
             "loss best": f"{(1 - best / max(floor)) * 100:.1f} %" if label != FLOOR else "-",
             "loss median": f"{(1 - median / statistics.median(floor)) * 100:.1f} %"
+            if label != FLOOR
+            else "-",
+            "loss paired": f"{paired_loss(f['rate'], floor) * 100:.1f} %"
             if label != FLOOR
             else "-",
             "WAL B/cycle": f"{statistics.median(f['wal']):,.0f}",
@@ -268,8 +278,9 @@ def main() -> None:
         report(
             figures,
             "loss best: 1 - best cycles/s / the no-trigger table's best; loss median: the same "
-            "with the medians; WAL: median of the rounds (server-wide, so other sessions on a "
-            "shared server add to it); server CPU: all the server's processes, median of the "
+            "with the medians; loss paired: median of each round's loss against the same "
+            "round's no-trigger run; WAL: median of the rounds (server-wide, so other sessions "
+            "on a shared server add to it); server CPU: all the server's processes, median of the "
             "rounds (a private server: other sessions add to it too); heartbeat latency: the "
             "worker's wall time per heartbeat, pooled over the rounds.",
         )
