@@ -819,13 +819,13 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
-    "transitions": "about +6-13 % server CPU per worker cycle, 0-15 % fewer cycles, around 5 % "
-    "(no plpgsql on the workers' claims, heartbeats and completions)",
-    "late": "about +18-49 % server CPU per worker cycle, 3-30 % fewer cycles (one plpgsql call "
+    "transitions": "about +1-11 % server CPU per worker cycle, 2-4 % fewer cycles (no plpgsql "
+    "on the workers' claims, heartbeats and completions; heartbeats skip its WHEN)",
+    "late": "about +11-37 % server CPU per worker cycle, 8-25 % fewer cycles (one plpgsql call "
     "and one row per completion)",
-    "exact": "about +33-56 % server CPU per worker cycle, 14-34 % fewer cycles (every "
+    "exact": "about +15-40 % server CPU per worker cycle, 9-25 % fewer cycles (every "
     "heartbeat calls the trigger)",
-    "audit": "about +0-6 % server CPU per worker cycle, within the benchmark's noise",
+    "audit": "about +2-3 % server CPU per worker cycle, within the benchmark's noise",
 }
 
 
