@@ -819,7 +819,7 @@ def plan_grants(
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
 MODE_COST = {
-    "transitions": "about +1-11 % server CPU per worker cycle, 2-4 % fewer cycles (no plpgsql "
+    "transitions": "about +1-11 % server CPU per worker cycle, 2-6 % fewer cycles (no plpgsql "
     "on the workers' claims, heartbeats and completions; heartbeats skip its WHEN)",
     "late": "about +11-37 % server CPU per worker cycle, 8-25 % fewer cycles (one plpgsql call "
     "and one row per completion)",
