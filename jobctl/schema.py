@@ -825,7 +825,7 @@ MODE_COST = {
     "and one row per completion)",
     "exact": "about +15-40 % server CPU per worker cycle, 9-25 % fewer cycles (every "
     "heartbeat calls the trigger)",
-    "audit": "about +2-3 % server CPU per worker cycle, within the benchmark's noise",
+    "audit": "about +2-7 % server CPU per worker cycle, within the benchmark's noise",
 }
 
 
