@@ -123,7 +123,8 @@ def stuck(
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
     where = triage.ExpiredFilter(worker=worker, policy=_policy(policy), grace=grace)
-    columns = rows.STUCK_COLUMNS if expiring_within is None else rows.AT_RISK_COLUMNS
+    at_risk = expiring_within is not None
+    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     found = 0
 
     def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
@@ -138,15 +139,22 @@ def stuck(
 
     with _session(ctx) as s:
         if watch:
-            _watch(s, lambda: views.stuck(list(rows_of(s)), columns), every, count, out, fmt)
+            _watch(
+                s,
+                lambda: views.stuck(list(rows_of(s)), columns, at_risk=at_risk),
+                every,
+                count,
+                out,
+                fmt,
+            )
             return
         with s.transaction(read_only=True):
-            if out is output.Output.table:  # a table needs every row for its widths
-                terminal.emit(views.stuck(list(rows_of(s)), columns), out, fmt)
+            if out.tabular:  # a table needs every row for its widths
+                terminal.emit(views.stuck(list(rows_of(s)), columns, at_risk=at_risk), out, fmt)
             else:
                 streamed = rows_of(s)
                 terminal.emit(views.table(streamed, streamed, columns), out, fmt)
-    if found and sys.stdout.isatty() and out is output.Output.table:
+    if found and sys.stdout.isatty() and out.tabular:
         terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
     if exit_code and found:
         raise typer.Exit(errors.EXIT_FINDINGS)
@@ -452,7 +460,7 @@ def quarantine(
                 s, min_reclaims, limit, reason=reason, confirm=None if yes else terminal.confirm
             )
     if not commit:
-        terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS), out, fmt)
+        terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW), out, fmt)
         terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
         return
     terminal.report(report, out, fmt)

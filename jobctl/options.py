@@ -34,7 +34,10 @@ def Duration(help: str, **kwargs: Any) -> Any:
 Out = Annotated[
     output.Output,
     typer.Option(
-        "--output", "-o", help="table (rich on a terminal, plain otherwise), json, jsonl, csv, tsv."
+        "--output",
+        "-o",
+        help="table (fitted to a terminal's width, every column when piped), wide (every "
+        "column on a terminal too), json, jsonl, csv, tsv.",
     ),
 ]
 Format = Annotated[

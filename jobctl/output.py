@@ -20,15 +20,23 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
+from jobctl.screen import Column
+
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
 
 
 class Output(str, enum.Enum):
     table = "table"
+    wide = "wide"  # the terminal table with every column, whatever the width
     json = "json"
     jsonl = "jsonl"
     csv = "csv"
     tsv = "tsv"
+
+    @property
+    def tabular(self) -> bool:
+        """A table for people (``table`` or ``wide``), not a machine format."""
+        return self in (Output.table, Output.wide)
 
 
 @dataclasses.dataclass
@@ -38,6 +46,8 @@ class Section:
     title: str | None
     rows: Iterable[Row]  # a list, or rows streamed once (csv, json) from a server-side cursor
     columns: Sequence[str] | None = None
+    view: Sequence[Column] | None = None  # its columns on a terminal (None: every column)
+    note: str | None = None  # a line under it on a terminal (what a sign in it means)
 
     def header(self) -> list[str]:
         if self.columns is not None:
@@ -132,8 +142,13 @@ def _flat(value: Any) -> Any:
 
 # ---------------------------------------------------------------- rendering
 def use_rich(stream: IO[str]) -> bool:
-    """Rich tables only on a terminal, and never with NO_COLOR or TERM=dumb."""
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    """Colour and live views only on a terminal, and never with NO_COLOR or TERM=dumb."""
+    return on_terminal(stream) and not os.environ.get("NO_COLOR")
+
+
+def on_terminal(stream: IO[str]) -> bool:
+    """A person reads ``stream``: the table is laid out for its width (see ``screen``)."""
+    return stream.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
@@ -150,8 +165,10 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
             stream.write(json_lines(chunk))
     elif output in (Output.csv, Output.tsv):
         _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
-    elif fmt is None and use_rich(stream):
-        _write_rich(doc.sections, stream)
+    elif output is Output.wide:
+        _write_screen(doc.sections, stream, fit=False)
+    elif fmt is None and on_terminal(stream):
+        _write_screen(doc.sections, stream, fit=True)
     else:
         stream.write(format_tables(doc.sections, fmt or "simple"))
 
@@ -246,32 +263,100 @@ def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str
             write(section.rows)
 
 
-def _write_rich(sections: Sequence[Section], stream: IO[str]) -> None:
+def _console(stream: IO[str]) -> Any:
     from rich.console import Console
 
-    Console(file=stream, highlight=False).print(rich_group(sections))
+    colour = use_rich(stream)
+    return Console(
+        file=stream, highlight=False, no_color=not colour, color_system="auto" if colour else None
+    )
+
+
+def _write_screen(sections: Sequence[Section], stream: IO[str], *, fit: bool) -> None:
+    console = _console(stream)
+    console.print(
+        screen_group(sections, width=console.width if fit else None),
+        soft_wrap=True,
+        crop=False,
+    )
+
+
+def screen_group(
+    sections: Sequence[Section],
+    *,
+    width: int | None,
+    height: int | None = None,
+    title: str | None = None,
+) -> Any:
+    """The sections as terminal tables (``screen.layout``) in one renderable: one line per
+    row, at most ``width`` cells wide; with ``height`` (what ``--watch`` refreshes), only
+    the rows that fit, saying how many are not shown."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from jobctl import screen
+
+    def line(text: str, style: str = "") -> Text:
+        return Text(screen.cut(text, width) if width else text, style=style, end="\n")
+
+    parts: list[Text] = [line(title, "bold")] if title else []
+    room = None if height is None else height - len(parts) - 1  # the cursor's line
+    for index, section in enumerate(sections):
+        before = len(parts)
+        if index:
+            parts.append(line(""))
+        rows = list(section.rows)
+        if not rows:
+            parts.append(line(f"{section.title}: (none)" if section.title else "(none)"))
+        else:
+            parts.extend(_section_lines(section, rows, width, room, line))
+        if room is not None:
+            room -= len(parts) - before
+    return Group(*parts)
+
+
+def _section_lines(
+    section: Section, rows: list[Row], width: int | None, room: int | None, line: Any
+) -> list[Any]:
+    from rich.text import Text
+
+    from jobctl import screen
+
+    view = section.view or [screen.Column(c, c.replace("_", " ").upper()) for c in section.header()]
+    shown = rows
+    if room is not None:
+        fixed = (1 if section.title else 0) + 2 + bool(section.note)  # and the notes
+        if len(rows) > room - fixed:
+            shown = rows[: max(room - fixed - 1, 0)]  # and a line saying how many are not
+    grid = screen.layout(view, shown, width, cell)
+    parts = [line(section.title, "bold")] if section.title else []
+    for text, spans in grid.lines():
+        rendered = Text(text, end="\n")
+        for start, end, style in spans:
+            rendered.stylize(style, start, end)
+        parts.append(rendered)
+    if len(shown) < len(rows):
+        parts.append(
+            line(
+                f"… {len(rows) - len(shown)} more row(s) not shown: a taller terminal, "
+                "or -o jsonl for every row",
+                "dim",
+            )
+        )
+    if section.note:
+        parts.append(line(section.note, "dim"))
+    if grid.hidden and width is not None:
+        names = ", ".join(c.header.lower() for c in grid.hidden)
+        parts.append(line(f"(-o wide adds {names})", "dim"))
+    return parts
 
 
 def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
-    """The sections as rich tables in one renderable (also what --watch refreshes)."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
+    """What ``--watch`` refreshes on a terminal: the sections fitted to the screen."""
+    import shutil
 
-    parts: list[Any] = [Text(title, style="bold")] if title else []
-    for section in sections:
-        header = section.header()
-        if not section.rows:
-            parts.append(Text(f"{section.title}: (none)" if section.title else "(none)"))
-            continue
-        table = Table(title=section.title, title_justify="left", title_style="bold")
-        for column in header:
-            table.add_column(column, overflow="fold")
-        for row in section.rows:
-            # Text() cells: data is never read as rich markup
-            table.add_row(*(Text(cell(row.get(c))) for c in header))
-        parts.append(table)
-    return Group(*parts)
+    size = shutil.get_terminal_size()
+    return screen_group(sections, width=size.columns, height=size.lines, title=title)
 
 
 def key_values(row: Row) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
     if not sys.stdin.isatty():
         raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
     if about:
-        preview = output.Section(title, about, rows.PREVIEW_COLUMNS)
+        preview = output.Section(title, about, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW)
         output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
     if not typer.confirm(question, err=True):
         raise errors.Refused("not confirmed; nothing changed")
@@ -106,7 +106,7 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
                 output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
             )
 
-    rich_ok = out is output.Output.table and fmt is None and output.use_rich(sys.stdout)
+    rich_ok = out.tabular and fmt is None and output.on_terminal(sys.stdout)
     return in_place() if rich_ok else lines()
 
 
@@ -141,7 +141,7 @@ def drain(
             counts += reclaim.tally(batch)
             if out is output.Output.jsonl:
                 print_batch(batch)
-            elif out is output.Output.table:
+            elif out.tabular:
                 kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
             else:
                 write(batch)
@@ -216,17 +216,19 @@ def emit_reclaim(
 ) -> None:
     """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
     ones and the skipped ones; the other formats printed each batch as it landed."""
-    if out is output.Output.table:
-        emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS), out, fmt)
+    if out.tabular:
+        emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW), out, fmt)
 
 
 def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
     """One batch of the reclaimer service: JSON lines, or a table (its first rows)."""
     if out in (output.Output.jsonl, output.Output.json):
         emit(output.Document(applied, []), output.Output.jsonl, fmt)
-    elif out is output.Output.table:
+    elif out.tabular:
         shown = table_rows(applied, 0, 0)
-        emit(views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS), out, fmt)
+        emit(
+            views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW), out, fmt
+        )
     else:
         emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
     sys.stdout.flush()
@@ -234,7 +236,11 @@ def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str 
 
 def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
     """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
-    emit(views.table(outcome.results, outcome.results, rows.MANUAL_COLUMNS), out, fmt)
+    emit(
+        views.table(outcome.results, outcome.results, rows.MANUAL_COLUMNS, views.MANUAL_VIEW),
+        out,
+        fmt,
+    )
     for line in outcome.problems():
         say(line)
     if outcome.exit_code:

@@ -1,0 +1,199 @@
+"""Tables designed for a terminal: a few essential columns, more by priority as the width
+allows, one line per row, never a wrapped cell (kubectl's ``get`` is the model).
+
+A row shape declares its terminal columns once (``Column`` specs, see ``views``): the key, a
+short header, a priority (0: always shown), how the value reads (``kind``) and whether it
+may be cut. ``layout`` picks the columns that fit ``width`` and cuts, with an ellipsis, only
+what cannot fit otherwise; ids, workers, actions and tokens are kept whole as long as
+anything else can give. Pure: the renderer (``output``) prints the lines it returns.
+
+Piped output and the machine formats never come here: they keep every key and the full
+ISO timestamps (the scripts' contract).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Row = Mapping[str, Any]
+GAP = 2  # spaces between columns
+MIN_CUT = 6  # a cut column keeps at least this many cells (or its header's)
+ELLIPSIS = "…"
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One terminal column of a row shape.
+
+    ``kind``: how the value reads — ``text``, ``seconds`` (a duration: 5m20s), ``ago`` (seconds
+    since: 5m20s ago, or "never"), ``until`` (seconds overdue: 5m20s ago; negative: in 19s),
+    ``time`` (a timestamp, short), ``count``. ``whole``: an id, a worker, an action, a token:
+    never cut while another column can give. ``value``: computes the cell from the row
+    (e.g. attempts as 1/3). ``style``: a rich style for a value (colour that carries meaning;
+    the text says the same without it)."""
+
+    key: str
+    header: str
+    priority: int = 0
+    kind: str = "text"
+    whole: bool = False
+    value: Callable[[Row], Any] | None = None
+    style: Callable[[str], str] | None = None
+    when: Callable[[Sequence[Row]], bool] | None = None  # shown only if true of the rows
+    copy: bool = False  # a token meant to be copied: never cut, even when nothing else gives
+
+
+def seconds(value: float | dt.timedelta | None) -> str:
+    """A duration as people read it: 0.4s, 48s, 5m20s, 2h, 2h5m, 3d4h."""
+    if value is None:
+        return ""
+    total = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    sign, total = ("-" if total < 0 else ""), abs(total)
+    if total < 10:
+        text = f"{total:.1f}s".replace(".0s", "s")
+    elif total < 60:
+        text = f"{total:.0f}s"
+    else:
+        whole = round(total)
+        days, rest = divmod(whole, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, secs = divmod(rest, 60)
+        if days:
+            text = f"{days}d{hours}h" if hours else f"{days}d"
+        elif hours:
+            text = f"{hours}h{minutes}m" if minutes else f"{hours}h"
+        else:
+            text = f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    return sign + text
+
+
+def short_time(value: dt.datetime | None, today: dt.date | None = None) -> str:
+    """A timestamp in the width of a terminal: 05:51:47 today, Dec 01 05:51 another day, in
+    the time zone the database gave it."""
+    if value is None:
+        return ""
+    if value.date() == (today or dt.datetime.now(value.tzinfo).date()):
+        return f"{value:%H:%M:%S}"
+    return f"{value:%b %d %H:%M}"
+
+
+def text_of(column: Column, row: Row, cell: Callable[[Any], str]) -> str:
+    """The cell's text: the value as ``column.kind`` reads, escaped by ``cell``."""
+    value = column.value(row) if column.value is not None else row.get(column.key)
+    kind = column.kind
+    if kind == "seconds":
+        return seconds(value)
+    if kind == "ago":
+        return "never" if value is None else f"{seconds(value)} ago"
+    if kind == "until":
+        if value is None:
+            return ""
+        total = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+        return f"{seconds(total)} ago" if total >= 0 else f"in {seconds(-total)}"
+    if kind == "time" and isinstance(value, dt.datetime):
+        return short_time(value)
+    return cell(value)
+
+
+@dataclasses.dataclass
+class Layout:
+    """What a table shows on a terminal: the columns, their widths, the cells, and the
+    columns left out for want of width."""
+
+    columns: list[Column]
+    widths: list[int]
+    cells: list[list[str]]
+    hidden: list[Column]
+
+    def lines(self) -> list[tuple[str, list[tuple[int, int, str]]]]:
+        """Each line's text and its styled spans ``(start, end, style)``, header first."""
+        from rich.cells import cell_len
+
+        out: list[tuple[str, list[tuple[int, int, str]]]] = []
+        header = [c.header for c in self.columns]
+        for index, cells in enumerate([header, *self.cells]):
+            parts: list[str] = []
+            spans: list[tuple[int, int, str]] = []
+            at = 0
+            for n, (column, text, width) in enumerate(
+                zip(self.columns, cells, self.widths, strict=True)
+            ):
+                last = n == len(self.columns) - 1
+                shown = cut(text, width)
+                pad = "" if last else " " * (width - cell_len(shown) + GAP)
+                if index == 0:
+                    spans.append((at, at + len(shown), "bold"))
+                elif column.style is not None:
+                    style = column.style(text)
+                    if style:
+                        spans.append((at, at + len(shown), style))
+                parts.append(shown + pad)
+                at += len(shown) + len(pad)
+            out.append(("".join(parts).rstrip(), spans))
+        return out
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, its end replaced by an ellipsis when cut."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    return set_cell_size(text, width - 1).rstrip() + ELLIPSIS
+
+
+def layout(
+    columns: Sequence[Column],
+    rows: Sequence[Row],
+    width: int | None,
+    cell: Callable[[Any], str],
+) -> Layout:
+    """The columns of ``columns`` that fit ``width`` (None: every column, nothing cut)."""
+    from rich.cells import cell_len
+
+    wanted = [c for c in columns if c.when is None or c.when(rows)]
+    texts = {id(c): [text_of(c, row, cell) for row in rows] for c in wanted}
+    natural = {
+        id(c): max([cell_len(c.header), *(cell_len(t) for t in texts[id(c)])]) for c in wanted
+    }
+    if width is None:
+        chosen = wanted
+    else:
+        chosen = [c for c in wanted if c.priority == 0]
+        used = sum(natural[id(c)] for c in chosen) + GAP * max(len(chosen) - 1, 0)
+        for column in sorted((c for c in wanted if c.priority > 0), key=lambda c: c.priority):
+            extra = natural[id(column)] + GAP
+            if used + extra <= width:
+                chosen.append(column)
+                used += extra
+        chosen = [c for c in wanted if c in chosen]  # the declared order
+    widths = [natural[id(c)] for c in chosen]
+    if width is not None:
+        widths = _shrink(chosen, widths, width)
+    cells = [[texts[id(c)][i] for c in chosen] for i in range(len(rows))]
+    return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
+
+
+def _shrink(columns: Sequence[Column], widths: list[int], width: int) -> list[int]:
+    """Widths cut down to ``width`` in all: the widest cuttable column first, then (only
+    when nothing else can give) the whole ones, never below ``MIN_CUT`` or the header."""
+    widths = list(widths)
+    passes: list[Callable[[Column], bool]] = [
+        lambda c: not c.whole and not c.copy,
+        lambda c: not c.copy,
+        lambda c: True,  # a terminal too narrow for even the tokens
+    ]
+    for allowed in passes:
+        while sum(widths) + GAP * max(len(widths) - 1, 0) > width:
+            floor = {i: min(widths[i], max(MIN_CUT, len(c.header))) for i, c in enumerate(columns)}
+            candidates = [i for i, c in enumerate(columns) if allowed(c) and widths[i] > floor[i]]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: widths[i])
+            widths[widest] -= 1
+    return widths
