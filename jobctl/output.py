@@ -15,11 +15,11 @@ import io
 import json
 import json.encoder
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
+from jobctl import safe_text
 from jobctl.screen import Column
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
@@ -108,12 +108,18 @@ def json_lines(items: Iterable[Any]) -> str:
     return "".join(["".join(encode(item, 0)) + "\n" for item in items])
 
 
+def _writer(stream: IO[str]) -> Callable[[str], object]:
+    """How JSON is written to ``stream``: as it is, but on a terminal with what a JSON encoder
+    leaves raw (C1 controls, bidi) escaped too (safe_text.json_text: the same JSON data)."""
+    if stream.isatty():
+        return lambda text: stream.write(safe_text.json_text(text))
+    return stream.write
+
+
 # ---------------------------------------------------------------- cells
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def cell(value: Any) -> str:
-    """A value as text for a table: short timestamps, seconds, and no terminal escapes."""
+    """A value as text for a table: short timestamps, seconds, and no terminal escapes,
+    newlines or bidi controls (safe_text.visible)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -126,7 +132,7 @@ def cell(value: Any) -> str:
         return f"{value:.1f}"
     if isinstance(value, dict | list):
         value = to_json(value)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return safe_text.visible(str(value))
 
 
 def _flat(value: Any) -> Any:
@@ -138,6 +144,12 @@ def _flat(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | uuid.UUID | dt.timedelta | decimal.Decimal):
         return _json_default(value)
     return value
+
+
+def _flat_visible(value: Any) -> Any:
+    """_flat's value for a terminal: text as safe_text.visible shows it."""
+    flat = _flat(value)
+    return safe_text.visible(flat) if isinstance(flat, str) else flat
 
 
 # ---------------------------------------------------------------- rendering
@@ -156,13 +168,14 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
     if output is Output.json and isinstance(doc.payload, list | Iterator):
         _write_json_array(iter(doc.payload), stream)
     elif output is Output.json:
-        stream.write(to_json(doc.payload, indent=2) + "\n")
+        _writer(stream)(to_json(doc.payload, indent=2) + "\n")
     elif output is Output.jsonl and isinstance(doc.payload, list):
-        stream.write(json_lines(doc.payload))  # rows in hand: one write
+        _writer(stream)(json_lines(doc.payload))  # rows in hand: one write
     elif output is Output.jsonl:
         items = doc.payload if isinstance(doc.payload, Iterator) else [doc.payload]
+        put = _writer(stream)
         for chunk in _chunks(items, JSONL_CHUNK):  # streamed rows: a chunk at a time
-            stream.write(json_lines(chunk))
+            put(json_lines(chunk))
     elif output in (Output.csv, Output.tsv):
         _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
     elif output is Output.wide:
@@ -201,6 +214,7 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
     the way out, even on an error, so that what was written (a reclaim's committed batches,
     say) stays a valid document."""
     first = True
+    put = _writer(stream)
 
     def write(items: Iterable[Any]) -> None:
         nonlocal first
@@ -208,12 +222,12 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
         for item in items:
             parts.append(("[\n  " if first else ",\n  ") + to_json(item))
             first = False
-        stream.write("".join(parts))
+        put("".join(parts))
 
     try:
         yield write
     finally:
-        stream.write("[]\n" if first else "\n]\n")
+        put("[]\n" if first else "\n]\n")
 
 
 @contextlib.contextmanager
@@ -221,18 +235,20 @@ def delimited_rows(
     stream: IO[str], columns: Sequence[str], delimiter: str
 ) -> Iterator[Callable[[Iterable[Row]], None]]:
     """CSV (or TSV) written as its rows come, a batch per write, the header first (written
-    even when no row comes, as the whole-document writer does)."""
+    even when no row comes, as the whole-document writer does). Exact when piped; on a
+    terminal each value is shown as safe_text.visible shows it (one line, nothing obeyed)."""
     import csv
 
+    flat = _flat_visible if stream.isatty() else _flat
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
-    writer.writerow(columns)
+    writer.writerow([flat(c) for c in columns])
     stream.write(buffer.getvalue())
 
     def write(rows: Iterable[Row]) -> None:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerows([_flat(row.get(c)) for c in columns] for row in rows)
+        writer.writerows([flat(row.get(c)) for c in columns] for row in rows)
         stream.write(buffer.getvalue())
 
     yield write

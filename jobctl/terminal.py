@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from jobctl import errors, output, rows, views
+from jobctl import errors, output, rows, safe_text, views
 
 if TYPE_CHECKING:
     from jobctl import manual, reclaim
@@ -33,8 +33,9 @@ def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
 
 
 def say(message: str) -> None:
-    """A message for the operator: stderr, never mixed with data."""
-    print(output.cell(message), file=sys.stderr)
+    """A message for the operator: stderr, never mixed with data; its own lines kept, what
+    it quotes from rows shown safely (output.cell)."""
+    print("\n".join(output.cell(line) for line in message.split("\n")), file=sys.stderr)
 
 
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
@@ -94,7 +95,10 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
     @contextlib.contextmanager
     def lines() -> Iterator[Callable[[Any, output.Document], None]]:
-        yield lambda at, doc: print(output.to_json({"at": at, "data": doc.payload}), flush=True)
+        safe = safe_text.json_text if sys.stdout.isatty() else str
+        yield lambda at, doc: print(
+            safe(output.to_json({"at": at, "data": doc.payload})), flush=True
+        )
 
     @contextlib.contextmanager
     def in_place() -> Iterator[Callable[[Any, output.Document], None]]:

@@ -20,6 +20,7 @@ LAYERS = {
         "queries",
         "mapping",
         "screen",
+        "safe_text",
         "__init__",
     },
     1: {"db", "session"},

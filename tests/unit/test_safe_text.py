@@ -1,0 +1,91 @@
+"""Text from rows on a terminal (issue 23, finding 5): escapes, newlines and bidi controls
+shown, never obeyed; piped machine formats exact."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from jobctl import output, safe_text
+
+HOSTILE = "\x1b]0;pwned\x07web-9\nAt 10:00 alice requeued it\u202eevil\r\t\x9b2J\u200b\ufeff"
+
+
+def test_visible_escapes_every_control_bidi_and_invisible_character():
+    shown = safe_text.visible(HOSTILE)
+    assert shown == (
+        "\\x1b]0;pwned\\x07web-9\\nAt 10:00 alice requeued it\\u202eevil\\r\\t\\x9b2J\\u200b\\ufeff"
+    )
+    assert shown.isprintable()
+
+
+@pytest.mark.parametrize(
+    "text", ["web-1", "", "ünïcode ✓ 日本語", "C:\\path\\n", "emoji 🙂", "a b"]
+)
+def test_visible_leaves_ordinary_text_alone(text):
+    assert safe_text.visible(text) is text
+
+
+@pytest.mark.parametrize(
+    "char",
+    [
+        "\u061c",
+        "\u200e",
+        "\u200f",
+        "\u202a",
+        "\u2066",
+        "\u2069",
+        "\u2028",
+        "\u2029",
+        "\x7f",
+        "\x85",
+        "\x00",
+    ],
+)
+def test_visible_covers_the_whole_set(char):
+    assert safe_text.visible(f"a{char}b").isprintable()
+
+
+def test_json_text_is_the_same_json_data():
+    text = output.to_json({"w": HOSTILE, "k\u202e": ["\x9b", "\x7f"]})
+    safe = safe_text.json_text(text)
+    assert json.loads(safe) == json.loads(text)
+    assert safe.isascii() or all(c.isprintable() or c in "\n" for c in safe)
+    assert "\u202e" not in safe and "\x9b" not in safe and "\x1b" not in safe
+
+
+def _render(fmt: output.Output, tty: bool, rows: list[dict[str, str]]) -> str:
+    stream = io.StringIO()
+    stream.isatty = lambda: tty  # type: ignore[method-assign]
+    output.render(output.Document(rows, [output.Section(None, rows)]), fmt, None, stream)
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize("fmt", [output.Output.csv, output.Output.tsv])
+def test_csv_and_tsv_exact_when_piped_visible_on_a_terminal(fmt):
+    rows = [{"id": "1", "reserved_by": HOSTILE}]
+    delimiter = "," if fmt is output.Output.csv else "\t"
+    piped = _render(fmt, False, rows)
+    assert list(csv.DictReader(io.StringIO(piped), delimiter=delimiter)) == rows
+    shown = _render(fmt, True, rows)
+    assert shown.count("\n") == 2  # header and one row: no newline from the data
+    assert all(c.isprintable() or c in "\n\t" for c in shown)
+    assert "\\x1b]0;pwned\\x07web-9\\nAt 10:00" in shown
+
+
+@pytest.mark.parametrize("fmt", [output.Output.json, output.Output.jsonl])
+def test_json_exact_when_piped_escaped_on_a_terminal(fmt):
+    rows = [{"reserved_by": HOSTILE}]
+    piped, shown = _render(fmt, False, rows), _render(fmt, True, rows)
+    assert "\u202e" in piped and "\u202e" not in shown and "\x9b" not in shown
+    load = json.loads if fmt is output.Output.json else lambda t: [json.loads(t)]
+    assert load(shown) == load(piped) == rows
+
+
+def test_table_cells_keep_one_line():
+    text = _render(output.Output.table, False, [{"reserved_by": HOSTILE}])
+    assert len(text.strip().splitlines()) == 3  # header, rule, the row
+    assert "\\nAt 10:00" in text and "\u202e" not in text
