@@ -32,7 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 app.add_typer(cli_schema.app, name="schema")
 
@@ -249,7 +249,9 @@ def history(
     terminal.emit(views.history(result, job_id), out, fmt)
 
 
-@app.command()
+@app.command(
+    short_help="A job's story in plain sentences: claims, heartbeats, reclaims, who acted and why."
+)
 def explain(
     ctx: typer.Context,
     job_id: opt.JobId,
@@ -264,14 +266,20 @@ def explain(
     from jobctl import story, triage
 
     with _session(ctx) as s, s.transaction(read_only=True):
-        result = story.explain(triage.history(s, job_id), parked=s.table.mapping.parked)
-    if out is output.Output.table and fmt is None:
-        print("\n".join(output.cell(line) for line in result["story"]))
+        mapping = s.table.mapping
+        result = story.explain(
+            triage.history(s, job_id), parked=mapping.parked, failed=mapping.status("failed")
+        )
+    if out.tabular and fmt is None:
+        width = terminal.width() if out is output.Output.table else None
+        print("\n".join(output.prose(line, width) for line in result["story"]))
         return
     terminal.emit(views.explain(result), out, fmt)
 
 
-@app.command()
+@app.command(
+    short_help="Lease health as OpenMetrics text, for node_exporter, cron or a Nagios-style check."
+)
 def metrics(
     ctx: typer.Context,
     expiring_within: opt.Soon = dt.timedelta(seconds=30),
@@ -513,7 +521,11 @@ def demo(
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from typer._click.exceptions import ClickException  # typer >= 0.26 vendors click
+    from typer._click.exceptions import (  # typer >= 0.26 vendors click
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+    )
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
         from typer import _completion_classes
@@ -522,14 +534,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = app(args=argv, prog_name="jobctl", standalone_mode=False)
         return result if isinstance(result, int) else 0
+    except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
+        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
+    except errors.Cancelled as exc:  # no or Ctrl-C at a prompt: not an error
+        print(f"jobctl: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     except errors.JobctlError as exc:
         _fail(exc, exc.message)
+        return exc.exit_code
+    except MissingParameter as exc:  # one line still, saying how the command is used
+        usage = exc.ctx.get_usage().replace("Usage: ", "usage: ") if exc.ctx else ""
+        _fail(exc, f"{exc.format_message()} {usage}".strip())
         return exc.exit_code
     except ClickException as exc:
         _fail(exc, exc.format_message())
         return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt) as exc:
-        _fail(exc, "interrupted; the current transaction was rolled back")
+    except (typer.Abort, KeyboardInterrupt):
+        print("jobctl: interrupted; what was not committed was rolled back", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return errors.EXIT_ERROR

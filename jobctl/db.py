@@ -256,7 +256,34 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         )
     except psycopg.Error as exc:
         message = redact(" ".join(str(exc).split()), dsn)
-        raise errors.ConnectError(f"cannot connect: {message}{pooler_hint(message)}") from None
+        raise errors.ConnectError(
+            f"cannot connect: {message}{pooler_hint(message)}{unset_hint(dsn)}"
+        ) from None
+
+
+_LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
+
+
+def unset_hint(dsn: str) -> str:
+    """When no DSN was given: libpq's defaults chose the server, and how to choose another."""
+    if dsn or any(os.environ.get(name) for name in _LIBPQ_VARIABLES):
+        return ""
+    return (
+        " (no --dsn, JOBCTL_DSN or DATABASE_URL is set, so libpq's defaults chose this: "
+        "set one, e.g. JOBCTL_DSN='host=db.internal dbname=app user=ops')"
+    )
+
+
+def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
+    """The jobs table is missing: name where jobctl looked (server, database, user), since a
+    wrong server or database is the usual cause, and how to set the table and the DSN."""
+    info = conn.info
+    host = info.host if not info.host.startswith("/") else f"the socket in {info.host}"
+    where = f"database {info.dbname} on {host} port {info.port} as user {info.user}"
+    return errors.TableNotFound(
+        f"table {name} does not exist in {where}: set --table or JOBCTL_TABLE, or --dsn or "
+        "JOBCTL_DSN for another database"
+    )
 
 
 @contextlib.contextmanager
@@ -282,7 +309,7 @@ def resolve_table(
     cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
     row = cursor.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if row is None:
-        raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
+        raise table_not_found(conn, name)
     if mapping is None:
         mapping = recorded_mapping(cursor, row)
     id_name, status_name = mapping.column("id"), mapping.column("status")

@@ -31,6 +31,17 @@ class Refused(JobctlError):
     exit_code = EXIT_USAGE
 
 
+class Cancelled(Refused):
+    """cancelled; nothing changed"""
+
+    # the person said no at a prompt (exit 2) or pressed Ctrl-C there (exit 130): not an
+    # error, so the line says what happened without "error:"
+
+    def __init__(self, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__()
+        self.exit_code = exit_code
+
+
 class ConnectError(JobctlError):
     """Cannot connect to the database."""
 

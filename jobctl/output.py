@@ -135,6 +135,28 @@ def cell(value: Any) -> str:
     return safe_text.visible(str(value))
 
 
+_COMMAND = re.compile(r"jobctl [a-z]+(?: (?:--[a-z-]+|\.\.\.|[0-9a-f-]{1,36}))*")
+
+
+def prose(text: str, width: int | None) -> str:
+    """A sentence for a terminal: escaped, wrapped at spaces to ``width`` (None: one line),
+    continuation lines indented, a jobctl command never broken across lines."""
+    import textwrap
+
+    text = cell(text)
+    if width is None or len(text) <= width:
+        return text
+    glued = _COMMAND.sub(lambda m: m.group().replace(" ", "\x00"), text)
+    lines = textwrap.wrap(
+        glued,
+        width=max(width, 20),
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines).replace("\x00", " ")
+
+
 def _flat(value: Any) -> Any:
     """A value for CSV/TSV: ISO timestamps, plain strings, JSON for nested values."""
     if value is None:

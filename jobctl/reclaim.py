@@ -89,7 +89,9 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         total = len(preview_rows)
         requeue = sum(r["action"] == "requeue" for r in preview_rows)
         confirm(
-            f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?", [], ""
+            f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
+            preview_rows,
+            "about to reclaim (the dry run, now)",
         )
     batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
     return Run(batches, total)

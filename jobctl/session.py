@@ -113,7 +113,7 @@ def connect(settings: db.Settings) -> Session:
     """A new session (the caller closes ``session.conn``); the table must exist."""
     conn = db.connect(settings)
     try:
-        return Session(conn, settings, db.resolve_table(conn, settings.table))
+        return Session(conn, settings, _table(conn, settings))
     except BaseException:
         conn.close()
         raise
@@ -123,4 +123,13 @@ def connect(settings: db.Settings) -> Session:
 def open(settings: db.Settings) -> Iterator[Session]:
     """A session for one command: database errors inside become one line (``db.mapped_errors``)."""
     with db.connected(settings) as conn:
-        yield Session(conn, settings, db.resolve_table(conn, settings.table))
+        yield Session(conn, settings, _table(conn, settings))
+
+
+def _table(conn: Any, settings: db.Settings) -> db.JobsTable:
+    """The jobs table; when it is missing and no DSN was set, say that libpq chose where."""
+    try:
+        return db.resolve_table(conn, settings.table)
+    except errors.TableNotFound as exc:
+        hint = db.unset_hint(settings.resolved_dsn())
+        raise errors.TableNotFound(exc.message + hint) from None

@@ -71,7 +71,9 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
     """The table named ``name`` (schema-qualified allowed), read from the catalog."""
     found = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
     if found is None:
-        raise errors.TableNotFound(f"table {name} does not exist (set --table or JOBCTL_TABLE)")
+        from jobctl import db
+
+        raise db.table_not_found(conn, name)
     if found["relkind"] not in ("r", "p"):
         raise errors.Refused(
             f"{found['qualified']} is not a table (a view or similar): nothing done"

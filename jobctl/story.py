@@ -33,10 +33,12 @@ def attempt_facts(attempt: Mapping[str, Any]) -> Row:
     return {**attempt, "typical_heartbeat_gap_s": typical, "lease_too_short": warning}
 
 
-def explain(history: History, parked: str = "failed") -> Row:
+def explain(history: History, parked: str = "failed", failed: str = "failed") -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them.
 
-    ``parked``: the status reclaim parks jobs in (the table's own, see --park-status)."""
+    ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
+    ``failed``: the table's failed status. A command the story suggests is one jobctl
+    accepts for the job as it is (``manual.refusal``): no fail of a job already failed."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     story = [
@@ -54,9 +56,14 @@ def explain(history: History, parked: str = "failed") -> Row:
         )
     reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
     if job["status"] == parked and job["recovery_policy"] == "manual" and reclaimed_last:
+        give_up = (
+            f", jobctl fail {job['id']} --reason ... gives it up"
+            if parked != failed
+            else "; left alone, it stays failed"
+        )
         story.append(
-            f"It is parked in {parked}, awaiting a human: jobctl requeue {job['id']} runs it "
-            f"again, jobctl fail {job['id']} --reason ... gives it up."
+            f"It is parked in {parked}, awaiting a human: jobctl requeue {job['id']} "
+            f"--reason ... runs it again{give_up}."
         )
     warnings = [a for a in attempts if a["lease_too_short"]]
     for a in warnings:

@@ -32,6 +32,13 @@ def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
     output.render(doc, out, fmt, sys.stdout)
 
 
+def width() -> int | None:
+    """The terminal's width when stdout is one (prose is wrapped to it), else None."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if output.on_terminal(sys.stdout) else None
+
+
 def say(message: str) -> None:
     """A message for the operator: stderr, never mixed with data; its own lines kept, what
     it quotes from rows shown safely (output.cell)."""
@@ -39,15 +46,30 @@ def say(message: str) -> None:
 
 
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
-    """Ask on a terminal (showing the rows ``about`` to change); off a terminal, --yes is
-    required. Refusal changes nothing (exit 2). The core's ``Confirm``."""
+    """Ask on a terminal (showing the rows ``about`` to change: the first ``TABLE_ROWS`` and
+    a count per worker); off a terminal, --yes is required. No changes nothing (exit 2),
+    nor does Ctrl-C (exit 130): "cancelled; nothing changed". The core's ``Confirm``."""
     if not sys.stdin.isatty():
         raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
     if about:
-        preview = output.Section(title, about, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW)
+        reclaiming = "action" in about[0]
+        columns = rows.RECLAIM_COLUMNS if reclaiming else rows.PREVIEW_COLUMNS
+        view = views.RECLAIM_VIEW if reclaiming else views.PREVIEW_VIEW
+        shown = list(about[:TABLE_ROWS])
+        if len(shown) < len(about):
+            title = f"{title}: the first {len(shown)} of {len(about)}"
+        preview = output.Section(title, shown, columns, view)
         output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
-    if not typer.confirm(question, err=True):
-        raise errors.Refused("not confirmed; nothing changed")
+        if len(shown) < len(about):
+            workers = collections.Counter(r.get("reserved_by") for r in about)
+            say("by worker: " + ", ".join(f"{w} {n}" for w, n in workers.most_common()))
+    try:
+        agreed = typer.confirm(question, err=True)
+    except typer.Abort:  # Ctrl-C (or end of input) at the prompt
+        print(file=sys.stderr)
+        raise errors.Cancelled(130) from None
+    if not agreed:
+        raise errors.Cancelled()
 
 
 def with_progress(batches: Iterable[T], total: int | None, what: str) -> Iterator[T]:

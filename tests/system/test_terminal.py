@@ -52,7 +52,7 @@ def test_reclaim_asks_and_no_changes_nothing(conn, dsn):
     before = snapshot(conn)
     code, screen = on_terminal(dsn, ["reclaim", "--commit"], "n")
     assert "Reclaim 3 expired job(s): 3 requeue, 0 fail? [y/N]" in screen
-    assert code == 2 and "not confirmed; nothing changed" in screen
+    assert code == 2 and "jobctl: cancelled; nothing changed" in screen and "error" not in screen
     assert snapshot(conn) == before
 
 

@@ -32,7 +32,7 @@ def command_names() -> list[str]:
 
 
 def help_text(name: str) -> str:
-    result = CliRunner().invoke(cli.app, [*name.split(), "--help"], env={"COLUMNS": "100"})
+    result = CliRunner().invoke(cli.app, [*name.split(), "--help"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     return f"$ jobctl {name} --help".replace("  ", " ") + "\n" + result.output
 
