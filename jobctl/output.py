@@ -15,6 +15,7 @@ import io
 import json
 import json.encoder
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
