@@ -141,6 +141,68 @@ def _print_or_apply(
         schema.apply(conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=on_done)
 
 
+@app.command("remove")
+def schema_remove(
+    ctx: typer.Context,
+    history_too: Annotated[
+        bool,
+        typer.Option(
+            "--history/--keep-history",
+            help="Also delete the table's history (after a confirmation naming its rows), "
+            "and schema jobctl once no other table is in it. Default: keep it.",
+        ),
+    ] = False,
+    columns: Annotated[
+        bool,
+        typer.Option(
+            "--columns",
+            help="Also drop the lease columns, the jobctl_* columns, jobctl's checks and "
+            "reclaim index. Refused while a row is processing with a live lease.",
+        ),
+    ] = False,
+    print_sql: opt.PrintSql = False,
+    lock_deadline: Annotated[
+        dt.timedelta,
+        opt.Duration(
+            "How long to keep trying for the locks on a busy table (each try holds the "
+            "workers up 150 ms at most); then exit 1, the current step undone.",
+            show_default="5m",
+        ),
+    ] = dt.timedelta(minutes=5),
+    yes: opt.Yes = False,
+) -> None:
+    """Take jobctl off the table: the history trigger first, then on request the rest.
+
+    Without options only the history trigger and its function go (the workers stop paying
+    for them at once); --history deletes the history, --columns drops what apply added to
+    the table. Idempotent; each locking step takes short tries, as apply's do.
+    Example: jobctl schema remove --history --sql
+    """
+    from jobctl import remove
+
+    settings = ctx.find_root().obj
+    with db.connected(settings) as conn:
+        removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
+        if not removal.steps:
+            terminal.say(f"nothing left to remove from {removal.table}")
+        elif print_sql:
+            sys.stdout.write(remove.render_sql(conn, removal))
+        else:
+            if not yes:
+                terminal.confirm(removal.question)
+            with terminal.waiting("removing jobctl") as (on_wait, on_done):
+                remove.apply(
+                    conn,
+                    settings,
+                    removal,
+                    deadline=lock_deadline,
+                    on_wait=on_wait,
+                    on_done=on_done,
+                )
+        for line in removal.kept:
+            terminal.say(line)
+
+
 @app.command("grants")
 def schema_grants(
     ctx: typer.Context,

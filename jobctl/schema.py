@@ -873,8 +873,11 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
     names = table.mapping
+    from jobctl import remove  # (what schema remove left: nothing of jobctl's, say so)
+
     results = [
         Check("table exists", True, table.qualified),
+        *filter(None, [remove.not_installed(conn, table)]),
         Check("the table's names", True, "; ".join(names.describe())),
     ]
     columns = {r["name"]: r["type"] for r in _rows(conn, "table_columns", table.oid)}

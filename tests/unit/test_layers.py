@@ -36,6 +36,7 @@ LAYERS = {
         "history",
         "lease",
         "shape",
+        "remove",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }
