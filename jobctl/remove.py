@@ -20,14 +20,16 @@ prints them. A plan with no step: nothing is left to remove.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, output, queries, schema
+from jobctl import db, errors, history, locks, queries, schema
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
 
 
@@ -89,7 +91,7 @@ def plan(
         ]
         what = "drop the history trigger" if triggers else "drop the history function"
         if present:
-            what += " and its function " + ", ".join(f"jobctl.{f}" for f in present)
+            what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
         steps.append(schema.Step(what, _joined(statements), locks=table.qualified))
 
     # 3 is planned before 2 (it decides whether the recorded names are still needed), and
@@ -383,8 +385,8 @@ def _joined(statements: Sequence[sql.Composable]) -> sql.Composed:
 
 def _shown(text: str) -> str:
     """A name from the catalog as it may appear in a message or a script's comment: no
-    control characters (a newline would end the comment)."""
-    return output.cell(text)
+    control characters (a newline would end the comment), each as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _one(

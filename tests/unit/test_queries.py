@@ -62,6 +62,10 @@ FRAGMENTS = {
     "only": sql.SQL("ONLY"),
     "value": sql.Literal("running"),
     "parent_index": sql.Identifier("queue", "idx_parent"),
+    # schema remove's
+    "drops": sql.SQL("DROP COLUMN IF EXISTS attempt_token"),
+    "functions": sql.SQL(""),
+    "tag": sql.SQL("$jobctl$"),
 }
 
 
