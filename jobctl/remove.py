@@ -20,16 +20,14 @@ prints them. A plan with no step: nothing is left to remove.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, queries, schema
+from jobctl import db, errors, history, locks, queries, safe_text, schema
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
 
 
@@ -385,8 +383,8 @@ def _joined(statements: Sequence[sql.Composable]) -> sql.Composed:
 
 def _shown(text: str) -> str:
     """A name from the catalog as it may appear in a message or a script's comment: no
-    control characters (a newline would end the comment), each as \\xNN."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    control character (a newline would end the comment) but as a visible escape."""
+    return safe_text.visible(text)
 
 
 def _one(
