@@ -11,10 +11,10 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors, queries
+from jobctl import column_types, errors, queries
 from jobctl.mapping import COLUMNS, STATUSES, TableMapping
 
 if TYPE_CHECKING:
@@ -74,11 +74,13 @@ class JobsTable:
     id_type: tuple[str, str] = DESIGN_ID_TYPE  # the id column's type: schema, name
     status_type: tuple[str, str] = DESIGN_STATUS_TYPE
     id_type_display: str = "bigint"  # as the database prints it, for messages
+    # the types of the table's columns playing the design's (by the design's name)
+    types: Mapping[str, column_types.ColumnType] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
         """What the statements' placeholders stand for on this table (see sql/queries.sql)."""
-        return spelling(self.ident, self.mapping, self.id_type, self.status_type)
+        return spelling(self.ident, self.mapping, self.id_type, self.status_type, self.types)
 
 
 def spelling(
@@ -86,12 +88,14 @@ def spelling(
     mapping: TableMapping,
     id_type: tuple[str, str] = DESIGN_ID_TYPE,
     status_type: tuple[str, str] = DESIGN_STATUS_TYPE,
+    types: Mapping[str, column_types.ColumnType] | None = None,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
     (``{queued}`` ...) and ``{parked}`` as the table's value, cast to the status column's type
     (so that a CASE of statuses is of that type too, an ENUM say); ``{id_type}`` and
-    ``{status_type}``, schema-qualified."""
+    ``{status_type}``, schema-qualified; and the typed expressions of ``column_types`` for the
+    columns' ``types`` (the design's name -> type; None: the reference table's)."""
     from psycopg import sql
 
     status_cast = sql.Identifier(*status_type)
@@ -107,6 +111,7 @@ def spelling(
             sql.Literal(mapping.status(design)), status_cast
         )
     fragments["parked"] = sql.SQL("{}::{}").format(sql.Literal(mapping.parked), status_cast)
+    fragments.update(column_types.fragments(types or {}, fragments, queries.query("reclaim_error")))
     return fragments
 
 
@@ -313,10 +318,11 @@ def resolve_table(
     if mapping is None:
         mapping = recorded_mapping(cursor, row)
     id_name, status_name = mapping.column("id"), mapping.column("status")
+    names = {mapping.column(design): design for design in COLUMNS}
     types = {
         r["name"]: r
         for r in cursor.execute(
-            queries.query("column_types"), {"oid": row["oid"], "names": [id_name, status_name]}
+            queries.query("column_types"), {"oid": row["oid"], "names": list(names)}
         )
     }
     id_row, status_row = types.get(id_name), types.get(status_name)
@@ -330,6 +336,12 @@ def resolve_table(
         (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
         (status_row["type_schema"], status_row["type_name"]) if status_row else DESIGN_STATUS_TYPE,
         id_row["type_display"] if id_row else "bigint",
+        {
+            names[name]: column_types.ColumnType(
+                name, r["type_schema"], r["type_name"], r["type_display"], r["typtype"]
+            )
+            for name, r in types.items()
+        },
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, mapping, queries, shape
+from jobctl import column_types, db, errors, history, locks, mapping, queries, shape
 from jobctl.mapping import TableMapping
 
 LEASE_COLUMNS = {
@@ -133,16 +133,9 @@ def plan_apply(
                 + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
                 + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
             )
-        wrong = [
-            f"{column.name} is {column.type}, not {want}"
-            for design, want in LEASE_COLUMNS.items()
-            if (column := found.column(mapping, design)) is not None and column.type != want
-        ]
-        if wrong:  # the history's function and every statement would fail on it
-            raise errors.Refused(
-                f"{table.qualified}: lease column(s) of the wrong type: {'; '.join(wrong)}; "
-                "nothing done"
-            )
+        why = column_types.refusal(table.qualified, mapping, table.types)
+        if why is not None:  # the history's function or a statement would fail on it
+            raise errors.Refused(why)
         refused = shape.rejected_statuses(conn, found, mapping)
         if refused:
             value, reason = refused[0]
@@ -897,6 +890,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results.append(
         Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
     )
+    typed = column_types.refusal(table.qualified, names, table.types)
+    results.append(Check("column types", typed is None, typed or "every one served"))
     check_defs = [
         r["definition"]
         for r in _rows(conn, "table_constraints", table.oid)

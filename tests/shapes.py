@@ -379,3 +379,101 @@ WORKER_STATEMENTS = {
         WHERE {id} = %(id)s
         RETURNING {id}""",
 }
+
+
+# ---------------------------------------------------------------- column types (issue 26)
+# Tables whose columns the lease design uses are of other types than the reference table's:
+# each served end to end (tests/integration/test_column_types.py), with the application's own
+# statements written as such an application writes them (a jsonb error, a uuid worker id).
+
+
+@dataclasses.dataclass(frozen=True)
+class Typed:
+    shape: Shape
+    worker: str  # a worker id the reserved_by column holds, as text
+    error: str  # an application's failure, an SQL expression of last_error's type
+    now: str = "now()"  # the application's "now" for its updated_at
+    units: tuple[str, ...] = ()  # --column-unit DESIGN=UNIT
+
+
+_TYPED_STATUS = (
+    "status text NOT NULL DEFAULT 'queued' "
+    "CHECK (status IN ('queued', 'processing', 'done', 'failed', 'cancelled'))"
+)
+
+JSONB_LAST_ERROR = Typed(
+    Shape(
+        name="jsonb last_error (structured errors)",
+        table="jobs",
+        ddl=f"""
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY, {_TYPED_STATUS},
+            attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 3,
+            available_at timestamptz NOT NULL DEFAULT now(),
+            reserved_by text, reserved_at timestamptz, last_error jsonb,
+            finished_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        new_job="INSERT INTO jobs DEFAULT VALUES RETURNING id",
+    ),
+    worker="w1",
+    error="""'{"error": "boom", "retryable": true}'::jsonb""",
+)
+
+UUID_WORKER = Typed(
+    Shape(
+        name="uuid reserved_by, smallint attempts, varchar(20) last_error",
+        table="jobs",
+        ddl=f"""
+        CREATE TABLE jobs (
+            id uuid PRIMARY KEY DEFAULT gen_random_uuid(), {_TYPED_STATUS},
+            attempts smallint NOT NULL DEFAULT 0, max_attempts smallint NOT NULL DEFAULT 3,
+            available_at timestamptz NOT NULL DEFAULT now(),
+            reserved_by uuid, reserved_at timestamptz, last_error varchar(20),
+            finished_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        new_job="INSERT INTO jobs DEFAULT VALUES RETURNING id",
+        id_kind="uuid",
+    ),
+    worker="6f1d8a56-3a4b-4a51-9f53-1e0c2b7d9a10",
+    error="'boom'",
+)
+
+JSON_ERRORS_BIGINT_WORKER = Typed(
+    Shape(
+        name="its own names: json errors, bigint worker ids and attempts",
+        table="tasks",
+        ddl="""
+        CREATE TABLE tasks (
+            id bigserial PRIMARY KEY,
+            state text NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'processing', 'done', 'failed', 'cancelled')),
+            tries bigint NOT NULL DEFAULT 0, max_tries smallint NOT NULL DEFAULT 3,
+            available_at timestamp NOT NULL DEFAULT now(),
+            worker_id bigint, reserved_at timestamp, errors json,
+            finished_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        new_job="INSERT INTO tasks DEFAULT VALUES RETURNING id",
+        columns=(
+            "status=state",
+            "attempts=tries",
+            "max_attempts=max_tries",
+            "reserved_by=worker_id",
+            "last_error=errors",
+        ),
+        status_column="state",
+    ),
+    worker="4242",
+    error="""'[{"at": "step 2", "error": "boom"}]'::json""",
+)
+
+TYPED = (JSONB_LAST_ERROR, UUID_WORKER, JSON_ERRORS_BIGINT_WORKER)
+
+# columns of types jobctl refuses: (the column's definition in the reference table, what the
+# refusal names)
+TYPE_REFUSED = (
+    ("last_error xml", "column last_error is xml; jobctl serves last_error as text"),
+    ("attempts numeric NOT NULL DEFAULT 0", "column attempts is numeric; jobctl serves"),
+    ("reserved_at text", "column reserved_at is text; jobctl serves reserved_at as timestamp"),
+    ("reserved_by character(8)", "column reserved_by is character(8); jobctl serves"),
+    ("updated_at bigint NOT NULL DEFAULT 0", "column updated_at is bigint"),
+)

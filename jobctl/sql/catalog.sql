@@ -28,7 +28,7 @@ SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 -- name: column_types
 -- the types of some of a table's columns: schema-qualified, and as the database prints them
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
-       format_type(a.atttypid, a.atttypmod) AS type_display
+       format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace

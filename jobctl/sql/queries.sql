@@ -19,7 +19,7 @@ CASE WHEN j.{recovery_policy} = 'auto' AND j.{attempts} < j.{max_attempts}
 
 -- name: lease_columns
 -- the columns every stuck/reclaim row reports
-j.{id} AS id, j.{status}::text AS status, j.{reserved_by} AS reserved_by,
+j.{id} AS id, j.{status}::text AS status, j.{reserved_by}::text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 j.{reserved_at} AS reserved_at, j.{heartbeat_at} AS heartbeat_at,
@@ -29,8 +29,9 @@ extract(epoch FROM now() - j.{heartbeat_at})::float8 AS heartbeat_age_s,
 {reclaim_action} AS action
 
 -- name: operator_filter
--- the operator's narrowing: a worker, a policy, ids; rows to pass over
-(%(worker)s::text IS NULL OR j.{reserved_by} = %(worker)s)
+-- the operator's narrowing: a worker (compared as text: a uuid or integer worker id too), a
+-- policy, ids; rows to pass over
+(%(worker)s::text IS NULL OR j.{reserved_by}::text = %(worker)s::text)
 AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
 AND (%(ids)s::text[] IS NULL OR j.{id} = ANY(%(ids)s::text[]::{id_type}[]))
 AND (%(exclude)s::text[] IS NULL OR j.{id} <> ALL(%(exclude)s::text[]::{id_type}[]))
@@ -114,7 +115,7 @@ SET {status} = CASE WHEN expired.action = 'requeue' THEN {queued} ELSE {parked} 
     {lease_expires_at} = NULL,
     {attempt_token} = NULL,
     {reclaim_count} = j.{reclaim_count} + 1,
-    {last_error} = {reclaim_error},
+    {last_error} = {reclaim_error_value},
     {finished_at} = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
     {updated_at} = now(),
     jobctl_action = 'reclaimed'
@@ -154,9 +155,11 @@ SELECT count(*) AS reclaims FROM jobctl.events
 WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
 
 -- name: metrics_manual_review
--- manual jobs reclaim parked (as failed, or in the park status), awaiting a human
+-- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
+-- compared as text, as reclaim wrote it: a JSON string, or cut to a varchar's length)
 SELECT count(*) AS awaiting FROM {table}
-WHERE {status} = {parked} AND {recovery_policy} = 'manual' AND {last_error} = {reclaim_error}
+WHERE {status} = {parked} AND {recovery_policy} = 'manual'
+  AND {last_error_text} = {reclaim_error_text}
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
@@ -194,7 +197,7 @@ FROM {table} WHERE {status} = {processing}
 
 -- name: summary_workers
 -- processing jobs per worker: lease states, the expiry burst, heartbeat lag
-SELECT {reserved_by} AS worker, count(*) AS processing,
+SELECT {reserved_by}::text AS worker, count(*) AS processing,
        count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
        count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
            AS expired_manual,
@@ -246,10 +249,10 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: fence_columns
 -- a job as an operator write reads it: what it decides on, and its fence
-j.{id} AS id, j.{status}::text AS status, j.{reserved_by} AS reserved_by,
+j.{id} AS id, j.{status}::text AS status, j.{reserved_by}::text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
-j.{last_error} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
+{last_error_text} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
 
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
@@ -281,7 +284,7 @@ RETURNING j.{id} AS id
 UPDATE {table} AS j
 SET {status} = {failed},
     {finished_at} = now(),
-    {last_error} = %(reason)s,
+    {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
     {updated_at} = now(), jobctl_action = 'manually_failed'
@@ -327,7 +330,7 @@ WITH target AS (
 )
 UPDATE {table} AS j
 SET {status} = {processing},
-    {reserved_by} = %(worker)s,
+    {reserved_by} = {worker_value},
     {reserved_at} = now(),
     {lease_expires_at} = now() + %(lease)s::interval,
     {attempt_token} = %(attempt_token)s,
@@ -345,7 +348,7 @@ SET {heartbeat_at} = now(),
     {lease_expires_at} = now() + %(lease)s::interval,
     {updated_at} = now()
 WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
-  AND {reserved_by} = %(worker)s AND {attempt_token} = %(attempt_token)s
+  AND {reserved_by} = {worker_value} AND {attempt_token} = %(attempt_token)s
 RETURNING {lease_expires_at} AS lease_expires_at
 
 -- name: complete
@@ -366,7 +369,7 @@ SET {status} = CASE WHEN {attempts} < {max_attempts} THEN {queued} ELSE {failed}
     {available_at} = CASE WHEN {attempts} < {max_attempts}
                           THEN now() + %(retry_delay)s::interval ELSE {available_at} END,
     {finished_at} = CASE WHEN {attempts} < {max_attempts} THEN NULL ELSE now() END,
-    {last_error} = %(error)s,
+    {last_error} = {error_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
     {updated_at} = now()

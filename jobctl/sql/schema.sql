@@ -309,8 +309,8 @@ BEGIN
                 OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
                 {history_actor},
                 CASE WHEN action IS NOT NULL
-                     THEN coalesce({history_reason}, NEW.{last_error})
-                     ELSE NEW.{last_error} END,
+                     THEN coalesce({history_reason}, {new_last_error_text})
+                     ELSE {new_last_error_text} END,
                 session_user);
     END IF;
 

@@ -21,6 +21,7 @@ LAYERS = {
         "mapping",
         "screen",
         "safe_text",
+        "column_types",
         "__init__",
     },
     1: {"db", "session"},

@@ -1,0 +1,107 @@
+"""The type rules (jobctl.column_types): which types of the design's columns jobctl serves, the
+one line refusing the others, and the SQL that reads and writes each type."""
+
+from __future__ import annotations
+
+import pytest
+from psycopg import sql
+
+from jobctl import column_types, db
+from jobctl.column_types import ColumnType
+from jobctl.mapping import TableMapping
+
+
+def typed(design: str, name: str, display: str | None = None, **kw: str) -> ColumnType:
+    return ColumnType(
+        design, kw.get("schema", "pg_catalog"), name, display or name, kw.get("t", "b")
+    )
+
+
+def text(composable: sql.Composable) -> str:
+    return composable.as_string(None)
+
+
+@pytest.mark.parametrize(
+    ("design", "name", "display"),
+    [
+        ("attempts", "int2", "smallint"),
+        ("attempts", "int8", "bigint"),
+        ("max_attempts", "int4", "integer"),
+        ("reserved_by", "uuid", "uuid"),
+        ("reserved_by", "int8", "bigint"),
+        ("reserved_by", "varchar", "character varying(100)"),
+        ("last_error", "jsonb", "jsonb"),
+        ("last_error", "json", "json"),
+        ("last_error", "varchar", "character varying(20)"),
+        ("updated_at", "timestamp", "timestamp without time zone"),
+        ("attempt_token", "uuid", "uuid"),
+    ],
+)
+def test_served_types(design, name, display):
+    assert column_types.problem(design, typed(design, name, display)) is None
+
+
+@pytest.mark.parametrize(
+    ("design", "found", "says"),
+    [
+        ("last_error", typed("last_error", "xml"), "is xml;"),
+        ("attempts", typed("attempts", "numeric"), "is numeric;"),
+        ("reserved_at", typed("reserved_at", "text"), "is text;"),
+        ("reserved_by", typed("reserved_by", "bpchar", "character(8)"), "is character(8);"),
+        ("updated_at", typed("updated_at", "int8", "bigint"), "is bigint;"),
+        ("last_error", typed("last_error", "err", "err", schema="public", t="d"), "(a domain)"),
+        ("reserved_by", typed("reserved_by", "uuid", "public.uuid", schema="public"), "public"),
+        ("attempt_token", typed("attempt_token", "text"), "as uuid only"),
+    ],
+)
+def test_refused_types_name_the_column_its_type_and_what_is_served(design, found, says):
+    line = column_types.refusal("public.jobs", TableMapping(), {design: found})
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"public.jobs: column {design} is ") and says in line
+    assert f"jobctl serves {design} as {column_types.served(design)} only" in line
+    assert line.endswith("; nothing done")
+
+
+def test_a_refusal_names_the_tables_own_column_and_the_part_it_plays():
+    line = column_types.refusal(
+        "public.tasks", TableMapping(), {"last_error": typed("errors", "xml")}
+    )
+    assert line is not None and "column errors (its last_error) is xml" in line
+
+
+def test_the_reference_tables_statements_are_unchanged():
+    """Text and timestamptz columns: the typed placeholders are the plain column and value."""
+    fragments = db.spelling(sql.Identifier("jobs"), TableMapping())
+    assert text(fragments["last_error_text"]) == '"last_error"'
+    assert text(fragments["new_last_error_text"]) == 'NEW."last_error"'
+    assert text(fragments["reason_value"]) == "%(reason)s"
+    assert text(fragments["worker_value"]) == "%(worker)s"
+    assert text(fragments["reclaim_error_value"]) == "'lease expired before completion'"
+
+
+def test_json_is_written_as_a_json_string_and_read_back_as_text():
+    types = {"last_error": typed("errors", "jsonb")}
+    fragments = db.spelling(sql.Identifier("tasks"), TableMapping(), types=types)
+    assert text(fragments["reason_value"]) == "pg_catalog.to_jsonb(%(reason)s::pg_catalog.text)"
+    assert (
+        text(fragments["new_last_error_text"])
+        == "(NEW.\"last_error\" OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])"
+    )
+    json_types = {"last_error": typed("errors", "json")}
+    json_fragments = db.spelling(sql.Identifier("t"), TableMapping(), types=json_types)
+    assert text(json_fragments["error_value"]).startswith("pg_catalog.to_json(%(error)s")
+
+
+def test_a_varchar_takes_jobctls_reason_cut_to_its_length():
+    types = {"last_error": typed("last_error", "varchar", "character varying(20)")}
+    fragments = db.spelling(sql.Identifier("jobs"), TableMapping(), types=types)
+    assert text(fragments["reason_value"]) == "CAST(%(reason)s AS pg_catalog.varchar(20))"
+
+
+@pytest.mark.parametrize("name", ["uuid", "int2", "int4", "int8"])
+def test_a_worker_id_is_cast_from_text_to_the_columns_type(name):
+    types = {"reserved_by": typed("reserved_by", name)}
+    fragments = db.spelling(sql.Identifier("jobs"), TableMapping(), types=types)
+    assert text(fragments["worker_value"]) == (
+        f'CAST(%(worker)s::pg_catalog.text AS "pg_catalog"."{name}")'
+    )
