@@ -568,4 +568,9 @@ def _fail(exc: BaseException, message: str) -> None:
         text = "".join(traceback.format_exception(exc))
         print(db.redact(text, dsn), file=sys.stderr, end="")
     line = " ".join(db.redact(message, dsn).split())
-    print(f"jobctl: error: {output.cell(line)}", file=sys.stderr)
+    width = None
+    if output.on_terminal(sys.stderr):  # wrapped at words, not mid-word by the terminal
+        import shutil
+
+        width = shutil.get_terminal_size().columns - len("jobctl: error: ")
+    print(f"jobctl: error: {output.prose(line, width)}", file=sys.stderr)

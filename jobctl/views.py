@@ -82,9 +82,7 @@ AT_RISK_VIEW = [
     Column("attempt_token", "TOKEN", priority=6, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
-AT_RISK_NOTE = (
-    "(action): what reclaim will do once the lease runs out; a live lease is not reclaimed"
-)
+AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
     ID,
     WORKER,

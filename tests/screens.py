@@ -14,6 +14,7 @@ import dataclasses
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -89,6 +90,9 @@ def stage(dsn: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the terminal
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
+
+
 @dataclasses.dataclass
 class Screen:
     code: int
@@ -98,6 +102,15 @@ class Screen:
     @property
     def text(self) -> str:
         return "\n".join(self.lines).rstrip("\n")
+
+    def written_lines(self) -> list[str]:
+        """The lines as written, escape sequences removed: what the program sent between
+        newlines (a line longer than the terminal would have wrapped on the screen)."""
+        text = _ESCAPE.sub("", self.raw).replace("\r\n", "\n")
+        lines = []
+        for line in text.split("\n"):
+            lines.append(line.split("\r")[-1])  # a carriage return starts the line again
+        return lines
 
 
 def on_terminal(
@@ -109,6 +122,8 @@ def on_terminal(
     answer: str | None = None,
     interrupt_at: bytes | None = None,
     env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
+    screen_rows: int | None = None,
     timeout: float = 30.0,
 ) -> Screen:
     """Run ``jobctl args`` with stdin, stdout and stderr on a pty of ``columns`` x ``rows``;
@@ -118,7 +133,7 @@ def on_terminal(
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     environment = {**os.environ, "TERM": "xterm-256color", **(env or {})}
-    for name in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR"):
+    for name in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR", *unset):
         environment.pop(name, None)
     if dsn is not None:
         environment["JOBCTL_DSN"] = dsn
@@ -156,7 +171,7 @@ def on_terminal(
     if proc.poll() is None:
         proc.kill()
     code = proc.wait(timeout=10)
-    screen = pyte.Screen(columns, rows)
+    screen = pyte.Screen(columns, screen_rows or rows)
     screen.set_mode(pyte.modes.LNM)  # a newline also returns the carriage, as the tty does
     stream = pyte.ByteStream(screen)
     stream.feed(seen)

@@ -1,0 +1,111 @@
+"""Terminal tables (jobctl/screen.py), without a database: columns by priority as the width
+allows, nothing wrapped, ids/workers/actions whole, tokens never cut, durations as read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import uuid
+
+import pytest
+
+from jobctl import output, screen, views
+
+NOW = dt.datetime.now(dt.timezone.utc)
+ROW = {
+    "id": 12345,
+    "status": "processing",
+    "reserved_by": "api-worker-1.prod.internal",
+    "attempt_token": uuid.UUID(int=7),
+    "attempts": 1,
+    "max_attempts": 3,
+    "reclaim_count": 0,
+    "recovery_policy": "manual",
+    "reserved_at": NOW,
+    "heartbeat_at": NOW,
+    "lease_expires_at": NOW,
+    "lease_overdue_s": 320.4,
+    "heartbeat_age_s": 340.0,
+    "action": "fail",
+    "skipped": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.4, "0.4s"),
+        (3, "3s"),
+        (48.2, "48s"),
+        (320, "5m20s"),
+        (300, "5m"),
+        (7200, "2h"),
+        (7500, "2h5m"),
+        (90000, "1d1h"),
+        (-19.7, "-20s"),
+        (None, ""),
+    ],
+)
+def test_durations_as_people_read_them(value, text):
+    assert screen.seconds(value) == text
+
+
+def rendered(width: int | None, rows=(ROW,), view=views.STUCK_VIEW) -> list[str]:
+    grid = screen.layout(view, list(rows), width, output.cell)
+    return [text for text, _ in grid.lines()]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_stuck_fits_the_width_with_the_essentials_whole(width):
+    lines = rendered(width)
+    assert all(len(line) <= width for line in lines)
+    header, row = lines
+    for essential in ("ID", "WORKER", "POLICY", "OVERDUE", "HEARTBEAT", "ACTION"):
+        assert essential in header.split()
+    assert "12345" in row and "api-worker-1.prod.internal" in row and "fail" in row
+    assert "5m20s" in row and "5m40s ago" in row
+
+
+def test_more_columns_as_the_width_allows_and_wide_shows_all():
+    narrow, wide = rendered(80)[0], rendered(200)[0]
+    assert "RECLAIMS" not in narrow and "RECLAIMS" in wide and "TOKEN" in wide
+    assert set(rendered(None)[0].split()) >= set(wide.split())
+    grid = screen.layout(views.STUCK_VIEW, [ROW], 80, output.cell)
+    assert [c.header for c in grid.hidden][:2] == ["RECLAIMS", "EXPIRED AT"]
+
+
+def test_only_what_cannot_fit_is_cut_and_a_token_never():
+    attempt = {"attempt": 1, "worker": "w" * 60, "attempt_token": uuid.UUID(int=7)}
+    lines = rendered(60, [attempt], views.ATTEMPT_VIEW)
+    assert all(len(line) <= 60 for line in lines)
+    assert str(uuid.UUID(int=7)) in lines[1]  # the token whole
+    assert "…" in lines[1]  # the worker cut, with an ellipsis, not wrapped
+
+
+def test_watch_fits_the_height_and_counts_what_it_hides():
+    rows = [{**ROW, "id": n} for n in range(40)]
+    group = output.screen_group(
+        [output.Section(None, rows, None, views.STUCK_VIEW)], width=80, height=24, title="t"
+    )
+    stream = io.StringIO()
+    from rich.console import Console
+
+    Console(file=stream, width=80, color_system=None).print(group)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) <= 23
+    shown = sum(1 for line in lines if "api-worker" in line)
+    assert f"… {40 - shown} more row(s) not shown" in stream.getvalue()
+
+
+def test_piped_table_is_unchanged():
+    """Off a terminal, -o table is tabulate's plain table of the columns: the contract."""
+    stream = io.StringIO()
+    doc = views.stuck([ROW], ["id", "reserved_by", "lease_overdue_s", "action"])
+    output.render(doc, output.Output.table, None, stream)
+    assert stream.getvalue().splitlines()[0].split() == [
+        "id",
+        "reserved_by",
+        "lease_overdue_s",
+        "action",
+    ]
+    assert "320.4" in stream.getvalue()
