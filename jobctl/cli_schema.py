@@ -43,6 +43,9 @@ def schema_apply(
         typer.Option(
             "--history",
             metavar="transitions|late|exact|audit",
+            autocompletion=lambda incomplete: [
+                m for m in ("transitions", "late", "exact", "audit") if m.startswith(incomplete)
+            ],
             help="What the history records: transitions (the default on a first install: "
             "attempts that did not complete, every status change, jobctl's writes), late (also "
             "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "

@@ -49,8 +49,24 @@ Format = Annotated[
     ),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
-Worker = Annotated[str | None, typer.Option(metavar="NAME", help="Only this worker's jobs.")]
-Policy = Annotated[str | None, typer.Option(metavar="auto|manual", help="Only this policy.")]
+
+
+def complete_policies(incomplete: str) -> list[str]:
+    return [p for p in ("auto", "manual") if p.startswith(incomplete)]
+
+
+Worker = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="Only this worker's jobs.",
+        autocompletion=lambda ctx, incomplete: from_database(ctx, "complete_workers", incomplete),
+    ),
+]
+Policy = Annotated[
+    str | None,
+    typer.Option(metavar="auto|manual", help="Only this policy.", autocompletion=complete_policies),
+]
 Grace = Annotated[
     dt.timedelta,
     Duration("Only leases expired longer ago than this.", show_default="0s"),
@@ -123,6 +139,12 @@ Debug = Annotated[
 
 def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """Job ids from the database, for shell completion: nothing (and no error) without one."""
+    return from_database(ctx, "complete_ids", incomplete)
+
+
+def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
+    """The first column of a completion statement's rows (job ids, workers): nothing (and no
+    error) without a database."""
     try:
         import os
 
@@ -133,7 +155,7 @@ def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
         with session.open(settings) as s:
-            return [r["id"] for r in s.rows("complete_ids", {"prefix": incomplete})]
+            return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
     except Exception:
         return []
 

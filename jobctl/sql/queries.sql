@@ -319,6 +319,12 @@ SELECT {id}::text AS id FROM {table}
 WHERE {id}::text LIKE %(prefix)s || '%%' AND {status} IN ({processing}, {failed}, {parked})
 ORDER BY {id} LIMIT 50
 
+-- name: complete_workers
+-- the workers holding processing jobs, for shell completion of --worker
+SELECT DISTINCT {reserved_by}::text AS worker FROM {table}
+WHERE {status} = {processing} AND {reserved_by}::text LIKE %(prefix)s || '%%'
+ORDER BY 1 LIMIT 50
+
 -- name: claim
 -- the lease design's claim: one ready job, a new token, a fresh lease
 WITH target AS (

@@ -71,3 +71,27 @@ def test_bash_completes_commands_options_and_job_ids(conn, dsn):
     claim_all(dsn, 12)
     ids = bash_complete(["jobctl", "show", "1"], {**env, "JOBCTL_DSN": dsn})
     assert ids == ["1", "10", "11", "12"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.skipif(
+    shutil.which("jobctl", path=str(Path(sys.executable).parent)) is None,
+    reason="jobctl is not installed in this environment",
+)
+def test_bash_completes_option_values(conn, dsn):
+    """--policy, -o and schema apply --history complete their values; --worker the workers
+    holding processing jobs, from the database."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBCTL_DSN", "DATABASE_URL")}
+    assert bash_complete(["jobctl", "stuck", "--policy", ""], env) == ["auto", "manual"]
+    assert bash_complete(["jobctl", "stuck", "--policy", "m"], env) == ["manual"]
+    assert {"table", "wide", "json", "csv"} <= set(
+        bash_complete(["jobctl", "stuck", "-o", ""], env)
+    )
+    history = bash_complete(["jobctl", "schema", "apply", "--history", ""], env)
+    assert history == ["transitions", "late", "exact", "audit"]
+    assert bash_complete(["jobctl", "stuck", "--worker", ""], env) == []  # no DSN: nothing
+    add_jobs(conn, 3)
+    claim_all(dsn, 2, worker="api-worker-1.prod.internal")
+    claim_all(dsn, 1, worker="api-worker-2.prod.internal")
+    workers = bash_complete(["jobctl", "reclaim", "--worker", "api"], {**env, "JOBCTL_DSN": dsn})
+    assert workers == ["api-worker-1.prod.internal", "api-worker-2.prod.internal"]
