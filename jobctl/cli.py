@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -374,11 +375,68 @@ def reclaim_command(
         )
 
 
+# ---------------------------------------------------------------- review
+@app.command()
+def review(
+    ctx: typer.Context,
+    policy: opt.Policy = None,
+    worker: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only jobs this worker's lease left.")
+    ] = None,
+    since: Annotated[dt.timedelta | None, opt.Duration("Only jobs reclaimed within this.")] = None,
+    older_than: Annotated[
+        dt.timedelta | None, opt.Duration("Only jobs waiting for longer than this.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
+    ] = 1000,
+    save_plan: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="Write the reviewed rows to FILE, for requeue/fail --plan."
+        ),
+    ] = None,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Jobs waiting for a human: reclaim failed or parked them (manual policy, or attempts
+    exhausted) and nobody has acted on them since. Longest waiting first.
+
+    Decide in bulk, fenced on what you reviewed: jobctl review --save-plan p.json, then
+    jobctl requeue --plan p.json (or fail --plan p.json --reason ...).
+    Example: jobctl review --policy manual --since 2h
+    """
+    from jobctl import db
+    from jobctl import review as core
+
+    where = core.ReviewFilter(
+        policy=_policy(policy), worker=worker, since=since, older_than=older_than
+    )
+    with _session(ctx) as s, s.transaction(read_only=True):
+        found = list(core.awaiting(s, where, limit))
+        if save_plan is not None:
+            core.save_plan(save_plan, db.where(s.conn, s.table), found)
+    terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)
+    if save_plan is not None:
+        terminal.say(
+            f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "
+            f"jobctl requeue --plan {save_plan} (or jobctl fail --plan {save_plan} --reason ...)"
+        )
+    elif found and sys.stdout.isatty() and out is output.Output.table:
+        terminal.say(f"{len(found)} job(s) await review: jobctl requeue ID / jobctl fail ID")
+    if exit_code and found:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
 # ---------------------------------------------------------------- operator writes
 @app.command()
 def requeue(
     ctx: typer.Context,
-    job_ids: opt.JobIds,
+    job_ids: opt.JobIdsOrStdin = None,
+    plan: opt.ReviewPlan = None,
     reason: opt.Reason = None,
     delay: Annotated[
         dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
@@ -391,27 +449,38 @@ def requeue(
 ) -> None:
     """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
 
+    --plan FILE requeues the rows of a saved review plan, each only if unchanged since the
+    review; - reads ids from stdin (one per line, or JSON lines with an id).
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
     from jobctl import manual
+    from jobctl import review as core
 
+    confirm = None if yes else terminal.confirm
+    ids = _ids_or_plan(job_ids, plan, expect_token)
     with _session(ctx) as s:
-        report = manual.requeue(
-            s,
-            job_ids,
-            reason=reason,
-            delay=delay,
-            expect_token=expect_token,
-            force=force,
-            confirm=None if yes else terminal.confirm,
-        )
+        if plan is not None:
+            report = core.apply_plan(
+                s, "requeue", plan, reason=reason, delay=delay, confirm=confirm
+            )
+        else:
+            report = manual.requeue(
+                s,
+                ids,
+                reason=reason,
+                delay=delay,
+                expect_token=expect_token,
+                force=force,
+                confirm=confirm,
+            )
     terminal.report(report, out, fmt)
 
 
 @app.command()
 def fail(
     ctx: typer.Context,
-    job_ids: opt.JobIds,
+    job_ids: opt.JobIdsOrStdin = None,
+    plan: opt.ReviewPlan = None,
     reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
@@ -421,20 +490,43 @@ def fail(
 ) -> None:
     """Fail jobs by hand (status failed, last_error = reason), fenced and audited.
 
+    A job reclaim failed that awaits review may be failed for good. --plan FILE fails the
+    rows of a saved review plan, each only if unchanged since the review; - reads ids from
+    stdin (one per line, or JSON lines with an id).
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
     from jobctl import manual
+    from jobctl import review as core
 
+    confirm = None if yes else terminal.confirm
+    ids = _ids_or_plan(job_ids, plan, expect_token)
     with _session(ctx) as s:
-        report = manual.fail(
-            s,
-            job_ids,
-            reason=reason,
-            expect_token=expect_token,
-            force=force,
-            confirm=None if yes else terminal.confirm,
-        )
+        if plan is not None:
+            report = core.apply_plan(
+                s, "fail", plan, reason=reason, delay=dt.timedelta(0), confirm=confirm
+            )
+        else:
+            report = manual.fail(
+                s, ids, reason=reason, expect_token=expect_token, force=force, confirm=confirm
+            )
     terminal.report(report, out, fmt)
+
+
+def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: object) -> list[str]:
+    """The ids of requeue/fail: as given, or read from stdin for '-'; none with --plan."""
+    from jobctl import review as core
+
+    if plan is not None:
+        if job_ids or expect_token is not None:
+            raise errors.UsageError("--plan applies exactly the plan's rows: no ids with it")
+        return []
+    if not job_ids:
+        raise errors.UsageError("give job ids, - to read them from stdin, or --plan FILE")
+    if job_ids == ["-"]:
+        return core.read_ids(sys.stdin.read())
+    if "-" in job_ids:
+        raise errors.UsageError("- reads every id from stdin: give no other id with it")
+    return job_ids
 
 
 @app.command()

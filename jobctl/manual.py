@@ -242,7 +242,8 @@ def refusal(
         return "refused", "job is done"
     if action == "requeue" and role == "queued":
         return "refused", "job is already queued"
-    if action == "fail" and role == "failed":
+    if action == "fail" and role == "failed" and not seen.get("awaiting_review"):
+        # (a job reclaim failed that awaits review may be failed for good, with a reason)
         return "refused", "job is already failed"
     if seen["lease_state"] == "live" and not force:
         return "refused", (

@@ -171,6 +171,23 @@ JobIds = Annotated[
     typer.Argument(help="Job ids.", metavar="ID...", autocompletion=complete_ids),
 ]
 
+JobIdsOrStdin = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Job ids; - reads them from stdin (one per line, or JSON lines with an id).",
+        metavar="[ID...|-]",
+        autocompletion=complete_ids,
+        show_default=False,
+    ),
+]
+ReviewPlan = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="Act on the rows of a plan saved by jobctl review --save-plan, each only if "
+        "unchanged since.",
+    ),
+]
 
 # ---------------------------------------------------------------- reclaim
 Commit = Annotated[

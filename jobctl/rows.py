@@ -61,6 +61,25 @@ class ManualResult(TypedDict):
     recovery_policy_before: str | None
 
 
+class ReviewRow(TypedDict):
+    """A job awaiting review (``jobctl review``): reclaim failed or parked it, nobody acted."""
+
+    id: Any
+    why: str  # manual_policy or attempts_exhausted
+    status: str
+    last_worker: str | None  # the worker whose lease expired (from the history)
+    reclaimed_at: dt.datetime | None
+    waited_s: float | None
+    attempts: int
+    max_attempts: int
+    reclaim_count: int
+    recovery_policy: str
+    last_error: str | None
+    attempt_token: uuid.UUID | None  # the fence a saved plan keeps: status, token, version
+    updated_at: dt.datetime | None
+    row_version: str
+
+
 class Attempt(TypedDict):
     """One attempt of a job (the heartbeat history)."""
 
@@ -146,6 +165,17 @@ PREVIEW_COLUMNS = [  # a job an operator write is about to change (and quarantin
     "recovery_policy",
     "lease_state",
     "attempt_token",
+]
+REVIEW_COLUMNS = [
+    "id",
+    "why",
+    "last_worker",
+    "reclaimed_at",
+    "waited_s",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "last_error",
 ]
 EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
 ATTEMPT_COLUMNS = [

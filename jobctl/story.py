@@ -38,7 +38,8 @@ def explain(history: History, parked: str = "failed", failed: str = "failed") ->
 
     ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
     ``failed``: the table's failed status. A command the story suggests is one jobctl
-    accepts for the job as it is (``manual.refusal``): no fail of a job already failed."""
+    accepts for the job as it is (``manual.refusal``): no fail of a job already failed,
+    unless it awaits review."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     story = [
@@ -55,15 +56,22 @@ def explain(history: History, parked: str = "failed", failed: str = "failed") ->
             "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
         )
     reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
-    if job["status"] == parked and job["recovery_policy"] == "manual" and reclaimed_last:
-        give_up = (
-            f", jobctl fail {job['id']} --reason ... gives it up"
-            if parked != failed
-            else "; left alone, it stays failed"
+    exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
+    if (
+        job["status"] == parked
+        and reclaimed_last
+        and (job["recovery_policy"] == "manual" or exhausted)
+    ):
+        why = (
+            "its policy is manual"
+            if job["recovery_policy"] == "manual"
+            else ("it used all its attempts")
         )
+        # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
         story.append(
-            f"It is parked in {parked}, awaiting a human: jobctl requeue {job['id']} "
-            f"--reason ... runs it again{give_up}."
+            f"It is parked in {parked}, awaiting a human ({why}; jobctl review lists every "
+            f"such job): jobctl requeue {job['id']} --reason ... runs it again, "
+            f"jobctl fail {job['id']} --reason ... gives it up."
         )
     warnings = [a for a in attempts if a["lease_too_short"]]
     for a in warnings:

@@ -103,6 +103,8 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
         "processing": s.one("summary_processing", {"soon": expiring_within}),
         "expiring_within_s": expiring_within.total_seconds(),
         "workers": s.rows("summary_workers", {"soon": expiring_within}),
+        "awaiting_review": s.one("review_count")["awaiting_review"],
+        **s.one("queue_ready"),
     }
 
 

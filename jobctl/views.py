@@ -159,6 +159,17 @@ SUMMARY_WORKER_VIEW = [
     Column("last_seen_at", "LAST SEEN", priority=3, kind="time"),
 ]
 
+REVIEW_VIEW = [
+    ID,
+    Column("why", "WHY", whole=True),
+    Column("last_worker", "LAST WORKER", whole=True),
+    Column("waited_s", "WAITED", kind="seconds"),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=2),
+    Column("reclaimed_at", "RECLAIMED AT", priority=3, kind="time"),
+    Column("last_error", "LAST ERROR", priority=4),
+]
+
 
 def table(
     payload: Any,
@@ -212,6 +223,10 @@ def summary(result: rows.Row) -> Document:
         [
             Section("jobs by status", by_status),
             Section("processing by lease", [result["processing"]]),
+            Section(
+                "waiting",
+                [{k: result[k] for k in ("ready", "oldest_ready_s", "awaiting_review")}],
+            ),
             Section(
                 "workers (most expired first)",
                 result["workers"],

@@ -58,6 +58,7 @@ READ_COMMANDS = (
     ["metrics"],
     ["reclaim", "--dry-run"],
     ["quarantine"],
+    ["review"],
     ["schema", "check"],
 )
 

@@ -244,7 +244,7 @@ ORDER BY a.claimed_at, a.attempt
 -- name: manual_read
 -- a job as an operator action sees it (its fence: status, token, version)
 SELECT {fence_columns}, j.{lease_expires_at} AS lease_expires_at,
-       {lease_state} AS lease_state
+       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: fence_columns
@@ -312,6 +312,57 @@ LIMIT %(limit)s
 -- name: manual_lockers
 -- who holds the row an operator action waited for
 SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
+
+-- name: awaiting_review
+-- a job waiting for a human: reclaim failed or parked it (its last_error is still reclaim's)
+-- because its policy is manual or it had used all its attempts, and nobody acted on it since
+-- (a requeue, a fail with a reason, the application moving or rewriting it all end the wait)
+j.{status} = {parked} AND j.{last_error} = {reclaim_error}
+AND (j.{recovery_policy} = 'manual' OR j.{attempts} >= j.{max_attempts})
+
+-- name: review_why
+-- why a job awaiting review waits: its policy sends it to a human, or it ran out of attempts
+CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exhausted' END
+
+-- name: review
+-- the jobs awaiting review, longest waiting first: each with the reclaim that parked it (its
+-- time and worker from the history, by the job's own index; finished_at where it has none)
+-- and its fence (status, token, version) for a saved plan
+SELECT j.{id} AS id, {review_why} AS why, j.{status}::text AS status,
+       r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
+       extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, j.{updated_at}))::float8
+           AS waited_s,
+       j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
+       j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+       j.{last_error} AS last_error, j.{attempt_token} AS attempt_token,
+       j.{updated_at} AS updated_at, j.xmin::text AS row_version
+FROM {table} j
+LEFT JOIN LATERAL (
+    SELECT e.at, e.worker FROM jobctl.events e
+    WHERE e.job_table = %(job_table)s AND e.job_id = j.{id}::text COLLATE pg_catalog."C"
+      AND e.event = 'reclaimed'
+    ORDER BY e.event_id DESC LIMIT 1
+) r ON true
+WHERE {awaiting_review}
+  AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
+  AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
+  AND (%(since)s::interval IS NULL
+       OR coalesce(r.at, j.{finished_at}, j.{updated_at}) >= now() - %(since)s::interval)
+  AND (%(older_than)s::interval IS NULL
+       OR coalesce(r.at, j.{finished_at}, j.{updated_at}) < now() - %(older_than)s::interval)
+ORDER BY coalesce(r.at, j.{finished_at}, j.{updated_at}), j.{id}
+LIMIT %(limit)s
+
+-- name: review_count
+-- how many jobs await review (summary, metrics)
+SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review}
+
+-- name: queue_ready
+-- jobs ready to run (queued and available, not yet claimed): how many, and how long the
+-- oldest has waited since it became available (NULL when none; queue index)
+SELECT count(*) AS ready,
+       extract(epoch FROM now() - min({available_at}))::float8 AS oldest_ready_s
+FROM {table} WHERE {status} = {queued} AND {available_at} <= now()
 
 -- name: complete_ids
 -- job ids for shell completion

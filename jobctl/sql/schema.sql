@@ -232,11 +232,15 @@ BEGIN
        AND coalesce(NEW.{attempt_token} OPERATOR(pg_catalog.=) OLD.{attempt_token},
                     NEW.{attempt_token} IS NULL AND OLD.{attempt_token} IS NULL) THEN
         IF action IS NOT NULL THEN
-            -- the same attempt: only a recovery policy switch is an action of this kind
-            IF NOT (action OPERATOR(pg_catalog.=) 'quarantined'
-                    OR action OPERATOR(pg_catalog.=) 'policy_changed')
-               OR coalesce(NEW.{recovery_policy} OPERATOR(pg_catalog.=) OLD.{recovery_policy},
-                           NEW.{recovery_policy} IS NULL AND OLD.{recovery_policy} IS NULL) THEN
+            -- the same attempt: a recovery policy switch, or the decision to fail for good a
+            -- job reclaim failed (jobctl fail of a job awaiting review)
+            IF NOT (action OPERATOR(pg_catalog.=) 'manually_failed'
+                    AND NEW.{status} OPERATOR(pg_catalog.=) {failed})
+               AND (NOT (action OPERATOR(pg_catalog.=) 'quarantined'
+                         OR action OPERATOR(pg_catalog.=) 'policy_changed')
+                    OR coalesce(NEW.{recovery_policy} OPERATOR(pg_catalog.=) OLD.{recovery_policy},
+                                NEW.{recovery_policy} IS NULL
+                                AND OLD.{recovery_policy} IS NULL)) THEN
                 RAISE EXCEPTION 'jobctl: % does not describe this change of job %',
                     action, NEW.{id};
             END IF;

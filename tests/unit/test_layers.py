@@ -38,6 +38,7 @@ LAYERS = {
         "lease",
         "shape",
         "remove",
+        "review",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }

@@ -1,0 +1,186 @@
+"""The jobs waiting for a human (``jobctl review``), and the bulk decisions made on them: a
+saved review plan applied by ``requeue --plan`` / ``fail --plan``, each row written only if
+the job is still exactly as reviewed, and ids read from stdin (``requeue -``) for scripts.
+
+A job awaits review when reclaim failed or parked it because its policy is manual or it had
+used all its attempts, and nobody has acted on it since (the block ``awaiting_review`` of
+``sql/queries.sql``). Example::
+
+    rows = list(review.awaiting(s, review.ReviewFilter(policy="manual"), limit=100))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+from jobctl import errors, manual, output
+from jobctl.rows import ReviewRow, Row
+from jobctl.session import Confirm, Session
+
+PLAN_FORMAT = "jobctl-review-plan/1"
+WHY = ("manual_policy", "attempts_exhausted")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewFilter:
+    """Which waiting jobs an operator asks about. Values are always query parameters."""
+
+    policy: str | None = None
+    worker: str | None = None  # the worker whose lease expired (the reclaim's, in the history)
+    since: dt.timedelta | None = None  # reclaimed within this long
+    older_than: dt.timedelta | None = None  # waiting for longer than this
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "worker": self.worker,
+            "since": self.since,
+            "older_than": self.older_than,
+        }
+
+
+def awaiting(s: Session, where: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
+    """The jobs awaiting review, longest waiting first, streamed (the caller holds a
+    read-only transaction)."""
+    params = {**where.params(), "limit": limit, "job_table": s.table.qualified}
+    for row in s.stream("review", params):
+        yield cast(ReviewRow, row)
+
+
+def count(s: Session) -> int:
+    """How many jobs await review."""
+    return int(s.one("review_count")["awaiting_review"])
+
+
+# ---------------------------------------------------------------- plans
+def save_plan(path: Path, location: dict[str, Any], rows: list[ReviewRow]) -> None:
+    """Write the reviewed rows (each with its fence) and where they were read to ``path``."""
+    plan = {
+        "format": PLAN_FORMAT,
+        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "where": location,
+        "rows": rows,
+    }
+    try:
+        path.write_text(output.to_json(plan) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+
+
+def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
+    """The reviewed rows of a review plan; refused (exit 2, nothing done) when it was made
+    for another server, database or table, as a reclaim plan is."""
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise errors.UsageError(f"cannot read plan {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        raise errors.UsageError(
+            f"{path} is not a review plan ({PLAN_FORMAT}): save one with jobctl review --save-plan"
+        )
+    made = plan.get("where") or {}
+    for key in ("system_identifier", "database", "table"):
+        if made.get(key) and location.get(key) and made[key] != location[key]:
+            raise errors.Refused(
+                f"plan {path} was made for {key} {made[key]!r}, this is {location[key]!r}: "
+                "nothing done"
+            )
+    rows = plan.get("rows")
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and set(manual.FENCE) <= r.keys() for r in rows
+    ):
+        raise errors.UsageError(f"{path}: malformed plan rows")
+    return rows
+
+
+def planned_decisions(s: Session, planned: list[Row]) -> list[manual.Decision]:
+    """Each planned row as a decision whose fence is the row as reviewed (not as it is now):
+    the write goes ahead only if status, token and row version are still those."""
+    ids = s.job_ids([r["id"] for r in planned])  # the id column's type; a bad one: exit 2
+    decisions = []
+    for typed, row in zip(ids, planned, strict=True):
+        seen = {
+            **row,
+            "id": typed,
+            "attempt_token": row["attempt_token"],
+            "lease_state": "none",
+            "reserved_by": None,
+        }
+        decisions.append(manual.Decision(typed, seen))
+    return decisions
+
+
+def apply_plan(
+    s: Session,
+    action: manual.Action,
+    path: Path,
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    confirm: Confirm | None,
+) -> manual.Report:
+    """``requeue --plan`` / ``fail --plan``: every planned row written, fenced on the row as
+    reviewed; a row changed since (by the application, another operator, a worker) is a
+    ``conflict`` and nothing is written for it. Exit code: the worst outcome."""
+    from jobctl import db
+
+    if action == "fail" and not (reason or "").strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    with s.transaction(read_only=True):
+        location = db.where(s.conn, s.table)
+    decisions = planned_decisions(s, load_plan(path, location))
+    report = manual.act(
+        s,
+        action,
+        decisions,
+        lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
+        confirm,
+    )
+    for result in report.results:
+        if result["outcome"] == "conflict":
+            result["detail"] = conflict_detail(s, result["id"], result["status_before"])
+    return report
+
+
+def conflict_detail(s: Session, job_id: Any, reviewed_status: str | None) -> str:
+    """What became of a planned row that was not written, for its ``detail``."""
+    with s.transaction(read_only=True):
+        now = s.row("manual_read", {"id": job_id})
+    if now is None:
+        return "job no longer exists; nothing written"
+    if now["status"] != reviewed_status:
+        return f"now {now['status']} (changed since the review); nothing written"
+    if not now["awaiting_review"]:
+        return "no longer awaiting review (changed since it was reviewed); nothing written"
+    return "the row changed since the review; nothing written"
+
+
+# ---------------------------------------------------------------- ids from stdin
+def read_ids(text: str) -> list[str]:
+    """Job ids for ``requeue -`` / ``fail -``: one per line, or JSON lines with an ``id``
+    (``jobctl review -o jsonl``); blank lines are skipped. A bad line: UsageError (exit 2)."""
+    ids: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                raise errors.UsageError(f"stdin line {number}: not valid JSON") from None
+            if not isinstance(item, dict) or item.get("id") is None:
+                raise errors.UsageError(f"stdin line {number}: a JSON line needs an 'id'")
+            ids.append(str(item["id"]))
+        else:
+            ids.append(line)
+    if not ids:
+        raise errors.UsageError("no job ids on stdin")
+    return ids

@@ -1,0 +1,246 @@
+"""jobctl review and the decisions made on it: exactly the jobs that wait for a human, bulk
+requeue/fail from a saved plan fenced on what was reviewed, ids from stdin."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all
+
+from jobctl import lease, rows
+
+
+def staged(conn, dsn, run) -> dict[str, int]:
+    """A reclaim after a deploy: manual jobs and an exhausted auto job failed by reclaim, an
+    auto job requeued, one a worker failed itself, one still queued."""
+    manual = add_jobs(conn, 2, policy="manual")
+    (exhausted,) = add_jobs(conn, 1, policy="auto", max_attempts=1)
+    (retried,) = add_jobs(conn, 1, policy="auto", max_attempts=3)
+    (worker_failed,) = add_jobs(conn, 1, policy="manual", max_attempts=1)
+    claims = claim_all(dsn, 5, worker="deploy-7", lease_seconds=-60)
+    assert len(claims) == 5
+    with psycopg.connect(dsn, autocommit=True) as c:
+        w = lease.Worker(c, "deploy-7")
+        (mine,) = [k for k in claims if k.id == worker_failed]
+        assert w.fail(mine, "boom") == "failed"
+    assert run("reclaim", "--commit", "--yes").code == 0
+    (queued,) = add_jobs(conn, 1)
+    return {
+        "manual_a": manual[0],
+        "manual_b": manual[1],
+        "exhausted": exhausted,
+        "retried": retried,
+        "worker_failed": worker_failed,
+        "queued": queued,
+    }
+
+
+def review_json(run, *args: str) -> list[dict]:
+    result = run("review", "-o", "json", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def test_review_lists_exactly_the_jobs_awaiting_a_human(conn, dsn, run):
+    jobs = staged(conn, dsn, run)
+    found = review_json(run)
+    assert [r["id"] for r in found] == sorted(
+        [jobs["manual_a"], jobs["manual_b"], jobs["exhausted"]],
+        key=lambda i: next(r["reclaimed_at"] for r in found if r["id"] == i),
+    )
+    by_id = {r["id"]: r for r in found}
+    assert by_id[jobs["manual_a"]]["why"] == "manual_policy"
+    assert by_id[jobs["exhausted"]]["why"] == "attempts_exhausted"
+    for r in found:
+        assert r["last_worker"] == "deploy-7"
+        assert r["status"] == "failed" and r["reclaim_count"] == 1 and r["attempts"] == 1
+        assert r["last_error"] == "lease expired before completion"
+        assert r["reclaimed_at"] is not None and r["waited_s"] >= 0
+    # filters
+    assert {r["id"] for r in review_json(run, "--policy", "auto")} == {jobs["exhausted"]}
+    assert review_json(run, "--worker", "someone-else") == []
+    assert len(review_json(run, "--worker", "deploy-7", "--since", "1h")) == 3
+    assert review_json(run, "--older-than", "1h") == []
+    assert len(review_json(run, "--limit", "1")) == 1
+    # --exit-code, the table's columns, every format
+    assert run("review", "--exit-code").code == 4
+    table = run("review", "-o", "csv")
+    parsed = list(csv.reader(io.StringIO(table.out)))
+    assert parsed[0] == rows.REVIEW_COLUMNS and len(parsed) == 4
+    lines = run("review", "-o", "jsonl").out.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in found]
+    assert run("review", "-o", "tsv").out.count("\n") == 4
+    assert "manual_policy" in run("review").out
+    # summary counts them, metrics too
+    summary = json.loads(run("summary", "-o", "json").out)
+    assert summary["awaiting_review"] == 3
+
+
+def test_acting_on_a_job_ends_its_wait(conn, dsn, run):
+    jobs = staged(conn, dsn, run)
+    assert run("requeue", str(jobs["manual_a"]), "--yes").code == 0
+    # the application moves one itself
+    conn.execute("UPDATE jobs SET status = 'queued' WHERE id = %s", (jobs["exhausted"],))
+    remaining = review_json(run)
+    assert [r["id"] for r in remaining] == [jobs["manual_b"]]
+    # failing it for good, with a reason: allowed on a job awaiting review, audited
+    result = run("fail", str(jobs["manual_b"]), "--reason", "refunded", "--yes", "-o", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)[0]["outcome"] == "failed"
+    assert review_json(run) == []
+    assert run("review", "--exit-code").code == 0
+    event = conn.execute(
+        "SELECT event, from_status, to_status, reason, actor FROM jobctl.events "
+        "WHERE job_id = %s ORDER BY event_id DESC LIMIT 1",
+        (str(jobs["manual_b"]),),
+    ).fetchone()
+    assert event == {
+        "event": "manually_failed",
+        "from_status": "failed",
+        "to_status": "failed",
+        "reason": "refunded",
+        "actor": "tester@ci",
+    }
+    # a failed job that does not await review is still refused
+    again = run("fail", str(jobs["worker_failed"]), "--reason", "x", "--yes", "-o", "json")
+    assert again.code == 2 and json.loads(again.out)[0]["outcome"] == "refused"
+
+
+def test_park_status_on_a_mapped_table(conn, dsn, run):
+    conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")
+    assert run("schema", "apply", "--park-status", "manual_review", "--yes").code == 0
+    (manual,) = add_jobs(conn, 1, policy="manual")
+    (auto,) = add_jobs(conn, 1, policy="auto")
+    claim_all(dsn, 2, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    (row,) = review_json(run)
+    assert row["id"] == manual and row["status"] == "manual_review"
+    assert row["why"] == "manual_policy"
+    # failing it moves it to failed: no longer waiting
+    assert run("fail", str(manual), "--reason", "gave up", "--yes").code == 0
+    assert review_json(run) == [] and auto != manual
+
+
+# ---------------------------------------------------------------- plans
+def test_bulk_requeue_from_a_plan_writes_only_untouched_rows(conn, dsn, run, tmp_path):
+    jobs = staged(conn, dsn, run)
+    extra = add_jobs(conn, 2, policy="manual")
+    conn.execute("UPDATE jobs SET available_at = now() + interval '1 day' WHERE status = 'queued'")
+    conn.execute("UPDATE jobs SET available_at = now() WHERE id = ANY(%s)", (extra,))
+    claim_all(dsn, 2, worker="deploy-8", lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    plan = tmp_path / "review.json"
+    saved = run("review", "--save-plan", str(plan))
+    assert saved.code == 0 and "plan of 5 job(s) saved" in saved.err
+    reviewed = json.loads(plan.read_text())
+    assert reviewed["format"] == "jobctl-review-plan/1" and len(reviewed["rows"]) == 5
+
+    # after the review: the application changes one, another operator requeues one, and a
+    # worker claims the one that operator requeued; one row is rewritten in place
+    conn.execute(
+        "UPDATE jobs SET last_error = 'retried by the app', status = 'queued' WHERE id = %s",
+        (jobs["manual_a"],),
+    )
+    assert run("requeue", str(extra[0]), "--yes").code == 0
+    conn.execute(
+        "UPDATE jobs SET available_at = now() - interval '1 day' WHERE id = %s", (extra[0],)
+    )
+    (claimed,) = claim_all(dsn, 1, worker="w9", lease_seconds=600)
+    assert claimed.id == extra[0]
+    conn.execute("UPDATE jobs SET payload = '{\"x\": 1}' WHERE id = %s", (extra[1],))
+    before = {
+        r["id"]: r for r in conn.execute("SELECT id, status, xmin::text AS v FROM jobs").fetchall()
+    }
+
+    result = run("requeue", "--plan", str(plan), "--reason", "deploy fixed", "--yes", "-o", "json")
+    assert result.code == 3, result.err
+    outcome = {r["id"]: r for r in json.loads(result.out)}
+    assert {i: r["outcome"] for i, r in outcome.items()} == {
+        jobs["manual_a"]: "conflict",
+        jobs["manual_b"]: "requeued",
+        jobs["exhausted"]: "requeued",
+        extra[0]: "conflict",
+        extra[1]: "conflict",
+    }
+    assert "now queued" in outcome[jobs["manual_a"]]["detail"]
+    assert "now processing" in outcome[extra[0]]["detail"]
+    after = {
+        r["id"]: r for r in conn.execute("SELECT id, status, xmin::text AS v FROM jobs").fetchall()
+    }
+    for conflicted in (jobs["manual_a"], extra[0], extra[1]):
+        assert after[conflicted] == before[conflicted]  # nothing written for it
+    assert after[jobs["manual_b"]]["status"] == "queued"
+    reasons = conn.execute(
+        "SELECT job_id, reason FROM jobctl.events WHERE event = 'requeued' AND actor = 'tester@ci'"
+        " AND reason = 'deploy fixed'"
+    ).fetchall()
+    assert {r["job_id"] for r in reasons} == {str(jobs["manual_b"]), str(jobs["exhausted"])}
+    # applying the plan again: every row is a conflict now, nothing written
+    again = run("requeue", "--plan", str(plan), "--yes", "-o", "json")
+    assert again.code == 3
+    assert {r["outcome"] for r in json.loads(again.out)} == {"conflict"}
+
+
+def test_bulk_fail_from_a_plan(conn, dsn, run, tmp_path):
+    jobs = staged(conn, dsn, run)
+    plan = tmp_path / "p.json"
+    assert run("review", "--policy", "manual", "--save-plan", str(plan)).code == 0
+    assert run("fail", "--plan", str(plan), "--yes").code == 2  # needs --reason
+    refused = run("fail", "--plan", str(plan), "--reason", "x")  # no terminal, no --yes
+    assert refused.code == 2 and "--yes" in refused.err
+    done = run("fail", "--plan", str(plan), "--reason", "charged twice", "--yes", "-o", "json")
+    assert done.code == 0, done.err
+    assert sorted(r["id"] for r in json.loads(done.out)) == [jobs["manual_a"], jobs["manual_b"]]
+    assert [r["id"] for r in review_json(run)] == [jobs["exhausted"]]
+    errors = conn.execute(
+        "SELECT last_error FROM jobs WHERE id = ANY(%s)", ([jobs["manual_a"], jobs["manual_b"]],)
+    ).fetchall()
+    assert {r["last_error"] for r in errors} == {"charged twice"}
+
+
+def test_a_plan_made_elsewhere_is_refused(conn, dsn, run, tmp_path):
+    staged(conn, dsn, run)
+    plan = tmp_path / "p.json"
+    assert run("review", "--save-plan", str(plan)).code == 0
+    made = json.loads(plan.read_text())
+    made["where"]["database"] = "another_db"
+    plan.write_text(json.dumps(made))
+    before = conn.execute("SELECT id, xmin::text FROM jobs ORDER BY id").fetchall()
+    result = run("requeue", "--plan", str(plan), "--yes")
+    assert result.code == 2 and "another_db" in result.err
+    assert conn.execute("SELECT id, xmin::text FROM jobs ORDER BY id").fetchall() == before
+    # a reclaim plan is not a review plan, and ids do not go with --plan
+    made["format"] = "jobctl-reclaim-plan/1"
+    plan.write_text(json.dumps(made))
+    assert run("requeue", "--plan", str(plan), "--yes").code == 2
+    assert run("requeue", "1", "--plan", str(plan), "--yes").code == 2
+    assert run("requeue", "--yes").code == 2
+
+
+@pytest.mark.parametrize("form", ["lines", "jsonl"])
+def test_ids_from_stdin(conn, dsn, run, monkeypatch, form):
+    jobs = staged(conn, dsn, run)
+    if form == "lines":
+        text = f"{jobs['manual_a']}\n\n{jobs['exhausted']}\n"
+    else:
+        text = run("review", "-o", "jsonl").out
+    import sys
+
+    real = sys.stdin
+    try:
+        monkeypatch.setattr("jobctl.cli.sys.stdin", io.StringIO(text))
+        from jobctl import cli
+
+        code = cli.main(["requeue", "-", "--yes", "-o", "json"])
+    finally:
+        monkeypatch.setattr("jobctl.cli.sys.stdin", real)
+    assert code == 0
+    waiting = {r["id"] for r in review_json(run)}
+    if form == "lines":
+        assert waiting == {jobs["manual_b"]}
+    else:
+        assert waiting == set()
