@@ -395,16 +395,24 @@ def _attempt(row: Row) -> Row:
     }
 
 
-def unrecorded_completion(job: Row, attempts: list[Row], mode: str | None, done: str) -> Row | None:
-    """In ``transitions`` mode a completion calls no trigger: for a job whose row says it is
-    done (``done``: the table's value) and whose history has no completed attempt numbered like
-    the row's last, that attempt as the row still tells it (when it finished; not who ran it,
-    its token or its heartbeats, which the lease design's completion clears)."""
-    if mode != "transitions" or job.get("status") != done:
+def unrecorded_completion(
+    job: Row, attempts: list[Row], stored: list[Row], done: str
+) -> Row | None:
+    """A completion the history did not record, told from the jobs row: for a job whose row
+    says it is done (``done``: the table's value) and whose history holds neither a completed
+    attempt numbered like the row's last nor a stored event that took it to done, that
+    attempt as the row still tells it (when it finished; not who ran it, its token or its
+    heartbeats, which the lease design's completion clears).
+
+    Whatever the mode now: the default mode (``transitions``) records no completion, and a
+    job completed under it keeps its completion after a switch to ``late`` or ``exact``
+    (which record completions from then on) - a mode switch does not rewrite the past."""
+    if job.get("status") != done:
         return None
     number, ended = job.get("attempts"), job.get("finished_at") or job.get("updated_at")
     recorded = any(a["outcome"] == "completed" and a["attempt"] == number for a in attempts)
-    if ended is None or recorded:
+    moved = any(e.get("to_status") == done for e in stored)
+    if ended is None or recorded or moved:
         return None
     return _attempt(
         {

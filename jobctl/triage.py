@@ -149,10 +149,12 @@ def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row
     attempts = hist.merge(
         s.rows("job_attempts", params), hist.live_attempt(the_job, mode, s.table.mapping)
     )
-    completion = hist.unrecorded_completion(the_job, attempts, mode, s.table.mapping.status("done"))
+    stored = s.rows("job_events", params | {"limit": limit})
+    completion = hist.unrecorded_completion(
+        the_job, attempts, stored, s.table.mapping.status("done")
+    )
     if completion is not None:
         attempts.append(completion)
-    stored = s.rows("job_events", params | {"limit": limit})
     return attempts, hist.events(stored, attempts, limit, s.table.mapping)
 
 

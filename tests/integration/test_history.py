@@ -201,6 +201,30 @@ def test_the_default_mode_tells_a_completion_from_the_row(conn, dsn, run):
     assert story["attempts"][0]["worker"] == "w1"
 
 
+@pytest.mark.parametrize("mode", ["exact", "late"])
+def test_a_mode_switch_does_not_rewrite_the_past(conn, dsn, run, mode):
+    """A job completed under the default mode keeps its completed event in history and
+    explain after a switch to a mode that records completions; a job completed after the
+    switch has its recorded one, once."""
+    add_jobs(conn, 1)
+    worker_cycle(dsn)
+    before = json.loads(run("history", "1", "-o", "json").out)
+    assert [e["event"] for e in before["events"]] == ["completed"]
+    assert run("schema", "apply", "--history", mode, "--yes").code == 0
+    after = json.loads(run("history", "1", "-o", "json").out)
+    assert after["events"] == before["events"] and after["attempts"] == before["attempts"]
+    assert "it completed (attempt 1" in run("explain", "1").out
+    add_jobs(conn, 1)
+    worker_cycle(dsn)
+    story = json.loads(run("history", "2", "-o", "json").out)
+    assert [e["event"] for e in story["events"]] == ["claimed", "completed"]
+    assert [a["worker"] for a in story["attempts"]] == ["w1"]
+    # and back to the default: job 2's recorded completion stays, not doubled
+    assert run("schema", "apply", "--history", "transitions", "--yes").code == 0
+    again = json.loads(run("history", "2", "-o", "json").out)
+    assert [e["event"] for e in again["events"]] == ["claimed", "completed"]
+
+
 def test_schema_apply_keeps_the_installed_mode(conn, run):
     def mode() -> str | None:
         return history.table_state(conn, db.resolve_table(conn, "jobs").oid).mode

@@ -97,7 +97,7 @@ def test_claims_and_completions_are_derived_once():
 def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
     done_row = {"status": "completed", "attempts": 2, "finished_at": T0 + 60 * S}
     reclaimed = stored(uuid.uuid4(), stats="transitions", outcome="reclaimed")
-    attempt = history.unrecorded_completion(done_row, [reclaimed], "transitions", "completed")
+    attempt = history.unrecorded_completion(done_row, [reclaimed], [], "completed")
     assert attempt is not None
     assert (attempt["attempt"], attempt["outcome"], attempt["ended_at"]) == (
         2,
@@ -108,10 +108,13 @@ def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
     assert attempt["heartbeats"] is None and attempt["late_heartbeats"] is None
     (event,) = [e for e in history.events([], [reclaimed, attempt], 0) if e["event"] == "completed"]
     assert event["at"] == T0 + 60 * S and event["worker"] is None
-    # not in another mode, not for a job that is not done, not twice, not without a time
-    assert history.unrecorded_completion(done_row, [], "late", "completed") is None
-    assert history.unrecorded_completion(done_row, [], "transitions", "done") is None
+    # whatever the mode now (a switch to late or exact does not rewrite the past); not for a
+    # job that is not done, not twice, not when an event moved it to done, not without a time
+    assert history.unrecorded_completion(done_row, [], [], "completed") is not None
+    assert history.unrecorded_completion(done_row, [], [], "done") is None
     recorded = stored(uuid.uuid4()) | {"attempt": 2}
-    assert history.unrecorded_completion(done_row, [recorded], "transitions", "completed") is None
+    assert history.unrecorded_completion(done_row, [recorded], [], "completed") is None
+    moved = {"event": "status_changed", "to_status": "completed"}
+    assert history.unrecorded_completion(done_row, [], [moved], "completed") is None
     untimed = done_row | {"finished_at": None}
-    assert history.unrecorded_completion(untimed, [], "transitions", "completed") is None
+    assert history.unrecorded_completion(untimed, [], [], "completed") is None
