@@ -431,6 +431,97 @@ def review(
         raise typer.Exit(errors.EXIT_FINDINGS)
 
 
+# ---------------------------------------------------------------- across jobs
+EVENTS_TABLE_ROWS = 1000  # a table on a terminal: the first ones (every row with -o jsonl)
+
+
+@app.command()
+def events(
+    ctx: typer.Context,
+    since: opt.Since = None,
+    until: opt.Until = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--event", metavar="EVENT", help="Only this event, e.g. reclaimed (repeatable)."
+        ),
+    ] = None,
+    actor: Annotated[str | None, typer.Option(metavar="NAME", help="Only this actor's.")] = None,
+    worker: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only events of this worker's attempts.")
+    ] = None,
+    job_ids: opt.OnlyIds = None,
+    oldest_first: Annotated[
+        bool, typer.Option("--oldest-first/--newest-first", help="Order by the event time.")
+    ] = False,
+    limit: opt.Limit = None,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The history across jobs: every transition but claims and completions, and every
+    jobctl write, newest first, streamed (-o jsonl/csv for millions of rows).
+
+    --since/--until take a duration (2h: that long ago) or a timestamp.
+    Example: jobctl events --since 2h --event reclaimed --event requeued
+    """
+    from jobctl import events as core
+
+    with _session(ctx) as s:
+        window = core.Window(
+            since=core.bound(since) if since else None,
+            until=core.bound(until) if until else None,
+            events=event,
+            actor=actor,
+            worker=worker,
+            ids=s.job_ids(job_ids) if job_ids else None,
+        )
+        with s.transaction(read_only=True):
+            if out.tabular:  # a table needs every row for its widths: the first ones
+                cap = EVENTS_TABLE_ROWS if limit is None else limit
+                found = list(core.stream(s, window, oldest_first=oldest_first, limit=cap + 1))
+                more = len(found) > cap
+                found = found[:cap]
+                doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
+            else:
+                streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit)
+                doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
+                more = False
+            terminal.emit(doc, out, fmt)
+    if more:
+        terminal.say(
+            f"the first {len(found)} events shown: every one with -o jsonl, -o csv, or --limit N"
+        )
+
+
+@app.command()
+def report(
+    ctx: typer.Context,
+    since: Annotated[
+        str, typer.Option(metavar="WHEN", help="From this long ago (2h) or this time.")
+    ] = "2h",
+    until: opt.Until = None,
+    out: opt.Out = output.Output.table,
+) -> None:
+    """An incident on one page of Markdown, for the postmortem: what expired (when, by
+    worker), what reclaim did, what people did (who, what, why), what still waits for
+    review, and the queue latency where the history can tell it. -o json gives the data.
+
+    Example: jobctl report --since 2h > incident.md
+    """
+    from jobctl import events
+    from jobctl import report as core
+
+    window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
+    with _session(ctx) as s, s.transaction(read_only=True):
+        result = core.collect(s, window)
+    if out in (output.Output.json, output.Output.jsonl):
+        terminal.emit(output.Document(result, []), out, None)
+    elif out.tabular:
+        sys.stdout.write(core.markdown(result))
+    else:
+        raise errors.UsageError("report prints Markdown (-o table) or JSON (-o json, jsonl)")
+
+
 # ---------------------------------------------------------------- operator writes
 @app.command()
 def requeue(

@@ -103,6 +103,20 @@ Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker 
 PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
 
 
+# --since/--until of events and report: a duration (that long ago) or a timestamp, as
+# typed; events.bound reads it (a bad one: exit 2)
+Since = Annotated[
+    str | None,
+    typer.Option(
+        metavar="WHEN", help="From this long ago (2h) or this time (2026-12-01T06:00:00Z)."
+    ),
+]
+Until = Annotated[
+    str | None,
+    typer.Option(metavar="WHEN", help="Up to this long ago or this time (default: now)."),
+]
+
+
 # ---------------------------------------------------------------- global options
 Dsn = Annotated[
     str | None,

@@ -113,6 +113,22 @@ class Event(TypedDict):
     reason: str | None
 
 
+class JobEvent(TypedDict):
+    """One event of the history across jobs (``jobctl events``)."""
+
+    at: dt.datetime
+    id: Any  # the job's id, in the id column's type
+    event: str
+    from_status: str | None
+    to_status: str | None
+    attempt: int | None
+    attempt_token: uuid.UUID | None
+    worker: str | None
+    actor: str | None  # who the change declared it was made by (jobctl's --actor)
+    db_role: str | None  # the database role that made it
+    reason: str | None
+
+
 class History(TypedDict):
     """``jobctl history``: the job, its attempts and its events, oldest first."""
 
@@ -176,6 +192,18 @@ REVIEW_COLUMNS = [
     "max_attempts",
     "reclaim_count",
     "last_error",
+]
+JOB_EVENT_COLUMNS = [
+    "at",
+    "id",
+    "event",
+    "from_status",
+    "to_status",
+    "attempt",
+    "worker",
+    "actor",
+    "db_role",
+    "reason",
 ]
 EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
 ATTEMPT_COLUMNS = [

@@ -170,6 +170,18 @@ REVIEW_VIEW = [
     Column("last_error", "LAST ERROR", priority=4),
 ]
 
+JOB_EVENT_VIEW = [
+    Column("at", "AT", kind="time"),
+    Column("id", "ID", whole=True),
+    Column("event", "EVENT", whole=True),
+    Column("to_status", "BECAME"),
+    Column("worker", "WORKER", whole=True),
+    Column("actor", "ACTOR", priority=1),
+    Column("reason", "REASON", priority=2),
+    Column("attempt", "#", priority=3),
+    Column("db_role", "ROLE", priority=4),
+    Column("from_status", "WAS", priority=5),
+]
 
 def table(
     payload: Any,

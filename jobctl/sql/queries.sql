@@ -364,6 +364,120 @@ SELECT count(*) AS ready,
        extract(epoch FROM now() - min({available_at}))::float8 AS oldest_ready_s
 FROM {table} WHERE {status} = {queued} AND {available_at} <= now()
 
+-- name: events_window
+-- the history's events of the jobs table in a time window, narrowed by the operator's filters;
+-- bounds are a timestamp or an age (now() minus it), either NULL for open
+e.job_table = %(job_table)s
+AND e.at >= coalesce(%(since_at)s::timestamptz, now() - %(since)s::interval, '-infinity')
+AND e.at < coalesce(%(until_at)s::timestamptz, now() - %(until)s::interval, 'infinity')
+AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
+AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
+AND (%(worker)s::text IS NULL OR e.worker = %(worker)s)
+AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
+
+-- name: event_columns
+-- one event across jobs as jobctl events shows it (the job's id back in the id column's type)
+e.at, e.job_id::{id_type} AS id, e.event, e.from_status, e.to_status, e.attempt,
+e.attempt_token, e.worker, e.actor, e.db_role, e.reason
+
+-- name: events_newest
+-- the history's events across jobs, newest first, streamed (the event time's index)
+SELECT {event_columns} FROM jobctl.events e
+WHERE {events_window}
+ORDER BY e.at DESC, e.event_id DESC
+LIMIT %(limit)s
+
+-- name: events_oldest
+-- the history's events across jobs, oldest first, streamed (the event time's index)
+SELECT {event_columns} FROM jobctl.events e
+WHERE {events_window}
+ORDER BY e.at, e.event_id
+LIMIT %(limit)s
+
+-- name: report_expired
+-- an incident's expired leases, by the worker that held them: the reclaim events of the
+-- window, each with its attempt's lease expiry (the attempt reclaim ended, by the job index)
+SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(*) AS reclaims,
+       min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
+       min(e.at) AS first_reclaim, max(e.at) AS last_reclaim
+FROM jobctl.events e
+LEFT JOIN LATERAL (
+    SELECT a.lease_expires_at FROM jobctl.attempts a
+    WHERE a.job_table = e.job_table AND a.job_id = e.job_id
+      AND a.attempt_token = e.attempt_token
+    LIMIT 1
+) a ON true
+WHERE {events_window} AND e.event = 'reclaimed'
+GROUP BY e.worker
+ORDER BY count(*) DESC, min(e.at), e.worker
+
+-- name: report_reclaims
+-- what reclaim did in the window: by who ran it and what the job became
+SELECT e.actor, e.to_status, count(*) AS reclaims, count(DISTINCT e.job_id) AS jobs,
+       min(e.at) AS first_at, max(e.at) AS last_at
+FROM jobctl.events e
+WHERE {events_window} AND e.event = 'reclaimed'
+GROUP BY e.actor, e.to_status
+ORDER BY min(e.at), e.actor, e.to_status
+
+-- name: report_repeats
+-- jobs reclaimed more than once in the window (a crash loop, or a lease too short)
+SELECT e.job_id::{id_type} AS id, count(*) AS reclaims,
+       string_agg(DISTINCT e.worker, ', ') AS workers
+FROM jobctl.events e
+WHERE {events_window} AND e.event = 'reclaimed'
+GROUP BY e.job_id
+HAVING count(*) > 1
+ORDER BY count(*) DESC, e.job_id
+LIMIT 20
+
+-- name: report_people
+-- what people did in the window: jobctl's writes other than reclaim, by actor, action, reason
+SELECT e.actor, e.event, e.reason, count(*) AS jobs,
+       (array_agg(e.job_id::{id_type} ORDER BY e.at, e.event_id))[1:10] AS ids,
+       min(e.at) AS first_at, max(e.at) AS last_at, string_agg(DISTINCT e.db_role, ', ') AS db_roles
+FROM jobctl.events e
+WHERE {events_window}
+  AND e.event IN ('requeued', 'manually_failed', 'quarantined', 'policy_changed')
+GROUP BY e.actor, e.event, e.reason
+ORDER BY min(e.at), e.actor, e.event
+
+-- name: report_latency
+-- queue latency where the history can tell it: for each return to the queue in the window
+-- (reclaim, requeue, retry), the time to the job's next claim (an ended attempt's claim, or
+-- the live one's in the row); still queued and never claimed since: waiting
+WITH back AS (
+    SELECT e.job_id, e.at FROM jobctl.events e
+    WHERE {events_window} AND e.to_status = ({queued})::text
+), claimed AS (
+    SELECT b.at,
+           least((SELECT min(a.claimed_at) FROM jobctl.attempts a
+                  WHERE a.job_table = %(job_table)s AND a.job_id = b.job_id
+                    AND a.claimed_at >= b.at),
+                 CASE WHEN j.{status} = {processing} AND j.{reserved_at} >= b.at
+                      THEN j.{reserved_at} END) AS claimed_at,
+           j.{status} = {queued} AS queued_now
+    FROM back b LEFT JOIN {table} j ON j.{id} = b.job_id::{id_type}
+)
+SELECT count(*) AS returned,
+       count(claimed_at) AS claimed,
+       count(*) FILTER (WHERE claimed_at IS NULL AND queued_now) AS waiting,
+       count(*) FILTER (WHERE claimed_at IS NULL AND NOT coalesce(queued_now, false))
+           AS unknown,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM claimed_at - at))
+           AS p50_s,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM claimed_at - at))
+           AS p95_s,
+       max(extract(epoch FROM claimed_at - at))::float8 AS max_s,
+       max(extract(epoch FROM now() - at)) FILTER (WHERE claimed_at IS NULL AND queued_now)
+           ::float8 AS longest_waiting_s
+FROM claimed
+
+-- name: report_bounds
+-- the window's bounds in the database's time
+SELECT coalesce(%(since_at)s::timestamptz, now() - %(since)s::interval) AS since,
+       coalesce(%(until_at)s::timestamptz, now() - %(until)s::interval, now()) AS until
+
 -- name: complete_ids
 -- job ids for shell completion
 SELECT {id}::text AS id FROM {table}

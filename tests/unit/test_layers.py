@@ -39,6 +39,8 @@ LAYERS = {
         "shape",
         "remove",
         "review",
+        "events",
+        "report",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }
