@@ -314,10 +314,11 @@ LIMIT %(limit)s
 SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: awaiting_review
--- a job waiting for a human: reclaim failed or parked it (its last_error is still reclaim's)
+-- a job waiting for a human: reclaim failed or parked it (its last_error is still reclaim's,
+-- compared as text as metrics_manual_review does)
 -- because its policy is manual or it had used all its attempts, and nobody acted on it since
 -- (a requeue, a fail with a reason, the application moving or rewriting it all end the wait)
-j.{status} = {parked} AND j.{last_error} = {reclaim_error}
+j.{status} = {parked} AND {last_error_text} = {reclaim_error_text}
 AND (j.{recovery_policy} = 'manual' OR j.{attempts} >= j.{max_attempts})
 
 -- name: review_why
@@ -334,7 +335,7 @@ SELECT j.{id} AS id, {review_why} AS why, j.{status}::text AS status,
            AS waited_s,
        j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
        j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
-       j.{last_error} AS last_error, j.{attempt_token} AS attempt_token,
+       {last_error_text} AS last_error, j.{attempt_token} AS attempt_token,
        j.{updated_at} AS updated_at, j.xmin::text AS row_version
 FROM {table} j
 LEFT JOIN LATERAL (

@@ -109,6 +109,15 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
         assert status_of[str(manual.id)] == parked
         assert status_of[str(first.id)] == s.done
         assert status_of[str(stale.id)] == s.queued
+        # the manual job awaits review, in the table's own terms
+        waiting = as_json(jobctl("review", "-o", "json"))
+        assert natural(s, manual.id) in [r["id"] for r in waiting]
+        assert {r["status"] for r in waiting} == {parked}
+        assert jobctl("report", "--since", "1h").code == 0
+        assert as_json(jobctl("events", "--id", str(manual.id), "-o", "json"))[0]["event"] in (
+            "reclaimed",
+            "policy_changed",
+        )
 
         # the stale worker comes back: fenced out by the token
         with psycopg.connect(empty_dsn, autocommit=True) as wconn:
