@@ -120,15 +120,16 @@ def test_a_job_reclaim_parked_says_it_awaits_a_human():
 
 
 def test_a_parked_job_is_offered_only_the_commands_jobctl_accepts():
-    """Parked in failed, a fail is refused (already failed): the story offers requeue only;
-    parked in a status of the table's own, fail moves it to failed and is offered too."""
+    """Parked in failed, a job awaiting review may still be failed for good (with a reason:
+    manual.refusal accepts it), so both are offered; parked in a status of the table's own,
+    fail moves it to failed and is offered too."""
     events = [
         event("claimed", 0, FIRST, "queued", "processing", worker="w1"),
         event("reclaimed", 90, FIRST, "processing", "failed", actor="reclaimer@host"),
     ]
     failed = {**HISTORY["job"], "status": "failed", "lease_state": "none"}
     told = story.explain({"job": failed, "attempts": [], "events": events})["story"][-1]
-    assert "jobctl requeue 42 --reason" in told and "jobctl fail" not in told
+    assert "jobctl requeue 42 --reason" in told and "jobctl fail 42 --reason" in told
     review = {**failed, "status": "manual_review"}
     told = story.explain({"job": review, "attempts": [], "events": events}, parked="manual_review")[
         "story"
