@@ -328,7 +328,7 @@ def _history(conn: psycopg.Connection[Any], table: db.JobsTable) -> _History:
     others |= {
         r["job_table"] for r in conn.execute(queries.query("remove_others_triggered"), params)
     }
-    foreign = tuple(r["name"] for r in conn.execute(queries.query("remove_foreign_objects")))
+    foreign = tuple(r["name"] for r in conn.execute(queries.query("remove_foreign_objects"), {}))
     return _History(True, events, attempts, mapped, tuple(sorted(others)), foreign)
 
 
@@ -363,7 +363,7 @@ def _counts(found: _History) -> str:
 
 
 def _history_functions(conn: psycopg.Connection[Any]) -> list[str]:
-    return [r["name"] for r in conn.execute(queries.query("remove_history_functions"))]
+    return [r["name"] for r in conn.execute(queries.query("remove_history_functions"), {})]
 
 
 def _present_functions(conn: psycopg.Connection[Any], names: set[str]) -> set[str]:

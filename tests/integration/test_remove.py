@@ -5,6 +5,7 @@ table shape of the real-tables tests, with real workers writing meanwhile; idemp
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -14,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import rows, sql
-from shapes import SHAPES, WORKER_STATEMENTS, Shape
+from shapes import OWN_NAMES_PARKED, SHAPES, WORKER_STATEMENTS, Shape
 
 from jobctl import db
 
@@ -203,3 +204,171 @@ def test_remove_in_layers_while_workers_run_on_each_shape(empty_dsn, run, s):
         assert again_applied.code == 0, again_applied.err
         assert catalog(conn) == installed
         assert all(c["ok"] for c in checks(run, s, dsn).values())
+
+
+# ---------------------------------------------------------------- refusals, scripts, sharing
+def claimed(dsn: str, table: str = "jobs", lease_seconds: float = 300) -> Any:
+    from jobctl import lease
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return lease.Worker(c, "w1", table=table, lease_seconds=lease_seconds).claim()
+
+
+def test_columns_are_refused_while_a_lease_is_live_and_nothing_changes(conn, dsn, run):
+    conn.execute("INSERT INTO jobs DEFAULT VALUES")
+    assert claimed(dsn) is not None
+    before = catalog(conn)
+    result = run("schema", "remove", "--history", "--columns", "--yes")
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "1 row(s) processing with a live lease" in result.err
+    assert "nothing done" in result.err
+    assert catalog(conn) == before  # not even the trigger: refused before any step
+    # an expired lease is no worker's any more: reclaim it, then the columns go
+    conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
+    assert run("reclaim", "--commit", "--yes").code == 0
+    done = run("schema", "remove", "--columns", "--yes")
+    assert done.code == 0, done.err
+    columns = [
+        r["attname"]
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'jobs'::regclass AND attnum > 0 "
+            "AND NOT attisdropped"
+        )
+    ]
+    assert not {"attempt_token", "lease_expires_at", "jobctl_action"} & set(columns)
+    assert "kept: the history of public.jobs" in done.err  # --keep-history, the default
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="needs psql")
+def test_the_sql_script_runs_through_psql_and_its_guard_holds(empty_dsn, run):
+    s = OWN_NAMES_PARKED
+    with made(empty_dsn, s) as conn:
+        before = catalog(conn)
+        assert (
+            run(
+                "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
+            ).code
+            == 0
+        )
+        installed = catalog(conn)
+        args = ("--table", s.table, "schema", "remove", "--history", "--columns", "--sql")
+        script = run(*args, dsn=empty_dsn)
+        assert script.code == 0, script.err
+        assert catalog(conn) == installed  # --sql changes nothing
+        assert "BEGIN;\nSET LOCAL lock_timeout = '150ms';\nDROP TRIGGER" in script.out
+        assert "jobctl schema remove does this by itself" in script.out
+
+        def psql(text: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", empty_dsn, "-f", "-"],
+                input=text,
+                capture_output=True,
+                text=True,
+            )
+
+        # a worker claims between the review and the run: the columns' step refuses, whole
+        job = claimed(empty_dsn, s.table)
+        assert job is not None
+        refused = psql(script.out)
+        assert refused.returncode != 0 and "live lease" in refused.stderr, refused.stderr
+        left = catalog(conn)
+        assert any(".attempt_token uuid " in c for c in left["columns"])
+        assert not left["triggers"]  # the script's first step (the trigger) had run
+        conn.execute(f"UPDATE {s.table} SET lease_expires_at = now() - interval '1 minute'")
+        assert run("--table", s.table, "reclaim", "--commit", "--yes", dsn=empty_dsn).code == 0
+
+        # reviewed again, and run: the catalog is as it was before apply
+        again = run(*args, dsn=empty_dsn)
+        done = psql(again.out)
+        assert done.returncode == 0, done.stderr
+        assert catalog(conn) == before
+        assert run(*args, dsn=empty_dsn).out == ""  # nothing left: an empty script
+        nothing = run("--table", s.table, "schema", "remove", "--yes", dsn=empty_dsn)
+        assert nothing.code == 0 and "nothing left to remove from public.tasks" in nothing.err
+
+
+def test_tables_sharing_the_history_are_removed_one_by_one(conn, dsn, run):
+    """Two jobs tables in schema jobctl: removing one's history keeps the other's, its trigger
+    and the schema (named); the last table's --history takes the schema."""
+    conn.execute("CREATE TABLE other (LIKE jobs INCLUDING ALL)")
+    assert run("--table", "other", "schema", "apply", "--yes").code == 0
+    for table in ("jobs", "other"):
+        conn.execute(f"INSERT INTO {table} (payload) SELECT '{{}}' FROM generate_series(1, 3)")
+        job = claimed(dsn, table)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            from jobctl import lease
+
+            lease.Worker(c, "w1", table=table, lease_seconds=30).fail(job, "boom", retry_delay=0)
+
+    first = run("schema", "remove", "--history", "--columns", "--yes")
+    assert first.code == 0, first.err
+    assert "done: delete the history of public.jobs (1 event, 1 attempt)" in first.err
+    assert "kept: schema jobctl: it serves other tables too (public.other" in first.err
+    counts = conn.execute(
+        "SELECT (SELECT count(*) FROM jobctl.events WHERE job_table = 'public.other') AS other,"
+        " (SELECT count(*) FROM jobctl.events WHERE job_table = 'public.jobs') AS jobs"
+    ).fetchone()
+    assert counts == {"other": 1, "jobs": 0}
+    # the other table's history still records
+    job = claimed(dsn, "other")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        from jobctl import lease
+
+        lease.Worker(c, "w1", table="other", lease_seconds=30).fail(job, "again", retry_delay=0)
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM jobctl.events WHERE job_table = 'public.other'"
+        ).fetchone()["n"]
+        == 2
+    )
+    assert all(
+        c["ok"] for c in json.loads(run("--table", "other", "schema", "check", "-o", "json").out)
+    )
+
+    last = run("--table", "other", "schema", "remove", "--history", "--yes")
+    assert last.code == 0, last.err
+    assert "done: drop schema jobctl: the history of public.other (2 events, 2 attempts)" in (
+        last.err
+    )
+    assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
+    # the other table keeps its lease columns (no --columns): jobctl still reads it
+    assert run("--table", "other", "stuck", "-o", "json").code == 0
+
+
+def test_a_schema_holding_objects_of_someone_elses_is_kept(conn, run):
+    conn.execute("CREATE VIEW jobctl.my_report AS SELECT count(*) AS n FROM jobctl.events")
+    result = run("schema", "remove", "--history", "--yes")
+    assert result.code == 0, result.err
+    assert "kept: schema jobctl: it holds objects jobctl did not make (my_report)" in result.err
+    assert conn.execute("SELECT n FROM jobctl.my_report").fetchone()["n"] == 0
+
+
+def test_a_lease_column_that_is_the_tables_own_is_kept(empty_dsn, run):
+    ddl = """
+    CREATE TABLE q (
+        id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'queued',
+        attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 3,
+        available_at timestamptz NOT NULL DEFAULT now(), reserved_by text,
+        reserved_at timestamptz, last_error text, finished_at timestamptz,
+        updated_at timestamptz NOT NULL DEFAULT now(), last_seen timestamptz)"""
+    with psycopg.connect(empty_dsn, autocommit=True, row_factory=rows.dict_row) as conn:
+        conn.execute(ddl)
+        args = ("--table", "q", "schema")
+        assert (
+            run(*args, "apply", "--yes", "--column", "heartbeat_at=last_seen", dsn=empty_dsn).code
+            == 0
+        )
+        result = run(*args, "remove", "--history", "--columns", "--yes", dsn=empty_dsn)
+        assert result.code == 0, result.err
+        assert "kept: last_seen, the table's own column for the lease design's heartbeat_at" in (
+            result.err
+        )
+        columns = {
+            r["attname"]
+            for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'q'::regclass AND attnum > 0 "
+                "AND NOT attisdropped"
+            )
+        }
+        assert "last_seen" in columns and "attempt_token" not in columns
+        assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
