@@ -107,6 +107,13 @@ def stuck(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
     ] = False,
+    ready_after: Annotated[
+        dt.timedelta,
+        opt.Duration(
+            "With nothing stuck, say so when ready jobs wait longer than this.",
+            show_default="5m",
+        ),
+    ] = dt.timedelta(minutes=5),
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
@@ -155,6 +162,13 @@ def stuck(
             else:
                 streamed = rows_of(s)
                 terminal.emit(views.table(streamed, streamed, columns), out, fmt)
+            waiting = None if found else triage.ready_waiting(s, ready_after)
+    if waiting is not None:  # "my job is stuck" often means nobody claims it
+        terminal.say(
+            f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
+            f"than {opt.show_duration(ready_after)} (the oldest {waiting['oldest_ready_s']:.0f}s)"
+            ": is any worker claiming? (jobctl summary shows the queue)"
+        )
     if found and sys.stdout.isatty() and out.tabular:
         terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
     if exit_code and found:

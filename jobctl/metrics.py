@@ -14,6 +14,8 @@ def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.tim
         s.one("metrics_leases", {"soon": expiring_within})
         | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
         | s.one("metrics_manual_review")
+        | s.one("review_count")
+        | s.one("queue_ready")
         | {
             "expiring_within_s": expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),
@@ -74,6 +76,26 @@ def openmetrics(figures: Row, table: str) -> str:
             "gauge",
             "Manual-policy jobs reclaim parked (failed, or the park status), awaiting a human.",
             [(t, figures["awaiting"])],
+        ),
+        (
+            "jobctl_awaiting_review_jobs",
+            "gauge",
+            "Jobs waiting for a human: reclaim failed or parked them (manual policy or "
+            "attempts exhausted) and nobody acted since (jobctl review).",
+            [(t, figures["awaiting_review"])],
+        ),
+        (
+            "jobctl_ready_jobs",
+            "gauge",
+            "Jobs ready to run: queued, available and not claimed.",
+            [(t, figures["ready"])],
+        ),
+        (
+            "jobctl_oldest_ready_job_seconds",
+            "gauge",
+            "How long the oldest job ready to run has waited since it became available "
+            "(0 when none).",
+            [(t, float(figures["oldest_ready_s"] or 0.0))],
         ),
     ]
     lines = []

@@ -26,6 +26,15 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
         raise typer.BadParameter(str(exc)) from None
 
 
+def show_duration(value: dt.timedelta) -> str:
+    """A duration as an operator types it: 90s, 5m, 2h."""
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def Duration(help: str, **kwargs: Any) -> Any:
     """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s")."""
     return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)

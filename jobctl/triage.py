@@ -108,6 +108,16 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
     }
 
 
+def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
+    """The jobs ready to run (queued, available, unclaimed) when the oldest has waited longer
+    than ``after``: how many, and its age; else None."""
+    ready = s.one("queue_ready")
+    oldest = ready["oldest_ready_s"]
+    if oldest is None or oldest <= after.total_seconds():
+        return None
+    return ready
+
+
 def job(s: Session, job_id: str | int) -> Row:
     """One job: every column plus ``lease_state`` (live, expired, none); the history's own
     columns (``jobctl_*``, the live attempt's statistics) are left out."""

@@ -17,6 +17,9 @@ FIGURES = {
     "expiring_soon": 2,
     "reclaims": 5,
     "awaiting": 1,
+    "awaiting_review": 2,
+    "ready": 6,
+    "oldest_ready_s": 2400.5,
     "expiring_within_s": 30.0,
     "reclaim_window_s": 300.0,
 }
@@ -35,6 +38,11 @@ def test_openmetrics_parses_and_escapes_the_table_label():
     assert samples[("jobctl_processing_jobs", (("lease", "expired"), table))] == 4
     assert samples[("jobctl_oldest_expired_lease_seconds", (table,))] == 125.5
     assert samples[("jobctl_recent_reclaims", (table, ("window_seconds", "300")))] == 5
+    assert samples[("jobctl_awaiting_review_jobs", (table,))] == 2
+    assert samples[("jobctl_ready_jobs", (table,))] == 6
+    assert samples[("jobctl_oldest_ready_job_seconds", (table,))] == 2400.5
+    empty = metrics.openmetrics(FIGURES | {"ready": 0, "oldest_ready_s": None}, "jobs")
+    assert 'jobctl_oldest_ready_job_seconds{table="jobs"} 0.0' in empty
 
 
 def test_breaches():
