@@ -82,14 +82,23 @@ def schema_apply(
             "e.g. manual_review. Default: failed.",
         ),
     ] = None,
+    units: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column-unit",
+            metavar="DESIGN=UNIT",
+            help="The unit of a time the table keeps as a number since the epoch, s or ms, "
+            "e.g. updated_at=ms (see docs/your-table.md, Supported column types).",
+        ),
+    ] = None,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
 
     Idempotent: only what is missing is done, and the history is migrated in place. The
     index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
-    takes short tries until there is a gap, saying whom it waits for. --column, --status
-    and --park-status (all of them together: the table's whole mapping) replace the
+    takes short tries until there is a gap, saying whom it waits for. --column, --status,
+    --park-status and --column-unit (all together: the table's whole mapping) replace the
     recorded names; without them the recorded ones are kept.
     Example: jobctl schema apply --sql > lease.sql
     """
@@ -102,9 +111,12 @@ def schema_apply(
     if history_mode is not None and history_mode not in history.MODES:
         raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
     mapping = None
-    if columns or statuses or park_status is not None:
+    if columns or statuses or units or park_status is not None:
         mapping = TableMapping.parse(
-            columns=columns or (), statuses=statuses or (), park_status=park_status
+            columns=columns or (),
+            statuses=statuses or (),
+            park_status=park_status,
+            units=units or (),
         )
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:

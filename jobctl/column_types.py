@@ -42,7 +42,12 @@ FAMILIES = {
     "timestamp": "timestamp",
     "jsonb": "json",
     "json": "json",
+    "numeric": "number",
+    "float8": "number",
 }
+# a time kept as a number of seconds or milliseconds since the epoch (--column-unit): the
+# types that can hold it, by unit (an integer overflows in 2038, or at once in milliseconds)
+EPOCH_TYPES = {"s": ("int4", "int8", "numeric", "float8"), "ms": ("int8", "numeric", "float8")}
 
 # the design's columns the application has (id and status aside): the families served, and
 # the types named in a refusal (as the database prints them)
@@ -52,7 +57,7 @@ SERVED = {
     "available_at": ("timestamp",),
     "reserved_at": ("timestamp",),
     "finished_at": ("timestamp",),
-    "updated_at": ("timestamp",),
+    "updated_at": ("timestamp", "epoch"),
     "reserved_by": ("string", "uuid", "integer"),
     "last_error": ("string", "json"),
 }
@@ -62,6 +67,8 @@ DESCRIBED = {
     "string": "text, character varying",
     "uuid": "uuid",
     "json": "jsonb, json",
+    "epoch": "bigint, integer, numeric, double precision in epoch seconds or milliseconds "
+    "(--column-unit)",
 }
 # the lease design's own columns: schema apply adds them with these types; one that exists
 # already must have the very type (the history and every statement rely on it)
@@ -108,18 +115,38 @@ def served(design: str) -> str:
     return ", ".join(DESCRIBED[f] for f in SERVED[design])
 
 
-def problem(design: str, found: ColumnType) -> str | None:
-    """Why jobctl cannot serve this column as the design's ``design`` (None: it can)."""
+def epoch(found: ColumnType | None, unit: str | None) -> bool:
+    """Is this column a time kept as a number, in ``unit``, that jobctl serves?"""
+    return (
+        found is not None
+        and unit in EPOCH_TYPES
+        and found.family in ("integer", "number")
+        and found.name in EPOCH_TYPES[unit]
+    )
+
+
+def problem(design: str, found: ColumnType, unit: str | None = None) -> str | None:
+    """Why jobctl cannot serve this column as the design's ``design`` (None: it can), given
+    the unit the mapping says it is kept in (``--column-unit``), if any."""
+    kind = {"d": "a domain", "e": "an enum"}.get(found.typtype)
+    shown = f"{found.display}{f' ({kind})' if kind else ''}"
+    if unit is not None:
+        if "epoch" not in SERVED.get(design, ()):
+            return (
+                f"{shown}, given a unit (--column-unit {design}={unit}): only updated_at takes one"
+            )
+        if found.family == "timestamp":
+            return f"{shown}, not a number: drop --column-unit {design}={unit}"
+        return None if epoch(found, unit) else f"{shown}, which cannot hold epoch {unit}"
     if design in LEASE_TYPES:
         ok = found.schema == "pg_catalog" and found.name == LEASE_TYPES[design][0]
     elif design in SERVED:
         ok = found.family in SERVED[design]
+        if "epoch" in SERVED[design] and any(found.name in t for t in EPOCH_TYPES.values()):
+            return f"{shown}, a number: give its unit with --column-unit {design}=ms (or =s)"
     else:
         return None  # id and status: judged by their own rules
-    if ok:
-        return None
-    kind = {"d": "a domain", "e": "an enum"}.get(found.typtype)
-    return f"{found.display}{f' ({kind})' if kind else ''}"
+    return None if ok else shown
 
 
 def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) -> str | None:
@@ -131,7 +158,7 @@ def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) 
         found = types.get(design)
         if found is None:
             continue
-        why = problem(design, found)
+        why = problem(design, found, mapping.units.get(design))
         if why is None:
             continue
         named = found.column if found.column == design else f"{found.column} (its {design})"
@@ -183,18 +210,44 @@ def worker_value(found: ColumnType | None, value: sql.Composable) -> sql.Composa
     )
 
 
+def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
+    """The time of the transaction as the column keeps it: ``now()`` for a timestamp, the
+    epoch's seconds or milliseconds cast to the column's type for a number."""
+    from psycopg import sql
+
+    if found is None or not epoch(found, unit):
+        return sql.SQL("now()")
+    seconds = "pg_catalog.date_part('epoch', pg_catalog.now())"
+    if unit == "ms":
+        seconds += " OPERATOR(pg_catalog.*) 1000"
+    return sql.SQL("CAST({} AS {})").format(
+        sql.SQL(seconds), sql.Identifier("pg_catalog", found.name)
+    )
+
+
 def fragments(
     types: Mapping[str, ColumnType],
     columns: Mapping[str, sql.Composable],
     reclaim_error: sql.Composable,
+    units: Mapping[str, str] | None = None,
 ) -> dict[str, sql.Composable]:
     """The statements' typed placeholders (sql/queries.sql, sql/schema.sql) for a table whose
-    design columns have ``types`` and are named ``columns`` (db.spelling's identifiers)."""
+    design columns have ``types``, are named ``columns`` (db.spelling's identifiers), and
+    keep the times given ``units`` as numbers."""
     from psycopg import sql
 
     last_error = types.get("last_error")
     reserved_by = types.get("reserved_by")
+    updated_at, unit = types.get("updated_at"), (units or {}).get("updated_at")
     return {
+        "updated_at_now": now(updated_at, unit),
+        # the fence's updated_at as an operator read it (JSON): the column's own number type,
+        # else timestamptz (a timestamp without time zone compares in the session's zone)
+        "updated_at_seen_type": (
+            sql.Identifier("pg_catalog", updated_at.name)
+            if updated_at is not None and epoch(updated_at, unit)
+            else sql.SQL("timestamptz")
+        ),
         "last_error_text": as_text(last_error, columns["last_error"]),
         "new_last_error_text": as_text(last_error, sql.SQL("NEW.{}").format(columns["last_error"])),
         "reclaim_error_value": from_text(last_error, reclaim_error),

@@ -111,7 +111,11 @@ def spelling(
             sql.Literal(mapping.status(design)), status_cast
         )
     fragments["parked"] = sql.SQL("{}::{}").format(sql.Literal(mapping.parked), status_cast)
-    fragments.update(column_types.fragments(types or {}, fragments, queries.query("reclaim_error")))
+    fragments.update(
+        column_types.fragments(
+            types or {}, fragments, queries.query("reclaim_error"), mapping.units
+        )
+    )
     return fragments
 
 

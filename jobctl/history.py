@@ -18,6 +18,7 @@ of date. See docs/history.md.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import hashlib
 import re
@@ -412,7 +413,8 @@ def unrecorded_completion(
     number, ended = job.get("attempts"), job.get("finished_at") or job.get("updated_at")
     recorded = any(a["outcome"] == "completed" and a["attempt"] == number for a in attempts)
     moved = any(e.get("to_status") == done for e in stored)
-    if ended is None or recorded or moved:
+    # (an updated_at kept in epoch milliseconds says no time here)
+    if not isinstance(ended, dt.datetime) or recorded or moved:
         return None
     return _attempt(
         {

@@ -43,6 +43,7 @@ LEASE_COLUMNS = (
 )
 COLUMNS = EXISTING_COLUMNS + LEASE_COLUMNS
 STATUSES = ("queued", "processing", "done", "failed")
+UNITS = ("s", "ms")  # of a time kept as a number: seconds or milliseconds since the epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,8 @@ class TableMapping:
     columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
     statuses: Mapping[str, str] = dataclasses.field(default_factory=dict)
     park_status: str | None = None  # where reclaim sends what it would fail; None: failed
+    # the unit of a time column kept as a number (--column-unit updated_at=ms): design -> unit
+    units: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def column(self, design: str) -> str:
         """What the table calls the design's column ``design``."""
@@ -91,11 +94,19 @@ class TableMapping:
         columns: Iterable[str] = (),
         statuses: Iterable[str] = (),
         park_status: str | None = None,
+        units: Iterable[str] = (),
     ) -> TableMapping:
         """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
         column_map = _pairs(columns, COLUMNS, "--column")
         status_map = _pairs(statuses, STATUSES, "--status")
-        mapping = cls(column_map, status_map, park_status or None)
+        unit_map = _pairs(units, COLUMNS, "--column-unit", keep_same=True)
+        for design, unit in unit_map.items():
+            if unit not in UNITS:
+                raise errors.UsageError(
+                    f"--column-unit {design}={unit}: the unit is s or ms (seconds or "
+                    "milliseconds since the epoch)"
+                )
+        mapping = cls(column_map, status_map, park_status or None, unit_map)
         mapping.check()
         return mapping
 
@@ -114,14 +125,14 @@ class TableMapping:
                 )
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "columns": dict(sorted(self.columns.items())),
-                "statuses": dict(sorted(self.statuses.items())),
-                "park_status": self.park_status,
-            },
-            sort_keys=True,
-        )
+        data: dict[str, Any] = {
+            "columns": dict(sorted(self.columns.items())),
+            "statuses": dict(sorted(self.statuses.items())),
+            "park_status": self.park_status,
+        }
+        if self.units:  # (absent when none: the recorded mappings of earlier versions read)
+            data["units"] = dict(sorted(self.units.items()))
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | dict[str, Any]) -> TableMapping:
@@ -130,6 +141,7 @@ class TableMapping:
             dict(data.get("columns") or {}),
             dict(data.get("statuses") or {}),
             data.get("park_status"),
+            dict(data.get("units") or {}),
         )
         mapping.check()
         return mapping
@@ -140,23 +152,34 @@ class TableMapping:
         lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
         if self.park_status:
             lines.append(f"parked jobs go to {self.park_status}")
+        lines += [
+            f"{d} in epoch {'milliseconds' if u == 'ms' else 'seconds'}"
+            for d, u in sorted(self.units.items())
+        ]
         return lines or ["the lease design's own names"]
 
 
-def _pairs(values: Iterable[str], allowed: tuple[str, ...], option: str) -> dict[str, str]:
+def _pairs(
+    values: Iterable[str], allowed: tuple[str, ...], option: str, *, keep_same: bool = False
+) -> dict[str, str]:
     result: dict[str, str] = {}
     for value in values:
         design, sep, actual = value.partition("=")
         design, actual = design.strip(), actual.strip()
         if not sep or not design or not actual:
-            raise errors.UsageError(f"{option} {value!r}: give DESIGN=ACTUAL, e.g. status=state")
+            shape = (
+                "DESIGN=UNIT, e.g. updated_at=ms"
+                if keep_same
+                else "DESIGN=ACTUAL, e.g. status=state"
+            )
+            raise errors.UsageError(f"{option} {value!r}: give {shape}")
         if design not in allowed:
             raise errors.UsageError(
                 f"{option} {value!r}: {design!r} is not one of {', '.join(allowed)}"
             )
         if design in result and result[design] != actual:
             raise errors.UsageError(f"{option}: {design} given twice ({result[design]}, {actual})")
-        if actual != design:
+        if actual != design or keep_same:
             result[design] = actual
     return result
 

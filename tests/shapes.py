@@ -466,14 +466,50 @@ JSON_ERRORS_BIGINT_WORKER = Typed(
     error="""'[{"at": "step 2", "error": "boom"}]'::json""",
 )
 
-TYPED = (JSONB_LAST_ERROR, UUID_WORKER, JSON_ERRORS_BIGINT_WORKER)
+_EPOCH_MS = "(extract(epoch FROM now()) * 1000)::bigint"
 
-# columns of types jobctl refuses: (the column's definition in the reference table, what the
-# refusal names)
+EPOCH_MS_UPDATED_AT = Typed(
+    Shape(
+        name="bigint updated_at in epoch milliseconds",
+        table="jobs",
+        ddl=f"""
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY, {_TYPED_STATUS},
+            attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 3,
+            available_at timestamptz NOT NULL DEFAULT now(),
+            reserved_by text, reserved_at timestamptz, last_error text,
+            finished_at timestamptz, updated_at bigint NOT NULL DEFAULT {_EPOCH_MS}
+        )""",
+        new_job="INSERT INTO jobs DEFAULT VALUES RETURNING id",
+    ),
+    worker="w1",
+    error="'boom'",
+    now=_EPOCH_MS,
+    units=("--column-unit", "updated_at=ms"),
+)
+
+TYPED = (JSONB_LAST_ERROR, UUID_WORKER, JSON_ERRORS_BIGINT_WORKER, EPOCH_MS_UPDATED_AT)
+
+# columns of types jobctl refuses: (the column's definition in the reference table, the
+# options given to schema apply, what the refusal names)
 TYPE_REFUSED = (
-    ("last_error xml", "column last_error is xml; jobctl serves last_error as text"),
-    ("attempts numeric NOT NULL DEFAULT 0", "column attempts is numeric; jobctl serves"),
-    ("reserved_at text", "column reserved_at is text; jobctl serves reserved_at as timestamp"),
-    ("reserved_by character(8)", "column reserved_by is character(8); jobctl serves"),
-    ("updated_at bigint NOT NULL DEFAULT 0", "column updated_at is bigint"),
+    ("last_error xml", (), "column last_error is xml; jobctl serves last_error as text"),
+    ("attempts numeric NOT NULL DEFAULT 0", (), "column attempts is numeric; jobctl serves"),
+    ("reserved_at text", (), "column reserved_at is text; jobctl serves reserved_at as timest"),
+    ("reserved_by character(8)", (), "column reserved_by is character(8); jobctl serves"),
+    (
+        "updated_at bigint NOT NULL DEFAULT 0",
+        (),
+        "column updated_at is bigint, a number: give its unit with --column-unit updated_at=ms",
+    ),
+    (
+        "updated_at integer NOT NULL DEFAULT 0",
+        ("--column-unit", "updated_at=ms"),
+        "column updated_at is integer, which cannot hold epoch ms",
+    ),
+    (
+        "finished_at bigint",
+        ("--column-unit", "finished_at=ms"),
+        "given a unit (--column-unit finished_at=ms): only updated_at takes one",
+    ),
 )

@@ -117,7 +117,7 @@ SET {status} = CASE WHEN expired.action = 'requeue' THEN {queued} ELSE {parked} 
     {reclaim_count} = j.{reclaim_count} + 1,
     {last_error} = {reclaim_error_value},
     {finished_at} = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
-    {updated_at} = now(),
+    {updated_at} = {updated_at_now},
     jobctl_action = 'reclaimed'
 FROM expired
 WHERE j.{id} = expired.id
@@ -257,7 +257,8 @@ j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
 jsonb_to_recordset(%(seen)s::jsonb) AS seen(id {id_type}, status text, attempt_token uuid,
-                                            updated_at timestamptz, row_version text)
+                                            updated_at {updated_at_seen_type},
+                                            row_version text)
 
 -- name: manual_fence
 -- the condition every operator write carries: the row exactly as read
@@ -274,7 +275,7 @@ SET {status} = {queued},
     {available_at} = now() + %(delay)s::interval,
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL, {finished_at} = NULL,
-    {updated_at} = now(), jobctl_action = 'requeued'
+    {updated_at} = {updated_at_now}, jobctl_action = 'requeued'
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
@@ -287,7 +288,7 @@ SET {status} = {failed},
     {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
-    {updated_at} = now(), jobctl_action = 'manually_failed'
+    {updated_at} = {updated_at_now}, jobctl_action = 'manually_failed'
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
@@ -295,7 +296,7 @@ RETURNING j.{id} AS id
 -- name: set_policy
 -- switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
-SET {recovery_policy} = %(policy)s, {updated_at} = now(), jobctl_action = %(event)s
+SET {recovery_policy} = %(policy)s, {updated_at} = {updated_at_now}, jobctl_action = %(event)s
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
@@ -507,7 +508,7 @@ SET {status} = {processing},
     {lease_expires_at} = now() + %(lease)s::interval,
     {attempt_token} = %(attempt_token)s,
     {attempts} = j.{attempts} + 1,
-    {updated_at} = now()
+    {updated_at} = {updated_at_now}
 FROM target
 WHERE j.{id} = target.id
 RETURNING j.{id} AS id, j.{attempt_token} AS attempt_token, j.{attempts} AS attempts,
@@ -518,7 +519,7 @@ RETURNING j.{id} AS id, j.{attempt_token} AS attempt_token, j.{attempts} AS atte
 UPDATE {table}
 SET {heartbeat_at} = now(),
     {lease_expires_at} = now() + %(lease)s::interval,
-    {updated_at} = now()
+    {updated_at} = {updated_at_now}
 WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
   AND {reserved_by} = {worker_value} AND {attempt_token} = %(attempt_token)s
 RETURNING {lease_expires_at} AS lease_expires_at
@@ -529,7 +530,7 @@ UPDATE {table}
 SET {status} = {done},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
-    {finished_at} = now(), {updated_at} = now()
+    {finished_at} = now(), {updated_at} = {updated_at_now}
 WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
   AND {attempt_token} = %(attempt_token)s
 RETURNING {id} AS id
@@ -544,7 +545,7 @@ SET {status} = CASE WHEN {attempts} < {max_attempts} THEN {queued} ELSE {failed}
     {last_error} = {error_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
-    {updated_at} = now()
+    {updated_at} = {updated_at_now}
 WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
   AND {attempt_token} = %(attempt_token)s
 RETURNING {status}::text AS status, {status} = {queued} AS retried

@@ -249,6 +249,13 @@ def test_each_type_is_served_end_to_end(empty_dsn, run, t):
             [str(stale.id)],
         ).fetchone()["e"]
         assert "operator: the card" in written
+        if t.units:  # jobctl's writes kept the application's unit: epoch milliseconds now
+            drift = conn.execute(
+                "SELECT abs(updated_at / 1000.0 - extract(epoch FROM now())) AS s "
+                "FROM jobs WHERE id::text = %s",
+                [str(stale.id)],
+            ).fetchone()["s"]
+            assert drift < 60, drift
 
         # and the application's own statements still work on every path
         app.every_path()
@@ -261,11 +268,15 @@ def _reference_with(column: str) -> str:
     return f"CREATE TABLE jobs ({', '.join(defs)})"
 
 
-@pytest.mark.parametrize(("column", "says"), TYPE_REFUSED, ids=[c for c, _ in TYPE_REFUSED])
-def test_a_type_jobctl_cannot_serve_is_refused_and_changes_nothing(empty_dsn, run, column, says):
+@pytest.mark.parametrize(
+    ("column", "options", "says"), TYPE_REFUSED, ids=[c for c, _, _ in TYPE_REFUSED]
+)
+def test_a_type_jobctl_cannot_serve_is_refused_and_changes_nothing(
+    empty_dsn, run, column, options, says
+):
     with made(empty_dsn, _reference_with(column)) as conn:
         before = schema_dump(empty_dsn)
-        result = run("schema", "apply", "--yes", dsn=empty_dsn)
+        result = run("schema", "apply", "--yes", *options, dsn=empty_dsn)
         assert result.code == 2, result.err
         assert result.err.count("\n") == 1, result.err
         assert result.err.endswith("; nothing done\n"), result.err

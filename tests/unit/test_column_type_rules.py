@@ -48,7 +48,8 @@ def test_served_types(design, name, display):
         ("attempts", typed("attempts", "numeric"), "is numeric;"),
         ("reserved_at", typed("reserved_at", "text"), "is text;"),
         ("reserved_by", typed("reserved_by", "bpchar", "character(8)"), "is character(8);"),
-        ("updated_at", typed("updated_at", "int8", "bigint"), "is bigint;"),
+        ("updated_at", typed("updated_at", "int8", "bigint"), "is bigint, a number"),
+        ("updated_at", typed("updated_at", "text"), "is text;"),
         ("last_error", typed("last_error", "err", "err", schema="public", t="d"), "(a domain)"),
         ("reserved_by", typed("reserved_by", "uuid", "public.uuid", schema="public"), "public"),
         ("attempt_token", typed("attempt_token", "text"), "as uuid only"),
@@ -105,3 +106,50 @@ def test_a_worker_id_is_cast_from_text_to_the_columns_type(name):
     assert text(fragments["worker_value"]) == (
         f'CAST(%(worker)s::pg_catalog.text AS "pg_catalog"."{name}")'
     )
+
+
+def test_a_time_kept_as_a_number_needs_its_unit():
+    bigint = typed("updated_at", "int8", "bigint")
+    assert "give its unit with --column-unit updated_at=ms" in column_types.problem(
+        "updated_at", bigint
+    )
+    assert column_types.problem("updated_at", bigint, "ms") is None
+    assert column_types.problem("updated_at", typed("updated_at", "int4", "integer"), "s") is None
+    assert "cannot hold epoch ms" in column_types.problem(
+        "updated_at", typed("updated_at", "int4", "integer"), "ms"
+    )
+    assert "not a number" in column_types.problem(
+        "updated_at", typed("updated_at", "timestamptz"), "ms"
+    )
+    assert "only updated_at takes one" in column_types.problem(
+        "finished_at", typed("finished_at", "int8"), "ms"
+    )
+
+
+@pytest.mark.parametrize(
+    ("unit", "sql_text"),
+    [
+        ("ms", "CAST(pg_catalog.date_part('epoch', pg_catalog.now()) OPERATOR(pg_catalog.*) 1000"),
+        ("s", "CAST(pg_catalog.date_part('epoch', pg_catalog.now()) AS"),
+    ],
+)
+def test_jobctl_writes_now_in_the_columns_unit(unit, sql_text):
+    mapping = TableMapping.parse(units=[f"updated_at={unit}"])
+    types = {"updated_at": typed("updated_at", "int8", "bigint")}
+    fragments = db.spelling(sql.Identifier("jobs"), mapping, types=types)
+    assert text(fragments["updated_at_now"]).startswith(sql_text)
+    assert text(fragments["updated_at_seen_type"]) == '"pg_catalog"."int8"'
+    plain = db.spelling(sql.Identifier("jobs"), TableMapping())
+    assert text(plain["updated_at_now"]) == "now()"
+    assert text(plain["updated_at_seen_type"]) == "timestamptz"
+
+
+def test_units_are_recorded_with_the_mapping_and_absent_when_none():
+    mapping = TableMapping.parse(columns=["updated_at=modified"], units=["updated_at=ms"])
+    assert TableMapping.from_json(mapping.to_json()) == mapping
+    assert "updated_at in epoch milliseconds" in mapping.describe()
+    assert "units" not in TableMapping.parse(columns=["status=state"]).to_json()
+    with pytest.raises(Exception, match="the unit is s or ms"):
+        TableMapping.parse(units=["updated_at=us"])
+    with pytest.raises(Exception, match="give DESIGN=UNIT"):
+        TableMapping.parse(units=["updated_at"])
