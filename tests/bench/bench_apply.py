@@ -14,7 +14,10 @@ For each: the worst, p99 and median worker statement latency while the apply ran
 floor: the same window after the report started), the apply's duration, and how long after the
 report let go of the table it finished.
 
-    python tests/bench/bench_apply.py [--runs 3] [--rows 300000] [--report-seconds 6]
+With ``--remove``, the same for ``jobctl schema remove --history --columns`` on the table
+after an apply (the floor is then the applied table's), against the same report.
+
+    python tests/bench/bench_apply.py [--runs 3] [--rows 300000] [--report-seconds 6] [--remove]
 """
 
 from __future__ import annotations
@@ -59,10 +62,23 @@ def one_long_try(dsn: str) -> None:
                 time.sleep(1)
 
 
-def run(dsn: str, variant: str, rows: int, report_seconds: float) -> dict:
+def jobctl(dsn: str, *args: str) -> str:
+    done = subprocess.run(
+        [*JOBCTL, "--dsn", dsn, "--table", NAME, "schema", *args, "--yes"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def run(dsn: str, variant: str, rows: int, report_seconds: float, removing: bool = False) -> dict:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS jobctl CASCADE")
         busy.make_queue(conn, NAME, queued=rows // 2, done=rows - rows // 2)
+    if removing:
+        jobctl(dsn, "apply")
     workers = busy.start_workers(dsn, NAME, WORKERS, seconds=report_seconds + 6)
     time.sleep(1.5)  # the workers are up and claiming
     report, _ = busy.start_report(dsn, NAME, report_seconds)
@@ -72,15 +88,10 @@ def run(dsn: str, variant: str, rows: int, report_seconds: float) -> dict:
         time.sleep(report_seconds)
     elif variant == "one 2 s try":
         one_long_try(dsn)
+    elif variant == "jobctl schema remove":
+        stderr = jobctl(dsn, "remove", "--history", "--columns")
     else:
-        done = subprocess.run(
-            [*JOBCTL, "--dsn", dsn, "--table", NAME, "schema", "apply", "--yes"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        stderr = done.stderr
-        assert done.returncode == 0, done.stderr
+        stderr = jobctl(dsn, "apply")
     ended = time.time()
     out, _ = report.communicate(timeout=60)
     released = float(out.split()[-1])
@@ -100,17 +111,22 @@ def main() -> None:
     parser.set_defaults(runs=3)
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--report-seconds", type=float, default=6.0)
+    parser.add_argument("--remove", action="store_true", help="Measure schema remove instead.")
     args = parser.parse_args()
     with psycopg.connect(args.dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {BENCH_DB}")
     dsn = conninfo.make_conninfo(args.dsn, dbname=BENCH_DB)
-    variants = ["floor", "one 2 s try", "jobctl schema apply"]
+    variants = (
+        ["floor", "jobctl schema remove"]
+        if args.remove
+        else ["floor", "one 2 s try", "jobctl schema apply"]
+    )
     results: dict[str, list[dict]] = {v: [] for v in variants}
     print(f"# {machine()}, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     for n in range(args.runs):
         for variant in variants:  # interleaved, so drift hits them all alike
-            results[variant].append(run(dsn, variant, args.rows, args.report_seconds))
+            results[variant].append(run(dsn, variant, args.rows, args.report_seconds, args.remove))
             print(f"  run {n + 1} {variant}: done", file=sys.stderr)
     rows = []
     for variant, runs in results.items():
@@ -139,8 +155,8 @@ def main() -> None:
     for variant in variants[1:]:
         worst = statistics.median(r["worst_ms"] for r in results[variant])
         print(f"{variant}: worst worker statement {worst / floor:.1f}x the floor's")
-    print("\nstderr of the last jobctl schema apply:")
-    print(results["jobctl schema apply"][-1]["stderr"], end="")
+    print(f"\nstderr of the last {variants[-1]}:")
+    print(results[variants[-1]][-1]["stderr"], end="")
 
 
 if __name__ == "__main__":

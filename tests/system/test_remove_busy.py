@@ -11,6 +11,7 @@ import json
 import time
 
 import busy
+import psycopg
 import pytest
 from helpers import jobctl_process
 from test_apply_busy import BOUND_MS, catalog
@@ -81,3 +82,22 @@ def test_at_the_deadline_remove_names_the_blocker_and_leaves_the_table_as_it_was
     again = jobctl_process(dsn, "--table", "q", "schema", "remove", "--yes")
     assert again.returncode == 0, again.stderr
     assert "trigger missing" in str(checks(dsn, "q")["history installed"]["detail"])
+
+
+@pytest.mark.slow
+def test_on_a_terminal_the_question_names_the_history_rows_and_no_changes_nothing(conn, dsn):
+    from test_terminal import on_terminal
+
+    from jobctl import lease
+
+    conn.execute("INSERT INTO jobs (payload) SELECT '{}' FROM generate_series(1, 3)")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=30)
+        worker.fail(worker.claim(), "boom", retry_delay=0)
+    before = catalog(conn, "jobs")
+    code, screen = on_terminal(dsn, ["schema", "remove", "--history"], "n")
+
+    assert code == 2, screen
+    assert "drop schema jobctl: the history of public.jobs (1 event, 1 attempt)" in screen
+    assert "[y/N]" in screen and "cancelled; nothing changed" in screen
+    assert catalog(conn, "jobs") == before
