@@ -83,7 +83,8 @@ def stage(dsn: str) -> dict[str, Any]:
         claim(4, WORKERS[3], 20)  # live, expiring within 30s
         c.execute(  # the workers heartbeat until they died, 20 s before their leases ran out
             "UPDATE jobs SET reserved_at = lease_expires_at - interval '60 s', "
-            "heartbeat_at = lease_expires_at - interval '20 s' WHERE status = 'processing'"
+            "heartbeat_at = lease_expires_at - interval '20 s' "
+            "WHERE status = 'processing' AND reclaim_count = 0"
         )
         token = c.execute("SELECT attempt_token FROM jobs WHERE id = %s", again).fetchone()
     return {"parked": parked[0], "again": again[0], "token": str(token[0] if token else "")}
@@ -182,26 +183,30 @@ def on_terminal(
 
 
 def scrolled(args: list[str], **kwargs: Any) -> Screen:
-    """Like ``on_terminal`` on a screen tall enough that nothing scrolls away (the columns
-    are what is tested; a person would scroll back)."""
-    kwargs.setdefault("rows", 200)
+    """Like ``on_terminal``, read on a screen tall enough that nothing scrolls away (what a
+    person would scroll back to see)."""
+    kwargs.setdefault("screen_rows", 300)
     return on_terminal(args, **kwargs)
 
 
 # ---------------------------------------------------------------- the docs
-COMMANDS = [
-    ["stuck"],
-    ["stuck", "--expiring-within", "30s"],
-    ["stuck", "--wide"],
-    ["summary"],
-    ["reclaim", "--dry-run"],
-    ["show", "{again}"],
-    ["history", "{again}"],
-    ["explain", "{again}"],
-    ["explain", "{parked}"],
-    ["requeue", "{parked}", "--reason", "checked: safe to retry"],
-    [],
+COMMANDS: list[tuple[list[str], str | None]] = [  # the command, the answer at its prompt
+    (["stuck"], None),
+    (["stuck", "--expiring-within", "30s"], None),
+    (["stuck", "--expiring-within", "30s", "--watch", "--count", "1"], None),
+    (["stuck", "-o", "wide"], None),
+    (["summary"], None),
+    (["reclaim", "--dry-run"], None),
+    (["show", "{again}"], None),
+    (["history", "{again}"], None),
+    (["explain", "{again}"], None),
+    (["explain", "{parked}"], None),
+    (["requeue", "{parked}", "--reason", "checked: safe to retry"], "n"),
+    (["reclaim", "--commit"], "y"),
+    (["requeue"], None),
+    ([], None),
 ]
+SIZES = [(80, 24), (120, 40)]
 
 
 @contextlib.contextmanager
@@ -226,8 +231,26 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+README_SCREENS = {"stuck 80": (["stuck"], 80), "history 80": (["history", "{again}"], 80)}
+
+
+def fill_readme(readme: Path, shots: dict[str, str]) -> None:
+    """The README's ``<!-- screen: NAME -->`` blocks, filled with the captured screens."""
+    text = readme.read_text()
+    for name, shot in shots.items():
+        text = re.sub(
+            rf"(<!-- screen: {name} -->\n```\n).*?(```\n)",
+            lambda m, shot=shot: m.group(1) + shot + "\n" + m.group(2),
+            text,
+            flags=re.DOTALL,
+        )
+    readme.write_text(text)
+
+
 def capture(server_dsn: str, target: Path) -> None:
-    """Every command's screen at 80 and 120 columns, written to ``target`` (markdown)."""
+    """Every command's screen at 80 and 120 columns, written to ``target`` (markdown), and
+    the README's tour screens."""
+    readme: dict[str, str] = {}
     parts = [
         "# jobctl on a terminal",
         "",
@@ -238,16 +261,22 @@ def capture(server_dsn: str, target: Path) -> None:
         "[commands.md](commands.md). Regenerate with",
         "`JOBCTL_TEST_DSN=... python tests/screens.py`.",
     ]
-    for columns in (80, 120):
+    for columns, rows in SIZES:
         parts += ["", f"## {columns} columns"]
         with incident_database(server_dsn) as (dsn, ids):
-            for command in COMMANDS:
+            for command, answer in COMMANDS:
                 args = [a.format(**ids) for a in command]
-                answer = "n" if args[:1] == ["requeue"] else None
-                shot = scrolled(args, columns=columns, dsn=dsn, answer=answer)
-                shown = " ".join(args) if args else ""
-                parts += ["", f"`$ jobctl {shown}`".replace("jobctl `", "jobctl`"), ""]
-                parts += ["```", shot.text, "```"]
+                if "--watch" in args:  # the screen itself: what fits in it
+                    shot = on_terminal(args, columns=columns, rows=rows, dsn=dsn)
+                else:  # the lines as written: a person scrolls back
+                    shot = scrolled(args, columns=columns, rows=rows, dsn=dsn, answer=answer)
+                typed = " ".join(a if " " not in a else f'"{a}"' for a in args)
+                shown = f"$ jobctl {typed}".rstrip()
+                parts += ["", f"`{shown}` (exit {shot.code})", "", "```", shot.text, "```"]
+                for name, (wanted, width) in README_SCREENS.items():
+                    if width == columns and args == [a.format(**ids) for a in wanted]:
+                        readme[name] = f"$ {shown[2:]}\n{shot.text}"
+    fill_readme(ROOT / "README.md", readme)
     target.write_text("\n".join(parts) + "\n")
 
 
