@@ -390,7 +390,9 @@ def reclaim_command(
 
 
 # ---------------------------------------------------------------- review
-@app.command()
+@app.command(
+    short_help="Jobs waiting for a human: reclaim failed or parked them; longest waiting first."
+)
 def review(
     ctx: typer.Context,
     policy: opt.Policy = None,
@@ -449,7 +451,9 @@ def review(
 EVENTS_TABLE_ROWS = 1000  # a table on a terminal: the first ones (every row with -o jsonl)
 
 
-@app.command()
+@app.command(
+    short_help="The history across jobs: transitions and every jobctl write, newest first."
+)
 def events(
     ctx: typer.Context,
     since: opt.Since = None,
@@ -507,7 +511,7 @@ def events(
         )
 
 
-@app.command()
+@app.command(short_help="An incident on one page of Markdown, for the postmortem.")
 def report(
     ctx: typer.Context,
     since: Annotated[

@@ -80,10 +80,10 @@ def stage(dsn: str) -> dict[str, Any]:
         add(2)
         claim(2, WORKERS[0], -15)
         add(4)
-        claim(4, WORKERS[3], 20)  # live, expiring within 30s
+        claim(4, WORKERS[3], 240)  # live, expiring within 5m
         c.execute(  # the workers heartbeat until they died, 20 s before their leases ran out
-            "UPDATE jobs SET reserved_at = lease_expires_at - interval '60 s', "
-            "heartbeat_at = lease_expires_at - interval '20 s' "
+            "UPDATE jobs SET reserved_at = least(now(), lease_expires_at - interval '60 s'), "
+            "heartbeat_at = least(now(), lease_expires_at - interval '20 s') "
             "WHERE status = 'processing' AND reclaim_count = 0"
         )
         token = c.execute("SELECT attempt_token FROM jobs WHERE id = %s", again).fetchone()
@@ -192,8 +192,8 @@ def scrolled(args: list[str], **kwargs: Any) -> Screen:
 # ---------------------------------------------------------------- the docs
 COMMANDS: list[tuple[list[str], str | None]] = [  # the command, the answer at its prompt
     (["stuck"], None),
-    (["stuck", "--expiring-within", "30s"], None),
-    (["stuck", "--expiring-within", "30s", "--watch", "--count", "1"], None),
+    (["stuck", "--expiring-within", "5m"], None),
+    (["stuck", "--expiring-within", "5m", "--watch", "--count", "1"], None),
     (["stuck", "-o", "wide"], None),
     (["summary"], None),
     (["reclaim", "--dry-run"], None),
