@@ -8,6 +8,7 @@ stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -21,8 +22,7 @@ from jobctl import __version__, cli_schema, db, errors, output, rows, terminal, 
 from jobctl import options as opt
 
 if TYPE_CHECKING:
-    import contextlib
-
+    from jobctl.replica import Standing
     from jobctl.session import Session
 
 app = typer.Typer(
@@ -39,13 +39,19 @@ app.add_typer(cli_schema.app, name="schema")
 
 _debug = False
 _raw_dsn: str | None = None  # as typed, to redact it from any message
+_standing: Standing | None = None  # the server of the command's session: primary or standby
 
 
-def _session(ctx: typer.Context) -> contextlib.AbstractContextManager[Session]:
-    """The command's session (connection, settings, resolved jobs table)."""
-    from jobctl import session
+@contextlib.contextmanager
+def _session(ctx: typer.Context) -> Iterator[Session]:
+    """The command's session (connection, settings, resolved jobs table). On a standby a
+    write is refused before anything is asked, and a read says so on stderr (replica)."""
+    from jobctl import replica, session
 
-    return session.open(ctx.find_root().obj)
+    global _standing
+    with session.open(ctx.find_root().obj) as s:
+        _standing = replica.check(s.conn, ctx.info_name or "", ctx.params, say=terminal.say)
+        yield s
 
 
 def _policy(value: str | None) -> str | None:
@@ -117,6 +123,7 @@ def stuck(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
+    trust_replica: opt.TrustReplica = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -126,7 +133,7 @@ def stuck(
     holds it locked, who. --expiring-within adds the live leases about to run out, with each
     worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl import triage
+    from jobctl import replica, triage
 
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
@@ -146,6 +153,7 @@ def stuck(
             yield row
 
     with _session(ctx) as s:
+        asked, where = where, replica.widen(where, _standing, trust=trust_replica)
         if watch:
             _watch(
                 s,
@@ -158,10 +166,13 @@ def stuck(
             return
         with s.transaction(read_only=True):
             if out.tabular:  # a table needs every row for its widths
-                terminal.emit(views.stuck(list(rows_of(s)), columns, at_risk=at_risk), out, fmt)
+                doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
             else:
                 streamed = rows_of(s)
-                terminal.emit(views.table(streamed, streamed, columns), out, fmt)
+                doc = views.table(streamed, streamed, columns)
+            terminal.emit(replica.mark(doc, _standing), out, fmt)
+            if where is not asked and expiring_within is None:
+                _say(replica.held_back(replica.held_back_count(s, asked, _standing), _standing))
             waiting = None if found else triage.ready_waiting(s, ready_after)
     if waiting is not None:  # "my job is stuck" often means nobody claims it
         terminal.say(
@@ -210,7 +221,19 @@ def summary(
             return
         with s.transaction(read_only=True):
             doc = views.summary(triage.summary(s, expiring_within, exact=exact))
-    terminal.emit(doc, out, fmt)
+    terminal.emit(_marked(doc), out, fmt)
+
+
+def _marked(doc: output.Document) -> output.Document:
+    """On a standby, JSON carries a ``replica`` field (docs/replicas.md)."""
+    from jobctl import replica
+
+    return replica.mark(doc, _standing)
+
+
+def _say(line: str | None) -> None:
+    if line:
+        terminal.say(line)
 
 
 def _watch(
@@ -243,7 +266,7 @@ def show(
 
     with _session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id)
-    terminal.emit(views.show(job, job_id), out, fmt)
+    terminal.emit(_marked(views.show(job, job_id)), out, fmt)
 
 
 @app.command()
@@ -261,7 +284,7 @@ def history(
 
     with _session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id)
-    terminal.emit(views.history(result, job_id), out, fmt)
+    terminal.emit(_marked(views.history(result, job_id)), out, fmt)
 
 
 @app.command(
@@ -289,7 +312,7 @@ def explain(
         width = terminal.width() if out is output.Output.table else None
         print("\n".join(output.prose(line, width) for line in result["story"]))
         return
-    terminal.emit(views.explain(result), out, fmt)
+    terminal.emit(_marked(views.explain(result)), out, fmt)
 
 
 @app.command(
@@ -314,9 +337,11 @@ def metrics(
     Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
     """
     from jobctl import metrics as core
+    from jobctl import replica
 
     with _session(ctx) as s, s.transaction(read_only=True):
         figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
+        figures |= replica.figures(_standing)
         table = s.table.qualified
     sys.stdout.write(core.openmetrics(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
@@ -341,6 +366,7 @@ def reclaim_command(
     save_plan: opt.SavePlan = None,
     plan: opt.ApplyPlan = None,
     every: opt.ServeEvery = None,
+    trust_replica: opt.TrustReplica = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -351,7 +377,9 @@ def reclaim_command(
     shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
-    from jobctl import reclaim, service, triage
+    import dataclasses
+
+    from jobctl import reclaim, replica, service, triage
 
     where = triage.ExpiredFilter(
         worker=worker, policy=_policy(policy), ids=job_ids or None, grace=grace
@@ -378,11 +406,16 @@ def reclaim_command(
         )
         return
     with _session(ctx) as s:
+        if not commit:  # on a standby, a lease expired within the lag may be live
+            widened = replica.widen(where, _standing, trust=trust_replica)
+            request = dataclasses.replace(request, where=widened)
         run = reclaim.start(s, request, terminal.confirm)
+        run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
         found, counts = terminal.drain(run, out, fmt)
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    _say(replica.dry_run_note(_standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"

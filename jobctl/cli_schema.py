@@ -142,18 +142,37 @@ def _print_or_apply(
     yes: bool,
     question: str,
     deadline: dt.timedelta = dt.timedelta(minutes=5),
+    command: str = "schema apply",
 ) -> None:
     """--sql prints the steps for review; otherwise confirm, then apply them one by one,
     saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
-    from jobctl import schema
+    from jobctl import replica, schema
 
     if print_sql:
         sys.stdout.write(schema.render_sql(conn, steps))
         return
+    standing = replica.probe(conn)  # a standby: refused before the prompt
+    if standing.standby:
+        raise errors.Refused(replica.refusal(standing, command))
     if not yes:
         terminal.confirm(question)
+    progress = replica.Progress(
+        f"of {len(steps)} step(s) applied and committed (each atomic)",
+        "re-running the same command is safe: it plans only what is still missing",
+    )
     with terminal.waiting("applying the schema steps") as (on_wait, on_done):
-        schema.apply(conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=on_done)
+
+        def done(what: str) -> None:
+            progress.done += 1
+            on_done(what)
+
+        try:
+            with db.mapped_errors(settings.resolved_dsn()):
+                schema.apply(
+                    conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=done
+                )
+        except errors.ConnectError as exc:
+            raise progress.lost(exc) from None
 
 
 @app.command("remove")
@@ -242,7 +261,15 @@ def schema_grants(
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
         steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
-        _print_or_apply(conn, settings, steps, print_sql, yes, f"Apply {len(steps)} grant step(s)?")
+        _print_or_apply(
+            conn,
+            settings,
+            steps,
+            print_sql,
+            yes,
+            f"Apply {len(steps)} grant step(s)?",
+            command="schema grants",
+        )
 
 
 @app.command("check")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from jobctl import db, errors, history, output
+from jobctl import db, errors, history, output, replica
 from jobctl.mapping import TableMapping
 from jobctl.rows import ManualResult, Row
 from jobctl.session import Confirm, Session
@@ -179,7 +179,21 @@ def act(
     eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
     if eligible and confirm is not None:
         confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", eligible, f"about to {verb}")
-    return Report([write(d).result() for d in decisions])
+    results: list[ManualResult] = []
+    progress = replica.Progress(
+        f"of {len(eligible)} job(s) written ({verb}) and committed",
+        "re-running the same command is safe: the jobs already done are refused or conflict "
+        "(their row changed), the rest are done",
+        "the write",
+    )
+    try:
+        with db.mapped_errors():
+            for d in decisions:
+                results.append(write(d).result())
+                progress.done += OUTCOME_EXIT[str(d.outcome)] == errors.EXIT_OK
+    except errors.ConnectError as exc:
+        raise progress.lost(exc) from None
+    return Report(results)
 
 
 def _one_id_with_token(job_ids: Sequence[str | int], expect_token: uuid.UUID | None) -> None:

@@ -98,6 +98,15 @@ def openmetrics(figures: Row, table: str) -> str:
             [(t, float(figures["oldest_ready_s"] or 0.0))],
         ),
     ]
+    if "replica_lag_s" in figures:  # replica.figures: where the figures were read
+        families.append(
+            (
+                "jobctl_replica_lag_seconds",
+                "gauge",
+                "How far behind its primary the server read is (0 on a primary, -1 unknown).",
+                [(f'{t},standby="{figures["standby"]}"', figures["replica_lag_s"])],
+            )
+        )
     lines = []
     for name, kind, help_text, samples in families:
         lines += [f"# TYPE {name} {kind}", f"# HELP {name} {help_text}"]

@@ -80,6 +80,14 @@ Grace = Annotated[
     dt.timedelta,
     Duration("Only leases expired longer ago than this.", show_default="0s"),
 ]
+TrustReplica = Annotated[
+    bool,
+    typer.Option(
+        "--trust-replica",
+        help="On a standby, call a lease expired as the standby has it, not widened by its "
+        "replay lag.",
+    ),
+]
 Soon = Annotated[dt.timedelta, Duration("Window for 'expiring soon'.", show_default="30s")]
 Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 Every = Annotated[dt.timedelta, Duration("Watch refresh.", show_default="2s")]

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from jobctl import db, errors, reclaim, session
+from jobctl import db, errors, reclaim, replica, session
 from jobctl.rows import ReclaimRow
 from jobctl.triage import ExpiredFilter
 
@@ -66,15 +66,19 @@ def serve(
     """
     current: session.Session | None = None
     backoff = 0.5
+    connections = 0
     while not stop.is_set():
+        done = 0  # jobs reclaimed in this pass, for the line if the server is lost
         try:
             with db.mapped_errors(settings.resolved_dsn()):
                 if current is None or current.conn.closed:
-                    current = session.connect(settings)
+                    current = _connect(settings, connections, log)
+                    connections += 1
                 for batch in reclaim.commit(
                     current, where, batch_size=batch_size, limit=None, stop=stop
                 ):
                     if any(row["applied"] for row in batch):
+                        done += sum(1 for row in batch if row["applied"])
                         yield batch, current.table.mapping.park_status
             backoff = 0.5
             stop.wait(every.total_seconds())
@@ -84,7 +88,10 @@ def serve(
             errors.StatementTimeout,
             errors.LockTimeout,
         ) as exc:
-            log(f"reclaimer: {exc.message}; retrying in {backoff:.1f}s")
+            lost = ""
+            if isinstance(exc, errors.ConnectError) and done:
+                lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
+            log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
             if current is not None:
                 current.conn.close()
                 current = None
@@ -92,3 +99,20 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _connect(
+    settings: db.Settings, connections: int, log: Callable[[str], None]
+) -> session.Session:
+    """A session on a primary, logged with the server it reached; a standby (a multi-host DSN
+    without target_session_attrs=read-write, or one not yet promoted) is refused, retried."""
+    current = session.connect(settings)
+    try:
+        st = replica.probe(current.conn)
+        if st.standby:
+            raise errors.ConnectError(replica.refusal(st, "the reclaimer"))
+    except BaseException:
+        current.conn.close()
+        raise
+    log(f"reclaimer: {'reconnected' if connections else 'connected'} to {st.where} ({st.role})")
+    return current

@@ -186,3 +186,17 @@ LEFT JOIN pg_index i ON i.indexrelid = c.oid
 WHERE (n.nspname, c.relname) IN
       (SELECT s, r FROM unnest(%(schemas)s::text[], %(names)s::text[]) AS x(s, r))
 
+
+-- name: replica_state
+-- is this server a standby (in recovery), and how far behind: replay paused, the age of the
+-- last replayed transaction, and whether replay has caught up with all the WAL received
+-- (then an idle primary, not a slow standby, is why that age grows). Callable by any role.
+SELECT pg_catalog.pg_is_in_recovery() AS standby,
+       CASE WHEN pg_catalog.pg_is_in_recovery()
+            THEN pg_catalog.pg_is_wal_replay_paused() ELSE false END AS paused,
+       extract(epoch FROM pg_catalog.now() - pg_catalog.pg_last_xact_replay_timestamp())::float8
+           AS replay_age_s,
+       coalesce(pg_catalog.pg_last_wal_receive_lsn() = pg_catalog.pg_last_wal_replay_lsn(),
+                false) AS caught_up,
+       -- NULL: no WAL receiver; 'hidden': one this role may not see (pg_read_all_stats)
+       (SELECT coalesce(w.status, 'hidden') FROM pg_catalog.pg_stat_wal_receiver w) AS receiver

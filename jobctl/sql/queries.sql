@@ -83,7 +83,9 @@ WITH lag AS (
     FROM {table} WHERE {status} = {processing} GROUP BY {reserved_by}
 )
 SELECT {lease_columns},
-       CASE WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'expiring' END AS lease_state,
+       -- grace: on a standby, its replay lag (a lease that expired within it may be live)
+       CASE WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
+            ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
 WHERE j.{status} = {processing}
@@ -633,3 +635,10 @@ SELECT {read_only}
 -- name: read_only_setting
 -- the current transaction read only (transaction-locally, unlike SET TRANSACTION READ ONLY)
 set_config('transaction_read_only', 'on', true),
+
+-- name: lag_held_back
+-- leases the operator's filter calls expired that expired within a standby's replay lag: a
+-- worker may have extended them on the primary since (replica.py)
+SELECT count(*) AS held_back FROM {table} j
+WHERE {expired_filter}
+  AND j.{lease_expires_at} >= now() - %(grace)s::interval - %(lag)s::interval

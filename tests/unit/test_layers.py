@@ -41,6 +41,7 @@ LAYERS = {
         "review",
         "events",
         "report",
+        "replica",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }
