@@ -299,7 +299,8 @@ def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str
         if len(sections) > 1:
             stream.write(("\n" if index else "") + f"# {section.title}\n")
         with delimited_rows(stream, section.header(), delimiter) as write:
-            write(section.rows)
+            for chunk in _chunks(section.rows, JSONL_CHUNK):  # streamed rows: flat memory
+                write(chunk)
 
 
 def _console(stream: IO[str]) -> Any:

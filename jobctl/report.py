@@ -76,6 +76,12 @@ def _seconds(value: float | None) -> str:
     return f"{value / 3600:.1f} h"
 
 
+def _span(first: Any, last: Any) -> str:
+    """When something happened: one time, or from the first to the last."""
+    a, b = _text(first), _text(last)
+    return a if a == b else f"{a} to {b}"
+
+
 def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_text(v) for v in row) + " |" for row in rows]
@@ -107,14 +113,13 @@ def markdown(report: Row) -> str:
         out.append(f"{total} job(s) had their lease expire and reclaimed, by worker:")
         out.append("")
         out += _table(
-            ["worker", "jobs", "first lease expiry", "last lease expiry", "reclaimed"],
+            ["worker", "jobs", "leases expired", "reclaimed"],
             (
                 [
                     r["worker"],
                     r["jobs"],
-                    r["first_expiry"],
-                    r["last_expiry"],
-                    f"{_text(r['first_reclaim'])} to {_text(r['last_reclaim'])}",
+                    _span(r["first_expiry"], r["last_expiry"]),
+                    _span(r["first_reclaim"], r["last_reclaim"]),
                 ]
                 for r in expired
             ),
@@ -131,15 +136,14 @@ def markdown(report: Row) -> str:
     out += ["", "## What reclaim did", ""]
     if report["reclaims"]:
         out += _table(
-            ["run by", "outcome", "reclaims", "jobs", "first", "last"],
+            ["run by", "outcome", "reclaims", "jobs", "when"],
             (
                 [
                     r["actor"],
                     _became(r["to_status"], report),
                     r["reclaims"],
                     r["jobs"],
-                    r["first_at"],
-                    r["last_at"],
+                    _span(r["first_at"], r["last_at"]),
                 ]
                 for r in report["reclaims"]
             ),
@@ -167,7 +171,7 @@ def markdown(report: Row) -> str:
                     r["jobs"],
                     r["reason"],
                     list(r["ids"] or []) + (["..."] if r["jobs"] > len(r["ids"] or []) else []),
-                    f"{_text(r['first_at'])} to {_text(r['last_at'])}",
+                    _span(r["first_at"], r["last_at"]),
                 ]
                 for r in report["people"]
             ),
