@@ -225,6 +225,19 @@ def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
     )
 
 
+def as_time(found: ColumnType | None, unit: str | None, column: sql.Composable) -> sql.Composable:
+    """``column`` (an expression naming the column) as a timestamp: a number of seconds or
+    milliseconds since the epoch through to_timestamp, a timestamp as it is."""
+    from psycopg import sql
+
+    if found is None or not epoch(found, unit):
+        return column
+    divisor = "1000.0" if unit == "ms" else "1.0"
+    return sql.SQL("pg_catalog.to_timestamp({} OPERATOR(pg_catalog./) {})").format(
+        column, sql.SQL(divisor)
+    )
+
+
 def fragments(
     types: Mapping[str, ColumnType],
     columns: Mapping[str, sql.Composable],
@@ -241,6 +254,9 @@ def fragments(
     updated_at, unit = types.get("updated_at"), (units or {}).get("updated_at")
     return {
         "updated_at_now": now(updated_at, unit),
+        "j_updated_at_time": as_time(
+            updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"])
+        ),
         # the fence's updated_at as an operator read it (JSON): the column's own number type,
         # else timestamptz (a timestamp without time zone compares in the session's zone)
         "updated_at_seen_type": (

@@ -330,11 +330,12 @@ CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exh
 
 -- name: review
 -- the jobs awaiting review, longest waiting first: each with the reclaim that parked it (its
--- time and worker from the history, by the job's own index; finished_at where it has none)
+-- time and worker from the history, by the job's own index; finished_at, else updated_at as a
+-- time (one kept in epoch milliseconds too), where it has none)
 -- and its fence (status, token, version) for a saved plan
 SELECT j.{id} AS id, {review_why} AS why, j.{status}::text AS status,
        r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
-       extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, j.{updated_at}))::float8
+       extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
            AS waited_s,
        j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
        j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
@@ -351,10 +352,10 @@ WHERE {awaiting_review}
   AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
-       OR coalesce(r.at, j.{finished_at}, j.{updated_at}) >= now() - %(since)s::interval)
+       OR coalesce(r.at, j.{finished_at}, {j_updated_at_time}) >= now() - %(since)s::interval)
   AND (%(older_than)s::interval IS NULL
-       OR coalesce(r.at, j.{finished_at}, j.{updated_at}) < now() - %(older_than)s::interval)
-ORDER BY coalesce(r.at, j.{finished_at}, j.{updated_at}), j.{id}
+       OR coalesce(r.at, j.{finished_at}, {j_updated_at_time}) < now() - %(older_than)s::interval)
+ORDER BY coalesce(r.at, j.{finished_at}, {j_updated_at_time}), j.{id}
 LIMIT %(limit)s
 
 -- name: review_count

@@ -227,6 +227,9 @@ def test_each_type_is_served_end_to_end(empty_dsn, run, t):
         assert gauge.endswith(" 1"), gauge  # read back through last_error as text
         story = as_json(jobctl("history", str(manual.id), "-o", "json"))
         assert "reclaimed" in [e["event"] for e in story["events"]]
+        waiting = as_json(jobctl("review", "-o", "json"))
+        assert [str(r["id"]) for r in waiting] == [str(manual.id)], waiting
+        assert waiting[0]["waited_s"] >= 0
         explained = jobctl("explain", str(manual.id))
         assert explained.code == 0 and "reclaim" in explained.out, explained.err
 
@@ -256,6 +259,14 @@ def test_each_type_is_served_end_to_end(empty_dsn, run, t):
                 [str(stale.id)],
             ).fetchone()["s"]
             assert drift < 60, drift
+
+        # the read commands across jobs, on these types too
+        assert as_json(jobctl("summary", "-o", "json"))["status"][s.failed] >= 1
+        assert jobctl("events", "-o", "json").code == 0
+        candidates = as_json(jobctl("quarantine", "--min-reclaims", "1", "-o", "json"))
+        assert str(stale.id) in {str(c["id"]) for c in candidates}, candidates
+        report = jobctl("report")
+        assert report.code == 0 and "reclaim" in report.out, report.err
 
         # and the application's own statements still work on every path
         app.every_path()
