@@ -6,6 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -228,8 +231,6 @@ def test_ids_from_stdin(conn, dsn, run, monkeypatch, form):
         text = f"{jobs['manual_a']}\n\n{jobs['exhausted']}\n"
     else:
         text = run("review", "-o", "jsonl").out
-    import sys
-
     real = sys.stdin
     try:
         monkeypatch.setattr("jobctl.cli.sys.stdin", io.StringIO(text))
@@ -244,3 +245,51 @@ def test_ids_from_stdin(conn, dsn, run, monkeypatch, form):
         assert waiting == {jobs["manual_b"]}
     else:
         assert waiting == set()
+
+
+def test_two_operators_apply_the_same_plan_at_once(conn, dsn, run, tmp_path):
+    """Two processes apply one plan concurrently: each job is written exactly once, by one of
+    them; the other reports a conflict for it and writes nothing."""
+    ids = add_jobs(conn, 30, policy="manual")
+    claim_all(dsn, 30, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    plan = tmp_path / "p.json"
+    assert run("review", "--save-plan", str(plan)).code == 0
+    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
+    argv = [sys.executable, "-m", "jobctl", "requeue", "--plan", str(plan), "--yes", "-o", "json"]
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    outcomes: dict[int, list[str]] = {}
+    for out, _ in results:
+        for row in json.loads(out):
+            outcomes.setdefault(row["id"], []).append(row["outcome"])
+    assert set(outcomes) == set(ids)
+    assert all(
+        sorted(o) in (["conflict", "requeued"], ["locked", "requeued"]) for o in outcomes.values()
+    ), outcomes
+    requeues = conn.execute(
+        "SELECT job_id, count(*) AS n FROM jobctl.events WHERE event = 'requeued' GROUP BY 1"
+    ).fetchall()
+    assert {int(r["job_id"]): r["n"] for r in requeues} == {i: 1 for i in ids}
+
+
+def test_a_locked_row_is_reported_and_the_others_written(conn, dsn, run, tmp_path):
+    ids = add_jobs(conn, 3, policy="manual")
+    claim_all(dsn, 3, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    plan = tmp_path / "p.json"
+    assert run("review", "--save-plan", str(plan)).code == 0
+    with psycopg.connect(dsn) as holder:  # another session holds one row, uncommitted
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (ids[1],))
+        result = run(
+            "--lock-timeout", "200ms", "requeue", "--plan", str(plan), "--yes", "-o", "json"
+        )
+        holder.rollback()
+    assert result.code == 1, result.err
+    outcome = {r["id"]: r["outcome"] for r in json.loads(result.out)}
+    assert outcome == {ids[0]: "requeued", ids[1]: "locked", ids[2]: "requeued"}
+    assert "locked by pid" in result.err
+    assert [r["id"] for r in review_json(run)] == [ids[1]]
