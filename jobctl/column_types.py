@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from jobctl.mapping import TableMapping
+from jobctl.mapping import COLUMNS, TableMapping
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -149,24 +149,29 @@ def problem(design: str, found: ColumnType, unit: str | None = None) -> str | No
     return None if ok else shown
 
 
-def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) -> str | None:
-    """The one line that refuses the first column of a type jobctl cannot serve, or None.
+def problems(mapping: TableMapping, types: Mapping[str, ColumnType]) -> list[str]:
+    """Each column of a type jobctl cannot serve: its name, its type, and what is served.
 
     ``types``: the design's name -> the type of the table's column playing it (columns the
     table lacks are left out: they are judged, and added, elsewhere)."""
-    for design in [*SERVED, *LEASE_TYPES]:
+    found_problems = []
+    for design in COLUMNS:  # in the design's order
         found = types.get(design)
-        if found is None:
-            continue
-        why = problem(design, found, mapping.units.get(design))
-        if why is None:
+        why = None if found is None else problem(design, found, mapping.units.get(design))
+        if found is None or why is None:
             continue
         named = found.column if found.column == design else f"{found.column} (its {design})"
-        return (
-            f"{table}: column {named} is {why}; jobctl serves {design} as "
-            f"{served(design)} only; nothing done"
+        served_as = (
+            "" if "--column-unit" in why else f" (jobctl serves {design} as {served(design)})"
         )
-    return None
+        found_problems.append(f"column {named} is {why}{served_as}")
+    return found_problems
+
+
+def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) -> str | None:
+    """The one line that refuses the table for the types of its columns, or None."""
+    found = problems(mapping, types)
+    return f"{table}: {'; '.join(found)}; nothing done" if found else None
 
 
 # ---------------------------------------------------------------- the SQL, per type

@@ -890,8 +890,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results.append(
         Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
     )
-    typed = column_types.refusal(table.qualified, names, table.types)
-    results.append(Check("column types", typed is None, typed or "every one served"))
+    typed = column_types.problems(names, table.types)
+    results.append(Check("column types", not typed, "; ".join(typed) or "every one served"))
     check_defs = [
         r["definition"]
         for r in _rows(conn, "table_constraints", table.oid)

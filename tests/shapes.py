@@ -493,10 +493,10 @@ TYPED = (JSONB_LAST_ERROR, UUID_WORKER, JSON_ERRORS_BIGINT_WORKER, EPOCH_MS_UPDA
 # columns of types jobctl refuses: (the column's definition in the reference table, the
 # options given to schema apply, what the refusal names)
 TYPE_REFUSED = (
-    ("last_error xml", (), "column last_error is xml; jobctl serves last_error as text"),
-    ("attempts numeric NOT NULL DEFAULT 0", (), "column attempts is numeric; jobctl serves"),
-    ("reserved_at text", (), "column reserved_at is text; jobctl serves reserved_at as timest"),
-    ("reserved_by character(8)", (), "column reserved_by is character(8); jobctl serves"),
+    ("last_error xml", (), "column last_error is xml (jobctl serves last_error as text"),
+    ("attempts numeric NOT NULL DEFAULT 0", (), "column attempts is numeric (jobctl serves"),
+    ("reserved_at text", (), "column reserved_at is text (jobctl serves reserved_at as timest"),
+    ("reserved_by character(8)", (), "column reserved_by is character(8) (jobctl serves"),
     (
         "updated_at bigint NOT NULL DEFAULT 0",
         (),

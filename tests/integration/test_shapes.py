@@ -129,7 +129,7 @@ BAD_MAPPINGS = [
             UUID_TEXT_CHECK, ddl=UUID_TEXT_CHECK.ddl + "; ALTER TABLE jobs ADD lock_token text"
         ),
         ["--column", "attempt_token=lock_token"],
-        "column lock_token (its attempt_token) is text; jobctl serves attempt_token as uuid only",
+        "column lock_token (its attempt_token) is text (jobctl serves attempt_token as uuid)",
     ),
 ]
 

@@ -44,22 +44,21 @@ def test_served_types(design, name, display):
 @pytest.mark.parametrize(
     ("design", "found", "says"),
     [
-        ("last_error", typed("last_error", "xml"), "is xml;"),
-        ("attempts", typed("attempts", "numeric"), "is numeric;"),
-        ("reserved_at", typed("reserved_at", "text"), "is text;"),
-        ("reserved_by", typed("reserved_by", "bpchar", "character(8)"), "is character(8);"),
-        ("updated_at", typed("updated_at", "int8", "bigint"), "is bigint, a number"),
-        ("updated_at", typed("updated_at", "text"), "is text;"),
+        ("last_error", typed("last_error", "xml"), "is xml ("),
+        ("attempts", typed("attempts", "numeric"), "is numeric ("),
+        ("reserved_at", typed("reserved_at", "text"), "is text ("),
+        ("reserved_by", typed("reserved_by", "bpchar", "character(8)"), "is character(8) ("),
+        ("updated_at", typed("updated_at", "text"), "is text ("),
         ("last_error", typed("last_error", "err", "err", schema="public", t="d"), "(a domain)"),
         ("reserved_by", typed("reserved_by", "uuid", "public.uuid", schema="public"), "public"),
-        ("attempt_token", typed("attempt_token", "text"), "as uuid only"),
+        ("attempt_token", typed("attempt_token", "text"), "as uuid)"),
     ],
 )
 def test_refused_types_name_the_column_its_type_and_what_is_served(design, found, says):
     line = column_types.refusal("public.jobs", TableMapping(), {design: found})
     assert line is not None and "\n" not in line
     assert line.startswith(f"public.jobs: column {design} is ") and says in line
-    assert f"jobctl serves {design} as {column_types.served(design)} only" in line
+    assert f"(jobctl serves {design} as {column_types.served(design)})" in line
     assert line.endswith("; nothing done")
 
 
@@ -153,3 +152,17 @@ def test_units_are_recorded_with_the_mapping_and_absent_when_none():
         TableMapping.parse(units=["updated_at=us"])
     with pytest.raises(Exception, match="give DESIGN=UNIT"):
         TableMapping.parse(units=["updated_at"])
+
+
+def test_every_column_jobctl_cannot_serve_is_named_in_the_one_line():
+    types = {
+        "last_error": typed("last_error", "xml"),
+        "updated_at": typed("updated_at", "int8", "bigint"),
+        "attempts": typed("attempts", "int4", "integer"),
+    }
+    line = column_types.refusal("public.jobs", TableMapping(), types)
+    assert line == (
+        "public.jobs: column last_error is xml (jobctl serves last_error as text, character "
+        "varying, jsonb, json); column updated_at is bigint, a number: give its unit with "
+        "--column-unit updated_at=ms (or =s); nothing done"
+    )
