@@ -14,22 +14,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors, queries
+from jobctl import errors, libraries, queries
 from jobctl.mapping import TableMapping
 
 if TYPE_CHECKING:
     import psycopg
-
-# tables owned by queue libraries: they have their own rescuer, and their own states
-LIBRARY_TABLES = {
-    ("*", "river_job"): "River (its JobRescuer reclaims stuck jobs)",
-    ("*", "oban_jobs"): "Oban (its Lifeline plugin rescues orphaned jobs)",
-    ("pgboss", "job"): "pg-boss (its maintenance expires and retries active jobs)",
-    ("*", "procrastinate_jobs"): "procrastinate (its worker heartbeats and stalled-job retry)",
-    ("graphile_worker", "jobs"): "Graphile Worker (locked jobs are freed after 4 hours)",
-    ("graphile_worker", "_private_jobs"): "Graphile Worker (locked jobs are freed after 4 hours)",
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -53,6 +42,7 @@ class TableShape:
     partition_strategy: str | None  # list, range, hash; None: not partitioned
     partition_key: tuple[str, ...]
     partitions: tuple[str, ...]  # leaf partitions, as regclass text
+    library: libraries.Match | None = None  # a queue library's own table (jobctl.libraries)
 
     @property
     def partitioned(self) -> bool:
@@ -97,22 +87,28 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
         partition_strategy=layout["partition_strategy"],
         partition_key=tuple(layout["partition_key"] or ()),
         partitions=tuple(layout["partitions"] or ()),
+        library=libraries.recognise(describe(conn, oid)),
     )
 
 
-def library_owner(schema: str, name: str) -> str | None:
-    """The queue library whose own table this is, if it is one."""
-    return LIBRARY_TABLES.get((schema, name)) or LIBRARY_TABLES.get(("*", name))
+def describe(conn: psycopg.Connection[Any], oid: int) -> libraries.TableDescription:
+    """What the catalog says of the table and its schema, to recognise a queue library."""
+    columns, labels = {}, {}
+    for row in conn.execute(queries.query("library_columns"), {"oid": oid}):
+        columns[row["name"]] = "enum" if row["is_enum"] else libraries.normal_type(row["type"])
+        if row["is_enum"]:
+            labels[row["name"]] = tuple(row["labels"] or ())
+    neighbours = tuple(
+        frozenset(row["columns"])
+        for row in conn.execute(queries.query("library_neighbours"), {"oid": oid})
+    )
+    return libraries.TableDescription(columns, labels, neighbours)
 
 
 def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     """Why jobctl cannot serve this table (one line, before anything changes), or None."""
-    owner = library_owner(shape.schema, shape.name)
-    if owner is not None:
-        return (
-            f"{shape.qualified} belongs to {owner}: the library reclaims its own jobs, and "
-            "jobctl would fight it; nothing done"
-        )
+    if shape.library is not None:
+        return shape.library.refusal(shape.qualified)
     status = mapping.column("status")
     if status not in shape.columns:
         return (

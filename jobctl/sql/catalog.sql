@@ -200,3 +200,28 @@ SELECT pg_catalog.pg_is_in_recovery() AS standby,
                 false) AS caught_up,
        -- NULL: no WAL receiver; 'hidden': one this role may not see (pg_read_all_stats)
        (SELECT coalesce(w.status, 'hidden') FROM pg_catalog.pg_stat_wal_receiver w) AS receiver
+
+-- name: library_columns
+-- the table's columns for recognising a queue library (jobctl.libraries): each one's type
+-- (a domain's base type), whether it is an enum (or a domain over one), and the enum's labels
+SELECT a.attname::text AS name,
+       format_type(coalesce(bt.oid, t.oid), NULL) AS type,
+       coalesce(bt.typtype, t.typtype) = 'e' AS is_enum,
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
+        FROM pg_enum e WHERE e.enumtypid = coalesce(bt.oid, t.oid)) AS labels
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+
+-- name: library_neighbours
+-- the column names of the other tables in the table's schema (a queue library's companion
+-- tables), at most 500 of them: a catalog read, never a row of theirs
+SELECT array_agg(a.attname::text) AS columns
+FROM (SELECT c.oid FROM pg_class c
+      WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(oid)s)
+        AND c.relkind IN ('r', 'p') AND c.oid <> %(oid)s AND NOT c.relispartition
+      ORDER BY c.oid LIMIT 500) AS c
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+GROUP BY c.oid

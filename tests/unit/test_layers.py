@@ -22,6 +22,7 @@ LAYERS = {
         "screen",
         "safe_text",
         "column_types",
+        "libraries",
         "__init__",
     },
     1: {"db", "session"},
