@@ -45,11 +45,12 @@ _standing: Standing | None = None  # the server of the command's session: primar
 @contextlib.contextmanager
 def _session(ctx: typer.Context) -> Iterator[Session]:
     """The command's session (connection, settings, resolved jobs table). On a standby a
-    write is refused before anything is asked, and a read says so on stderr (replica)."""
-    from jobctl import replica, session
+    write is refused before anything is asked, and a read says so on stderr (replica). A table
+    jobctl does not serve (yet) is said to be so, with the next step (``unserved.explained``)."""
+    from jobctl import replica, session, unserved
 
     global _standing
-    with session.open(ctx.find_root().obj) as s:
+    with session.open(ctx.find_root().obj) as s, unserved.explained(s):
         _standing = replica.check(s.conn, ctx.info_name or "", ctx.params, say=terminal.say)
         yield s
 

@@ -194,8 +194,7 @@ LIBRARIES: tuple[Library, ...] = (
     ),
     Library(
         "chancy",
-        "its Recovery plugin puts running jobs whose worker stopped heartbeating back to "
-        "pending",
+        "its Recovery plugin puts running jobs whose worker stopped heartbeating back to pending",
         "the chancy CLI and the dashboard of its Api plugin",
         {
             **_cols("func queue", TEXT),

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import column_types, db, errors, history, locks, mapping, queries, shape
+from jobctl import column_types, db, errors, history, locks, mapping, queries, shape, unserved
 from jobctl.mapping import TableMapping
 
 LEASE_COLUMNS = {
@@ -144,6 +144,9 @@ def plan_apply(
                 f"writes ({reason}); map the statuses to the table's own with --status "
                 "DESIGN=ACTUAL (and --park-status); nothing done"
             )
+        unmapped = unserved.unmapped(conn, table)  # the values it holds: none of the mapping's
+        if unmapped is not None:
+            raise errors.Refused(f"{table.qualified}: {unmapped}; nothing done")
         fragments = table.fragments
         ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
         locked = table.qualified
@@ -933,6 +936,9 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
                 or "accepted: " + ", ".join(names.written_statuses()),
             )
         )
+        held = unserved.status_values(conn, table)
+        if held is not None:
+            results.append(Check("status values the table holds", *held))
     if not wrong:
         counts = _one(conn, queries.query("lease_consistency", **table.fragments))
         results.append(

@@ -20,6 +20,7 @@ from jobctl.mapping import TableMapping
 if TYPE_CHECKING:
     import psycopg
 
+
 @dataclasses.dataclass(frozen=True)
 class Column:
     name: str

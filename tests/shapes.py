@@ -297,30 +297,13 @@ PARTITIONED = (LIST_BY_QUEUE, RANGE_BY_CREATED, HASH_BY_ID, LIST_THEN_HASH)
 # every shape is served end to end (tests/integration/test_real_tables.py)
 SERVED = SHAPES
 
-# shapes jobctl refuses before changing anything: (DDL, --table, what the refusal must say)
+# shapes jobctl refuses before changing anything: (DDL, --table, what the refusal must say);
+# the queue libraries' own tables are in tests/libraries.py
 REFUSED = (
     (
         "CREATE TABLE locks (id bigserial PRIMARY KEY, locked_until timestamptz)",
         "locks",
         "no status column",
-    ),
-    ("CREATE TABLE river_job (id bigserial PRIMARY KEY, state text)", "river_job", "River"),
-    ("CREATE TABLE oban_jobs (id bigserial PRIMARY KEY, state text)", "oban_jobs", "Oban"),
-    (
-        "CREATE SCHEMA pgboss; CREATE TABLE pgboss.job (id uuid PRIMARY KEY, state text)",
-        "pgboss.job",
-        "pg-boss",
-    ),
-    (
-        "CREATE TABLE procrastinate_jobs (id bigserial PRIMARY KEY, status text)",
-        "procrastinate_jobs",
-        "procrastinate",
-    ),
-    (
-        "CREATE SCHEMA graphile_worker; "
-        "CREATE TABLE graphile_worker._private_jobs (id bigserial PRIMARY KEY)",
-        "graphile_worker._private_jobs",
-        "Graphile Worker",
     ),
 )
 

@@ -225,3 +225,10 @@ FROM (SELECT c.oid FROM pg_class c
       ORDER BY c.oid LIMIT 500) AS c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 GROUP BY c.oid
+
+-- name: status_common_values
+-- the status column's most common values as ANALYZE saw them across the whole table (no scan;
+-- none before the table was analysed, or when this role cannot read the column)
+SELECT most_common_vals::text::text[] AS vals
+FROM pg_stats
+WHERE schemaname = %(schema)s AND tablename = %(name)s AND attname = %(column)s

@@ -643,3 +643,10 @@ set_config('transaction_read_only', 'on', true),
 SELECT count(*) AS held_back FROM {table} j
 WHERE {expired_filter}
   AND j.{lease_expires_at} >= now() - %(grace)s::interval - %(lag)s::interval
+
+-- name: status_sample
+-- the distinct status values among the first rows the table gives, at most %(rows)s rows read
+-- (a bounded read on a big table: the scan stops there), to judge a status mapping by
+SELECT DISTINCT j.s::text AS value
+FROM (SELECT {status} AS s FROM {table} LIMIT %(rows)s) AS j
+WHERE j.s IS NOT NULL

@@ -43,6 +43,7 @@ LAYERS = {
         "events",
         "report",
         "replica",
+        "unserved",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }

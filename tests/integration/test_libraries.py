@@ -1,0 +1,68 @@
+"""Queue libraries' own tables (tests/libraries.py: made by their installers), as installed and
+moved to another schema under another prefix: recognised by what they are, refused with and
+without a plausible mapping, the catalog left as it was (pg_dump --schema-only before and
+after); the read commands say it is a library's table and where its own tools are."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from libraries import LIBS, MOVED_SCHEMA, install, schema_dump
+
+PLACES = ("as-installed", "moved")
+CASES = [(lib, place) for lib in LIBS for place in PLACES]
+IDS = [f"{lib.key}-{place}" for lib, place in CASES]
+
+
+def installed(dsn: str, lib, place: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if place == "moved":
+            return install(conn, lib, schema=MOVED_SCHEMA, prefix=True)
+        return install(conn, lib)
+
+
+def refused_as_library(result, lib) -> None:
+    assert result.code == 2, (result.code, result.err)
+    line = result.err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert f"is {lib.name}'s jobs table" in line, line
+    assert "rescues its own jobs" in line and f"use {lib.name}'s own tools" in line, line
+    assert "schema apply" not in line.split("):", 1)[-1], line  # never the refused command
+
+
+@pytest.mark.parametrize(("lib", "place"), CASES, ids=IDS)
+def test_a_library_table_is_refused_with_and_without_a_mapping(empty_dsn, run, lib, place):
+    """apply, apply with the plausible mapping, apply --sql: refused, the catalog unchanged;
+    stuck, summary, reclaim --dry-run: it is the library's, its own tools named."""
+    table = installed(empty_dsn, lib, place)
+    before = schema_dump(empty_dsn)
+    plain = run("--table", table, "schema", "apply", "--yes", dsn=empty_dsn)
+    refused_as_library(plain, lib)
+    assert "nothing done" in plain.err
+    mapped = run("--table", table, "schema", "apply", "--yes", *lib.mapping, dsn=empty_dsn)
+    refused_as_library(mapped, lib)
+    script = run("--table", table, "schema", "apply", "--sql", *lib.mapping, dsn=empty_dsn)
+    refused_as_library(script, lib)
+    assert script.out == ""
+    for command in (("stuck",), ("summary",), ("reclaim", "--dry-run")):
+        result = run("--table", table, *command, dsn=empty_dsn)
+        refused_as_library(result, lib)
+        assert "does not exist" not in result.err
+    assert schema_dump(empty_dsn) == before
+
+
+def test_a_library_partition_is_the_library_too(empty_dsn, run):
+    """pg-boss keeps each queue's jobs in a partition of its jobs table: one named directly
+    is refused as pg-boss's too."""
+    from libraries import PGBOSS
+
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        install(conn, PGBOSS)
+        conn.execute("SELECT pgboss.create_queue('mail', '{}'::json)")
+        partition = conn.execute(
+            "SELECT inhrelid::regclass::text FROM pg_inherits "
+            "WHERE inhparent = 'pgboss.job'::regclass LIMIT 1"
+        ).fetchone()[0]
+    refused_as_library(
+        run("--table", partition, "schema", "apply", "--yes", dsn=empty_dsn), PGBOSS
+    )

@@ -1,0 +1,172 @@
+"""Queue libraries recognised by the shape of their tables (jobctl.libraries), no database:
+each library's jobs table as its installer makes it (tests/fixtures/libraries), under any name;
+tables that only look alike are not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from jobctl import libraries
+from jobctl.libraries import TableDescription, recognise
+
+T, TS, J = "text", "timestamp with time zone", "jsonb"
+
+# the jobs tables of tests/fixtures/libraries/*.sql, as the catalog describes them
+RIVER = TableDescription(
+    {"id": "bigint", "state": "enum", "attempt": "smallint", "max_attempts": "smallint",
+     "attempted_at": TS, "created_at": TS, "finalized_at": TS, "scheduled_at": TS,
+     "priority": "smallint", "args": J, "attempted_by": "text[]", "errors": "jsonb[]",
+     "kind": T, "metadata": J, "queue": T, "tags": "character varying[]",
+     "unique_key": "bytea", "unique_states": "bit"},
+    {"state": ("available", "cancelled", "completed", "discarded", "pending", "retryable",
+               "running", "scheduled")},
+    (frozenset({"elected_at", "expires_at", "leader_id", "name"}),),
+)  # fmt: skip
+OBAN = TableDescription(
+    {"id": "bigint", "state": "enum", "queue": T, "worker": T, "args": J, "errors": "jsonb[]",
+     "attempt": "integer", "max_attempts": "integer", "inserted_at": "timestamp without time zone",
+     "scheduled_at": "timestamp without time zone", "attempted_at": "timestamp without time zone",
+     "completed_at": "timestamp without time zone", "attempted_by": "text[]"},
+    {"state": ("available", "suspended", "scheduled", "executing", "retryable", "completed",
+               "discarded", "cancelled")},
+)  # fmt: skip
+PGBOSS = TableDescription(
+    {"id": "uuid", "name": T, "priority": "integer", "data": J, "state": "enum",
+     "retry_limit": "integer", "retry_count": "integer", "retry_delay": "integer",
+     "start_after": TS, "started_on": TS, "expire_in": "interval", "created_on": TS,
+     "completed_on": TS, "output": J},
+    {"state": ("created", "retry", "active", "completed", "cancelled", "failed")},
+)  # fmt: skip
+PGBOSS_9 = TableDescription(  # before version 10: the same columns without underscores
+    {"id": "uuid", "name": T, "data": J, "state": "enum", "retrylimit": "integer",
+     "retrycount": "integer", "startafter": TS, "expirein": "interval"},
+    {"state": ("created", "retry", "active", "completed", "expired", "cancelled", "failed")},
+)  # fmt: skip
+PROCRASTINATE = TableDescription(
+    {"id": "bigint", "queue_name": "character varying", "task_name": "character varying",
+     "priority": "integer", "lock": T, "queueing_lock": T, "args": J, "status": "enum",
+     "scheduled_at": TS, "attempts": "integer", "abort_requested": "boolean",
+     "worker_id": "bigint"},
+    {"status": ("todo", "doing", "succeeded", "failed", "cancelled", "aborting", "aborted")},
+)  # fmt: skip
+GRAPHILE = TableDescription(
+    {"id": "bigint", "job_queue_id": "integer", "task_id": "integer", "payload": "json",
+     "priority": "smallint", "run_at": TS, "attempts": "smallint", "max_attempts": "smallint",
+     "last_error": T, "created_at": TS, "updated_at": TS, "key": T, "locked_at": TS,
+     "locked_by": T, "revision": "integer", "flags": J, "is_available": "boolean"},
+)  # fmt: skip
+GRAPHILE_OLD = TableDescription(  # graphile_worker.jobs, a table before 0.14
+    {"id": "bigint", "queue_name": T, "task_identifier": T, "payload": "json",
+     "priority": "integer", "run_at": TS, "attempts": "integer", "max_attempts": "integer",
+     "last_error": T, "created_at": TS, "updated_at": TS, "key": T, "locked_at": TS,
+     "locked_by": T},
+)  # fmt: skip
+PGQUEUER = TableDescription(
+    {"id": "bigint", "priority": "integer", "queue_manager_id": "uuid", "created": TS,
+     "updated": TS, "heartbeat": TS, "execute_after": TS, "status": "enum", "entrypoint": T,
+     "dedupe_key": T, "payload": "bytea", "headers": J, "attempts": "integer"},
+    {"status": ("queued", "picked", "successful", "exception", "canceled", "deleted", "failed")},
+)  # fmt: skip
+CHANCY = TableDescription(
+    {"id": "uuid", "queue": T, "func": T, "kwargs": J, "limits": J, "meta": J,
+     "state": "character varying", "priority": "integer", "attempts": "integer",
+     "max_attempts": "integer", "taken_by": T, "created_at": TS, "started_at": TS,
+     "completed_at": TS, "scheduled_at": TS, "unique_key": T, "errors": J},
+)  # fmt: skip
+DRAMATIQ = TableDescription(
+    {"message_id": "uuid", "queue_name": T, "state": "enum", "mtime": TS, "message": J,
+     "result": J, "result_ttl": TS},
+    {"state": ("queued", "consumed", "rejected", "done")},
+)  # fmt: skip
+
+KNOWN = {
+    "River": RIVER, "Oban": OBAN, "pg-boss": PGBOSS, "pg-boss 9": PGBOSS_9,
+    "procrastinate": PROCRASTINATE, "Graphile Worker": GRAPHILE,
+    "Graphile Worker old": GRAPHILE_OLD, "pgqueuer": PGQUEUER, "chancy": CHANCY,
+    "dramatiq-pg": DRAMATIQ,
+}  # fmt: skip
+
+# the lease design's reference table, and tables of applications that look like queues
+REFERENCE = TableDescription(
+    {"id": "bigint", "status": T, "attempts": "integer", "max_attempts": "integer",
+     "available_at": TS, "reserved_by": T, "reserved_at": TS, "last_error": T,
+     "finished_at": TS, "updated_at": TS, "payload": J, "attempt_token": "uuid",
+     "lease_expires_at": TS, "heartbeat_at": TS, "recovery_policy": T,
+     "reclaim_count": "integer"},
+)  # fmt: skip
+DJANGO_TASKS = TableDescription(
+    {"id": "uuid", "status": "character varying", "enqueued_at": TS, "started_at": TS,
+     "finished_at": TS, "args_kwargs": J, "priority": "integer", "task_path": T,
+     "queue_name": "character varying", "backend_name": "character varying",
+     "run_after": TS, "return_value": J, "exception_class_path": T, "traceback": T,
+     "worker_ids": J, "last_attempted_at": TS},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", KNOWN)
+def test_each_library_is_recognised_by_its_shape(name):
+    found = recognise(KNOWN[name])
+    assert found is not None and name.startswith(found.library.name)
+    line = found.refusal("acme.acme_jobs")
+    assert "\n" not in line and line.startswith("acme.acme_jobs is ")
+    assert found.library.rescues in line and found.library.tools in line
+    assert "nothing done" in line
+
+
+@pytest.mark.parametrize("name", KNOWN)
+def test_a_required_column_gone_or_retyped_is_not_the_library(name):
+    """Each column of the signature counts: without it (or of another type) it is not."""
+    description = KNOWN[name]
+    library = recognise(description)
+    assert library is not None
+    for spec, types in library.library.columns.items():
+        column = next(c for c in spec.split("|") if c in description.columns)
+        without = dict(description.columns)
+        del without[column]
+        assert recognise(dataclasses.replace(description, columns=without)) is None, column
+        if types:
+            retyped = {**description.columns, column: "point"}
+            assert recognise(dataclasses.replace(description, columns=retyped)) is None
+
+
+@pytest.mark.parametrize("name", [n for n in KNOWN if KNOWN[n].labels])
+def test_the_status_labels_count(name):
+    """A table with the columns but a status of other labels is not the library's."""
+    description = KNOWN[name]
+    other = {column: ("a", "b") for column in description.labels}
+    assert recognise(dataclasses.replace(description, labels=other)) is None
+
+
+def test_companion_tables_are_named_as_evidence():
+    found = recognise(RIVER)
+    assert found is not None and any("river_leader" in e for e in found.evidence)
+    alone = recognise(dataclasses.replace(RIVER, neighbours=()))
+    assert alone is not None and not any("river_leader" in e for e in alone.evidence)
+
+
+@pytest.mark.parametrize("description", [REFERENCE, DJANGO_TASKS], ids=["reference", "django"])
+def test_tables_that_only_look_like_queues_are_not_libraries(description):
+    assert recognise(description) is None
+
+
+def test_every_library_is_listed_once():
+    names = [library.name for library in libraries.LIBRARIES]
+    assert len(names) == len(set(names))
+    assert {"River", "Oban", "pg-boss", "procrastinate", "Graphile Worker", "pgqueuer",
+            "chancy", "dramatiq-pg"} <= set(names)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("printed", "normal"),
+    [
+        ("character varying(25)", "character varying"),
+        ("public.oban_job_state", "oban_job_state"),
+        ('"My Schema".t[]', "t[]"),
+        ("timestamp(6) without time zone", "timestamp without time zone"),
+        ("jsonb[]", "jsonb[]"),
+    ],
+)
+def test_types_are_compared_without_modifier_or_schema(printed, normal):
+    assert libraries.normal_type(printed) == normal
