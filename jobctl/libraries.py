@@ -10,8 +10,8 @@ pgqueuer's and dramatiq-pg's prefix), so the recognition reads what does not mov
 prefix: the table's columns and their types, the labels of its status enum, and the
 companion tables the library installs beside it (by their columns too).
 
-Pure: ``recognise`` takes a ``TableDescription`` (read from the catalog by
-``shape.inspect``, statement ``library_evidence`` in sql/catalog.sql) and returns the
+Pure: ``recognise`` takes a ``TableDescription`` (read from the catalog by ``shape.describe``:
+statements ``library_columns`` and ``library_neighbours`` in sql/catalog.sql) and returns the
 library, if any, with what gave it away. Example::
 
     found = recognise(TableDescription(columns={"func": "text", ...}, ...))
@@ -247,7 +247,7 @@ def _matches(description: TableDescription, library: Library) -> tuple[str, ...]
             return None
         if types and description.columns[name] not in types:
             return None
-    names = sorted(spec.split("|")[0] for spec in library.columns)
+    names = [_column(description, spec) or spec for spec in library.columns]
     evidence = [f"its columns {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}"]
     if library.states is not None:
         spec, wanted = library.states

@@ -87,8 +87,9 @@ def test_bad_input(conn, dsn, run, args, code, needle):
 
 
 def test_table_without_lease_columns_says_schema_apply(conn, run):
+    """Not 'run jobctl schema apply' (it would refuse this table): the columns to name."""
     conn.execute("CREATE TABLE bare (id bigint PRIMARY KEY, status text)")
-    assert_one_line(run("--table", "bare", "stuck"), 1, "jobctl schema apply")
+    assert_one_line(run("--table", "bare", "stuck"), 1, "name the table's own with --column")
 
 
 def test_unreachable_database_no_password(monkeypatch, capsys):
