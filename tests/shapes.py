@@ -298,7 +298,7 @@ PARTITIONED = (LIST_BY_QUEUE, RANGE_BY_CREATED, HASH_BY_ID, LIST_THEN_HASH)
 SERVED = SHAPES
 
 # shapes jobctl refuses before changing anything: (DDL, --table, what the refusal must say);
-# the queue libraries' own tables are in tests/libraries.py
+# the queue libraries' own tables are in tests/queue_libraries.py
 REFUSED = (
     (
         "CREATE TABLE locks (id bigserial PRIMARY KEY, locked_until timestamptz)",

@@ -9,7 +9,7 @@ import json
 
 import psycopg
 import pytest
-from libraries import schema_dump
+from queue_libraries import schema_dump
 
 # django-tasks' database backend (django_tasks_db's DBTaskResult): status varchar(10) holding
 # READY/RUNNING/SUCCESSFUL/FAILED, no CHECK
@@ -40,10 +40,10 @@ SELECT gen_random_uuid(), (ARRAY['READY', 'RUNNING', 'SUCCESSFUL', 'FAILED'])[1 
 FROM generate_series(1, 200) AS i;
 """
 DJANGO = "django_tasks_database_dbtaskresult"
-# the design's columns named as django-tasks has them, or as near as it comes; not its statuses
+# the design's columns named as django-tasks has them (and two it lacks, added); not its statuses
 DJANGO_COLUMNS = (
     "--column", "attempts=priority", "--column", "max_attempts=priority2",
-    "--column", "available_at=run_after", "--column", "reserved_by=worker_ids",
+    "--column", "available_at=run_after", "--column", "reserved_by=worker",
     "--column", "reserved_at=started_at", "--column", "last_error=traceback",
     "--column", "updated_at=last_attempted_at",
 )  # fmt: skip
@@ -68,7 +68,10 @@ def test_schema_check_judges_the_status_values_the_table_holds(empty_dsn, run):
     assert "--status" in held["detail"]
     # mapped to the table's own, the check passes
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        conn.execute(f"ALTER TABLE {DJANGO} ADD COLUMN priority2 integer NOT NULL DEFAULT 3")
+        conn.execute(  # (the columns it lacks, added as a user would)
+            f"ALTER TABLE {DJANGO} ADD COLUMN priority2 integer NOT NULL DEFAULT 3, "
+            "ADD COLUMN worker text"
+        )
         before = schema_dump(empty_dsn)
     refused = run("--table", DJANGO, "schema", "apply", "--yes", *DJANGO_COLUMNS, dsn=empty_dsn)
     assert refused.code == 2, refused.err

@@ -1,13 +1,14 @@
-"""Queue libraries' own tables (tests/libraries.py: made by their installers), as installed and
-moved to another schema under another prefix: recognised by what they are, refused with and
-without a plausible mapping, the catalog left as it was (pg_dump --schema-only before and
-after); the read commands say it is a library's table and where its own tools are."""
+"""Queue libraries' own tables (tests/queue_libraries.py: made by their installers), as
+installed and moved to another schema under another prefix: recognised by what they are,
+refused with and without a plausible mapping, the catalog left as it was (pg_dump
+--schema-only before and after); the read commands say it is a library's table and where
+its own tools are."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
-from libraries import LIBS, MOVED_SCHEMA, install, schema_dump
+from queue_libraries import LIBS, MOVED_SCHEMA, install, schema_dump
 
 PLACES = ("as-installed", "moved")
 CASES = [(lib, place) for lib in LIBS for place in PLACES]
@@ -54,7 +55,7 @@ def test_a_library_table_is_refused_with_and_without_a_mapping(empty_dsn, run, l
 def test_a_library_partition_is_the_library_too(empty_dsn, run):
     """pg-boss keeps each queue's jobs in a partition of its jobs table: one named directly
     is refused as pg-boss's too."""
-    from libraries import PGBOSS
+    from queue_libraries import PGBOSS
 
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         install(conn, PGBOSS)
