@@ -224,6 +224,73 @@ LIBRARIES: tuple[Library, ...] = (
         },
         ("state", frozenset({"queued", "consumed", "rejected", "done"})),
     ),
+    Library(
+        "que",
+        "each job is held by its worker's session advisory lock: a dead worker's lock goes "
+        "with its connection, and the job is worked again",
+        "que-web and Que's Ruby API (Que::Job)",
+        {
+            "job_class": TEXT,
+            "error_count": INT,
+            "last_error_message": TEXT,
+            "run_at": TS,
+            "priority": INT,
+        },
+        None,
+        {
+            "que_lockers": frozenset({"pid", "worker_count", "worker_priorities"}),
+            "que_values": frozenset({"key", "value"}),
+        },
+    ),
+    Library(
+        "PGMQ",
+        "a message read but neither deleted nor archived is visible again once its "
+        "visibility timeout (vt) passes",
+        "its SQL functions in its schema: pgmq.read, pgmq.set_vt, pgmq.archive, pgmq.delete, "
+        "pgmq.metrics",
+        {
+            "msg_id": INT,
+            "read_ct": INT,
+            "enqueued_at": TS,
+            "vt": TS,
+            "message": JSON,
+        },
+        None,
+        {"meta": frozenset({"queue_name", "is_partitioned", "is_unlogged"})},
+    ),
+    Library(
+        "Solid Queue",
+        "its processes heartbeat, and the jobs a process claimed are released back to ready "
+        "when its heartbeat stops",
+        "Mission Control - Jobs, and Solid Queue's Ruby API (its failed executions' retry)",
+        {
+            **_cols("queue_name class_name arguments active_job_id concurrency_key", TEXT),
+            **_cols("scheduled_at finished_at", TS),
+        },
+        None,
+        {
+            "solid_queue_processes": frozenset({"kind", "last_heartbeat_at", "pid"}),
+            "solid_queue_claimed_executions": frozenset({"job_id", "process_id"}),
+        },
+    ),
+    Library(
+        "GoodJob",
+        "each job is held by its process's advisory lock or lock row, the processes "
+        "heartbeating: a crashed process's jobs are unlocked and run again",
+        "the GoodJob Dashboard and its Ruby API (GoodJob::Job#retry_job, #discard_job)",
+        {
+            "queue_name": TEXT,
+            "serialized_params": JSON,
+            "active_job_id": ANY,
+            **_cols("scheduled_at performed_at finished_at", TS),
+        },
+        None,
+        {
+            "good_job_processes": frozenset({"state", "created_at"}),
+            "good_job_executions": frozenset({"active_job_id", "process_id"}),
+            "good_job_settings": frozenset({"key", "value"}),
+        },
+    ),
 )
 
 

@@ -95,7 +95,31 @@ DRAMATIQ = Lib(
     "--column reserved_by=queue_name --column last_error=result "
     "--status processing=consumed --status failed=rejected",
 )  # fmt: skip
-LIBS = (RIVER, OBAN, PGBOSS, PROCRASTINATE, GRAPHILE, PGQUEUER, CHANCY, DRAMATIQ)
+QUE = Lib(
+    "que", "que", "public", "que_jobs", "que_",
+    "--column attempts=error_count --column available_at=run_at "
+    "--column last_error=last_error_message --column updated_at=run_at2",
+)  # fmt: skip
+PGMQ = Lib(
+    "pgmq", "PGMQ", "pgmq", "q_mail", "q_",
+    "--column id=msg_id --column attempts=read_ct --column available_at=vt "
+    "--column reserved_at=enqueued_at",
+)  # fmt: skip
+SOLID_QUEUE = Lib(
+    "solidqueue", "Solid Queue", "public", "solid_queue_jobs", "solid_queue_",
+    "--column status=class_name --column available_at=scheduled_at "
+    "--column finished_at=finished_at --column reserved_by=active_job_id",
+)  # fmt: skip
+GOOD_JOB = Lib(
+    "goodjob", "GoodJob", "public", "good_jobs", "good_job",
+    "--column status=job_class --column attempts=executions_count "
+    "--column available_at=scheduled_at --column reserved_at=performed_at "
+    "--column reserved_by=locked_by_id --column last_error=error",
+)  # fmt: skip
+LIBS = (
+    RIVER, OBAN, PGBOSS, PROCRASTINATE, GRAPHILE, PGQUEUER, CHANCY, DRAMATIQ,
+    QUE, PGMQ, SOLID_QUEUE, GOOD_JOB,
+)  # fmt: skip
 
 MOVED_SCHEMA = "acme_q"
 MOVED_PREFIX = "acme_"

@@ -81,11 +81,37 @@ DRAMATIQ = TableDescription(
     {"state": ("queued", "consumed", "rejected", "done")},
 )  # fmt: skip
 
+QUE = TableDescription(
+    {"priority": "smallint", "run_at": TS, "id": "bigint", "job_class": T,
+     "error_count": "integer", "last_error_message": T, "queue": T, "last_error_backtrace": T,
+     "finished_at": TS, "expired_at": TS, "args": J, "data": J,
+     "job_schema_version": "integer", "kwargs": J},
+)  # fmt: skip
+PGMQ = TableDescription(
+    {"msg_id": "bigint", "read_ct": "integer", "enqueued_at": TS, "vt": TS, "message": J,
+     "headers": J},
+)  # fmt: skip
+RAILS_TS = "timestamp without time zone"
+SOLID_QUEUE = TableDescription(
+    {"id": "bigint", "queue_name": "character varying", "class_name": "character varying",
+     "arguments": T, "priority": "integer", "active_job_id": "character varying",
+     "scheduled_at": RAILS_TS, "finished_at": RAILS_TS,
+     "concurrency_key": "character varying", "created_at": RAILS_TS, "updated_at": RAILS_TS},
+)  # fmt: skip
+GOOD_JOB = TableDescription(
+    {"id": "uuid", "queue_name": T, "priority": "integer", "serialized_params": J,
+     "scheduled_at": RAILS_TS, "performed_at": RAILS_TS, "finished_at": RAILS_TS, "error": T,
+     "created_at": RAILS_TS, "updated_at": RAILS_TS, "active_job_id": "uuid",
+     "concurrency_key": T, "job_class": T, "executions_count": "integer",
+     "locked_by_id": "uuid", "locked_at": RAILS_TS},
+)  # fmt: skip
+
 KNOWN = {
     "River": RIVER, "Oban": OBAN, "pg-boss": PGBOSS, "pg-boss 9": PGBOSS_9,
     "procrastinate": PROCRASTINATE, "Graphile Worker": GRAPHILE,
     "Graphile Worker old": GRAPHILE_OLD, "pgqueuer": PGQUEUER, "chancy": CHANCY,
-    "dramatiq-pg": DRAMATIQ,
+    "dramatiq-pg": DRAMATIQ, "que": QUE, "PGMQ": PGMQ, "Solid Queue": SOLID_QUEUE,
+    "GoodJob": GOOD_JOB,
 }  # fmt: skip
 
 # the lease design's reference table, and tables of applications that look like queues
