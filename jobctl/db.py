@@ -386,9 +386,12 @@ def pipelined(
     settings: Settings,
     statement: sql.Composed | bytes,
     params: dict[str, Any],
+    *,
+    action: str | None = None,
 ) -> list[dict[str, Any]]:
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
-    actor set transaction-locally, the statement, COMMIT, sent as one pipeline; its rows.
+    actor (and ``action``, as ``transaction``) set transaction-locally, the statement, COMMIT,
+    sent as one pipeline; its rows.
 
     On an autocommit connection. A failure rolls the transaction back and raises. With a
     libpq older than 14 (no pipeline mode) the same transaction takes four round trips.
@@ -400,12 +403,12 @@ def pipelined(
     # about the pipeline it could not close (a second line on stderr, without a handler)
     logging.getLogger("psycopg").addHandler(_SILENT)
     if not psycopg.Pipeline.is_supported():
-        with transaction(conn, settings):
+        with transaction(conn, settings, action=action):
             return conn.execute(statement, params).fetchall()
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
-            _apply(conn, settings)
+            _apply(conn, settings, action=action)
             cursor = conn.execute(statement, params)
             conn.execute("COMMIT")
         return cursor.fetchall()

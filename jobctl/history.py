@@ -508,5 +508,7 @@ def _derived(
         "worker": attempt["worker"],
         "actor": actor,
         "reason": None,
+        "db_role": actor,  # the role that ended the attempt; a claim is not seen by the trigger
+        "claimed": None,
         "event_id": None,
     }

@@ -197,7 +197,8 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
 def _batch(s: Session, where: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
-    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size})
+    # the action declared: the history then knows jobctl_action='reclaimed' is this write's
+    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size}, action="reclaimed")
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)

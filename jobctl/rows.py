@@ -109,8 +109,10 @@ class Event(TypedDict):
     attempt: int | None
     attempt_token: uuid.UUID | None
     worker: str | None
-    actor: str | None
+    actor: str | None  # who made it: the declared --actor of jobctl's roles, else the role
     reason: str | None
+    db_role: str | None  # the database role of the session that made it (None: not known)
+    claimed: dict[str, str] | None  # what a role not jobctl's declared: actor, action, reason
 
 
 class JobEvent(TypedDict):
@@ -205,7 +207,18 @@ JOB_EVENT_COLUMNS = [
     "db_role",
     "reason",
 ]
-EVENT_COLUMNS = ["at", "event", "from_status", "to_status", "attempt", "worker", "actor", "reason"]
+EVENT_COLUMNS = [
+    "at",
+    "event",
+    "from_status",
+    "to_status",
+    "attempt",
+    "worker",
+    "actor",
+    "reason",
+    "db_role",
+    "claimed",
+]
 ATTEMPT_COLUMNS = [
     "attempt",
     "worker",

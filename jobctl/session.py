@@ -85,14 +85,16 @@ class Session:
             raise AssertionError(f"{name} returned no row")
         return row
 
-    def pipelined(self, name: str, params: dict[str, Any]) -> list[Row]:
-        """The named statement in its own short transaction, timeouts and actor set
-        transaction-locally, in one round trip (``db.pipelined``); its rows. The statement is
-        composed once per session (a reclaim runs it for every batch)."""
+    def pipelined(
+        self, name: str, params: dict[str, Any], *, action: str | None = None
+    ) -> list[Row]:
+        """The named statement in its own short transaction, timeouts and actor (and the
+        audit's ``action``) set transaction-locally, in one round trip (``db.pipelined``); its
+        rows. The statement is composed once per session (a reclaim runs it for every batch)."""
         text = self._texts.get(name)
         if text is None:
             text = self._texts[name] = self.query(name).as_bytes(self.conn)
-        return db.pipelined(self.conn, self.settings, text, params)
+        return db.pipelined(self.conn, self.settings, text, params, action=action)
 
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""

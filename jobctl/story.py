@@ -119,8 +119,37 @@ def _uncounted(attempt: Row, stats: str) -> str:
 
 
 def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
+    claims = event.get("claimed") or {}
+    if claims.get("action"):
+        return [_forged(event, claims)]
+    told = _told(event, attempt)
+    if claims.get("actor"):
+        told.append(
+            f"Its database role {event['db_role']} claimed to be {claims['actor']}: not one of "
+            "jobctl's roles, so the history names the role."
+        )
+    return told
+
+
+def _forged(event: Mapping[str, Any], claims: Mapping[str, str]) -> str:
+    """A role that is not jobctl's set jobctl_action itself: told as what it is."""
+    who = f" claiming to be {claims['actor']}" if claims.get("actor") else ""
+    why = f' ("{claims["reason"]}")' if claims.get("reason") else ""
+    return (
+        f"At {_at(event['at'])} role {event['db_role']} set jobctl_action={claims['action']}"
+        f"{who}{why}: not one of jobctl's roles, so not a manual action; the row shows "
+        f"{event['event']} ({event['from_status']} -> {event['to_status']})."
+    )
+
+
+def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     kind, at, who = event["event"], _at(event["at"]), event["actor"]
-    why = f': "{event["reason"]}"' if event.get("reason") else ""
+    role = event.get("db_role")
+    # the database role that made it: after the worker, or after the actor unless it is the role
+    by_role = f" (role {role})" if role else ""
+    as_role = by_role if role != who else ""
+    said = f': "{event["reason"]}"' if event.get("reason") else ""
+    why = said + as_role
     if kind == "claimed":
         text = [f"At {at} worker {event['worker']} claimed it (attempt {event['attempt']})."]
         if attempt is not None:
@@ -141,7 +170,7 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
         ran_out = attempt["lease_expires_at"] if attempt else None
         return [
             f"Its lease ran out at {_at(ran_out)}; at {at} {who} reclaimed it and it "
-            f"became {event['to_status']}."
+            f"became {event['to_status']}{as_role}."
         ]
     if kind == "completed":
         if event["worker"] is None and event["attempt_token"] is None:
@@ -150,13 +179,14 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
                 "not record completed attempts, so not which worker: schema apply --history "
                 "late does)."
             ]
-        return [f"At {at} worker {event['worker']} completed it."]
+        return [f"At {at} worker {event['worker']} completed it{by_role}."]
     if kind in ("failed", "retried"):
-        return [f"At {at} worker {event['worker']} gave it up ({event['to_status']}){why}."]
+        gave_up = f"gave it up ({event['to_status']}){said}{by_role}"
+        return [f"At {at} worker {event['worker']} {gave_up}."]
     if kind == "requeued":
         return [f"At {at} {who} requeued it by hand{why}."]
     if kind == "manually_failed":
         return [f"At {at} {who} failed it by hand{why}."]
     if kind in ("quarantined", "policy_changed"):
         return [f"At {at} {who} changed its recovery policy ({kind}){why}."]
-    return [f"At {at}: {kind} ({event['from_status']} -> {event['to_status']}){why}."]
+    return [f"At {at}: {kind} ({event['from_status']} -> {event['to_status']}){said}{by_role}."]

@@ -3,7 +3,7 @@ and the same data as titled tables). Pure: no database, no printing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobctl import rows
@@ -112,6 +112,19 @@ PREVIEW_VIEW = [
     Column("reclaim_count", "RECLAIMS", priority=2),
     Column("attempt_token", "TOKEN", priority=3, whole=True),
 ]
+
+
+def claimed(claims: Mapping[str, Any] | None) -> str:
+    """What a role not jobctl's declared, as a cell: ``alice@ops: requeued``."""
+    if not claims:
+        return ""
+    return ": ".join(claims[k] for k in ("actor", "action") if claims.get(k))
+
+
+def _any_claimed(found: Sequence[Mapping[str, Any]]) -> bool:
+    return any(r.get("claimed") for r in found)
+
+
 EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("event", "EVENT", whole=True),
@@ -119,6 +132,9 @@ EVENT_VIEW = [
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
+    Column("db_role", "ROLE", priority=1),
+    # what a role that is not jobctl's declared (a forged manual action): never hidden
+    Column("claimed", "CLAIMED", value=lambda r: claimed(r["claimed"]), when=_any_claimed),
     Column("reason", "REASON", priority=2),
     Column("attempt_token", "TOKEN", priority=3, whole=True),
 ]

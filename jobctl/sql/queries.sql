@@ -223,10 +223,12 @@ SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: job_events
--- a job's events from the history, oldest first (the latest %(limit)s)
+-- a job's events from the history, oldest first (the latest %(limit)s); claimed: what a role
+-- not jobctl's declared (history 005; read through to_jsonb, NULL before 005 is applied)
 SELECT * FROM (
     SELECT e.at, e.event, e.from_status, e.to_status, e.attempt, e.attempt_token,
-           e.worker, e.actor, e.reason, e.event_id
+           e.worker, e.actor, e.reason, e.db_role,
+           pg_catalog.to_jsonb(e) -> 'claimed' AS claimed, e.event_id
     FROM jobctl.events e
     WHERE e.job_table = %(job_table)s AND e.job_id = %(id)s
     ORDER BY e.event_id DESC LIMIT %(limit)s

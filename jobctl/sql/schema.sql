@@ -165,6 +165,8 @@ DECLARE
     action pg_catalog.text;
     kind pg_catalog.text;
     gap pg_catalog.interval;
+    actor pg_catalog.text;
+    claimed pg_catalog.jsonb;
 BEGIN
     IF NEW.jobctl_action IS NULL THEN
         IF NEW.{status} OPERATOR(pg_catalog.=) {done}
@@ -221,12 +223,31 @@ BEGIN
     END IF;
 
     -- jobctl_action marks jobctl's own write; it is consumed here and never stored. A value
-    -- equal to OLD's was left by a write made while the trigger was disabled: not this one's.
+    -- equal to OLD's was not written by this statement (planted at INSERT, which calls no
+    -- trigger, or left while the trigger was disabled): ignored, unless the transaction
+    -- declares an action (jobctl.action, set by each of jobctl's writes), so that a planted
+    -- value equal to jobctl's never hides jobctl's write.
     action := NEW.jobctl_action;
     NEW.jobctl_action := NULL;
-    IF action OPERATOR(pg_catalog.=) OLD.jobctl_action THEN
+    IF action OPERATOR(pg_catalog.=) OLD.jobctl_action
+       AND coalesce(pg_catalog.current_setting('jobctl.action', true), '')
+           OPERATOR(pg_catalog.=) '' THEN
         action := NULL;
     END IF;
+    -- who declares the change (jobctl.actor, jobctl.reason): believed of jobctl's roles only;
+    -- any other role's declarations are kept as its claims and it is the event's actor
+    actor := {history_actor};
+    IF action IS NOT NULL OR actor IS NOT NULL THEN
+        IF NOT ({history_trusted_at_once}) THEN
+            IF NOT {history_trusted} THEN
+                claimed := pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                    'actor', actor, 'action', action, 'reason', {history_reason}));
+                action := NULL;
+                actor := NULL;
+            END IF;
+        END IF;
+    END IF;
+    actor := coalesce(actor, session_user);
 
     IF NEW.{status} OPERATOR(pg_catalog.=) OLD.{status}
        AND coalesce(NEW.{attempt_token} OPERATOR(pg_catalog.=) OLD.{attempt_token},
@@ -250,8 +271,7 @@ BEGIN
                     NEW.{id}::pg_catalog.text, action,
                     OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
                     OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
-                    {history_actor},
-                    {history_reason}, session_user);
+                    actor, {history_reason}, session_user);
         END IF;
         RETURN NEW;
     END IF;
@@ -306,16 +326,17 @@ BEGIN
     END IF;
     IF NOT (kind OPERATOR(pg_catalog.=) 'claimed' OR kind OPERATOR(pg_catalog.=) 'completed') THEN
         INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
-                                   attempt, attempt_token, worker, actor, reason, db_role)
+                                   attempt, attempt_token, worker, actor, reason, db_role,
+                                   claimed)
         VALUES ({job_table},
                 NEW.{id}::pg_catalog.text, kind,
                 OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
                 OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
-                {history_actor},
+                actor,
                 CASE WHEN action IS NOT NULL
                      THEN coalesce({history_reason}, {new_last_error_text})
                      ELSE {new_last_error_text} END,
-                session_user);
+                session_user, claimed);
     END IF;
 
     -- the statistics columns describe the live attempt only ('exact' counts from the claim)
@@ -335,15 +356,48 @@ BEGIN
 END
 
 -- name: history_actor
--- who the change declares it is made by (jobctl.actor, set by jobctl's --actor), else the
--- database role (a nullif() would look its = operator up by name: see history_function)
-coalesce(CASE WHEN pg_catalog.current_setting('jobctl.actor', true) OPERATOR(pg_catalog.<>) ''
-              THEN pg_catalog.current_setting('jobctl.actor', true) END, session_user)
+-- who the change declares it is made by (jobctl.actor, set by jobctl's --actor), if anyone (a
+-- nullif() would look its = operator up by name: see history_function)
+CASE WHEN pg_catalog.current_setting('jobctl.actor', true) OPERATOR(pg_catalog.<>) ''
+     THEN pg_catalog.current_setting('jobctl.actor', true) END
 
 -- name: history_reason
 -- the reason declared for jobctl's own write (jobctl.reason), if any
 CASE WHEN pg_catalog.current_setting('jobctl.reason', true) OPERATOR(pg_catalog.<>) ''
      THEN pg_catalog.current_setting('jobctl.reason', true) END
+
+-- name: history_trusted_at_once
+-- the usual ones of jobctl's roles (history_trusted), told without a query (a plpgsql simple
+-- expression: a catalog query costs each row of a reclaim 20-90 us, see
+-- tests/bench/bench_audit_check.py): a superuser (a member of the bootstrap superuser, OID
+-- 10, as every superuser is), or a role that may UPDATE jobctl_action without a table-wide
+-- UPDATE, which only a grant of the column by name gives (schema grants --operator)
+pg_catalog.pg_has_role(session_user, 10::pg_catalog.oid, 'MEMBER')
+OR (pg_catalog.has_column_privilege(
+        session_user, coalesce(pg_catalog.pg_partition_root(TG_RELID)::pg_catalog.oid, TG_RELID),
+        'jobctl_action', 'UPDATE')
+    AND NOT pg_catalog.has_table_privilege(
+        session_user, coalesce(pg_catalog.pg_partition_root(TG_RELID)::pg_catalog.oid, TG_RELID),
+        'UPDATE'))
+
+-- name: history_trusted
+-- is the session's role one of jobctl's, whose declared actor and action the history believes:
+-- a member of the table's owner (a superuser is a member of every role), or of a role granted
+-- UPDATE of jobctl_action by name (schema grants --operator; a grant to PUBLIC makes every role
+-- one), a table-wide UPDATE (a worker's) is not. Grants and owner are the partitioned table's
+-- when the trigger fires on a partition. Asked only of a change that declares something and
+-- is not told at once (history_trusted_at_once): the workers' own changes never pay for it
+(SELECT pg_catalog.pg_has_role(session_user, c.relowner, 'MEMBER')
+        OR EXISTS (
+            SELECT FROM pg_catalog.pg_attribute a, pg_catalog.aclexplode(a.attacl) g
+            WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+              AND a.attname OPERATOR(pg_catalog.=) 'jobctl_action'::pg_catalog.name
+              AND g.privilege_type OPERATOR(pg_catalog.=) 'UPDATE'::pg_catalog.text
+              AND CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN true
+                       ELSE pg_catalog.pg_has_role(session_user, g.grantee, 'MEMBER') END)
+ FROM pg_catalog.pg_class c
+ WHERE c.oid OPERATOR(pg_catalog.=)
+       coalesce(pg_catalog.pg_partition_root(TG_RELID)::pg_catalog.oid, TG_RELID))
 
 -- name: drop_database
 -- a database and its sessions (the demo's, on its own embedded server)

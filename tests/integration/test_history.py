@@ -416,11 +416,11 @@ def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
     assert applied.code == 0, applied.err
     assert run("schema", "check").code == 0
     versions = conn.execute("SELECT version FROM jobctl.migrations ORDER BY 1").fetchall()
-    assert [v["version"] for v in versions] == [1, 2, 3, 4]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4, 5]
     assert "history" not in run("schema", "apply", "--sql").out  # nothing left to do
 
     kept = conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall()
-    assert [{k: v for k, v in e.items() if k != "db_role"} for e in kept] == [
+    assert [{k: v for k, v in e.items() if k not in ("db_role", "claimed")} for e in kept] == [
         e | {"job_id": str(e["job_id"])}
         for e in old_events  # ids are text since version 4
     ]

@@ -135,3 +135,30 @@ def test_a_parked_job_is_offered_only_the_commands_jobctl_accepts():
         "story"
     ][-1]
     assert "jobctl requeue 42 --reason" in told and "jobctl fail 42 --reason" in told
+
+
+def test_a_forged_manual_action_is_told_as_the_role_that_made_it():
+    forged = event("retried", 10, FIRST, "processing", "queued", worker="w1", actor="app")
+    forged |= {
+        "db_role": "app",
+        "claimed": {"actor": "alice@ops", "action": "requeued", "reason": "approved"},
+    }
+    stamped = event("failed", 20, SECOND, "processing", "failed", worker="w2", actor="app")
+    stamped |= {"db_role": "app", "claimed": {"actor": "alice@ops"}}
+    trusted = event("requeued", 30, None, "failed", "queued", actor="bob@ops", reason="ok")
+    trusted |= {"db_role": "oncall_rw", "claimed": None}
+    text = story.explain(HISTORY | {"events": [forged, stamped, trusted]})["story"]
+    assert (
+        "At 2026-11-30 03:00:10+00:00 role app set jobctl_action=requeued claiming to be "
+        'alice@ops ("approved"): not one of jobctl\'s roles, so not a manual action; the row '
+        "shows retried (processing -> queued)."
+    ) in text
+    assert not any("alice@ops requeued it by hand" in line for line in text)
+    assert "At 2026-11-30 03:00:20+00:00 worker w2 gave it up (failed) (role app)." in text
+    assert (
+        "Its database role app claimed to be alice@ops: not one of jobctl's roles, so the "
+        "history names the role."
+    ) in text
+    assert 'At 2026-11-30 03:00:30+00:00 bob@ops requeued it by hand: "ok" (role oncall_rw).' in (
+        text
+    )

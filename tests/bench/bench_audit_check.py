@@ -1,0 +1,133 @@
+"""What believing a declared actor only of jobctl's roles costs jobctl's writes (issue 23).
+
+The history function asks whether the session's role is jobctl's (history_trusted_at_once
+and history_trusted in sql/schema.sql: a superuser, the table's owner, or a role granted
+UPDATE of jobctl_action by name) on every change that declares an actor or an action:
+jobctl's own writes (reclaim, requeue, fail) and forgeries. A worker's claim, heartbeat,
+completion, retry or failure declares nothing and never asks. This times the lease design's
+reclaim (jobctl_action and the audit settings set, as jobctl does) of --rows expired rows in
+batches of --batch, each its own transaction, with the function as generated and with both
+checks replaced by ``true`` (the function before issue 23, in effect), interleaved --rounds
+times, as the table's owner (a superuser here) and as an operator role granted by ``schema
+grants``: both are told at once (a simple expression, no catalog query).
+
+    python tests/bench/bench_audit_check.py --rows 20000 --batch 500 --rounds 5
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+
+import psycopg
+from bench_reclaim import NAME, reset, restore
+from common import arguments, bench_dsn, machine, table
+from psycopg import conninfo, sql
+
+from jobctl import db, history, queries, schema
+
+RECLAIM = """
+WITH expired AS (
+    SELECT id, attempt_token FROM {t}
+    WHERE status = 'processing' AND lease_expires_at < now()
+    ORDER BY lease_expires_at, id FOR UPDATE SKIP LOCKED LIMIT %(n)s)
+UPDATE {t} j
+SET status = 'queued', reserved_by = NULL, reserved_at = NULL, heartbeat_at = NULL,
+    lease_expires_at = NULL, attempt_token = NULL, reclaim_count = j.reclaim_count + 1,
+    last_error = 'lease expired before completion', updated_at = now(),
+    jobctl_action = 'reclaimed'
+FROM expired WHERE j.id = expired.id AND j.attempt_token = expired.attempt_token
+"""
+
+
+def install(dsn: str, check: bool) -> None:
+    """The table's history function as generated, or with the role check replaced by true."""
+    settings = db.Settings(dsn=dsn, table=NAME)
+    with db.connect(settings) as conn:
+        target = history.Target.of(db.resolve_table(conn, NAME))
+        fragments = dict(target.fragments)
+        fragments["job_table"] = sql.Literal(f"public.{NAME}")
+        if not check:
+            fragments["history_trusted_at_once"] = sql.SQL("true")
+            fragments["history_trusted"] = sql.SQL("true")
+        body = queries.query("history_function_body", **fragments).as_string(conn)
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql "
+                "SECURITY DEFINER AS {}"
+            ).format(sql.Identifier("jobctl", target.function), sql.Literal(body))
+        )
+
+
+def reclaim(dsn: str, rows: int, batch: int) -> float:
+    statement = sql.SQL(RECLAIM).format(t=sql.Identifier(NAME))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        started = time.perf_counter()
+        done = 0
+        while done < rows:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT set_config('jobctl.actor', 'bench@ops', true), "
+                    "set_config('jobctl.action', 'reclaimed', true)"
+                )
+                n = conn.execute(statement, {"n": batch}).rowcount
+            if n == 0:
+                break
+            done += n
+        elapsed = time.perf_counter() - started
+    assert done == rows, (done, rows)
+    return elapsed
+
+
+def main() -> None:
+    parser = arguments(__doc__ or "")
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    dsn = bench_dsn(args.dsn)
+    reset(dsn, 0, args.rows)
+    operator = f"bench_op_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(operator)))
+    try:
+        settings = db.Settings(dsn=dsn, table=NAME)
+        with db.connect(settings) as conn:
+            schema.apply(
+                conn, settings, schema.plan_grants(conn, NAME, readonly=None, operator=operator)
+            )
+        as_operator = conninfo.make_conninfo(dsn, user=operator)
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(args.rounds):
+            for who, login in (("owner", dsn), ("operator", as_operator)):
+                for check in (False, True):
+                    install(dsn, check)
+                    restore(dsn, args.rows)
+                    label = (who, "role check" if check else "no check (before)")
+                    times.setdefault(label, []).append(reclaim(login, args.rows, args.batch))
+        install(dsn, True)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(operator)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(operator)))
+    print(
+        f"machine: {machine()}; {args.rows:,} rows reclaimed in batches of {args.batch}, "
+        f"{args.rounds} interleaved rounds: best (median) seconds, per row"
+    )
+    out = []
+    for (who, variant), runs in times.items():
+        best, median = min(runs), statistics.median(runs)
+        out.append(
+            {
+                "as": who,
+                "function": variant,
+                "s": f"{best:.2f} ({median:.2f})",
+                "us/row": f"{best / args.rows * 1e6:.1f} ({median / args.rows * 1e6:.1f})",
+            }
+        )
+    print(table(out, ["as", "function", "s", "us/row"]))
+
+
+if __name__ == "__main__":
+    main()
