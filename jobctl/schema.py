@@ -875,6 +875,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
         Check("table exists", True, table.qualified),
         *filter(None, [remove.not_installed(conn, table)]),
         Check("the table's names", True, "; ".join(names.describe())),
+        Check("schema apply", *unserved.apply_verdict(conn, table)),
     ]
     columns = {r["name"]: r["type"] for r in _rows(conn, "table_columns", table.oid)}
     missing = [f"{c} ({names.column(c)})" for c in BASE_COLUMNS if names.column(c) not in columns]

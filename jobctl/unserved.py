@@ -135,6 +135,21 @@ def diagnose(conn: psycopg.Connection[Any], table: db.JobsTable) -> errors.Jobct
     return None
 
 
+def apply_verdict(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[bool, str]:
+    """Would ``schema apply`` (with the recorded mapping) accept the table: (ok, detail), for
+    ``schema check``; a queue library's table is refused outright (errors.Refused)."""
+    from jobctl import schema  # (schema uses this module's status judgement)
+
+    found = shape.inspect(conn, table.qualified)
+    if found.library is not None:
+        raise errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
+    try:
+        schema.plan_apply(conn, table.qualified, create=False)
+    except errors.Refused as exc:
+        return False, "refuses the table as it is: " + exc.message.removesuffix("; nothing done")
+    return True, "accepts the table with its recorded names"
+
+
 @contextlib.contextmanager
 def explained(session: Session) -> Iterator[Session]:
     """Inside, a statement failing on a column the table lacks (or on a status value its

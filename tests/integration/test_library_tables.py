@@ -34,7 +34,7 @@ def refused_as_library(result, lib) -> None:
 @pytest.mark.parametrize(("lib", "place"), CASES, ids=IDS)
 def test_a_library_table_is_refused_with_and_without_a_mapping(empty_dsn, run, lib, place):
     """apply, apply with the plausible mapping, apply --sql: refused, the catalog unchanged;
-    stuck, summary, reclaim --dry-run: it is the library's, its own tools named."""
+    stuck, summary, reclaim --dry-run, schema check: it is the library's, its own tools named."""
     table = installed(empty_dsn, lib, place)
     before = schema_dump(empty_dsn)
     plain = run("--table", table, "schema", "apply", "--yes", dsn=empty_dsn)
@@ -45,7 +45,7 @@ def test_a_library_table_is_refused_with_and_without_a_mapping(empty_dsn, run, l
     script = run("--table", table, "schema", "apply", "--sql", *lib.mapping, dsn=empty_dsn)
     refused_as_library(script, lib)
     assert script.out == ""
-    for command in (("stuck",), ("summary",), ("reclaim", "--dry-run")):
+    for command in (("stuck",), ("summary",), ("reclaim", "--dry-run"), ("schema", "check")):
         result = run("--table", table, *command, dsn=empty_dsn)
         refused_as_library(result, lib)
         assert "does not exist" not in result.err

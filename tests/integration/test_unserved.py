@@ -66,6 +66,8 @@ def test_schema_check_judges_the_status_values_the_table_holds(empty_dsn, run):
     for value in ("READY", "RUNNING", "SUCCESSFUL", "FAILED"):
         assert repr(value) in held["detail"]
     assert "--status" in held["detail"]
+    verdict = checks["schema apply"]  # (and the columns to name, before the statuses)
+    assert verdict["ok"] is False and "--column DESIGN=ACTUAL" in verdict["detail"], verdict
     # mapped to the table's own, the check passes
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(  # (the columns it lacks, added as a user would)
