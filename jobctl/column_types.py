@@ -142,7 +142,7 @@ def problem(design: str, found: ColumnType, unit: str | None = None) -> str | No
         ok = found.schema == "pg_catalog" and found.name == LEASE_TYPES[design][0]
     elif design in SERVED:
         ok = found.family in SERVED[design]
-        if "epoch" in SERVED[design] and any(found.name in t for t in EPOCH_TYPES.values()):
+        if "epoch" in SERVED[design] and (epoch(found, "s") or epoch(found, "ms")):
             return f"{shown}, a number: give its unit with --column-unit {design}=ms (or =s)"
     else:
         return None  # id and status: judged by their own rules

@@ -49,6 +49,8 @@ def test_served_types(design, name, display):
         ("reserved_at", typed("reserved_at", "text"), "is text ("),
         ("reserved_by", typed("reserved_by", "bpchar", "character(8)"), "is character(8) ("),
         ("updated_at", typed("updated_at", "text"), "is text ("),
+        ("updated_at", typed("updated_at", "int2", "smallint"), "is smallint ("),
+        ("updated_at", typed("updated_at", "int8", "public.int8", schema="public"), "public"),
         ("last_error", typed("last_error", "err", "err", schema="public", t="d"), "(a domain)"),
         ("reserved_by", typed("reserved_by", "uuid", "public.uuid", schema="public"), "public"),
         ("attempt_token", typed("attempt_token", "text"), "as uuid)"),
