@@ -223,8 +223,10 @@ def _columns_step(
     index = _our_index(conn, table)
     if not (drop_columns or checks or index or (found.schema and found.mapped)):
         return None, kept
+    expired = 0
     if table.mapping.column("lease_expires_at") in columns:
-        live = _one(conn, queries.query("remove_live_leases", **table.fragments))["n"]
+        leases = _one(conn, queries.query("remove_live_leases", **table.fragments))
+        live, expired = leases["n"], leases["expired"]
         if live:
             raise errors.Refused(
                 f"{where}: {live} row(s) processing with a live lease: their workers write the "
@@ -267,6 +269,11 @@ def _columns_step(
         )
         parts.append("the recorded names")
     what = f"drop from {where} the " + "; the ".join(parts)
+    if expired:
+        what += (
+            f" ({expired} row(s) still processing with an expired lease or none stay so, "
+            "with no lease to expire: jobctl reclaim --commit first to requeue them)"
+        )
     return schema.Step(what, _joined(statements), locks=table.qualified), kept
 
 

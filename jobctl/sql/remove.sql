@@ -112,9 +112,12 @@ DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migra
 DELETE FROM jobctl.tables WHERE job_table = {job_table}
 
 -- name: remove_live_leases
--- rows processing with a live lease now: their workers write the lease columns
-SELECT count(*) AS n FROM {table}
-WHERE {status} = {processing} AND {lease_expires_at} > now()
+-- rows processing with a live lease now (their workers write the lease columns), and with an
+-- expired or no lease (they would stay processing, nothing left to expire)
+SELECT count(*) FILTER (WHERE {lease_expires_at} > now()) AS n,
+       count(*) FILTER (WHERE NOT coalesce({lease_expires_at} > now(), false)) AS expired
+FROM {table}
+WHERE {status} = {processing}
 
 -- name: remove_lock_table
 -- the jobs table (and its partitions), for dropping columns: tried in short tries

@@ -225,6 +225,9 @@ def test_columns_are_refused_while_a_lease_is_live_and_nothing_changes(conn, dsn
     assert catalog(conn) == before  # not even the trigger: refused before any step
     # an expired lease is no worker's any more: reclaim it, then the columns go
     conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
+    script = run("schema", "remove", "--columns", "--sql")
+    assert script.code == 0, script.err
+    assert "(1 row(s) still processing with an expired lease or none stay so" in script.out
     assert run("reclaim", "--commit", "--yes").code == 0
     done = run("schema", "remove", "--columns", "--yes")
     assert done.code == 0, done.err
