@@ -287,6 +287,9 @@ def schema_check(
     settings = ctx.find_root().obj
     with db.connected(settings) as conn, db.transaction(conn, settings, read_only=True):
         results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
-    terminal.emit(views.table(results, results, None), out, fmt)
+    terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
+    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+        for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut
+            terminal.say(f"{failed['check']}: {failed['detail']}")
     if not all(r["ok"] for r in results):
         raise typer.Exit(errors.EXIT_FINDINGS)

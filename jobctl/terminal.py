@@ -41,8 +41,14 @@ def width() -> int | None:
 
 def say(message: str) -> None:
     """A message for the operator: stderr, never mixed with data; its own lines kept, what
-    it quotes from rows shown safely (output.cell)."""
-    print("\n".join(output.cell(line) for line in message.split("\n")), file=sys.stderr)
+    it quotes from rows shown safely (output.cell); on a terminal wrapped at spaces to its
+    width, a jobctl command never split (output.prose)."""
+    wide = None
+    if output.on_terminal(sys.stderr):
+        import shutil
+
+        wide = shutil.get_terminal_size().columns
+    print("\n".join(output.prose(line, wide) for line in message.split("\n")), file=sys.stderr)
 
 
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:

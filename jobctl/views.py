@@ -163,6 +163,11 @@ FIELD_VIEW = [
     Column("field", "FIELD", whole=True),
     Column("value", "VALUE"),  # a token fits beside the field names at 80 columns
 ]
+CHECK_VIEW = [  # schema check: a failed check's detail in full follows the table (cli_schema)
+    Column("ok", "OK", whole=True, style=lambda text: "green" if text == "yes" else "red"),
+    Column("check", "CHECK"),
+    Column("detail", "DETAIL"),
+]
 SUMMARY_WORKER_VIEW = [
     Column("worker", "WORKER", whole=True),
     Column("processing", "PROCESSING"),

@@ -202,6 +202,8 @@ COMMANDS: list[tuple[list[str], str | None]] = [  # the command, the answer at i
     (["explain", "{again}"], None),
     (["explain", "{parked}"], None),
     (["review"], None),
+    (["quarantine", "--min-reclaims", "1"], None),
+    (["schema", "check"], None),
     (["events"], None),
     (["requeue", "{parked}", "--reason", "checked: safe to retry"], "n"),
     (["reclaim", "--commit"], "y"),

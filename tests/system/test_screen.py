@@ -4,6 +4,7 @@ one line per job, ids, workers and actions whole, tokens whole where they are co
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -245,3 +246,21 @@ def test_parked_jobs_explain_suggests_only_accepted_commands(dsn):
             text=True,
         )
         assert done.returncode == 0, (command, done.stderr)
+
+
+def test_schema_check_shows_a_failed_checks_detail_whole(dsn, conn):
+    conn.execute("DROP INDEX idx_jobs_processing_timeout")
+    plain = subprocess.run(
+        [sys.executable, "-m", "jobctl", "schema", "check", "-o", "json"],
+        env={**os.environ, "JOBCTL_DSN": dsn},
+        capture_output=True,
+        text=True,
+    )
+    failed = [c for c in json.loads(plain.stdout) if not c["ok"]]
+    assert failed
+    shot = on_terminal(["schema", "check"], columns=80, rows=24, dsn=dsn, screen_rows=60)
+    assert shot.code == 4
+    fits(shot, 80)
+    told = " ".join(line.strip() for line in shot.lines)
+    for check in failed:
+        assert f"{check['check']}: {check['detail']}" in told
