@@ -160,7 +160,12 @@ def explained(session: Session) -> Iterator[Session]:
     try:
         yield session
     except (psycopg.errors.UndefinedColumn, psycopg.errors.InvalidTextRepresentation) as exc:
-        error = diagnose(session.conn, session.table)
+        try:
+            error = diagnose(session.conn, session.table)
+        except psycopg.errors.InsufficientPrivilege:  # the role may not read the table: that
+            raise  # is its first problem (PostgreSQL resolves columns before privileges)
+        except (psycopg.Error, errors.JobctlError):  # anything else: the original error
+            error = None
         if error is None:
-            raise
+            raise exc from None
         raise error from exc

@@ -164,3 +164,28 @@ def test_reads_on_a_table_lacking_only_the_lease_columns_name_apply_which_then_w
         assert "run jobctl schema apply" in result.err
     assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
     assert run("stuck", dsn=empty_dsn).code == 0
+
+
+def test_a_read_only_role_gets_the_diagnosis_or_the_original_error_in_one_line(
+    roles, empty_dsn, run
+):
+    """A role that may only read the table: the catalog and its rows are enough to judge it;
+    one that may not even read the rows is told so (PostgreSQL names the missing column
+    first), one line, never a traceback."""
+    from psycopg import conninfo
+
+    made(empty_dsn, TEXT_TABLE.replace("'errored'", "'failed'").replace(
+        "('pending'), ('running'), ('completed')", "('queued'), ('processing'), ('done')"
+    ))  # fmt: skip
+    reader, stranger = roles["readonly"], roles["operator"]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON jobs TO {reader}")
+    try:
+        result = run("stuck", dsn=conninfo.make_conninfo(empty_dsn, user=reader))
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute(f"REVOKE SELECT ON jobs FROM {reader}")
+    assert result.code == 1 and "lacks the lease columns" in result.err, result.err
+    result = run("stuck", dsn=conninfo.make_conninfo(empty_dsn, user=stranger))
+    assert result.code == 1 and "permission denied" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
