@@ -133,9 +133,10 @@ def on_terminal(
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    environment = {**os.environ, "TERM": "xterm-256color", **(env or {})}
+    environment = {**os.environ, "TERM": "xterm-256color"}
     for name in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR", *unset):
         environment.pop(name, None)
+    environment.update(env or {})
     if dsn is not None:
         environment["JOBCTL_DSN"] = dsn
     proc = subprocess.Popen(

@@ -166,6 +166,14 @@ def test_tokens_whole_in_show_and_history(incident, columns, rows):
     assert "reclaimed" in history.text  # the outcome whole, not recl/aime/d
 
 
+def test_no_color_keeps_the_layout_without_colour(incident):
+    dsn, _ = incident
+    shot = on_terminal(["stuck"], dsn=dsn, env={"NO_COLOR": "1"}, screen_rows=60)
+    assert shot.code == 0 and shot.lines[0].startswith("ID  WORKER")
+    fits(shot, 80)
+    assert not re.search(r"\x1b\[[0-9;]*m", shot.raw)  # no colour, no bold
+
+
 def test_bare_jobctl_prints_the_help():
     shot = on_terminal([], columns=80, rows=24, screen_rows=80)
     assert shot.code == 0
