@@ -2,18 +2,21 @@
 
 A read command (``stuck``, ``summary``, ``reclaim --dry-run`` ...) on a table jobctl does not
 serve fails on a column the lease design reads; PostgreSQL's "column j.x does not exist" is not
-the operator's answer. ``diagnose`` says which case it is, in the order ``schema apply`` judges
-them, and the right next step — never a command that would be refused:
+the operator's answer. ``diagnose`` (through ``explained``, around every command's session)
+says which case it is — judged by ``schema.plan_apply`` itself, a plan made and never run — and
+the right next step, never a command that would be refused:
 
 * a queue library's own table (``jobctl.libraries``): never served; the library's own tools;
 * the table's own columns not named: no status or id column under the mapping, or another of
   the design's columns missing: ``schema apply --column DESIGN=ACTUAL``;
 * statuses not mapped: the status column refuses a value jobctl writes, or the table holds
   status values none of which is one jobctl reads and writes: ``schema apply --status``;
+* a column of a type jobctl does not serve (``column_types``): what is served;
 * only the lease columns missing: ``schema apply`` adds them.
 
-``status_values`` judges a mapping's statuses against the values the table holds (a bounded
-sample), for ``schema check`` and ``schema apply``. Example::
+``unmapped`` (for ``schema apply``) and ``status_values`` (for ``schema check``) judge a
+mapping's statuses against the values the table holds, a bounded sample; ``apply_verdict``
+is ``schema check``'s row on whether apply would accept the table. Example::
 
     error = diagnose(conn, table)   # None: nothing found wrong
     ok, detail = status_values(conn, table) or (True, "")
