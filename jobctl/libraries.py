@@ -29,7 +29,6 @@ JSON = frozenset({"json", "jsonb"})
 INT = frozenset({"smallint", "integer", "bigint"})
 TEXT = frozenset({"text", "character varying"})
 ANY: frozenset[str] = frozenset()
-ENUM = frozenset({"enum"})
 
 
 @dataclasses.dataclass(frozen=True)
