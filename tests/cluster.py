@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import os
 import shutil
@@ -31,6 +32,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@functools.cache
 def major_of(bindir: str) -> int | None:
     """The major version of the server binaries in ``bindir`` (None: none there)."""
     postgres = os.path.join(bindir, "postgres")
@@ -44,6 +46,7 @@ def major_of(bindir: str) -> int | None:
         return None
 
 
+@functools.cache
 def candidate_bindirs() -> list[str]:
     """Where server binaries may be: JOBCTL_TEST_BINDIR, pg_config's, Debian's, the embedded
     PostgreSQL's and pgserver's wheels."""
@@ -61,13 +64,32 @@ def candidate_bindirs() -> list[str]:
 
 
 def bindir_for(major: int) -> str | None:
-    """Server binaries of ``major`` with pg_basebackup, initdb and pg_ctl, if any are here."""
+    """Server binaries of ``major`` (initdb, pg_ctl), if any are here, with a pg_basebackup of
+    that version or a newer one (it backs up older servers: the npm builds of 14 and 17 ship
+    none)."""
     for bindir in candidate_bindirs():
-        tools = ("initdb", "pg_ctl", "pg_basebackup")
-        if major_of(bindir) == major and all(
-            os.access(os.path.join(bindir, t), os.X_OK) for t in tools
+        if (
+            major_of(bindir) == major
+            and all(os.access(os.path.join(bindir, t), os.X_OK) for t in ("initdb", "pg_ctl"))
+            and tool_path(bindir, "pg_basebackup") is not None
         ):
             return bindir
+    return None
+
+
+def tool_path(bindir: str, tool: str) -> str | None:
+    """``tool`` of ``bindir``, else of the oldest other bindir here of a newer major."""
+    own = os.path.join(bindir, tool)
+    if os.access(own, os.X_OK):
+        return own
+    major = major_of(bindir) or 0
+    newer = sorted(
+        ((major_of(d) or 0, d) for d in candidate_bindirs() if (major_of(d) or 0) > major),
+        key=lambda found: found[0],
+    )
+    for _, other in newer:
+        if os.access(os.path.join(other, tool), os.X_OK):
+            return os.path.join(other, tool)
     return None
 
 
@@ -75,6 +97,17 @@ def _as_server_user(command: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return command
     return ["runuser", "-u", SERVER_USER, "--", *command]
+
+
+def _reachable(bindir: str) -> None:
+    """As root: let the server's user traverse the directories down to ``bindir`` (o+x, as the
+    embedded PostgreSQL does for its own), e.g. a wheel's binaries in a venv under /root."""
+    if os.geteuid() != 0:
+        return
+    for parent in Path(bindir).resolve().parents:
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            parent.chmod(mode | 0o001)
 
 
 def _give(path: str) -> None:
@@ -104,9 +137,10 @@ class Server:
         return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=5"
 
     def run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        command = _as_server_user([os.path.join(self.bindir, tool), *args])
+        path = tool_path(self.bindir, tool) or os.path.join(self.bindir, tool)
+        command = _as_server_user([path, *args])
         done = subprocess.run(
-            command, capture_output=True, text=True, env=_env(self.bindir), check=False
+            command, capture_output=True, text=True, env=_env(os.path.dirname(path)), check=False
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)}: {done.stdout}{done.stderr}"[-3000:])
@@ -205,8 +239,9 @@ def wait_replayed(primary: Server, standby: Server, timeout: float = 30) -> None
 
 
 @contextlib.contextmanager
-def replicated(bindir: str) -> Iterator[Replicated]:
+def replicated(bindir: str, *, max_connections: int = 60) -> Iterator[Replicated]:
     """A primary (no standby yet: add them with ``make_standby``), torn down after."""
+    _reachable(bindir)
     root = tempfile.mkdtemp(prefix="jobctl-replica-")
     os.chmod(root, 0o755)
     _give(root)
@@ -220,7 +255,7 @@ def replicated(bindir: str) -> Iterator[Replicated]:
             f"port = {primary.port}\nlisten_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = '{root}'\n"
             "wal_level = replica\nmax_wal_senders = 10\nhot_standby = on\n"
-            "fsync = off\nshared_buffers = 32MB\nmax_connections = 60\n"
+            f"fsync = off\nshared_buffers = 32MB\nmax_connections = {max_connections}\n"
             "hot_standby_feedback = on\n"
         )
         primary.start()

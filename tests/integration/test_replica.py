@@ -429,3 +429,48 @@ def wait_for(condition: Any, what: str, timeout: float = 90) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+
+
+def test_schema_apply_losing_its_server_says_which_steps_were_applied(bindir, jobctl):
+    """A plain queue table of 1,000,000 rows: the server killed while apply builds the reclaim
+    index (or validates a constraint); the steps before it stay applied, a re-run finishes."""
+    with cluster.replicated(bindir) as alone:
+        server = alone.primary
+        with server.connect() as c:
+            c.execute(f"CREATE DATABASE {APP}")
+        dsn = at(server)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(
+                "CREATE TABLE q (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT "
+                "'queued', attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 5,"
+                " available_at timestamptz NOT NULL DEFAULT now(), reserved_by text, "
+                "reserved_at timestamptz, last_error text, finished_at timestamptz, "
+                "updated_at timestamptz NOT NULL DEFAULT now())"
+            )
+            c.execute("INSERT INTO q (status) SELECT 'done' FROM generate_series(1, 1000000)")
+        proc = Spawned(dsn, "--table", "q", "schema", "apply", "--yes")
+        slow = "CREATE INDEX%%' OR query ILIKE 'ALTER TABLE%%VALIDATE%%"
+        started = time.monotonic()
+        while True:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                busy = c.execute(
+                    f"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'jobctl' "
+                    f"AND state = 'active' AND (query ILIKE '{slow}')"
+                ).fetchone()
+            if busy and busy[0]:
+                break
+            assert proc.running(), proc.finish()
+            assert time.monotonic() - started < 120
+            time.sleep(0.01)
+        server.stop("immediate")
+        code, _, err = proc.finish()
+        assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("jobctl: error: database unavailable")
+        applied = int(err.split("before the loss: ")[1].split()[0])
+        assert "step(s) applied and committed" in err and applied >= 1
+        assert "re-running the same command is safe" in err
+        server.start()
+        code, _, err = jobctl(dsn, "--table", "q", "schema", "apply", "--yes")
+        assert code == 0, err
+        code, out, _ = jobctl(dsn, "--table", "q", "schema", "check", "-o", "json")
+        assert code == 0 and all(c["ok"] for c in json.loads(out)), out
