@@ -357,7 +357,8 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
     assert leases(at(standby))[claims[0].id][0] == "queued"
     print(
         f"\nfailover mid-reclaim: {said} of {EXPIRED} reclaimed before the loss "
-        f"({len(reported)} printed), {len(again)} after promotion; {LIVE} live untouched"
+        f"({len(reported)} printed), {len(again)} after promotion; {LIVE} live untouched\n"
+        f"{line}\n{err}"
     )
 
 
@@ -421,6 +422,7 @@ def test_the_reclaimer_service_rides_through_a_failover(pair):
     assert "Traceback" not in err
     ids = [json.loads(row)["id"] for row in out.splitlines()]
     assert len(ids) == len(set(ids)) == 230
+    print(f"\nthe service through a failover:\n{err}")
     assert all(v[3] == 1 for k, v in leases(at(standby)).items() if k <= 230)
 
 
