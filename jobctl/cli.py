@@ -248,6 +248,7 @@ def _watch(
     """--watch: refresh in place on a terminal, else one JSON line per refresh."""
     from jobctl import watch
 
+    _warn_password_on_command_line()
     with terminal.live(out, fmt, every.total_seconds()) as show:
         watch.watch(s, produce, show, every=every, count=count)
 
@@ -397,6 +398,7 @@ def reclaim_command(
     )
     request.check()
     if every is not None:
+        _warn_password_on_command_line()
         service.run(
             ctx.find_root().obj,
             where,
@@ -751,6 +753,16 @@ def demo(
         terminal.say(the_demo.stop_kept())
         return
     the_demo.run(keep=keep, say=terminal.say)
+
+
+def _warn_password_on_command_line() -> None:
+    """A command that runs for long (the service, a watch) keeps its command line, the
+    password in --dsn with it, visible to every user of the machine (ps) all that time."""
+    if db.holds_password(_raw_dsn):
+        terminal.say(
+            "jobctl: warning: the password in --dsn stays visible in the process list (ps) "
+            "while this runs: set JOBCTL_DSN, or keep it in a password file (PGPASSFILE)"
+        )
 
 
 # ---------------------------------------------------------------- entry point

@@ -120,9 +120,10 @@ def schema_apply(
         )
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
-        steps = schema.plan_apply(
-            conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
-        )
+        with db.transaction(conn, settings, read_only=True):
+            steps = schema.plan_apply(
+                conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
+            )
         _print_or_apply(
             conn,
             settings,
@@ -216,7 +217,8 @@ def schema_remove(
 
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
-        removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
+        with db.transaction(conn, settings, read_only=True):
+            removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
         if not removal.steps:
             terminal.say(f"nothing left to remove from {removal.table}")
         elif print_sql:
@@ -260,7 +262,8 @@ def schema_grants(
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
-        steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+        with db.transaction(conn, settings, read_only=True):
+            steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
         _print_or_apply(
             conn,
             settings,

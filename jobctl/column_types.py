@@ -221,7 +221,7 @@ def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
     from psycopg import sql
 
     if found is None or not epoch(found, unit):
-        return sql.SQL("now()")
+        return sql.SQL("pg_catalog.now()")  # the worker API runs under the workers' path
     seconds = "pg_catalog.date_part('epoch', pg_catalog.now())"
     if unit == "ms":
         seconds += " OPERATOR(pg_catalog.*) 1000"

@@ -49,6 +49,13 @@ class Settings:
     lock_timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT
     actor: str = dataclasses.field(default_factory=default_actor)
 
+    def __post_init__(self) -> None:
+        # PostgreSQL counts these in whole milliseconds, and 0 is its "no timeout": a bound
+        # shorter than 1 ms would be none (the CLI's parser refuses it first, options.py)
+        for name in ("statement_timeout", "lock_timeout"):
+            if getattr(self, name) < dt.timedelta(milliseconds=1):
+                raise errors.UsageError(f"{name} must be 1ms at least (0 means no timeout)")
+
     def resolved_dsn(self) -> str:
         """--dsn, then JOBCTL_DSN, then DATABASE_URL, then libpq's own PG* variables."""
         return self.dsn or os.environ.get("JOBCTL_DSN") or os.environ.get("DATABASE_URL") or ""
@@ -146,6 +153,28 @@ def _password_of(dsn: str) -> str | None:
     except Exception:
         match = _KV_PASSWORD.search(dsn)
         return match.group(0)[len(match["head"]) :].strip("'") if match else None
+
+
+_URI_AUTHORITY = re.compile(r"^\s*[a-z][a-z0-9+.-]*://(?P<authority>[^/?#\s]*)", re.IGNORECASE)
+
+
+def holds_password(dsn: str | None) -> bool:
+    """Does this connection string carry a password (URI or key=value)?"""
+    return bool(dsn) and bool(
+        re.search(r"password|://[^/@\s]*:[^@\s]*@", dsn or "", re.IGNORECASE)
+    )
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse (exit 2) a URI whose authority has more than one '@': libpq would take the
+    first for the end of the password and the rest for the host name, and say that host name
+    in its error, the end of the password with it."""
+    match = _URI_AUTHORITY.match(dsn)
+    if match and match["authority"].count("@") > 1:
+        raise errors.UsageError(
+            "invalid connection string: more than one '@' before the host name "
+            "(percent-encode an '@' in a user name or password as %40)"
+        )
 
 
 # ---------------------------------------------------------------- errors
@@ -247,6 +276,7 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
     from psycopg import conninfo, rows
 
     dsn = settings.resolved_dsn()
+    check_dsn(dsn)
     try:
         info = conninfo.make_conninfo(
             dsn,
@@ -255,6 +285,10 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
             or CONNECT_TIMEOUT_S,
         )
     except psycopg.ProgrammingError as exc:
+        if holds_password(dsn):  # libpq's message may quote any part of it
+            raise errors.UsageError(
+                "invalid connection string (not shown: it holds a password)"
+            ) from None
         raise errors.UsageError(f"invalid connection string: {redact(str(exc), dsn)}") from None
     try:
         # prepare_threshold=None: never prepare. Behind a pooler in transaction mode the next
@@ -304,6 +338,59 @@ def connected(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
             yield conn
 
 
+def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """The table named ``name`` as typed (a ``table_identity`` row), found through the
+    session's own search_path, or None; the current transaction (or savepoint) is left on
+    jobctl's safe one (see ``safe_search_path``)."""
+    from psycopg.rows import dict_row
+
+    with conn.transaction(), under_user_search_path(conn):
+        cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
+        row: dict[str, Any] | None = cursor.execute(
+            queries.query("table_identity"), {"name": name}
+        ).fetchone()
+    return row
+
+
+def creation_schema(conn: psycopg.Connection[Any]) -> str:
+    """Where the session's own search_path creates an unqualified new table."""
+    from psycopg.rows import dict_row
+
+    with conn.transaction(), under_user_search_path(conn):
+        row = conn.cursor(row_factory=dict_row).execute(queries.query("current_schema")).fetchone()
+    if row is None or row["s"] is None:
+        raise errors.UsageError("no schema to create the table in: name it (--table schema.name)")
+    return str(row["s"])
+
+
+@contextlib.contextmanager
+def under_user_search_path(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Inside a transaction: the session's own search_path while the body runs (statements
+    that name every function, operator and type they use with its schema, and resolve only a
+    name the user typed), then jobctl's safe one again."""
+    conn.execute(queries.query("user_search_path"))
+    try:
+        yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == _in_transaction():
+            conn.execute(queries.query("safe_search_path"))
+
+
+def _in_transaction() -> Any:
+    from psycopg import pq
+
+    return pq.TransactionStatus.INTRANS
+
+
+@contextlib.contextmanager
+def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A transaction (a savepoint inside one) on jobctl's safe search_path only, for the
+    catalog reads that need no timeouts of their own (inside a command's transaction)."""
+    with conn.transaction():
+        conn.execute(queries.query("safe_search_path"))
+        yield conn
+
+
 def resolve_table(
     conn: psycopg.Connection[Any], name: str, mapping: TableMapping | None = None
 ) -> JobsTable:
@@ -315,20 +402,21 @@ def resolve_table(
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
-    row = cursor.execute(queries.query("table_identity"), {"name": name}).fetchone()
-    if row is None:
-        raise table_not_found(conn, name)
-    if mapping is None:
-        mapping = recorded_mapping(cursor, row)
-    id_name, status_name = mapping.column("id"), mapping.column("status")
-    names = {mapping.column(design): design for design in COLUMNS}
-    types = {
-        r["name"]: r
-        for r in cursor.execute(
-            queries.query("column_types"), {"oid": row["oid"], "names": list(names)}
-        )
-    }
+    with conn.transaction():
+        row = identify(conn, name)  # the rest on jobctl's safe search_path
+        if row is None:
+            raise table_not_found(conn, name)
+        cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
+        if mapping is None:
+            mapping = recorded_mapping(cursor, row)
+        id_name, status_name = mapping.column("id"), mapping.column("status")
+        names = {mapping.column(design): design for design in COLUMNS}
+        types = {
+            r["name"]: r
+            for r in cursor.execute(
+                queries.query("column_types"), {"oid": row["oid"], "names": list(names)}
+            )
+        }
     id_row, status_row = types.get(id_name), types.get(status_name)
     return JobsTable(
         sql.Identifier(row["nspname"], row["relname"]),
@@ -454,12 +542,13 @@ def _settings_statement(read_only: bool) -> sql.Composed:
 
 
 def _milliseconds(duration: dt.timedelta) -> int:
-    return max(0, int(duration.total_seconds() * 1000))
+    return max(1, int(duration.total_seconds() * 1000))  # never 0: "no timeout"
 
 
 def where(conn: psycopg.Connection[Any], table: JobsTable) -> dict[str, Any]:
     """Where this connection is, for a saved plan: host, port, database, system id, table."""
-    row = conn.execute(queries.query("database_identity")).fetchone()
+    with safe(conn):
+        row = conn.execute(queries.query("database_identity")).fetchone()
     assert row is not None
     return {
         "host": conn.info.host,

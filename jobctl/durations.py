@@ -23,3 +23,12 @@ def parse(text: str) -> dt.timedelta:
     if seconds > MAX.total_seconds():
         raise InvalidDuration(f"{text!r} is longer than ten years")
     return dt.timedelta(seconds=seconds)
+
+
+def show(duration: dt.timedelta) -> str:
+    """``duration`` as typed: 1ms, 1s, 2m. Example: show(timedelta(milliseconds=100)) == "100ms"."""
+    ms = round(duration.total_seconds() * 1000)
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

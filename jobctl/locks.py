@@ -179,7 +179,8 @@ def watching(
         try:
             with db.connect(settings) as conn:
                 while not stop.wait(interval):
-                    blocker, phase = waiting_for(conn, pid)
+                    with db.transaction(conn, settings, read_only=True):
+                        blocker, phase = waiting_for(conn, pid)
                     if blocker or phase:
                         report(blocker, phase, time.monotonic() - started)
         except Exception:  # the watcher is advisory: never fail the step because of it

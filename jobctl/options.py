@@ -35,9 +35,31 @@ def show_duration(value: dt.timedelta) -> str:
     return f"{seconds:g}s"
 
 
-def Duration(help: str, **kwargs: Any) -> Any:
-    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s")."""
-    return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
+def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
+    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
+    the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    if floor is None:
+        return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
+    least, why = floor
+
+    def bounded(value: str | dt.timedelta) -> dt.timedelta:
+        parsed = duration(value)
+        if parsed < least:
+            raise typer.BadParameter(
+                f"{value!r} is shorter than {durations.show(least)}, the least accepted: {why}"
+            )
+        return parsed
+
+    return typer.Option(parser=bounded, metavar="DURATION", help=help, **kwargs)
+
+
+# the floors (docs/commands.md): PostgreSQL counts its timeouts in whole milliseconds and
+# takes 0 for "no timeout", so a shorter one would be no bound at all; a service or a watch
+# repeating faster than ten times a second would only load the database (a reclaimer must
+# still run several times within a lease as short as 1s: the chaos suite's)
+TIMEOUT_FLOOR = (dt.timedelta(milliseconds=1), "0 ms is PostgreSQL's 'no timeout'")
+SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads the database")
+WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
 
 
 Out = Annotated[
@@ -90,7 +112,9 @@ TrustReplica = Annotated[
 ]
 Soon = Annotated[dt.timedelta, Duration("Window for 'expiring soon'.", show_default="30s")]
 Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
-Every = Annotated[dt.timedelta, Duration("Watch refresh.", show_default="2s")]
+Every = Annotated[
+    dt.timedelta, Duration("Watch refresh (100ms at least).", show_default="2s", floor=WATCH_FLOOR)
+]
 Count = Annotated[
     int | None,
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
@@ -150,8 +174,14 @@ Table = Annotated[
         envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
     ),
 ]
-StatementTimeout = Annotated[dt.timedelta, Duration("Per transaction.", show_default="30s")]
-LockTimeout = Annotated[dt.timedelta, Duration("Per transaction.", show_default="2s")]
+StatementTimeout = Annotated[
+    dt.timedelta,
+    Duration("Per transaction (1ms at least).", show_default="30s", floor=TIMEOUT_FLOOR),
+]
+LockTimeout = Annotated[
+    dt.timedelta,
+    Duration("Per transaction (1ms at least).", show_default="2s", floor=TIMEOUT_FLOOR),
+]
 Actor = Annotated[
     str | None,
     typer.Option(
@@ -185,7 +215,7 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
         settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
-        with session.open(settings) as s:
+        with session.open(settings) as s, s.transaction(read_only=True):
             return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
     except Exception:
         return []
@@ -240,5 +270,8 @@ ApplyPlan = Annotated[
 ]
 ServeEvery = Annotated[
     dt.timedelta | None,
-    Duration("Repeat every DURATION: the reclaimer service (needs --commit --yes)."),
+    Duration(
+        "Repeat every DURATION (100ms at least): the reclaimer service (needs --commit --yes).",
+        floor=SERVICE_FLOOR,
+    ),
 ]

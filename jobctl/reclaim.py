@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, cast
 
 import psycopg
 
-from jobctl import db, errors, output
+from jobctl import db, errors, output, plans
 from jobctl.rows import ReclaimRow, Row
 from jobctl.session import Confirm, Session
 from jobctl.triage import ExpiredFilter, stuck
@@ -227,36 +226,21 @@ def _row_by_row(
 
 # ---------------------------------------------------------------- plans
 def save_plan(path: Path, location: dict[str, Any], rows: list[ReclaimRow]) -> None:
-    """Write the reviewed rows and where they were reviewed (no password) to ``path``."""
+    """Write the reviewed rows and where they were reviewed (no password) to ``path``: 0600,
+    atomically, never through a link (``plans.write``)."""
     plan = {
         "format": PLAN_FORMAT,
         "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
         "where": location,
         "rows": rows,
     }
-    try:
-        path.write_text(output.to_json(plan) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+    plans.write(path, plan)
 
 
 def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
-    """The reviewed rows of a plan; refused (exit 2) when made for another database or table."""
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise errors.UsageError(f"cannot read plan {path}: {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
-    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
-        raise errors.UsageError(f"{path} is not a jobctl plan ({PLAN_FORMAT})")
-    made = plan.get("where") or {}
-    for key in ("system_identifier", "database", "table"):
-        if made.get(key) and location.get(key) and made[key] != location[key]:
-            raise errors.Refused(
-                f"plan {path} was made for {key} {made[key]!r}, this is {location[key]!r}: "
-                "nothing done"
-            )
+    """The reviewed rows of a plan; refused (exit 2) when made for another database or table,
+    without its origin, malformed or writable by others (``plans.read``)."""
+    plan = plans.read(path, PLAN_FORMAT, location)
     rows = plan.get("rows")
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and {"id", "attempt_token", "lease_expires_at", "action"} <= r.keys()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from jobctl import errors, manual, output
+from jobctl import errors, manual, plans
 from jobctl.rows import ReviewRow, Row
 from jobctl.session import Confirm, Session
 
@@ -59,39 +59,24 @@ def count(s: Session) -> int:
 
 # ---------------------------------------------------------------- plans
 def save_plan(path: Path, location: dict[str, Any], rows: list[ReviewRow]) -> None:
-    """Write the reviewed rows (each with its fence) and where they were read to ``path``."""
+    """Write the reviewed rows (each with its fence) and where they were read to ``path``:
+    0600, atomically, never through a link (``plans.write``)."""
     plan = {
         "format": PLAN_FORMAT,
         "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
         "where": location,
         "rows": rows,
     }
-    try:
-        path.write_text(output.to_json(plan) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+    plans.write(path, plan)
 
 
 def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     """The reviewed rows of a review plan; refused (exit 2, nothing done) when it was made
-    for another server, database or table, as a reclaim plan is."""
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise errors.UsageError(f"cannot read plan {path}: {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
-    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
-        raise errors.UsageError(
-            f"{path} is not a review plan ({PLAN_FORMAT}): save one with jobctl review --save-plan"
-        )
-    made = plan.get("where") or {}
-    for key in ("system_identifier", "database", "table"):
-        if made.get(key) and location.get(key) and made[key] != location[key]:
-            raise errors.Refused(
-                f"plan {path} was made for {key} {made[key]!r}, this is {location[key]!r}: "
-                "nothing done"
-            )
+    for another server, database or table, as a reclaim plan is, without its origin,
+    malformed or writable by others (``plans.read``)."""
+    plan = plans.read(
+        path, PLAN_FORMAT, location, "review plan", ": save one with jobctl review --save-plan"
+    )
     rows = plan.get("rows")
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and set(manual.FENCE) <= r.keys() for r in rows

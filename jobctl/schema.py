@@ -14,7 +14,19 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import column_types, db, errors, history, locks, mapping, queries, shape, unserved
+from jobctl import (
+    column_types,
+    db,
+    errors,
+    history,
+    locks,
+    mapping,
+    queries,
+    safe_text,
+    shape,
+    sql_text,
+    unserved,
+)
 from jobctl.mapping import TableMapping
 
 LEASE_COLUMNS = {
@@ -84,11 +96,13 @@ def plan_apply(
     one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
     steps: list[Step] = []
     recorded: TableMapping | None = None
-    exists = conn.execute(queries.query("table_identity"), {"name": table_name}).fetchone()
+    exists = db.identify(conn, table_name)
     if exists is None:
         if not create:
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
         parts = split_name(table_name)
+        if len(parts) == 1:  # where the session's search_path would create it, named so
+            parts = (db.creation_schema(conn), *parts)
         ident = sql.Identifier(*parts)
         steps.append(
             Step(
@@ -111,10 +125,8 @@ def plan_apply(
         columns: set[str] = set()
         constraints: dict[str, bool] = {}
         oid = None
-        schema_name = (
-            parts[0] if len(parts) > 1 else _one(conn, queries.query("current_schema"))["s"]
-        )
-        locked = table_name
+        schema_name = parts[0]
+        locked = ident.as_string(conn)
     else:
         table = db.resolve_table(conn, table_name)
         recorded = table.mapping
@@ -580,18 +592,26 @@ def render_sql(
     conn: psycopg.Connection[Any], steps: list[Step], backoff: locks.Backoff = locks.DEFAULT_BACKOFF
 ) -> str:
     """The steps as a SQL script, for review or to run by hand (--sql): each step that takes
-    a lock the workers wait for in its own transaction with a short lock_timeout."""
+    a lock the workers wait for in its own transaction with a short lock_timeout. Every step
+    that runs in a transaction sets jobctl's search_path in it, as jobctl's own do (psql runs
+    the script under the session's); a comment's text (names from the catalog or the command
+    line) is shown escaped, on its one line (``safe_text.visible``), and a name or a text with
+    a control character in its escaped SQL form (``sql_text.printable``)."""
     timeout = f"{round(backoff.max_timeout * 1000)}ms"
+    path = "SET LOCAL search_path = pg_catalog, pg_temp;"
     parts = []
     for step in steps:
-        text = step.statement.as_string(conn).strip()
-        if step.locks:
+        text = sql_text.printable(step.statement).as_string(conn).strip()
+        what = safe_text.visible(step.what)
+        if step.outside_transaction:  # CONCURRENTLY: it names every schema itself
+            parts.append(f"-- {what}\n{text};")
+        elif step.locks:
             parts.append(
-                f"-- {step.what}: takes a lock the workers wait for; retry on lock timeout\n"
-                f"BEGIN;\nSET LOCAL lock_timeout = '{timeout}';\n{text};\nCOMMIT;"
+                f"-- {what}: takes a lock the workers wait for; retry on lock timeout\n"
+                f"BEGIN;\n{path}\nSET LOCAL lock_timeout = '{timeout}';\n{text};\nCOMMIT;"
             )
         else:
-            parts.append(f"-- {step.what}\n{text};")
+            parts.append(f"-- {what}\nBEGIN;\n{path}\n{text};\nCOMMIT;")
     head = _SCRIPT_HEAD.format(timeout=timeout) if any(s.locks for s in steps) else ""
     return head + "\n" + "\n\n".join(parts) + "\n" if head else "\n\n".join(parts) + "\n"
 
@@ -645,7 +665,8 @@ def _with_retries(
     on_wait: Callable[[locks.Wait], None],
 ) -> None:
     """One step that locks the jobs table: short tries until ``remaining`` seconds are up."""
-    row = conn.execute(queries.query("lock_target"), {"name": step.locks}).fetchone()
+    with db.transaction(conn, settings, read_only=True):
+        row = conn.execute(queries.query("lock_target"), {"name": step.locks}).fetchone()
     assert row is not None
     throttle = locks.Throttle()
     seen = locks.Wait(step.what, 0, 0, None)
@@ -662,15 +683,17 @@ def _with_retries(
         nonlocal seen
         seen = dataclasses.replace(seen, elapsed=elapsed, attempts=tries)
         if throttle.ready():
-            seen = dataclasses.replace(seen, blocker=locks.holders(conn, row["oid"], row["since"]))
+            with db.transaction(conn, settings, read_only=True):
+                blocker = locks.holders(conn, row["oid"], row["since"])
+            seen = dataclasses.replace(seen, blocker=blocker)
             on_wait(seen)
 
     try:
         locks.with_lock_retries(attempt, deadline=remaining, backoff=backoff, on_retry=retry)
     except locks.DeadlineExceeded:
-        seen = dataclasses.replace(
-            seen, blocker=locks.holders(conn, row["oid"], row["since"]) or seen.blocker
-        )
+        with db.transaction(conn, settings, read_only=True):
+            blocker = locks.holders(conn, row["oid"], row["since"])
+        seen = dataclasses.replace(seen, blocker=blocker or seen.blocker)
         tries = f"{seen.attempts} {'try' if seen.attempts == 1 else 'tries'}"
         raise locks.DeadlineExceeded(
             f"{step.what}: the lock on {step.locks} was not granted within the "
@@ -923,7 +946,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
             else "missing: reclaim and stuck scan the table"
         ),
     )
-    identity = conn.execute(queries.query("table_identity"), {"name": table.qualified}).fetchone()
+    identity = db.identify(conn, table.qualified)
     partitioned = identity is not None and identity["relkind"] == "p"
     results.extend(_partition_checks(conn, table) if partitioned else [reclaim])
     results.append(history_check(conn, table))

@@ -57,12 +57,12 @@ class Session:
 
         texts = [str(t) for t in texts]
         try:
-            with self.conn.transaction():
+            with db.safe(self.conn):
                 rows = self.rows("job_ids", {"ids": texts})
         except (psycopg.DataError, psycopg.IntegrityError):  # (a domain's CHECK: 23514)
             for text in texts:  # which one: each alone
                 try:
-                    with self.conn.transaction():
+                    with db.safe(self.conn):
                         self.rows("job_ids", {"ids": [text]})
                 except (psycopg.DataError, psycopg.IntegrityError):
                     raise errors.UsageError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors, libraries, queries
+from jobctl import db, errors, libraries, queries
 from jobctl.mapping import TableMapping
 
 if TYPE_CHECKING:
@@ -60,10 +60,8 @@ class TableShape:
 
 def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
     """The table named ``name`` (schema-qualified allowed), read from the catalog."""
-    found = conn.execute(queries.query("table_identity"), {"name": name}).fetchone()
+    found = db.identify(conn, name)
     if found is None:
-        from jobctl import db
-
         raise db.table_not_found(conn, name)
     if found["relkind"] not in ("r", "p"):
         raise errors.Refused(

@@ -2,20 +2,25 @@
 -- Named blocks like queries.sql (one namespace with it); %(oid)s is the table's oid.
 
 -- name: table_identity
--- a table named as typed (schema-qualified allowed), as the database spells it
-SELECT n.nspname, c.relname, c.oid::int AS oid, c.relkind::text AS relkind,
-       format('%%I.%%I', n.nspname, c.relname) AS qualified,
-       to_regclass('jobctl.tables') IS NOT NULL AS has_mappings
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass(%(name)s)
+-- a table named as typed (schema-qualified allowed), as the database spells it. Run under the
+-- session's own search_path (user_search_path), to find the table as the user would: so every
+-- function, operator and type in it is pg_catalog's, named so (tests/unit/test_sql_search_path.py)
+SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
+       c.relkind::pg_catalog.text AS relkind,
+       pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
+       pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)
 
 -- name: partition_probe
 -- could a row of this status ({value}) be stored: which partitions the planner keeps for it
 EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE {column} = {value}::{type}
 
 -- name: current_schema
--- where an unqualified new table is created
-SELECT current_schema() AS s
+-- where an unqualified new table is created: under the session's own search_path, like
+-- table_identity, so the function is named with its schema
+SELECT pg_catalog.current_schema() AS s
 
 -- name: qualified_name
 -- a table's schema and name as the history records them: format('%%I.%%I')

@@ -498,10 +498,14 @@ WHERE {status} = {processing} AND {reserved_by}::text LIKE %(prefix)s || '%%'
 ORDER BY 1 LIMIT 50
 
 -- name: claim
--- the lease design's claim: one ready job, a new token, a fresh lease
+-- the lease design's claim: one ready job, a new token, a fresh lease. The worker API's
+-- statements (claim, heartbeat, complete, worker_fail, job_outcome) run in the workers'
+-- autocommit, under their session's search_path: every function, operator and type in them
+-- is named with its schema (tests/unit/test_sql_search_path.py)
 WITH target AS (
     SELECT {id} AS id FROM {table}
-    WHERE {status} = {queued} AND {available_at} <= now()
+    WHERE {status} OPERATOR(pg_catalog.=) {queued}
+      AND {available_at} OPERATOR(pg_catalog.<=) pg_catalog.now()
     ORDER BY {available_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1
@@ -509,24 +513,26 @@ WITH target AS (
 UPDATE {table} AS j
 SET {status} = {processing},
     {reserved_by} = {worker_value},
-    {reserved_at} = now(),
-    {lease_expires_at} = now() + %(lease)s::interval,
+    {reserved_at} = pg_catalog.now(),
+    {lease_expires_at} = pg_catalog.now() OPERATOR(pg_catalog.+) %(lease)s::pg_catalog.interval,
     {attempt_token} = %(attempt_token)s,
-    {attempts} = j.{attempts} + 1,
+    {attempts} = j.{attempts} OPERATOR(pg_catalog.+) 1,
     {updated_at} = {updated_at_now}
 FROM target
-WHERE j.{id} = target.id
+WHERE j.{id} OPERATOR(pg_catalog.=) target.id
 RETURNING j.{id} AS id, j.{attempt_token} AS attempt_token, j.{attempts} AS attempts,
           j.{lease_expires_at} AS lease_expires_at
 
 -- name: heartbeat
 -- the lease design's heartbeat: extend the lease of the attempt this worker holds
 UPDATE {table}
-SET {heartbeat_at} = now(),
-    {lease_expires_at} = now() + %(lease)s::interval,
+SET {heartbeat_at} = pg_catalog.now(),
+    {lease_expires_at} = pg_catalog.now() OPERATOR(pg_catalog.+) %(lease)s::pg_catalog.interval,
     {updated_at} = {updated_at_now}
-WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
-  AND {reserved_by} = {worker_value} AND {attempt_token} = %(attempt_token)s
+WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
+  AND {status} OPERATOR(pg_catalog.=) {processing}
+  AND {reserved_by} OPERATOR(pg_catalog.=) {worker_value}
+  AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
 RETURNING {lease_expires_at} AS lease_expires_at
 
 -- name: complete
@@ -535,30 +541,36 @@ UPDATE {table}
 SET {status} = {done},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
-    {finished_at} = now(), {updated_at} = {updated_at_now}
-WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
-  AND {attempt_token} = %(attempt_token)s
+    {finished_at} = pg_catalog.now(), {updated_at} = {updated_at_now}
+WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
+  AND {status} OPERATOR(pg_catalog.=) {processing}
+  AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
 RETURNING {id} AS id
 
 -- name: worker_fail
 -- a worker gives up its attempt: retry later while attempts remain, else failed
 UPDATE {table}
-SET {status} = CASE WHEN {attempts} < {max_attempts} THEN {queued} ELSE {failed} END,
-    {available_at} = CASE WHEN {attempts} < {max_attempts}
-                          THEN now() + %(retry_delay)s::interval ELSE {available_at} END,
-    {finished_at} = CASE WHEN {attempts} < {max_attempts} THEN NULL ELSE now() END,
+SET {status} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+                    THEN {queued} ELSE {failed} END,
+    {available_at} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+                          THEN pg_catalog.now()
+                               OPERATOR(pg_catalog.+) %(retry_delay)s::pg_catalog.interval
+                          ELSE {available_at} END,
+    {finished_at} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+                         THEN NULL ELSE pg_catalog.now() END,
     {last_error} = {error_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
     {updated_at} = {updated_at_now}
-WHERE {id} = %(id)s::text::{id_type} AND {status} = {processing}
-  AND {attempt_token} = %(attempt_token)s
-RETURNING {status}::text AS status, {status} = {queued} AS retried
+WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
+  AND {status} OPERATOR(pg_catalog.=) {processing}
+  AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
+RETURNING {status}::pg_catalog.text AS status, {status} OPERATOR(pg_catalog.=) {queued} AS retried
 
 -- name: job_outcome
 -- after an unacknowledged completion: is the job done with no later claim?
-SELECT {status} = {done} AS done, {attempts} AS attempts FROM {table}
-WHERE {id} = %(id)s::text::{id_type}
+SELECT {status} OPERATOR(pg_catalog.=) {done} AS done, {attempts} AS attempts FROM {table}
+WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
 
 -- name: job_ids
 -- job ids as typed (text), converted to the id column's type by the database, in their order
@@ -610,7 +622,7 @@ FROM {table}
 
 -- name: local_lock_timeout
 -- lock_timeout for the current transaction only (a step's short try)
-SELECT set_config('lock_timeout', %(timeout)s, true)
+SELECT pg_catalog.set_config('lock_timeout', %(timeout)s, true)
 
 -- name: demo_jobs
 -- the demo's queue: 300 jobs, every third a card charge (manual policy)
@@ -627,17 +639,21 @@ ORDER BY id LIMIT 1
 
 -- name: transaction_settings
 -- jobctl's timeouts and audit settings for the current transaction only (never the session's:
--- behind a pooler it is shared); {read_only} makes the transaction read only first, or is empty
-SELECT {read_only}
-       set_config('statement_timeout', %(st)s, true),
-       set_config('lock_timeout', %(lt)s, true),
-       set_config('jobctl.actor', %(actor)s, true),
-       set_config('jobctl.action', %(action)s, true),
-       set_config('jobctl.reason', %(reason)s, true)
+-- behind a pooler it is shared); {read_only} makes the transaction read only first, or is empty.
+-- search_path first: nothing jobctl runs after it resolves a name through a schema another
+-- role can write (pg_temp last, so it is not searched first); this statement itself names
+-- every function it calls (it runs under the session's search_path)
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true),
+       {read_only}
+       pg_catalog.set_config('statement_timeout', %(st)s, true),
+       pg_catalog.set_config('lock_timeout', %(lt)s, true),
+       pg_catalog.set_config('jobctl.actor', %(actor)s, true),
+       pg_catalog.set_config('jobctl.action', %(action)s, true),
+       pg_catalog.set_config('jobctl.reason', %(reason)s, true)
 
 -- name: read_only_setting
 -- the current transaction read only (transaction-locally, unlike SET TRANSACTION READ ONLY)
-set_config('transaction_read_only', 'on', true),
+pg_catalog.set_config('transaction_read_only', 'on', true),
 
 -- name: lag_held_back
 -- leases the operator's filter calls expired that expired within a standby's replay lag: a
@@ -652,3 +668,14 @@ WHERE {expired_filter}
 SELECT DISTINCT j.s::text AS value
 FROM (SELECT {status} AS s FROM {table} LIMIT %(rows)s) AS j
 WHERE j.s IS NOT NULL
+
+-- name: safe_search_path
+-- jobctl's search_path for the current transaction only: pg_catalog, then pg_temp (last, so
+-- that it is not searched first); no schema another role can write
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
+
+-- name: user_search_path
+-- the session's own search_path (as its role, database and options set it), for the current
+-- transaction only: to find a table named as typed, the one thing resolved through it
+SELECT pg_catalog.set_config('search_path', s.reset_val, true)
+FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path'

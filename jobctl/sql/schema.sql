@@ -54,9 +54,11 @@ DROP INDEX IF EXISTS {index}
 -- name: reclaim_index
 -- the lease design's reclaim index, in the table's own names ({concurrently}: CONCURRENTLY on
 -- a table with rows; {only}: ONLY on a partitioned table, whose partitions get theirs one by
--- one, attached with attach_index)
+-- one, attached with attach_index). CONCURRENTLY runs outside a transaction, under the
+-- session's search_path: the operator is named with its schema
 CREATE INDEX {concurrently} IF NOT EXISTS {index}
-ON {only} {table} ({status}, {lease_expires_at}, {id}) WHERE {status} = {processing}
+ON {only} {table} ({status}, {lease_expires_at}, {id})
+WHERE {status} OPERATOR(pg_catalog.=) {processing}
 
 -- name: grant_read
 -- read access: the jobs table and jobctl's history

@@ -216,7 +216,7 @@ def test_read_commands_run_read_only(conn, dsn):
     with db.connect(settings) as c:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             with db.transaction(c, settings, read_only=True):
-                c.execute("INSERT INTO jobs DEFAULT VALUES")
+                c.execute("INSERT INTO public.jobs DEFAULT VALUES")
         with db.transaction(c, settings, read_only=True):
             row = c.execute(
                 "SELECT current_setting('transaction_read_only') AS ro, "

@@ -426,7 +426,7 @@ def test_an_id_a_domain_refuses_is_one_line(empty_dsn, run):
         assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
         result = run("show", "--", "-5", dsn=empty_dsn)
         assert result.code == 2 and result.err.count("\n") == 1, result.err
-        assert "job id '-5' is not a valid pos_id" in result.err
+        assert "job id '-5' is not a valid public.pos_id" in result.err
 
 
 def test_create_makes_the_table_where_the_search_path_says(empty_dsn, run):

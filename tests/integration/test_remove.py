@@ -258,7 +258,10 @@ def test_the_sql_script_runs_through_psql_and_its_guard_holds(empty_dsn, run):
         script = run(*args, dsn=empty_dsn)
         assert script.code == 0, script.err
         assert catalog(conn) == installed  # --sql changes nothing
-        assert "BEGIN;\nSET LOCAL lock_timeout = '150ms';\nDROP TRIGGER" in script.out
+        assert (
+            "BEGIN;\nSET LOCAL search_path = pg_catalog, pg_temp;\n"
+            "SET LOCAL lock_timeout = '150ms';\nDROP TRIGGER"
+        ) in script.out
         assert "jobctl schema remove does this by itself" in script.out
 
         def psql(text: str) -> subprocess.CompletedProcess[str]:

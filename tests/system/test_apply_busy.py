@@ -109,7 +109,10 @@ def test_a_concurrent_index_build_says_it_waits_for_an_old_snapshot(conn, dsn):
 def test_the_sql_script_is_as_safe_by_hand(conn, dsn):
     busy.make_queue(conn, "q", queued=1000)
     script = jobctl_process(dsn, "--table", "q", "schema", "apply", "--sql").stdout
-    assert "BEGIN;\nSET LOCAL lock_timeout = '150ms';\nALTER TABLE" in script
+    assert (
+        "BEGIN;\nSET LOCAL search_path = pg_catalog, pg_temp;\n"
+        "SET LOCAL lock_timeout = '150ms';\nALTER TABLE"
+    ) in script
     assert "run it again" in script
     before = catalog(conn, "q")
 

@@ -21,6 +21,7 @@ LAYERS = {
         "mapping",
         "screen",
         "safe_text",
+        "sql_text",
         "column_types",
         "libraries",
         "__init__",
@@ -44,6 +45,7 @@ LAYERS = {
         "report",
         "replica",
         "unserved",
+        "plans",
     },
     3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
 }

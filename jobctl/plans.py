@@ -1,0 +1,104 @@
+"""Plan files (reclaim's --save-plan/--plan, and any other reviewed plan): written private and
+whole, read back only when whole, unchanged by others, and made where they are applied.
+
+A plan is a JSON object ``{"format": ..., "made_at": ..., "where": {...}, ...}``; ``where`` is
+its origin (``db.where``: host, port, database, system identifier, table). Example::
+
+    plans.write(path, {"format": FORMAT, "where": here, "rows": rows})
+    document = plans.read(path, FORMAT, here)   # UsageError / Refused (exit 2) if not fit
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jobctl import errors, output
+
+# what a plan's origin must name, and the place it is applied must match
+ORIGIN = ("system_identifier", "database", "table")
+
+
+def write(path: Path, document: dict[str, Any]) -> None:
+    """``document`` as JSON at ``path``, mode 0600, atomically: a temporary file in the same
+    directory (created exclusively, 0600), renamed over ``path``. Refused (exit 2) when
+    ``path`` is a symbolic link, not a regular file, or a file another user owns: the plan is
+    never written through a link nor into a file someone else can read or swap."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+    if found is not None:
+        if stat.S_ISLNK(found.st_mode):
+            raise errors.UsageError(f"cannot write plan {path}: it is a symbolic link")
+        if not stat.S_ISREG(found.st_mode):
+            raise errors.UsageError(f"cannot write plan {path}: not a regular file")
+        if found.st_uid != os.geteuid():
+            raise errors.UsageError(
+                f"cannot write plan {path}: the file belongs to another user (uid {found.st_uid})"
+            )
+    text = output.to_json(document) + "\n"
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+
+
+def read(
+    path: Path, format: str, location: dict[str, Any], kind: str = "jobctl plan", hint: str = ""
+) -> dict[str, Any]:
+    """The plan at ``path``, checked: of ``format`` (else not a ``kind``, and ``hint``), not
+    writable by other users, with its origin, and made at ``location`` (the database and table
+    it is about to be applied to). Each failure is one line: UsageError, or Refused for a plan
+    made elsewhere (exit 2)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            found = os.fstat(file.fileno())
+            text = file.read()
+    except OSError as exc:
+        raise errors.UsageError(f"cannot read plan {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or found.st_uid not in (os.geteuid(), 0):
+        raise errors.UsageError(
+            f"plan {path} may have been changed by another user (mode "
+            f"{stat.filemode(found.st_mode)}, uid {found.st_uid}): refused; save it again"
+        )
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
+    if not isinstance(document, dict) or document.get("format") != format:
+        raise errors.UsageError(f"{path} is not a {kind} ({format}){hint}")
+    made = document.get("where")
+    if not isinstance(made, dict) or not all(
+        isinstance(made.get(key), str) and made[key] for key in ORIGIN
+    ):
+        raise errors.UsageError(
+            f"plan {path} does not say where it was made (where: {', '.join(ORIGIN)}): refused"
+        )
+    for key in ORIGIN:
+        if made[key] != location.get(key):
+            raise errors.Refused(
+                f"plan {path} was made for {key} {made[key]!r}, this is {location.get(key)!r}: "
+                "nothing done"
+            )
+    return document
