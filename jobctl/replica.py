@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors, output, queries
+from jobctl import db, errors, output, queries
 
 if TYPE_CHECKING:
     import psycopg
@@ -87,7 +87,8 @@ def probe(conn: psycopg.Connection[Any]) -> Standing:
     """Where ``conn`` is, and, on a standby, how far behind (one catalog query)."""
     from psycopg.rows import dict_row
 
-    row = conn.cursor(row_factory=dict_row).execute(queries.query("replica_state")).fetchone()
+    with db.safe(conn):  # on jobctl's search path, as every read
+        row = conn.cursor(row_factory=dict_row).execute(queries.query("replica_state")).fetchone()
     assert row is not None
     return standing(str(conn.info.host), str(conn.info.port or ""), row)
 

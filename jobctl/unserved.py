@@ -164,7 +164,8 @@ def explained(session: Session) -> Iterator[Session]:
         yield session
     except (psycopg.errors.UndefinedColumn, psycopg.errors.InvalidTextRepresentation) as exc:
         try:
-            error = diagnose(session.conn, session.table)
+            with db.safe(session.conn):  # read on jobctl's search path, as every read
+                error = diagnose(session.conn, session.table)
         except psycopg.errors.InsufficientPrivilege:  # the role may not read the table: that
             raise  # is its first problem (PostgreSQL resolves columns before privileges)
         except (psycopg.Error, errors.JobctlError):  # anything else: the original error
