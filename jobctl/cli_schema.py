@@ -213,7 +213,7 @@ def schema_remove(
     the table. Idempotent; each locking step takes short tries, as apply's do.
     Example: jobctl schema remove --history --sql
     """
-    from jobctl import remove
+    from jobctl import remove, replica
 
     settings = ctx.find_root().obj
     with db.connected(settings) as conn:
@@ -224,6 +224,7 @@ def schema_remove(
         elif print_sql:
             sys.stdout.write(remove.render_sql(conn, removal))
         else:
+            replica.check(conn, "remove", {}, say=terminal.say)  # a standby: refused, no prompt
             if not yes:
                 terminal.confirm(removal.question)
             with terminal.waiting("removing jobctl") as (on_wait, on_done):
@@ -285,11 +286,13 @@ def schema_check(
     """
     import dataclasses
 
-    from jobctl import schema
+    from jobctl import replica, schema
 
     settings = ctx.find_root().obj
-    with db.connected(settings) as conn, db.transaction(conn, settings, read_only=True):
-        results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
+    with db.connected(settings) as conn:
+        replica.check(conn, "check", {}, say=terminal.say)  # on a standby, says so
+        with db.transaction(conn, settings, read_only=True):
+            results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
     terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
     if out.tabular and fmt is None and output.on_terminal(sys.stdout):
         for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut

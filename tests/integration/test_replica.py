@@ -195,6 +195,8 @@ def test_a_lagging_standby_says_so_and_does_not_call_extended_leases_expired(tri
             assert err.startswith("jobctl: reading standby")
         code, out, err = jobctl(at(standby), "explain", str(ids[0]))
         assert code == 0 and "reading standby" in err
+        code, out, err = jobctl(at(standby), "schema", "check")
+        assert code == 0 and err.startswith("jobctl: reading standby"), err
 
         # metrics: the lag, 0 on the primary
         code, out, _ = jobctl(at(standby), "metrics")
@@ -232,6 +234,7 @@ def test_a_caught_up_standby_judges_as_its_primary(trio, jobctl):
         ("quarantine", "--commit"),
         ("schema", "apply"),
         ("schema", "grants", "--readonly", "postgres"),
+        ("schema", "remove"),
     ],
     ids=lambda a: " ".join(a[:2]),
 )
