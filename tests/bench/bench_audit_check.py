@@ -60,6 +60,36 @@ def install(dsn: str, check: bool) -> None:
         )
 
 
+def per_check(dsn: str, calls: int) -> dict[str, float]:
+    """Microseconds per call of each check, in a plpgsql loop on the server (no client, no
+    row written): the query (history_trusted), the simple expression (history_trusted_at_once)
+    and, as the floor of a plpgsql statement that runs SQL, ``SELECT true``."""
+    loop = """
+    DO $$
+    DECLARE ok boolean; started timestamptz := clock_timestamp();
+            rel oid := 'public.{name}'::regclass;
+    BEGIN
+        FOR i IN 1..{calls} LOOP ok := {check}; END LOOP;
+        PERFORM set_config('bench.elapsed',
+                           extract(epoch FROM clock_timestamp() - started)::text, false);
+    END $$"""
+    checks = {
+        "catalog query (history_trusted)": queries.blocks()["history_trusted"],
+        "at once (history_trusted_at_once)": "("
+        + queries.blocks()["history_trusted_at_once"]
+        + ")",
+        "SELECT true (the floor)": "(SELECT true)",
+    }
+    result = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for label, check in checks.items():
+            text = loop.format(name=NAME, calls=calls, check=check.replace("TG_RELID", "rel"))
+            conn.execute(text.encode())
+            elapsed = float(conn.execute("SELECT current_setting('bench.elapsed')").fetchone()[0])
+            result[label] = elapsed / calls * 1e6
+    return result
+
+
 def reclaim(dsn: str, rows: int, batch: int) -> float:
     statement = sql.SQL(RECLAIM).format(t=sql.Identifier(NAME))
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -98,6 +128,10 @@ def main() -> None:
                 conn, settings, schema.plan_grants(conn, NAME, readonly=None, operator=operator)
             )
         as_operator = conninfo.make_conninfo(dsn, user=operator)
+        checks: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            for label, us in per_check(as_operator, args.rows).items():
+                checks.setdefault(label, []).append(us)
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for who, login in (("owner", dsn), ("operator", as_operator)):
@@ -127,6 +161,16 @@ def main() -> None:
             }
         )
     print(table(out, ["as", "function", "s", "us/row"]))
+    print(f"\neach check alone, as the operator role, {args.rows:,} calls in a plpgsql loop:")
+    print(
+        table(
+            [
+                {"check": k, "us/call": f"{min(v):.1f} ({statistics.median(v):.1f})"}
+                for k, v in checks.items()
+            ],
+            ["check", "us/call"],
+        )
+    )
 
 
 if __name__ == "__main__":
