@@ -79,6 +79,8 @@ def test_a_worker_cannot_pass_its_update_off_as_an_operators_requeue(
     assert shown[-1]["db_role"] == worker and shown[-1]["claimed"]["actor"] == ALICE
     table = run("history", "1", "--format", "plain").out
     assert worker in table and ALICE in table  # the role and the claim, on one row
+    wide = run("history", "1", "-o", "wide").out  # the terminal's layout, every column
+    assert "ROLE" in wide and "CLAIMED" in wide and f"{ALICE}: requeued" in wide
 
     # a worker without UPDATE of jobctl_action stamps only a declared actor on its failure
     cols = workers["names"]["columns"]
