@@ -160,9 +160,7 @@ _URI_AUTHORITY = re.compile(r"^\s*[a-z][a-z0-9+.-]*://(?P<authority>[^/?#\s]*)",
 
 def holds_password(dsn: str | None) -> bool:
     """Does this connection string carry a password (URI or key=value)?"""
-    return bool(dsn) and bool(
-        re.search(r"password|://[^/@\s]*:[^@\s]*@", dsn or "", re.IGNORECASE)
-    )
+    return bool(dsn) and bool(re.search(r"password|://[^/@\s]*:[^@\s]*@", dsn or "", re.IGNORECASE))
 
 
 def check_dsn(dsn: str) -> None:
@@ -519,7 +517,7 @@ def _apply(
     """The timeouts and the audit settings, for the current transaction only (no session
     state: behind a pooler the session is shared with the application's own clients)."""
     conn.execute(
-        _settings_statement(read_only),
+        _settings_statement(read_only, action is not None),
         {
             "st": str(_milliseconds(settings.statement_timeout)),
             "lt": str(_milliseconds(settings.lock_timeout)),
@@ -531,13 +529,19 @@ def _apply(
 
 
 @functools.cache
-def _settings_statement(read_only: bool) -> sql.Composed:
-    """The transaction settings statement, composed once (every reclaim batch runs it)."""
+def _settings_statement(read_only: bool, writes: bool = False) -> sql.Composed:
+    """The transaction settings statement, composed once (every reclaim batch runs it).
+    ``writes``: a write of jobctl's to the jobs table (it names an action), whose triggers of
+    the application's run in it: pg_catalog first, then the session's own search path, so
+    that they find their objects as in the workers' writes (``write_search_path``)."""
     from psycopg import sql
 
     return queries.query(
         "transaction_settings",
         read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
+        search_path=queries.query("write_search_path")
+        if writes
+        else sql.SQL("'pg_catalog, pg_temp'"),
     )
 
 

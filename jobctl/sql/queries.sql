@@ -640,10 +640,11 @@ ORDER BY id LIMIT 1
 -- name: transaction_settings
 -- jobctl's timeouts and audit settings for the current transaction only (never the session's:
 -- behind a pooler it is shared); {read_only} makes the transaction read only first, or is empty.
--- search_path first: nothing jobctl runs after it resolves a name through a schema another
--- role can write (pg_temp last, so it is not searched first); this statement itself names
--- every function it calls (it runs under the session's search_path)
-SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true),
+-- search_path first ({search_path}: 'pg_catalog, pg_temp', or write_search_path): nothing
+-- jobctl runs after it resolves a name through a schema another role can write ahead of
+-- pg_catalog (pg_temp last, so it is not searched first); this statement itself names every
+-- function it calls (it runs under the session's search_path)
+SELECT pg_catalog.set_config('search_path', {search_path}, true),
        {read_only}
        pg_catalog.set_config('statement_timeout', %(st)s, true),
        pg_catalog.set_config('lock_timeout', %(lt)s, true),
@@ -673,6 +674,18 @@ WHERE j.s IS NOT NULL
 -- jobctl's search_path for the current transaction only: pg_catalog, then pg_temp (last, so
 -- that it is not searched first); no schema another role can write
 SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
+
+-- name: write_search_path
+-- the search path of jobctl's writes to the jobs table: pg_catalog first, then the session's
+-- own (as its role and database set it), then pg_temp. The application's triggers on the table
+-- run in the write and find their own objects as in the workers' writes; jobctl's statement
+-- resolves every name in pg_catalog first (an object of the same name and arguments elsewhere
+-- is never reached; the write statements call nothing that another schema could match better)
+(SELECT pg_catalog.concat_ws(', ', 'pg_catalog',
+                             CASE WHEN s.reset_val OPERATOR(pg_catalog.=) '' THEN NULL
+                                  ELSE s.reset_val END,
+                             'pg_temp')
+ FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path')
 
 -- name: user_search_path
 -- the session's own search_path (as its role, database and options set it), for the current

@@ -298,3 +298,24 @@ def test_no_planted_function_runs_in_the_worker_api(roles, planted, conn, dsn):
         assert worker.fail(second, "boom") == "queued"
     calls = planted_calls(conn, dbname)
     assert calls == [], "\n".join(calls)
+
+
+def test_the_applications_triggers_run_in_jobctls_writes_as_in_the_workers(conn, dsn, run):
+    """jobctl's writes set pg_catalog first, then the session's own search path: a trigger
+    of the application that names its objects without a schema finds them, as it does in
+    the workers' writes (a read-only transaction of jobctl's runs on pg_catalog alone)."""
+    conn.execute(
+        """
+        CREATE TABLE app_log (id bigint, status text);
+        CREATE FUNCTION app_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN INSERT INTO app_log VALUES (NEW.id, NEW.status); RETURN NEW; END $$;
+        CREATE TRIGGER app_log_change AFTER UPDATE ON jobs
+            FOR EACH ROW EXECUTE FUNCTION app_log_change();
+        """
+    )
+    first, _ = add_jobs(conn, 2, policy="manual")
+    claim_all(dsn, 2)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("requeue", str(first), "--yes", "--reason", "checked").code == 0
+    statuses = [r["status"] for r in conn.execute("SELECT status FROM app_log ORDER BY 1")]
+    assert statuses.count("failed") == 2 and "queued" in statuses

@@ -51,6 +51,7 @@ FRAGMENTS = {
     "migration": sql.Literal("lean_history"),
     "database": sql.Identifier("jobctl_demo"),
     "read_only": sql.SQL(""),
+    "search_path": sql.SQL("'pg_catalog, pg_temp'"),
     "column": sql.Identifier("status"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),

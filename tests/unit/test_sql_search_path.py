@@ -17,6 +17,7 @@ UNDER_USER_PATH = (
     "read_only_setting",
     "safe_search_path",
     "user_search_path",
+    "write_search_path",
     "table_identity",  # a table named as typed, found as the user would find it
     "current_schema",
     "reclaim_index",  # CREATE INDEX CONCURRENTLY: outside any transaction
@@ -64,7 +65,11 @@ def test_the_lint_finds_what_it_looks_for():
 
 
 def test_every_transaction_sets_jobctls_search_path_first():
-    text = queries.blocks()["transaction_settings"]
-    first = re.search(r"set_config\('([a-z_.]+)', '([^']*)'", text)
-    assert first is not None and first.groups() == ("search_path", "pg_catalog, pg_temp")
+    from jobctl import db
+
+    for writes in (False, True):
+        text = db._settings_statement(False, writes).as_string(None)
+        first = text.split("SELECT", 1)[1].strip()
+        assert first.startswith("pg_catalog.set_config('search_path', "), text
+        assert ("'pg_catalog'," in first) if writes else ("'pg_catalog, pg_temp'" in first)
     assert "pg_catalog, pg_temp" in queries.blocks()["safe_search_path"]
