@@ -343,7 +343,9 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
     # every row reported applied is still applied; the rest came in the second run; none twice
     assert all(after[r["id"]][0] == "queued" and after[r["id"]][3] == 1 for r in reported)
     assert {r["id"] for r in reported}.isdisjoint(r["id"] for r in again)
-    assert len(again) == EXPIRED - said
+    # the batch in flight at the loss (at most --batch-size rows) may have committed on the
+    # primary, and reached the synchronous standby, without its COMMIT being acknowledged
+    assert EXPIRED - said - 20 <= len(again) <= EXPIRED - said
     assert all(after[i][0] == "queued" and after[i][3] == 1 for i in range(1, EXPIRED + 1))
     with psycopg.connect(at(standby)) as c:
         events = c.execute(
