@@ -16,6 +16,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -147,7 +148,7 @@ def on_terminal(
         env=environment,
         close_fds=True,
         start_new_session=True,
-        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+        preexec_fn=_as_a_shell_starts_a_job,
     )
     os.close(follower)
     seen, acted, deadline = b"", answer is None and interrupt_at is None, time.monotonic() + timeout
@@ -181,6 +182,16 @@ def on_terminal(
     while lines and not lines[-1]:
         lines.pop()
     return Screen(code, lines, seen.decode(errors="replace"))
+
+
+def _as_a_shell_starts_a_job() -> None:
+    """In the child, before exec: the pty its controlling terminal, and SIGINT at its default
+    and unblocked, as an interactive shell starts a foreground job. A test run started in the
+    background by a non-interactive shell (``bash .ci/run &``) inherits SIGINT ignored, and an
+    ignored signal stays ignored across exec: Ctrl-C at the prompt would then do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def scrolled(args: list[str], **kwargs: Any) -> Screen:
