@@ -152,6 +152,7 @@ def on_terminal(
     )
     os.close(follower)
     seen, acted, deadline = b"", answer is None and interrupt_at is None, time.monotonic() + timeout
+    shown = 0.0  # when interrupt_at first showed
     while time.monotonic() < deadline:
         ready, _, _ = select.select([leader], [], [], 0.05)
         if ready:
@@ -166,8 +167,14 @@ def on_terminal(
             os.write(leader, f"{answer}\n".encode())
             acted = True
         if not acted and interrupt_at is not None and interrupt_at in seen:
-            os.write(leader, b"\x03")  # Ctrl-C, as the terminal's line discipline sends it
-            acted = True
+            # Ctrl-C, as the terminal's line discipline sends it, once the prompt has been on
+            # screen for a moment, as a person would press it. Sent the instant the prompt's
+            # text shows, it can land inside input() before its read() starts: CPython's
+            # handler then only sets a flag, read() never sees EINTR, and the prompt waits on.
+            shown = shown or time.monotonic()
+            if time.monotonic() - shown >= 0.3:
+                os.write(leader, b"\x03")
+                acted = True
         if proc.poll() is not None and not ready:
             break
     os.close(leader)

@@ -220,7 +220,7 @@ def test_missing_table_names_server_database_and_user(empty_dsn):
 def test_ctrl_c_at_the_prompt_cancels(dsn, conn):
     stage(dsn)
     before = snapshot(conn)
-    shot = on_terminal(["reclaim", "--commit"], dsn=dsn, interrupt_at=b"[y/N]", screen_rows=80)
+    shot = on_terminal(["reclaim", "--commit"], dsn=dsn, interrupt_at=b"[y/N]: ", screen_rows=80)
     assert shot.code == 130
     assert "jobctl: cancelled; nothing changed" in shot.text and "error" not in shot.text
     assert snapshot(conn) == before
