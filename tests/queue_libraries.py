@@ -137,7 +137,11 @@ def install(
     """The library's tables in the database, as its installer made them; with ``schema``,
     every object of it moved there, and with ``prefix`` its tables renamed from the library's
     prefix to MOVED_PREFIX. The jobs table's name, schema-qualified, for --table."""
-    conn.execute(lib.sql())  # (several statements: run as one simple query)
+    ddl = lib.sql()
+    if conn.info.server_version < 150000:  # unlogged sequences came in PostgreSQL 15: before,
+        # an unlogged table's serial has a logged sequence, as the installer made it there
+        ddl = ddl.replace("CREATE UNLOGGED SEQUENCE", "CREATE SEQUENCE")
+    conn.execute(ddl)  # (several statements: run as one simple query)
     conn.execute("SELECT set_config('search_path', 'public', false)")  # (the dump emptied it)
     where = lib.schema
     if schema is not None:
