@@ -30,14 +30,7 @@ def schema_apply(
     ctx: typer.Context,
     print_sql: opt.PrintSql = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
-    lock_deadline: Annotated[
-        dt.timedelta,
-        opt.Duration(
-            "How long to keep trying for the locks on a busy table (each try holds the "
-            "workers up 150 ms at most); then exit 1, the current step undone.",
-            show_default="5m",
-        ),
-    ] = dt.timedelta(minutes=5),
+    lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
     history_mode: Annotated[
         str | None,
         typer.Option(
@@ -196,14 +189,7 @@ def schema_remove(
         ),
     ] = False,
     print_sql: opt.PrintSql = False,
-    lock_deadline: Annotated[
-        dt.timedelta,
-        opt.Duration(
-            "How long to keep trying for the locks on a busy table (each try holds the "
-            "workers up 150 ms at most); then exit 1, the current step undone.",
-            show_default="5m",
-        ),
-    ] = dt.timedelta(minutes=5),
+    lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
     yes: opt.Yes = False,
 ) -> None:
     """Take jobctl off the table: the history trigger first, then on request the rest.

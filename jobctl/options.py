@@ -142,6 +142,14 @@ ExpectToken = Annotated[
 ]
 Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
 PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
+LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
+    dt.timedelta,
+    Duration(
+        "How long to keep trying for the locks on a busy table (each try holds the "
+        "workers up 150 ms at most); then exit 1, the current step undone.",
+        show_default="5m",
+    ),
+]
 
 
 # --since/--until of events and report: a duration (that long ago) or a timestamp, as

@@ -11,10 +11,12 @@ its origin (``db.where``: host, port, database, system identifier, table). Examp
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import stat
 import tempfile
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,28 @@ def read(
                 "nothing done"
             )
     return document
+
+
+def write_rows(path: Path, format: str, location: dict[str, Any], rows: Sequence[Any]) -> None:
+    """A plan of reviewed ``rows`` (each with what its write is fenced on), made at
+    ``location``, written as ``write`` does."""
+    made_at = dt.datetime.now(dt.timezone.utc).isoformat()
+    write(path, {"format": format, "made_at": made_at, "where": location, "rows": list(rows)})
+
+
+def read_rows(
+    path: Path,
+    format: str,
+    location: dict[str, Any],
+    required: Collection[str],
+    kind: str = "jobctl plan",
+    hint: str = "",
+) -> list[dict[str, Any]]:
+    """The rows of a plan written by ``write_rows``, checked as ``read`` does, each holding
+    the ``required`` keys (else one line, exit 2)."""
+    rows = read(path, format, location, kind, hint).get("rows")
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and set(required) <= r.keys() for r in rows
+    ):
+        raise errors.UsageError(f"{path}: malformed plan rows")
+    return rows

@@ -227,27 +227,16 @@ def _row_by_row(
 # ---------------------------------------------------------------- plans
 def save_plan(path: Path, location: dict[str, Any], rows: list[ReclaimRow]) -> None:
     """Write the reviewed rows and where they were reviewed (no password) to ``path``: 0600,
-    atomically, never through a link (``plans.write``)."""
-    plan = {
-        "format": PLAN_FORMAT,
-        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "where": location,
-        "rows": rows,
-    }
-    plans.write(path, plan)
+    atomically, never through a link (``plans.write_rows``)."""
+    plans.write_rows(path, PLAN_FORMAT, location, rows)
 
 
 def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     """The reviewed rows of a plan; refused (exit 2) when made for another database or table,
-    without its origin, malformed or writable by others (``plans.read``)."""
-    plan = plans.read(path, PLAN_FORMAT, location)
-    rows = plan.get("rows")
-    if not isinstance(rows, list) or not all(
-        isinstance(r, dict) and {"id", "attempt_token", "lease_expires_at", "action"} <= r.keys()
-        for r in rows
-    ):
-        raise errors.UsageError(f"{path}: malformed plan rows")
-    return rows
+    without its origin, malformed or writable by others (``plans.read_rows``)."""
+    return plans.read_rows(
+        path, PLAN_FORMAT, location, ("id", "attempt_token", "lease_expires_at", "action")
+    )
 
 
 def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterator[list[ReclaimRow]]:

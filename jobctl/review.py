@@ -60,29 +60,22 @@ def count(s: Session) -> int:
 # ---------------------------------------------------------------- plans
 def save_plan(path: Path, location: dict[str, Any], rows: list[ReviewRow]) -> None:
     """Write the reviewed rows (each with its fence) and where they were read to ``path``:
-    0600, atomically, never through a link (``plans.write``)."""
-    plan = {
-        "format": PLAN_FORMAT,
-        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "where": location,
-        "rows": rows,
-    }
-    plans.write(path, plan)
+    0600, atomically, never through a link (``plans.write_rows``)."""
+    plans.write_rows(path, PLAN_FORMAT, location, rows)
 
 
 def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     """The reviewed rows of a review plan; refused (exit 2, nothing done) when it was made
     for another server, database or table, as a reclaim plan is, without its origin,
-    malformed or writable by others (``plans.read``)."""
-    plan = plans.read(
-        path, PLAN_FORMAT, location, "review plan", ": save one with jobctl review --save-plan"
+    malformed or writable by others (``plans.read_rows``)."""
+    return plans.read_rows(
+        path,
+        PLAN_FORMAT,
+        location,
+        manual.FENCE,
+        "review plan",
+        ": save one with jobctl review --save-plan",
     )
-    rows = plan.get("rows")
-    if not isinstance(rows, list) or not all(
-        isinstance(r, dict) and set(manual.FENCE) <= r.keys() for r in rows
-    ):
-        raise errors.UsageError(f"{path}: malformed plan rows")
-    return rows
 
 
 def planned_decisions(s: Session, planned: list[Row]) -> list[manual.Decision]:
