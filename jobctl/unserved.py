@@ -113,21 +113,36 @@ def status_values(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[b
     )
 
 
-def diagnose(conn: psycopg.Connection[Any], table: db.JobsTable) -> errors.JobctlError | None:
-    """Why jobctl does not serve ``table`` as it is, and the next step; None if nothing is
-    found wrong (the caller keeps its own error). Judged as ``schema apply`` judges it (its
-    plan is made, never run), so the step named is one apply accepts."""
+def _judged(
+    conn: psycopg.Connection[Any], table: db.JobsTable
+) -> tuple[shape.TableShape, str | None]:
+    """The table as found, and why ``schema apply`` would refuse it as it is (None: it would
+    not); its plan is made, never run. A queue library's table is refused outright
+    (errors.Refused), whatever the mapping."""
     from jobctl import schema  # (schema uses this module's status judgement)
 
     found = shape.inspect(conn, table.qualified)
     if found.library is not None:
-        return errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
+        raise errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
     try:
         schema.plan_apply(conn, table.qualified, create=False)
     except errors.Refused as exc:
+        return found, exc.message.removesuffix("; nothing done")
+    return found, None
+
+
+def diagnose(conn: psycopg.Connection[Any], table: db.JobsTable) -> errors.JobctlError | None:
+    """Why jobctl does not serve ``table`` as it is, and the next step; None if nothing is
+    found wrong (the caller keeps its own error). Judged as ``schema apply`` judges it, so
+    the step named is one apply accepts."""
+    try:
+        found, refused = _judged(conn, table)
+    except errors.Refused as library:
+        return library
+    if refused is not None:
         return errors.SchemaMissing(
             f"jobctl does not serve {found.qualified} yet, and schema apply would refuse it as "
-            f"it is: {exc.message.removesuffix('; nothing done')}"
+            f"it is: {refused}"
         )
     lacking = [d for d in LEASE_COLUMNS if found.column(table.mapping, d) is None]
     if lacking:
@@ -141,15 +156,9 @@ def diagnose(conn: psycopg.Connection[Any], table: db.JobsTable) -> errors.Jobct
 def apply_verdict(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[bool, str]:
     """Would ``schema apply`` (with the recorded mapping) accept the table: (ok, detail), for
     ``schema check``; a queue library's table is refused outright (errors.Refused)."""
-    from jobctl import schema  # (schema uses this module's status judgement)
-
-    found = shape.inspect(conn, table.qualified)
-    if found.library is not None:
-        raise errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
-    try:
-        schema.plan_apply(conn, table.qualified, create=False)
-    except errors.Refused as exc:
-        return False, "refuses the table as it is: " + exc.message.removesuffix("; nothing done")
+    _, refused = _judged(conn, table)
+    if refused is not None:
+        return False, "refuses the table as it is: " + refused
     return True, "accepts the table with its recorded names"
 
 
