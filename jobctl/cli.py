@@ -12,18 +12,19 @@ import contextlib
 import datetime as dt
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import __version__, cli_schema, db, errors, output, rows, terminal, views
+from jobctl import __version__, cli_fleet, cli_schema, db, errors, output, rows, terminal, views
 from jobctl import options as opt
 
 if TYPE_CHECKING:
     from jobctl.replica import Standing
     from jobctl.session import Session
+    from jobctl.targets import Target
 
 app = typer.Typer(
     name="jobctl",
@@ -50,9 +51,21 @@ def _session(ctx: typer.Context) -> Iterator[Session]:
     from jobctl import replica, session, unserved
 
     global _standing
-    with session.open(ctx.find_root().obj) as s, unserved.explained(s):
+    from jobctl.targets import one_database
+
+    settings = one_database(ctx.find_root().obj, ctx.command_path)
+    with session.open(settings) as s, unserved.explained(s):
         _standing = replica.check(s.conn, ctx.info_name or "", ctx.params, say=terminal.say)
         yield s
+
+
+def _across(ctx: typer.Context, *, watch: bool = False) -> Sequence[Target] | None:
+    """The targets of a command run across several (``--all-targets``, or more than one
+    ``--target``), else None: one database."""
+    fleet = cli_fleet.several(ctx)
+    if fleet is not None and watch:
+        raise errors.UsageError("--watch shows one database: give one --target")
+    return None if fleet is None else fleet.targets
 
 
 def _policy(value: str | None) -> str | None:
@@ -73,6 +86,8 @@ def main_options(
     ctx: typer.Context,
     dsn: opt.Dsn = None,
     table: opt.Table = "jobs",
+    target: opt.Targets = None,
+    all_targets: opt.AllTargets = False,
     statement_timeout: opt.StatementTimeout = db.DEFAULT_STATEMENT_TIMEOUT,
     lock_timeout: opt.LockTimeout = db.DEFAULT_LOCK_TIMEOUT,
     actor: opt.Actor = None,
@@ -85,16 +100,32 @@ def main_options(
     ] = False,
 ) -> None:
     """jobctl: stuck-job triage for PostgreSQL job queues."""
+    from typer._click.core import ParameterSource
+
+    from jobctl import targets
+
     global _debug, _raw_dsn
     _debug, _raw_dsn = debug, dsn
     if ctx.resilient_parsing:
         return
-    ctx.obj = db.Settings(
+    given = {
+        name: ctx.params[name]
+        for name in ("table", "statement_timeout", "lock_timeout", "actor")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    ctx.obj = targets.address(
+        target or targets.from_environment(),
+        all_targets,
         dsn=dsn,
-        table=table,
-        statement_timeout=statement_timeout,
-        lock_timeout=lock_timeout,
-        actor=actor or db.default_actor(),
+        one=db.Settings(
+            dsn=dsn,
+            table=table,
+            statement_timeout=statement_timeout,
+            lock_timeout=lock_timeout,
+            actor=actor or db.default_actor(),
+        ),
+        overrides=given,
+        warn=terminal.say,
     )
 
 
@@ -139,6 +170,20 @@ def stuck(
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
     where = triage.ExpiredFilter(worker=worker, policy=_policy(policy), grace=grace)
+    fleet = _across(ctx, watch=watch)
+    if fleet is not None:
+        cli_fleet.stuck(
+            ctx,
+            fleet,
+            where,
+            limit=limit,
+            expiring_within=expiring_within,
+            trust_replica=trust_replica,
+            exit_code=exit_code,
+            out=out,
+            fmt=fmt,
+        )
+        return
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     found = 0
@@ -209,6 +254,12 @@ def summary(
     """
     from jobctl import triage
 
+    fleet = _across(ctx, watch=watch)
+    if fleet is not None:
+        cli_fleet.summary(
+            ctx, fleet, expiring_within=expiring_within, exact=exact, out=out, fmt=fmt
+        )
+        return
     with _session(ctx) as s:
         if watch:
             _watch(
@@ -341,6 +392,17 @@ def metrics(
     from jobctl import metrics as core
     from jobctl import replica
 
+    fleet = _across(ctx)
+    if fleet is not None:
+        cli_fleet.metrics(
+            ctx,
+            fleet,
+            expiring_within=expiring_within,
+            reclaim_window=reclaim_window,
+            max_stuck=max_stuck,
+            max_overdue=max_overdue,
+        )
+        return
     with _session(ctx) as s, s.transaction(read_only=True):
         figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
         figures |= replica.figures(_standing)
@@ -397,6 +459,10 @@ def reclaim_command(
         yes=yes,
     )
     request.check()
+    fleet = _across(ctx)
+    if fleet is not None:
+        cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
+        return
     if every is not None:
         _warn_password_on_command_line()
         service.run(
@@ -461,16 +527,24 @@ def review(
     jobctl requeue --plan p.json (or fail --plan p.json --reason ...).
     Example: jobctl review --policy manual --since 2h
     """
-    from jobctl import db
     from jobctl import review as core
 
     where = core.ReviewFilter(
         policy=_policy(policy), worker=worker, since=since, older_than=older_than
     )
+    fleet = _across(ctx)
+    if fleet is not None:
+        if save_plan is not None:
+            raise errors.UsageError(
+                "review --save-plan: requeue/fail --plan apply to one database: save a plan "
+                "per --target"
+            )
+        cli_fleet.review(ctx, fleet, where, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
+        return
     with _session(ctx) as s, s.transaction(read_only=True):
         found = list(core.awaiting(s, where, limit))
         if save_plan is not None:
-            core.save_plan(save_plan, db.where(s.conn, s.table), found)
+            core.save_plan(save_plan, s.origin(), found)
     terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)
     if save_plan is not None:
         terminal.say(
@@ -753,6 +827,11 @@ def demo(
         terminal.say(the_demo.stop_kept())
         return
     the_demo.run(keep=keep, say=terminal.say)
+
+
+app.command(
+    "targets", short_help="The named databases of the config file; --check connects to each."
+)(cli_fleet.targets_command)
 
 
 def _warn_password_on_command_line() -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jobctl import db, errors, output, terminal, views
+from jobctl import db, errors, output, targets, terminal, views
 from jobctl import options as opt
 from jobctl.mapping import TableMapping
 
@@ -111,7 +111,7 @@ def schema_apply(
             park_status=park_status,
             units=units or (),
         )
-    settings = ctx.find_root().obj
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema.plan_apply(
@@ -201,7 +201,7 @@ def schema_remove(
     """
     from jobctl import remove, replica
 
-    settings = ctx.find_root().obj
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
@@ -247,7 +247,7 @@ def schema_grants(
 
     if readonly is None and operator is None:
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
-    settings = ctx.find_root().obj
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
@@ -274,7 +274,7 @@ def schema_check(
 
     from jobctl import replica, schema
 
-    settings = ctx.find_root().obj
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         replica.check(conn, "check", {}, say=terminal.say)  # on a standby, says so
         with db.transaction(conn, settings, read_only=True):

@@ -48,6 +48,7 @@ class Settings:
     statement_timeout: dt.timedelta = DEFAULT_STATEMENT_TIMEOUT
     lock_timeout: dt.timedelta = DEFAULT_LOCK_TIMEOUT
     actor: str = dataclasses.field(default_factory=default_actor)
+    target: str | None = None  # the config file's name for this database (--target), if any
 
     def __post_init__(self) -> None:
         # PostgreSQL counts these in whole milliseconds, and 0 is its "no timeout": a bound

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from typing import Any
 
 from jobctl.rows import Row
 from jobctl.session import Session
@@ -28,12 +30,45 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+Family = tuple[str, str, str, list[tuple[str, Any]]]  # name, type, help, (labels, value)s
+
+
 def openmetrics(figures: Row, table: str) -> str:
     """The figures as OpenMetrics text (also valid Prometheus text), ending in # EOF."""
-    t = f'table="{_label(table)}"'
+    return _text(_families(figures, f'table="{_label(table)}"'))
+
+
+def openmetrics_across(found: Sequence[tuple[str, tuple[str, Row]]], up: dict[str, bool]) -> str:
+    """The figures of several targets (name, (table, figures)) as one exposition: every sample
+    labelled with its target; ``jobctl_target_up`` says which targets answered (``up``)."""
+    merged: dict[str, Family] = {}
+    for target, (table, figures) in found:
+        for name, kind, help_text, samples in _families(
+            figures, f'target="{_label(target)}",table="{_label(table)}"'
+        ):
+            merged.setdefault(name, (name, kind, help_text, []))[3].extend(samples)
+    answered: Family = (
+        "jobctl_target_up",
+        "gauge",
+        "1 when the target answered this scrape, 0 when it failed (down, no schema, timeout).",
+        [(f'target="{_label(name)}"', int(ok)) for name, ok in up.items()],
+    )
+    return _text([answered, *merged.values()])
+
+
+def _text(families: Sequence[Family]) -> str:
+    lines = []
+    for name, kind, help_text, samples in families:
+        lines += [f"# TYPE {name} {kind}", f"# HELP {name} {help_text}"]
+        lines += [f"{name}{{{labels}}} {value!r}" for labels, value in samples]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def _families(figures: Row, t: str) -> list[Family]:
+    """The metric families of one table's figures, each sample's labels starting ``t``."""
     window = f'window_seconds="{figures["reclaim_window_s"]:g}"'
     soon = f'within_seconds="{figures["expiring_within_s"]:g}"'
-    families = [
+    families: list[Family] = [
         (
             "jobctl_stuck_jobs",
             "gauge",
@@ -107,11 +142,7 @@ def openmetrics(figures: Row, table: str) -> str:
                 [(f'{t},standby="{figures["standby"]}"', figures["replica_lag_s"])],
             )
         )
-    lines = []
-    for name, kind, help_text, samples in families:
-        lines += [f"# TYPE {name} {kind}", f"# HELP {name} {help_text}"]
-        lines += [f"{name}{{{labels}}} {value!r}" for labels, value in samples]
-    return "\n".join([*lines, "# EOF"]) + "\n"
+    return families
 
 
 def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta | None) -> list[str]:

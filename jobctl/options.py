@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobctl import durations, output
+from jobctl import durations, output, targets
 
 
 def duration(value: str | dt.timedelta) -> dt.timedelta:
@@ -181,6 +181,20 @@ Table = Annotated[
     typer.Option(
         envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
     ),
+]
+Targets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--target",
+        metavar="NAME",
+        help="A database named in the config file (repeatable: several at once). Default: "
+        "JOBCTL_TARGET.",
+        show_default=False,
+        autocompletion=lambda incomplete: targets.names(incomplete),
+    ),
+]
+AllTargets = Annotated[
+    bool, typer.Option("--all-targets", help="Every target of the config file, at once.")
 ]
 StatementTimeout = Annotated[
     dt.timedelta,

@@ -18,7 +18,7 @@ import stat
 import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from jobctl import errors, output
 
@@ -71,6 +71,13 @@ def read(
     writable by other users, with its origin, and made at ``location`` (the database and table
     it is about to be applied to). Each failure is one line: UsageError, or Refused for a plan
     made elsewhere (exit 2)."""
+    document = read_document(path, format, kind, hint)
+    check_origin(path, document.get("where"), location)
+    return document
+
+
+def read_document(path: Path, format: str, kind: str, hint: str) -> dict[str, Any]:
+    """The JSON object at ``path``: not writable by others, of ``format``; else one line."""
     try:
         with open(path, encoding="utf-8") as file:
             found = os.fstat(file.fileno())
@@ -90,7 +97,12 @@ def read(
         raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
     if not isinstance(document, dict) or document.get("format") != format:
         raise errors.UsageError(f"{path} is not a {kind} ({format}){hint}")
-    made = document.get("where")
+    return document
+
+
+def check_origin(path: Path, made: Any, location: dict[str, Any]) -> None:
+    """A plan's origin ``made`` (its ``where``) names a database and table, and it is
+    ``location``'s: else one line, UsageError or Refused (exit 2)."""
     if not isinstance(made, dict) or not all(
         isinstance(made.get(key), str) and made[key] for key in ORIGIN
     ):
@@ -103,7 +115,6 @@ def read(
                 f"plan {path} was made for {key} {made[key]!r}, this is {location.get(key)!r}: "
                 "nothing done"
             )
-    return document
 
 
 def write_rows(path: Path, format: str, location: dict[str, Any], rows: Sequence[Any]) -> None:
@@ -124,8 +135,54 @@ def read_rows(
     """The rows of a plan written by ``write_rows``, checked as ``read`` does, each holding
     the ``required`` keys (else one line, exit 2)."""
     rows = read(path, format, location, kind, hint).get("rows")
-    if not isinstance(rows, list) or not all(
-        isinstance(r, dict) and set(required) <= r.keys() for r in rows
-    ):
+    if not _rows_fit(rows, required):
         raise errors.UsageError(f"{path}: malformed plan rows")
     return rows
+
+
+def _rows_fit(rows: Any, required: Collection[str]) -> TypeGuard[list[dict[str, Any]]]:
+    return isinstance(rows, list) and all(
+        isinstance(r, dict) and set(required) <= r.keys() for r in rows
+    )
+
+
+# ---------------------------------------------------------------- plans across targets
+def write_parts(
+    path: Path, format: str, parts: Sequence[tuple[dict[str, Any], Sequence[Any]]]
+) -> None:
+    """A plan across targets: one part (its ``where``, naming its ``target``, and its rows)
+    per database, written as ``write`` does."""
+    made_at = dt.datetime.now(dt.timezone.utc).isoformat()
+    document = {
+        "format": format,
+        "made_at": made_at,
+        "parts": [{"where": where, "rows": list(rows)} for where, rows in parts],
+    }
+    write(path, document)
+
+
+def read_parts(
+    path: Path, format: str, required: Collection[str]
+) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The parts of a plan across targets, by target: (where it was made, its rows). Each
+    part is checked against its database by ``check_origin`` when it is applied."""
+    document = read_document(
+        path,
+        format,
+        "jobctl plan across targets",
+        " (a plan saved with one target applies with that one --target)",
+    )
+    parts = document.get("parts")
+    found: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    if not isinstance(parts, list):
+        raise errors.UsageError(f"{path}: malformed plan parts")
+    for part in parts:
+        where = part.get("where") if isinstance(part, dict) else None
+        target = where.get("target") if isinstance(where, dict) else None
+        rows = part.get("rows") if isinstance(part, dict) else None
+        if not isinstance(where, dict) or not isinstance(target, str):
+            raise errors.UsageError(f"{path}: malformed plan parts")
+        if not _rows_fit(rows, required):
+            raise errors.UsageError(f"{path}: malformed plan parts")
+        found[target] = (where, rows)
+    return found

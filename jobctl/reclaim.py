@@ -19,6 +19,7 @@ from jobctl.session import Confirm, Session
 from jobctl.triage import ExpiredFilter, stuck
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
+PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
 MIN_BATCH, MAX_BATCH = 1, 10_000
 MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, at most
 
@@ -75,10 +76,10 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
     if not request.commit:
         rows = dry_run(s, request.where, request.limit)
         if request.save_plan is not None:
-            save_plan(request.save_plan, db.where(s.conn, s.table), rows)
+            save_plan(request.save_plan, s.origin(), rows)
         return Run(iter([rows]), len(rows))
     if request.plan is not None:
-        planned = load_plan(request.plan, db.where(s.conn, s.table))
+        planned = load_plan(request.plan, s.origin())
         if not request.yes:
             confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
         return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
@@ -235,7 +236,11 @@ def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     """The reviewed rows of a plan; refused (exit 2) when made for another database or table,
     without its origin, malformed or writable by others (``plans.read_rows``)."""
     return plans.read_rows(
-        path, PLAN_FORMAT, location, ("id", "attempt_token", "lease_expires_at", "action")
+        path,
+        PLAN_FORMAT,
+        location,
+        PLAN_COLUMNS,
+        hint=" (a plan saved across targets applies across them: the same --target options)",
     )
 
 
@@ -248,9 +253,7 @@ def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterato
     """
     for start in range(0, len(plan_rows), batch_size):
         chunk = plan_rows[start : start + batch_size]
-        reviewed = [
-            {k: r[k] for k in ("id", "attempt_token", "lease_expires_at", "action")} for r in chunk
-        ]
+        reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
         where = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
         applied = [
             row

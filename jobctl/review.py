@@ -107,12 +107,11 @@ def apply_plan(
     """``requeue --plan`` / ``fail --plan``: every planned row written, fenced on the row as
     reviewed; a row changed since (by the application, another operator, a worker) is a
     ``conflict`` and nothing is written for it. Exit code: the worst outcome."""
-    from jobctl import db
 
     if action == "fail" and not (reason or "").strip():
         raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
     with s.transaction(read_only=True):
-        location = db.where(s.conn, s.table)
+        location = s.origin()
     decisions = planned_decisions(s, load_plan(path, location))
     report = manual.act(
         s,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 from jobctl import db, errors, reclaim, replica, session
@@ -31,6 +31,68 @@ def run(
 ) -> None:
     """Serve until SIGTERM or SIGINT: each batch that applied rows goes to ``on_batch``
     (its applied rows only), and a summary line and every incident to ``log``."""
+    stop = _stopped_by_signals(log)
+    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
+    batches = serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log)
+    for batch, park_status in batches:
+        applied = [row for row in batch if row["applied"]]
+        on_batch(applied)
+        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    log("reclaimer: stopped")
+
+
+def run_many(
+    targets: Sequence[tuple[str, db.Settings]],
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    on_batch: Callable[[str, list[ReclaimRow]], None],
+    log: Callable[[str], None],
+) -> list[str]:
+    """Serve several targets from one process until SIGTERM or SIGINT: a thread each, with
+    its own connection and backoff (``serve``), so one target down never stops the others.
+    Each batch goes to ``on_batch`` with its target's name, one at a time; each line logged
+    names its target. The names of the targets whose service stopped on an error (one it
+    does not retry: a missing table, a bad DSN) are returned."""
+    stop = _stopped_by_signals(log)
+    names = ", ".join(name for name, _ in targets)
+    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, targets {names}")
+    handing = threading.Lock()
+    failed: list[str] = []
+
+    def one(name: str, settings: db.Settings) -> None:
+        def said(line: str) -> None:
+            log(f"target {name}: {line}")
+
+        try:
+            for batch, park_status in serve(
+                settings, where, batch_size=batch_size, every=every, stop=stop, log=said
+            ):
+                applied = [row for row in batch if row["applied"]]
+                line = reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status)
+                with handing:
+                    on_batch(name, applied)
+                    said(line)
+        except errors.JobctlError as exc:
+            said(f"reclaimer: stopped: {db.redact(exc.message, settings.dsn)}")
+            failed.append(name)
+
+    threads = [
+        threading.Thread(target=one, args=target, name=f"jobctl-reclaimer-{target[0]}", daemon=True)
+        for target in targets
+    ]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):  # the main thread takes the signals
+        for thread in threads:
+            thread.join(0.2)
+    log("reclaimer: stopped")
+    return failed
+
+
+def _stopped_by_signals(log: Callable[[str], None]) -> threading.Event:
+    """An event SIGTERM and SIGINT set: the service stops after the batch in hand."""
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -39,13 +101,7 @@ def run(
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    batches = serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log)
-    for batch, park_status in batches:
-        applied = [row for row in batch if row["applied"]]
-        on_batch(applied)
-        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
-    log("reclaimer: stopped")
+    return stop
 
 
 def serve(

@@ -46,6 +46,11 @@ class Session:
             self.conn, self.settings, read_only=read_only, action=action, reason=reason
         )
 
+    def origin(self) -> dict[str, Any]:
+        """Where this session is, for a saved plan (``db.where``), and its target's name."""
+        where = db.where(self.conn, self.table)
+        return where | {"target": self.settings.target} if self.settings.target else where
+
     def query(self, name: str, **fragments: sql.Composable) -> sql.Composed:
         """The named statement, composed for this session's table."""
         return queries.query(name, **{**self.table.fragments, **fragments})

@@ -149,7 +149,11 @@ TABLE_ROWS = 20
 
 
 def drain(
-    run: reclaim.Run, out: output.Output, fmt: str | None
+    run: reclaim.Run,
+    out: output.Output,
+    fmt: str | None,
+    *,
+    columns: Sequence[str] = rows.RECLAIM_COLUMNS,
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
     """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
     one write, and keeps no rows; so do json, as the elements of one array (closed even when
@@ -164,7 +168,7 @@ def drain(
         streamed = output.json_array(sys.stdout)
     elif out in (output.Output.csv, output.Output.tsv):
         delimiter = "," if out is output.Output.csv else "\t"
-        streamed = output.delimited_rows(sys.stdout, rows.RECLAIM_COLUMNS, delimiter)
+        streamed = output.delimited_rows(sys.stdout, columns, delimiter)
     else:
         streamed = contextlib.nullcontext(lambda _batch: None)
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
@@ -252,17 +256,24 @@ def emit_reclaim(
         emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW), out, fmt)
 
 
-def emit_reclaimed(applied: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
-    """One batch of the reclaimer service: JSON lines, or a table (its first rows)."""
+def emit_reclaimed(
+    applied: list[rows.ReclaimRow],
+    out: output.Output,
+    fmt: str | None,
+    *,
+    across_targets: bool = False,
+) -> None:
+    """One batch of the reclaimer service: JSON lines, or a table (its first rows);
+    ``across_targets``: its rows carry their target, the first column."""
     if out in (output.Output.jsonl, output.Output.json):
-        emit(output.Document(applied, []), output.Output.jsonl, fmt)
+        doc = output.Document(applied, [])
+        out = output.Output.jsonl
     elif out.tabular:
         shown = table_rows(applied, 0, 0)
-        emit(
-            views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW), out, fmt
-        )
+        doc = views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
     else:
-        emit(views.table(applied, applied, rows.RECLAIM_COLUMNS), out, fmt)
+        doc = views.table(applied, applied, rows.RECLAIM_COLUMNS)
+    emit(views.across_targets(doc) if across_targets else doc, out, fmt)
     sys.stdout.flush()
 
 

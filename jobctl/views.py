@@ -204,6 +204,7 @@ JOB_EVENT_VIEW = [
     Column("from_status", "WAS", priority=5),
 ]
 
+
 def table(
     payload: Any,
     found: Iterable[Any],
@@ -296,3 +297,59 @@ def history(result: rows.History, job_id: object) -> Document:
 
 def explain(result: rows.Row) -> Document:
     return table(result, [{"story": line} for line in result["story"]])
+
+
+# ---------------------------------------------------------------- across targets
+TARGET = Column("target", "TARGET", whole=True)
+SUMMARY_TARGETS_VIEW = [
+    TARGET,
+    Column("queued", "QUEUED", kind="count"),
+    Column("processing", "PROCESSING", kind="count"),
+    Column("expired", "EXPIRED", kind="count"),
+    Column("expiring_soon", "EXPIRING", kind="count", priority=1),
+    Column("ready", "READY", kind="count", priority=2),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=3),
+    Column("awaiting_review", "REVIEW", kind="count"),
+    Column("failed", "FAILED", kind="count", priority=4),
+    Column("done", "DONE", kind="count", priority=5),
+    Column("table", "TABLE", priority=6),
+]
+
+
+def _checked(found: Sequence[Any]) -> bool:
+    return any("reachable" in r for r in found)
+
+
+TARGETS_VIEW = [
+    TARGET,
+    Column("where", "WHERE"),
+    Column("table", "TABLE", whole=True),
+    Column("reachable", "UP", when=_checked),
+    Column("role", "ROLE", when=_checked),
+    Column("schema", "SCHEMA", when=_checked),
+    Column("stuck", "STUCK", kind="count", when=_checked),
+    Column("server", "SERVER", priority=1, when=_checked),
+    Column("problem", "PROBLEM", when=lambda found: any(r.get("problem") for r in found)),
+]
+
+
+def across_targets(doc: Document) -> Document:
+    """A document whose rows each carry their ``target``: it is every table's first column."""
+    import dataclasses
+
+    return dataclasses.replace(
+        doc,
+        sections=[
+            dataclasses.replace(
+                section,
+                columns=None if section.columns is None else ["target", *section.columns],
+                view=None if section.view is None else [TARGET, *section.view],
+            )
+            for section in doc.sections
+        ],
+    )
+
+
+def summary_targets(found: list[rows.Row]) -> Document:
+    """``summary`` across targets: a row per target and the total."""
+    return table(found, found, None, SUMMARY_TARGETS_VIEW)

@@ -26,7 +26,7 @@ LAYERS = {
         "libraries",
         "__init__",
     },
-    1: {"db", "session"},
+    1: {"db", "session", "targets"},
     2: {
         "triage",
         "reclaim",
@@ -46,8 +46,9 @@ LAYERS = {
         "replica",
         "unserved",
         "plans",
+        "fleet",
     },
-    3: {"terminal", "options", "cli", "cli_schema", "demo", "__main__"},
+    3: {"terminal", "options", "cli", "cli_schema", "cli_fleet", "demo", "__main__"},
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
 

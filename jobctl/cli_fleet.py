@@ -1,0 +1,502 @@
+"""The commands across several targets (``--all-targets``, or ``--target`` more than once):
+each target read at once on its own connection (``fleet.across``), every row tagged with its
+target, a failing target one line on stderr while the others' output stays whole (exit 1).
+
+Writes run target after target: ``reclaim`` (its dry run, its commit after one confirmation
+listing each target's counts, a plan across targets, the service serving every target from
+one process). Commands by id refuse several targets (``targets.one_database``).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+
+import typer
+
+from jobctl import errors, fleet, output, rows, terminal, views
+from jobctl import options as opt
+from jobctl.targets import Fleet, Target
+
+if TYPE_CHECKING:
+    from jobctl.replica import Standing
+    from jobctl.session import Session
+    from jobctl.triage import ExpiredFilter
+
+T = TypeVar("T")
+PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
+Read = Callable[["Session", "Standing", fleet.Say], T]
+
+
+def several(ctx: typer.Context) -> Fleet | None:
+    """The targets a command addresses when they are several, else None (one database)."""
+    where = ctx.find_root().obj
+    return where if isinstance(where, Fleet) else None
+
+
+def _read(ctx: typer.Context, targets: Sequence[Target], read: Read[T]) -> list[fleet.Outcome[T]]:
+    """``read(session, standing, say)`` on every target at once, as ``cli._session`` opens one
+    (a write refused on a standby, a table jobctl does not serve explained)."""
+    from jobctl import replica, session, unserved
+
+    command, params = ctx.info_name or "", dict(ctx.params)
+
+    def work(target: Target, say: fleet.Say) -> T:
+        with session.open(target.settings) as s, unserved.explained(s):
+            st = replica.check(s.conn, command, params, say=say)
+            return read(s, st, say)
+
+    return fleet.across(targets, work)
+
+
+def _said(outcomes: Sequence[fleet.Outcome[Any]]) -> int:
+    """What each target said, then each failure, one line each, in the targets' order; the
+    exit code the failures make (0 when none)."""
+    for o in outcomes:
+        for line in o.said:
+            terminal.say(f"jobctl: target {o.target.name}: {line.removeprefix('jobctl: ')}")
+    for o in outcomes:
+        if o.error is not None:
+            terminal.say(f"jobctl: error: {fleet.failure_line(o)}")
+    failed = [o for o in outcomes if not o.ok]
+    if failed and len(failed) < len(outcomes):
+        terminal.say(
+            f"jobctl: {len(failed)} of {len(outcomes)} targets failed: the output above is "
+            "the others' only"
+        )
+    return fleet.exit_code(outcomes)
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------- reads
+def stuck(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    where: ExpiredFilter,
+    *,
+    limit: int,
+    expiring_within: dt.timedelta | None,
+    trust_replica: bool,
+    exit_code: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``stuck`` on every target: one table, the target first."""
+    from jobctl import replica, triage
+
+    at_risk = expiring_within is not None
+
+    def read(s: Session, st: Standing, say: fleet.Say) -> list[rows.Row]:
+        widened = replica.widen(where, st, trust=trust_replica)
+        with s.transaction(read_only=True):
+            if expiring_within is None:
+                found: list[Any] = list(triage.stuck(s, widened, limit))
+                if widened is not where:
+                    line = replica.held_back(replica.held_back_count(s, where, st), st)
+                    if line:
+                        say(line)
+            else:
+                found = list(triage.at_risk(s, widened, expiring_within, limit))
+        marked = replica.mark(output.Document(found, []), st).payload  # a standby's rows say so
+        return list(fleet.tagged(s.settings.target or "", marked))
+
+    outcomes = _read(ctx, targets, read)
+    found = [row for o in outcomes for row in o.value or []]
+    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+    terminal.emit(views.across_targets(views.stuck(found, columns, at_risk=at_risk)), out, fmt)
+    code = _said(outcomes)
+    if found and sys.stdout.isatty() and out.tabular:
+        terminal.say(
+            f"{len(found)} job(s) on {sum(1 for o in outcomes if o.value)} target(s); preview "
+            "the reclaim with: jobctl --all-targets reclaim --dry-run"
+        )
+    if exit_code and found:
+        code = errors.worst_exit_code([code, errors.EXIT_FINDINGS])
+    _exit(code)
+
+
+def summary(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    *,
+    expiring_within: dt.timedelta,
+    exact: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``summary`` on every target: a row each (statuses by the part they play), and the total."""
+    from jobctl import triage
+
+    def read(s: Session, _st: Standing, _say: fleet.Say) -> rows.Row:
+        with s.transaction(read_only=True):
+            result = triage.summary(s, expiring_within, exact=exact)
+        by_role: collections.Counter[str] = collections.Counter()
+        for value, jobs in result["status"].items():  # the table's values, as the design's
+            by_role[s.table.mapping.role(value) or value] += jobs
+        return {**result, "status": dict(by_role)}
+
+    outcomes = _read(ctx, targets, read)
+    found = fleet.summary_rows([(o.target.name, o.value) for o in outcomes if o.value])
+    terminal.emit(views.summary_targets(found), out, fmt)
+    _exit(_said(outcomes))
+
+
+def review(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    where: Any,
+    *,
+    limit: int,
+    exit_code: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``review`` on every target: one table, the target first."""
+    from jobctl import review as core
+
+    def read(s: Session, _st: Standing, _say: fleet.Say) -> list[rows.Row]:
+        with s.transaction(read_only=True):
+            return list(fleet.tagged(s.settings.target or "", core.awaiting(s, where, limit)))
+
+    outcomes = _read(ctx, targets, read)
+    found = [row for o in outcomes for row in o.value or []]
+    doc = views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW)
+    terminal.emit(views.across_targets(doc), out, fmt)
+    code = _said(outcomes)
+    if exit_code and found:
+        code = errors.worst_exit_code([code, errors.EXIT_FINDINGS])
+    _exit(code)
+
+
+def metrics(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    *,
+    expiring_within: dt.timedelta,
+    reclaim_window: dt.timedelta,
+    max_stuck: int | None,
+    max_overdue: dt.timedelta | None,
+) -> None:
+    """``metrics`` on every target: one exposition, each sample labelled with its target, and
+    ``jobctl_target_up`` saying which targets answered."""
+    from jobctl import metrics as core
+    from jobctl import replica
+
+    def read(s: Session, st: Standing, _say: fleet.Say) -> tuple[str, rows.Row]:
+        with s.transaction(read_only=True):
+            figures = core.collect(
+                s, expiring_within=expiring_within, reclaim_window=reclaim_window
+            )
+        return s.table.qualified, figures | replica.figures(st)
+
+    outcomes = _read(ctx, targets, read)
+    sys.stdout.write(
+        core.openmetrics_across(
+            [(o.target.name, o.value) for o in outcomes if o.value],
+            {o.target.name: o.ok for o in outcomes},
+        )
+    )
+    code = _said(outcomes)
+    breached = False
+    for o in outcomes:
+        figures = o.value[1] if o.value else None
+        for line in (
+            core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue) if figures else []
+        ):
+            terminal.say(f"jobctl: CRITICAL: target {o.target.name}: {line}")
+            breached = True
+    _exit(errors.worst_exit_code([code, errors.EXIT_FINDINGS if breached else 0]))
+
+
+# ---------------------------------------------------------------- reclaim
+def reclaim(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Any,  # reclaim.Request
+    *,
+    trust_replica: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``reclaim`` across targets: the dry run at once on every target; a commit (or a plan
+    across targets) target after target, after one confirmation; the service for them all."""
+    if request.where.ids:
+        raise errors.UsageError("--id: ids are per database: give one --target with it")
+    if request.every is not None:
+        _serve(targets, request, out, fmt)
+    elif not request.commit:
+        _dry_run(ctx, targets, request, trust_replica, out, fmt)
+    else:
+        _commit(ctx, targets, request, out, fmt)
+
+
+def _dry_run(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Any,
+    trust_replica: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    from jobctl import plans, replica
+    from jobctl import reclaim as core
+
+    def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
+        widened = replica.widen(request.where, st, trust=trust_replica)
+        found = core.dry_run(s, widened, request.limit)
+        note = replica.dry_run_note(st)
+        if note:
+            say(note)
+        return s.origin(), found
+
+    outcomes = _read(ctx, targets, read)
+    answered = [(o.target.name, o.value) for o in outcomes if o.value is not None]
+    if request.save_plan is not None:
+        plans.write_parts(request.save_plan, PLANS_FORMAT, [v for _, v in answered])
+    everything = [row for name, (_, found) in answered for row in fleet.tagged(name, found)]
+    if out.tabular:
+        shown = [
+            row
+            for name, (_, found) in answered
+            for row in fleet.tagged(name, terminal.table_rows(found, 0, 0))
+        ]
+        doc = views.some_rows(shown, len(everything), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+    else:
+        doc = views.table(everything, everything, rows.RECLAIM_COLUMNS)
+    terminal.emit(views.across_targets(doc), out, fmt)
+    counts = {name: core.tally(found) for name, (_, found) in answered}
+    _tallies(counts, committed=False)
+    code = _said(outcomes)
+    if request.save_plan is not None:
+        again = " ".join(f"--target {name}" for name, _ in answered)
+        terminal.say(
+            f"plan of {len(answered)} target(s) saved to {request.save_plan}: apply it with "
+            f"jobctl {again} reclaim --commit --plan {request.save_plan}"
+        )
+    _exit(code)
+
+
+def _tallies(counts: dict[str, collections.Counter[str]], *, committed: bool) -> None:
+    from jobctl import reclaim as core
+
+    for name, tally in counts.items():
+        terminal.say(f"target {name}: {core.summary_line(tally, committed)}")
+    if len(counts) > 1:
+        total: collections.Counter[str] = sum(counts.values(), collections.Counter())
+        terminal.say(f"all {len(counts)} targets: {core.summary_line(total, committed)}")
+
+
+def _commit(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Any,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """Commit target after target (each its own fenced batches); one question first."""
+    from jobctl import plans
+    from jobctl import reclaim as core
+
+    planned: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    failed: list[fleet.Outcome[Any]] = []
+    if request.plan is not None:
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        known = {t.name for t in targets}
+        missing = [name for name in planned if name not in known]
+        if missing:
+            raise errors.UsageError(
+                f"plan {request.plan} holds rows of target {missing[0]}, which this command "
+                f"does not address: add --target {missing[0]} (or use --all-targets)"
+            )
+        targets = [t for t in targets if t.name in planned]
+        total: int | None = sum(len(r) for _, r in planned.values())
+        if not request.yes:
+            each = ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items())
+            terminal.confirm(
+                f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
+                f"{len(planned)} target(s) ({each})?",
+                [],
+                "",
+            )
+    else:
+        total = None
+        if not request.yes:
+            preview = _read(
+                ctx,
+                targets,
+                lambda s, _st, _say: core.dry_run(s, request.where, request.limit),
+            )
+            failed = [o for o in preview if not o.ok]
+            targets = [o.target for o in preview if o.ok]
+            found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
+            total = len(found)
+            each = ", ".join(
+                f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
+                for o in preview
+                if o.value is not None
+            )
+            unreachable = ""
+            if failed:
+                unreachable = f"; not on {', '.join(o.target.name for o in failed)} (failed)"
+            if not targets:
+                _exit(_said(preview))
+            terminal.confirm(
+                f"Reclaim {total} expired job(s) on {len(targets)} target(s): {each}{unreachable}?",
+                found,
+                "about to reclaim (the dry run, now)",
+            )
+    done: dict[str, collections.Counter[str]] = {}
+    outcomes: list[fleet.Outcome[Any]] = []
+    run = core.Run(_committed(targets, request, planned, done, outcomes), total)
+    kept, counts = terminal.drain(run, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
+    if out.tabular:
+        shown = sum(counts.values())
+        doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+        terminal.emit(views.across_targets(doc), out, fmt)
+    _tallies(done, committed=True)
+    _exit(_said([*failed, *outcomes]))
+
+
+def _counts(found: list[Any]) -> str:
+    requeue = sum(r["action"] == "requeue" for r in found)
+    return f"{requeue} requeue, {len(found) - requeue} fail"
+
+
+def _committed(
+    targets: Sequence[Target],
+    request: Any,
+    planned: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]],
+    done: dict[str, collections.Counter[str]],
+    outcomes: list[fleet.Outcome[Any]],
+) -> Iterator[list[Any]]:
+    """The batches of every target's commit, tagged, target after target: a target that fails
+    is its outcome's error (what it committed before stays committed, and counted)."""
+    from jobctl import plans, replica, session, unserved
+    from jobctl import reclaim as core
+
+    for target in targets:
+        outcome: fleet.Outcome[Any] = fleet.Outcome(target)
+        outcomes.append(outcome)
+        tally = done[target.name] = collections.Counter()
+        try:
+            target.check()
+            with session.open(target.settings) as s, unserved.explained(s):
+                replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
+                if target.name in planned:
+                    made, planned_rows = planned[target.name]
+                    plans.check_origin(request.plan, made, s.origin())
+                    batches = core.commit_plan(s, planned_rows, batch_size=request.batch_size)
+                else:
+                    batches = core.commit(
+                        s, request.where, batch_size=request.batch_size, limit=request.limit
+                    )
+                for batch in batches:
+                    tally += core.tally(batch)
+                    yield list(fleet.tagged(target.name, batch))
+        except errors.JobctlError as exc:
+            outcome.error = exc
+
+
+def _serve(targets: Sequence[Target], request: Any, out: output.Output, fmt: str | None) -> None:
+    """The reclaimer service for every target from one process: a thread, a connection and
+    a backoff each; one target down never stops the others."""
+    from jobctl import service
+
+    failed = service.run_many(
+        [(t.name, t.settings) for t in targets],
+        request.where,
+        batch_size=request.batch_size,
+        every=request.every,
+        on_batch=lambda name, applied: terminal.emit_reclaimed(
+            cast(list[rows.ReclaimRow], list(fleet.tagged(name, applied))),
+            out,
+            fmt,
+            across_targets=True,
+        ),
+        log=terminal.say,
+    )
+    _exit(errors.EXIT_ERROR if failed else 0)
+
+
+# ---------------------------------------------------------------- jobctl targets
+def targets_command(
+    ctx: typer.Context,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Connect to each (at once): reachable, primary or standby, schema."
+        ),
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The named targets of the config file: where each is and its table (never a password).
+
+    --check connects to each at once and says whether it answers, whether it is a primary
+    or a standby, whether jobctl serves its table, and how many jobs are stuck there; exit 1
+    when any fails. Example: jobctl targets --check
+    """
+    from jobctl import targets as config
+
+    where = ctx.find_root().obj
+    if isinstance(where, Fleet):
+        chosen = list(where.targets)
+    else:
+        loaded = config.load()
+        for line in loaded.warnings:
+            terminal.say(line)
+        chosen = [loaded.targets[where.target]] if where.target else list(loaded.targets.values())
+        if not chosen:
+            raise errors.UsageError(f"no targets: {loaded.known()}")
+    found: list[dict[str, Any]] = [
+        {"target": t.name, "where": t.where, "table": t.settings.table} for t in chosen
+    ]
+    code = 0
+    if check:
+        outcomes = fleet.across(chosen, _checked)
+        for row, o in zip(found, outcomes, strict=True):
+            row |= o.value or {
+                "reachable": False,
+                "server": None,
+                "role": None,
+                "schema": None,
+                "stuck": None,
+                "problem": " ".join((fleet.failure_line(o).split(": ", 1)[1]).split()),
+            }
+        code = errors.EXIT_ERROR if any(not o.ok for o in outcomes) else 0
+    for row, t in zip(found, chosen, strict=True):
+        row.setdefault("problem", t.problem)
+    columns = list(found[0]) if found else None
+    terminal.emit(views.table(found, found, columns, views.TARGETS_VIEW), out, fmt)
+    _exit(code)
+
+
+def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
+    """One target, checked: where the connection landed, its role, its table's state."""
+    from jobctl import db, replica, session, unserved
+
+    with session.open(target.settings) as s:
+        st = replica.probe(s.conn)
+        with db.safe(s.conn):
+            missing = unserved.diagnose(s.conn, s.table)
+        stuck = None
+        if missing is None:
+            with s.transaction(read_only=True):
+                leases = s.one("metrics_leases", {"soon": dt.timedelta(0)})
+            stuck = leases["stuck_auto"] + leases["stuck_manual"]
+    role = st.role if not st.standby else f"standby (lag {replica.seconds(st.lag_s)})"
+    return {
+        "reachable": True,
+        "server": st.where,
+        "role": role,
+        "schema": "applied" if missing is None else "missing",
+        "stuck": stuck,
+        "problem": None if missing is None else " ".join(missing.message.split()),
+    }

@@ -1,0 +1,121 @@
+"""One command across several databases: run a read on every target at once (bounded), each
+on its own connection, and keep what each gave or why it failed.
+
+A target that fails (down, no schema, a timeout) never stops the others: its outcome holds
+the error, and the caller says it in one line. The lines a target's work says (a standby's
+notice, say) are kept with its outcome, so that output comes out in the targets' order, not
+in the order the servers answered. Example::
+
+    outcomes = fleet.across(targets, lambda target, say: count_stuck(target.settings))
+    for o in outcomes:
+        print(o.target.name, o.value if o.error is None else o.error.message)
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from jobctl import db, errors
+from jobctl.rows import Row
+from jobctl.targets import Target
+
+T = TypeVar("T")
+MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
+
+Say = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class Outcome(Generic[T]):
+    """What one target gave (``value``), or why it failed (``error``), and what it said."""
+
+    target: Target
+    value: T | None = None
+    error: errors.JobctlError | None = None
+    said: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def across(
+    targets: Sequence[Target], work: Callable[[Target, Say], T], *, at_once: int = MAX_AT_ONCE
+) -> list[Outcome[T]]:
+    """``work(target, say)`` on every target, ``at_once`` at a time; the outcomes in the
+    targets' order. An error of jobctl's is the target's outcome; anything else (a bug) is
+    too, as an internal error, so one target's surprise never loses the others' output."""
+
+    def one(target: Target) -> Outcome[T]:
+        outcome: Outcome[T] = Outcome(target)
+        try:
+            target.check()
+            outcome.value = work(target, outcome.said.append)
+        except errors.JobctlError as exc:
+            outcome.error = exc
+        except Exception as exc:
+            outcome.error = errors.JobctlError(f"internal error: {type(exc).__name__}: {exc}")
+        return outcome
+
+    if len(targets) == 1:
+        return [one(targets[0])]
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=max(1, min(at_once, len(targets))), thread_name_prefix="jobctl-target"
+    ) as pool:
+        return list(pool.map(one, targets))
+
+
+def failure_line(outcome: Outcome[Any]) -> str:
+    """A failed target's one line (its password, if its message quotes one, redacted)."""
+    assert outcome.error is not None
+    message = db.redact(outcome.error.message, outcome.target.settings.dsn)
+    return f"target {outcome.target.name}: {' '.join(message.split())}"
+
+
+def exit_code(outcomes: Iterable[Outcome[Any]]) -> int:
+    """The worst of the failed targets' exit codes (0 when none failed)."""
+    return errors.worst_exit_code([o.error.exit_code for o in outcomes if o.error is not None])
+
+
+def tagged(name: str, rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+    """Rows with the target's name first."""
+    for row in rows:
+        yield {"target": name, **row}
+
+
+# ---------------------------------------------------------------- summary across targets
+COUNTED = ("live", "expiring_soon", "expired", "no_lease")
+
+
+def summary_rows(summaries: Sequence[tuple[str, Row]]) -> list[Row]:
+    """``summary`` across targets: a row per target (its counts by status, its processing
+    by lease, what waits) and a last row, ``target`` "total", summing them."""
+    statuses: list[str] = []
+    for _, result in summaries:
+        statuses += [s for s in result["status"] if s not in statuses]
+    found = []
+    for name, result in summaries:
+        row: Row = {"target": name, "table": result["table"]}
+        row |= {status: result["status"].get(status, 0) for status in statuses}
+        row |= {key: result["processing"].get(key, 0) for key in COUNTED}
+        row |= {
+            "ready": result["ready"],
+            "oldest_ready_s": result["oldest_ready_s"],
+            "awaiting_review": result["awaiting_review"],
+            "estimated": ",".join(result["estimated"]),
+        }
+        found.append(row)
+    total: Row = collections.defaultdict(int)
+    total |= {"target": "total", "table": None}
+    for row in found:
+        for key in (*statuses, *COUNTED, "ready", "awaiting_review"):
+            total[key] += row[key] or 0
+    waits = [r["oldest_ready_s"] for r in found if r["oldest_ready_s"] is not None]
+    total["oldest_ready_s"] = max(waits, default=None)
+    estimated = {e for r in found for e in r["estimated"].split(",") if e}
+    total["estimated"] = ",".join(sorted(estimated))
+    return [*found, dict(total)]

@@ -1,0 +1,299 @@
+"""Named targets: the databases of a config file, addressed by name (``--target``).
+
+The file is TOML: ``JOBCTL_CONFIG``, else ``$XDG_CONFIG_HOME/jobctl/config.toml`` (by default
+``~/.config/jobctl/config.toml``). Each ``[targets.NAME]`` says where the database is (exactly
+one of ``dsn``, ``service`` for pg_service.conf, or ``dsn_env`` naming an environment variable
+that holds the DSN, so that no secret need sit in the file), its jobs table, and its defaults
+for the global options; ``[defaults]`` holds defaults for every target. Example::
+
+    [defaults]
+    lock_timeout = "1s"
+
+    [targets.orders]
+    dsn = "host=db-eu.internal dbname=orders user=oncall"
+
+    [targets.billing]
+    dsn_env = "BILLING_DSN"
+    table = "billing.jobs"
+
+A setting on the command line wins over the target's, which wins over ``[defaults]``, which
+wins over the environment (JOBCTL_TABLE, JOBCTL_ACTOR) and the built-in defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from jobctl import db, durations, errors
+
+LOCATION_KEYS = ("dsn", "service", "dsn_env")
+SETTING_KEYS = ("table", "statement_timeout", "lock_timeout", "actor")
+TARGET_KEYS = (*LOCATION_KEYS, *SETTING_KEYS)
+TOP_KEYS = ("defaults", "targets")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A named database of the config file: where it is, how jobctl behaves on it."""
+
+    name: str
+    settings: db.Settings
+    where: str  # where it is, as the file says it, never with a password
+    problem: str | None = None  # why it cannot be reached as configured (dsn_env unset)
+
+    def check(self) -> None:
+        """Refuse a target that cannot be used as configured (exit 2), before connecting."""
+        if self.problem:
+            raise errors.UsageError(f"target {self.name}: {self.problem}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The config file as read: its targets in the file's order."""
+
+    path: Path | None  # None: no config file
+    targets: Mapping[str, Target]
+    warnings: Sequence[str] = ()
+
+    def select(self, names: Sequence[str]) -> list[Target]:
+        """The targets named, in the order given (each once); an unknown name is one line
+        naming the known ones (exit 2)."""
+        chosen: list[Target] = []
+        for name in dict.fromkeys(names):
+            if name not in self.targets:
+                raise errors.UsageError(f"unknown target {name!r}: {self.known()}")
+            chosen.append(self.targets[name])
+        return chosen
+
+    def known(self) -> str:
+        if self.path is None:
+            return f"no config file ({default_path()}; JOBCTL_CONFIG names another)"
+        if not self.targets:
+            return f"{self.path} names no target"
+        return f"the targets of {self.path} are {', '.join(self.targets)}"
+
+
+def default_path() -> Path:
+    """JOBCTL_CONFIG, else the XDG config home's jobctl/config.toml."""
+    given = os.environ.get("JOBCTL_CONFIG")
+    if given:
+        return Path(given)
+    home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(Path.home(), ".config")
+    return Path(home) / "jobctl" / "config.toml"
+
+
+def load(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The config file at ``path`` (default: ``default_path()``; a missing default file is no
+    targets, a missing JOBCTL_CONFIG an error). ``overrides``: the global options given on the
+    command line (``Settings`` field -> value), which win over the file's."""
+    explicit = path is not None or bool(os.environ.get("JOBCTL_CONFIG"))
+    path = path or default_path()
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            raw = file.read()
+    except FileNotFoundError:
+        if explicit:
+            raise errors.UsageError(f"config file {path} does not exist") from None
+        return Config(None, {})
+    except OSError as exc:
+        raise errors.UsageError(f"cannot read config file {path}: {exc.strerror}") from None
+    document = _parse(path, raw)
+    targets = parse(document, str(path), overrides or {})
+    warnings = []
+    exposed = mode & (stat.S_IRGRP | stat.S_IROTH)
+    if exposed and any(db.holds_password(t.settings.dsn) for t in targets.values()):
+        warnings.append(
+            f"jobctl: warning: {path} holds a password and others can read it "
+            f"({stat.filemode(mode)}): chmod 600 it, or name the DSN with dsn_env or service"
+        )
+    return Config(path, targets, warnings)
+
+
+def _parse(path: Path, raw: bytes) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10: the same parser, from PyPI
+        import tomli as tomllib
+    try:
+        document: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        return document
+    except UnicodeDecodeError:
+        raise errors.UsageError(f"config file {path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise errors.UsageError(f"config file {path}: not valid TOML: {exc}") from None
+
+
+def parse(
+    document: Mapping[str, Any], source: str, overrides: Mapping[str, Any]
+) -> dict[str, Target]:
+    """The targets of a parsed config ``document`` (``source``: its file, for messages)."""
+    unknown = sorted(set(document) - set(TOP_KEYS))
+    if unknown:
+        raise errors.UsageError(
+            f"config file {source}: unknown key {unknown[0]!r} (known: {', '.join(TOP_KEYS)})"
+        )
+    defaults = _table(document.get("defaults", {}), source, "[defaults]")
+    _only(defaults, SETTING_KEYS, source, "[defaults]")
+    section = _table(document.get("targets", {}), source, "[targets]")
+    targets = {}
+    for name, body in section.items():
+        where = f"[targets.{name}]"
+        body = _table(body, source, where)
+        _only(body, TARGET_KEYS, source, where)
+        targets[name] = _target(name, {**defaults, **body}, source, where, overrides)
+    return targets
+
+
+def _table(value: Any, source: str, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise errors.UsageError(f"config file {source}: {where} must be a table")
+    return value
+
+
+def _only(body: Mapping[str, Any], keys: Sequence[str], source: str, where: str) -> None:
+    unknown = sorted(set(body) - set(keys))
+    if unknown:
+        raise errors.UsageError(
+            f"config file {source}: {where}: unknown key {unknown[0]!r} (known: {', '.join(keys)})"
+        )
+
+
+def _target(
+    name: str, body: Mapping[str, Any], source: str, where: str, overrides: Mapping[str, Any]
+) -> Target:
+    for key, value in body.items():
+        if not isinstance(value, str) or not value:
+            raise errors.UsageError(f"config file {source}: {where}: {key} must be a string")
+    given = [key for key in LOCATION_KEYS if key in body]
+    if len(given) != 1:
+        said = "none" if not given else " and ".join(given)
+        raise errors.UsageError(
+            f"config file {source}: {where} needs exactly one of dsn, service or dsn_env "
+            f"(it has {said})"
+        )
+    problem = None
+    if "dsn" in body:
+        dsn, shown = body["dsn"], _shown(body["dsn"])
+    elif "service" in body:
+        dsn, shown = f"service={_kv(body['service'])}", f"service {body['service']}"
+    else:
+        variable = body["dsn_env"]
+        dsn, shown = os.environ.get(variable, ""), f"${variable}"
+        if not dsn:
+            problem = f"its dsn_env {variable} is not set (or empty)"
+        else:
+            shown = f"{_shown(dsn)} (${variable})"
+    fields: dict[str, Any] = {"dsn": dsn}
+    if "table" in body:
+        fields["table"] = body["table"]
+    elif os.environ.get("JOBCTL_TABLE"):
+        fields["table"] = os.environ["JOBCTL_TABLE"]
+    for key in ("statement_timeout", "lock_timeout"):
+        if key in body:
+            fields[key] = _duration(body[key], source, f"{where}: {key}")
+    if "actor" in body:
+        fields["actor"] = body["actor"]
+    elif os.environ.get("JOBCTL_ACTOR"):
+        fields["actor"] = os.environ["JOBCTL_ACTOR"]
+    fields |= overrides
+    try:
+        return Target(name, db.Settings(**fields, target=name), shown, problem)
+    except errors.UsageError as exc:
+        raise errors.UsageError(f"config file {source}: {where}: {exc.message}") from None
+
+
+def _duration(value: str, source: str, where: str) -> dt.timedelta:
+    try:
+        return durations.parse(value)
+    except durations.InvalidDuration as exc:
+        raise errors.UsageError(f"config file {source}: {where}: {exc}") from None
+
+
+def _kv(value: str) -> str:
+    """A value for a key=value connection string, quoted as libpq wants."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _shown(dsn: str) -> str:
+    """Where a DSN points, for a person: host:port/dbname (no user, no password)."""
+    from psycopg import conninfo
+
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+    except Exception:
+        return "(an invalid dsn)"
+    if "service" in parts and "host" not in parts:
+        return f"service {parts['service']}"
+    host = str(parts.get("host") or "localhost")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"{host}{port}/{parts.get('dbname') or '(default database)'}"
+
+
+# ---------------------------------------------------------------- what a command addresses
+@dataclasses.dataclass(frozen=True)
+class Fleet:
+    """Several targets at once (``--all-targets``, or ``--target`` given more than once)."""
+
+    targets: Sequence[Target]
+
+
+def address(
+    names: Sequence[str],
+    all_targets: bool,
+    *,
+    dsn: str | None,
+    one: db.Settings,
+    overrides: Mapping[str, Any],
+    warn: Callable[[str], None],
+) -> db.Settings | Fleet:
+    """Where a command runs: ``one`` (the global options' database) when no target is named;
+    a target's settings when one is; a ``Fleet`` for several or ``all_targets``. ``overrides``:
+    the global options given on the command line, which win over the config file's."""
+    if not names and not all_targets:
+        return one
+    if names and all_targets:
+        raise errors.UsageError("--all-targets already names every target: no --target with it")
+    if dsn:
+        raise errors.UsageError("--dsn and --target both say where to connect: give one")
+    config = load(overrides=overrides)
+    for line in config.warnings:
+        warn(line)
+    chosen = list(config.targets.values()) if all_targets else config.select(names)
+    if not chosen:
+        raise errors.UsageError(f"--all-targets: no targets ({config.known()})")
+    if len(chosen) == 1 and not all_targets:
+        chosen[0].check()
+        return chosen[0].settings
+    return Fleet(chosen)
+
+
+def from_environment() -> list[str]:
+    """JOBCTL_TARGET: one name, or several separated by commas or spaces."""
+    return [n for n in os.environ.get("JOBCTL_TARGET", "").replace(",", " ").split() if n]
+
+
+def one_database(where: db.Settings | Fleet, command: str) -> db.Settings:
+    """The settings of a command that works on one database; across targets: exit 2."""
+    if isinstance(where, Fleet):
+        raise errors.UsageError(
+            f"{command} works on one database at a time (ids, plans and schemas are per "
+            f"database): give one --target, not {len(where.targets)}"
+        )
+    return where
+
+
+def names(incomplete: str = "") -> list[str]:
+    """The config file's target names starting with ``incomplete`` (shell completion):
+    none, and no error, without a readable config file."""
+    try:
+        return [n for n in load().targets if n.startswith(incomplete)]
+    except Exception:
+        return []
