@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +38,7 @@ LOCATION_KEYS = ("dsn", "service", "dsn_env")
 SETTING_KEYS = ("table", "statement_timeout", "lock_timeout", "actor")
 TARGET_KEYS = (*LOCATION_KEYS, *SETTING_KEYS)
 TOP_KEYS = ("defaults", "targets")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +147,11 @@ def parse(
     section = _table(document.get("targets", {}), source, "[targets]")
     targets = {}
     for name, body in section.items():
+        if not NAME.fullmatch(name):
+            raise errors.UsageError(
+                f"config file {source}: target name {name!r}: letters, digits, '_', '-' and "
+                "'.' only (it is typed on command lines and shown on terminals)"
+            )
         where = f"[targets.{name}]"
         body = _table(body, source, where)
         _only(body, TARGET_KEYS, source, where)

@@ -1,0 +1,297 @@
+"""The config file's targets and the fan-out's pure parts: no database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import time
+
+import pytest
+from prometheus_client.openmetrics import parser
+
+from jobctl import errors, fleet, metrics, targets
+
+GOOD = """
+[defaults]
+lock_timeout = "1s"
+actor = "oncall@example.com"
+
+[targets.orders]
+dsn = "host=db-eu.internal dbname=orders user=oncall password=s3cret"
+
+[targets.billing]
+dsn_env = "BILLING_DSN"
+table = "billing.jobs"
+lock_timeout = "250ms"
+
+[targets.emails]
+service = "emails"
+"""
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    """Write a config file (mode 0600) and point JOBCTL_CONFIG at it."""
+    monkeypatch.delenv("JOBCTL_TABLE", raising=False)
+    monkeypatch.delenv("JOBCTL_ACTOR", raising=False)
+
+    def write(text: str, mode: int = 0o600):
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        os.chmod(path, mode)
+        monkeypatch.setenv("JOBCTL_CONFIG", str(path))
+        return path
+
+    return write
+
+
+def test_targets_in_the_files_order_with_their_settings(config, monkeypatch):
+    config(GOOD)
+    monkeypatch.setenv("BILLING_DSN", "host=db-us.internal dbname=billing")
+    loaded = targets.load()
+    assert list(loaded.targets) == ["orders", "billing", "emails"]
+    orders, billing, emails = loaded.targets.values()
+    assert orders.settings.dsn.startswith("host=db-eu.internal")
+    assert orders.settings.table == "jobs"
+    assert orders.settings.lock_timeout == dt.timedelta(seconds=1)  # [defaults]
+    assert orders.settings.actor == "oncall@example.com"
+    assert orders.settings.target == "orders"
+    assert "s3cret" not in orders.where and orders.where == "db-eu.internal/orders"
+    assert billing.settings.dsn == "host=db-us.internal dbname=billing"
+    assert billing.settings.table == "billing.jobs"
+    assert billing.settings.lock_timeout == dt.timedelta(milliseconds=250)  # its own wins
+    assert billing.where == "db-us.internal/billing ($BILLING_DSN)"
+    assert emails.settings.dsn == "service='emails'"
+    assert emails.where == "service emails"
+    assert not loaded.warnings  # 0600: nobody else reads the password
+
+
+def test_the_command_line_wins_over_the_file_and_the_file_over_the_environment(config, monkeypatch):
+    config(GOOD)
+    monkeypatch.setenv("JOBCTL_TABLE", "from_env")
+    monkeypatch.setenv("JOBCTL_ACTOR", "env@actor")
+    loaded = targets.load(overrides={"lock_timeout": dt.timedelta(seconds=9)})
+    orders, billing, _ = loaded.targets.values()
+    assert orders.settings.table == "from_env"  # the file says nothing: the environment
+    assert billing.settings.table == "billing.jobs"  # the file says it
+    assert orders.settings.actor == "oncall@example.com"
+    assert billing.settings.lock_timeout == dt.timedelta(seconds=9)
+
+
+def test_an_unset_dsn_env_is_that_targets_problem_only(config, monkeypatch):
+    config(GOOD)
+    monkeypatch.delenv("BILLING_DSN", raising=False)
+    monkeypatch.setenv("JOBCTL_DSN", "host=elsewhere")  # never a fallback for a target
+    billing = targets.load().targets["billing"]
+    assert billing.problem == "its dsn_env BILLING_DSN is not set (or empty)"
+    with pytest.raises(errors.UsageError, match="target billing: its dsn_env BILLING_DSN"):
+        billing.check()
+
+
+def test_a_password_others_can_read_is_warned_of(config):
+    path = config(GOOD, mode=0o644)
+    (line,) = targets.load().warnings
+    assert str(path) in line and "-rw-r--r--" in line and "chmod 600" in line
+    assert "s3cret" not in line
+
+
+def test_no_password_no_warning_whatever_the_mode(config):
+    config('[targets.a]\ndsn = "host=x dbname=y"\n', mode=0o644)
+    assert not targets.load().warnings
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[targets.a\ndsn = 1", "not valid TOML"),
+        ('[targets.a]\ndsn = "x"\nport = "5432"\n', "[targets.a]: unknown key 'port'"),
+        ('[target.a]\ndsn = "x"\n', "unknown key 'target' (known: defaults, targets)"),
+        ('[targets.a]\ntable = "jobs"\n', "[targets.a] needs exactly one of dsn, service"),
+        ('[targets.a]\ndsn = "x"\nservice = "y"\n', "(it has dsn and service)"),
+        ('[targets.a]\ndsn = "x"\nlock_timeout = "soon"\n', "[targets.a]: lock_timeout"),
+        ('[targets.a]\ndsn = "x"\nlock_timeout = "0s"\n', "lock_timeout must be 1ms"),
+        ("[targets.a]\ndsn = 5\n", "[targets.a]: dsn must be a string"),
+        ('[defaults]\ndsn = "x"\n', "[defaults]: unknown key 'dsn'"),
+        ("targets = 3\n", "[targets] must be a table"),
+        ('[targets."a b"]\ndsn = "x"\n', "target name 'a b'"),
+        ('[targets."\\u001b[31m"]\ndsn = "x"\n', "target name '\\x1b[31m'"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_it(config, text, says):
+    path = config(text)
+    with pytest.raises(errors.UsageError) as raised:
+        targets.load()
+    assert says in raised.value.message
+    assert str(path) in raised.value.message and "\n" not in raised.value.message
+    assert raised.value.exit_code == errors.EXIT_USAGE
+
+
+def test_a_missing_named_config_file_is_an_error_the_default_one_no_targets(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOBCTL_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(errors.UsageError, match="does not exist"):
+        targets.load()
+    monkeypatch.delenv("JOBCTL_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert targets.load().targets == {}
+
+
+def test_an_unknown_target_names_the_known_ones(config):
+    path = config(GOOD)
+    with pytest.raises(errors.UsageError) as raised:
+        targets.load().select(["orders", "biling"])
+    assert raised.value.message == (
+        f"unknown target 'biling': the targets of {path} are orders, billing, emails"
+    )
+
+
+def test_what_a_command_addresses(config, monkeypatch):
+    config(GOOD)
+    monkeypatch.setenv("BILLING_DSN", "host=b")
+    from jobctl import db
+
+    plain = db.Settings(dsn="host=plain")
+    kw = {"dsn": None, "one": plain, "overrides": {}, "warn": print}
+    assert targets.address([], False, **kw) is plain
+    assert targets.address(["billing"], False, **kw).dsn == "host=b"
+    several = targets.address(["billing", "orders"], False, **kw)
+    assert [t.name for t in several.targets] == ["billing", "orders"]
+    assert len(targets.address([], True, **kw).targets) == 3
+    with pytest.raises(errors.UsageError, match="--dsn and --target"):
+        targets.address(["orders"], False, **{**kw, "dsn": "host=x"})
+    with pytest.raises(errors.UsageError, match="no --target with it"):
+        targets.address(["orders"], True, **kw)
+    with pytest.raises(errors.UsageError, match="give one --target, not 2"):
+        targets.one_database(several, "jobctl show")
+
+
+def test_jobctl_target_takes_names_separated_by_commas_or_spaces(monkeypatch):
+    monkeypatch.setenv("JOBCTL_TARGET", "orders, billing emails")
+    assert targets.from_environment() == ["orders", "billing", "emails"]
+
+
+def test_completion_offers_target_names_and_never_fails(config, monkeypatch):
+    config(GOOD)
+    assert targets.names("b") == ["billing"]
+    config("not toml [")
+    assert targets.names("") == []
+
+
+# ---------------------------------------------------------------- the fan-out
+
+
+def _targets(*names: str) -> list[targets.Target]:
+    from jobctl import db
+
+    return [targets.Target(n, db.Settings(dsn=f"dbname={n}", target=n), n) for n in names]
+
+
+def test_across_runs_at_once_keeps_the_targets_order_and_each_failure():
+    started = threading.Barrier(3, timeout=5)  # all three inside work at once, or it breaks
+
+    def work(target, say):
+        started.wait()
+        time.sleep(0.05 if target.name == "a" else 0)  # a answers last
+        say(f"hello from {target.name}")
+        if target.name == "b":
+            raise errors.ConnectError("cannot connect: password=hunter2 refused")
+        return target.name.upper()
+
+    a, b, c = fleet.across(_targets("a", "b", "c"), work)
+    assert (a.value, b.value, c.value) == ("A", None, "C")
+    assert a.said == ["hello from a"]
+    assert fleet.failure_line(b) == "target b: cannot connect: password=*** refused"
+    assert fleet.exit_code([a, b, c]) == errors.EXIT_ERROR
+    assert fleet.exit_code([a, c]) == errors.EXIT_OK
+
+
+def test_across_is_bounded():
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def work(target, say):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)
+        with lock:
+            inside[0] -= 1
+
+    fleet.across(_targets(*"abcdefgh"), work, at_once=3)
+    assert most[0] == 3
+
+
+def test_a_bug_in_one_target_is_its_outcome_not_the_end_of_the_others():
+    def work(target, say):
+        if target.name == "a":
+            raise KeyError("boom")
+        return 1
+
+    a, b = fleet.across(_targets("a", "b"), work)
+    assert a.error is not None and "internal error: KeyError" in a.error.message
+    assert b.value == 1
+
+
+def test_summary_across_targets_sums_each_count_into_a_total():
+    def result(table, queued, processing, expired, ready, oldest, review, estimated=()):
+        return {
+            "table": table,
+            "status": {"queued": queued, "processing": processing, "done": 0, "failed": 0},
+            "estimated": list(estimated),
+            "processing": {
+                "live": processing - expired,
+                "expiring_soon": 0,
+                "expired": expired,
+                "no_lease": 0,
+            },
+            "ready": ready,
+            "oldest_ready_s": oldest,
+            "awaiting_review": review,
+        }
+
+    found = fleet.summary_rows(
+        [
+            ("orders", result("public.jobs", 5, 4, 3, 5, 12.0, 1)),
+            ("billing", result("billing.jobs", 2, 2, 2, 0, None, 0, ["done"])),
+        ]
+    )
+    total = found[-1]
+    assert [r["target"] for r in found] == ["orders", "billing", "total"]
+    assert (total["queued"], total["processing"], total["expired"]) == (7, 6, 5)
+    assert (total["ready"], total["oldest_ready_s"], total["awaiting_review"]) == (5, 12.0, 1)
+    assert total["estimated"] == "done" and total["table"] is None
+
+
+def test_metrics_across_targets_is_one_valid_exposition_with_a_target_label():
+    figures = {
+        "stuck_auto": 2,
+        "stuck_manual": 1,
+        "oldest_expired_s": 30.0,
+        "live": 4,
+        "no_lease": 0,
+        "expiring_soon": 1,
+        "reclaims": 0,
+        "awaiting": 0,
+        "awaiting_review": 1,
+        "ready": 3,
+        "oldest_ready_s": 2.0,
+        "expiring_within_s": 30.0,
+        "reclaim_window_s": 300.0,
+        "replica_lag_s": 0.0,
+        "standby": 0,
+    }
+    text = metrics.openmetrics_across(
+        [("orders", ("public.jobs", figures)), ('we"ird', ("b.jobs", figures))],
+        {"orders": True, 'we"ird': True, "down": False},
+    )
+    families = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    up = {s.labels["target"]: s.value for s in families["jobctl_target_up"].samples}
+    assert up == {"orders": 1, 'we"ird': 1, "down": 0}
+    stuck = families["jobctl_stuck_jobs"].samples
+    assert {(s.labels["target"], s.labels["policy"], s.value) for s in stuck} == {
+        ("orders", "auto", 2),
+        ("orders", "manual", 1),
+        ('we"ird', "auto", 2),
+        ('we"ird', "manual", 1),
+    }
+    assert text.count("# TYPE jobctl_stuck_jobs") == 1  # one family, every target's samples
