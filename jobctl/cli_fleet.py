@@ -248,12 +248,15 @@ def _dry_run(
     from jobctl import plans, replica
     from jobctl import reclaim as core
 
+    parks: dict[str, str | None] = {}
+
     def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
         widened = replica.widen(request.where, st, trust=trust_replica)
         found = core.dry_run(s, widened, request.limit)
         note = replica.dry_run_note(st)
         if note:
             say(note)
+        parks[s.settings.target or ""] = s.table.mapping.park_status
         return s.origin(), found
 
     outcomes = _read(ctx, targets, read)
@@ -272,7 +275,7 @@ def _dry_run(
         doc = views.table(everything, everything, rows.RECLAIM_COLUMNS)
     terminal.emit(views.across_targets(doc), out, fmt)
     counts = {name: core.tally(found) for name, (_, found) in answered}
-    _tallies(counts, committed=False)
+    _tallies(counts, parks, committed=False)
     code = _said(outcomes)
     if request.save_plan is not None:
         again = " ".join(f"--target {name}" for name, _ in answered)
@@ -283,14 +286,24 @@ def _dry_run(
     _exit(code)
 
 
-def _tallies(counts: dict[str, collections.Counter[str]], *, committed: bool) -> None:
+def _tallies(
+    counts: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
+    *,
+    committed: bool,
+) -> None:
+    """Each target's line (its park status named, as one reclaim's line does), and the total."""
     from jobctl import reclaim as core
 
     for name, tally in counts.items():
-        terminal.say(f"target {name}: {core.summary_line(tally, committed)}")
+        line = core.summary_line(tally, committed, park_status=parks.get(name))
+        terminal.say(f"target {name}: {line}")
     if len(counts) > 1:
         total: collections.Counter[str] = sum(counts.values(), collections.Counter())
-        terminal.say(f"all {len(counts)} targets: {core.summary_line(total, committed)}")
+        line = core.summary_line(total, committed)
+        if any(parks.get(name) for name in counts):
+            line = line.replace(" failed,", " failed or parked,", 1)
+        terminal.say(f"all {len(counts)} targets: {line}")
 
 
 def _commit(
@@ -353,14 +366,15 @@ def _commit(
                 "about to reclaim (the dry run, now)",
             )
     done: dict[str, collections.Counter[str]] = {}
+    parks: dict[str, str | None] = {}
     outcomes: list[fleet.Outcome[Any]] = []
-    run = core.Run(_committed(targets, request, planned, done, outcomes), total)
+    run = core.Run(_committed(targets, request, planned, done, parks, outcomes), total)
     kept, counts = terminal.drain(run, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
     if out.tabular:
         shown = sum(counts.values())
         doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
         terminal.emit(views.across_targets(doc), out, fmt)
-    _tallies(done, committed=True)
+    _tallies(done, parks, committed=True)
     _exit(_said([*failed, *outcomes]))
 
 
@@ -374,6 +388,7 @@ def _committed(
     request: Any,
     planned: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]],
     done: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
     outcomes: list[fleet.Outcome[Any]],
 ) -> Iterator[list[Any]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
@@ -389,6 +404,7 @@ def _committed(
             target.check()
             with session.open(target.settings) as s, unserved.explained(s):
                 replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
+                parks[target.name] = s.table.mapping.park_status
                 if target.name in planned:
                     made, planned_rows = planned[target.name]
                     plans.check_origin(request.plan, made, s.origin())

@@ -1,0 +1,416 @@
+"""One command across several databases (``--target``, ``--all-targets``): three databases of
+three shapes on the test server and one target nothing listens on (tests/fleet.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import fleet as staging
+import psycopg
+import pytest
+from helpers import wait_until
+from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE
+
+SHAPES = {"orders": staging.REFERENCE, "billing": OWN_NAMES_PARKED, "emails": TEXT_VARCHAR_NAIVE}
+
+
+@pytest.fixture
+def staged(server_dsn, template, tmp_path, monkeypatch):
+    """The fleet, its config file as JOBCTL_CONFIG, the dsn_env target's variable set."""
+    with staging.staged(server_dsn, template, tmp_path) as made:
+        for name, value in made.env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("JOBCTL_CONFIG", str(made.config))
+        monkeypatch.delenv("JOBCTL_TARGET", raising=False)
+        yield made
+
+
+def processing(f: staging.Fleet, target: str) -> int:
+    """Jobs in processing (the table's own word for it) on a target."""
+    shape = SHAPES[target]
+    with psycopg.connect(f.dsns[target]) as conn:
+        return conn.execute(
+            f"SELECT count(*) FROM {shape.table} WHERE {shape.status_column}::text = %s",
+            (shape.processing,),
+        ).fetchone()[0]
+
+
+def expire_live_leases(f: staging.Fleet, target: str) -> None:
+    """The target's live leases run out, as if their workers died (the lease columns keep the
+    design's names on every shape here)."""
+    shape = SHAPES[target]
+    with psycopg.connect(f.dsns[target], autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {shape.table} SET lease_expires_at = now() - interval '1 minute'"
+            f" WHERE {shape.status_column}::text = %s AND lease_expires_at > now()",
+            (shape.processing,),
+        )
+
+
+def jsonl(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line]
+
+
+# ---------------------------------------------------------------- reads
+def test_stuck_across_targets_tags_every_row_and_names_the_down_one(staged, run):
+    code, out, err = run("--all-targets", "stuck", "-o", "jsonl")
+    found = jsonl(out)
+    by_target = {name: [r["id"] for r in found if r["target"] == name] for name in staged.stuck}
+    assert by_target == {
+        name: [str(i) if isinstance(i, str) else i for i in ids] for name, ids in staged.ids.items()
+    }
+    assert all(next(iter(r)) == "target" for r in found)  # the first key
+    lines = err.splitlines()
+    assert f"jobctl: error: target {staged.down}: cannot connect" in err
+    assert sum(staged.down in line for line in lines) == 1  # one line names it
+    assert code == 1  # some target failed; the others' output is whole
+
+
+def test_a_table_across_targets_has_the_target_first(staged, run):
+    code, out, _ = run("--target", "orders", "--target", "billing", "stuck")
+    header, _rule, *body = out.splitlines()
+    assert header.split()[:2] == ["target", "id"]
+    assert [line.split()[0] for line in body] == ["orders"] * 3 + ["billing"] * 2
+    assert code == 0  # no target failed
+
+
+def test_one_target_is_exactly_that_database(staged, run):
+    _, by_name, _ = run("--target", "billing", "stuck", "-o", "json")
+    _, by_dsn, _ = run(
+        "--dsn", staged.dsns["billing"], "--table", staged.tables["billing"], "stuck", "-o", "json"
+    )
+    strip = [
+        {k: v for k, v in r.items() if k not in ("lease_overdue_s",)} for r in json.loads(by_name)
+    ]
+    assert strip == [
+        {k: v for k, v in r.items() if k != "lease_overdue_s"} for r in json.loads(by_dsn)
+    ]
+    assert "target" not in json.loads(by_name)[0]
+
+
+def test_jobctl_target_names_the_targets(staged, run, monkeypatch):
+    monkeypatch.setenv("JOBCTL_TARGET", "orders,billing")
+    code, out, _ = run("stuck", "-o", "jsonl")
+    assert {r["target"] for r in jsonl(out)} == {"orders", "billing"}
+    assert code == 0
+
+
+def test_summary_per_target_and_a_total(staged, run):
+    code, out, err = run("--all-targets", "summary", "-o", "json")
+    found = {r["target"]: r for r in json.loads(out)}
+    assert list(found) == ["orders", "billing", "emails", "total"]  # the down one: stderr
+    assert {name: found[name]["expired"] for name in staged.stuck} == staged.stuck
+    # statuses by the part they play: billing's 'running' is processing, 'pending' queued
+    assert found["billing"]["processing"] == 3 and found["billing"]["queued"] == 2
+    for key in ("queued", "processing", "expired", "ready"):
+        assert found["total"][key] == sum(found[n][key] for n in staged.stuck)
+    assert f"target {staged.down}" in err and code == 1
+
+
+def test_metrics_across_targets_one_exposition_with_a_target_label(staged, run):
+    from prometheus_client.openmetrics import parser
+
+    code, out, err = run("--all-targets", "metrics", "--max-stuck", "2")
+    families = {f.name: f for f in parser.text_string_to_metric_families(out)}
+    up = {s.labels["target"]: s.value for s in families["jobctl_target_up"].samples}
+    assert up == {"orders": 1, "billing": 1, "emails": 1, staged.down: 0}
+    stuck = {}
+    for sample in families["jobctl_stuck_jobs"].samples:
+        stuck[sample.labels["target"]] = stuck.get(sample.labels["target"], 0) + sample.value
+    assert stuck == staged.stuck
+    assert "jobctl: CRITICAL: target orders: 3 stuck jobs > --max-stuck 2" in err
+    assert code == 1  # a target failed: worse than the breach (4)
+
+
+def test_a_read_across_targets_takes_the_slowest_not_the_sum(staged, run):
+    """Each reachable table locked for 1.5 s: one after another that is 4.5 s at least."""
+    hold = 1.5
+    holders = []
+    for name in staged.stuck:
+        conn = psycopg.connect(staged.dsns[name])
+        conn.execute(f"LOCK TABLE {staged.tables[name]} IN ACCESS EXCLUSIVE MODE")
+        holders.append(conn)
+    timers = [threading.Timer(hold, conn.rollback) for conn in holders]
+    try:
+        started = time.monotonic()
+        for timer in timers:
+            timer.start()
+        code, out, _ = run(
+            "--target",
+            "orders",
+            "--target",
+            "billing",
+            "--target",
+            "emails",
+            "--lock-timeout",
+            "10s",
+            "stuck",
+            "-o",
+            "jsonl",
+        )
+        took = time.monotonic() - started
+    finally:
+        for timer in timers:
+            timer.join()
+        for conn in holders:
+            conn.close()
+    assert code == 0 and len(jsonl(out)) == 5
+    assert hold <= took < 2 * hold, f"{took:.2f}s for three targets each held {hold}s"
+
+
+# ---------------------------------------------------------------- one database only
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", "1"],
+        ["history", "1"],
+        ["explain", "1"],
+        ["requeue", "1", "--yes"],
+        ["fail", "1", "--reason", "x", "--yes"],
+        ["policy", "1", "--manual", "--yes"],
+        ["quarantine"],
+        ["events"],
+        ["report"],
+        ["schema", "check"],
+        ["stuck", "--watch", "--count", "1"],
+        ["review", "--save-plan", "p.json"],
+        ["reclaim", "--id", "1"],
+    ],
+)
+def test_commands_by_id_refuse_several_targets(staged, run, command):
+    code, out, err = run("--all-targets", *command)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and "--target" in err, err
+
+
+def test_show_with_one_target(staged, run):
+    job = staged.ids["billing"][0]
+    code, out, _ = run("--target", "billing", "show", str(job), "-o", "json")
+    assert code == 0 and json.loads(out)["id"] == job
+
+
+# ---------------------------------------------------------------- the config file
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[targets.a\n", "not valid TOML"),
+        ('[targets.a]\ndsn = "x"\nhost = "y"\n', "unknown key 'host'"),
+        ('[targets.a]\ntable = "jobs"\n', "needs exactly one of dsn, service or dsn_env"),
+    ],
+)
+def test_config_file_errors_are_one_line_exit_2(run, tmp_path, monkeypatch, text, says):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    monkeypatch.setenv("JOBCTL_CONFIG", str(path))
+    code, out, err = run("--target", "a", "stuck")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and says in err and str(path) in err
+    assert "Traceback" not in err
+
+
+def test_an_unknown_target_names_the_known_ones(staged, run):
+    code, _, err = run("--target", "ordres", "stuck")
+    assert code == 2
+    assert err.strip() == (
+        f"jobctl: error: unknown target 'ordres': the targets of {staged.config} are "
+        f"orders, billing, emails, {staged.down}"
+    )
+
+
+def test_targets_lists_and_checks_without_a_password(staged, run, tmp_path, monkeypatch):
+    text = staged.config.read_text().replace(
+        "dbname=jobctl_orders", "password=hunter2 dbname=jobctl_orders"
+    )
+    assert "hunter2" in text
+    secret = tmp_path / "secret.toml"
+    secret.write_text(text)
+    os.chmod(secret, 0o644)  # readable by others, with a password: warned
+    monkeypatch.setenv("JOBCTL_CONFIG", str(secret))
+    code, out, err = run("targets", "--check", "-o", "json")
+    found = {r["target"]: r for r in json.loads(out)}
+    assert list(found) == ["orders", "billing", "emails", staged.down]
+    assert all(found[n]["reachable"] and found[n]["schema"] == "applied" for n in staged.stuck)
+    assert {n: found[n]["stuck"] for n in staged.stuck} == staged.stuck
+    assert found["orders"]["role"] == "primary"
+    assert not found[staged.down]["reachable"] and "cannot connect" in found[staged.down]["problem"]
+    assert found["emails"]["where"].endswith(f"(${staging.EMAILS_ENV})")
+    assert "hunter2" not in out + err
+    assert "holds a password and others can read it" in err
+    assert code == 1  # one target failed its check
+    code, out, _ = run("targets")
+    assert code == 0 and "hunter2" not in out
+
+
+# ---------------------------------------------------------------- writes
+def test_reclaim_across_targets_each_target_its_own(staged, run):
+    code, out, err = run("--all-targets", "reclaim", "--commit", "--yes", "-o", "jsonl")
+    done = jsonl(out)
+    assert {n: sum(r["target"] == n and r["applied"] for r in done) for n in staged.stuck} == (
+        staged.stuck
+    )
+    assert "target orders: reclaimed: 2 requeued, 1 failed" in err
+    assert "target billing: reclaimed: 2 requeued, 0 parked in manual_review" in err
+    assert f"jobctl: error: target {staged.down}" in err and code == 1
+    for name in staged.stuck:
+        assert (
+            processing(staged, name)
+            == staged.stuck[name] * 0 + {"orders": 2, "billing": 1, "emails": 2}[name]
+        )  # the live leases stay
+
+
+def test_reclaim_across_targets_off_a_terminal_asks_for_yes(staged, run):
+    code, _, err = run("--target", "orders", "--target", "billing", "reclaim", "--commit")
+    assert code == 2 and "--yes" in err
+    assert processing(staged, "orders") == 5  # 3 stuck + 2 live: nothing changed
+
+
+def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged, run, tmp_path):
+    plan = tmp_path / "p.json"
+    code, _, err = run(
+        "--target", "orders", "--target", "billing", "reclaim", "--save-plan", str(plan)
+    )
+    assert code == 0, err
+    parts = json.loads(plan.read_text())["parts"]
+    assert [p["where"]["target"] for p in parts] == ["orders", "billing"]
+    assert [len(p["rows"]) for p in parts] == [3, 2]
+
+    # the plan names billing: a command not addressing it is refused, nothing done
+    code, _, err = run(
+        "--target",
+        "orders",
+        "--target",
+        "emails",
+        "reclaim",
+        "--commit",
+        "--plan",
+        str(plan),
+        "--yes",
+    )
+    assert code == 2 and "--target billing" in err
+    # one target: the plan across targets is not its kind
+    code, _, err = run("--target", "orders", "reclaim", "--commit", "--plan", str(plan), "--yes")
+    assert code == 2 and "across targets" in err
+    assert processing(staged, "orders") == 5
+
+    # a part moved to another target's name is refused there (made for another database);
+    # each target's part stands alone, as each target's reclaim does: billing's applies
+    swapped = json.loads(plan.read_text())
+    swapped["parts"][0]["where"]["target"] = "emails"
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(swapped))
+    os.chmod(moved, 0o600)
+    code, out, err = run(
+        "--all-targets", "reclaim", "--commit", "--plan", str(moved), "--yes", "-o", "jsonl"
+    )
+    assert "target emails: plan" in err and "was made for database" in err and code == 2
+    assert [(r["target"], r["applied"]) for r in jsonl(out)] == [("billing", True)] * 2
+    assert processing(staged, "orders") == 5 and processing(staged, "emails") == 2
+
+    code, out, err = run(
+        "--all-targets", "reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "jsonl"
+    )
+    assert code == 0, err  # the down target is not in the plan: not touched
+    assert [(r["target"], r["applied"]) for r in jsonl(out)] == [("orders", True)] * 3 + [
+        ("billing", False)  # reclaimed since the review: fenced out
+    ] * 2
+    assert processing(staged, "orders") == 2 and processing(staged, "billing") == 1
+
+
+def test_a_plan_saved_on_one_target_records_it_and_applies_on_that_database(staged, run, tmp_path):
+    plan = tmp_path / "one.json"
+    assert run("--target", "billing", "reclaim", "--save-plan", str(plan)).code == 0
+    assert json.loads(plan.read_text())["where"]["target"] == "billing"
+    code, _, err = run("--target", "orders", "reclaim", "--commit", "--plan", str(plan), "--yes")
+    assert code == 2 and "was made for database" in err
+    code, _, err = run("--all-targets", "reclaim", "--commit", "--plan", str(plan), "--yes")
+    assert code == 2 and "applies with that one --target" in err
+    code, _, _ = run("--target", "billing", "reclaim", "--commit", "--plan", str(plan), "--yes")
+    assert code == 0 and processing(staged, "billing") == 1
+
+
+def test_review_across_targets(staged, run):
+    assert run("--all-targets", "reclaim", "--commit", "--yes").code == 1  # down: 1
+    code, out, err = run("--target", "orders", "--target", "billing", "review", "-o", "jsonl")
+    found = jsonl(out)
+    # orders: the manual job, failed; billing: nothing exhausted, nothing manual
+    assert [(r["target"], r["id"]) for r in found] == [("orders", staged.ids["orders"][0])]
+    assert code == 0, err
+
+
+# ---------------------------------------------------------------- the service
+@pytest.mark.slow
+def test_the_service_serves_every_target_and_rides_out_one_going_down(staged, server_dsn):
+    env = {**os.environ, "JOBCTL_ACTOR": "tester@ci"}
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobctl",
+            "--target",
+            "orders",
+            "--target",
+            "billing",
+            "reclaim",
+            "--commit",
+            "--yes",
+            "--every",
+            "0.2s",
+            "-o",
+            "jsonl",
+        ],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    billing_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["billing"])["dbname"]
+
+    def stuck_left(name: str) -> int:
+        shape = SHAPES[name]
+        with psycopg.connect(staged.dsns[name]) as conn:
+            return conn.execute(
+                f"SELECT count(*) FROM {shape.table} WHERE {shape.status_column}::text = %s"
+                " AND lease_expires_at < now()",
+                (shape.processing,),
+            ).fetchone()[0]
+
+    try:
+        wait_until(
+            lambda: stuck_left("orders") == 0 and stuck_left("billing") == 0,
+            what="the first pass on both targets",
+        )
+        with psycopg.connect(server_dsn, autocommit=True) as admin:  # billing goes down
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS false")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (billing_db,),
+            )
+        expire_live_leases(staged, "orders")  # its 2 live leases run out
+        wait_until(lambda: stuck_left("orders") == 0, what="orders served, billing down")
+        with psycopg.connect(server_dsn, autocommit=True) as admin:  # and comes back
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS true")
+        expire_live_leases(staged, "billing")  # its 1 live lease runs out
+        wait_until(lambda: stuck_left("billing") == 0, timeout=30, what="billing back")
+        service.send_signal(signal.SIGTERM)
+        out, err = service.communicate(timeout=20)
+    finally:
+        service.kill()
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS true")
+    applied = [r for r in jsonl(out) if r["applied"]]
+    assert sorted(r["target"] for r in applied) == ["billing"] * 3 + ["orders"] * 5
+    assert "target billing: reclaimer: " in err and "retrying" in err
+    assert "target billing: reclaimer: reconnected" in err
+    assert "Traceback" not in err and service.returncode == 0, err
+
+
+def test_the_fixture_config_is_private(staged):
+    assert Path(staged.config).stat().st_mode & 0o077 == 0
