@@ -113,9 +113,11 @@ def stuck(
     terminal.emit(views.across_targets(views.stuck(found, columns, at_risk=at_risk)), out, fmt)
     code = _said(outcomes)
     if found and sys.stdout.isatty() and out.tabular:
+        holding = [o.target.name for o in outcomes if o.value]
+        again = " ".join(f"--target {name}" for name in holding)
         terminal.say(
-            f"{len(found)} job(s) on {sum(1 for o in outcomes if o.value)} target(s); preview "
-            "the reclaim with: jobctl --all-targets reclaim --dry-run"
+            f"{len(found)} job(s) on {len(holding)} target(s); preview the reclaim with: "
+            f"jobctl {again} reclaim --dry-run"
         )
     if exit_code and found:
         code = errors.worst_exit_code([code, errors.EXIT_FINDINGS])
@@ -472,7 +474,8 @@ def targets_command(
         if not chosen:
             raise errors.UsageError(f"no targets: {loaded.known()}")
     found: list[dict[str, Any]] = [
-        {"target": t.name, "where": t.where, "table": t.settings.table} for t in chosen
+        {"target": t.name, "where": t.where, "from": t.source, "table": t.settings.table}
+        for t in chosen
     ]
     code = 0
     if check:
@@ -491,6 +494,10 @@ def targets_command(
         row.setdefault("problem", t.problem)
     columns = list(found[0]) if found else None
     terminal.emit(views.table(found, found, columns, views.TARGETS_VIEW), out, fmt)
+    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+        for row in found:  # each problem whole, not cut to the column
+            if row["problem"]:
+                terminal.say(f"target {row['target']}: {row['problem']}")
     _exit(code)
 
 

@@ -47,7 +47,8 @@ class Target:
 
     name: str
     settings: db.Settings
-    where: str  # where it is, as the file says it, never with a password
+    where: str  # where it is (host:port/dbname), never with a password
+    source: str = "dsn"  # where the file takes it from: dsn, service, or $VARIABLE (dsn_env)
     problem: str | None = None  # why it cannot be reached as configured (dsn_env unset)
 
     def check(self) -> None:
@@ -188,16 +189,17 @@ def _target(
         )
     problem = None
     if "dsn" in body:
-        dsn, shown = body["dsn"], _shown(body["dsn"])
+        dsn, shown, taken_from = body["dsn"], _shown(body["dsn"]), "dsn"
     elif "service" in body:
         dsn, shown = f"service={_kv(body['service'])}", f"service {body['service']}"
+        taken_from = "service"
     else:
         variable = body["dsn_env"]
-        dsn, shown = os.environ.get(variable, ""), f"${variable}"
+        dsn, shown, taken_from = os.environ.get(variable, ""), "?", f"${variable}"
         if not dsn:
             problem = f"its dsn_env {variable} is not set (or empty)"
         else:
-            shown = f"{_shown(dsn)} (${variable})"
+            shown = _shown(dsn)
     fields: dict[str, Any] = {"dsn": dsn}
     if "table" in body:
         fields["table"] = body["table"]
@@ -212,7 +214,7 @@ def _target(
         fields["actor"] = os.environ["JOBCTL_ACTOR"]
     fields |= overrides
     try:
-        return Target(name, db.Settings(**fields, target=name), shown, problem)
+        return Target(name, db.Settings(**fields, target=name), shown, taken_from, problem)
     except errors.UsageError as exc:
         raise errors.UsageError(f"config file {source}: {where}: {exc.message}") from None
 

@@ -324,11 +324,12 @@ TARGETS_VIEW = [
     TARGET,
     Column("where", "WHERE"),
     Column("table", "TABLE", whole=True),
-    Column("reachable", "UP", when=_checked),
-    Column("role", "ROLE", when=_checked),
-    Column("schema", "SCHEMA", when=_checked),
+    Column("reachable", "UP", whole=True, when=_checked),
+    Column("role", "ROLE", whole=True, when=_checked),
+    Column("schema", "SCHEMA", whole=True, when=_checked),
     Column("stuck", "STUCK", kind="count", when=_checked),
-    Column("server", "SERVER", priority=1, when=_checked),
+    Column("from", "FROM", priority=1),
+    Column("server", "SERVER", priority=2, when=_checked),
     Column("problem", "PROBLEM", when=lambda found: any(r.get("problem") for r in found)),
 ]
 

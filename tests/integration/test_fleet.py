@@ -240,7 +240,7 @@ def test_targets_lists_and_checks_without_a_password(staged, run, tmp_path, monk
     assert {n: found[n]["stuck"] for n in staged.stuck} == staged.stuck
     assert found["orders"]["role"] == "primary"
     assert not found[staged.down]["reachable"] and "cannot connect" in found[staged.down]["problem"]
-    assert found["emails"]["where"].endswith(f"(${staging.EMAILS_ENV})")
+    assert found["emails"]["from"] == f"${staging.EMAILS_ENV}"
     assert "hunter2" not in out + err
     assert "holds a password and others can read it" in err
     assert code == 1  # one target failed its check

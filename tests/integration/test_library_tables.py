@@ -64,6 +64,4 @@ def test_a_library_partition_is_the_library_too(empty_dsn, run):
             "SELECT inhrelid::regclass::text FROM pg_inherits "
             "WHERE inhparent = 'pgboss.job'::regclass LIMIT 1"
         ).fetchone()[0]
-    refused_as_library(
-        run("--table", partition, "schema", "apply", "--yes", dsn=empty_dsn), PGBOSS
-    )
+    refused_as_library(run("--table", partition, "schema", "apply", "--yes", dsn=empty_dsn), PGBOSS)

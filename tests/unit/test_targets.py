@@ -61,9 +61,9 @@ def test_targets_in_the_files_order_with_their_settings(config, monkeypatch):
     assert billing.settings.dsn == "host=db-us.internal dbname=billing"
     assert billing.settings.table == "billing.jobs"
     assert billing.settings.lock_timeout == dt.timedelta(milliseconds=250)  # its own wins
-    assert billing.where == "db-us.internal/billing ($BILLING_DSN)"
+    assert (billing.where, billing.source) == ("db-us.internal/billing", "$BILLING_DSN")
     assert emails.settings.dsn == "service='emails'"
-    assert emails.where == "service emails"
+    assert (emails.where, emails.source) == ("service emails", "service")
     assert not loaded.warnings  # 0600: nobody else reads the password
 
 
