@@ -234,7 +234,13 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
         from jobctl import db, session
 
         root = ctx.find_root().params
-        settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
+        names = root.get("target") or targets.from_environment()
+        if len(names) == 1:  # the ids of that target's database
+            settings = targets.load().select(names)[0].settings
+        elif names or root.get("all_targets"):  # ids are per database: none across targets
+            return []
+        else:
+            settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
         with session.open(settings) as s, s.transaction(read_only=True):

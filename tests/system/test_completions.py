@@ -95,3 +95,25 @@ def test_bash_completes_option_values(conn, dsn):
     claim_all(dsn, 1, worker="api-worker-2.prod.internal")
     workers = bash_complete(["jobctl", "reclaim", "--worker", "api"], {**env, "JOBCTL_DSN": dsn})
     assert workers == ["api-worker-1.prod.internal", "api-worker-2.prod.internal"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.skipif(
+    shutil.which("jobctl", path=str(Path(sys.executable).parent)) is None,
+    reason="jobctl is not installed in this environment",
+)
+def test_bash_completes_target_names_and_a_targets_ids(conn, dsn, tmp_path):
+    """--target completes the config file's names; with one target, ids come from it."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[targets.orders]\ndsn = "{dsn}"\n\n[targets.billing]\ndsn = "dbname=nowhere"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBCTL_DSN", "DATABASE_URL")}
+    env["JOBCTL_CONFIG"] = str(config)
+    assert bash_complete(["jobctl", "--target", ""], env) == ["orders", "billing"]
+    assert bash_complete(["jobctl", "--target", "o"], env) == ["orders"]
+    add_jobs(conn, 12)
+    claim_all(dsn, 12)
+    ids = bash_complete(["jobctl", "--target", "orders", "show", "1"], env)
+    assert ids == ["1", "10", "11", "12"]
+    assert bash_complete(["jobctl", "--all-targets", "show", "1"], env) == []
