@@ -360,8 +360,10 @@ def _commit(
             unreachable = ""
             if failed:
                 unreachable = f"; not on {', '.join(o.target.name for o in failed)} (failed)"
+            if failed:  # why, before the question
+                _said(failed)
             if not targets:
-                _exit(_said(preview))
+                _exit(fleet.exit_code(failed))
             terminal.confirm(
                 f"Reclaim {total} expired job(s) on {len(targets)} target(s): {each}{unreachable}?",
                 found,
@@ -377,7 +379,7 @@ def _commit(
         doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
         terminal.emit(views.across_targets(doc), out, fmt)
     _tallies(done, parks, committed=True)
-    _exit(_said([*failed, *outcomes]))
+    _exit(errors.worst_exit_code([fleet.exit_code(failed), _said(outcomes)]))
 
 
 def _counts(found: list[Any]) -> str:

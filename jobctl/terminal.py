@@ -65,6 +65,8 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
         if len(shown) < len(about):
             title = f"{title}: the first {len(shown)} of {len(about)}"
         preview = output.Section(title, shown, columns, view)
+        if "target" in about[0]:  # rows across targets: which database each is in
+            (preview,) = views.across_targets(output.Document(None, [preview])).sections
         output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
         if len(shown) < len(about):
             workers = collections.Counter(r.get("reserved_by") for r in about)
