@@ -333,10 +333,12 @@ def _commit(
         targets = [t for t in targets if t.name in planned]
         total: int | None = sum(len(r) for _, r in planned.values())
         if not request.yes:
-            each = ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items())
+            terminal.say(
+                "by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items())
+            )
             terminal.confirm(
                 f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
-                f"{len(planned)} target(s) ({each})?",
+                f"{len(planned)} target(s)?",
                 [],
                 "",
             )
@@ -352,20 +354,23 @@ def _commit(
             targets = [o.target for o in preview if o.ok]
             found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
             total = len(found)
-            each = ", ".join(
-                f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
-                for o in preview
-                if o.value is not None
-            )
-            unreachable = ""
-            if failed:
-                unreachable = f"; not on {', '.join(o.target.name for o in failed)} (failed)"
             if failed:  # why, before the question
                 _said(failed)
             if not targets:
                 _exit(fleet.exit_code(failed))
+            unreachable = ""
+            if failed:
+                unreachable = f", not on {', '.join(o.target.name for o in failed)} (failed)"
+            terminal.say(
+                "by target: "
+                + ", ".join(
+                    f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
+                    for o in preview
+                    if o.value is not None
+                )
+            )
             terminal.confirm(
-                f"Reclaim {total} expired job(s) on {len(targets)} target(s): {each}{unreachable}?",
+                f"Reclaim {total} expired job(s) on {len(targets)} target(s){unreachable}?",
                 found,
                 "about to reclaim (the dry run, now)",
             )

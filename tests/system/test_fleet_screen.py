@@ -1,0 +1,95 @@
+"""The fleet on a terminal (issue 25): commands across targets on a pty of 80x24 and 120x40
+(tests/screens.py): no line wider than the terminal, one line per job with its target first,
+a failed target one message, the commit's question naming each target's counts."""
+
+from __future__ import annotations
+
+import re
+
+import fleet as staging
+import pytest
+from rich.cells import cell_len
+from screens import on_terminal
+
+pytest.importorskip("pyte")
+
+SIZES = [(80, 24), (120, 40)]
+
+
+@pytest.fixture(scope="module")
+def staged(server_dsn, template, tmp_path_factory):
+    with staging.staged(server_dsn, template, tmp_path_factory.mktemp("fleet")) as made:
+        yield made
+
+
+def env_of(f: staging.Fleet) -> dict[str, str]:
+    return {"JOBCTL_CONFIG": str(f.config), **f.env}
+
+
+def fits(shot, columns: int) -> None:
+    wide = [line for line in shot.written_lines() if cell_len(line) > columns]
+    assert not wide, f"lines wider than {columns} columns: {wide}"
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_stuck_across_targets_one_line_per_job_target_first(staged, columns, rows):
+    shot = on_terminal(
+        ["--all-targets", "stuck"],
+        columns=columns,
+        rows=rows,
+        env=env_of(staged),
+        unset=("JOBCTL_DSN",),
+    )
+    fits(shot, columns)
+    assert shot.code == 1  # the down target
+    assert shot.lines[0].split()[:3] == ["TARGET", "ID", "WORKER"]
+    for target, ids in staged.ids.items():
+        for job in ids:
+            found = [line for line in shot.lines if re.match(rf"{target}\s+{job}\s+dead", line)]
+            assert len(found) == 1, (target, job, shot.text)
+    assert sum("target down" in line for line in shot.lines) == 1
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_summary_and_targets_fit(staged, columns, rows):
+    for args in (["--all-targets", "summary"], ["targets", "--check"], ["targets"]):
+        shot = on_terminal(
+            args, columns=columns, rows=rows, env=env_of(staged), unset=("JOBCTL_DSN",)
+        )
+        fits(shot, columns)
+        names = [line.split()[0] for line in shot.lines[1:] if line and not line.startswith(" ")]
+        assert {"orders", "billing", "emails"} <= set(names), shot.text
+    summary = on_terminal(
+        ["--all-targets", "summary"],
+        columns=columns,
+        rows=rows,
+        env=env_of(staged),
+        unset=("JOBCTL_DSN",),
+    )
+    assert any(line.startswith("total ") for line in summary.lines), summary.text
+    checked = on_terminal(
+        ["targets", "--check"],
+        columns=columns,
+        rows=rows,
+        env=env_of(staged),
+        unset=("JOBCTL_DSN",),
+    )
+    row = next(line for line in checked.lines if line.startswith("billing "))
+    assert "primary" in row and "applied" in row  # whole, never cut
+
+
+def test_the_commit_across_targets_asks_once_naming_each_target(staged):
+    shot = on_terminal(
+        ["--all-targets", "reclaim", "--commit"],
+        columns=120,
+        rows=40,
+        env=env_of(staged),
+        unset=("JOBCTL_DSN",),
+        answer="n",
+    )
+    fits(shot, 120)
+    said = " ".join(shot.lines)
+    assert "by target: orders 3 (2 requeue, 1 fail), billing 2 (2 requeue, 0 fail)" in said
+    assert "Reclaim 5 expired job(s) on 3 target(s), not on down (failed)? [y/N]" in said
+    assert shot.code == 2
+    assert "cancelled; nothing changed" in shot.text
