@@ -22,7 +22,10 @@ from jobctl import options as opt
 from jobctl.targets import Fleet, Target
 
 if TYPE_CHECKING:
+    from jobctl.plans import Parts
+    from jobctl.reclaim import Request
     from jobctl.replica import Standing
+    from jobctl.review import ReviewFilter
     from jobctl.session import Session
     from jobctl.triage import ExpiredFilter
 
@@ -153,7 +156,7 @@ def summary(
 def review(
     ctx: typer.Context,
     targets: Sequence[Target],
-    where: Any,
+    where: ReviewFilter,
     *,
     limit: int,
     exit_code: bool,
@@ -221,7 +224,7 @@ def metrics(
 def reclaim(
     ctx: typer.Context,
     targets: Sequence[Target],
-    request: Any,  # reclaim.Request
+    request: Request,
     *,
     trust_replica: bool,
     out: output.Output,
@@ -242,7 +245,7 @@ def reclaim(
 def _dry_run(
     ctx: typer.Context,
     targets: Sequence[Target],
-    request: Any,
+    request: Request,
     trust_replica: bool,
     out: output.Output,
     fmt: str | None,
@@ -311,7 +314,7 @@ def _tallies(
 def _commit(
     ctx: typer.Context,
     targets: Sequence[Target],
-    request: Any,
+    request: Request,
     out: output.Output,
     fmt: str | None,
 ) -> None:
@@ -319,7 +322,7 @@ def _commit(
     from jobctl import plans
     from jobctl import reclaim as core
 
-    planned: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    planned: Parts = {}
     failed: list[fleet.Outcome[Any]] = []
     if request.plan is not None:
         planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
@@ -387,19 +390,19 @@ def _commit(
     _exit(errors.worst_exit_code([fleet.exit_code(failed), _said(outcomes)]))
 
 
-def _counts(found: list[Any]) -> str:
+def _counts(found: Sequence[rows.ReclaimRow]) -> str:
     requeue = sum(r["action"] == "requeue" for r in found)
     return f"{requeue} requeue, {len(found) - requeue} fail"
 
 
 def _committed(
     targets: Sequence[Target],
-    request: Any,
-    planned: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]],
+    request: Request,
+    planned: Parts,
     done: dict[str, collections.Counter[str]],
     parks: dict[str, str | None],
     outcomes: list[fleet.Outcome[Any]],
-) -> Iterator[list[Any]]:
+) -> Iterator[list[rows.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
     from jobctl import plans, replica, session, unserved
@@ -414,7 +417,7 @@ def _committed(
             with session.open(target.settings) as s, unserved.explained(s):
                 replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
                 parks[target.name] = s.table.mapping.park_status
-                if target.name in planned:
+                if request.plan is not None and target.name in planned:
                     made, planned_rows = planned[target.name]
                     plans.check_origin(request.plan, made, s.origin())
                     batches = core.commit_plan(s, planned_rows, batch_size=request.batch_size)
@@ -424,16 +427,19 @@ def _committed(
                     )
                 for batch in batches:
                     tally += core.tally(batch)
-                    yield list(fleet.tagged(target.name, batch))
+                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
         except errors.JobctlError as exc:
             outcome.error = exc
 
 
-def _serve(targets: Sequence[Target], request: Any, out: output.Output, fmt: str | None) -> None:
+def _serve(
+    targets: Sequence[Target], request: Request, out: output.Output, fmt: str | None
+) -> None:
     """The reclaimer service for every target from one process: a thread, a connection and
     a backoff each; one target down never stops the others."""
     from jobctl import service
 
+    assert request.every is not None
     failed = service.run_many(
         [(t.name, t.settings) for t in targets],
         request.where,

@@ -161,9 +161,11 @@ def write_parts(
     write(path, document)
 
 
-def read_parts(
-    path: Path, format: str, required: Collection[str]
-) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+# a plan across targets, by target: where its part was made, and its rows
+Parts = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
+
+
+def read_parts(path: Path, format: str, required: Collection[str]) -> Parts:
     """The parts of a plan across targets, by target: (where it was made, its rows). Each
     part is checked against its database by ``check_origin`` when it is applied."""
     document = read_document(
@@ -173,7 +175,7 @@ def read_parts(
         " (a plan saved with one target applies with that one --target)",
     )
     parts = document.get("parts")
-    found: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    found: Parts = {}
     if not isinstance(parts, list):
         raise errors.UsageError(f"{path}: malformed plan parts")
     for part in parts:
