@@ -440,8 +440,14 @@ def _serve(
     from jobctl import service
 
     assert request.every is not None
+    usable = [t for t in targets if not t.problem]
+    for t in targets:
+        if t.problem:  # never served from another DSN (JOBCTL_DSN) in its stead
+            terminal.say(f"jobctl: error: target {t.name}: {t.problem}; not served")
+    if not usable:
+        raise errors.UsageError("no target can be served")
     failed = service.run_many(
-        [(t.name, t.settings) for t in targets],
+        [(t.name, t.settings) for t in usable],
         request.where,
         batch_size=request.batch_size,
         every=request.every,
@@ -453,7 +459,7 @@ def _serve(
         ),
         log=terminal.say,
     )
-    _exit(errors.EXIT_ERROR if failed else 0)
+    _exit(errors.EXIT_ERROR if failed or len(usable) < len(targets) else 0)
 
 
 # ---------------------------------------------------------------- jobctl targets
