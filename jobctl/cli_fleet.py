@@ -73,6 +73,11 @@ def _said(outcomes: Sequence[fleet.Outcome[Any]]) -> int:
     return fleet.exit_code(outcomes)
 
 
+def _with_findings(code: int, found: bool) -> int:
+    """The exit code with --exit-code's findings (4) in it: a failed target (1) outranks them."""
+    return errors.worst_exit_code([code, errors.EXIT_FINDINGS]) if found else code
+
+
 def _exit(code: int) -> None:
     if code:
         raise typer.Exit(code)
@@ -122,9 +127,7 @@ def stuck(
             f"{len(found)} job(s) on {len(holding)} target(s); preview the reclaim with: "
             f"jobctl {again} reclaim --dry-run"
         )
-    if exit_code and found:
-        code = errors.worst_exit_code([code, errors.EXIT_FINDINGS])
-    _exit(code)
+    _exit(_with_findings(code, exit_code and bool(found)))
 
 
 def summary(
@@ -175,9 +178,7 @@ def review(
     doc = views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW)
     terminal.emit(views.across_targets(doc), out, fmt)
     code = _said(outcomes)
-    if exit_code and found:
-        code = errors.worst_exit_code([code, errors.EXIT_FINDINGS])
-    _exit(code)
+    _exit(_with_findings(code, exit_code and bool(found)))
 
 
 def metrics(
@@ -217,7 +218,7 @@ def metrics(
         ):
             terminal.say(f"jobctl: CRITICAL: target {o.target.name}: {line}")
             breached = True
-    _exit(errors.worst_exit_code([code, errors.EXIT_FINDINGS if breached else 0]))
+    _exit(_with_findings(code, breached))
 
 
 # ---------------------------------------------------------------- reclaim

@@ -5,6 +5,7 @@ a failed target one message, the commit's question naming each target's counts."
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import fleet as staging
 import pytest
@@ -22,25 +23,24 @@ def staged(server_dsn, template, tmp_path_factory):
         yield made
 
 
-def env_of(f: staging.Fleet) -> dict[str, str]:
-    return {"JOBCTL_CONFIG": str(f.config), **f.env}
-
-
-def fits(shot, columns: int) -> None:
+def fleet_shot(f: staging.Fleet, args: list[str], columns: int, rows: int, **kw: Any) -> Any:
+    """``jobctl args`` on a pty with the fleet's config (no JOBCTL_DSN), checked to fit."""
+    shot = on_terminal(
+        args,
+        columns=columns,
+        rows=rows,
+        env={"JOBCTL_CONFIG": str(f.config), **f.env},
+        unset=("JOBCTL_DSN",),
+        **kw,
+    )
     wide = [line for line in shot.written_lines() if cell_len(line) > columns]
     assert not wide, f"lines wider than {columns} columns: {wide}"
+    return shot
 
 
 @pytest.mark.parametrize(("columns", "rows"), SIZES)
 def test_stuck_across_targets_one_line_per_job_target_first(staged, columns, rows):
-    shot = on_terminal(
-        ["--all-targets", "stuck"],
-        columns=columns,
-        rows=rows,
-        env=env_of(staged),
-        unset=("JOBCTL_DSN",),
-    )
-    fits(shot, columns)
+    shot = fleet_shot(staged, ["--all-targets", "stuck"], columns, rows)
     assert shot.code == 1  # the down target
     assert shot.lines[0].split()[:3] == ["TARGET", "ID", "WORKER"]
     for target, ids in staged.ids.items():
@@ -52,42 +52,24 @@ def test_stuck_across_targets_one_line_per_job_target_first(staged, columns, row
 
 @pytest.mark.parametrize(("columns", "rows"), SIZES)
 def test_summary_and_targets_fit(staged, columns, rows):
-    for args in (["--all-targets", "summary"], ["targets", "--check"], ["targets"]):
-        shot = on_terminal(
-            args, columns=columns, rows=rows, env=env_of(staged), unset=("JOBCTL_DSN",)
+    shots = {
+        name: fleet_shot(staged, args, columns, rows)
+        for name, args in (
+            ("summary", ["--all-targets", "summary"]),
+            ("checked", ["targets", "--check"]),
+            ("listed", ["targets"]),
         )
-        fits(shot, columns)
+    }
+    for shot in shots.values():
         names = [line.split()[0] for line in shot.lines[1:] if line and not line.startswith(" ")]
         assert {"orders", "billing", "emails"} <= set(names), shot.text
-    summary = on_terminal(
-        ["--all-targets", "summary"],
-        columns=columns,
-        rows=rows,
-        env=env_of(staged),
-        unset=("JOBCTL_DSN",),
-    )
-    assert any(line.startswith("total ") for line in summary.lines), summary.text
-    checked = on_terminal(
-        ["targets", "--check"],
-        columns=columns,
-        rows=rows,
-        env=env_of(staged),
-        unset=("JOBCTL_DSN",),
-    )
-    row = next(line for line in checked.lines if line.startswith("billing "))
+    assert any(line.startswith("total ") for line in shots["summary"].lines)
+    row = next(line for line in shots["checked"].lines if line.startswith("billing "))
     assert "primary" in row and "applied" in row  # whole, never cut
 
 
 def test_the_commit_across_targets_asks_once_naming_each_target(staged):
-    shot = on_terminal(
-        ["--all-targets", "reclaim", "--commit"],
-        columns=120,
-        rows=40,
-        env=env_of(staged),
-        unset=("JOBCTL_DSN",),
-        answer="n",
-    )
-    fits(shot, 120)
+    shot = fleet_shot(staged, ["--all-targets", "reclaim", "--commit"], 120, 40, answer="n")
     said = " ".join(shot.lines)
     assert "by target: orders 3 (2 requeue, 1 fail), billing 2 (2 requeue, 0 fail)" in said
     assert "Reclaim 5 expired job(s) on 3 target(s), not on down (failed)? [y/N]" in said
