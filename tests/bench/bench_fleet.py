@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import psycopg
 from bench_triage import BARE
-from common import JOBCTL, arguments, build_table, literal_sql, machine, table, timed
+from common import JOBCTL, arguments, build_table, literal_sql, machine, samples, table
 from psycopg import conninfo
 
 from jobctl import triage
@@ -81,12 +81,7 @@ def measure(
     commands: dict[str, Sequence[str]], runs: int, env: dict[str, str]
 ) -> dict[str, tuple[float, float]]:
     """(median, p90) wall time of each command, rounds interleaved so drift hits them all."""
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for command in commands.values():  # warm caches once
-        timed(command, env=env)
-    for _ in range(runs):
-        for name, command in commands.items():
-            times[name].append(timed(command, env=env))
+    times = samples(commands, runs, env)
     return {name: (statistics.median(v), p90(v)) for name, v in times.items()}
 
 

@@ -131,13 +131,20 @@ def compare(
     commands: dict[str, Sequence[str]], runs: int, env: dict[str, str] | None = None
 ) -> dict[str, float]:
     """Median wall time of each command, runs interleaved so drift hits them all alike."""
+    return {name: statistics.median(v) for name, v in samples(commands, runs, env).items()}
+
+
+def samples(
+    commands: dict[str, Sequence[str]], runs: int, env: dict[str, str] | None = None
+) -> dict[str, list[float]]:
+    """Every wall time of each command: one warm-up each, then ``runs`` interleaved rounds."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     for command in commands.values():  # warm caches once
         timed(command, env=env)
     for _ in range(runs):
         for name, command in commands.items():
             times[name].append(timed(command, env=env))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
