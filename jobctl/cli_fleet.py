@@ -41,8 +41,9 @@ def several(ctx: typer.Context) -> Fleet | None:
 
 
 def _read(ctx: typer.Context, targets: Sequence[Target], read: Read[T]) -> list[fleet.Outcome[T]]:
-    """``read(session, standing, say)`` on every target at once, as ``cli._session`` opens one
-    (a write refused on a standby, a table jobctl does not serve explained)."""
+    """``read(session, standing, say)`` on every target at once, as
+    ``cli_session.open_session`` opens one (a write refused on a standby, a table jobctl does
+    not serve explained)."""
     from jobctl import replica, session, unserved
 
     command, params = ctx.info_name or "", dict(ctx.params)

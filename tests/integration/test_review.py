@@ -233,12 +233,12 @@ def test_ids_from_stdin(conn, dsn, run, monkeypatch, form):
         text = run("review", "-o", "jsonl").out
     real = sys.stdin
     try:
-        monkeypatch.setattr("jobctl.cli.sys.stdin", io.StringIO(text))
+        monkeypatch.setattr("jobctl.cli_writes.sys.stdin", io.StringIO(text))
         from jobctl import cli
 
         code = cli.main(["requeue", "-", "--yes", "-o", "json"])
     finally:
-        monkeypatch.setattr("jobctl.cli.sys.stdin", real)
+        monkeypatch.setattr("jobctl.cli_writes.sys.stdin", real)
     assert code == 0
     waiting = {r["id"] for r in review_json(run)}
     if form == "lines":

@@ -48,7 +48,18 @@ LAYERS = {
         "plans",
         "fleet",
     },
-    3: {"terminal", "options", "cli", "cli_schema", "cli_fleet", "demo", "__main__"},
+    3: {
+        "terminal",
+        "options",
+        "cli",
+        "cli_session",
+        "cli_review",
+        "cli_writes",
+        "cli_schema",
+        "cli_fleet",
+        "demo",
+        "__main__",
+    },
 }
 LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
 
