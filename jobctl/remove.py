@@ -12,9 +12,9 @@ In three layers, each on request, in this order:
    index (an index on a dropped column goes with it), and the recorded names. Refused while
    any row is processing with a live lease: its worker writes those columns.
 
-The steps are ``schema.Step``s, run by ``schema.apply`` with the same discipline as apply:
-each locking step in short tries until the deadline, the blocker named; ``schema.render_sql``
-prints them. A plan with no step: nothing is left to remove.
+The steps are ``schema_steps.Step``s, run by ``schema_steps.apply`` with the same discipline
+as apply: each locking step in short tries until the deadline, the blocker named;
+``schema_steps.render_sql`` prints them. A plan with no step: nothing is left to remove.
 """
 
 from __future__ import annotations
@@ -26,7 +26,18 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors, history, locks, queries, safe_text, schema
+from jobctl import (
+    db,
+    errors,
+    history,
+    locks,
+    queries,
+    reclaim_index,
+    safe_text,
+    schema,
+    schema_check,
+    schema_steps,
+)
 
 SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
 
@@ -37,7 +48,7 @@ class Removal:
     it keeps, each with how to remove it too."""
 
     table: str  # format('%I.%I')
-    steps: list[schema.Step]
+    steps: list[schema_steps.Step]
     kept: list[str]
     events: int = 0  # the table's rows of the history, deleted by the steps
     attempts: int = 0
@@ -65,7 +76,7 @@ def plan(
     """The steps that take jobctl off ``table_name`` (see the module's docstring)."""
     table = db.resolve_table(conn, table_name)
     where = _shown(table.qualified)
-    steps: list[schema.Step] = []
+    steps: list[schema_steps.Step] = []
     kept: list[str] = []
     found = _history(conn, table)
 
@@ -90,7 +101,7 @@ def plan(
         what = "drop the history trigger" if triggers else "drop the history function"
         if present:
             what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
-        steps.append(schema.Step(what, _joined(statements), locks=table.qualified))
+        steps.append(schema_steps.Step(what, _joined(statements), locks=table.qualified))
 
     # 3 is planned before 2 (it decides whether the recorded names are still needed), and
     # runs before schema jobctl, which holds them, is dropped
@@ -102,7 +113,7 @@ def plan(
     if history_too and found.schema and keep_schema:
         if found.events or found.attempts:
             steps.append(
-                schema.Step(
+                schema_steps.Step(
                     f"delete the history of {where} ({_counts(found)})",
                     queries.query("remove_history_rows", job_table=sql.Literal(table.qualified)),
                 )
@@ -122,7 +133,7 @@ def plan(
             if f not in present
         ]
         steps.append(
-            schema.Step(
+            schema_steps.Step(
                 f"drop schema jobctl: the history of {where} ({_counts(found)}), its record "
                 "of migrations and of the tables' names",
                 queries.query(
@@ -151,7 +162,7 @@ def apply(
     """Run the removal's steps as schema apply runs its own (``options``: its deadline,
     backoff, on_wait, on_done)."""
     try:
-        return schema.apply(conn, settings, removal.steps, **options)
+        return schema_steps.apply(conn, settings, removal.steps, **options)
     except locks.DeadlineExceeded as exc:  # its advice is apply's: the same holds for remove
         advice = exc.message.replace("jobctl schema apply", "jobctl schema remove")
         raise locks.DeadlineExceeded(
@@ -160,8 +171,8 @@ def apply(
 
 
 def render_sql(conn: psycopg.Connection[Any], removal: Removal) -> str:
-    """The removal as a script for psql (see schema.render_sql), its advice remove's."""
-    script = schema.render_sql(conn, removal.steps)
+    """The removal as a script for psql (see schema_steps.render_sql), its advice remove's."""
+    script = schema_steps.render_sql(conn, removal.steps)
     return script.replace("(jobctl schema apply does this", "(jobctl schema remove does this")
 
 
@@ -183,7 +194,7 @@ def installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     return parts
 
 
-def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema.Check | None:
+def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema_check.Check | None:
     """schema check's row when nothing of jobctl's is on the table (None when something is):
     after jobctl schema remove --columns, or before any apply."""
     if installed(conn, table):
@@ -197,7 +208,7 @@ def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema.
         where = "schema jobctl holds other tables' history"
     else:
         where = "schema jobctl is still there"
-    return schema.Check(
+    return schema_check.Check(
         "jobctl installed",
         False,
         f"nothing of jobctl's on {table.qualified}; {where} (jobctl schema apply installs it)",
@@ -207,7 +218,7 @@ def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema.
 # ---------------------------------------------------------------- the columns
 def _columns_step(
     conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
-) -> tuple[schema.Step | None, list[str]]:
+) -> tuple[schema_steps.Step | None, list[str]]:
     """The step that drops what jobctl added to the table's columns, and what it keeps."""
     where = _shown(table.qualified)
     columns = {r["name"] for r in _rows(conn, "table_columns", table.oid)}
@@ -274,7 +285,7 @@ def _columns_step(
             f" ({expired} row(s) still processing with an expired lease or none stay so, "
             "with no lease to expire: jobctl reclaim --commit first to requeue them)"
         )
-    return schema.Step(what, _joined(statements), locks=table.qualified), kept
+    return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept
 
 
 def _guard(table: db.JobsTable) -> sql.Composed:
@@ -303,7 +314,7 @@ def _checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
 
 def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
     """jobctl's reclaim index on the table (the partitioned table's own, on one), by name."""
-    ours = schema.index_name(table.name, "_processing_timeout")
+    ours = reclaim_index.index_name(table.name, "_processing_timeout")
     names = {r["relname"] for r in _rows(conn, "reclaim_index_candidates", table.oid)}
     return ours if ours in names else None
 

@@ -19,6 +19,7 @@ from jobctl.mapping import TableMapping
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg import sql
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,3 +194,16 @@ def _has_partition(
         )
     ).fetchone()
     return '"Relation Name"' in json.dumps(plan, default=str)
+
+
+def one_row(conn: psycopg.Connection[Any], statement: sql.Composed) -> dict[str, Any]:
+    """The one row a statement always returns (an aggregate, EXISTS)."""
+    row: dict[str, Any] | None = conn.execute(statement).fetchone()
+    if row is None:
+        raise AssertionError("the statement returned no row")
+    return row
+
+
+def catalog_rows(conn: psycopg.Connection[Any], name: str, oid: int) -> list[dict[str, Any]]:
+    """A catalog statement about the table ``oid``: its rows."""
+    return conn.execute(queries.query(name), {"oid": oid}).fetchall()

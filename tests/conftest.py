@@ -26,7 +26,7 @@ import pytest
 from helpers import POOL_SIZE
 from psycopg import conninfo, rows
 
-from jobctl import cli, db, schema
+from jobctl import cli, db, schema, schema_steps
 
 # One template per test session, so that runs on the same server do not drop each other's.
 TEMPLATE = f"jobctl_test_template_{os.getpid()}"
@@ -163,7 +163,7 @@ def template(server_dsn: str) -> Iterator[str]:
     settings = db.Settings(dsn=dsn_for(server_dsn, TEMPLATE))
     with db.connect(settings) as conn:
         steps = schema.plan_apply(conn, "jobs", create=True)
-        schema.apply(conn, settings, steps)
+        schema_steps.apply(conn, settings, steps)
     try:
         yield TEMPLATE
     finally:

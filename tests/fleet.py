@@ -35,7 +35,7 @@ import psycopg
 from conftest import scratch_database
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE, Shape
 
-from jobctl import db, lease, schema
+from jobctl import db, lease, schema, schema_steps
 
 DOWN = "down"
 EMAILS_ENV = "JOBCTL_FLEET_EMAILS_DSN"
@@ -95,7 +95,7 @@ def applied(dsn: str, s: Shape) -> None:
         conn.execute(s.ddl)
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
-        schema.apply(
+        schema_steps.apply(
             conn, settings, schema.plan_apply(conn, s.table, create=False, mapping=s.mapping())
         )
 

@@ -237,7 +237,7 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import dsn_for
 
-    from jobctl import db, schema
+    from jobctl import db, schema, schema_steps
 
     name = "jobctl_screens"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
@@ -247,7 +247,7 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
         settings = db.Settings(dsn=dsn)
         with db.connect(settings) as conn:
-            schema.apply(conn, settings, schema.plan_apply(conn, "jobs", create=True))
+            schema_steps.apply(conn, settings, schema.plan_apply(conn, "jobs", create=True))
         yield dsn, stage(dsn)
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:

@@ -25,7 +25,7 @@ from bench_reclaim import NAME, reset, restore
 from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, history, queries, schema
+from jobctl import db, history, queries, schema, schema_steps
 
 RECLAIM = """
 WITH expired AS (
@@ -124,7 +124,7 @@ def main() -> None:
     try:
         settings = db.Settings(dsn=dsn, table=NAME)
         with db.connect(settings) as conn:
-            schema.apply(
+            schema_steps.apply(
                 conn, settings, schema.plan_grants(conn, NAME, readonly=None, operator=operator)
             )
         as_operator = conninfo.make_conninfo(dsn, user=operator)

@@ -35,7 +35,7 @@ import psycopg
 from common import JOBCTL, arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, lease, schema
+from jobctl import db, lease, schema, schema_steps
 
 NAME = "bench_reclaim"
 EXPIRED = 100_000
@@ -66,7 +66,7 @@ def reset(dsn: str, queued: int = 0, expired: int = EXPIRED) -> None:
     with db.connect(settings) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(NAME)))
         steps = schema.plan_apply(conn, NAME, create=True)  # the history too, on a fresh db
-        schema.apply(conn, settings, steps)
+        schema_steps.apply(conn, settings, steps)
         conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
         conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{NAME}",))
         with conn.transaction():

@@ -26,7 +26,7 @@ import psycopg
 from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, history, lease, schema
+from jobctl import db, history, lease, schema, schema_steps
 
 NAME = "bench_trigger"
 JOBS = 150_000
@@ -83,7 +83,7 @@ def setup(dsn: str, mode: str | None) -> None:
     t = sql.Identifier(NAME)
     with db.connect(settings) as conn:
         if conn.execute("SELECT to_regclass(%s) IS NULL AS missing", (NAME,)).fetchone()["missing"]:
-            schema.apply(conn, settings, schema.plan_apply(conn, NAME, create=True))
+            schema_steps.apply(conn, settings, schema.plan_apply(conn, NAME, create=True))
         conn.execute(sql.SQL("TRUNCATE {}, jobctl.events, jobctl.attempts").format(t))
         conn.execute(sql.SQL("DROP TRIGGER IF EXISTS jobctl_history ON {}").format(t))
         for old in history.OLD_TRIGGERS:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import conninfo, sql
 
-from jobctl import db, queries, schema
+from jobctl import db, queries, schema, schema_steps
 
 JOBCTL = [sys.executable, "-m", "jobctl"]
 BENCH_DB = os.environ.get("JOBCTL_BENCH_DB", "jobctl_bench")  # one of its own per runner
@@ -80,7 +80,7 @@ def build_table(
                 return
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
         steps = schema.plan_apply(conn, name, create=True)
-        schema.apply(conn, settings, steps)
+        schema_steps.apply(conn, settings, steps)
         started = time.monotonic()
         with conn.transaction():
             conn.execute("SET LOCAL session_replication_role = replica")  # no triggers

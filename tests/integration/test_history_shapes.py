@@ -23,7 +23,7 @@ from shapes import (
     Shape,
 )
 
-from jobctl import db, history, queries, schema
+from jobctl import db, history, queries, schema_check, schema_steps
 from jobctl.mapping import TableMapping
 
 SHAPES = (UUID_TEXT_CHECK, BIGINT_ENUM, TEXT_VARCHAR_NAIVE, OWN_NAMES_PARKED)
@@ -32,7 +32,7 @@ SHAPES = (UUID_TEXT_CHECK, BIGINT_ENUM, TEXT_VARCHAR_NAIVE, OWN_NAMES_PARKED)
 def install(dsn: str, shape: Shape, mode: str = "late") -> db.JobsTable:
     """What schema apply --column/--status will do: the history's migrations, the lease
     columns, the table's mapping recorded, then the history's steps for the table (its
-    function and trigger) through schema.apply, with the short lock tries of a live table."""
+    function and trigger) through schema_steps.apply, with the short lock tries of a live table."""
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         for m in history.migrations():
@@ -46,13 +46,13 @@ def install(dsn: str, shape: Shape, mode: str = "late") -> db.JobsTable:
         )
         table = db.resolve_table(conn, shape.table)
         steps = [
-            schema.Step(what, statement, locks=table.qualified)
+            schema_steps.Step(what, statement, locks=table.qualified)
             for what, statement in history.plan(conn, history.Target.of(table), mode)
         ]
         assert steps[0].what.startswith("add the history columns")
-        schema.apply(conn, settings, steps)
+        schema_steps.apply(conn, settings, steps)
         assert history.plan(conn, history.Target.of(table), mode) == []  # nothing left to do
-        check = schema.history_check(conn, table)
+        check = schema_check.history_check(conn, table)
         assert check.ok, check.detail
         return table
 
@@ -207,15 +207,17 @@ def test_a_changed_mapping_makes_the_function_stale(empty_dsn):
         changed = dict(json.loads(shape.mapping().to_json()), park_status="failed")
         conn.execute("UPDATE jobctl.tables SET mapping = %s", (json.dumps(changed),))
         table = db.resolve_table(conn, shape.table)
-        check = schema.history_check(conn, table)
+        check = schema_check.history_check(conn, table)
         assert not check.ok and "out of date" in check.detail
         steps = history.plan(conn, history.Target.of(table), None)  # keeps the mode
         assert [w for w, _ in steps] == [
             f"install the history trigger and its function jobctl.{name} "
             f"({history.DESCRIBE['late']})"
         ]
-        schema.apply(conn, settings, [schema.Step(w, s, locks=table.qualified) for w, s in steps])
-        assert schema.history_check(conn, table).ok
+        schema_steps.apply(
+            conn, settings, [schema_steps.Step(w, s, locks=table.qualified) for w, s in steps]
+        )
+        assert schema_check.history_check(conn, table).ok
         count = conn.execute(
             "SELECT count(*) AS n FROM pg_proc WHERE proname LIKE 'record\\_tasks\\_%%'"
         ).fetchone()

@@ -21,7 +21,7 @@ from helpers import jobctl_process, wait_until
 from psycopg import rows
 from shapes import LIST_BY_QUEUE, LIST_BY_STATUS, LIST_THEN_HASH, PARTITIONED, Shape
 
-from jobctl import db, lease, queries, schema, triage
+from jobctl import db, lease, queries, schema, schema_steps, triage
 
 ROOT_INDEX = "idx_jobs_processing_timeout"
 
@@ -62,7 +62,7 @@ def checks(run, dsn: str) -> tuple[int, dict[str, dict[str, Any]]]:
     return result.code, {c["check"]: c for c in json.loads(result.out)}
 
 
-def plan(dsn: str) -> list[schema.Step]:
+def plan(dsn: str) -> list[schema_steps.Step]:
     with db.connect(db.Settings(dsn=dsn)) as c:
         return schema.plan_apply(c, "jobs", create=False)
 
@@ -182,7 +182,7 @@ def test_a_partition_lacking_its_index_is_named_and_apply_builds_it(empty_dsn, r
         assert all(s.locks for s in steps if "attach" in s.what or "ON ONLY" in s.what)
         settings = db.Settings(dsn=empty_dsn)
         with db.connect(settings) as c:  # interrupted: the mail partition's index not attached
-            schema.apply(c, settings, steps[:4])
+            schema_steps.apply(c, settings, steps[:4])
         code, found = checks(run, empty_dsn)
         assert code == 4
         assert found["reclaim index"]["detail"] == (

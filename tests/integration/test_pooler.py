@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from helpers import POOL_SIZE, add_jobs, claim_all, wait_until
 
-from jobctl import db, lease, locks, reclaim, schema, session
+from jobctl import db, lease, locks, reclaim, schema, schema_steps, session
 from jobctl.triage import ExpiredFilter
 
 # what jobctl sets (transaction-locally), read on every server connection of the pool
@@ -386,12 +386,12 @@ def test_concurrent_index_build_gives_up_at_the_deadline(conn, dsn):
             holder.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")
             started = time.monotonic()
             with pytest.raises(locks.DeadlineExceeded):
-                schema.apply(c, settings, steps, deadline=dt.timedelta(milliseconds=300))
+                schema_steps.apply(c, settings, steps, deadline=dt.timedelta(milliseconds=300))
             assert time.monotonic() - started < 5
         assert c.execute(
             "SELECT count(*) AS n FROM pg_settings WHERE source = 'session'"
         ).fetchone() == {"n": 0}
-        assert schema.apply(c, settings, steps) == ["create the reclaim index concurrently"]
+        assert schema_steps.apply(c, settings, steps) == ["create the reclaim index concurrently"]
         assert c.execute(
             "SELECT count(*) AS n FROM pg_settings WHERE source = 'session'"
         ).fetchone() == {"n": 0}

@@ -5,44 +5,44 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl import schema
+from jobctl import reclaim_index
 
 SUFFIX = "_processing_timeout"
 
 
 def test_a_short_name_is_the_lease_designs():
-    assert schema.index_name("jobs", SUFFIX) == "idx_jobs_processing_timeout"
-    assert schema.index_name("jobs", SUFFIX, distinct=True) == "idx_jobs_processing_timeout"
+    assert reclaim_index.index_name("jobs", SUFFIX) == "idx_jobs_processing_timeout"
+    assert reclaim_index.index_name("jobs", SUFFIX, distinct=True) == "idx_jobs_processing_timeout"
 
 
 def test_a_long_name_is_cut_to_63_bytes_and_keeps_its_suffix():
-    name = schema.index_name("j" * 80, SUFFIX)
+    name = reclaim_index.index_name("j" * 80, SUFFIX)
     assert len(name.encode()) == 63 and name.endswith(SUFFIX)
 
 
 def test_partitions_differing_past_the_cut_get_distinct_names():
     stem = "jobs_partition_for_the_queue_with_a_rather_long_name_number_"
-    first = schema.index_name(stem + "1", SUFFIX, distinct=True)
-    second = schema.index_name(stem + "2", SUFFIX, distinct=True)
+    first = reclaim_index.index_name(stem + "1", SUFFIX, distinct=True)
+    second = reclaim_index.index_name(stem + "2", SUFFIX, distinct=True)
     assert first != second
     assert len(first.encode()) <= 63 and len(second.encode()) <= 63
     assert first.endswith(SUFFIX) and second.endswith(SUFFIX)
     # the same partition always gets the same name: a re-run finds what an earlier one built
-    assert schema.index_name(stem + "1", SUFFIX, distinct=True) == first
+    assert reclaim_index.index_name(stem + "1", SUFFIX, distinct=True) == first
 
 
 @pytest.mark.parametrize("relname", ["jobs_ünïcödé_" * 5, "ジョブ" * 15, "jobs_€" * 12])
 def test_a_multibyte_name_is_never_cut_inside_a_character(relname):
     for distinct in (False, True):
-        name = schema.index_name(relname, SUFFIX, distinct=distinct)
+        name = reclaim_index.index_name(relname, SUFFIX, distinct=distinct)
         assert len(name.encode()) <= 63 and name.endswith(SUFFIX)
         assert name.encode().decode() == name  # valid UTF-8 throughout
 
 
 def partition(
     *, relkind: str = "r", index: str | None = None, valid: bool = False, unattached=None
-) -> schema.Partition:
-    return schema.Partition(
+) -> reclaim_index.Partition:
+    return reclaim_index.Partition(
         oid=2,
         parent_oid=1,
         schema="public",
