@@ -37,6 +37,7 @@ from jobctl import (
     schema,
     schema_check,
     schema_steps,
+    shape,
 )
 
 SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
@@ -221,7 +222,7 @@ def _columns_step(
 ) -> tuple[schema_steps.Step | None, list[str]]:
     """The step that drops what jobctl added to the table's columns, and what it keeps."""
     where = _shown(table.qualified)
-    columns = {r["name"] for r in _rows(conn, "table_columns", table.oid)}
+    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
     kept = [
         f"kept: {_shown(table.mapping.column(c))}, the table's own column for the lease "
         f"design's {c} (--column {c}=...)"
@@ -236,7 +237,7 @@ def _columns_step(
         return None, kept
     expired = 0
     if table.mapping.column("lease_expires_at") in columns:
-        leases = _one(conn, queries.query("remove_live_leases", **table.fragments))
+        leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
         live, expired = leases["n"], leases["expired"]
         if live:
             raise errors.Refused(
@@ -302,44 +303,44 @@ def _guard(table: db.JobsTable) -> sql.Composed:
 
 def _lease_columns(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """The lease columns the table has under the design's own names (those jobctl adds)."""
-    columns = {r["name"] for r in _rows(conn, "table_columns", table.oid)}
+    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
     return [c for c in schema.LEASE_COLUMNS if table.mapping.column(c) == c and c in columns]
 
 
 def _checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """jobctl's check constraints on the table (named as schema apply names them)."""
-    names = {r["conname"] for r in _rows(conn, "table_constraints", table.oid)}
+    names = {r["conname"] for r in shape.catalog_rows(conn, "table_constraints", table.oid)}
     return [n for s in schema.CHECKS if (n := f"{table.name}_{s}"[:63]) in names]
 
 
 def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
     """jobctl's reclaim index on the table (the partitioned table's own, on one), by name."""
     ours = reclaim_index.index_name(table.name, "_processing_timeout")
-    names = {r["relname"] for r in _rows(conn, "reclaim_index_candidates", table.oid)}
+    names = {r["relname"] for r in shape.catalog_rows(conn, "reclaim_index_candidates", table.oid)}
     return ours if ours in names else None
 
 
 # ---------------------------------------------------------------- the history
 def _history(conn: psycopg.Connection[Any], table: db.JobsTable) -> _History:
-    present = _one(conn, queries.query("remove_history_relations"))
+    present = shape.one_row(conn, queries.query("remove_history_relations"))
     if not present["has_schema"]:
         return _History(False, 0, 0, False, (), ())
     params = {"job_table": table.qualified, "oid": table.oid}
     events = attempts = 0
     others: set[str] = set()
     if present["has_events"]:
-        events = _one(conn, queries.query("remove_count_events"), params)["n"]
+        events = shape.one_row(conn, queries.query("remove_count_events"), params)["n"]
         others |= {
             r["job_table"] for r in conn.execute(queries.query("remove_others_in_events"), params)
         }
     if present["has_attempts"]:
-        attempts = _one(conn, queries.query("remove_count_attempts"), params)["n"]
+        attempts = shape.one_row(conn, queries.query("remove_count_attempts"), params)["n"]
         others |= {
             r["job_table"] for r in conn.execute(queries.query("remove_others_in_attempts"), params)
         }
     mapped = False
     if present["has_tables"]:
-        mapped = _one(conn, queries.query("remove_has_mapping"), params)["e"]
+        mapped = shape.one_row(conn, queries.query("remove_has_mapping"), params)["e"]
         others |= {
             r["job_table"] for r in conn.execute(queries.query("remove_others_mapped"), params)
         }
@@ -403,16 +404,3 @@ def _shown(text: str) -> str:
     """A name from the catalog as it may appear in a message or a script's comment: no
     control character (a newline would end the comment) but as a visible escape."""
     return safe_text.visible(text)
-
-
-def _one(
-    conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    row: dict[str, Any] | None = conn.execute(statement, params).fetchone()
-    if row is None:
-        raise AssertionError("the statement returned no row")
-    return row
-
-
-def _rows(conn: psycopg.Connection[Any], name: str, oid: int) -> list[dict[str, Any]]:
-    return conn.execute(queries.query(name), {"oid": oid}).fetchall()

@@ -196,9 +196,11 @@ def _has_partition(
     return '"Relation Name"' in json.dumps(plan, default=str)
 
 
-def one_row(conn: psycopg.Connection[Any], statement: sql.Composed) -> dict[str, Any]:
+def one_row(
+    conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The one row a statement always returns (an aggregate, EXISTS)."""
-    row: dict[str, Any] | None = conn.execute(statement).fetchone()
+    row: dict[str, Any] | None = conn.execute(statement, params).fetchone()
     if row is None:
         raise AssertionError("the statement returned no row")
     return row
