@@ -92,7 +92,8 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     ctx.obj = targets.address(
-        target or targets.from_environment(),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
+        target or ([] if dsn or all_targets else targets.from_environment()),
         all_targets,
         dsn=dsn,
         one=db.Settings(

@@ -415,7 +415,8 @@ def _committed(
         outcomes.append(outcome)
         tally = done[target.name] = collections.Counter()
         try:
-            target.check()
+            if target.problem:
+                raise errors.JobctlError(target.problem)
             with session.open(target.settings) as s, unserved.explained(s):
                 replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
                 parks[target.name] = s.table.mapping.park_status
@@ -445,7 +446,7 @@ def _serve(
     usable = [t for t in targets if not t.problem]
     for t in targets:
         if t.problem:  # never served from another DSN (JOBCTL_DSN) in its stead
-            terminal.say(f"jobctl: error: target {t.name}: {t.problem}; not served")
+            terminal.say(f"jobctl: error: target {t.name}: {t.problem}: not served")
     if not usable:
         raise errors.UsageError("no target can be served")
     failed = service.run_many(

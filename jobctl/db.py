@@ -58,7 +58,10 @@ class Settings:
                 raise errors.UsageError(f"{name} must be 1ms at least (0 means no timeout)")
 
     def resolved_dsn(self) -> str:
-        """--dsn, then JOBCTL_DSN, then DATABASE_URL, then libpq's own PG* variables."""
+        """--dsn, then JOBCTL_DSN, then DATABASE_URL, then libpq's own PG* variables; a
+        config file's target has its own DSN only (``targets``), never another's."""
+        if self.target is not None:
+            return self.dsn or ""
         return self.dsn or os.environ.get("JOBCTL_DSN") or os.environ.get("DATABASE_URL") or ""
 
 
@@ -275,6 +278,8 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
     from psycopg import conninfo, rows
 
     dsn = settings.resolved_dsn()
+    if settings.target is not None and not dsn:  # never libpq's defaults in its stead
+        raise errors.UsageError(f"target {settings.target} has no connection string")
     check_dsn(dsn)
     try:
         info = conninfo.make_conninfo(

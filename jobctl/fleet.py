@@ -53,7 +53,8 @@ def across(
     def one(target: Target) -> Outcome[T]:
         outcome: Outcome[T] = Outcome(target)
         try:
-            target.check()
+            if target.problem:  # one target's error, as a connection failure is (exit 1)
+                raise errors.JobctlError(target.problem)
             outcome.value = work(target, outcome.said.append)
         except errors.JobctlError as exc:
             outcome.error = exc
@@ -77,8 +78,9 @@ def failure_line(outcome: Outcome[Any]) -> str:
 
 
 def exit_code(outcomes: Iterable[Outcome[Any]]) -> int:
-    """The worst of the failed targets' exit codes (0 when none failed)."""
-    return errors.worst_exit_code([o.error.exit_code for o in outcomes if o.error is not None])
+    """1 when any target failed (whatever its own code: refused, timed out, down), else 0:
+    across targets, exit 1 says "the picture is partial" before anything else."""
+    return errors.EXIT_ERROR if any(o.error is not None for o in outcomes) else errors.EXIT_OK
 
 
 def tagged(name: str, rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:

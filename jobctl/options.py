@@ -234,9 +234,14 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
         from jobctl import db, session
 
         root = ctx.find_root().params
-        names = root.get("target") or targets.from_environment()
+        names = root.get("target") or []
+        if not names and not root.get("dsn") and not root.get("all_targets"):
+            names = targets.from_environment()
         if len(names) == 1:  # the ids of that target's database
-            settings = targets.load().select(names)[0].settings
+            target = targets.load().select(names)[0]
+            if target.problem:  # no DSN of its own: nothing, never another database's
+                return []
+            settings = target.settings
         elif names or root.get("all_targets"):  # ids are per database: none across targets
             return []
         else:

@@ -186,5 +186,7 @@ def read_parts(path: Path, format: str, required: Collection[str]) -> Parts:
             raise errors.UsageError(f"{path}: malformed plan parts")
         if not _rows_fit(rows, required):
             raise errors.UsageError(f"{path}: malformed plan parts")
+        if target in found:
+            raise errors.UsageError(f"{path}: two parts for target {target}: refused")
         found[target] = (where, rows)
     return found

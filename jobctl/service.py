@@ -58,12 +58,14 @@ def run_many(
     stop = _stopped_by_signals(log)
     names = ", ".join(name for name, _ in targets)
     log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, targets {names}")
-    handing = threading.Lock()
+    handing = threading.Lock()  # one batch printed at a time
+    speaking = threading.Lock()  # one log line at a time: never two spliced on stderr
     failed: list[str] = []
 
     def one(name: str, settings: db.Settings) -> None:
         def said(line: str) -> None:
-            log(f"target {name}: {line}")
+            with speaking:
+                log(f"target {name}: {line}")
 
         try:
             for batch, park_status in serve(
@@ -76,6 +78,10 @@ def run_many(
                     said(line)
         except errors.JobctlError as exc:
             said(f"reclaimer: stopped: {db.redact(exc.message, settings.dsn)}")
+            failed.append(name)
+        except Exception as exc:  # a closed stdout, a bug: this target stops, said, exit 1
+            message = db.redact(f"{type(exc).__name__}: {exc}", settings.dsn)
+            said(f"reclaimer: stopped: {message}")
             failed.append(name)
 
     threads = [

@@ -112,7 +112,8 @@ def load(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -
     targets = parse(document, str(path), overrides or {})
     warnings = []
     exposed = mode & (stat.S_IRGRP | stat.S_IROTH)
-    if exposed and any(db.holds_password(t.settings.dsn) for t in targets.values()):
+    written = [t.settings.dsn for t in targets.values() if t.source == "dsn"]  # in the file
+    if exposed and any(db.holds_password(dsn) for dsn in written):
         warnings.append(
             f"jobctl: warning: {path} holds a password and others can read it "
             f"({stat.filemode(mode)}): chmod 600 it, or name the DSN with dsn_env or service"
@@ -148,6 +149,10 @@ def parse(
     section = _table(document.get("targets", {}), source, "[targets]")
     targets = {}
     for name, body in section.items():
+        if name == "total":  # summary's last row across targets
+            raise errors.UsageError(
+                f"config file {source}: target name 'total' is taken (summary's total row)"
+            )
         if not NAME.fullmatch(name):
             raise errors.UsageError(
                 f"config file {source}: target name {name!r}: letters, digits, '_', '-' and "
@@ -197,7 +202,7 @@ def _target(
         variable = body["dsn_env"]
         dsn, shown, taken_from = os.environ.get(variable, ""), "?", f"${variable}"
         if not dsn:
-            problem = f"its dsn_env {variable} is not set (or empty)"
+            problem = f"its dsn_env {variable} is not set (or empty) (config file {source} {where})"
         else:
             shown = _shown(dsn)
     fields: dict[str, Any] = {"dsn": dsn}
@@ -294,7 +299,7 @@ def one_database(where: db.Settings | Fleet, command: str) -> db.Settings:
     if isinstance(where, Fleet):
         raise errors.UsageError(
             f"{command} works on one database at a time (ids, plans and schemas are per "
-            f"database): give one --target, not {len(where.targets)}"
+            "database): name one with --target, not several nor --all-targets"
         )
     return where
 

@@ -129,40 +129,59 @@ def test_metrics_across_targets_one_exposition_with_a_target_label(staged, run):
     assert code == 1  # a target failed: worse than the breach (4)
 
 
-def test_a_read_across_targets_takes_the_slowest_not_the_sum(staged, run):
-    """Each reachable table locked for 1.5 s: one after another that is 4.5 s at least."""
-    hold = 1.5
+def test_a_read_across_targets_waits_on_every_target_at_once(staged, run, server_dsn):
+    """Each reachable table locked; the locks go only once jobctl's sessions wait on all
+    three at the same time, which a read of one target after another never does."""
     holders = []
     for name in staged.stuck:
         conn = psycopg.connect(staged.dsns[name])
         conn.execute(f"LOCK TABLE {staged.tables[name]} IN ACCESS EXCLUSIVE MODE")
         holders.append(conn)
-    timers = [threading.Timer(hold, conn.rollback) for conn in holders]
+    databases = [psycopg.conninfo.conninfo_to_dict(staged.dsns[n])["dbname"] for n in staged.stuck]
+    at_once = threading.Event()
+
+    def release_when_all_wait() -> None:
+        deadline = time.monotonic() + 15
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            while time.monotonic() < deadline:
+                waiting = admin.execute(
+                    "SELECT count(DISTINCT datname) FROM pg_stat_activity"
+                    " WHERE application_name = 'jobctl' AND wait_event_type = 'Lock'"
+                    " AND datname = ANY(%s)",
+                    (databases,),
+                ).fetchone()[0]
+                if waiting == len(databases):
+                    at_once.set()
+                    break
+                time.sleep(0.02)
+        for conn in holders:
+            conn.rollback()
+
+    releaser = threading.Thread(target=release_when_all_wait)
+    releaser.start()
     try:
-        started = time.monotonic()
-        for timer in timers:
-            timer.start()
         code, out, _ = run(
-            "--target",
-            "orders",
-            "--target",
-            "billing",
-            "--target",
-            "emails",
+            *(a for name in staged.stuck for a in ("--target", name)),
             "--lock-timeout",
-            "10s",
+            "20s",
             "stuck",
             "-o",
             "jsonl",
         )
-        took = time.monotonic() - started
     finally:
-        for timer in timers:
-            timer.join()
+        releaser.join()
         for conn in holders:
             conn.close()
+    assert at_once.is_set(), "jobctl never waited on the three targets at the same time"
     assert code == 0 and len(jsonl(out)) == 5
-    assert hold <= took < 2 * hold, f"{took:.2f}s for three targets each held {hold}s"
+
+
+def test_jobctl_target_is_a_default_the_command_line_overrides(staged, run, monkeypatch):
+    monkeypatch.setenv("JOBCTL_TARGET", "orders")
+    code, out, _ = run("--all-targets", "stuck", "-o", "jsonl")
+    assert {r["target"] for r in jsonl(out)} == {"orders", "billing"} and code == 1  # down
+    code, out, _ = run("--dsn", staged.dsns["billing"], "--table", "tasks", "stuck", "-o", "json")
+    assert code == 0 and len(json.loads(out)) == 2
 
 
 # ---------------------------------------------------------------- one database only
@@ -309,7 +328,7 @@ def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged
     code, out, err = run(
         "--all-targets", "reclaim", "--commit", "--plan", str(moved), "--yes", "-o", "jsonl"
     )
-    assert "target emails: plan" in err and "was made for database" in err and code == 2
+    assert "target emails: plan" in err and "was made for database" in err and code == 1
     assert [(r["target"], r["applied"]) for r in jsonl(out)] == [("billing", True)] * 2
     assert processing(staged, "orders") == 5 and processing(staged, "emails") == 2
 

@@ -80,13 +80,20 @@ def test_the_command_line_wins_over_the_file_and_the_file_over_the_environment(c
 
 
 def test_an_unset_dsn_env_is_that_targets_problem_only(config, monkeypatch):
-    config(GOOD)
     monkeypatch.delenv("BILLING_DSN", raising=False)
     monkeypatch.setenv("JOBCTL_DSN", "host=elsewhere")  # never a fallback for a target
+    path = config(GOOD)
     billing = targets.load().targets["billing"]
-    assert billing.problem == "its dsn_env BILLING_DSN is not set (or empty)"
+    assert billing.problem == (
+        f"its dsn_env BILLING_DSN is not set (or empty) (config file {path} [targets.billing])"
+    )
     with pytest.raises(errors.UsageError, match="target billing: its dsn_env BILLING_DSN"):
         billing.check()
+    assert billing.settings.resolved_dsn() == ""  # not JOBCTL_DSN's
+    from jobctl import db
+
+    with pytest.raises(errors.UsageError, match="target billing has no connection string"):
+        db.connect(billing.settings)  # nor libpq's defaults, whoever asks
 
 
 def test_a_password_others_can_read_is_warned_of(config):
@@ -96,8 +103,12 @@ def test_a_password_others_can_read_is_warned_of(config):
     assert "s3cret" not in line
 
 
-def test_no_password_no_warning_whatever_the_mode(config):
+def test_no_password_no_warning_whatever_the_mode(config, monkeypatch):
     config('[targets.a]\ndsn = "host=x dbname=y"\n', mode=0o644)
+    assert not targets.load().warnings
+    # a password in the environment variable dsn_env names is not in the file
+    monkeypatch.setenv("A_DSN", "host=x password=s3cret")
+    config('[targets.a]\ndsn_env = "A_DSN"\n', mode=0o644)
     assert not targets.load().warnings
 
 
@@ -115,6 +126,7 @@ def test_no_password_no_warning_whatever_the_mode(config):
         ('[defaults]\ndsn = "x"\n', "[defaults]: unknown key 'dsn'"),
         ("targets = 3\n", "[targets] must be a table"),
         ('[targets."a b"]\ndsn = "x"\n', "target name 'a b'"),
+        ('[targets.total]\ndsn = "x"\n', "target name 'total' is taken"),
         ('[targets."\\u001b[31m"]\ndsn = "x"\n', "target name '\\x1b[31m'"),
     ],
 )
@@ -161,7 +173,7 @@ def test_what_a_command_addresses(config, monkeypatch):
         targets.address(["orders"], False, **{**kw, "dsn": "host=x"})
     with pytest.raises(errors.UsageError, match="no --target with it"):
         targets.address(["orders"], True, **kw)
-    with pytest.raises(errors.UsageError, match="give one --target, not 2"):
+    with pytest.raises(errors.UsageError, match="name one with --target, not several"):
         targets.one_database(several, "jobctl show")
 
 
@@ -203,6 +215,35 @@ def test_across_runs_at_once_keeps_the_targets_order_and_each_failure():
     assert fleet.failure_line(b) == "target b: cannot connect: password=*** refused"
     assert fleet.exit_code([a, b, c]) == errors.EXIT_ERROR
     assert fleet.exit_code([a, c]) == errors.EXIT_OK
+
+
+def test_any_failed_target_is_exit_1_whatever_its_own_code():
+    def work(target, say):
+        raise errors.Refused("a standby: refused")  # 2 on one database
+
+    assert fleet.exit_code(fleet.across(_targets("a", "b"), work)) == errors.EXIT_ERROR
+
+
+def test_a_target_without_its_dsn_fails_alone_naming_why(config, monkeypatch):
+    config(GOOD)
+    monkeypatch.delenv("BILLING_DSN", raising=False)
+    chosen = list(targets.load().targets.values())[:2]
+    orders, billing = fleet.across(chosen, lambda target, say: target.name)
+    assert orders.value == "orders"
+    assert fleet.failure_line(billing).startswith(
+        "target billing: its dsn_env BILLING_DSN is not set"
+    )  # once "target billing", and the file it is in
+    assert "config file" in fleet.failure_line(billing)
+
+
+def test_a_plan_with_two_parts_for_one_target_is_refused(tmp_path):
+    from jobctl import plans
+
+    part = ({"target": "a", "database": "x"}, [{"id": 1}])
+    path = tmp_path / "p.json"
+    plans.write_parts(path, "f/1", [part, part])
+    with pytest.raises(errors.UsageError, match="two parts for target a"):
+        plans.read_parts(path, "f/1", ["id"])
 
 
 def test_across_is_bounded():
