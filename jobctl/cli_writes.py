@@ -10,12 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from jobctl import cli_fleet, cli_session, errors, output, rows, terminal, views
 from jobctl import options as opt
+
+if TYPE_CHECKING:
+    import uuid
+
+    from jobctl import manual
 
 
 # ---------------------------------------------------------------- reclaim
@@ -114,26 +119,17 @@ def requeue(
     review; - reads ids from stdin (one per line, or JSON lines with an id).
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    from jobctl import manual
-    from jobctl import review as core
-
-    confirm = None if yes else terminal.confirm
-    ids = _ids_or_plan(job_ids, plan, expect_token)
-    with cli_session.open_session(ctx) as s:
-        if plan is not None:
-            report = core.apply_plan(
-                s, "requeue", plan, reason=reason, delay=delay, confirm=confirm
-            )
-        else:
-            report = manual.requeue(
-                s,
-                ids,
-                reason=reason,
-                delay=delay,
-                expect_token=expect_token,
-                force=force,
-                confirm=confirm,
-            )
+    report = _by_hand(
+        ctx,
+        "requeue",
+        job_ids,
+        plan,
+        reason,
+        delay,
+        expect_token=expect_token,
+        force=force,
+        yes=yes,
+    )
     terminal.report(report, out, fmt)
 
 
@@ -155,6 +151,33 @@ def fail(
     stdin (one per line, or JSON lines with an id).
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
+    report = _by_hand(
+        ctx,
+        "fail",
+        job_ids,
+        plan,
+        reason,
+        dt.timedelta(0),
+        expect_token=expect_token,
+        force=force,
+        yes=yes,
+    )
+    terminal.report(report, out, fmt)
+
+
+def _by_hand(
+    ctx: typer.Context,
+    action: manual.Action,
+    job_ids: list[str] | None,
+    plan: Path | None,
+    reason: str | None,
+    delay: dt.timedelta,
+    *,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    yes: bool,
+) -> manual.Report:
+    """``requeue`` / ``fail``: the rows of a saved review plan, or the ids given."""
     from jobctl import manual
     from jobctl import review as core
 
@@ -162,14 +185,20 @@ def fail(
     ids = _ids_or_plan(job_ids, plan, expect_token)
     with cli_session.open_session(ctx) as s:
         if plan is not None:
-            report = core.apply_plan(
-                s, "fail", plan, reason=reason, delay=dt.timedelta(0), confirm=confirm
+            return core.apply_plan(s, action, plan, reason=reason, delay=delay, confirm=confirm)
+        if action == "requeue":
+            return manual.requeue(
+                s,
+                ids,
+                reason=reason,
+                delay=delay,
+                expect_token=expect_token,
+                force=force,
+                confirm=confirm,
             )
-        else:
-            report = manual.fail(
-                s, ids, reason=reason, expect_token=expect_token, force=force, confirm=confirm
-            )
-    terminal.report(report, out, fmt)
+        return manual.fail(
+            s, ids, reason=reason or "", expect_token=expect_token, force=force, confirm=confirm
+        )
 
 
 def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: object) -> list[str]:
