@@ -428,6 +428,10 @@ def _committed(
                     batches = core.commit(
                         s, request.where, batch_size=request.batch_size, limit=request.limit
                     )
+                # a server lost mid-way: its line says how many it committed before the loss
+                batches = replica.reclaimed(
+                    batches, request.batch_size, target.settings.resolved_dsn()
+                )
                 for batch in batches:
                     tally += core.tally(batch)
                     yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))

@@ -284,6 +284,53 @@ def test_reclaim_across_targets_each_target_its_own(staged, run):
         )  # the live leases stay
 
 
+def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(staged):
+    """orders (3,000 more stuck jobs, batches of 20) loses jobctl's connection mid-commit:
+    one line says how many were committed before the loss, billing is reclaimed after it."""
+    with psycopg.connect(staged.dsns["orders"], autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (status, attempts, reserved_by, attempt_token, lease_expires_at)"
+            " SELECT 'processing', 1, 'dead', gen_random_uuid(), now() - interval '1 minute'"
+            " FROM generate_series(1, 3000)"
+        )
+    orders_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["orders"])["dbname"]
+    command = [sys.executable, "-m", "jobctl", "--target", "orders", "--target", "billing"]
+    command += ["reclaim", "--commit", "--yes", "--batch-size", "20", "-o", "jsonl"]
+    proc = subprocess.Popen(
+        command,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+
+    def reclaimed() -> int:
+        with psycopg.connect(staged.dsns["orders"]) as conn:
+            return conn.execute("SELECT count(*) FROM jobs WHERE reclaim_count > 0").fetchone()[0]
+
+    try:
+        wait_until(lambda: reclaimed() >= 200 or proc.poll() is not None, what="200 reclaimed")
+        with psycopg.connect(staged.dsns["orders"], autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = %s AND application_name = 'jobctl'",
+                (orders_db,),
+            ).fetchone()[0]
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert killed == 1, "jobctl had finished orders before the loss: too few jobs"
+    lines = [line for line in err.splitlines() if line.startswith("jobctl: error: target orders")]
+    assert len(lines) == 1, err
+    said = int(lines[0].split("before the loss: ")[1].split()[0])
+    assert "re-running the same command is safe" in lines[0] and "Traceback" not in err
+    done = [r for r in jsonl(out) if r["applied"]]
+    assert 200 <= sum(r["target"] == "orders" for r in done) <= said <= reclaimed() < 3003
+    assert sum(r["target"] == "billing" for r in done) == staged.stuck["billing"]
+    assert processing(staged, "billing") == 1  # only its live lease left
+    assert proc.returncode == 1
+
+
 def test_reclaim_across_targets_off_a_terminal_asks_for_yes(staged, run):
     code, _, err = run("--target", "orders", "--target", "billing", "reclaim", "--commit")
     assert code == 2 and "--yes" in err
