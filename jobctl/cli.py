@@ -27,6 +27,7 @@ from jobctl import (
     cli_review,
     cli_schema,
     cli_session,
+    cli_targets,
     cli_writes,
     db,
     errors,
@@ -151,7 +152,7 @@ def stuck(
     where = triage.ExpiredFilter(
         worker=worker, policy=cli_session.policy_option(policy), grace=grace
     )
-    fleet = cli_session.across(ctx, watch=watch)
+    fleet = cli_session.across(ctx)
     if fleet is not None:
         cli_fleet.stuck(
             ctx,
@@ -161,6 +162,8 @@ def stuck(
             expiring_within=expiring_within,
             trust_replica=trust_replica,
             exit_code=exit_code,
+            watch_every=every if watch else None,
+            count=count,
             out=out,
             fmt=fmt,
         )
@@ -238,10 +241,17 @@ def summary(
     """
     from jobctl import triage
 
-    fleet = cli_session.across(ctx, watch=watch)
+    fleet = cli_session.across(ctx)
     if fleet is not None:
         cli_fleet.summary(
-            ctx, fleet, expiring_within=expiring_within, exact=exact, out=out, fmt=fmt
+            ctx,
+            fleet,
+            expiring_within=expiring_within,
+            exact=exact,
+            watch_every=every if watch else None,
+            count=count,
+            out=out,
+            fmt=fmt,
         )
         return
     with cli_session.open_session(ctx) as s:
@@ -409,7 +419,7 @@ def demo(
 
 app.command(
     "targets", short_help="The named databases of the config file; --check connects to each."
-)(cli_fleet.targets_command)
+)(cli_targets.targets_command)
 
 
 # ---------------------------------------------------------------- entry point

@@ -13,12 +13,11 @@ import collections
 import datetime as dt
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
 
 from jobctl import errors, fleet, output, rows, terminal, views
-from jobctl import options as opt
 from jobctl.targets import Fleet, Target
 
 if TYPE_CHECKING:
@@ -74,6 +73,44 @@ def _said(outcomes: Sequence[fleet.Outcome[Any]]) -> int:
     return fleet.exit_code(outcomes)
 
 
+def _watch(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    read: Read[T],
+    doc_of: Callable[[list[fleet.Outcome[T]]], output.Document],
+    *,
+    every: dt.timedelta,
+    count: int | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``--watch`` across targets: every refresh reads every target at once, each on a new
+    connection (a target that goes down fails that refresh, and is back in the next one it
+    answers). On a terminal what the targets said is above the table; else one JSON line per
+    refresh, and the lines on stderr as one run's. Exit 1 when the last refresh had a target
+    failing, as one run's."""
+    from jobctl import watch
+
+    in_place = terminal.refreshed_in_place(out, fmt)
+    last: list[fleet.Outcome[T]] = []
+
+    def refresh() -> tuple[dt.datetime, output.Document]:
+        outcomes = last[:] = _read(ctx, targets, read)
+        at, doc = dt.datetime.now().astimezone(), doc_of(outcomes)
+        if not in_place:
+            _said(outcomes)
+            return at, doc
+        said = [(o.target.name, line.removeprefix("jobctl: ")) for o in outcomes for line in o.said]
+        failed = [
+            (o.target.name, f"error: {fleet.failure_message(o)}") for o in outcomes if not o.ok
+        ]
+        return at, views.with_target_lines(doc, said + failed)
+
+    with terminal.live(out, fmt, every.total_seconds()) as show:
+        watch.repeat(refresh, show, every=every, count=count)
+    _exit(fleet.exit_code(last))
+
+
 def _with_findings(code: int, found: bool) -> int:
     """The exit code with --exit-code's findings (4) in it: a failed target (1) outranks them."""
     return errors.worst_exit_code([code, errors.EXIT_FINDINGS]) if found else code
@@ -94,10 +131,12 @@ def stuck(
     expiring_within: dt.timedelta | None,
     trust_replica: bool,
     exit_code: bool,
+    watch_every: dt.timedelta | None,
+    count: int | None,
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """``stuck`` on every target: one table, the target first."""
+    """``stuck`` on every target: one table, the target first (``--watch``: refreshed)."""
     from jobctl import replica, triage
 
     at_risk = expiring_within is not None
@@ -116,10 +155,18 @@ def stuck(
         marked = replica.mark(output.Document(found, []), st).payload  # a standby's rows say so
         return list(fleet.tagged(s.settings.target or "", marked))
 
+    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+
+    def doc_of(outcomes: list[fleet.Outcome[list[rows.Row]]]) -> output.Document:
+        found = [row for o in outcomes for row in o.value or []]
+        return views.across_targets(views.stuck(found, columns, at_risk=at_risk))
+
+    if watch_every is not None:
+        _watch(ctx, targets, read, doc_of, every=watch_every, count=count, out=out, fmt=fmt)
+        return
     outcomes = _read(ctx, targets, read)
     found = [row for o in outcomes for row in o.value or []]
-    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
-    terminal.emit(views.across_targets(views.stuck(found, columns, at_risk=at_risk)), out, fmt)
+    terminal.emit(doc_of(outcomes), out, fmt)
     code = _said(outcomes)
     if found and sys.stdout.isatty() and out.tabular:
         holding = [o.target.name for o in outcomes if o.value]
@@ -137,10 +184,13 @@ def summary(
     *,
     expiring_within: dt.timedelta,
     exact: bool,
+    watch_every: dt.timedelta | None,
+    count: int | None,
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """``summary`` on every target: a row each (statuses by the part they play), and the total."""
+    """``summary`` on every target: a row each (statuses by the part they play), and the total
+    (``--watch``: refreshed)."""
     from jobctl import triage
 
     def read(s: Session, _st: Standing, _say: fleet.Say) -> rows.Row:
@@ -151,9 +201,16 @@ def summary(
             by_role[s.table.mapping.role(value) or value] += jobs
         return {**result, "status": dict(by_role)}
 
+    def doc_of(outcomes: list[fleet.Outcome[rows.Row]]) -> output.Document:
+        return views.summary_targets(
+            fleet.summary_rows([(o.target.name, o.value) for o in outcomes if o.value])
+        )
+
+    if watch_every is not None:
+        _watch(ctx, targets, read, doc_of, every=watch_every, count=count, out=out, fmt=fmt)
+        return
     outcomes = _read(ctx, targets, read)
-    found = fleet.summary_rows([(o.target.name, o.value) for o in outcomes if o.value])
-    terminal.emit(views.summary_targets(found), out, fmt)
+    terminal.emit(doc_of(outcomes), out, fmt)
     _exit(_said(outcomes))
 
 
@@ -467,85 +524,3 @@ def _serve(
         log=terminal.say,
     )
     _exit(errors.EXIT_ERROR if failed or len(usable) < len(targets) else 0)
-
-
-# ---------------------------------------------------------------- jobctl targets
-def targets_command(
-    ctx: typer.Context,
-    check: Annotated[
-        bool,
-        typer.Option(
-            "--check", help="Connect to each (at once): reachable, primary or standby, schema."
-        ),
-    ] = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """The named targets of the config file: where each is and its table (never a password).
-
-    --check connects to each at once and says whether it answers, whether it is a primary
-    or a standby, whether jobctl serves its table, and how many jobs are stuck there; exit 1
-    when any fails. Example: jobctl targets --check
-    """
-    from jobctl import targets as config
-
-    where = ctx.find_root().obj
-    if isinstance(where, Fleet):
-        chosen = list(where.targets)
-    else:
-        loaded = config.load()
-        for line in loaded.warnings:
-            terminal.say(line)
-        chosen = [loaded.targets[where.target]] if where.target else list(loaded.targets.values())
-        if not chosen:
-            raise errors.UsageError(f"no targets: {loaded.known()}")
-    found: list[dict[str, Any]] = [
-        {"target": t.name, "where": t.where, "from": t.source, "table": t.settings.table}
-        for t in chosen
-    ]
-    code = 0
-    if check:
-        outcomes = fleet.across(chosen, _checked)
-        for row, o in zip(found, outcomes, strict=True):
-            row |= o.value or {
-                "reachable": False,
-                "server": None,
-                "role": None,
-                "schema": None,
-                "stuck": None,
-                "problem": " ".join((fleet.failure_line(o).split(": ", 1)[1]).split()),
-            }
-        code = errors.EXIT_ERROR if any(not o.ok for o in outcomes) else 0
-    for row, t in zip(found, chosen, strict=True):
-        row.setdefault("problem", t.problem)
-    columns = list(found[0]) if found else None
-    terminal.emit(views.table(found, found, columns, views.TARGETS_VIEW), out, fmt)
-    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
-        for row in found:  # each problem whole, not cut to the column
-            if row["problem"]:
-                terminal.say(f"target {row['target']}: {row['problem']}")
-    _exit(code)
-
-
-def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
-    """One target, checked: where the connection landed, its role, its table's state."""
-    from jobctl import db, replica, session, unserved
-
-    with session.open(target.settings) as s:
-        st = replica.probe(s.conn)
-        with db.safe(s.conn):
-            missing = unserved.diagnose(s.conn, s.table)
-        stuck = None
-        if missing is None:
-            with s.transaction(read_only=True):
-                leases = s.one("metrics_leases", {"soon": dt.timedelta(0)})
-            stuck = leases["stuck_auto"] + leases["stuck_manual"]
-    role = st.role if not st.standby else f"standby (lag {replica.seconds(st.lag_s)})"
-    return {
-        "reachable": True,
-        "server": st.where,
-        "role": role,
-        "schema": "applied" if missing is None else "missing",
-        "stuck": stuck,
-        "problem": None if missing is None else " ".join(missing.message.split()),
-    }

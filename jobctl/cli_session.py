@@ -51,12 +51,10 @@ def open_session(ctx: typer.Context) -> Iterator[Session]:
         yield s
 
 
-def across(ctx: typer.Context, *, watch: bool = False) -> Sequence[Target] | None:
+def across(ctx: typer.Context) -> Sequence[Target] | None:
     """The targets of a command run across several (``--all-targets``, or more than one
     ``--target``), else None: one database."""
     fleet = cli_fleet.several(ctx)
-    if fleet is not None and watch:
-        raise errors.UsageError("--watch shows one database: give one --target")
     return None if fleet is None else fleet.targets
 
 

@@ -72,9 +72,14 @@ def across(
 
 def failure_line(outcome: Outcome[Any]) -> str:
     """A failed target's one line (its password, if its message quotes one, redacted)."""
+    return f"target {outcome.target.name}: {failure_message(outcome)}"
+
+
+def failure_message(outcome: Outcome[Any]) -> str:
+    """Why a target failed, on one line, its password redacted."""
     assert outcome.error is not None
     message = db.redact(outcome.error.message, outcome.target.settings.dsn)
-    return f"target {outcome.target.name}: {' '.join(message.split())}"
+    return " ".join(message.split())
 
 
 def exit_code(outcomes: Iterable[Outcome[Any]]) -> int:

@@ -349,7 +349,8 @@ def screen_group(
         if not rows:
             parts.append(line(f"{section.title}: (none)" if section.title else "(none)"))
         else:
-            parts.extend(_section_lines(section, rows, width, room, line))
+            left = None if room is None else room - (len(parts) - before)  # the blank line
+            parts.extend(_section_lines(section, rows, width, left, line))
         if room is not None:
             room -= len(parts) - before
     return Group(*parts)
@@ -395,8 +396,14 @@ def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
     """What ``--watch`` refreshes on a terminal: the sections fitted to the screen."""
     import shutil
 
+    from rich.console import Group
+    from rich.text import Text
+
     size = shutil.get_terminal_size()
-    return screen_group(sections, width=size.columns, height=size.lines, title=title)
+    # the cursor waits on a line of its own (screen_group keeps it free): a Ctrl-C echoed as
+    # ^C after a line as wide as the screen would wrap, and the last refresh land a line low
+    fitted = screen_group(sections, width=size.columns, height=size.lines, title=title)
+    return Group(fitted, Text(""))
 
 
 def key_values(row: Row) -> list[dict[str, Any]]:

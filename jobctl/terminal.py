@@ -140,8 +140,12 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
                 output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
             )
 
-    rich_ok = out.tabular and fmt is None and output.on_terminal(sys.stdout)
-    return in_place() if rich_ok else lines()
+    return in_place() if refreshed_in_place(out, fmt) else lines()
+
+
+def refreshed_in_place(out: output.Output, fmt: str | None) -> bool:
+    """Whether ``live`` refreshes a table in place (a terminal), not one JSON line each time."""
+    return out.tabular and fmt is None and output.on_terminal(sys.stdout)
 
 
 # ---------------------------------------------------------------- results of writes

@@ -334,6 +334,20 @@ TARGETS_VIEW = [
 ]
 
 
+TARGET_LINES_VIEW = [TARGET, Column("line", "SAYS")]
+
+
+def with_target_lines(doc: Document, lines: Sequence[tuple[str, str]]) -> Document:
+    """A refreshed screen across targets with what each target said (a failure, a standby's
+    notice) first, where one run of the command puts it on stderr: above the table, which
+    gives up rows to a short terminal, never these lines."""
+    if not lines:
+        return doc
+    found = [{"target": target, "line": line} for target, line in lines]
+    section = Section("what the targets said", found, ["target", "line"], TARGET_LINES_VIEW)
+    return Document(doc.payload, [section, *doc.sections])
+
+
 def across_targets(doc: Document) -> Document:
     """A document whose rows each carry their ``target``: it is every table's first column."""
     import dataclasses

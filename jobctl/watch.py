@@ -22,13 +22,29 @@ def watch(
 ) -> None:
     """Call ``produce`` every ``every`` and hand its result to ``show`` with the database's
     time; stop after ``count`` refreshes, or at Ctrl-C (which is not an error)."""
+
+    def refresh() -> tuple[dt.datetime, T]:
+        with s.transaction(read_only=True):
+            result = produce()
+            at = s.one("now")["at"]
+        return at, result
+
+    repeat(refresh, show, every=every, count=count)
+
+
+def repeat(
+    refresh: Callable[[], tuple[dt.datetime, T]],
+    show: Callable[[dt.datetime, T], None],
+    *,
+    every: dt.timedelta,
+    count: int | None = None,
+) -> None:
+    """Show what ``refresh`` gives (a time and a result) every ``every``; stop after
+    ``count`` refreshes, or at Ctrl-C (not an error)."""
     refreshes = 0
     try:
         while True:
-            with s.transaction(read_only=True):
-                result = produce()
-                at = s.one("now")["at"]
-            show(at, result)
+            show(*refresh())
             refreshes += 1
             if count is not None and refreshes >= count:
                 return

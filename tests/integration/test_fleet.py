@@ -198,7 +198,6 @@ def test_jobctl_target_is_a_default_the_command_line_overrides(staged, run, monk
         ["events"],
         ["report"],
         ["schema", "check"],
-        ["stuck", "--watch", "--count", "1"],
         ["review", "--save-plan", "p.json"],
         ["reclaim", "--id", "1"],
     ],
@@ -207,6 +206,27 @@ def test_commands_by_id_refuse_several_targets(staged, run, command):
     code, out, err = run("--all-targets", *command)
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and "--target" in err, err
+
+
+def test_watch_across_targets_refreshes_every_target_off_a_terminal(staged, run):
+    """Off a terminal: one JSON line per refresh with every reachable target's rows; the down
+    one said on stderr each refresh; exit 1 (the last refresh was partial)."""
+    code, out, err = run(
+        "--all-targets", "stuck", "--watch", "--every", "0.1s", "--count", "2", "-o", "jsonl"
+    )
+    refreshes = jsonl(out)
+    assert len(refreshes) == 2 and code == 1
+    for refresh in refreshes:
+        tagged = {(r["target"], r["id"]) for r in refresh["data"]}
+        assert tagged == {(t, i) for t, ids in staged.ids.items() for i in ids}
+    assert err.count(f"jobctl: error: target {staged.down}: cannot connect") == 2, err
+    code, out, err = run(
+        "--target", "orders", "--target", "billing", "summary", "--watch", "--count", "1"
+    )
+    (refresh,) = jsonl(out)
+    assert [r["target"] for r in refresh["data"]] == ["orders", "billing", "total"]
+    assert refresh["data"][-1]["expired"] == staged.stuck["orders"] + staged.stuck["billing"]
+    assert code == 0 and err == ""
 
 
 def test_show_with_one_target(staged, run):

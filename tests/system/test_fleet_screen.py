@@ -75,3 +75,27 @@ def test_the_commit_across_targets_asks_once_naming_each_target(staged):
     assert "Reclaim 5 expired job(s) on 3 target(s), not on down (failed)? [y/N]" in said
     assert shot.code == 2
     assert "cancelled; nothing changed" in shot.text
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_watch_across_targets_says_the_down_target_under_the_table(staged, columns, rows):
+    args = ["--all-targets", "summary", "--watch", "--every", "0.2s", "--count", "2"]
+    shot = fleet_shot(staged, args, columns, rows)
+    assert shot.code == 1
+    assert any(line.startswith("total ") for line in shot.lines), shot.text
+    assert "what the targets said" in shot.text
+    said = [line for line in shot.lines if line.startswith(f"{staged.down} ")]
+    assert said and "error: cannot connect" in said[-1], shot.text
+    assert "Traceback" not in shot.text
+
+
+def test_ctrl_c_leaves_the_watch_across_targets_on_screen_once(staged):
+    """Ctrl-C ends the watch: its last refresh stays on the screen once (no title twice, no
+    traceback), the down target's line above the table, exit 1 (that refresh was partial).
+    The ^C echoed after a line as wide as the screen: tests/unit/test_screen_layout.py."""
+    args = ["--all-targets", "summary", "--watch", "--every", "5s"]
+    shot = fleet_shot(staged, args, 80, 24, interrupt_at=b"what the targets said")
+    titles = [line for line in shot.lines if "Ctrl-C to stop" in line]
+    assert len(titles) == 1, shot.text
+    assert shot.lines.index("what the targets said") < shot.lines.index(titles[0]) + 2
+    assert "Traceback" not in shot.text and shot.code == 1  # the last refresh had a target failing

@@ -58,6 +58,7 @@ LAYERS = {
         "cli_session",
         "cli_review",
         "cli_writes",
+        "cli_targets",
         "cli_schema",
         "cli_fleet",
         "demo",

@@ -97,6 +97,40 @@ def test_watch_fits_the_height_and_counts_what_it_hides():
     assert f"… {40 - shown} more row(s) not shown" in stream.getvalue()
 
 
+def test_watch_of_several_sections_fits_the_height_with_their_blank_lines():
+    """A summary's four sections, or the lines the targets said above the stuck jobs of
+    several: every section and blank line counted, the cursor's line left free."""
+    rows = [{**ROW, "id": n, "target": "orders"} for n in range(40)]
+    doc = views.with_target_lines(
+        views.across_targets(views.stuck(rows, ["id", "reserved_by"])),
+        [("down", "error: cannot connect: " + "refused " * 20)],
+    )
+    small = [output.Section(f"s{n}", [{"a": n}], ["a"]) for n in range(3)]
+    for sections in (doc.sections, [*small, output.Section("big", rows, None, views.STUCK_VIEW)]):
+        group = output.screen_group(sections, width=80, height=24, title="t")
+        stream = io.StringIO()
+        from rich.console import Console
+
+        Console(file=stream, width=80, color_system=None).print(group)
+        lines = stream.getvalue().splitlines()
+        assert len(lines) <= 23, "\n".join(lines)
+        assert "more row(s) not shown" in lines[-2] + lines[-1]
+    assert lines[0] == "t"
+
+
+def test_watch_keeps_the_cursor_on_a_line_of_its_own():
+    """A Ctrl-C echoed as ^C after a last line as wide as the screen would wrap, and Live's
+    last refresh land a line low (a title twice on the screen): the last line is empty."""
+    from rich.console import Console
+
+    said = [("down", "error: " + "x" * 200)]  # the last line fills the width
+    doc = views.with_target_lines(output.Document([], []), said)
+    stream = io.StringIO()
+    Console(file=stream, width=80, color_system=None).print(output.rich_group(doc.sections))
+    lines = stream.getvalue().split("\n")
+    assert lines[-2:] == ["", ""] and len(lines[-3]) == 80
+
+
 def test_piped_table_is_unchanged():
     """Off a terminal, -o table is tabulate's plain table of the columns: the contract."""
     stream = io.StringIO()
