@@ -39,16 +39,22 @@ def several(ctx: typer.Context) -> Fleet | None:
     return where if isinstance(where, Fleet) else None
 
 
-def _read(ctx: typer.Context, targets: Sequence[Target], read: Read[T]) -> list[fleet.Outcome[T]]:
+def _read(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    read: Read[T],
+    kept: fleet.KeptSessions | None = None,
+) -> list[fleet.Outcome[T]]:
     """``read(session, standing, say)`` on every target at once, as
     ``cli_session.open_session`` opens one (a write refused on a standby, a table jobctl does
-    not serve explained)."""
+    not serve explained); on the ``kept`` sessions if given, else each on a new one."""
     from jobctl import replica, session, unserved
 
     command, params = ctx.info_name or "", dict(ctx.params)
 
     def work(target: Target, say: fleet.Say) -> T:
-        with session.open(target.settings) as s, unserved.explained(s):
+        opened = kept.session(target) if kept else session.open(target.settings)
+        with opened as s, unserved.explained(s):
             st = replica.check(s.conn, command, params, say=say)
             return read(s, st, say)
 
@@ -84,18 +90,19 @@ def _watch(
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """``--watch`` across targets: every refresh reads every target at once, each on a new
-    connection (a target that goes down fails that refresh, and is back in the next one it
-    answers). On a terminal what the targets said is above the table; else one JSON line per
-    refresh, and the lines on stderr as one run's. Exit 1 when the last refresh had a target
-    failing, as one run's."""
+    """``--watch`` across targets: every refresh reads every target at once, each on the
+    connection it kept (a target that fails a refresh gets a new one at the next, so it is
+    back as soon as it answers). On a terminal what the targets said is above the table;
+    else one JSON line per refresh, and the lines on stderr as one run's. Exit 1 when the
+    last refresh had a target failing, as one run's."""
     from jobctl import watch
 
     in_place = terminal.refreshed_in_place(out, fmt)
     last: list[fleet.Outcome[T]] = []
+    kept = fleet.KeptSessions()
 
     def refresh() -> tuple[dt.datetime, output.Document]:
-        outcomes = last[:] = _read(ctx, targets, read)
+        outcomes = last[:] = _read(ctx, targets, read, kept)
         at, doc = dt.datetime.now().astimezone(), doc_of(outcomes)
         if not in_place:
             _said(outcomes)
@@ -106,8 +113,11 @@ def _watch(
         ]
         return at, views.with_target_lines(doc, said + failed)
 
-    with terminal.live(out, fmt, every.total_seconds()) as show:
-        watch.repeat(refresh, show, every=every, count=count)
+    try:
+        with terminal.live(out, fmt, every.total_seconds()) as show:
+            watch.repeat(refresh, show, every=every, count=count)
+    finally:
+        kept.close()
     _exit(fleet.exit_code(last))
 
 

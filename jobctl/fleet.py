@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobctl import db, errors
 from jobctl.rows import Row
 from jobctl.targets import Target
+
+if TYPE_CHECKING:
+    from jobctl.session import Session
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
@@ -68,6 +72,43 @@ def across(
         max_workers=max(1, min(at_once, len(targets))), thread_name_prefix="jobctl-target"
     ) as pool:
         return list(pool.map(one, targets))
+
+
+class KeptSessions:
+    """Each target's session kept from one read to the next (``--watch`` across targets: one
+    connection a target, as a watch of one database keeps one). A read that fails closes its
+    target's session; the next read opens a new one, so a target that went down is back as
+    soon as it answers. Each target's session is used by one thread at a time."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[contextlib.ExitStack, Session]] = {}
+
+    @contextlib.contextmanager
+    def session(self, target: Target) -> Iterator[Session]:
+        """The target's session (opened if it has none); database errors inside become one
+        line, as in ``session.open``."""
+        from jobctl import session
+
+        kept = self._open.get(target.name)
+        if kept is None:
+            with contextlib.ExitStack() as stack:
+                opened = stack.enter_context(session.open(target.settings))
+                kept = self._open[target.name] = (stack.pop_all(), opened)
+        try:
+            with db.mapped_errors(target.settings.resolved_dsn()):
+                yield kept[1]
+        except BaseException:
+            self._close(target.name)
+            raise
+
+    def close(self) -> None:
+        for name in list(self._open):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        stack, _ = self._open.pop(name)
+        with contextlib.suppress(Exception):  # a connection already lost closes as it can
+            stack.close()
 
 
 def failure_line(outcome: Outcome[Any]) -> str:

@@ -229,6 +229,117 @@ def test_watch_across_targets_refreshes_every_target_off_a_terminal(staged, run)
     assert code == 0 and err == ""
 
 
+class Watching:
+    """``jobctl ARGS`` (a watch, -o jsonl) in the background: its refreshes and its stderr
+    as they come, each read by a thread of its own."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobctl", *args],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's job
+        )
+        self.refreshes: list[dict] = []
+        self.err: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self._refresh)),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.err.append)),
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _refresh(self, line: str) -> None:
+        self.refreshes.append(json.loads(line))
+
+    @staticmethod
+    def _read(stream, keep) -> None:
+        with stream:
+            for line in stream:
+                keep(line)
+
+    def finish(self, timeout: float = 20) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+            for reader in self.readers:
+                reader.join()
+
+
+def backends(server_dsn: str, database: str) -> set[tuple[int, object]]:
+    with psycopg.connect(server_dsn) as admin:
+        return set(
+            admin.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity"
+                " WHERE datname = %s AND application_name = 'jobctl'",
+                (database,),
+            ).fetchall()
+        )
+
+
+def test_watch_across_targets_keeps_one_connection_a_target(staged, server_dsn):
+    """Every refresh on the connection the target kept: one backend for the whole watch."""
+    orders_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["orders"])["dbname"]
+    args = ["--target", "orders", "--target", "billing", "summary", "--watch"]
+    watch = Watching(*args, "--every", "0.1s", "--count", "20", "-o", "jsonl")
+    seen: set[tuple[int, object]] = set()
+    try:
+        while watch.proc.poll() is None:
+            seen |= backends(server_dsn, orders_db)
+            time.sleep(0.01)
+    finally:
+        code = watch.finish()
+    assert len(watch.refreshes) == 20 and code == 0, watch.err
+    assert len(seen) == 1, f"{len(seen)} connections to orders for one watch"
+
+
+@pytest.mark.slow
+def test_watch_across_targets_rides_out_a_target_going_down(staged, server_dsn):
+    """billing refuses connections (its kept one terminated), then accepts them again: the
+    watch says so in the refreshes between and shows billing again, without a restart."""
+    billing_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["billing"])["dbname"]
+    args = ["--target", "orders", "--target", "billing", "stuck", "--watch", "--every", "0.1s"]
+    watch = Watching(*args, "-o", "jsonl")
+    refreshes = watch.refreshes
+
+    def targets_in(refresh: dict) -> set[str]:
+        return {r["target"] for r in refresh["data"]}
+
+    try:
+        wait_until(lambda: len(refreshes) >= 2, what="two refreshes")
+        with psycopg.connect(server_dsn, autocommit=True) as admin:  # billing goes down
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS false")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (billing_db,),
+            )
+        down = len(refreshes)
+        wait_until(
+            lambda: any(targets_in(r) == {"orders"} for r in refreshes[down:]),
+            what="a refresh without billing",
+        )
+        with psycopg.connect(server_dsn, autocommit=True) as admin:  # and comes back
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS true")
+        back = len(refreshes)
+        wait_until(
+            lambda: any(targets_in(r) == {"orders", "billing"} for r in refreshes[back:]),
+            what="billing back in the watch",
+        )
+        watch.proc.send_signal(signal.SIGINT)
+        code = watch.finish()
+    finally:
+        watch.finish()
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS true")
+    err = "".join(watch.err)
+    assert "jobctl: error: target billing: " in err and "Traceback" not in err, err
+    assert code == 0, err  # the last refresh had every target
+
+
 def test_show_with_one_target(staged, run):
     job = staged.ids["billing"][0]
     code, out, _ = run("--target", "billing", "show", str(job), "-o", "json")
