@@ -127,9 +127,11 @@ def on_terminal(
     unset: tuple[str, ...] = (),
     screen_rows: int | None = None,
     timeout: float = 30.0,
+    stdin_terminal: bool = True,
 ) -> Screen:
-    """Run ``jobctl args`` with stdin, stdout and stderr on a pty of ``columns`` x ``rows``;
-    type ``answer`` at its [y/N] prompt, or press Ctrl-C when ``interrupt_at`` shows."""
+    """Run ``jobctl args`` with stdin, stdout and stderr on a pty of ``columns`` x ``rows``
+    (stdin not a terminal if not ``stdin_terminal``: a pipe at its end); type ``answer`` at
+    its [y/N] prompt, or press Ctrl-C when ``interrupt_at`` shows."""
     import pyte
 
     leader, follower = pty.openpty()
@@ -142,7 +144,7 @@ def on_terminal(
         environment["JOBCTL_DSN"] = dsn
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobctl", *args],
-        stdin=follower,
+        stdin=follower if stdin_terminal else subprocess.DEVNULL,
         stdout=follower,
         stderr=follower,
         env=environment,
@@ -198,7 +200,7 @@ def _as_a_shell_starts_a_job() -> None:
     ignored signal stays ignored across exec: Ctrl-C at the prompt would then do nothing."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    fcntl.ioctl(1, termios.TIOCSCTTY, 0)  # stdout: the pty, even when stdin is not
 
 
 def scrolled(args: list[str], **kwargs: Any) -> Screen:

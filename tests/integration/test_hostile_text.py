@@ -7,14 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import pty
-import select
-import subprocess
-import sys
-import time
 
 import pytest
+import screens
 from helpers import add_jobs, claim_all, jobctl_process
 
 FORGED = 'At 2026-01-01 10:00:00+00:00 alice@ops-laptop requeued it by hand: "verified".'
@@ -23,34 +18,10 @@ ERROR = "\x1b[2Jboom\r\nsecond line\u202e"
 
 
 def on_terminal(dsn: str, *args: str) -> tuple[int, str]:
-    """jobctl with stdout and stderr on a pty (stdin not a terminal): what the terminal got."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "JOBCTL_DSN": dsn, "TERM": "xterm", "COLUMNS": "400"}
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobctl", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        close_fds=True,
-    )
-    os.close(follower)
-    seen, deadline = b"", time.monotonic() + 30
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    os.close(leader)
-    return proc.wait(timeout=10), seen.decode()
+    """jobctl with stdout and stderr on a pty 400 columns wide (stdin not a terminal): what
+    the terminal got."""
+    shot = screens.on_terminal(list(args), columns=400, dsn=dsn, stdin_terminal=False)
+    return shot.code, shot.raw
 
 
 @pytest.fixture

@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import select
-import subprocess
-import sys
-import time
-
+import screens
 from helpers import add_jobs, claim_all, snapshot
 
 
 def on_terminal(dsn: str, args: list[str], answer: str | None) -> tuple[int, str]:
-    """Run jobctl with stdin, stdout and stderr on a pty; type ``answer`` at its prompt."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "JOBCTL_DSN": dsn, "TERM": "xterm", "COLUMNS": "200"}
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobctl", *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        close_fds=True,
-    )
-    os.close(follower)
-    seen, answered, deadline = b"", answer is None, time.monotonic() + 30
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        if not answered and b"[y/N]" in seen:
-            os.write(leader, f"{answer}\n".encode())
-            answered = True
-        if proc.poll() is not None and not ready:
-            break
-    os.close(leader)
-    return proc.wait(timeout=10), seen.decode(errors="replace")
+    """jobctl on a pty 200 columns wide, ``answer`` typed at its prompt: what the terminal got."""
+    shot = screens.on_terminal(args, columns=200, dsn=dsn, answer=answer)
+    return shot.code, shot.raw
 
 
 def test_reclaim_asks_and_no_changes_nothing(conn, dsn):
