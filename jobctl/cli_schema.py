@@ -19,6 +19,8 @@ from jobctl.mapping import TableMapping
 if TYPE_CHECKING:
     import psycopg
 
+    from jobctl.schema_steps import Step
+
 app = typer.Typer(
     help="Install and check the lease columns, reclaim index and history.",
     no_args_is_help=True,
@@ -132,7 +134,7 @@ def schema_apply(
 def _print_or_apply(
     conn: psycopg.Connection[Any],
     settings: db.Settings,
-    steps: list[Any],
+    steps: list[Step],
     print_sql: bool,
     yes: bool,
     question: str,
