@@ -401,8 +401,10 @@ def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
 
     size = shutil.get_terminal_size()
     # the cursor waits on a line of its own (screen_group keeps it free): a Ctrl-C echoed as
-    # ^C after a line as wide as the screen would wrap, and the last refresh land a line low
-    fitted = screen_group(sections, width=size.columns, height=size.lines, title=title)
+    # ^C after a line as wide as the screen would wrap, and the last refresh land a line low;
+    # and one more line stays free for the newline Live ends with at exit (at a full screen
+    # it would scroll the title away)
+    fitted = screen_group(sections, width=size.columns, height=size.lines - 1, title=title)
     return Group(fitted, Text(""))
 
 

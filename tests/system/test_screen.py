@@ -105,6 +105,20 @@ def test_watch_fits_the_screen_and_counts_what_it_hides(incident, columns, rows)
         assert "not shown" not in shot.text
 
 
+@pytest.mark.parametrize("interrupt", [None, b"Ctrl-C to stop"], ids=["count", "ctrl-c"])
+def test_watch_fuller_than_the_screen_keeps_its_title_at_exit(incident, interrupt):
+    """16 rows on an 18-line terminal: the refresh is cut to fit, and leaving (after
+    --count, or at Ctrl-C) scrolls nothing away: the title stays the first line, once."""
+    dsn, _ = incident
+    args = ["stuck", "--expiring-within", "5m", "--watch"]
+    args += ["--count", "1"] if interrupt is None else []
+    shot = on_terminal(args, columns=80, rows=18, dsn=dsn, interrupt_at=interrupt)
+    assert shot.code == 0
+    titles = [n for n, line in enumerate(shot.lines) if "Ctrl-C to stop" in line]
+    assert titles == [0], shot.text
+    assert re.search(r"… \d+ more row\(s\) not shown", shot.text)
+
+
 @pytest.mark.parametrize(("columns", "rows"), SIZES)
 def test_reclaim_dry_run_one_line_per_job(incident, columns, rows):
     dsn, _ = incident
