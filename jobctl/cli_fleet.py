@@ -52,18 +52,20 @@ def _read(
 
     command, params = ctx.info_name or "", dict(ctx.params)
 
+    busy = fleet.Busy()
+
     def work(target: Target, say: fleet.Say) -> T:
         opened = kept.session(target) if kept else session.open(target.settings)
-        with opened as s, unserved.explained(s):
+        with opened as s, busy.using(s), unserved.explained(s):
             st = replica.check(s.conn, command, params, say=say)
             return read(s, st, say)
 
-    return fleet.across(targets, work)
+    return fleet.across(targets, work, busy=busy)
 
 
-def _said(outcomes: Sequence[fleet.Outcome[Any]]) -> int:
+def _said(outcomes: Sequence[fleet.Outcome[Any]], *, refresh: bool = False) -> int:
     """What each target said, then each failure, one line each, in the targets' order; the
-    exit code the failures make (0 when none)."""
+    exit code the failures make (0 when none). ``refresh``: one refresh of a watch's."""
     for o in outcomes:
         for line in o.said:
             terminal.say(f"jobctl: target {o.target.name}: {line.removeprefix('jobctl: ')}")
@@ -72,9 +74,11 @@ def _said(outcomes: Sequence[fleet.Outcome[Any]]) -> int:
             terminal.say(f"jobctl: error: {fleet.failure_line(o)}")
     failed = [o for o in outcomes if not o.ok]
     if failed and len(failed) < len(outcomes):
+        some = f"jobctl: {len(failed)} of {len(outcomes)} targets failed"
         terminal.say(
-            f"jobctl: {len(failed)} of {len(outcomes)} targets failed: the output above is "
-            "the others' only"
+            f"{some} this refresh: its line holds the others' rows only"
+            if refresh
+            else f"{some}: the output above is the others' only"
         )
     return fleet.exit_code(outcomes)
 
@@ -105,7 +109,7 @@ def _watch(
         outcomes = last[:] = _read(ctx, targets, read, kept)
         at, doc = dt.datetime.now().astimezone(), doc_of(outcomes)
         if not in_place:
-            _said(outcomes)
+            _said(outcomes, refresh=True)
             return at, doc
         said = [(o.target.name, line.removeprefix("jobctl: ")) for o in outcomes for line in o.said]
         failed = [

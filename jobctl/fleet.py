@@ -17,6 +17,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -48,11 +49,19 @@ class Outcome(Generic[T]):
 
 
 def across(
-    targets: Sequence[Target], work: Callable[[Target, Say], T], *, at_once: int = MAX_AT_ONCE
+    targets: Sequence[Target],
+    work: Callable[[Target, Say], T],
+    *,
+    at_once: int = MAX_AT_ONCE,
+    busy: Busy | None = None,
 ) -> list[Outcome[T]]:
     """``work(target, say)`` on every target, ``at_once`` at a time; the outcomes in the
     targets' order. An error of jobctl's is the target's outcome; anything else (a bug) is
-    too, as an internal error, so one target's surprise never loses the others' output."""
+    too, as an internal error, so one target's surprise never loses the others' output.
+
+    At Ctrl-C the queries running on ``busy``'s sessions are cancelled and the targets not
+    started never start: jobctl stops as soon as the servers answer the cancel (a target
+    still connecting, within its connect timeout), not when the slowest query would end."""
 
     def one(target: Target) -> Outcome[T]:
         outcome: Outcome[T] = Outcome(target)
@@ -68,10 +77,50 @@ def across(
 
     if len(targets) == 1:
         return [one(targets[0])]
-    with concurrent.futures.ThreadPoolExecutor(
+    pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=max(1, min(at_once, len(targets))), thread_name_prefix="jobctl-target"
-    ) as pool:
-        return list(pool.map(one, targets))
+    )
+    try:
+        futures = [pool.submit(one, target) for target in targets]
+        return [future.result() for future in futures]
+    except BaseException:  # Ctrl-C: stop what the targets are doing, then leave
+        if busy is not None:
+            busy.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+class Busy:
+    """The sessions the targets' work is using now, so that Ctrl-C can cancel their queries
+    (``across``); once cancelled, a session that starts afterwards (its target was still
+    connecting) is refused at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._using: set[Any] = set()
+        self._cancelled = False
+
+    @contextlib.contextmanager
+    def using(self, s: Session) -> Iterator[Session]:
+        with self._lock:
+            if self._cancelled:
+                raise errors.JobctlError("interrupted")
+            self._using.add(s.conn)
+        try:
+            yield s
+        finally:
+            with self._lock:
+                self._using.discard(s.conn)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            using = list(self._using)
+        for conn in using:
+            with contextlib.suppress(Exception):  # a connection already lost has nothing to stop
+                conn.cancel()
 
 
 class KeptSessions:
@@ -106,7 +155,10 @@ class KeptSessions:
             self._close(name)
 
     def _close(self, name: str) -> None:
-        stack, _ = self._open.pop(name)
+        kept = self._open.pop(name, None)
+        if kept is None:
+            return
+        stack, _ = kept
         with contextlib.suppress(Exception):  # a connection already lost closes as it can
             stack.close()
 

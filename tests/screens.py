@@ -99,7 +99,8 @@ _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 class Screen:
     code: int
     lines: list[str]  # the screen's lines, trailing blanks removed
-    raw: str  # every byte written, decoded
+    raw: str  # every byte written, decoded (a byte that is not UTF-8 as U+FFFD)
+    written: bytes  # every byte written, as written
 
     @property
     def text(self) -> str:
@@ -130,7 +131,7 @@ def on_terminal(
     stdin_terminal: bool = True,
 ) -> Screen:
     """Run ``jobctl args`` with stdin, stdout and stderr on a pty of ``columns`` x ``rows``
-    (stdin not a terminal if not ``stdin_terminal``: a pipe at its end); type ``answer`` at
+    (stdin not a terminal if not ``stdin_terminal``: /dev/null); type ``answer`` at
     its [y/N] prompt, or press Ctrl-C when ``interrupt_at`` shows."""
     import pyte
 
@@ -190,7 +191,7 @@ def on_terminal(
     lines = [line.rstrip() for line in screen.display]
     while lines and not lines[-1]:
         lines.pop()
-    return Screen(code, lines, seen.decode(errors="replace"))
+    return Screen(code, lines, seen.decode(errors="replace"), seen)
 
 
 def _as_a_shell_starts_a_job() -> None:

@@ -33,6 +33,7 @@ BAD_INPUT = [
     (["stuck", "--policy", "sometimes"], 2, "auto or manual"),
     (["stuck", "--grace", "5 minutes"], 2, "not a duration"),
     (["stuck", "--grace", "-1s"], 2, "not a duration"),
+    (["stuck", "--exit-code", "--watch", "--count", "1"], 2, "--exit-code answers once"),
     (["--lock-timeout", "forever", "stuck"], 2, "not a duration"),
     (["summary", "--expiring-within", "1y"], 2, "not a duration"),
     (["reclaim", "--batch-size", "0"], 2, "between 1 and 10000"),

@@ -176,6 +176,53 @@ def test_a_read_across_targets_waits_on_every_target_at_once(staged, run, server
     assert code == 0 and len(jsonl(out)) == 5
 
 
+def lock_waiters(server_dsn: str, database: str) -> int:
+    with psycopg.connect(server_dsn) as admin:
+        return admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+            " AND application_name = 'jobctl' AND wait_event_type = 'Lock'",
+            (database,),
+        ).fetchone()[0]
+
+
+@pytest.mark.parametrize("watching", [False, True], ids=["once", "watch"])
+def test_ctrl_c_across_targets_cancels_a_slow_target_instead_of_waiting(
+    staged, server_dsn, watching
+):
+    """billing's table locked, jobctl allowed to wait 60 s for it: Ctrl-C while it waits
+    ends jobctl in seconds, and its query on billing is cancelled, not left waiting."""
+    billing_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["billing"])["dbname"]
+    args = ["--target", "orders", "--target", "billing", "--lock-timeout", "60s", "stuck"]
+    args += ["--watch", "--every", "0.1s"] if watching else []
+    with psycopg.connect(staged.dsns["billing"]) as holder:
+        holder.execute(f"LOCK TABLE {staged.tables['billing']} IN ACCESS EXCLUSIVE MODE")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobctl", *args, "-o", "jsonl"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's job
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while lock_waiters(server_dsn, billing_db) == 0:
+                assert time.monotonic() < deadline and proc.poll() is None, "never waited"
+                time.sleep(0.05)
+            pressed = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=90)
+            took = time.monotonic() - pressed
+            waiting_after = lock_waiters(server_dsn, billing_db)
+        finally:
+            proc.kill()
+            _, err = proc.communicate()
+    assert took < 10, f"Ctrl-C took {took:.1f} s: jobctl waited on billing's lock"
+    assert waiting_after == 0
+    assert code == (0 if watching else 130), err  # a watch ends at Ctrl-C without error
+    assert "Traceback" not in err
+
+
 def test_jobctl_target_is_a_default_the_command_line_overrides(staged, run, monkeypatch):
     monkeypatch.setenv("JOBCTL_TARGET", "orders")
     code, out, _ = run("--all-targets", "stuck", "-o", "jsonl")
@@ -220,6 +267,7 @@ def test_watch_across_targets_refreshes_every_target_off_a_terminal(staged, run)
         tagged = {(r["target"], r["id"]) for r in refresh["data"]}
         assert tagged == {(t, i) for t, ids in staged.ids.items() for i in ids}
     assert err.count(f"jobctl: error: target {staged.down}: cannot connect") == 2, err
+    assert err.count("targets failed this refresh: its line holds the others' rows") == 2
     code, out, err = run(
         "--target", "orders", "--target", "billing", "summary", "--watch", "--count", "1"
     )

@@ -19,9 +19,9 @@ ERROR = "\x1b[2Jboom\r\nsecond line\u202e"
 
 def on_terminal(dsn: str, *args: str) -> tuple[int, str]:
     """jobctl with stdout and stderr on a pty 400 columns wide (stdin not a terminal): what
-    the terminal got."""
+    the terminal got, decoded strictly (a stray C1 byte such as 0x9b fails, not hides)."""
     shot = screens.on_terminal(list(args), columns=400, dsn=dsn, stdin_terminal=False)
-    return shot.code, shot.raw
+    return shot.code, shot.written.decode()
 
 
 @pytest.fixture

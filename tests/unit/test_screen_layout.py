@@ -106,7 +106,8 @@ def test_watch_of_several_sections_fits_the_height_with_their_blank_lines():
         [("down", "error: cannot connect: " + "refused " * 20)],
     )
     small = [output.Section(f"s{n}", [{"a": n}], ["a"]) for n in range(3)]
-    for sections in (doc.sections, [*small, output.Section("big", rows, None, views.STUCK_VIEW)]):
+    several = [*small, output.Section("big", rows, None, views.STUCK_VIEW)]
+    for targets, sections in ((True, doc.sections), (False, several)):
         group = output.screen_group(sections, width=80, height=24, title="t")
         stream = io.StringIO()
         from rich.console import Console
@@ -114,8 +115,11 @@ def test_watch_of_several_sections_fits_the_height_with_their_blank_lines():
         Console(file=stream, width=80, color_system=None).print(group)
         lines = stream.getvalue().splitlines()
         assert len(lines) <= 23, "\n".join(lines)
+        assert lines[0] == "t"
         assert "more row(s) not shown" in lines[-2] + lines[-1]
-    assert lines[0] == "t"
+        if targets:  # the down target's line survives the cut, above the rows
+            down = [n for n, line in enumerate(lines) if line.startswith("down ")]
+            assert down and down[0] < next(n for n, x in enumerate(lines) if "api-worker" in x)
 
 
 def test_watch_keeps_the_cursor_on_a_line_of_its_own():
