@@ -149,7 +149,7 @@ def stuck(
 
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
-    if exit_code and watch:  # a watch ends at Ctrl-C: no one answer to exit with
+    if exit_code and watch:  # a watch refreshes (--count or not): no one answer to exit with
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )

@@ -10,6 +10,7 @@ one process). Commands by id refuse several targets (``targets.one_database``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -55,10 +56,18 @@ def _read(
     busy = fleet.Busy()
 
     def work(target: Target, say: fleet.Say) -> T:
-        opened = kept.session(target) if kept else session.open(target.settings)
-        with opened as s, busy.using(s), unserved.explained(s):
-            st = replica.check(s.conn, command, params, say=say)
-            return read(s, st, say)
+        with contextlib.ExitStack() as working:  # the connection is Busy until the read ends
+
+            def on_connect(conn: Any) -> None:
+                working.enter_context(busy.using(conn))
+
+            if kept:
+                opened = kept.session(target, on_connect)
+            else:
+                opened = session.open(target.settings, on_connect)
+            with opened as s, unserved.explained(s):
+                st = replica.check(s.conn, command, params, say=say)
+                return read(s, st, say)
 
     return fleet.across(targets, work, busy=busy)
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
+STOP_POLL_S = 0.2  # at Ctrl-C, how often the cancel is sent again until every target stops
 
 Say = Callable[[str], None]
 
@@ -59,8 +60,8 @@ def across(
     targets' order. An error of jobctl's is the target's outcome; anything else (a bug) is
     too, as an internal error, so one target's surprise never loses the others' output.
 
-    At Ctrl-C the queries running on ``busy``'s sessions are cancelled and the targets not
-    started never start: jobctl stops as soon as the servers answer the cancel (a target
+    At Ctrl-C the queries running on ``busy``'s connections are cancelled and the targets
+    not started never start: jobctl stops as soon as the servers answer the cancel (a target
     still connecting, within its connect timeout), not when the slowest query would end."""
 
     def one(target: Target) -> Outcome[T]:
@@ -80,47 +81,77 @@ def across(
     pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=max(1, min(at_once, len(targets))), thread_name_prefix="jobctl-target"
     )
+    futures: list[concurrent.futures.Future[Outcome[T]]] = []
     try:
-        futures = [pool.submit(one, target) for target in targets]
+        futures.extend(pool.submit(one, target) for target in targets)
         return [future.result() for future in futures]
     except BaseException:  # Ctrl-C: stop what the targets are doing, then leave
-        if busy is not None:
-            busy.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(futures, busy)
         raise
     finally:
         pool.shutdown(wait=True)
 
 
+def _stop(futures: Sequence[concurrent.futures.Future[Any]], busy: Busy | None) -> None:
+    """Cancel what the targets run until all their work has ended: again every 0.2 s (a
+    cancel that reaches a server between two statements is lost), a further Ctrl-C changing
+    nothing (leaving with work still running would close its connections under it)."""
+    started = [f for f in futures if not f.cancelled()]  # one cancelled is never "done"
+    while True:
+        try:
+            if busy is not None:
+                busy.cancel()
+            if not concurrent.futures.wait(started, timeout=STOP_POLL_S).not_done:
+                return
+        except KeyboardInterrupt:
+            continue
+
+
 class Busy:
-    """The sessions the targets' work is using now, so that Ctrl-C can cancel their queries
-    (``across``); once cancelled, a session that starts afterwards (its target was still
-    connecting) is refused at once."""
+    """The connections the targets' work is using now, so that Ctrl-C can cancel their
+    queries (``across``). Once cancelled, a connection that comes afterwards (its target was
+    still connecting) is refused at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._using: set[Any] = set()
+        self._sending: set[Any] = set()  # connections a cancel request is on its way to
         self._cancelled = False
 
     @contextlib.contextmanager
-    def using(self, s: Session) -> Iterator[Session]:
+    def using(self, conn: Any) -> Iterator[None]:
+        """``conn`` is working for a target until the block ends."""
         with self._lock:
             if self._cancelled:
                 raise errors.JobctlError("interrupted")
-            self._using.add(s.conn)
+            self._using.add(conn)
         try:
-            yield s
+            yield
         finally:
             with self._lock:
-                self._using.discard(s.conn)
+                self._using.discard(conn)
 
     def cancel(self) -> None:
+        """Ask each server to cancel what its connection runs: each request sent by a thread
+        of its own (a server that never answers holds up only its own), and not again to a
+        connection whose last request is still on its way. The requests are made while the
+        connections are known open; a connection closed since has nothing left to stop."""
         with self._lock:
             self._cancelled = True
-            using = list(self._using)
-        for conn in using:
-            with contextlib.suppress(Exception):  # a connection already lost has nothing to stop
-                conn.cancel()
+            requests = []
+            for conn in self._using - self._sending:
+                with contextlib.suppress(Exception):
+                    requests.append((conn, conn.pgconn.get_cancel()))
+            self._sending.update(conn for conn, _ in requests)
+        for conn, request in requests:
+            threading.Thread(target=self._send, args=(conn, request), daemon=True).start()
+
+    def _send(self, conn: Any, request: Any) -> None:
+        with contextlib.suppress(Exception):  # a server gone: nothing left to stop there
+            request.cancel()
+        with self._lock:
+            self._sending.discard(conn)
 
 
 class KeptSessions:
@@ -133,16 +164,24 @@ class KeptSessions:
         self._open: dict[str, tuple[contextlib.ExitStack, Session]] = {}
 
     @contextlib.contextmanager
-    def session(self, target: Target) -> Iterator[Session]:
+    def session(
+        self, target: Target, on_connect: Callable[[Any], None] | None = None
+    ) -> Iterator[Session]:
         """The target's session (opened if it has none); database errors inside become one
-        line, as in ``session.open``."""
+        line, as in ``session.open``; ``on_connect`` gets its connection, new or kept."""
         from jobctl import session
 
         kept = self._open.get(target.name)
         if kept is None:
             with contextlib.ExitStack() as stack:
-                opened = stack.enter_context(session.open(target.settings))
+                opened = stack.enter_context(session.open(target.settings, on_connect))
                 kept = self._open[target.name] = (stack.pop_all(), opened)
+        elif on_connect is not None:
+            try:
+                on_connect(kept[1].conn)
+            except BaseException:
+                self._close(target.name)
+                raise
         try:
             with db.mapped_errors(target.settings.resolved_dsn()):
                 yield kept[1]

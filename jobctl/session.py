@@ -127,9 +127,15 @@ def connect(settings: db.Settings) -> Session:
 
 
 @contextlib.contextmanager
-def open(settings: db.Settings) -> Iterator[Session]:
-    """A session for one command: database errors inside become one line (``db.mapped_errors``)."""
+def open(
+    settings: db.Settings, on_connect: Callable[[Any], None] | None = None
+) -> Iterator[Session]:
+    """A session for one command: database errors inside become one line (``db.mapped_errors``).
+    ``on_connect`` gets the connection as soon as it is made (``fleet.Busy``: Ctrl-C can then
+    cancel even the table's lookup)."""
     with db.connected(settings) as conn:
+        if on_connect is not None:
+            on_connect(conn)
         yield Session(conn, settings, _table(conn, settings))
 
 
