@@ -172,17 +172,14 @@ class KeptSessions:
         from jobctl import session
 
         kept = self._open.get(target.name)
+        again = on_connect if kept is not None else None  # a new one gets it as it connects
         if kept is None:
             with contextlib.ExitStack() as stack:
                 opened = stack.enter_context(session.open(target.settings, on_connect))
                 kept = self._open[target.name] = (stack.pop_all(), opened)
-        elif on_connect is not None:
-            try:
-                on_connect(kept[1].conn)
-            except BaseException:
-                self._close(target.name)
-                raise
         try:
+            if again is not None:
+                again(kept[1].conn)
             with db.mapped_errors(target.settings.resolved_dsn()):
                 yield kept[1]
         except BaseException:

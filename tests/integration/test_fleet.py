@@ -196,27 +196,19 @@ def test_ctrl_c_across_targets_cancels_a_slow_target_instead_of_waiting(
     args += ["--watch", "--every", "0.1s"] if watching else []
     with psycopg.connect(staged.dsns["billing"]) as holder:
         holder.execute(f"LOCK TABLE {staged.tables['billing']} IN ACCESS EXCLUSIVE MODE")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobctl", *args, "-o", "jsonl"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a shell's job
-        )
+        jobctl = Watching(*args, "-o", "jsonl")  # nothing printed before Ctrl-C
         try:
             deadline = time.monotonic() + 20
             while lock_waiters(server_dsn, billing_db) == 0:
-                assert time.monotonic() < deadline and proc.poll() is None, "never waited"
+                assert time.monotonic() < deadline and jobctl.proc.poll() is None, "never waited"
                 time.sleep(0.05)
-            pressed = time.monotonic()
-            proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=90)
-            took = time.monotonic() - pressed
-            waiting_after = lock_waiters(server_dsn, billing_db)
         finally:
-            proc.kill()
-            _, err = proc.communicate()
+            pressed = time.monotonic()
+            jobctl.proc.send_signal(signal.SIGINT)
+            code = jobctl.finish(timeout=90)
+            took = time.monotonic() - pressed
+        waiting_after = lock_waiters(server_dsn, billing_db)
+    err = "".join(jobctl.err)
     assert took < 5, f"Ctrl-C took {took:.1f} s: jobctl waited on billing's lock"
     assert waiting_after == 0
     assert code == (0 if watching else 130), err  # a watch ends at Ctrl-C without error
