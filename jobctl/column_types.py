@@ -267,7 +267,7 @@ def fragments(
         "updated_at_seen_type": (
             sql.Identifier("pg_catalog", updated_at.name)
             if updated_at is not None and epoch(updated_at, unit)
-            else sql.SQL("timestamptz")
+            else sql.Identifier("pg_catalog", "timestamptz")
         ),
         "last_error_text": as_text(last_error, columns["last_error"]),
         "new_last_error_text": as_text(last_error, sql.SQL("NEW.{}").format(columns["last_error"])),

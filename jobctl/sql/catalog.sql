@@ -45,20 +45,25 @@ SELECT current_database() AS database,
        (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier
 
 -- name: table_columns
--- the table's columns, their types, and what kind of type each is
+-- the table's columns, their types, and what kind of type each is (it runs in the operator's
+-- writes too, manual._require_audit: every name with its schema)
 SELECT a.attname AS name,
-       format_type(a.atttypid, a.atttypmod) AS type,
-       CASE WHEN t.typtype = 'e' THEN 'enum'
-            WHEN t.typtype = 'd' AND bt.typtype = 'e' THEN 'domain over enum'
-            WHEN t.typtype = 'd' THEN 'domain'
+       pg_catalog.format_type(a.atttypid, a.atttypmod) AS type,
+       CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'e'::pg_catalog.char THEN 'enum'
+            WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char
+                 AND bt.typtype OPERATOR(pg_catalog.=) 'e'::pg_catalog.char
+                 THEN 'domain over enum'
+            WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char THEN 'domain'
             ELSE 'base' END AS kind,
-       coalesce(bt.oid, t.oid)::int AS base_type_oid,
-       format_type(coalesce(bt.oid, t.oid), NULL) AS base_type,
+       coalesce(bt.oid, t.oid)::pg_catalog.int4 AS base_type_oid,
+       pg_catalog.format_type(coalesce(bt.oid, t.oid), NULL) AS base_type,
        a.attnotnull AS not_null
-FROM pg_attribute a
-JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
-WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+LEFT JOIN pg_catalog.pg_type bt ON t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char
+                                AND bt.oid OPERATOR(pg_catalog.=) t.typbasetype
+WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped
 ORDER BY a.attnum
 
 -- name: table_layout
@@ -106,13 +111,16 @@ ORDER BY c.conname
 -- name: history_triggers
 -- jobctl's triggers on the table: name, enabled, arguments (mode, version, digest), and the
 -- function each calls (schema.name, and the md5 of its body: is it the one apply would make?)
-SELECT t.tgname::text AS name, t.tgenabled <> 'D' AS enabled, t.tgargs,
-       n.nspname::text AS function_schema, p.proname::text AS function_name,
-       md5(p.prosrc) AS function_md5
-FROM pg_trigger t
-JOIN pg_proc p ON p.oid = t.tgfoid
-JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE t.tgrelid = %(oid)s AND t.tgname::text LIKE 'jobctl%%'
+-- (it runs in the operator's writes too, manual._require_audit: every name with its schema)
+SELECT t.tgname::pg_catalog.text AS name,
+       t.tgenabled OPERATOR(pg_catalog.<>) 'D'::pg_catalog.char AS enabled, t.tgargs,
+       n.nspname::pg_catalog.text AS function_schema, p.proname::pg_catalog.text AS function_name,
+       pg_catalog.md5(p.prosrc) AS function_md5
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+WHERE t.tgrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND pg_catalog.starts_with(t.tgname::pg_catalog.text, 'jobctl')
 
 -- name: history_versioned
 -- whether the history is versioned here, and readable by this role

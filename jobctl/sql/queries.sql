@@ -6,35 +6,103 @@
 -- column playing that part, {queued} (any design status, and {parked}) the table's value cast
 -- to the status column's type, {id_type} the id column's type. Ids come in as text, cast by
 -- the database (%(id)s::text::{id_type}); statuses go out as text; output keeps the design's
--- names as column names (AS status).
+-- names as column names (AS status), written by the type's output function (status_text).
+-- The writes (reclaim_batch, manual_requeue, manual_fail, set_policy) and every block they
+-- include run under the session's own search_path after pg_catalog (write_search_path): in
+-- them every operator is OPERATOR(pg_catalog.x), every function pg_catalog.f, and nothing
+-- looks an operator up by name (IS DISTINCT FROM, IN, NOT IN, nullif, BETWEEN, LIKE, a row
+-- comparison); tests/unit/test_sql_search_path.py holds them to it.
 
 -- name: reclaim_action
--- the reclaim decision; the only place it is written
-CASE WHEN j.{recovery_policy} = 'auto' AND j.{attempts} < j.{max_attempts}
-     THEN 'requeue' ELSE 'fail' END
+-- the reclaim decision; the only place it is written (in the writes: every operator and
+-- function named with its schema, tests/unit/test_sql_search_path.py)
+CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
+          AND j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}
+     THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
 
 -- name: reclaim_error
 -- the last_error reclaim leaves on a job
 'lease expired before completion'
 
 -- name: lease_columns
--- the columns every stuck/reclaim row reports
-j.{id} AS id, j.{status}::text AS status, j.{reserved_by}::text AS reserved_by,
+-- the columns every stuck/reclaim row reports. The status as its type's output function
+-- writes it (format: no cast an application could define for its ENUM, pg_cast); the
+-- worker's as text (a built-in type's cast: no other role can define one)
+j.{id} AS id, {status_text} AS status, j.{reserved_by}::pg_catalog.text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 j.{reserved_at} AS reserved_at, j.{heartbeat_at} AS heartbeat_at,
 j.{lease_expires_at} AS lease_expires_at,
-extract(epoch FROM now() - j.{lease_expires_at})::float8 AS lease_overdue_s,
-extract(epoch FROM now() - j.{heartbeat_at})::float8 AS heartbeat_age_s,
+pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{lease_expires_at})
+    AS lease_overdue_s,
+pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{heartbeat_at})
+    AS heartbeat_age_s,
 {reclaim_action} AS action
 
 -- name: operator_filter
 -- the operator's narrowing: a worker (compared as text: a uuid or integer worker id too), a
 -- policy, ids; rows to pass over
-(%(worker)s::text IS NULL OR j.{reserved_by}::text = %(worker)s::text)
-AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
-AND (%(ids)s::text[] IS NULL OR j.{id} = ANY(%(ids)s::text[]::{id_type}[]))
-AND (%(exclude)s::text[] IS NULL OR j.{id} <> ALL(%(exclude)s::text[]::{id_type}[]))
+(%(worker)s::pg_catalog.text IS NULL
+ OR j.{reserved_by}::pg_catalog.text OPERATOR(pg_catalog.=) %(worker)s::pg_catalog.text)
+AND (%(policy)s::pg_catalog.text IS NULL
+     OR j.{recovery_policy} OPERATOR(pg_catalog.=) %(policy)s::pg_catalog.text)
+AND (%(ids)s::pg_catalog.text[] IS NULL
+     OR j.{id} OPERATOR(pg_catalog.=) ANY(%(ids)s::pg_catalog.text[]::{id_type}[]))
+AND (%(exclude)s::pg_catalog.text[] IS NULL
+     OR j.{id} OPERATOR(pg_catalog.<>) ALL(%(exclude)s::pg_catalog.text[]::{id_type}[]))
+
+-- name: status_text
+-- the status column's value as text, written by its type's output function: no cast is
+-- looked up (an application owning an ENUM can define one, CREATE CAST, that a ::text calls)
+pg_catalog.format('%%s', j.{status})
+
+-- name: earliest_time
+-- the earliest lease time jobctl does arithmetic on and reads back (a client's calendar
+-- starts at year 1; a day's margin for any time zone)
+'0001-01-02 00:00:00+00'::pg_catalog.timestamptz
+
+-- name: latest_time
+-- the latest such lease time (a client's calendar ends with year 9999)
+'9999-12-30 00:00:00+00'::pg_catalog.timestamptz
+
+-- name: lease_times_poisoned
+-- a row whose lease times jobctl can neither subtract nor read back: infinite (a finite time
+-- is never beyond these bounds' far side) or out of a client's calendar; such a row is left
+-- out of stuck and reclaim, reported by id (poisoned_leases), left for a human
+NOT ((j.{lease_expires_at} IS NULL
+      OR (j.{lease_expires_at} OPERATOR(pg_catalog.>=) {earliest_time}
+          AND j.{lease_expires_at} OPERATOR(pg_catalog.<=) {latest_time}))
+     AND (j.{heartbeat_at} IS NULL
+          OR (j.{heartbeat_at} OPERATOR(pg_catalog.>=) {earliest_time}
+              AND j.{heartbeat_at} OPERATOR(pg_catalog.<=) {latest_time}))
+     AND (j.{reserved_at} IS NULL
+          OR (j.{reserved_at} OPERATOR(pg_catalog.>=) {earliest_time}
+              AND j.{reserved_at} OPERATOR(pg_catalog.<=) {latest_time})))
+
+-- name: poisoned_leases
+-- processing rows of the operator's filter, expired or whose expiry is itself out of bounds,
+-- with lease times jobctl cannot use (lease_times_poisoned): their ids and the columns, first
+-- ids first, at most %(limit)s (read only)
+SELECT j.{id}::pg_catalog.text AS id,
+       pg_catalog.concat_ws(', ',
+           CASE WHEN NOT (j.{lease_expires_at} OPERATOR(pg_catalog.>=) {earliest_time}
+                          AND j.{lease_expires_at} OPERATOR(pg_catalog.<=) {latest_time})
+                THEN pg_catalog.format('lease_expires_at %%s', j.{lease_expires_at}) END,
+           CASE WHEN NOT (j.{heartbeat_at} OPERATOR(pg_catalog.>=) {earliest_time}
+                          AND j.{heartbeat_at} OPERATOR(pg_catalog.<=) {latest_time})
+                THEN pg_catalog.format('heartbeat_at %%s', j.{heartbeat_at}) END,
+           CASE WHEN NOT (j.{reserved_at} OPERATOR(pg_catalog.>=) {earliest_time}
+                          AND j.{reserved_at} OPERATOR(pg_catalog.<=) {latest_time})
+                THEN pg_catalog.format('reserved_at %%s', j.{reserved_at}) END) AS columns
+FROM {table} j
+WHERE j.{status} OPERATOR(pg_catalog.=) {processing}
+  AND (j.{lease_expires_at}
+       OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
+       OR j.{lease_expires_at} OPERATOR(pg_catalog.>) {latest_time})
+  AND {lease_times_poisoned}
+  AND {operator_filter}
+ORDER BY j.{id}
+LIMIT %(limit)s
 
 -- name: lease_state
 -- a job's lease as an operator sees it: live, expired, or none
@@ -42,15 +110,23 @@ CASE WHEN j.{status} <> {processing} OR j.{lease_expires_at} IS NULL THEN 'none'
      WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'live' END
 
 -- name: expired_filter
--- expired leases, narrowed by the operator's filters and an optional plan
-j.{status} = {processing}
-AND j.{lease_expires_at} < now() - %(grace)s::interval
+-- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
+-- matched column by column: a row IN (...) looks its operators up by name); rows whose lease
+-- times jobctl cannot do arithmetic on are left out (lease_times_poisoned: left for a human)
+j.{status} OPERATOR(pg_catalog.=) {processing}
+AND j.{lease_expires_at}
+    OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
+AND NOT ({lease_times_poisoned})
 AND {operator_filter}
-AND (%(plan)s::jsonb IS NULL
-     OR (j.{id}, j.{attempt_token}, j.{lease_expires_at}, {reclaim_action}) IN (
-         SELECT p.id, p.attempt_token, p.lease_expires_at, p.action
-         FROM jsonb_to_recordset(%(plan)s::jsonb)
-              AS p(id {id_type}, attempt_token uuid, lease_expires_at timestamptz, action text)))
+AND (%(plan)s::pg_catalog.jsonb IS NULL
+     OR EXISTS (
+         SELECT FROM pg_catalog.jsonb_to_recordset(%(plan)s::pg_catalog.jsonb)
+              AS p(id {id_type}, attempt_token pg_catalog.uuid,
+                   lease_expires_at pg_catalog.timestamptz, action pg_catalog.text)
+         WHERE p.id OPERATOR(pg_catalog.=) j.{id}
+           AND p.attempt_token OPERATOR(pg_catalog.=) j.{attempt_token}
+           AND p.lease_expires_at OPERATOR(pg_catalog.=) j.{lease_expires_at}
+           AND p.action OPERATOR(pg_catalog.=) {reclaim_action}))
 
 -- name: session_description
 -- a session (pg_stat_activity a) as jobctl names one that holds it up
@@ -80,7 +156,8 @@ WITH lag AS (
     SELECT {reserved_by} AS worker,
            extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
                AS lag_s
-    FROM {table} WHERE {status} = {processing} GROUP BY {reserved_by}
+    FROM {table} j WHERE {status} = {processing} AND NOT ({lease_times_poisoned})
+    GROUP BY {reserved_by}
 )
 SELECT {lease_columns},
        -- grace: on a standby, its replay lag (a lease that expired within it may be live)
@@ -90,6 +167,7 @@ SELECT {lease_columns},
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
 WHERE j.{status} = {processing}
   AND j.{lease_expires_at} < now() + %(window)s::interval
+  AND NOT ({lease_times_poisoned})
   AND {operator_filter}
 ORDER BY j.{lease_expires_at}, j.{id}
 LIMIT %(limit)s
@@ -109,28 +187,31 @@ WITH expired AS (
     FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE {table} AS j
-SET {status} = CASE WHEN expired.action = 'requeue' THEN {queued} ELSE {parked} END,
-    {available_at} = CASE WHEN expired.action = 'requeue' THEN now() ELSE j.{available_at} END,
+SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
+                    THEN {queued} ELSE {parked} END,
+    {available_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
+                          THEN pg_catalog.now() ELSE j.{available_at} END,
     {reserved_by} = NULL,
     {reserved_at} = NULL,
     {heartbeat_at} = NULL,
     {lease_expires_at} = NULL,
     {attempt_token} = NULL,
-    {reclaim_count} = j.{reclaim_count} + 1,
+    {reclaim_count} = j.{reclaim_count} OPERATOR(pg_catalog.+) 1,
     {last_error} = {reclaim_error_value},
-    {finished_at} = CASE WHEN expired.action = 'requeue' THEN NULL ELSE now() END,
+    {finished_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
+                         THEN NULL ELSE pg_catalog.now() END,
     {updated_at} = {updated_at_now},
     jobctl_action = 'reclaimed'
 FROM expired
-WHERE j.{id} = expired.id
-  AND j.{attempt_token} = expired.attempt_token
-  AND j.{lease_expires_at} = expired.lease_expires_at
-  AND j.{status}::text = expired.status
+WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
+  AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
+  AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
+  AND {status_text} OPERATOR(pg_catalog.=) expired.status
 RETURNING expired.*
 
 -- name: plan_row_state
 -- what became of planned rows that a plan's commit did not apply
-SELECT j.{id} AS id, j.{status}::text AS status, j.{attempt_token} AS attempt_token,
+SELECT j.{id} AS id, {status_text} AS status, j.{attempt_token} AS attempt_token,
        j.{lease_expires_at} AS lease_expires_at, j.{lease_expires_at} < now() AS lease_expired,
        {reclaim_action} AS action, {row_lockers} AS locked_by
 FROM {table} j
@@ -165,13 +246,15 @@ WHERE {status} = {parked} AND {recovery_policy} = 'manual'
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
-SELECT {status}::text AS status, count(*) AS jobs FROM {table} GROUP BY 1 ORDER BY 1
+SELECT pg_catalog.format('%%s', {status}) AS status, count(*) AS jobs FROM {table}
+GROUP BY 1 ORDER BY 1
 
 -- name: summary_status_live
 -- queued and processing jobs, counted (index-driven with a queue index)
-SELECT {queued}::text AS status, count(*) AS jobs FROM {table} WHERE {status} = {queued}
+SELECT pg_catalog.format('%%s', {queued}) AS status, count(*) AS jobs FROM {table}
+WHERE {status} = {queued}
 UNION ALL
-SELECT {processing}::text, count(*) FROM {table} WHERE {status} = {processing}
+SELECT pg_catalog.format('%%s', {processing}), count(*) FROM {table} WHERE {status} = {processing}
 
 -- name: summary_status_estimate
 -- jobs per status estimated from the planner's statistics
@@ -253,30 +336,33 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: fence_columns
 -- a job as an operator write reads it: what it decides on, and its fence
-j.{id} AS id, j.{status}::text AS status, j.{reserved_by}::text AS reserved_by,
+j.{id} AS id, {status_text} AS status, j.{reserved_by}::text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 {last_error_text} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
 
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
-jsonb_to_recordset(%(seen)s::jsonb) AS seen(id {id_type}, status text, attempt_token uuid,
-                                            updated_at {updated_at_seen_type},
-                                            row_version text)
+pg_catalog.jsonb_to_recordset(%(seen)s::pg_catalog.jsonb)
+    AS seen(id {id_type}, status pg_catalog.text, attempt_token pg_catalog.uuid,
+            updated_at {updated_at_seen_type}, row_version pg_catalog.text)
 
 -- name: manual_fence
--- the condition every operator write carries: the row exactly as read
-j.{id} = seen.id
-AND j.{status}::text = seen.status
-AND j.{attempt_token} IS NOT DISTINCT FROM seen.attempt_token
-AND j.{updated_at} IS NOT DISTINCT FROM seen.updated_at
-AND j.xmin::text = seen.row_version
+-- the condition every operator write carries: the row exactly as read (null as read, or
+-- equal: IS NOT DISTINCT FROM would look its operator up by name)
+j.{id} OPERATOR(pg_catalog.=) seen.id
+AND {status_text} OPERATOR(pg_catalog.=) seen.status
+AND (j.{attempt_token} OPERATOR(pg_catalog.=) seen.attempt_token
+     OR (j.{attempt_token} IS NULL AND seen.attempt_token IS NULL))
+AND (j.{updated_at} OPERATOR(pg_catalog.=) seen.updated_at
+     OR (j.{updated_at} IS NULL AND seen.updated_at IS NULL))
+AND j.xmin::pg_catalog.text OPERATOR(pg_catalog.=) seen.row_version
 
 -- name: manual_requeue
 -- give a job back to the queue by hand, fenced
 UPDATE {table} AS j
 SET {status} = {queued},
-    {available_at} = now() + %(delay)s::interval,
+    {available_at} = pg_catalog.now() OPERATOR(pg_catalog.+) %(delay)s::pg_catalog.interval,
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL, {finished_at} = NULL,
     {updated_at} = {updated_at_now}, jobctl_action = 'requeued'
@@ -288,7 +374,7 @@ RETURNING j.{id} AS id
 -- fail a job by hand, fenced
 UPDATE {table} AS j
 SET {status} = {failed},
-    {finished_at} = now(),
+    {finished_at} = pg_catalog.now(),
     {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
@@ -300,7 +386,7 @@ RETURNING j.{id} AS id
 -- name: set_policy
 -- switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
-SET {recovery_policy} = %(policy)s, {updated_at} = {updated_at_now}, jobctl_action = %(event)s
+SET {recovery_policy} = %(policy)s::pg_catalog.text, {updated_at} = {updated_at_now}, jobctl_action = %(event)s
 FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
@@ -335,7 +421,7 @@ CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exh
 -- time and worker from the history, by the job's own index; finished_at, else updated_at as a
 -- time (one kept in epoch milliseconds too), where it has none)
 -- and its fence (status, token, version) for a saved plan
-SELECT j.{id} AS id, {review_why} AS why, j.{status}::text AS status,
+SELECT j.{id} AS id, {review_why} AS why, {status_text} AS status,
        r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
        extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
            AS waited_s,
@@ -455,7 +541,7 @@ ORDER BY min(e.at), e.actor, e.event
 -- the live one's in the row); still queued and never claimed since: waiting
 WITH back AS (
     SELECT e.job_id, e.at FROM jobctl.events e
-    WHERE {events_window} AND e.to_status = ({queued})::text
+    WHERE {events_window} AND e.to_status = pg_catalog.format('%%s', {queued})
 ), claimed AS (
     SELECT b.at,
            least((SELECT min(a.claimed_at) FROM jobctl.attempts a
@@ -565,7 +651,7 @@ SET {status} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
 WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
   AND {status} OPERATOR(pg_catalog.=) {processing}
   AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
-RETURNING {status}::pg_catalog.text AS status, {status} OPERATOR(pg_catalog.=) {queued} AS retried
+RETURNING pg_catalog.format('%%s', {status}) AS status, {status} OPERATOR(pg_catalog.=) {queued} AS retried
 
 -- name: job_outcome
 -- after an unacknowledged completion: is the job done with no later claim?
@@ -666,7 +752,7 @@ WHERE {expired_filter}
 -- name: status_sample
 -- the distinct status values among the first rows the table gives, at most %(rows)s rows read
 -- (a bounded read on a big table: the scan stops there), to judge a status mapping by
-SELECT DISTINCT j.s::text AS value
+SELECT DISTINCT pg_catalog.format('%%s', j.s) AS value
 FROM (SELECT {status} AS s FROM {table} LIMIT %(rows)s) AS j
 WHERE j.s IS NOT NULL
 

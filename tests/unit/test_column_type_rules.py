@@ -142,7 +142,7 @@ def test_jobctl_writes_now_in_the_columns_unit(unit, sql_text):
     assert text(fragments["updated_at_seen_type"]) == '"pg_catalog"."int8"'
     plain = db.spelling(sql.Identifier("jobs"), TableMapping())
     assert text(plain["updated_at_now"]) == "pg_catalog.now()"
-    assert text(plain["updated_at_seen_type"]) == "timestamptz"
+    assert text(plain["updated_at_seen_type"]) == '"pg_catalog"."timestamptz"'
 
 
 def test_units_are_recorded_with_the_mapping_and_absent_when_none():
