@@ -308,6 +308,33 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         ) from None
 
 
+def times_beyond_the_calendar_as_text(cursor: psycopg.Cursor[Any]) -> None:
+    """On ``cursor`` only: a timestamp Python's datetime cannot hold (``infinity``,
+    ``-infinity``, a year past 9999 or before 1) loads as the server's text for it instead
+    of failing the statement, so that one such value in a row is shown, not an error. (Only
+    where a whole row is read as it is, e.g. ``show``: the lease statements never send one,
+    see ``lease_times_poisoned`` in sql/queries.sql.)"""
+    import psycopg
+    from psycopg.types import datetime as times
+
+    class Lenient(times.TimestamptzLoader):
+        def load(self, data: Any) -> Any:
+            try:
+                return super().load(data)
+            except psycopg.DataError:
+                return bytes(data).decode("ascii", "replace")
+
+    class LenientNaive(times.TimestampLoader):
+        def load(self, data: Any) -> Any:
+            try:
+                return super().load(data)
+            except psycopg.DataError:
+                return bytes(data).decode("ascii", "replace")
+
+    cursor.adapters.register_loader("timestamptz", Lenient)
+    cursor.adapters.register_loader("timestamp", LenientNaive)
+
+
 _LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
 
 

@@ -353,6 +353,17 @@ def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
 
 
 # ---------------------------------------------------------------- reading
+def _between(start: Any, end: Any) -> dt.timedelta | None:
+    """end - start; None where there is no answer: a time that is none (NULL), or not one
+    Python holds (infinity, a year past 9999: its text), or a time without a time zone
+    against one with (a reserved_at of type timestamp)."""
+    if not isinstance(start, dt.datetime) or not isinstance(end, dt.datetime):
+        return None
+    if (start.tzinfo is None) != (end.tzinfo is None):
+        return None
+    return end - start
+
+
 def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None) -> Row | None:
     """The attempt running now, from the jobs row with the design's column names (None when
     the job is not processing: the table's own value for it, per ``mapping``)."""
@@ -364,7 +375,7 @@ def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None
     lease = job.get("jobctl_lease") if mine else None
     if lease is None and job.get("lease_expires_at") is not None:
         start = job.get("heartbeat_at") or job.get("reserved_at")
-        lease = job["lease_expires_at"] - start if start else None
+        lease = _between(start, job["lease_expires_at"])
     gap = job.get("jobctl_max_gap") if mine else None
     return _attempt(
         {

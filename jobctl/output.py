@@ -233,9 +233,10 @@ def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:
 
 @contextlib.contextmanager
 def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
-    """A JSON array written as its elements come, one per line, a batch per write; closed on
-    the way out, even on an error, so that what was written (a reclaim's committed batches,
-    say) stays a valid document."""
+    """A JSON array written as its elements come, one per line, a batch per write; closed
+    only when the body ends without an error: a command that fails midway leaves what it
+    wrote unterminated (nothing at all if no element came), never a valid document that a
+    script would read as the whole answer (``[]``: nothing stuck)."""
     first = True
     put = _writer(stream)
 
@@ -247,10 +248,8 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
             first = False
         put("".join(parts))
 
-    try:
-        yield write
-    finally:
-        put("[]\n" if first else "\n]\n")
+    yield write  # an error raised in the body skips the closing
+    put("[]\n" if first else "\n]\n")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
-from jobctl import db, errors, reclaim, replica, session
+from jobctl import db, errors, reclaim, replica, session, triage
 from jobctl.rows import ReclaimRow
 from jobctl.triage import ExpiredFilter
 
@@ -129,6 +129,7 @@ def serve(
     current: session.Session | None = None
     backoff = 0.5
     connections = 0
+    told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
     while not stop.is_set():
         done = 0  # jobs reclaimed in this pass, for the line if the server is lost
         try:
@@ -139,6 +140,7 @@ def serve(
                 for batch in reclaim.commit(
                     current, where, batch_size=batch_size, limit=None, stop=stop
                 ):
+                    _tell_poisoned(batch, told, log)
                     if any(row["applied"] for row in batch):
                         done += sum(1 for row in batch if row["applied"])
                         yield batch, current.table.mapping.park_status
@@ -161,6 +163,16 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:
+    """One line for each job of ``batch`` whose lease times reclaim cannot use (it leaves
+    the job and goes on with the others), once per job while the service runs."""
+    for row in batch:
+        skipped = row.get("skipped") or ""
+        if skipped.startswith(triage.POISONED) and str(row["id"]) not in told:
+            told.add(str(row["id"]))
+            log(f"reclaimer: job {row['id']}: {skipped}")
 
 
 def _connect(

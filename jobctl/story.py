@@ -11,8 +11,11 @@ from jobctl.rows import History, Row
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
 
 
-def _at(value: dt.datetime | None) -> str:
-    return "an unknown time" if value is None else value.isoformat(sep=" ", timespec="seconds")
+def _at(value: dt.datetime | str | None) -> str:
+    """A time in a sentence; one Python cannot hold (infinity) comes as the server's text."""
+    if not isinstance(value, dt.datetime):
+        return "an unknown time" if value is None else str(value)
+    return value.isoformat(sep=" ", timespec="seconds")
 
 
 def _s(seconds: float | None) -> str:

@@ -162,8 +162,8 @@ def drain(
     columns: Sequence[str] = rows.RECLAIM_COLUMNS,
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
     """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
-    one write, and keeps no rows; so do json, as the elements of one array (closed even when
-    a later batch fails: the committed rows stay a valid document), and csv and tsv, under
+    one write, and keeps no rows; so do json, as the elements of one array (left unclosed when
+    a later batch fails: never a valid document that reads as the whole), and csv and tsv, under
     one header; the table keeps the rows it shows (``table_rows``), so memory stays flat."""
     from jobctl import reclaim
 

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from jobctl import errors
+from jobctl import db, errors
 from jobctl import history as hist
 from jobctl.mapping import COLUMNS, TableMapping
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
@@ -66,10 +66,19 @@ def at_risk(
 
 
 def note_locked(row: Row) -> Row:
-    """Turn ``locked_by`` into ``skipped``: why reclaim's SKIP LOCKED would pass the row by."""
+    """Turn ``locked_by`` into ``skipped``: why reclaim's SKIP LOCKED would pass the row by;
+    or ``poisoned`` (lease times jobctl can neither subtract nor read back: infinity, or a
+    year out of a client's calendar, shown as NULL), which reclaim leaves for a human."""
     locked_by = row.pop("locked_by")
+    poisoned = row.pop("poisoned", None)
     row["skipped"] = f"locked by {locked_by}" if locked_by else None
+    if poisoned:
+        row["skipped"] = f"{POISONED}: {poisoned}; left for a human to fix"
     return row
+
+
+# a row's skipped reason when its lease times are unusable (stuck, the dry run, the service)
+POISONED = "lease times out of range"
 
 
 def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -> Row:
@@ -126,7 +135,9 @@ def job(s: Session, job_id: str | int) -> Row:
 
 def _job_row(s: Session, job_id: str | int) -> Row:
     (typed,) = s.job_ids([job_id])
-    row = s.row("job_row", {"id": typed})
+    with s.conn.cursor() as cursor:  # a time beyond a client's calendar shown as its text
+        db.times_beyond_the_calendar_as_text(cursor)
+        row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)

@@ -27,16 +27,21 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
 -- name: lease_columns
 -- the columns every stuck/reclaim row reports. The status as its type's output function
 -- writes it (format: no cast an application could define for its ENUM, pg_cast); the
--- worker's as text (a built-in type's cast: no other role can define one)
+-- worker's as text (a built-in type's cast: no other role can define one); a lease time
+-- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned)
 j.{id} AS id, {status_text} AS status, j.{reserved_by}::pg_catalog.text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
-j.{reserved_at} AS reserved_at, j.{heartbeat_at} AS heartbeat_at,
-j.{lease_expires_at} AS lease_expires_at,
-pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{lease_expires_at})
-    AS lease_overdue_s,
-pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{heartbeat_at})
-    AS heartbeat_age_s,
+CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
+CASE WHEN {heartbeat_at_usable} THEN j.{heartbeat_at} END AS heartbeat_at,
+CASE WHEN {lease_expires_at_usable} THEN j.{lease_expires_at} END AS lease_expires_at,
+CASE WHEN {lease_expires_at_usable}
+     THEN pg_catalog.date_part('epoch',
+                               pg_catalog.now() OPERATOR(pg_catalog.-) j.{lease_expires_at})
+END AS lease_overdue_s,
+CASE WHEN {heartbeat_at_usable}
+     THEN pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{heartbeat_at})
+END AS heartbeat_age_s,
 {reclaim_action} AS action
 
 -- name: operator_filter
@@ -65,44 +70,40 @@ pg_catalog.format('%%s', j.{status})
 -- the latest such lease time (a client's calendar ends with year 9999)
 '9999-12-30 00:00:00+00'::pg_catalog.timestamptz
 
--- name: lease_times_poisoned
--- a row whose lease times jobctl can neither subtract nor read back: infinite (a finite time
--- is never beyond these bounds' far side) or out of a client's calendar; such a row is left
--- out of stuck and reclaim, reported by id (poisoned_leases), left for a human
-NOT ((j.{lease_expires_at} IS NULL
-      OR (j.{lease_expires_at} OPERATOR(pg_catalog.>=) {earliest_time}
-          AND j.{lease_expires_at} OPERATOR(pg_catalog.<=) {latest_time}))
-     AND (j.{heartbeat_at} IS NULL
-          OR (j.{heartbeat_at} OPERATOR(pg_catalog.>=) {earliest_time}
-              AND j.{heartbeat_at} OPERATOR(pg_catalog.<=) {latest_time}))
-     AND (j.{reserved_at} IS NULL
-          OR (j.{reserved_at} OPERATOR(pg_catalog.>=) {earliest_time}
-              AND j.{reserved_at} OPERATOR(pg_catalog.<=) {latest_time})))
+-- name: lease_expires_at_usable
+-- a lease expiry jobctl can subtract and read back: none, or a finite time within a client's
+-- calendar (infinity and -infinity fall outside the bounds: isfinite and more)
+(j.{lease_expires_at} IS NULL
+ OR (j.{lease_expires_at} OPERATOR(pg_catalog.>=) {earliest_time}
+     AND j.{lease_expires_at} OPERATOR(pg_catalog.<=) {latest_time}))
 
--- name: poisoned_leases
--- processing rows of the operator's filter, expired or whose expiry is itself out of bounds,
--- with lease times jobctl cannot use (lease_times_poisoned): their ids and the columns, first
--- ids first, at most %(limit)s (read only)
-SELECT j.{id}::pg_catalog.text AS id,
-       pg_catalog.concat_ws(', ',
-           CASE WHEN NOT (j.{lease_expires_at} OPERATOR(pg_catalog.>=) {earliest_time}
-                          AND j.{lease_expires_at} OPERATOR(pg_catalog.<=) {latest_time})
-                THEN pg_catalog.format('lease_expires_at %%s', j.{lease_expires_at}) END,
-           CASE WHEN NOT (j.{heartbeat_at} OPERATOR(pg_catalog.>=) {earliest_time}
-                          AND j.{heartbeat_at} OPERATOR(pg_catalog.<=) {latest_time})
-                THEN pg_catalog.format('heartbeat_at %%s', j.{heartbeat_at}) END,
-           CASE WHEN NOT (j.{reserved_at} OPERATOR(pg_catalog.>=) {earliest_time}
-                          AND j.{reserved_at} OPERATOR(pg_catalog.<=) {latest_time})
-                THEN pg_catalog.format('reserved_at %%s', j.{reserved_at}) END) AS columns
-FROM {table} j
-WHERE j.{status} OPERATOR(pg_catalog.=) {processing}
-  AND (j.{lease_expires_at}
-       OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
-       OR j.{lease_expires_at} OPERATOR(pg_catalog.>) {latest_time})
-  AND {lease_times_poisoned}
-  AND {operator_filter}
-ORDER BY j.{id}
-LIMIT %(limit)s
+-- name: heartbeat_at_usable
+-- a last heartbeat jobctl can subtract and read back (as lease_expires_at_usable)
+(j.{heartbeat_at} IS NULL
+ OR (j.{heartbeat_at} OPERATOR(pg_catalog.>=) {earliest_time}
+     AND j.{heartbeat_at} OPERATOR(pg_catalog.<=) {latest_time}))
+
+-- name: reserved_at_usable
+-- a claim time jobctl can subtract and read back (as lease_expires_at_usable)
+(j.{reserved_at} IS NULL
+ OR (j.{reserved_at} OPERATOR(pg_catalog.>=) {earliest_time}
+     AND j.{reserved_at} OPERATOR(pg_catalog.<=) {latest_time}))
+
+-- name: lease_times_poisoned
+-- a row whose lease times jobctl can neither subtract nor read back (one bad row must not stop
+-- every reclaim): stuck shows it, skipped, naming them (poisoned_lease_times); reclaim leaves
+-- it for a human
+NOT ({lease_expires_at_usable} AND {heartbeat_at_usable} AND {reserved_at_usable})
+
+-- name: poisoned_lease_times
+-- which lease times of a row are unusable, with their values (NULL: none)
+CASE WHEN {lease_times_poisoned} THEN pg_catalog.concat_ws(', ',
+    CASE WHEN NOT {lease_expires_at_usable}
+         THEN pg_catalog.format('lease_expires_at %%s', j.{lease_expires_at}) END,
+    CASE WHEN NOT {heartbeat_at_usable}
+         THEN pg_catalog.format('heartbeat_at %%s', j.{heartbeat_at}) END,
+    CASE WHEN NOT {reserved_at_usable}
+         THEN pg_catalog.format('reserved_at %%s', j.{reserved_at}) END) END
 
 -- name: lease_state
 -- a job's lease as an operator sees it: live, expired, or none
@@ -111,12 +112,10 @@ CASE WHEN j.{status} <> {processing} OR j.{lease_expires_at} IS NULL THEN 'none'
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
--- matched column by column: a row IN (...) looks its operators up by name); rows whose lease
--- times jobctl cannot do arithmetic on are left out (lease_times_poisoned: left for a human)
+-- matched column by column: a row IN (...) looks its operators up by name)
 j.{status} OPERATOR(pg_catalog.=) {processing}
 AND j.{lease_expires_at}
     OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
-AND NOT ({lease_times_poisoned})
 AND {operator_filter}
 AND (%(plan)s::pg_catalog.jsonb IS NULL
      OR EXISTS (
@@ -143,8 +142,9 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
    AND l.transactionid = j.xmax AND l.pid <> pg_backend_pid())
 
 -- name: stuck
--- expired leases, oldest expiry first, each with what reclaim would do (read only)
-SELECT {lease_columns}, {row_lockers} AS locked_by
+-- expired leases, oldest expiry first, each with what reclaim would do (read only); a row
+-- with lease times jobctl cannot use names them (reclaim leaves it: skipped)
+SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned
 FROM {table} j
 WHERE {expired_filter}
 ORDER BY j.{lease_expires_at}, j.{id}
@@ -163,11 +163,11 @@ SELECT {lease_columns},
        -- grace: on a standby, its replay lag (a lease that expired within it may be live)
        CASE WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
-       lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by
+       lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by,
+       {poisoned_lease_times} AS poisoned
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
 WHERE j.{status} = {processing}
   AND j.{lease_expires_at} < now() + %(window)s::interval
-  AND NOT ({lease_times_poisoned})
   AND {operator_filter}
 ORDER BY j.{lease_expires_at}, j.{id}
 LIMIT %(limit)s
@@ -177,11 +177,12 @@ LIMIT %(limit)s
 -- is the row exactly as the CTE read and locked it (id, attempt token, lease expiry, status:
 -- so still processing and still expired), written as join conditions so that the planner
 -- reaches each row by its id; a constant status test here made it hash-join every expired
--- row of the table instead, in every batch (docs/performance.md)
+-- row of the table instead, in every batch (docs/performance.md). A row whose lease times
+-- jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them)
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
-    WHERE {expired_filter}
+    WHERE {expired_filter} AND NOT ({lease_times_poisoned})
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -224,13 +225,14 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
        count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
            AS stuck_manual,
        coalesce(extract(epoch FROM now() - min({lease_expires_at})
-                        FILTER (WHERE {lease_expires_at} < now())), 0)::float8
+                        FILTER (WHERE {lease_expires_at} < now()
+                                  AND {lease_expires_at_usable})), 0)::float8
            AS oldest_expired_s,
        count(*) FILTER (WHERE {lease_expires_at} >= now()) AS live,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
        count(*) FILTER (WHERE {lease_expires_at} IS NULL) AS no_lease
-FROM {table} WHERE {status} = {processing}
+FROM {table} j WHERE {status} = {processing}
 
 -- name: metrics_reclaims
 -- reclaims the history recorded in the last window
@@ -288,12 +290,16 @@ SELECT {reserved_by}::text AS worker, count(*) AS processing,
            AS expired_manual,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       min({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()) AS first_expiry,
-       max({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()) AS last_expiry,
-       max(coalesce({heartbeat_at}, {reserved_at})) AS last_seen_at,
-       extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
-           AS heartbeat_lag_s
-FROM {table}
+       min({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()
+                                         AND {lease_expires_at_usable}) AS first_expiry,
+       max({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()
+                                         AND {lease_expires_at_usable}) AS last_expiry,
+       max(coalesce({heartbeat_at}, {reserved_at}))
+           FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}) AS last_seen_at,
+       extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at}))
+                                  FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}))
+           ::float8 AS heartbeat_lag_s
+FROM {table} j
 WHERE {status} = {processing}
 GROUP BY {reserved_by}
 ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,

@@ -129,3 +129,36 @@ def test_behind_raises_the_writers_error_in_the_caller():
         for i in range(1000):
             hand_over(i)  # raises at the next hand-over once the writer failed
     assert written == [0, 1, 2]
+
+
+@pytest.mark.parametrize("before", [0, 1, 3, output.JSONL_CHUNK + 1])
+def test_a_json_document_a_failure_cuts_short_is_never_valid(before):
+    """Issue 32, finding 6: rows streamed as one JSON array, then the statement fails (a
+    row it cannot read, a timeout): nothing on stdout, or an unclosed array, never ``[]``
+    or a shorter valid array that a script would read as the whole answer."""
+
+    def rows():
+        for i in range(before):
+            yield {"id": i}
+        raise RuntimeError("the statement failed")
+
+    stream = io.StringIO()
+    doc = output.Document(rows(), [])
+    with pytest.raises(RuntimeError):
+        output.render(doc, output.Output.json, None, stream)
+    written = stream.getvalue()
+    if written:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(written)
+    assert not written.rstrip().endswith("]")
+
+
+def test_a_json_array_is_closed_when_its_body_ends():
+    stream = io.StringIO()
+    with output.json_array(stream) as write:
+        write([{"a": 1}])
+    assert json.loads(stream.getvalue()) == [{"a": 1}]
+    empty = io.StringIO()
+    with output.json_array(empty):
+        pass
+    assert json.loads(empty.getvalue()) == []

@@ -103,7 +103,8 @@ def test_an_include_is_the_included_block():
 def test_each_decision_is_written_once():
     """The reclaim decision and the lease state live in one block each, included elsewhere."""
     blocks = queries.blocks()
-    assert sum("THEN 'requeue'::pg_catalog.text ELSE 'fail'" in text for text in blocks.values()) == 1
+    decision = "THEN 'requeue'::pg_catalog.text ELSE 'fail'"
+    assert sum(decision in text for text in blocks.values()) == 1
     assert sum("THEN 'expired' ELSE 'live'" in text for text in blocks.values()) == 1
 
 

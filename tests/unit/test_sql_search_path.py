@@ -201,9 +201,7 @@ def test_the_typed_fragments_name_every_schema(types):
     """What the Python side puts into the writes (the reason, the time, the fence's types):
     functions, operators and types with their schema; every type named in pg_catalog."""
     units = {"updated_at": "ms"} if "updated_at" in types else {}
-    fragments = db.spelling(
-        sql.Identifier("jobs"), TableMapping(units=units), types=types
-    )
+    fragments = db.spelling(sql.Identifier("jobs"), TableMapping(units=units), types=types)
     typed = column_types.fragments(types, fragments, queries.query("reclaim_error"), units)
     for name, fragment in typed.items():
         text = fragment.as_string(None)
