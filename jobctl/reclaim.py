@@ -16,7 +16,7 @@ import psycopg
 from jobctl import db, errors, output, plans
 from jobctl.rows import ReclaimRow, Row
 from jobctl.session import Confirm, Session
-from jobctl.triage import ExpiredFilter, stuck
+from jobctl.triage import POISONED, ExpiredFilter, stuck
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
@@ -293,6 +293,8 @@ def _reason(reviewed: Row, current: Row | None, processing: str = "processing") 
     """Why a planned row was not applied (``processing``: the table's value for it)."""
     if current is None:
         return "job no longer exists"
+    if current.get("poisoned") and current["status"] == processing:
+        return f"{POISONED}: {current['poisoned']}; left for a human to fix"
     if current["status"] != processing:
         return f"now {current['status']} (completed, reclaimed or changed since the review)"
     if str(current["attempt_token"]) != str(reviewed["attempt_token"]):

@@ -213,8 +213,10 @@ RETURNING expired.*
 -- name: plan_row_state
 -- what became of planned rows that a plan's commit did not apply
 SELECT j.{id} AS id, {status_text} AS status, j.{attempt_token} AS attempt_token,
-       j.{lease_expires_at} AS lease_expires_at, j.{lease_expires_at} < now() AS lease_expired,
-       {reclaim_action} AS action, {row_lockers} AS locked_by
+       CASE WHEN {lease_expires_at_usable} THEN j.{lease_expires_at} END AS lease_expires_at,
+       j.{lease_expires_at} < now() AS lease_expired,
+       {reclaim_action} AS action, {row_lockers} AS locked_by,
+       {poisoned_lease_times} AS poisoned
 FROM {table} j
 WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 

@@ -83,6 +83,21 @@ def test_the_commit_reclaims_the_others_and_leaves_the_poisoned_row(poisoned, co
     assert now[bad] == "processing" and all(now[i] == "queued" for i in others)
 
 
+def test_a_reviewed_plan_applies_the_others_and_says_why_not_the_poisoned_row(
+    poisoned, conn, run, tmp_path
+):
+    bad, others, column, _ = poisoned
+    plan = tmp_path / "plan.json"
+    assert run("reclaim", "--save-plan", str(plan)).code == 0
+    result = run("reclaim", "--commit", "--yes", "--plan", str(plan), "-o", "json")
+    assert result.code in (0, 3), result.err
+    rows = json.loads(result.out)
+    assert sorted(r["id"] for r in rows if r["applied"]) == sorted(others)
+    (left,) = [r for r in rows if not r["applied"]]
+    assert left["id"] == bad and column in left["skipped"], left
+    assert statuses(conn)[bad] == "processing"
+
+
 def test_the_service_reclaims_the_others_and_names_the_poisoned_job(poisoned, conn, dsn):
     bad, others, column, _ = poisoned
     stop, lines = threading.Event(), []
