@@ -70,9 +70,14 @@ GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations, jobctl.tables
 -- an operator's UPDATE of the columns jobctl writes
 GRANT UPDATE ({columns}) ON {table} TO {role}
 
+-- name: history_schema
+-- the history's schema, made by the role that applies the first migration (never IF NOT
+-- EXISTS: a schema someone else made in the meantime makes the step fail, not adopted)
+CREATE SCHEMA jobctl;
+
 -- name: history_bootstrap
--- the history's schema and its record of migrations (before any migration runs)
-CREATE SCHEMA IF NOT EXISTS jobctl;
+-- the history's record of migrations (before any migration runs; its schema made by
+-- history_schema, or found owned by the installer or a superuser: ownership.py)
 CREATE TABLE IF NOT EXISTS jobctl.migrations (
     version    integer PRIMARY KEY,
     name       text        NOT NULL,

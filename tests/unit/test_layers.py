@@ -40,6 +40,7 @@ LAYERS = {
         "reclaim_index",
         "locks",
         "history",
+        "ownership",
         "lease",
         "shape",
         "remove",
