@@ -430,7 +430,10 @@ def resolve_table(
         row["qualified"],
         mapping,
         (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
-        (status_row["type_schema"], status_row["type_name"]) if status_row else DESIGN_STATUS_TYPE,
+        # a domain's statuses as its base type's (see the column_types block)
+        (status_row["literal_schema"], status_row["literal_name"])
+        if status_row
+        else DESIGN_STATUS_TYPE,
         id_row["type_display"] if id_row else "bigint",
         {
             names[name]: column_types.ColumnType(

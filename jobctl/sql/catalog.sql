@@ -31,12 +31,24 @@ SELECT format('%%I.%%I', %(schema)s::text, %(name)s::text) AS qualified
 SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 
 -- name: column_types
--- the types of some of a table's columns: schema-qualified, and as the database prints them
+-- the types of some of a table's columns: schema-qualified, and as the database prints them;
+-- and the type its values are written as in jobctl's statements (literal_schema/literal_name):
+-- a domain's innermost base type (a value cast to the domain would run its CHECK, a function
+-- of the application's maybe, inside the history's SECURITY DEFINER function), else its own
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
-       format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype
+       format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype,
+       ln.nspname AS literal_schema, lt.typname AS literal_name
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace
+JOIN pg_type lt ON lt.oid = (
+    WITH RECURSIVE down(oid, base) AS (
+        SELECT t.oid, t.typbasetype
+        UNION ALL
+        SELECT d.base, b.typbasetype FROM down d JOIN pg_type b ON b.oid = d.base
+        WHERE d.base <> 0)
+    SELECT oid FROM down WHERE base = 0 LIMIT 1)
+JOIN pg_namespace ln ON ln.oid = lt.typnamespace
 WHERE a.attrelid = %(oid)s AND a.attname = ANY(%(names)s::text[]) AND NOT a.attisdropped
 
 -- name: database_identity

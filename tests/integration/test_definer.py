@@ -92,3 +92,53 @@ def test_the_history_function_never_calls_the_applications_cast(empty_dsn, enum_
         ).fetchall()
     assert calls == []  # (on the old function: one call per status recorded, as its owner)
     assert ("processing", "failed") in events and ("failed", "queued") in events, events
+
+
+def test_the_history_function_never_runs_a_domains_check_as_its_owner(empty_dsn, run):
+    """A domain status whose CHECK calls a function of the application's: the function's
+    comparisons cast jobctl's status values to the domain's base type, not to the domain."""
+    name = f"jobctl_app_{uuid.uuid4().hex[:8]}"
+    app_dsn = conninfo.make_conninfo(empty_dsn, user=name)
+    with psycopg.connect(empty_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(name)))
+    try:
+        with psycopg.connect(app_dsn, autocommit=True) as c:
+            c.execute("CREATE TABLE public.check_calls (who text)")
+            c.execute("GRANT INSERT ON public.check_calls TO PUBLIC")
+            c.execute(
+                # (schema apply evaluates the CHECK on jobctl's values read-only: not noted)
+                "CREATE FUNCTION public.spy(text) RETURNS boolean LANGUAGE plpgsql AS $$ "
+                "BEGIN IF current_setting('transaction_read_only') = 'off' THEN "
+                "INSERT INTO public.check_calls VALUES (current_user); END IF; "
+                "RETURN true; END $$"
+            )
+            c.execute("CREATE DOMAIN job_state AS text CHECK (public.spy(VALUE))")
+            c.execute(
+                "CREATE TABLE jobs (id bigserial PRIMARY KEY, "
+                "status job_state NOT NULL DEFAULT 'queued', attempts int NOT NULL DEFAULT 0, "
+                "max_attempts int NOT NULL DEFAULT 3, "
+                "available_at timestamptz NOT NULL DEFAULT now(), reserved_by text, "
+                "reserved_at timestamptz, last_error text, finished_at timestamptz, "
+                "updated_at timestamptz NOT NULL DEFAULT now())"
+            )
+        code, _, err = run("schema", "apply", "--yes", dsn=empty_dsn)
+        assert code == 0, err
+        with psycopg.connect(empty_dsn, autocommit=True) as admin:
+            admin.execute("TRUNCATE public.check_calls")
+        with psycopg.connect(app_dsn, autocommit=True) as c:  # the workers' own writes
+            c.execute("INSERT INTO jobs DEFAULT VALUES")
+            c.execute(
+                "UPDATE jobs SET status = 'processing', attempt_token = gen_random_uuid(), "
+                "lease_expires_at = now() + interval '1 minute', reserved_by = 'w1'"
+            )
+            c.execute("UPDATE jobs SET status = 'failed', attempt_token = NULL")
+        with psycopg.connect(empty_dsn) as c:
+            callers = {r[0] for r in c.execute("SELECT who FROM public.check_calls")}
+            events = c.execute("SELECT count(*) FROM jobctl.events").fetchone()
+        assert callers == {name}, callers  # the workers' own, as themselves; never the owner's
+        assert events is not None and events[0] >= 1
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
