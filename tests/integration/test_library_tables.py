@@ -93,3 +93,33 @@ def test_the_issue_oban_for_python_is_refused_as_oban(empty_dsn, run):
     mapped = run("--table", table, "schema", "apply", "--yes", *issue_mapping, dsn=empty_dsn)
     refused_as_library(mapped, oban_py)
     assert schema_dump(empty_dsn) == before
+
+
+@pytest.mark.parametrize(
+    ("key", "prefix", "drifted"),
+    [
+        ("oban-py-0.7.0", "", "attempted_at"),
+        ("pgqueuer-1.6.0", "acme_", "heartbeat"),  # PGQUEUER_PREFIX=acme_: acme_pgqueuer, ...
+        ("procrastinate-3.10.0", "", "queueing_lock"),
+    ],
+)
+def test_a_library_whose_columns_drifted_is_known_by_its_name(empty_dsn, run, key, prefix, drifted):
+    """A version whose columns drifted from every signature (here: one dropped) is still the
+    library's, by its own table name beside its sibling tables and enum type under the same
+    prefix, read from the catalog."""
+    from queue_libraries import LIBS
+
+    lib = next(lib for lib in LIBS if lib.key == key)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        table = install(conn, lib)
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {drifted} CASCADE")
+        if prefix:  # every pgqueuer table and enum type of schema public, renamed
+            tables = "SELECT relname::text FROM pg_class WHERE relkind = 'r' AND relname LIKE %s"
+            types = "SELECT typname::text FROM pg_type WHERE typtype = 'e' AND typname LIKE %s"
+            for kind, names in (("TABLE", tables), ("TYPE", types)):
+                for (name,) in conn.execute(names, ("pgqueuer%",)).fetchall():
+                    conn.execute(f"ALTER {kind} public.{name} RENAME TO {prefix}{name}")
+            table = f"public.{prefix}{lib.table}"
+    result = run("--table", table, "schema", "apply", "--yes", *lib.mapping, dsn=empty_dsn)
+    refused_as_library(result, lib)
+    assert f"its name {prefix}{lib.table}" in result.err, result.err
