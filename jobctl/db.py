@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import functools
 import getpass
+import json
 import logging
 import os
 import re
@@ -336,9 +337,9 @@ def json_depth_exceeds(data: bytes, limit: int = JSON_DEPTH) -> bool:
 
 def load_json(data: bytes | bytearray | memoryview | str) -> Any:
     """psycopg's json/jsonb loader: json.loads, or JsonText when nested past JSON_DEPTH."""
-    import json
-
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if isinstance(data, str):
+        data = data.encode()
+    raw = data if isinstance(data, bytes) else bytes(data)
     return JsonText(raw.decode()) if json_depth_exceeds(raw) else json.loads(raw)
 
 
