@@ -220,10 +220,12 @@ SELECT pg_catalog.pg_is_in_recovery() AS standby,
 
 -- name: library_columns
 -- the table's columns for recognising a queue library (jobctl.libraries): each one's type
--- (a domain's base type), whether it is an enum (or a domain over one), and the enum's labels
+-- (a domain's base type), whether it is an enum (or a domain over one), the enum's labels and
+-- the enum type's own name
 SELECT a.attname::text AS name,
        format_type(coalesce(bt.oid, t.oid), NULL) AS type,
        coalesce(bt.typtype, t.typtype) = 'e' AS is_enum,
+       coalesce(bt.typname, t.typname)::text AS type_name,
        (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
         FROM pg_enum e WHERE e.enumtypid = coalesce(bt.oid, t.oid)) AS labels
 FROM pg_attribute a
@@ -233,15 +235,15 @@ WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 
 -- name: library_neighbours
--- the column names of the other tables in the table's schema (a queue library's companion
--- tables), at most 500 of them: a catalog read, never a row of theirs
-SELECT array_agg(a.attname::text) AS columns
-FROM (SELECT c.oid FROM pg_class c
+-- the names and column names of the other tables in the table's schema (a queue library's
+-- companion tables), at most 500 of them: a catalog read, never a row of theirs
+SELECT c.relname::text AS name, array_agg(a.attname::text) AS columns
+FROM (SELECT c.oid, c.relname FROM pg_class c
       WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(oid)s)
         AND c.relkind IN ('r', 'p') AND c.oid <> %(oid)s AND NOT c.relispartition
       ORDER BY c.oid LIMIT 500) AS c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-GROUP BY c.oid
+GROUP BY c.oid, c.relname
 
 -- name: status_common_values
 -- the status column's most common values as ANALYZE saw them across the whole table (no scan;
