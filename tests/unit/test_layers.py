@@ -54,6 +54,7 @@ LAYERS = {
     3: {
         "terminal",
         "options",
+        "completion",
         "cli",
         "cli_session",
         "cli_review",
