@@ -42,9 +42,10 @@ def offered(value: str) -> bool:
 
 
 def bash_word(value: str) -> str:
-    """``value`` as one bash word that means exactly ``value``, unquoted or inside double
-    quotes: each special character backslash-escaped (``offered`` values only: a backslash
-    before a newline would be a line continuation)."""
+    """``value`` as one bash word that means exactly ``value``: each special character
+    backslash-escaped (``offered`` values only: a backslash before a newline would be a line
+    continuation). Completed after an opening double quote it may keep a backslash, but
+    nothing in it expands there either (``$``, backquote, ``"`` and ``\\`` are escaped)."""
     return _BASH_SPECIAL.sub(lambda m: "\\" + m.group(), value)
 
 
@@ -52,7 +53,7 @@ def description(item: CompletionItem) -> str:
     """A candidate's help on one line, nothing a terminal would obey ('' if none)."""
     if not item.help:
         return ""
-    return " ".join(safe_text.visible(str(item.help)).split())
+    return safe_text.visible(" ".join(str(item.help).split()))
 
 
 def _offered(items: list[CompletionItem]) -> list[CompletionItem]:
