@@ -95,26 +95,25 @@ class Zsh(ZshComplete):
 # (as _%(prog_name)s), it also completes on its first call.
 _%(prog_name)s() {
   emulate -L zsh
-  local -a values shown
-  local line described=0
+  local -a values helps shown
+  local line
+  local -i i width=0
   for line in "${(@f)$(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" \\
       %(autocomplete_var)s=complete_zsh %(prog_name)s)}"; do
     [[ -n $line ]] || continue
-    if [[ $line == *$'\\t'* ]]; then
-      values+=("${line%%%%$'\\t'*}")
-      shown+=("${line%%%%$'\\t'*}  -- ${line#*$'\\t'}")
-      described=1
-    else
-      values+=("$line")
-      shown+=("$line")
-    fi
+    values+=("${line%%%%$'\\t'*}")
+    if [[ $line == *$'\\t'* ]]; then helps+=("${line#*$'\\t'}"); else helps+=(""); fi
+    (( ${#values[-1]} > width )) && width=${#values[-1]}
   done
   if (( ! ${#values} )); then
     _files
-  elif (( described )); then
-    compadd -l -d shown -- "${values[@]}"
-  else
+  elif [[ -z ${(j::)helps} ]]; then
     compadd -- "${values[@]}"
+  else
+    for (( i = 1; i <= ${#values}; i++ )); do
+      shown+=("${(r:width:)values[i]}${helps[i]:+  -- ${helps[i]}}")
+    done
+    compadd -l -d shown -- "${values[@]}"
   fi
 }
 
