@@ -5,7 +5,7 @@ A candidate may come from the database (job ids, ``--worker`` names) or the conf
 quotes, backslashes, newlines, escape sequences. typer's own scripts let such text reach a
 shell's parser (zsh ``eval``s its ``_arguments`` spec, and a backslash typer leaves unescaped
 undoes its ``\\$``; bash inserts a candidate verbatim into the command line, which runs it on
-Enter). Here, two rules, both on the Python side (see docs/commands.md, "Shell completions"):
+Enter). Here, two rules (see docs/commands.md, "Shell completions"):
 
 * A candidate holding a character ``safe_text.visible`` would escape (C0/C1 controls and DEL,
   newlines and tabs among them, bidi and invisible characters) is not offered at all: such a
@@ -13,10 +13,10 @@ Enter). Here, two rules, both on the Python side (see docs/commands.md, "Shell c
   tab starts fish's description) or a terminal control in the list a shell prints. Type it
   by hand if you must.
 * Every other candidate is sent in the one form its shell inserts as the literal value:
-  bash gets it backslash-escaped (any character but letters, digits and ``_@%+=:,./-``;
-  bash inserts COMPREPLY as it is), zsh and fish get it raw, one per line, and quote it
-  themselves on insertion (zsh's ``compadd`` without ``-Q``, fish's completions); their
-  scripts read the lines into an array and never ``eval`` them.
+  bash gets it backslash-escaped (any character but letters, digits, non-ASCII ones and
+  ``_@%+=:,./-``; bash inserts COMPREPLY as it is), zsh and fish get it raw, one per
+  line, and quote it themselves on insertion (zsh's ``compadd`` without ``-Q``, fish's
+  completions); their scripts read the lines into an array and never ``eval`` them.
 
 Only these three shells are registered: jobctl ships no PowerShell completion.
 """

@@ -249,10 +249,7 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
         with session.open(settings) as s, s.transaction(read_only=True):
-            found = s.rows(statement, {"prefix": incomplete})
-        values = [str(next(iter(r.values()))) for r in found]
-        # LIKE reads % _ and \ in a prefix as patterns: only values really starting with it
-        return [value for value in values if value.startswith(incomplete)]
+            return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
     except Exception:
         return []
 
