@@ -55,6 +55,7 @@ LAYERS = {
     3: {
         "terminal",
         "options",
+        "completion",
         "cli",
         "cli_session",
         "cli_review",
