@@ -81,9 +81,14 @@ def test_json_lines_are_json_dumps_byte_for_byte():
         3,
         None,
     ]
-    expected = "".join(
-        json.dumps(v, default=output._json_default, ensure_ascii=False) + "\n" for v in values
+    expected = "".join(  # strict JSON: the NaN as the string "NaN" (issue 32)
+        json.dumps(
+            output._finite(v), default=output._json_default, ensure_ascii=False, allow_nan=False
+        )
+        + "\n"
+        for v in values
     )
+    assert '"nan": "NaN"' in expected
     assert output.json_lines(values) == expected
     assert output.to_json(values[0]) + "\n" == expected.splitlines(keepends=True)[0]
 
