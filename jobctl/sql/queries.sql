@@ -401,53 +401,104 @@ WHERE {events_window}
 ORDER BY e.at, e.event_id
 LIMIT %(limit)s
 
--- name: report_expired
--- an incident's expired leases, by the worker that held them: the reclaim events of the
--- window, each with its attempt's lease expiry (the attempt reclaim ended, by the job index)
-SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(*) AS reclaims,
-       min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
-       min(e.at) AS first_reclaim, max(e.at) AS last_reclaim
-FROM jobctl.events e
+-- name: report_reclaim_attempt
+-- the attempt a reclaim event ended, by the attempts' job index: its lease expiry (none in
+-- the audit history, which keeps no attempts)
 LEFT JOIN LATERAL (
     SELECT a.lease_expires_at FROM jobctl.attempts a
     WHERE a.job_table = e.job_table AND a.job_id = e.job_id
       AND a.attempt_token = e.attempt_token
     LIMIT 1
 ) a ON true
-WHERE {events_window} AND e.event = 'reclaimed'
+
+-- name: report_jobctl_reclaim
+-- a reclaimed event (e, with report_reclaim_attempt's a) that is jobctl's reclaim: the
+-- history calls any change that raised reclaim_count reclaimed, jobctl's and any other
+-- role's alike. jobctl's declares its actor (jobctl.actor: --actor, else user@host), which
+-- the trigger believes of jobctl's roles only: any other role's event has that role as its
+-- actor (history_function_body), so a jobctl reclaim's actor is not its database role
+-- (db_role unknown, before history version 2: believed). And jobctl reclaims only a lease
+-- that ran out (expired_filter): the attempt it ended had expired by then
+e.event = 'reclaimed' AND e.actor IS DISTINCT FROM e.db_role
+AND (a.lease_expires_at IS NULL OR a.lease_expires_at <= e.at)
+
+-- name: report_expired
+-- an incident's expired leases, by the worker that held them: jobctl's reclaims of the
+-- window, each with its attempt's lease expiry; the first %(listed)s workers, with how many
+-- workers, jobs and reclaims there are in all (the same on every row)
+SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(*) AS reclaims,
+       min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
+       min(e.at) AS first_reclaim, max(e.at) AS last_reclaim,
+       count(*) OVER () AS all_workers, sum(count(DISTINCT e.job_id)) OVER () AS all_jobs,
+       sum(count(*)) OVER () AS all_reclaims
+FROM jobctl.events e
+{report_reclaim_attempt}
+WHERE {events_window} AND {report_jobctl_reclaim}
 GROUP BY e.worker
 ORDER BY count(*) DESC, min(e.at), e.worker
+LIMIT %(listed)s
+
+-- name: report_not_jobctl
+-- the window's reclaimed events that are not jobctl's reclaims (report_jobctl_reclaim): a
+-- role that is not jobctl's raised reclaim_count itself, or a lease still live was ended; by
+-- the database role that made them, the first %(listed)s roles, with how many in all
+SELECT e.db_role, count(*) AS changes, count(DISTINCT e.job_id) AS jobs,
+       count(*) FILTER (WHERE a.lease_expires_at > e.at) AS live_leases,
+       min(e.at) AS first_at, max(e.at) AS last_at, count(*) OVER () AS all_roles,
+       sum(count(*)) OVER () AS all_changes
+FROM jobctl.events e
+{report_reclaim_attempt}
+WHERE {events_window} AND e.event = 'reclaimed' AND NOT ({report_jobctl_reclaim})
+GROUP BY e.db_role
+ORDER BY count(*) DESC, e.db_role
+LIMIT %(listed)s
 
 -- name: report_reclaims
--- what reclaim did in the window: by who ran it and what the job became
+-- what jobctl's reclaim did in the window: by who ran it and what the job became (the first
+-- %(listed)s, with how many groups in all)
 SELECT e.actor, e.to_status, count(*) AS reclaims, count(DISTINCT e.job_id) AS jobs,
-       min(e.at) AS first_at, max(e.at) AS last_at
+       min(e.at) AS first_at, max(e.at) AS last_at, count(*) OVER () AS all_groups
 FROM jobctl.events e
-WHERE {events_window} AND e.event = 'reclaimed'
+{report_reclaim_attempt}
+WHERE {events_window} AND {report_jobctl_reclaim}
 GROUP BY e.actor, e.to_status
 ORDER BY min(e.at), e.actor, e.to_status
+LIMIT %(listed)s
 
 -- name: report_repeats
--- jobs reclaimed more than once in the window (a crash loop, or a lease too short)
+-- jobs jobctl reclaimed more than once in the window (a crash loop, or a lease too short):
+-- the first %(listed)s, with how many in all
 SELECT e.job_id::{id_type} AS id, count(*) AS reclaims,
-       string_agg(DISTINCT e.worker, ', ') AS workers
+       string_agg(DISTINCT e.worker, ', ') AS workers, count(*) OVER () AS all_jobs
 FROM jobctl.events e
-WHERE {events_window} AND e.event = 'reclaimed'
+{report_reclaim_attempt}
+WHERE {events_window} AND {report_jobctl_reclaim}
 GROUP BY e.job_id
 HAVING count(*) > 1
 ORDER BY count(*) DESC, e.job_id
-LIMIT 20
+LIMIT %(listed)s
 
 -- name: report_people
--- what people did in the window: jobctl's writes other than reclaim, by actor, action, reason
+-- what people did in the window: jobctl's writes other than reclaim (kinds the history
+-- records only for a role of jobctl's that declared them), by actor, action and reason; the
+-- first %(listed)s groups, with how many in all; each group's first 10 ids
 SELECT e.actor, e.event, e.reason, count(*) AS jobs,
        (array_agg(e.job_id::{id_type} ORDER BY e.at, e.event_id))[1:10] AS ids,
-       min(e.at) AS first_at, max(e.at) AS last_at, string_agg(DISTINCT e.db_role, ', ') AS db_roles
+       min(e.at) AS first_at, max(e.at) AS last_at,
+       string_agg(DISTINCT e.db_role, ', ') AS db_roles, count(*) OVER () AS all_groups
 FROM jobctl.events e
 WHERE {events_window}
   AND e.event IN ('requeued', 'manually_failed', 'quarantined', 'policy_changed')
 GROUP BY e.actor, e.event, e.reason
 ORDER BY min(e.at), e.actor, e.event
+LIMIT %(listed)s
+
+-- name: report_review
+-- how many jobs await review, by why (counted by the server: the report fetches only the
+-- longest waiting of them, through the review block)
+SELECT {review_why} AS why, count(*) AS jobs
+FROM {table} j WHERE {awaiting_review}
+GROUP BY 1 ORDER BY 1
 
 -- name: report_latency
 -- queue latency where the history can tell it: for each return to the queue in the window

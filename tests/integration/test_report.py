@@ -5,9 +5,20 @@ from __future__ import annotations
 import json
 
 import psycopg
+import rendered
 from helpers import add_jobs, claim_all
 
 from jobctl import lease
+
+# what an application writes in its rows to forge a postmortem (issue 32, finding 4)
+HEADING = "</td></tr></table><h1>Fake heading: incident resolved</h1>"
+PHISH = (
+    '<img src="https://attacker.example/pixel.png"> '
+    "[Approve refund](https://attacker.example/phish) **ROOT CAUSE**"
+)
+COLUMNS = "web-9 | mallory@ops.example | postgres | customer approved"
+REASON = "`rm -rf` ``x`` ~~gone~~ _a_ www.attacker.example \\ &lt;b&gt; @security-team |"
+ACTOR = "<b>eve</b>@ops\n# Resolved"
 
 
 def stage(conn, dsn, run) -> dict[str, list[int]]:
@@ -75,7 +86,7 @@ def test_report_of_a_staged_incident(conn, dsn, run):
     assert text.code == 0, text.err
     md = text.out
     for heading in (
-        "# Incident report: public.jobs",
+        "# Incident report: `public.jobs`",
         "## What expired",
         "## What reclaim did",
         "## What people did",
@@ -83,15 +94,15 @@ def test_report_of_a_staged_incident(conn, dsn, run):
         "## Queue latency",
     ):
         assert heading in md
-    assert "7 job(s) had their lease expire and reclaimed" in md
-    assert "| web-2 | 5 |" in md
-    assert f"Reclaimed more than once: {jobs['again'][0]} (2 times: web-2, web-4)." in md
-    assert f"| bob@ops | requeued | 1 | safe | {jobs['manual'][0]} |" in md
+    assert "7 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "| `web-2` | 5 |" in md
+    assert f"Reclaimed more than once: {jobs['again'][0]} (2 times: `web-2, web-4`)." in md
+    assert f"| `bob@ops` | requeued | 1 | `safe` | {jobs['manual'][0]} |" in md
     assert "1 job(s) wait for a human (1 attempts exhausted)" in md
     assert "5 return(s) to the queue" in md
     # a window before the incident: nothing happened
     empty = run("report", "--since", "3h", "--until", "2h").out
-    assert "No lease expired and was reclaimed in the window." in empty
+    assert "No lease expired and was reclaimed by jobctl in the window." in empty
     assert "No job went back to the queue in the window." in empty
     assert run("report", "--since", "soon").code == 2
 
@@ -102,4 +113,49 @@ def test_hostile_text_does_not_reach_the_page_raw(conn, dsn, run):
     assert run("reclaim", "--commit", "--yes").code == 0
     md = run("report", "--since", "1h").out
     assert "\x1b" not in md and "\x07" not in md
-    assert "web\\x1b]0;owned\\x07\\|x" in md and job
+    assert "`web\\x1b]0;owned\\x07\\|x`" in md and job
+    assert "web\\x1b]0;owned\\x07|x" in rendered.render(md).code
+
+
+def test_row_text_renders_as_text_not_markdown_or_html(conn, dsn, run):
+    """Worker names, a reason and an actor that would be a heading, an image, a link, bold,
+    strikethrough, columns, autolinks and HTML: rendered by CommonMark and by GitHub's
+    parser, the page has only its own headings, no link, image or tag of the row's, every
+    table row has the header's cells, and each value reads back exactly, as code."""
+    for worker in (HEADING, PHISH, COLUMNS):
+        add_jobs(conn, 1, policy="manual")
+        assert len(claim_all(dsn, 1, worker=worker, lease_seconds=-60)) == 1
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("--actor", ACTOR, "requeue", "1", "--reason", REASON, "--yes").code == 0
+    result = run("report", "--since", "1h")
+    assert result.code == 0, result.err
+    page = rendered.render(result.out)
+    assert not rendered.FORBIDDEN_TOKENS & {t for t in page.tokens if t != "heading_open"}, (
+        page.tokens
+    )
+    assert page.tokens.count("heading_open") == 2 * 6  # the page's own, in both parsers
+    assert page.tags.count("h1") == 1 and page.tags.count("h2") == 5
+    assert not {"a", "img", "b", "strong", "em", "del", "script"} & set(page.tags)
+    assert set(page.tags) <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td", "code"}
+    assert page.tables and all(len(set(rows)) == 1 for rows in page.tables), page.tables
+    for value in (HEADING, PHISH, COLUMNS, REASON, ACTOR.replace("\n", "\\n")):
+        assert value in page.code, value
+
+
+def test_events_format_github_keeps_each_value_in_its_column(conn, dsn, run):
+    """A worker name with pipes in it never adds columns to --format github/pipe: the real
+    actor stays in its own cell (issue 32, finding 4)."""
+    add_jobs(conn, 1)
+    claim_all(dsn, 1, worker=COLUMNS, lease_seconds=-60)
+    assert run("--actor", "alice@ops", "reclaim", "--commit", "--yes").code == 0
+    for fmt in ("github", "pipe"):
+        result = run("events", "--since", "1h", "--format", fmt)
+        assert result.code == 0, result.err
+        page = rendered.render(result.out)
+        ((header, *cells),) = page.tables
+        assert cells and all(n == header for n in cells), page.tables
+        ((names, *found),) = page.cells
+        reclaim = dict(zip(names, found[0], strict=True))
+        assert (reclaim["worker"], reclaim["actor"]) == (COLUMNS, "alice@ops"), found
+        assert not rendered.FORBIDDEN_TOKENS & set(page.tokens) and "a" not in page.tags
+        assert COLUMNS in page.code and "alice@ops" in page.code
