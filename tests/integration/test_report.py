@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import psycopg
+import pytest
 import rendered
 from helpers import add_jobs, claim_all
+from psycopg import conninfo
 
 from jobctl import lease
 
@@ -159,3 +162,63 @@ def test_events_format_github_keeps_each_value_in_its_column(conn, dsn, run):
         assert (reclaim["worker"], reclaim["actor"]) == (COLUMNS, "alice@ops"), found
         assert not rendered.FORBIDDEN_TOKENS & set(page.tokens) and "a" not in page.tags
         assert COLUMNS in page.code and "alice@ops" in page.code
+
+
+@pytest.fixture
+def application(server_dsn, dsn):
+    """The application's role, as its workers have it: SELECT, INSERT, UPDATE on the jobs
+    table (so UPDATE of reclaim_count and jobctl_action too), not one of jobctl's roles."""
+    name = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"GRANT USAGE ON SCHEMA public, jobctl TO {name}")
+        c.execute(f"GRANT SELECT, INSERT, UPDATE ON jobs TO {name}")
+    yield name, conninfo.make_conninfo(dsn, user=name)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"DROP OWNED BY {name}")
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+APP_RECLAIM = """
+UPDATE jobs SET status = 'queued', reclaim_count = reclaim_count + 1, reserved_by = NULL,
+       reserved_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, attempt_token = NULL,
+       last_error = 'lease expired before completion'{declared}
+WHERE id = %s
+"""
+
+
+def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
+    """The application raises reclaim_count and requeues a job itself, once on a live lease
+    and once on an expired one claiming to be alice's reclaim; jobctl reclaims a third. The
+    history calls all three reclaimed; the report counts jobctl's alone, and names the
+    application's role for the others (issue 32, finding 12)."""
+    role, app_dsn = application
+    live, forged, _real = add_jobs(conn, 3)
+    (claim,) = claim_all(dsn, 1, worker="web-live", lease_seconds=600)
+    assert claim.id == live
+    claim_all(dsn, 2, worker="web-dead", lease_seconds=-60)
+    with psycopg.connect(app_dsn) as c:
+        c.execute(APP_RECLAIM.format(declared=""), (live,))
+    with psycopg.connect(app_dsn) as c:
+        c.execute("SET LOCAL jobctl.actor = 'alice@ops'")
+        c.execute(APP_RECLAIM.format(declared=", jobctl_action = 'reclaimed'"), (forged,))
+    assert run("--actor", "bob@ops", "reclaim", "--commit", "--yes").code == 0
+    kinds = json.loads(run("events", "--since", "1h", "-o", "json").out)
+    assert [e["event"] for e in kinds].count("reclaimed") == 3  # the history calls them so
+
+    page = json.loads(run("report", "--since", "1h", "-o", "json").out)
+    assert [(r["worker"], r["jobs"]) for r in page["expired"]] == [("web-dead", 1)]
+    assert page["expired_totals"] == {"workers": 1, "jobs": 1, "reclaims": 1}
+    assert [(r["actor"], r["reclaims"]) for r in page["reclaims"]] == [("bob@ops", 1)]
+    others = page["not_jobctl_reclaims"]
+    assert others["changes"] == 2 and others["all_roles"] == 1
+    assert [(r["db_role"], r["changes"], r["jobs"], r["live_leases"]) for r in others["roles"]] == [
+        (role, 2, 2, 1)
+    ]
+    md = run("report", "--since", "1h").out
+    assert "1 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "Not counted: 2 change(s) the history records as reclaimed" in md
+    assert f"by role `{role}` (2 change(s) of 2 job(s), 1 of a live lease)" in md
+    assert "alice@ops" not in md
