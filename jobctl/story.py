@@ -3,14 +3,13 @@
 Every value a sentence takes from a row (a worker's name, an actor, a role, a status, a text
 id, a reason, what a role claimed) is the application's text, not jobctl's: it appears as it
 is only when it is one plain word (``_said``), else in double quotes with any quote or
-backslash inside escaped, as a JSON string, so that no value can end its quotes and read as
+backslash inside escaped (as in a JSON string), so that no value can end its quotes and read as
 the sentence's own words. Ids in the commands a sentence suggests are quoted for a shell.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import shlex
 from collections.abc import Mapping
@@ -34,14 +33,16 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything 
 
 def _said(value: Any) -> str:
     """A value from a row inside a sentence: as it is when it is one plain word (web-2,
-    alice@ops, 42, processing), else quoted as a JSON string (``"web-1. At ... \\"ok\\""``)."""
+    alice@ops, 42, processing), else quoted (``"web-1. At ... \\"ok\\""``)."""
     text = str(value)
     return text if _PLAIN.fullmatch(text) else _quoted(text)
 
 
 def _quoted(text: str) -> str:
-    """Text in double quotes, a quote or backslash inside escaped: one value, always."""
-    return json.dumps(text, ensure_ascii=False)
+    """Text in double quotes, a quote or backslash inside escaped: one value, always. Other
+    characters are left as they are (the story's JSON keeps the data; a terminal shows the
+    controls escaped, as safe_text does everywhere)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _arguments(command: str, job_id: Any, options: str) -> str:

@@ -467,15 +467,19 @@ LIMIT %(listed)s
 
 -- name: report_repeats
 -- jobs jobctl reclaimed more than once in the window (a crash loop, or a lease too short):
--- the first %(listed)s, with how many in all
-SELECT e.job_id::{id_type} AS id, count(*) AS reclaims,
-       string_agg(DISTINCT e.worker, ', ') AS workers, count(*) OVER () AS all_jobs
-FROM jobctl.events e
-WHERE {events_window} AND {report_jobctl_reclaim}
-GROUP BY e.job_id
-HAVING count(*) > 1
-ORDER BY count(*) DESC, e.job_id
-LIMIT %(listed)s
+-- the first %(listed)s, with how many in all; the workers of those only (by the job index)
+SELECT r.job_id::{id_type} AS id, r.reclaims,
+       (SELECT string_agg(DISTINCT e.worker, ', ') FROM jobctl.events e
+        WHERE {events_window} AND {report_jobctl_reclaim} AND e.job_id = r.job_id) AS workers,
+       r.all_jobs
+FROM (SELECT e.job_id, count(*) AS reclaims, count(*) OVER () AS all_jobs
+      FROM jobctl.events e
+      WHERE {events_window} AND {report_jobctl_reclaim}
+      GROUP BY e.job_id
+      HAVING count(*) > 1
+      ORDER BY count(*) DESC, e.job_id
+      LIMIT %(listed)s) r
+ORDER BY r.reclaims DESC, r.job_id
 
 -- name: report_people
 -- what people did in the window: jobctl's writes other than reclaim (kinds the history
