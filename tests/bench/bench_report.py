@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import psycopg
-from common import JOBCTL, arguments, bench_dsn, build_table, machine
+from common import JOBCTL, arguments, bench_dsn, build_table, literal_sql, machine
 from psycopg import sql
 from tabulate import tabulate
 
@@ -87,10 +87,46 @@ def load_incident(dsn: str, name: str, review: int) -> None:
         )
 
 
+STATEMENTS = [
+    "report_expired",
+    "report_not_jobctl",
+    "report_reclaims",
+    "report_repeats",
+    "report_people",
+    "report_review",
+    "review",
+    "report_latency",
+]
+
+
+def statement_times(dsn: str, name: str) -> list[dict[str, str]]:
+    """Each statement of this checkout's report, timed on the server's side (one run)."""
+    import datetime as dt
+
+    from jobctl import events, report
+
+    window = events.Window(since=events.bound("2h"))
+    params = {**window.params(), "job_table": f"public.{name}", "listed": report.LISTED}
+    review = {"policy": None, "worker": None, "since": None, "older_than": None}
+    found = []
+    for statement in STATEMENTS:
+        own = {**params, **review, "limit": report.LISTED} if statement == "review" else params
+        text = literal_sql(dsn, statement, name, {**own, "soon": dt.timedelta(0)})
+        with psycopg.connect(dsn) as conn:
+            started = time.perf_counter()
+            rows = conn.execute(text).fetchall()
+            seconds = time.perf_counter() - started
+        found.append({"statement": statement, "seconds": f"{seconds:.2f}", "rows": len(rows)})
+    return found
+
+
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--review", type=int, default=333_000, help="jobs awaiting review")
     parser.add_argument("--before", help="a directory holding the jobctl package to compare")
+    parser.add_argument(
+        "--statements", action="store_true", help="also time each statement of the report"
+    )
     parser.set_defaults(runs=3)
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
@@ -124,6 +160,13 @@ def main() -> None:
             }
         )
     print(tabulate(rows, headers="keys", tablefmt="github", disable_numparse=True))
+    if args.statements:
+        print()
+        print(
+            tabulate(
+                statement_times(dsn, name), headers="keys", tablefmt="github", disable_numparse=True
+            )
+        )
 
 
 def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
