@@ -222,3 +222,23 @@ def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
     assert "Not counted: 2 change(s) the history records as reclaimed" in md
     assert f"by role `{role}` (2 change(s) of 2 job(s), 1 of a live lease)" in md
     assert "alice@ops" not in md
+
+
+def test_each_section_names_at_most_twenty_and_counts_the_rest(conn, dsn, run):
+    """25 workers' expired leases, 25 jobs awaiting review: the server counts them all, the
+    page names 20 of each and says how many more and where they are (issue 32, finding 9)."""
+    add_jobs(conn, 25, policy="manual")
+    for n in range(25):
+        assert len(claim_all(dsn, 1, worker=f"web-{n:02}", lease_seconds=-60)) == 1
+    assert run("reclaim", "--commit", "--yes").code == 0
+    page = json.loads(run("report", "--since", "1h", "-o", "json").out)
+    assert len(page["expired"]) == 20
+    assert page["expired_totals"] == {"workers": 25, "jobs": 25, "reclaims": 25}
+    review = page["awaiting_review"]
+    assert review["jobs"] == 25 and review["by_why"] == {"manual_policy": 25}
+    assert len(review["oldest"]) == 20
+    md = run("report", "--since", "1h").out
+    assert "25 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "... and 5 more worker(s) not listed: `jobctl events --event reclaimed --since " in md
+    assert "... and 5 more job(s) not listed: `jobctl review -o jsonl` has them all." in md
+    assert "25 job(s) wait for a human (25 manual policy)" in md
