@@ -229,6 +229,22 @@ def markdown_cell(value: Any) -> str:
 
 
 MARKDOWN_FORMATS = frozenset({"github", "pipe"})  # tabulate's formats that Markdown renders
+# tabulate's markup formats that put a cell's text into the markup as it is (html and the
+# latex ones escape it; github and pipe are escaped here): refused by --format
+UNESCAPED_MARKUP_FORMATS = frozenset(
+    {
+        "unsafehtml",
+        "latex_raw",
+        "mediawiki",
+        "moinmoin",
+        "jira",
+        "textile",
+        "youtrack",
+        "asciidoc",
+        "rst",
+        "orgtbl",
+    }
+)
 
 
 def _flat(value: Any) -> Any:

@@ -189,3 +189,12 @@ def test_markdown_table_formats_keep_every_value_in_its_column(fmt):
         ]
     ]
     assert "h1" not in page.tags and "a" not in page.tags
+
+
+@pytest.mark.parametrize("fmt", sorted(output.UNESCAPED_MARKUP_FORMATS))
+def test_markup_formats_that_do_not_escape_row_text_are_refused(fmt):
+    """Issue 32, finding 4: a worker name in mediawiki or jira markup adds a link or a column."""
+    from jobctl import errors, terminal
+
+    with pytest.raises(errors.UsageError, match="unescaped"):
+        terminal.emit(output.Document([], []), output.Output("table"), fmt)
