@@ -195,6 +195,58 @@ def prose(text: str, width: int | None) -> str:
     return "\n".join(lines).replace("\x00", " ")
 
 
+_BACKTICKS = re.compile("`+")
+# what jobctl formats itself (numbers, times, tokens): no Markdown construct can come of it
+_OWN_TEXT = (bool, int, float, decimal.Decimal, dt.datetime, dt.date, dt.timedelta, uuid.UUID)
+
+
+def markdown_code(text: str, *, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: nothing inside one is Markdown or HTML (no heading,
+    link, image, emphasis, tag or entity; GitHub's autolinks and @mentions skip code too).
+    Made visible first (no newline or control character); fenced with more backticks than
+    any run inside, padded when it starts or ends with a backtick or a space; ``in_table``:
+    ``|`` as ``\\|``, which a table's cell splitter takes back to ``|`` (GFM), so a pipe in a
+    value never adds a column. Empty text: an empty string (no span)."""
+    text = safe_text.visible(text)
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    # one space each side, which the span drops again (unless the text is only spaces)
+    pad = " " if (text[0] in "` " or text[-1] in "` ") and text.strip() else ""
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_cell(value: Any) -> str:
+    """A value for a Markdown table (tabulate's github and pipe formats, the report): what
+    jobctl formats itself as it is, text from a row as a code span (``markdown_code``)."""
+    if value is None:
+        return ""
+    if isinstance(value, _OWN_TEXT):
+        return cell(value)
+    return markdown_code(cell(value))
+
+
+MARKDOWN_FORMATS = frozenset({"github", "pipe"})  # tabulate's formats that Markdown renders
+# tabulate's markup formats that put a cell's text into the markup as it is (html and the
+# latex ones escape it; github and pipe are escaped here): refused by --format
+UNESCAPED_MARKUP_FORMATS = frozenset(
+    {
+        "unsafehtml",
+        "latex_raw",
+        "mediawiki",
+        "moinmoin",
+        "jira",
+        "textile",
+        "youtrack",
+        "asciidoc",
+        "rst",
+        "orgtbl",
+    }
+)
+
+
 def _flat(value: Any) -> Any:
     """A value for CSV/TSV: ISO timestamps, plain strings, JSON for nested values."""
     if value is None:
@@ -318,9 +370,10 @@ def format_tables(sections: Sequence[Section], fmt: str) -> str:
     from tabulate import tabulate
 
     parts = []
+    shown = markdown_cell if fmt in MARKDOWN_FORMATS else cell  # a document: values as code
     for section in sections:
         header = section.header()
-        body = [[cell(row.get(c)) for c in header] for row in section.rows]
+        body = [[shown(row.get(c)) for c in header] for row in section.rows]
         text = (
             tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True)
             if body
