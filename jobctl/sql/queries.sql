@@ -460,9 +460,12 @@ SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review}
 
 -- name: queue_ready
 -- jobs ready to run (queued and available, not yet claimed): how many, and how long the
--- oldest has waited since it became available (NULL when none; queue index)
+-- oldest has waited since it became available (NULL when none; queue index); an
+-- available_at before a client's calendar (-infinity) is counted, not subtracted
 SELECT count(*) AS ready,
-       extract(epoch FROM now() - min({available_at}))::float8 AS oldest_ready_s
+       extract(epoch FROM now() - min({available_at})
+                                  FILTER (WHERE {available_at} >= {earliest_time}))::float8
+           AS oldest_ready_s
 FROM {table} WHERE {status} = {queued} AND {available_at} <= now()
 
 -- name: events_window

@@ -151,3 +151,14 @@ def test_stuck_is_not_read_as_nothing_stuck_when_it_fails(conn, dsn, run):
     if result.out.strip():
         with pytest.raises(json.JSONDecodeError):
             json.loads(result.out)
+
+
+def test_a_queued_job_available_since_minus_infinity_stops_no_summary(conn, run):
+    """summary (and stuck's "ready but unclaimed" check) measure the oldest ready job: one
+    available since -infinity is counted, not subtracted."""
+    ids = add_jobs(conn, 2)
+    conn.execute("UPDATE jobs SET available_at = '-infinity' WHERE id = %s", (ids[0],))
+    for args in (["summary"], ["stuck"], ["metrics"]):
+        result = run(*args)
+        assert result.code == 0, (args, result.err)
+    assert json.loads(run("summary", "-o", "json").out)["ready"] == 2
