@@ -104,9 +104,11 @@ WHERE c.contype = 'c' AND c.conrelid = %(oid)s
 ORDER BY c.conname
 
 -- name: history_triggers
--- jobctl's triggers on the table: name, enabled, arguments (mode, version, digest), and the
--- function each calls (schema.name, and the md5 of its body: is it the one apply would make?)
-SELECT t.tgname::text AS name, t.tgenabled <> 'D' AS enabled, t.tgargs,
+-- jobctl's triggers on the table: name, enabled (fires in jobctl's sessions, whose
+-- session_replication_role is origin: ENABLE or ENABLE ALWAYS, not ENABLE REPLICA nor
+-- DISABLE), arguments (mode, version, digest), and the function each calls (schema.name, and
+-- the md5 of its body: is it the one apply would make?)
+SELECT t.tgname::text AS name, t.tgenabled IN ('O', 'A') AS enabled, t.tgargs,
        n.nspname::text AS function_schema, p.proname::text AS function_name,
        md5(p.prosrc) AS function_md5
 FROM pg_trigger t
