@@ -555,7 +555,12 @@ def _reading_iso(cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
 
         def load(self, data: Any) -> Any:
             value = self.stock.load(data)
-            return value.astimezone(zone) if getattr(value, "tzinfo", None) else value
+            if getattr(value, "tzinfo", None) is None:  # a date, a timestamp without zone
+                return value
+            try:
+                return value.astimezone(zone)
+            except OverflowError:  # next to year 10000: kept in UTC, as psycopg does
+                return value
 
     for name in _DATE_TIME_TYPES:
         info = psycopg.adapters.types[name]
