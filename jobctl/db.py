@@ -542,9 +542,18 @@ def _reading_iso(cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
     under the transaction's ISO (``parse_settings``): psycopg's loader made without a
     connection reads ISO (in UTC: the connection's time zone is put back)."""
     import psycopg
-    from psycopg import abc, adapt, pq
 
-    zone = cursor.connection.info.timezone
+    loader = _iso_loader(cursor.connection.info.timezone)
+    for name in _DATE_TIME_TYPES:
+        cursor.adapters.register_loader(psycopg.adapters.types[name].oid, loader)
+    return cursor
+
+
+@functools.cache
+def _iso_loader(zone: dt.tzinfo) -> type[Any]:
+    """The loader of ``_reading_iso`` for a connection in time zone ``zone`` (made once)."""
+    import psycopg
+    from psycopg import abc, adapt, pq
 
     class IsoLoader(adapt.Loader):
         def __init__(self, oid: int, context: abc.AdaptContext | None = None) -> None:
@@ -562,10 +571,7 @@ def _reading_iso(cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
             except OverflowError:  # next to year 10000: kept in UTC, as psycopg does
                 return value
 
-    for name in _DATE_TIME_TYPES:
-        info = psycopg.adapters.types[name]
-        cursor.adapters.register_loader(info.oid, IsoLoader)
-    return cursor
+    return IsoLoader
 
 
 def _apply(
