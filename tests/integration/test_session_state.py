@@ -304,3 +304,36 @@ def test_the_styles_are_the_transactions_own_on_a_direct_connection(conn, dsn):
         (row,) = db.pipelined(c, settings, show.encode(), {}, action="requeued")
         assert row == {"d": "ISO, MDY", "i": "postgres"}
         assert c.execute(show).fetchone() == {"d": "German, DMY", "i": "sql_standard"}
+
+
+def test_reads_across_targets_and_metrics_under_the_databases_styles(
+    conn, dsn, run, tmp_path, monkeypatch
+):
+    """The reads across targets (each target's connection of its own, at once), the targets'
+    check (the standby probe, db.safe's catalog read) and metrics, under German styles."""
+    jobs = styled_data(conn, dsn, run)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[targets.a]\ndsn = {json.dumps(dsn)}\n[targets.b]\ndsn = {json.dumps(dsn)}\n"
+    )
+    config.chmod(0o600)
+    monkeypatch.setenv("JOBCTL_CONFIG", str(config))
+    plain = json.loads(run("--all-targets", "stuck", "-o", "json").out)
+    restyle(conn, dsn, "XYZ-3:30")
+    for command in (
+        ["--all-targets", "stuck", "-o", "json"],
+        ["--all-targets", "summary", "-o", "json"],
+        ["--all-targets", "review", "-o", "json"],
+        ["--all-targets", "metrics"],
+        ["--all-targets", "stuck", "--watch", "--every", "0.1s", "--count", "2", "-o", "jsonl"],
+        ["targets", "--check", "-o", "json"],
+        ["metrics"],
+        ["stuck", "--watch", "--every", "0.1s", "--count", "2"],
+    ):
+        result = run(*command)
+        assert result.code == 0, (command, result.err)
+        assert "error" not in result.err and "timezone" not in result.err, result.err
+    assert instants(json.loads(run("--all-targets", "stuck", "-o", "json").out)) == instants(plain)
+    checked = json.loads(run("targets", "--check", "-o", "json").out)
+    assert [t["reachable"] for t in checked] == [True, True], checked
+    assert str(jobs["old"]) in run("stuck").out
