@@ -435,10 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         NoArgsIsHelpError,
     )
 
-    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: typer's classes, registered late
-        from typer import _completion_classes
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
+        from jobctl import completion
 
-        _completion_classes.completion_init()
+        completion.register()
     try:
         result = app(args=argv, prog_name="jobctl", standalone_mode=False)
         return result if isinstance(result, int) else 0

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import functools
 import getpass
+import json
 import logging
 import os
 import re
@@ -315,7 +316,7 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         # prepare_threshold=None: never prepare. Behind a pooler in transaction mode the next
         # transaction may run on another server connection, where a statement psycopg
         # prepared (after its fifth execution) does not exist, or another client's does.
-        return psycopg.connect(
+        conn = psycopg.connect(
             info, autocommit=autocommit, row_factory=rows.dict_row, prepare_threshold=None
         )
     except psycopg.Error as exc:
@@ -323,6 +324,40 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         raise errors.ConnectError(
             f"cannot connect: {message}{pooler_hint(message)}{unset_hint(dsn)}"
         ) from None
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(load_json, conn)  # json and jsonb columns: see load_json
+    return conn
+
+
+# json/jsonb nested deeper than this is kept as its JSON text (a JsonText, a string): Python's
+# json recurses (RecursionError past ~1,000 levels) and jq 1.6 stops at 256 (issue 32)
+JSON_DEPTH = 200
+_JSON_STRING, _JSON_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"'), re.compile(rb"[\[\]{}]")
+
+
+class JsonText(str):
+    """A json/jsonb value nested deeper than JSON_DEPTH: the JSON text PostgreSQL sent."""
+
+
+def json_depth_exceeds(data: bytes, limit: int = JSON_DEPTH) -> bool:
+    """Is the JSON text ``data`` nested deeper than ``limit``? (A loop, never recursion.)"""
+    if data.count(b"[") + data.count(b"{") <= limit:  # the common case, at C speed
+        return False
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", data)):
+        depth += 1 if bracket.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def load_json(data: bytes | bytearray | memoryview | str) -> Any:
+    """psycopg's json/jsonb loader: json.loads, or JsonText when nested past JSON_DEPTH."""
+    if isinstance(data, str):
+        data = data.encode()
+    raw = data if isinstance(data, bytes) else bytes(data)
+    return JsonText(raw.decode()) if json_depth_exceeds(raw) else json.loads(raw)
 
 
 _LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
@@ -448,7 +483,10 @@ def resolve_table(
         row["qualified"],
         mapping,
         (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
-        (status_row["type_schema"], status_row["type_name"]) if status_row else DESIGN_STATUS_TYPE,
+        # a domain's statuses as its base type's (see the column_types block)
+        (status_row["literal_schema"], status_row["literal_name"])
+        if status_row
+        else DESIGN_STATUS_TYPE,
         id_row["type_display"] if id_row else "bigint",
         {
             names[name]: column_types.ColumnType(

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, queries
+from jobctl import db, ownership, queries
 from jobctl.mapping import TableMapping
 
 Row = dict[str, Any]
@@ -95,15 +95,20 @@ def installed_version(conn: psycopg.Connection[Any]) -> int | None:
     return int(row["v"]) if row else 0
 
 
-def migration_statement(migration: Migration) -> sql.Composed:
-    """The migration and the row recording it: run in one transaction."""
+def migration_statement(migration: Migration, *, make_schema: bool | None = None) -> sql.Composed:
+    """The migration and the row recording it: run in one transaction. ``make_schema``: it
+    creates schema jobctl first (plainly: one made by someone else in the meantime fails the
+    step instead of being adopted); None: only the first migration does."""
     record = queries.query(
         "record_migration",
         version=sql.Literal(migration.version),
         migration=sql.Literal(migration.name),
     )
+    if make_schema is None:
+        make_schema = migration.version == 1
+    head = [queries.query("history_schema"), sql.SQL("\n")] if make_schema else []
     return sql.Composed(
-        [queries.query("history_bootstrap"), sql.SQL("\n" + migration.text + "\n"), record]
+        [*head, queries.query("history_bootstrap"), sql.SQL("\n" + migration.text + "\n"), record]
     )
 
 
@@ -266,9 +271,11 @@ def plan(
     installed mode (``transitions`` on a first install, ``late`` over version 1's triggers)."""
     steps: list[tuple[str, sql.Composed]] = []
     current = installed_version(conn) or 0
+    make_schema = not ownership.owned(conn)  # no schema jobctl yet: the first step makes it
     for m in migrations():
         if m.version > current:
-            steps.append((migration_what(conn, m), migration_statement(m)))
+            steps.append((migration_what(conn, m), migration_statement(m, make_schema=make_schema)))
+            make_schema = False
     state = table_state(conn, target.oid)
     # version 1 recorded every attempt: its tables upgrade to the mode that still records
     # completed attempts; an installed mode is kept; a first install gets the default

@@ -1,14 +1,23 @@
-"""Queue libraries recognised by what their tables are, not by what they are called.
+"""Queue libraries recognised by family, not by one version's exact columns.
 
 A library that rescues its own jobs (a rescuer, a lifeline, heartbeats, a ``recover``
 command) keeps its jobs in a table of its own, in its own states; jobctl's reclaim on that
 table would fight the library's rescuer, and jobctl's history trigger would sit in the
 library's own statements. So such a table is refused, whatever ``--column``/``--status``
-mapping makes it look plausible. The names of the tables and their schema are the user's to
-choose (Oban's and River's schema, pg-boss's and Graphile Worker's schema, chancy's,
-pgqueuer's and dramatiq-pg's prefix), so the recognition reads what does not move with a
-prefix: the table's columns and their types, the labels of its status enum, and the
-companion tables the library installs beside it (by their columns too).
+mapping makes it look plausible.
+
+A library's family is every version and edition of it (Oban in Elixir and in Python, pg-boss
+9 to 12, ...), and the names of its tables and schema are the user's to choose (a schema, a
+prefix). So a table is the library's by either of two roads, each enough alone:
+
+- its shape: the columns every version has, each of a type *family* (``jsonb``, ``jsonb[]``
+  and ``json`` are one; ``smallint`` to ``bigint``; ``text`` and ``varchar``; either
+  timestamp), so a version that retypes a column is still recognised, and the labels every
+  version's status enum has. A prefix or a schema changes none of that.
+- its name: the library's own jobs table name (after any prefix) with, under the same prefix,
+  one of its sibling tables or its status enum's type (``oban_jobs`` beside ``oban_leaders`` or
+  typed ``oban_job_state``), so a version whose columns drifted is still recognised. Only a
+  library whose table name is its own (not ``job`` or ``queue``) has this road.
 
 Pure: ``recognise`` takes a ``TableDescription`` (read from the catalog by ``shape.describe``:
 statements ``library_columns`` and ``library_neighbours`` in sql/catalog.sql) and returns the
@@ -24,11 +33,35 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-TS = frozenset({"timestamp with time zone", "timestamp without time zone"})
-JSON = frozenset({"json", "jsonb"})
-INT = frozenset({"smallint", "integer", "bigint"})
-TEXT = frozenset({"text", "character varying"})
+# type families: what a column is across the versions of a library (see ``family``)
+TS = frozenset({"timestamp"})
+JSON = frozenset({"json"})
+INT = frozenset({"integer"})
+TEXT = frozenset({"text"})
 ANY: frozenset[str] = frozenset()
+
+_FAMILIES = {
+    "timestamp with time zone": "timestamp",
+    "timestamp without time zone": "timestamp",
+    "json": "json",
+    "jsonb": "json",
+    "json[]": "json",  # a list of errors kept as a json array or as an array of json
+    "jsonb[]": "json",
+    "smallint": "integer",
+    "integer": "integer",
+    "bigint": "integer",
+    "text": "text",
+    "character varying": "text",
+    "character": "text",
+    "text[]": "text[]",
+    "character varying[]": "text[]",
+}
+
+
+def family(normal: str) -> str:
+    """A column type's family (``normal_type``'s output in): ``jsonb[]`` -> ``json``,
+    ``smallint`` -> ``integer``; a type of no family is its own."""
+    return _FAMILIES.get(normal, normal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,23 +75,38 @@ class TableDescription:
     labels: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     # the column sets of the other tables in the same schema
     neighbours: tuple[frozenset[str], ...] = ()
+    # the table's own name, the other tables' names in its schema, and enum column -> the
+    # enum type's name (without schema)
+    name: str = ""
+    neighbour_names: frozenset[str] = frozenset()
+    enum_types: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """A library's own names, for recognising its table by name (after any prefix)."""
+
+    table: str  # its jobs table's name, e.g. "oban_jobs"
+    siblings: frozenset[str]  # the tables it installs beside it
+    enums: frozenset[str] = frozenset()  # its status enum's type name(s)
 
 
 @dataclasses.dataclass(frozen=True)
 class Library:
-    """A queue library that rescues its own jobs, and the shape of its jobs table."""
+    """A queue library that rescues its own jobs, and what its jobs table is across versions."""
 
     name: str
     rescues: str  # how it rescues its own jobs
     tools: str  # where its own tools are
-    # required columns: "name" or "name|other_name" (versions renamed it) -> accepted types
-    # (empty: any type)
+    # required columns, those every version has: "name" or "name|other_name" (versions
+    # renamed it) -> accepted type families (empty: any type)
     columns: Mapping[str, frozenset[str]]
-    # the status column ("a|b" alternatives) and labels its enum must all have, if any
+    # the status column ("a|b" alternatives) and the labels every version's enum has, if any
     states: tuple[str, frozenset[str]] | None = None
     # column sets of tables the library installs beside its jobs table (evidence, not needed:
     # a jobs table moved alone to another schema is still the library's)
     companions: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    names: Names | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +128,10 @@ def _cols(spec: str, types: frozenset[str] = ANY) -> dict[str, frozenset[str]]:
     return {name: types for name in spec.split()}
 
 
+def _names(table: str, siblings: str, enums: str = "") -> Names:
+    return Names(table, frozenset(siblings.split()), frozenset(enums.split()))
+
+
 LIBRARIES: tuple[Library, ...] = (
     Library(
         "River",
@@ -90,7 +142,7 @@ LIBRARIES: tuple[Library, ...] = (
             **_cols("kind", TEXT),
             **_cols("attempt max_attempts", INT),
             "attempted_by": frozenset({"text[]"}),
-            "errors": frozenset({"jsonb[]"}),
+            "errors": JSON,
             **_cols("scheduled_at finalized_at attempted_at", TS),
         },
         ("state", frozenset({"available", "running", "retryable", "discarded", "completed"})),
@@ -99,6 +151,9 @@ LIBRARIES: tuple[Library, ...] = (
             "river_queue": frozenset({"name", "paused_at", "metadata", "updated_at"}),
             "river_migration": frozenset({"version", "created_at"}),
         },
+        _names(
+            "river_job", "river_leader river_queue river_migration river_client", "river_job_state"
+        ),
     ),
     Library(
         "Oban",
@@ -107,12 +162,17 @@ LIBRARIES: tuple[Library, ...] = (
         {
             **_cols("worker", TEXT),
             "args": JSON,
-            "errors": frozenset({"jsonb[]"}),
+            "errors": JSON,  # jsonb[] in Elixir's Oban, jsonb in Oban for Python
             **_cols("attempt max_attempts", INT),
             **_cols("inserted_at scheduled_at attempted_at", TS),
         },
         ("state", frozenset({"available", "scheduled", "executing", "retryable", "completed"})),
-        {"oban_peers": frozenset({"name", "node", "started_at", "expires_at"})},
+        {
+            "oban_peers": frozenset({"name", "node", "started_at", "expires_at"}),
+            "oban_leaders": frozenset({"name", "node", "elected_at", "expires_at"}),
+            "oban_producers": frozenset({"uuid", "name", "node", "queue", "started_at"}),
+        },
+        _names("oban_jobs", "oban_peers oban_leaders oban_producers", "oban_job_state"),
     ),
     Library(
         "pg-boss",
@@ -124,7 +184,8 @@ LIBRARIES: tuple[Library, ...] = (
             "retry_limit|retrylimit": INT,
             "retry_count|retrycount": INT,
             "start_after|startafter": TS,
-            "expire_in|expirein": frozenset({"interval"}),
+            # an interval until 10, seconds from 11
+            "expire_in|expirein|expire_seconds": frozenset({"interval", "integer"}),
         },
         ("state", frozenset({"created", "retry", "active", "completed", "failed"})),
         {
@@ -149,6 +210,11 @@ LIBRARIES: tuple[Library, ...] = (
             "procrastinate_events": frozenset({"job_id", "type", "at"}),
             "procrastinate_periodic_defers": frozenset({"task_name", "defer_timestamp"}),
         },
+        _names(
+            "procrastinate_jobs",
+            "procrastinate_workers procrastinate_events procrastinate_periodic_defers",
+            "procrastinate_job_status",
+        ),
     ),
     Library(
         "Graphile Worker",
@@ -172,6 +238,7 @@ LIBRARIES: tuple[Library, ...] = (
             "_private_known_crontabs": frozenset({"identifier", "known_since"}),
             "migrations": frozenset({"id", "ts"}),
         },
+        _names("_private_jobs", "_private_job_queues _private_tasks _private_known_crontabs"),
     ),
     Library(
         "pgqueuer",
@@ -184,12 +251,15 @@ LIBRARIES: tuple[Library, ...] = (
             "execute_after": TS,
             "priority": INT,
         },
-        ("status", frozenset({"queued", "picked", "successful", "exception"})),
+        ("status", frozenset({"queued", "picked"})),  # the others moved to its log in 0.19
         {
             "statistics": frozenset({"count", "priority", "status", "entrypoint"}),
             "schedules": frozenset({"expression", "entrypoint", "next_run", "last_run"}),
             "log": frozenset({"job_id", "status", "entrypoint"}),
         },
+        _names(
+            "pgqueuer", "pgqueuer_statistics pgqueuer_schedules pgqueuer_log", "pgqueuer_status"
+        ),
     ),
     Library(
         "chancy",
@@ -209,6 +279,7 @@ LIBRARIES: tuple[Library, ...] = (
             "leader": frozenset({"worker_id", "expires_at"}),
             "queues": frozenset({"name", "state", "concurrency", "executor"}),
         },
+        _names("chancy_jobs", "chancy_workers chancy_leader chancy_queues chancy_schema_version"),
     ),
     Library(
         "dramatiq-pg",
@@ -240,6 +311,7 @@ LIBRARIES: tuple[Library, ...] = (
             "que_lockers": frozenset({"pid", "worker_count", "worker_priorities"}),
             "que_values": frozenset({"key", "value"}),
         },
+        _names("que_jobs", "que_lockers que_values"),
     ),
     Library(
         "PGMQ",
@@ -271,6 +343,11 @@ LIBRARIES: tuple[Library, ...] = (
             "solid_queue_processes": frozenset({"kind", "last_heartbeat_at", "pid"}),
             "solid_queue_claimed_executions": frozenset({"job_id", "process_id"}),
         },
+        _names(
+            "solid_queue_jobs",
+            "solid_queue_processes solid_queue_claimed_executions "
+            "solid_queue_ready_executions solid_queue_failed_executions",
+        ),
     ),
     Library(
         "GoodJob",
@@ -289,6 +366,7 @@ LIBRARIES: tuple[Library, ...] = (
             "good_job_executions": frozenset({"active_job_id", "process_id"}),
             "good_job_settings": frozenset({"key", "value"}),
         },
+        _names("good_jobs", "good_job_processes good_job_executions good_job_settings"),
     ),
 )
 
@@ -305,13 +383,14 @@ def _column(description: TableDescription, spec: str) -> str | None:
     return next((name for name in spec.split("|") if name in description.columns), None)
 
 
-def _matches(description: TableDescription, library: Library) -> tuple[str, ...] | None:
-    """What of ``library``'s shape the table has, or None when it is not the library's."""
-    for spec, types in library.columns.items():
+def _by_shape(description: TableDescription, library: Library) -> list[str] | None:
+    """What of ``library``'s shape the table has, or None when it is not the library's: every
+    required column, of its type family, and the status enum's labels."""
+    for spec, families in library.columns.items():
         name = _column(description, spec)
         if name is None:
             return None
-        if types and description.columns[name] not in types:
+        if families and family(description.columns[name]) not in families:
             return None
     names = [_column(description, spec) or spec for spec in library.columns]
     evidence = [f"its columns {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}"]
@@ -322,20 +401,48 @@ def _matches(description: TableDescription, library: Library) -> tuple[str, ...]
         if not wanted <= labels:
             return None
         evidence.append(f"its {name} enum's labels")
-    companions = [
+    return evidence
+
+
+def _by_name(description: TableDescription, library: Library) -> list[str] | None:
+    """The library's own table name (after any prefix) with, under the same prefix, one of its
+    sibling tables or its status enum's type; None when not."""
+    own = library.names
+    if own is None or not description.name.endswith(own.table):
+        return None
+    prefix = description.name[: len(description.name) - len(own.table)]
+    siblings = sorted(prefix + s for s in own.siblings if prefix + s in description.neighbour_names)
+    enums = sorted({prefix + e for e in own.enums} & set(description.enum_types.values()))
+    if not siblings and not enums:
+        return None
+    evidence = [f"its name {description.name}"]
+    if enums:
+        evidence.append(f"its enum type {', '.join(enums)}")
+    if siblings:
+        evidence.append(f"beside its {', '.join(siblings)}")
+    return evidence
+
+
+def _companions(description: TableDescription, library: Library) -> list[str]:
+    """The library's companion tables, by their columns, in the table's schema."""
+    found = [
         role
         for role, columns in library.companions.items()
         if any(columns <= neighbour for neighbour in description.neighbours)
     ]
-    if companions:
-        evidence.append(f"beside its {', '.join(companions)}")
-    return tuple(evidence)
+    return [f"beside its {', '.join(found)}"] if found else []
 
 
 def recognise(description: TableDescription) -> Match | None:
-    """The self-rescuing queue library whose jobs table this is, if it is one."""
+    """The self-rescuing queue library whose jobs table this is, if it is one: by its shape
+    or by its name (either enough), what gave it away from both."""
     for library in LIBRARIES:
-        evidence = _matches(description, library)
-        if evidence is not None:
-            return Match(library, evidence)
+        shape = _by_shape(description, library)
+        name = _by_name(description, library)
+        if shape is None and name is None:
+            continue
+        evidence = (name or []) + (shape or [])
+        if not any(e.startswith("beside") for e in evidence):
+            evidence += _companions(description, library)
+        return Match(library, tuple(evidence))
     return None

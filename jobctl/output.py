@@ -14,6 +14,7 @@ import enum
 import io
 import json
 import json.encoder
+import math
 import os
 import re
 import uuid
@@ -75,20 +76,44 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, decimal.Decimal):
-        return float(value)
+        number = float(value)  # NaN, +-Infinity, and beyond a float's range: as text
+        return number if math.isfinite(number) else _non_finite(value)
     if isinstance(value, bytes | memoryview):
         return bytes(value).hex()
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+def _non_finite(number: float | decimal.Decimal) -> str:
+    """A number JSON has no word for, as PostgreSQL spells it: NaN, Infinity, -Infinity (a
+    numeric beyond a float's range: its digits)."""
+    if number != number:  # NaN is the one value unequal to itself
+        return "NaN"
+    if number in (math.inf, -math.inf):
+        return "Infinity" if number > 0 else "-Infinity"
+    return str(number)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (a float8 column, or inside a float8[]) as
+    _non_finite's string: JSON is strict (allow_nan=False), and this runs only when the
+    strict encoder refused."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _non_finite(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 _EXACT: dict[type, Callable[[Any], Any]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
-_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False)
 # json.dumps's own C encoder, made once instead of once per row (as JSONEncoder.encode does,
 # the second reason a row cost 12 us): the same text, byte for byte (tests/unit/test_output.py)
 _MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C module
 _C_ENCODER = (
     _MAKE_ENCODER(
-        None, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True
+        None, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
     )
     if _MAKE_ENCODER is not None
     else None
@@ -96,17 +121,29 @@ _C_ENCODER = (
 
 
 def to_json(value: Any, *, indent: int | None = None) -> str:
-    if indent is None:  # one encoder for every row: json.dumps builds one per call
-        return _ENCODER.encode(value)
-    return json.dumps(value, default=_json_default, indent=indent, ensure_ascii=False)
+    """Strict JSON (RFC 8259): never a bare NaN or Infinity (see _non_finite)."""
+    try:
+        if indent is None:  # one encoder for every row: json.dumps builds one per call
+            return _ENCODER.encode(value)
+        return json.dumps(
+            value, default=_json_default, indent=indent, ensure_ascii=False, allow_nan=False
+        )
+    except ValueError:  # a non-finite float
+        return to_json(_finite(value), indent=indent)
 
 
 def json_lines(items: Iterable[Any]) -> str:
     """Items as JSON lines, in one string (a batch of rows written in one call)."""
     if _C_ENCODER is None:
-        return "".join([f"{_ENCODER.encode(item)}\n" for item in items])
+        return "".join([f"{to_json(item)}\n" for item in items])
     encode = _C_ENCODER
-    return "".join(["".join(encode(item, 0)) + "\n" for item in items])
+    lines = []
+    for item in items:
+        try:
+            lines.append("".join(encode(item, 0)) + "\n")
+        except ValueError:  # a non-finite float: strict JSON (to_json)
+            lines.append(to_json(item) + "\n")
+    return "".join(lines)
 
 
 def _writer(stream: IO[str]) -> Callable[[str], object]:
@@ -156,6 +193,58 @@ def prose(text: str, width: int | None) -> str:
         break_on_hyphens=False,
     )
     return "\n".join(lines).replace("\x00", " ")
+
+
+_BACKTICKS = re.compile("`+")
+# what jobctl formats itself (numbers, times, tokens): no Markdown construct can come of it
+_OWN_TEXT = (bool, int, float, decimal.Decimal, dt.datetime, dt.date, dt.timedelta, uuid.UUID)
+
+
+def markdown_code(text: str, *, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: nothing inside one is Markdown or HTML (no heading,
+    link, image, emphasis, tag or entity; GitHub's autolinks and @mentions skip code too).
+    Made visible first (no newline or control character); fenced with more backticks than
+    any run inside, padded when it starts or ends with a backtick or a space; ``in_table``:
+    ``|`` as ``\\|``, which a table's cell splitter takes back to ``|`` (GFM), so a pipe in a
+    value never adds a column. Empty text: an empty string (no span)."""
+    text = safe_text.visible(text)
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    # one space each side, which the span drops again (unless the text is only spaces)
+    pad = " " if (text[0] in "` " or text[-1] in "` ") and text.strip() else ""
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_cell(value: Any) -> str:
+    """A value for a Markdown table (tabulate's github and pipe formats, the report): what
+    jobctl formats itself as it is, text from a row as a code span (``markdown_code``)."""
+    if value is None:
+        return ""
+    if isinstance(value, _OWN_TEXT):
+        return cell(value)
+    return markdown_code(cell(value))
+
+
+MARKDOWN_FORMATS = frozenset({"github", "pipe"})  # tabulate's formats that Markdown renders
+# tabulate's markup formats that put a cell's text into the markup as it is (html and the
+# latex ones escape it; github and pipe are escaped here): refused by --format
+UNESCAPED_MARKUP_FORMATS = frozenset(
+    {
+        "unsafehtml",
+        "latex_raw",
+        "mediawiki",
+        "moinmoin",
+        "jira",
+        "textile",
+        "youtrack",
+        "asciidoc",
+        "rst",
+        "orgtbl",
+    }
+)
 
 
 def _flat(value: Any) -> Any:
@@ -282,9 +371,10 @@ def format_tables(sections: Sequence[Section], fmt: str) -> str:
     from tabulate import tabulate
 
     parts = []
+    shown = markdown_cell if fmt in MARKDOWN_FORMATS else cell  # a document: values as code
     for section in sections:
         header = section.header()
-        body = [[cell(row.get(c)) for c in header] for row in section.rows]
+        body = [[shown(row.get(c)) for c in header] for row in section.rows]
         text = (
             tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True)
             if body

@@ -16,6 +16,7 @@ from jobctl import (
     errors,
     history,
     mapping,
+    ownership,
     queries,
     reclaim_index,
     shape,
@@ -61,6 +62,7 @@ def plan_apply(
     one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
     steps: list[Step] = []
     recorded: TableMapping | None = None
+    ownership.refuse_foreign(conn)  # a schema jobctl someone else made is never adopted
     exists = db.identify(conn, table_name)
     if exists is None:
         if not create:
@@ -259,6 +261,7 @@ def plan_grants(
     The history trigger is SECURITY DEFINER and its function not executable by either role, so
     neither can write jobctl's tables but through real changes of the jobs table."""
     table = db.resolve_table(conn, table_name)
+    ownership.refuse_foreign(conn)
     steps = []
     for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS)):
         if role is None:

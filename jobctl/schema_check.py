@@ -7,7 +7,17 @@ from typing import Any
 
 import psycopg
 
-from jobctl import column_types, db, history, queries, reclaim_index, schema, shape, unserved
+from jobctl import (
+    column_types,
+    db,
+    history,
+    ownership,
+    queries,
+    reclaim_index,
+    schema,
+    shape,
+    unserved,
+)
 
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
 # tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
@@ -58,6 +68,19 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
         f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}, "
         f"function jobctl.{history.function_name(table.schema, table.name)}; "
         f"costs {MODE_COST[state.mode]}",
+    )
+
+
+def ownership_check(conn: psycopg.Connection[Any]) -> Check:
+    """Who owns schema jobctl, what others may do there, and nothing foreign on its tables."""
+    found, owner = ownership.problems(conn)
+    if found:
+        return Check("jobctl's objects are jobctl's", False, "; ".join(found))
+    return Check(
+        "jobctl's objects are jobctl's",
+        True,
+        f"{owner}; others hold only USAGE on the schema and SELECT on its tables; no foreign "
+        "trigger, rule or policy",
     )
 
 
@@ -125,6 +148,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     partitioned = identity is not None and identity["relkind"] == "p"
     results.extend(_partition_checks(conn, table) if partitioned else [reclaim])
     results.append(history_check(conn, table))
+    results.append(ownership_check(conn))
     if names.column("status") in columns:
         rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
         results.append(

@@ -87,22 +87,28 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
         partition_strategy=layout["partition_strategy"],
         partition_key=tuple(layout["partition_key"] or ()),
         partitions=tuple(layout["partitions"] or ()),
-        library=libraries.recognise(describe(conn, oid)),
+        library=libraries.recognise(describe(conn, oid, found["relname"])),
     )
 
 
-def describe(conn: psycopg.Connection[Any], oid: int) -> libraries.TableDescription:
-    """What the catalog says of the table and its schema, to recognise a queue library."""
-    columns, labels = {}, {}
+def describe(conn: psycopg.Connection[Any], oid: int, name: str) -> libraries.TableDescription:
+    """What the catalog says of the table ``name`` and its schema, to recognise a queue
+    library."""
+    columns, labels, enum_types = {}, {}, {}
     for row in conn.execute(queries.query("library_columns"), {"oid": oid}):
         columns[row["name"]] = "enum" if row["is_enum"] else libraries.normal_type(row["type"])
         if row["is_enum"]:
             labels[row["name"]] = tuple(row["labels"] or ())
-    neighbours = tuple(
-        frozenset(row["columns"])
-        for row in conn.execute(queries.query("library_neighbours"), {"oid": oid})
+            enum_types[row["name"]] = row["type_name"]
+    neighbours = conn.execute(queries.query("library_neighbours"), {"oid": oid}).fetchall()
+    return libraries.TableDescription(
+        columns,
+        labels,
+        tuple(frozenset(row["columns"]) for row in neighbours),
+        name=name,
+        neighbour_names=frozenset(row["name"] for row in neighbours),
+        enum_types=enum_types,
     )
-    return libraries.TableDescription(columns, labels, neighbours)
 
 
 def refusal(shape: TableShape, mapping: TableMapping) -> str | None:

@@ -1,8 +1,17 @@
-"""jobctl explain: a job's history told in plain sentences, and the same facts as fields."""
+"""jobctl explain: a job's history told in plain sentences, and the same facts as fields.
+
+Every value a sentence takes from a row (a worker's name, an actor, a role, a status, a text
+id, a reason, what a role claimed) is the application's text, not jobctl's: it appears as it
+is only when it is one plain word (``_said``), else in double quotes with any quote or
+backslash inside escaped (as in a JSON string), so that no value can end its quotes and read as
+the sentence's own words. Ids in the commands a sentence suggests are quoted for a shell.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +26,32 @@ def _at(value: dt.datetime | None) -> str:
 
 def _s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.1f}s"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything but itself
+
+
+def _said(value: Any) -> str:
+    """A value from a row inside a sentence: as it is when it is one plain word (web-2,
+    alice@ops, 42, processing), else quoted (``"web-1. At ... \\"ok\\""``)."""
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) else _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """Text in double quotes, a quote or backslash inside escaped: one value, always. Other
+    characters are left as they are (the story's JSON keeps the data; a terminal shows the
+    controls escaped, as safe_text does everywhere)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _arguments(command: str, job_id: Any, options: str) -> str:
+    """A command the story suggests, the id quoted for a shell (after ``--`` when it would
+    read as an option): what is pasted runs on that job and nothing else."""
+    quoted = shlex.quote(str(job_id))
+    if quoted.startswith("-"):
+        return f"jobctl {command} {options} -- {quoted}"
+    return f"jobctl {command} {quoted} {options}"
 
 
 def attempt_facts(attempt: Mapping[str, Any]) -> Row:
@@ -43,7 +78,8 @@ def explain(history: History, parked: str = "failed", failed: str = "failed") ->
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     story = [
-        f"Job {job['id']} is {job['status']} ({job['recovery_policy']} policy, "
+        f"Job {_said(job['id'])} is {_said(job['status'])} "
+        f"({_said(job['recovery_policy'])} policy, "
         f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
         f"{job['reclaim_count']} time(s))."
     ]
@@ -69,9 +105,9 @@ def explain(history: History, parked: str = "failed", failed: str = "failed") ->
         )
         # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
         story.append(
-            f"It is parked in {parked}, awaiting a human ({why}; jobctl review lists every "
-            f"such job): jobctl requeue {job['id']} --reason ... runs it again, "
-            f"jobctl fail {job['id']} --reason ... gives it up."
+            f"It is parked in {_said(parked)}, awaiting a human ({why}; jobctl review lists "
+            f"every such job): {_arguments('requeue', job['id'], '--reason ...')} runs it "
+            f"again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
         )
     warnings = [a for a in attempts if a["lease_too_short"]]
     for a in warnings:
@@ -125,33 +161,37 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     told = _told(event, attempt)
     if claims.get("actor"):
         told.append(
-            f"Its database role {event['db_role']} claimed to be {claims['actor']}: not one of "
-            "jobctl's roles, so the history names the role."
+            f"Its database role {_said(event['db_role'])} claimed to be "
+            f"{_said(claims['actor'])}: not one of jobctl's roles, so the history names the role."
         )
     return told
 
 
 def _forged(event: Mapping[str, Any], claims: Mapping[str, str]) -> str:
     """A role that is not jobctl's set jobctl_action itself: told as what it is."""
-    who = f" claiming to be {claims['actor']}" if claims.get("actor") else ""
-    why = f' ("{claims["reason"]}")' if claims.get("reason") else ""
+    who = f" claiming to be {_said(claims['actor'])}" if claims.get("actor") else ""
+    why = f" ({_quoted(claims['reason'])})" if claims.get("reason") else ""
     return (
-        f"At {_at(event['at'])} role {event['db_role']} set jobctl_action={claims['action']}"
-        f"{who}{why}: not one of jobctl's roles, so not a manual action; the row shows "
-        f"{event['event']} ({event['from_status']} -> {event['to_status']})."
+        f"At {_at(event['at'])} role {_said(event['db_role'])} set "
+        f"jobctl_action={_said(claims['action'])}{who}{why}: not one of jobctl's roles, so not "
+        f"a manual action; the row shows {_said(event['event'])} "
+        f"({_said(event['from_status'])} -> {_said(event['to_status'])})."
     )
 
 
 def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
-    kind, at, who = event["event"], _at(event["at"]), event["actor"]
+    kind, at, actor = event["event"], _at(event["at"]), event["actor"]
+    who = _said(actor)
+    worker = _said(event["worker"])
     role = event.get("db_role")
     # the database role that made it: after the worker, or after the actor unless it is the role
-    by_role = f" (role {role})" if role else ""
-    as_role = by_role if role != who else ""
-    said = f': "{event["reason"]}"' if event.get("reason") else ""
+    by_role = f" (role {_said(role)})" if role else ""
+    as_role = by_role if role != actor else ""
+    said = f": {_quoted(event['reason'])}" if event.get("reason") else ""
     why = said + as_role
+    became = _said(event["to_status"])
     if kind == "claimed":
-        text = [f"At {at} worker {event['worker']} claimed it (attempt {event['attempt']})."]
+        text = [f"At {at} worker {worker} claimed it (attempt {event['attempt']})."]
         if attempt is not None:
             stats = attempt.get("heartbeat_stats", "exact")
             if stats != "exact":
@@ -170,7 +210,7 @@ def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
         ran_out = attempt["lease_expires_at"] if attempt else None
         return [
             f"Its lease ran out at {_at(ran_out)}; at {at} {who} reclaimed it and it "
-            f"became {event['to_status']}{as_role}."
+            f"became {became}{as_role}."
         ]
     if kind == "completed":
         if event["worker"] is None and event["attempt_token"] is None:
@@ -179,14 +219,15 @@ def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
                 "not record completed attempts, so not which worker: schema apply --history "
                 "late does)."
             ]
-        return [f"At {at} worker {event['worker']} completed it{by_role}."]
+        return [f"At {at} worker {worker} completed it{by_role}."]
     if kind in ("failed", "retried"):
-        gave_up = f"gave it up ({event['to_status']}){said}{by_role}"
-        return [f"At {at} worker {event['worker']} {gave_up}."]
+        gave_up = f"gave it up ({became}){said}{by_role}"
+        return [f"At {at} worker {worker} {gave_up}."]
     if kind == "requeued":
         return [f"At {at} {who} requeued it by hand{why}."]
     if kind == "manually_failed":
         return [f"At {at} {who} failed it by hand{why}."]
     if kind in ("quarantined", "policy_changed"):
         return [f"At {at} {who} changed its recovery policy ({kind}){why}."]
-    return [f"At {at}: {kind} ({event['from_status']} -> {event['to_status']}){said}{by_role}."]
+    was = _said(event["from_status"])
+    return [f"At {at}: {_said(kind)} ({was} -> {became}){said}{by_role}."]

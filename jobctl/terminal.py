@@ -29,6 +29,12 @@ def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
         if fmt not in tabulate_formats:
             known = ", ".join(sorted(tabulate_formats))
             raise errors.UsageError(f"--format {fmt!r} is not a tabulate format ({known})")
+        if fmt in output.UNESCAPED_MARKUP_FORMATS:
+            raise errors.UsageError(
+                f"--format {fmt} would pass text from rows into {fmt} markup unescaped (a worker "
+                "name could add a link, a column or a heading): use github or pipe (Markdown, "
+                "escaped), html or latex (escaped), or a plain one (simple, grid, psql ...)"
+            )
     output.render(doc, out, fmt, sys.stdout)
 
 

@@ -39,6 +39,11 @@ class Lib:
         return (FIXTURES / f"{self.key}.sql").read_text()
 
 
+def versions(lib: Lib, *keys: str, **changes: str) -> tuple[Lib, ...]:
+    """The library's other versions and editions (fixtures named KEY.sql), the same family."""
+    return tuple(dataclasses.replace(lib, key=key, **changes) for key in keys)
+
+
 RIVER = Lib(
     "river", "River", "public", "river_job", "river_",
     "--column status=state --column attempts=attempt "
@@ -58,7 +63,7 @@ OBAN = Lib(
     "--status failed=discarded",
 )  # fmt: skip
 PGBOSS = Lib(
-    "pgboss", "pg-boss", "pgboss", "job", "",
+    "pg-boss-10.4.2", "pg-boss", "pgboss", "job", "",
     "--column status=state --column attempts=retry_count "
     "--column max_attempts=retry_limit --column available_at=start_after "
     "--column reserved_at=started_on --column last_error=output "
@@ -66,23 +71,23 @@ PGBOSS = Lib(
     "--status queued=created --status processing=active --status done=completed",
 )  # fmt: skip
 PROCRASTINATE = Lib(
-    "procrastinate", "procrastinate", "public", "procrastinate_jobs", "procrastinate_",
+    "procrastinate-3.10.0", "procrastinate", "public", "procrastinate_jobs", "procrastinate_",
     "--column available_at=scheduled_at --column reserved_by=worker_id "
     "--status queued=todo --status processing=doing --status done=succeeded",
 )  # fmt: skip
 GRAPHILE = Lib(
-    "graphile", "Graphile Worker", "graphile_worker", "_private_jobs", "_private_",
+    "graphile-worker-0.17.3", "Graphile Worker", "graphile_worker", "_private_jobs", "_private_",
     "--column available_at=run_at --column reserved_at=locked_at "
     "--column reserved_by=locked_by",
 )  # fmt: skip
 PGQUEUER = Lib(
-    "pgqueuer", "pgqueuer", "public", "pgqueuer", "pgqueuer",
+    "pgqueuer-1.6.0", "pgqueuer", "public", "pgqueuer", "pgqueuer",
     "--column available_at=execute_after --column heartbeat_at=heartbeat "
     "--column reserved_by=queue_manager_id --column updated_at=updated "
     "--status processing=picked --status done=successful --status failed=exception",
 )  # fmt: skip
 CHANCY = Lib(  # the issue's mapping, that applied before
-    "chancy", "chancy", "public", "chancy_jobs", "chancy_",
+    "chancy-0.26.0", "chancy", "public", "chancy_jobs", "chancy_",
     "--column status=state --column reserved_by=taken_by "
     "--column available_at=scheduled_at --column reserved_at=started_at "
     "--column last_error=errors --column finished_at=completed_at "
@@ -90,7 +95,7 @@ CHANCY = Lib(  # the issue's mapping, that applied before
     "--status processing=running --status done=succeeded",
 )  # fmt: skip
 DRAMATIQ = Lib(
-    "dramatiq", "dramatiq-pg", "dramatiq", "queue", "",
+    "dramatiq-pg-0.12.0", "dramatiq-pg", "dramatiq", "queue", "",
     "--column id=message_id --column status=state --column available_at=mtime "
     "--column reserved_by=queue_name --column last_error=result "
     "--status processing=consumed --status failed=rejected",
@@ -116,9 +121,22 @@ GOOD_JOB = Lib(
     "--column available_at=scheduled_at --column reserved_at=performed_at "
     "--column reserved_by=locked_by_id --column last_error=error",
 )  # fmt: skip
-LIBS = (
+PRIMARY = (
     RIVER, OBAN, PGBOSS, PROCRASTINATE, GRAPHILE, PGQUEUER, CHANCY, DRAMATIQ,
     QUE, PGMQ, SOLID_QUEUE, GOOD_JOB,
+)  # fmt: skip
+LIBS = (
+    *PRIMARY,
+    # the other versions and editions whose installers ran here (each file's head says how)
+    *versions(OBAN, "oban-py-0.5.0", "oban-py-0.7.0"),  # Oban for Python: errors jsonb
+    *versions(PGBOSS, "pg-boss-9.0.3", "pg-boss-11.1.2", "pg-boss-12.38.0"),
+    *versions(PROCRASTINATE, "procrastinate-0.33.0", "procrastinate-1.1.2",
+              "procrastinate-2.15.1", "procrastinate-3.0.2"),
+    *versions(GRAPHILE, "graphile-worker-0.16.6", "graphile-worker-0.18.0"),
+    *versions(GRAPHILE, "graphile-worker-0.13.0", table="jobs", prefix=""),  # before 0.14
+    *versions(PGQUEUER, "pgqueuer-0.18.10", "pgqueuer-0.26.3"),
+    *versions(CHANCY, "chancy-0.15.0", "chancy-0.22.0"),
+    *versions(DRAMATIQ, "dramatiq-pg-0.5.1", "dramatiq-pg-0.9.1"),
 )  # fmt: skip
 
 MOVED_SCHEMA = "acme_q"

@@ -31,12 +31,24 @@ SELECT format('%%I.%%I', %(schema)s::text, %(name)s::text) AS qualified
 SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 
 -- name: column_types
--- the types of some of a table's columns: schema-qualified, and as the database prints them
+-- the types of some of a table's columns: schema-qualified, and as the database prints them;
+-- and the type its values are written as in jobctl's statements (literal_schema/literal_name):
+-- a domain's innermost base type (a value cast to the domain would run its CHECK, a function
+-- of the application's maybe, inside the history's SECURITY DEFINER function), else its own
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
-       format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype
+       format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype,
+       ln.nspname AS literal_schema, lt.typname AS literal_name
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace
+JOIN pg_type lt ON lt.oid = (
+    WITH RECURSIVE down(oid, base) AS (
+        SELECT t.oid, t.typbasetype
+        UNION ALL
+        SELECT d.base, b.typbasetype FROM down d JOIN pg_type b ON b.oid = d.base
+        WHERE d.base <> 0)
+    SELECT oid FROM down WHERE base = 0 LIMIT 1)
+JOIN pg_namespace ln ON ln.oid = lt.typnamespace
 WHERE a.attrelid = %(oid)s AND a.attname = ANY(%(names)s::text[]) AND NOT a.attisdropped
 
 -- name: database_identity
@@ -210,10 +222,12 @@ SELECT pg_catalog.pg_is_in_recovery() AS standby,
 
 -- name: library_columns
 -- the table's columns for recognising a queue library (jobctl.libraries): each one's type
--- (a domain's base type), whether it is an enum (or a domain over one), and the enum's labels
+-- (a domain's base type), whether it is an enum (or a domain over one), the enum's labels and
+-- the enum type's own name
 SELECT a.attname::text AS name,
        format_type(coalesce(bt.oid, t.oid), NULL) AS type,
        coalesce(bt.typtype, t.typtype) = 'e' AS is_enum,
+       coalesce(bt.typname, t.typname)::text AS type_name,
        (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
         FROM pg_enum e WHERE e.enumtypid = coalesce(bt.oid, t.oid)) AS labels
 FROM pg_attribute a
@@ -223,15 +237,15 @@ WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 
 -- name: library_neighbours
--- the column names of the other tables in the table's schema (a queue library's companion
--- tables), at most 500 of them: a catalog read, never a row of theirs
-SELECT array_agg(a.attname::text) AS columns
-FROM (SELECT c.oid FROM pg_class c
+-- the names and column names of the other tables in the table's schema (a queue library's
+-- companion tables), at most 500 of them: a catalog read, never a row of theirs
+SELECT c.relname::text AS name, array_agg(a.attname::text) AS columns
+FROM (SELECT c.oid, c.relname FROM pg_class c
       WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(oid)s)
         AND c.relkind IN ('r', 'p') AND c.oid <> %(oid)s AND NOT c.relispartition
       ORDER BY c.oid LIMIT 500) AS c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-GROUP BY c.oid
+GROUP BY c.oid, c.relname
 
 -- name: status_common_values
 -- the status column's most common values as ANALYZE saw them across the whole table (no scan;
@@ -239,3 +253,95 @@ GROUP BY c.oid
 SELECT most_common_vals::text::text[] AS vals
 FROM pg_stats
 WHERE schemaname = %(schema)s AND tablename = %(name)s AND attname = %(column)s
+
+-- name: jobctl_owners
+-- who owns schema jobctl and every object in it (tables, sequences, indexes, views, functions,
+-- types but the row and array types of its tables), for ownership.py: the schema and each
+-- object with its owner, whether the owner is a superuser and whether it is the current role
+SELECT o.kind, o.name, r.rolname AS owner, r.rolsuper AS owner_is_superuser,
+       o.owner_oid OPERATOR(pg_catalog.=) (SELECT m.oid FROM pg_catalog.pg_roles m
+                                           WHERE m.rolname OPERATOR(pg_catalog.=)
+                                                 pg_catalog.current_user()) AS owned_by_me
+FROM (SELECT 'schema'::pg_catalog.text AS kind, n.nspname::pg_catalog.text AS name,
+             n.nspowner AS owner_oid, 0 AS sort
+      FROM pg_catalog.pg_namespace n WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence'
+                  WHEN 'i' THEN 'index' WHEN 'I' THEN 'index' WHEN 'v' THEN 'view'
+                  WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table'
+                  ELSE 'relation' END,
+             c.relname::pg_catalog.text, c.relowner, 1
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT 'function', p.proname::pg_catalog.text, p.proowner, 2
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT 'type', t.typname::pg_catalog.text, t.typowner, 3
+      FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+        AND t.typrelid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+        AND NOT EXISTS (SELECT FROM pg_catalog.pg_type e
+                        WHERE e.typarray OPERATOR(pg_catalog.=) t.oid)
+      UNION ALL
+      SELECT 'operator', o.oprname::pg_catalog.text, o.oprowner, 4
+      FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl') AS o
+JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner_oid
+ORDER BY o.sort, o.name
+
+-- name: jobctl_grants
+-- the privileges on schema jobctl and its objects held by roles other than their owner (PUBLIC
+-- as 'PUBLIC'): the schema's, each relation's and column's, each function's
+SELECT g.kind, g.name, coalesce(r.rolname::pg_catalog.text, 'PUBLIC') AS grantee,
+       g.privilege
+FROM (SELECT 'schema'::pg_catalog.text AS kind, n.nspname::pg_catalog.text AS name,
+             a.grantee, a.privilege_type AS privilege, n.nspowner AS owner_oid
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT 'table', c.relname::pg_catalog.text, a.grantee, a.privilege_type, c.relowner
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace,
+           pg_catalog.aclexplode(c.relacl) a
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT 'column', pg_catalog.concat(c.relname, '.', t.attname), a.grantee, a.privilege_type,
+             c.relowner
+      FROM pg_catalog.pg_attribute t
+      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.attrelid
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace,
+           pg_catalog.aclexplode(t.attacl) a
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+      UNION ALL
+      SELECT 'function', p.proname::pg_catalog.text, a.grantee, a.privilege_type, p.proowner
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace,
+           pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+      WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl') AS g
+LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) g.grantee
+WHERE g.grantee OPERATOR(pg_catalog.<>) g.owner_oid
+ORDER BY g.kind, g.name, grantee, g.privilege
+
+-- name: jobctl_attached
+-- what others may have put on jobctl's tables: triggers (jobctl puts none), rules, row
+-- security policies, row security switched on
+SELECT 'trigger'::pg_catalog.text AS kind, t.tgname::pg_catalog.text AS name,
+       c.relname::pg_catalog.text AS on_table
+FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl' AND NOT t.tgisinternal
+UNION ALL
+SELECT 'rule', w.rulename::pg_catalog.text, c.relname::pg_catalog.text
+FROM pg_catalog.pg_rewrite w JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) w.ev_class
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl' AND w.rulename OPERATOR(pg_catalog.<>) '_RETURN'
+UNION ALL
+SELECT 'policy', p.polname::pg_catalog.text, c.relname::pg_catalog.text
+FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl'
+UNION ALL
+SELECT 'row security', c.relname::pg_catalog.text, c.relname::pg_catalog.text
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl' AND c.relrowsecurity
+ORDER BY 1, 3, 2

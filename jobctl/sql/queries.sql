@@ -401,53 +401,107 @@ WHERE {events_window}
 ORDER BY e.at, e.event_id
 LIMIT %(limit)s
 
+-- name: report_live_attempt
+-- the attempt a reclaimed event (e) ended still had a live lease then; by the attempts' job
+-- index, a semi-join the planner hashes (a lateral per event cost 5 s per 333k events)
+EXISTS (SELECT FROM jobctl.attempts a
+        WHERE a.job_table = e.job_table AND a.job_id = e.job_id
+          AND a.attempt_token = e.attempt_token AND a.lease_expires_at > e.at)
+
+-- name: report_jobctl_reclaim
+-- a reclaimed event (e) that is jobctl's reclaim: the history calls any change that raised
+-- reclaim_count reclaimed, jobctl's and any other role's alike. jobctl's declares its actor
+-- (jobctl.actor: --actor, else user@host), which the trigger believes of jobctl's roles only:
+-- any other role's event has that role as its actor (history_function_body), so a jobctl
+-- reclaim's actor is not its database role (db_role unknown, before history version 2:
+-- believed). And jobctl reclaims only a lease that ran out (expired_filter): not one the
+-- attempt's row says was live (none kept in the audit history: believed)
+e.event = 'reclaimed' AND e.actor IS DISTINCT FROM e.db_role AND NOT {report_live_attempt}
+
 -- name: report_expired
--- an incident's expired leases, by the worker that held them: the reclaim events of the
--- window, each with its attempt's lease expiry (the attempt reclaim ended, by the job index)
-SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(*) AS reclaims,
+-- an incident's expired leases, by the worker that held them: jobctl's reclaims of the
+-- window, each with its attempt's lease expiry (events counted by id: an attempt token the
+-- application wrote twice counts once); the first %(listed)s workers, with how many workers,
+-- jobs and reclaims there are in all (the same on every row)
+SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(DISTINCT e.event_id) AS reclaims,
        min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
-       min(e.at) AS first_reclaim, max(e.at) AS last_reclaim
+       min(e.at) AS first_reclaim, max(e.at) AS last_reclaim,
+       count(*) OVER () AS all_workers, sum(count(DISTINCT e.job_id)) OVER () AS all_jobs,
+       sum(count(DISTINCT e.event_id)) OVER () AS all_reclaims
 FROM jobctl.events e
-LEFT JOIN LATERAL (
-    SELECT a.lease_expires_at FROM jobctl.attempts a
-    WHERE a.job_table = e.job_table AND a.job_id = e.job_id
-      AND a.attempt_token = e.attempt_token
-    LIMIT 1
-) a ON true
-WHERE {events_window} AND e.event = 'reclaimed'
+LEFT JOIN jobctl.attempts a
+       ON a.job_table = e.job_table AND a.job_id = e.job_id AND a.attempt_token = e.attempt_token
+WHERE {events_window} AND {report_jobctl_reclaim}
 GROUP BY e.worker
-ORDER BY count(*) DESC, min(e.at), e.worker
+ORDER BY count(DISTINCT e.event_id) DESC, min(e.at), e.worker
+LIMIT %(listed)s
+
+-- name: report_not_jobctl
+-- the window's reclaimed events that are not jobctl's reclaims (report_jobctl_reclaim): a
+-- role that is not jobctl's raised reclaim_count itself, or a lease still live was ended; by
+-- the database role that made them, the first %(listed)s roles, with how many in all
+WITH live AS (
+    SELECT e.event_id FROM jobctl.events e
+    WHERE {events_window} AND e.event = 'reclaimed' AND {report_live_attempt}
+)
+SELECT e.db_role, count(*) AS changes, count(DISTINCT e.job_id) AS jobs,
+       count(l.event_id) AS live_leases, min(e.at) AS first_at, max(e.at) AS last_at,
+       count(*) OVER () AS all_roles, sum(count(*)) OVER () AS all_changes
+FROM jobctl.events e LEFT JOIN live l ON l.event_id = e.event_id
+WHERE {events_window} AND e.event = 'reclaimed'
+  AND (e.actor IS NOT DISTINCT FROM e.db_role OR l.event_id IS NOT NULL)
+GROUP BY e.db_role
+ORDER BY count(*) DESC, e.db_role
+LIMIT %(listed)s
 
 -- name: report_reclaims
--- what reclaim did in the window: by who ran it and what the job became
+-- what jobctl's reclaim did in the window: by who ran it and what the job became (the first
+-- %(listed)s, with how many groups in all)
 SELECT e.actor, e.to_status, count(*) AS reclaims, count(DISTINCT e.job_id) AS jobs,
-       min(e.at) AS first_at, max(e.at) AS last_at
+       min(e.at) AS first_at, max(e.at) AS last_at, count(*) OVER () AS all_groups
 FROM jobctl.events e
-WHERE {events_window} AND e.event = 'reclaimed'
+WHERE {events_window} AND {report_jobctl_reclaim}
 GROUP BY e.actor, e.to_status
 ORDER BY min(e.at), e.actor, e.to_status
+LIMIT %(listed)s
 
 -- name: report_repeats
--- jobs reclaimed more than once in the window (a crash loop, or a lease too short)
-SELECT e.job_id::{id_type} AS id, count(*) AS reclaims,
-       string_agg(DISTINCT e.worker, ', ') AS workers
-FROM jobctl.events e
-WHERE {events_window} AND e.event = 'reclaimed'
-GROUP BY e.job_id
-HAVING count(*) > 1
-ORDER BY count(*) DESC, e.job_id
-LIMIT 20
+-- jobs jobctl reclaimed more than once in the window (a crash loop, or a lease too short):
+-- the first %(listed)s, with how many in all; the workers of those only (by the job index)
+SELECT r.job_id::{id_type} AS id, r.reclaims,
+       (SELECT string_agg(DISTINCT e.worker, ', ') FROM jobctl.events e
+        WHERE {events_window} AND {report_jobctl_reclaim} AND e.job_id = r.job_id) AS workers,
+       r.all_jobs
+FROM (SELECT e.job_id, count(*) AS reclaims, count(*) OVER () AS all_jobs
+      FROM jobctl.events e
+      WHERE {events_window} AND {report_jobctl_reclaim}
+      GROUP BY e.job_id
+      HAVING count(*) > 1
+      ORDER BY count(*) DESC, e.job_id
+      LIMIT %(listed)s) r
+ORDER BY r.reclaims DESC, r.job_id
 
 -- name: report_people
--- what people did in the window: jobctl's writes other than reclaim, by actor, action, reason
+-- what people did in the window: jobctl's writes other than reclaim (kinds the history
+-- records only for a role of jobctl's that declared them), by actor, action and reason; the
+-- first %(listed)s groups, with how many in all; each group's first 10 ids
 SELECT e.actor, e.event, e.reason, count(*) AS jobs,
        (array_agg(e.job_id::{id_type} ORDER BY e.at, e.event_id))[1:10] AS ids,
-       min(e.at) AS first_at, max(e.at) AS last_at, string_agg(DISTINCT e.db_role, ', ') AS db_roles
+       min(e.at) AS first_at, max(e.at) AS last_at,
+       string_agg(DISTINCT e.db_role, ', ') AS db_roles, count(*) OVER () AS all_groups
 FROM jobctl.events e
 WHERE {events_window}
   AND e.event IN ('requeued', 'manually_failed', 'quarantined', 'policy_changed')
 GROUP BY e.actor, e.event, e.reason
 ORDER BY min(e.at), e.actor, e.event
+LIMIT %(listed)s
+
+-- name: report_review
+-- how many jobs await review, by why (counted by the server: the report fetches only the
+-- longest waiting of them, through the review block)
+SELECT {review_why} AS why, count(*) AS jobs
+FROM {table} j WHERE {awaiting_review}
+GROUP BY 1 ORDER BY 1
 
 -- name: report_latency
 -- queue latency where the history can tell it: for each return to the queue in the window

@@ -70,9 +70,14 @@ GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations, jobctl.tables
 -- an operator's UPDATE of the columns jobctl writes
 GRANT UPDATE ({columns}) ON {table} TO {role}
 
+-- name: history_schema
+-- the history's schema, made by the role that applies the first migration (never IF NOT
+-- EXISTS: a schema someone else made in the meantime makes the step fail, not adopted)
+CREATE SCHEMA jobctl;
+
 -- name: history_bootstrap
--- the history's schema and its record of migrations (before any migration runs)
-CREATE SCHEMA IF NOT EXISTS jobctl;
+-- the history's record of migrations (before any migration runs; its schema made by
+-- history_schema, or found owned by the installer or a superuser: ownership.py)
 CREATE TABLE IF NOT EXISTS jobctl.migrations (
     version    integer PRIMARY KEY,
     name       text        NOT NULL,
@@ -162,7 +167,9 @@ COMMENT ON FUNCTION {function}() IS {comment}
 -- ({job_table}: the partitioned table's, not the partition's the trigger fires on). The
 -- workers' cases first, in as few expressions as possible: plpgsql prepares every expression
 -- afresh in each transaction, and workers autocommit. Everything is schema-qualified (see history_function); IS DISTINCT
--- FROM, NOT IN and nullif are avoided because they look their operator up by name.
+-- FROM, NOT IN and nullif are avoided because they look their operator up by name. A status
+-- is recorded as text with format('%s'), which calls the type's output function: a cast
+-- (::text) would call a CREATE CAST of the application's for an ENUM it owns, as the owner.
 DECLARE
     action pg_catalog.text;
     kind pg_catalog.text;
@@ -271,7 +278,7 @@ BEGIN
                                        attempt, attempt_token, worker, actor, reason, db_role)
             VALUES ({job_table},
                     NEW.{id}::pg_catalog.text, action,
-                    OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
+                    pg_catalog.format('%s', OLD.{status}), pg_catalog.format('%s', NEW.{status}),
                     OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
                     actor, {history_reason}, session_user);
         END IF;
@@ -332,12 +339,16 @@ BEGIN
                                    claimed)
         VALUES ({job_table},
                 NEW.{id}::pg_catalog.text, kind,
-                OLD.{status}::pg_catalog.text, NEW.{status}::pg_catalog.text,
+                pg_catalog.format('%s', OLD.{status}), pg_catalog.format('%s', NEW.{status}),
                 OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
                 actor,
-                CASE WHEN action IS NOT NULL
-                     THEN coalesce({history_reason}, {new_last_error_text})
-                     ELSE {new_last_error_text} END,
+                -- an action's reason is the one its operator declared, or none: never the
+                -- row's text (a requeue without --reason is not the application's last_error
+                -- in the operator's mouth); a reclaim's is reclaim's own words
+                CASE WHEN action IS NULL THEN {new_last_error_text}
+                     WHEN action OPERATOR(pg_catalog.=) 'reclaimed'
+                     THEN coalesce({history_reason}, {reclaim_error})
+                     ELSE {history_reason} END,
                 session_user, claimed);
     END IF;
 

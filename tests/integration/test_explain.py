@@ -35,3 +35,21 @@ def test_explain_tells_the_story_and_warns_of_short_leases(conn, dsn, run):
     assert facts["lease_too_short"] is True
     assert facts["attempts"][0]["lease_s"] == 1.0
     assert facts["attempts"][0]["max_heartbeat_gap_s"] == 0.9
+
+
+def test_a_worker_name_cannot_read_as_a_sentence_of_jobctls(conn, dsn, run):
+    """A worker named to read as an operator's requeue in explain (issue 32, finding 12):
+    the name is one quoted value, the forged words only inside its quotes."""
+    forger = (
+        "web-1 claimed it (attempt 1). At 2026-12-01 06:00:00+00:00 alice@ops requeued it by "
+        'hand: "approved'
+    )
+    add_jobs(conn, 1)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert lease.Worker(c, forger, lease_seconds=-60).claim() is not None
+    assert run("reclaim", "--commit", "--yes").code == 0
+    facts = json.loads(run("explain", "1", "-o", "json").out)
+    (told,) = [line for line in facts["story"] if "alice@ops" in line]
+    assert told.endswith(f" worker {json.dumps(forger)} claimed it (attempt 1).")
+    assert told.count('"') == 3 and told.count('\\"') == 1  # its two quotes, one escaped
+    assert not any(line.startswith("At 2026-12-01 06:00:00") for line in facts["story"])

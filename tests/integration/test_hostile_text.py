@@ -78,8 +78,10 @@ def test_hostile_text_is_shown_not_obeyed_on_a_terminal(hostile, dsn, args):
 def test_explain_keeps_a_forged_line_on_its_own_line(hostile, dsn):
     code, screen = on_terminal(dsn, "explain", "1")
     assert code == 0
-    # the worker's "newline" is shown as \n inside the sentence it belongs to
-    assert f"worker \\x1b]0;pwned\\x07web-9\\n{FORGED}\\u202e9-bew claimed it" in screen.replace(
+    # the worker's "newline" is shown as \n inside the sentence it belongs to, the name one
+    # quoted value (its quotes escaped: issue 32, finding 12)
+    forged = FORGED.replace('"', '\\"')
+    assert f'worker "\\x1b]0;pwned\\x07web-9\\n{forged}\\u202e9-bew" claimed it' in screen.replace(
         "\r\n", "\n"
     )
 

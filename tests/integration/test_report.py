@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import psycopg
+import pytest
+import rendered
 from helpers import add_jobs, claim_all
+from psycopg import conninfo
 
 from jobctl import lease
+
+# what an application writes in its rows to forge a postmortem (issue 32, finding 4)
+HEADING = "</td></tr></table><h1>Fake heading: incident resolved</h1>"
+PHISH = (
+    '<img src="https://attacker.example/pixel.png"> '
+    "[Approve refund](https://attacker.example/phish) **ROOT CAUSE**"
+)
+COLUMNS = "web-9 | mallory@ops.example | postgres | customer approved"
+REASON = "`rm -rf` ``x`` ~~gone~~ _a_ www.attacker.example \\ &lt;b&gt; @security-team |"
+ACTOR = "<b>eve</b>@ops\n# Resolved"
 
 
 def stage(conn, dsn, run) -> dict[str, list[int]]:
@@ -75,7 +89,7 @@ def test_report_of_a_staged_incident(conn, dsn, run):
     assert text.code == 0, text.err
     md = text.out
     for heading in (
-        "# Incident report: public.jobs",
+        "# Incident report: `public.jobs`",
         "## What expired",
         "## What reclaim did",
         "## What people did",
@@ -83,15 +97,15 @@ def test_report_of_a_staged_incident(conn, dsn, run):
         "## Queue latency",
     ):
         assert heading in md
-    assert "7 job(s) had their lease expire and reclaimed" in md
-    assert "| web-2 | 5 |" in md
-    assert f"Reclaimed more than once: {jobs['again'][0]} (2 times: web-2, web-4)." in md
-    assert f"| bob@ops | requeued | 1 | safe | {jobs['manual'][0]} |" in md
+    assert "7 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "| `web-2` | 5 |" in md
+    assert f"Reclaimed more than once: {jobs['again'][0]} (2 times: `web-2, web-4`)." in md
+    assert f"| `bob@ops` | requeued | 1 | `safe` | {jobs['manual'][0]} |" in md
     assert "1 job(s) wait for a human (1 attempts exhausted)" in md
     assert "5 return(s) to the queue" in md
     # a window before the incident: nothing happened
     empty = run("report", "--since", "3h", "--until", "2h").out
-    assert "No lease expired and was reclaimed in the window." in empty
+    assert "No lease expired and was reclaimed by jobctl in the window." in empty
     assert "No job went back to the queue in the window." in empty
     assert run("report", "--since", "soon").code == 2
 
@@ -102,4 +116,129 @@ def test_hostile_text_does_not_reach_the_page_raw(conn, dsn, run):
     assert run("reclaim", "--commit", "--yes").code == 0
     md = run("report", "--since", "1h").out
     assert "\x1b" not in md and "\x07" not in md
-    assert "web\\x1b]0;owned\\x07\\|x" in md and job
+    assert "`web\\x1b]0;owned\\x07\\|x`" in md and job
+    assert "web\\x1b]0;owned\\x07|x" in rendered.render(md).code
+
+
+def test_row_text_renders_as_text_not_markdown_or_html(conn, dsn, run):
+    """Worker names, a reason and an actor that would be a heading, an image, a link, bold,
+    strikethrough, columns, autolinks and HTML: rendered by CommonMark and by GitHub's
+    parser, the page has only its own headings, no link, image or tag of the row's, every
+    table row has the header's cells, and each value reads back exactly, as code."""
+    for worker in (HEADING, PHISH, COLUMNS):
+        add_jobs(conn, 1, policy="manual")
+        assert len(claim_all(dsn, 1, worker=worker, lease_seconds=-60)) == 1
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("--actor", ACTOR, "requeue", "1", "--reason", REASON, "--yes").code == 0
+    result = run("report", "--since", "1h")
+    assert result.code == 0, result.err
+    page = rendered.render(result.out)
+    assert not rendered.FORBIDDEN_TOKENS & {t for t in page.tokens if t != "heading_open"}, (
+        page.tokens
+    )
+    assert page.tokens.count("heading_open") == 2 * 6  # the page's own, in both parsers
+    assert page.tags.count("h1") == 1 and page.tags.count("h2") == 5
+    assert not {"a", "img", "b", "strong", "em", "del", "script"} & set(page.tags)
+    assert set(page.tags) <= {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td", "code"}
+    assert page.tables and all(len(set(rows)) == 1 for rows in page.tables), page.tables
+    for value in (HEADING, PHISH, COLUMNS, REASON, ACTOR.replace("\n", "\\n")):
+        assert value in page.code, value
+
+
+def test_events_format_github_keeps_each_value_in_its_column(conn, dsn, run):
+    """A worker name with pipes in it never adds columns to --format github/pipe: the real
+    actor stays in its own cell (issue 32, finding 4)."""
+    add_jobs(conn, 1)
+    claim_all(dsn, 1, worker=COLUMNS, lease_seconds=-60)
+    assert run("--actor", "alice@ops", "reclaim", "--commit", "--yes").code == 0
+    for fmt in ("github", "pipe"):
+        result = run("events", "--since", "1h", "--format", fmt)
+        assert result.code == 0, result.err
+        page = rendered.render(result.out)
+        ((header, *cells),) = page.tables
+        assert cells and all(n == header for n in cells), page.tables
+        ((names, *found),) = page.cells
+        reclaim = dict(zip(names, found[0], strict=True))
+        assert (reclaim["worker"], reclaim["actor"]) == (COLUMNS, "alice@ops"), found
+        assert not rendered.FORBIDDEN_TOKENS & set(page.tokens) and "a" not in page.tags
+        assert COLUMNS in page.code and "alice@ops" in page.code
+
+
+@pytest.fixture
+def application(server_dsn, dsn):
+    """The application's role, as its workers have it: SELECT, INSERT, UPDATE on the jobs
+    table (so UPDATE of reclaim_count and jobctl_action too), not one of jobctl's roles."""
+    name = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"GRANT USAGE ON SCHEMA public, jobctl TO {name}")
+        c.execute(f"GRANT SELECT, INSERT, UPDATE ON jobs TO {name}")
+    yield name, conninfo.make_conninfo(dsn, user=name)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"DROP OWNED BY {name}")
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+APP_RECLAIM = """
+UPDATE jobs SET status = 'queued', reclaim_count = reclaim_count + 1, reserved_by = NULL,
+       reserved_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, attempt_token = NULL,
+       last_error = 'lease expired before completion'{declared}
+WHERE id = %s
+"""
+
+
+def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
+    """The application raises reclaim_count and requeues a job itself, once on a live lease
+    and once on an expired one claiming to be alice's reclaim; jobctl reclaims a third. The
+    history calls all three reclaimed; the report counts jobctl's alone, and names the
+    application's role for the others (issue 32, finding 12)."""
+    role, app_dsn = application
+    live, forged, _real = add_jobs(conn, 3)
+    (claim,) = claim_all(dsn, 1, worker="web-live", lease_seconds=600)
+    assert claim.id == live
+    claim_all(dsn, 2, worker="web-dead", lease_seconds=-60)
+    with psycopg.connect(app_dsn) as c:
+        c.execute(APP_RECLAIM.format(declared=""), (live,))
+    with psycopg.connect(app_dsn) as c:
+        c.execute("SET LOCAL jobctl.actor = 'alice@ops'")
+        c.execute(APP_RECLAIM.format(declared=", jobctl_action = 'reclaimed'"), (forged,))
+    assert run("--actor", "bob@ops", "reclaim", "--commit", "--yes").code == 0
+    kinds = json.loads(run("events", "--since", "1h", "-o", "json").out)
+    assert [e["event"] for e in kinds].count("reclaimed") == 3  # the history calls them so
+
+    page = json.loads(run("report", "--since", "1h", "-o", "json").out)
+    assert [(r["worker"], r["jobs"]) for r in page["expired"]] == [("web-dead", 1)]
+    assert page["expired_totals"] == {"workers": 1, "jobs": 1, "reclaims": 1}
+    assert [(r["actor"], r["reclaims"]) for r in page["reclaims"]] == [("bob@ops", 1)]
+    others = page["not_jobctl_reclaims"]
+    assert others["changes"] == 2 and others["all_roles"] == 1
+    assert [(r["db_role"], r["changes"], r["jobs"], r["live_leases"]) for r in others["roles"]] == [
+        (role, 2, 2, 1)
+    ]
+    md = run("report", "--since", "1h").out
+    assert "1 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "Not counted: 2 change(s) the history records as reclaimed" in md
+    assert f"by role `{role}` (2 change(s) of 2 job(s), 1 of a live lease)" in md
+    assert "alice@ops" not in md
+
+
+def test_each_section_names_at_most_twenty_and_counts_the_rest(conn, dsn, run):
+    """25 workers' expired leases, 25 jobs awaiting review: the server counts them all, the
+    page names 20 of each and says how many more and where they are (issue 32, finding 9)."""
+    add_jobs(conn, 25, policy="manual")
+    for n in range(25):
+        assert len(claim_all(dsn, 1, worker=f"web-{n:02}", lease_seconds=-60)) == 1
+    assert run("reclaim", "--commit", "--yes").code == 0
+    page = json.loads(run("report", "--since", "1h", "-o", "json").out)
+    assert len(page["expired"]) == 20
+    assert page["expired_totals"] == {"workers": 25, "jobs": 25, "reclaims": 25}
+    review = page["awaiting_review"]
+    assert review["jobs"] == 25 and review["by_why"] == {"manual_policy": 25}
+    assert len(review["oldest"]) == 20
+    md = run("report", "--since", "1h").out
+    assert "25 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "... and 5 more worker(s) not listed: `jobctl events --event reclaimed --since " in md
+    assert "... and 5 more job(s) not listed: `jobctl review -o jsonl` has them all." in md
+    assert "25 job(s) wait for a human (25 manual policy)" in md

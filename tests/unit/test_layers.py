@@ -40,6 +40,7 @@ LAYERS = {
         "reclaim_index",
         "locks",
         "history",
+        "ownership",
         "lease",
         "shape",
         "remove",
@@ -54,6 +55,7 @@ LAYERS = {
     3: {
         "terminal",
         "options",
+        "completion",
         "cli",
         "cli_session",
         "cli_review",

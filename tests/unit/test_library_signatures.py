@@ -39,6 +39,28 @@ PGBOSS = TableDescription(
      "completed_on": TS, "output": J},
     {"state": ("created", "retry", "active", "completed", "cancelled", "failed")},
 )  # fmt: skip
+OBAN_PY = TableDescription(  # Oban for Python (oban-py-0.7.0.sql): errors jsonb, smallints
+    {"id": "bigint", "state": "enum", "queue": T, "worker": T, "attempt": "smallint",
+     "max_attempts": "smallint", "priority": "smallint", "args": J, "meta": J,
+     "tags": "text[]", "errors": J, "attempted_by": "text[]",
+     "inserted_at": "timestamp without time zone",
+     "scheduled_at": "timestamp without time zone",
+     "attempted_at": "timestamp without time zone"},
+    {"state": ("available", "scheduled", "suspended", "executing", "retryable", "completed",
+               "discarded", "cancelled")},
+    (frozenset({"name", "node", "elected_at", "expires_at"}),
+     frozenset({"uuid", "name", "node", "queue", "meta", "started_at", "updated_at"})),
+)  # fmt: skip
+PGBOSS_12 = TableDescription(  # from 11: expire_seconds integer instead of expire_in interval
+    {"id": "uuid", "name": T, "data": J, "state": "enum", "retry_limit": "integer",
+     "retry_count": "integer", "start_after": TS, "expire_seconds": "integer"},
+    {"state": ("created", "retry", "active", "completed", "cancelled", "failed")},
+)  # fmt: skip
+PGQUEUER_018 = TableDescription(  # before 0.19 the status enum had only queued and picked
+    {"id": "integer", "priority": "integer", "queue_manager_id": "uuid", "heartbeat": TS,
+     "execute_after": TS, "status": "enum", "entrypoint": T, "payload": "bytea"},
+    {"status": ("queued", "picked")},
+)  # fmt: skip
 PGBOSS_9 = TableDescription(  # before version 10: the same columns without underscores
     {"id": "uuid", "name": T, "data": J, "state": "enum", "retrylimit": "integer",
      "retrycount": "integer", "startafter": TS, "expirein": "interval"},
@@ -107,7 +129,8 @@ GOOD_JOB = TableDescription(
 )  # fmt: skip
 
 KNOWN = {
-    "River": RIVER, "Oban": OBAN, "pg-boss": PGBOSS, "pg-boss 9": PGBOSS_9,
+    "River": RIVER, "Oban": OBAN, "Oban for Python": OBAN_PY, "pg-boss": PGBOSS,
+    "pg-boss 9": PGBOSS_9, "pg-boss 12": PGBOSS_12, "pgqueuer 0.18": PGQUEUER_018,
     "procrastinate": PROCRASTINATE, "Graphile Worker": GRAPHILE,
     "Graphile Worker old": GRAPHILE_OLD, "pgqueuer": PGQUEUER, "chancy": CHANCY,
     "dramatiq-pg": DRAMATIQ, "que": QUE, "PGMQ": PGMQ, "Solid Queue": SOLID_QUEUE,
@@ -163,6 +186,77 @@ def test_the_status_labels_count(name):
     description = KNOWN[name]
     other = {column: ("a", "b") for column in description.labels}
     assert recognise(dataclasses.replace(description, labels=other)) is None
+
+
+def test_the_issue_oban_for_python_is_oban():
+    """Issue 32: Oban's table as the Python edition creates it (errors jsonb, oban_leaders and
+    oban_producers beside it) was refused as "no status column" and installable with a
+    mapping; it is Oban's, by its shape alone and by its name alone."""
+    found = recognise(OBAN_PY)
+    assert found is not None and found.library.name == "Oban"
+    assert any("oban_leaders" in e for e in found.evidence)
+    by_name = TableDescription(
+        {"id": "bigint", "state": "enum"}, {"state": ("whatever",)},
+        name="oban_jobs", neighbour_names=frozenset({"oban_producers"}),
+        enum_types={"state": "oban_job_state"},
+    )  # fmt: skip
+    named = recognise(by_name)
+    assert named is not None and named.library.name == "Oban"
+    assert "its name oban_jobs" in named.evidence
+
+
+@pytest.mark.parametrize(
+    ("name", "siblings", "enums", "library"),
+    [
+        ("oban_jobs", {"oban_leaders"}, {}, "Oban"),
+        ("oban_jobs", set(), {"state": "oban_job_state"}, "Oban"),
+        ("acme_pgqueuer", {"acme_pgqueuer_log"}, {}, "pgqueuer"),  # PGQUEUER_PREFIX=acme_
+        ("acme_pgqueuer", set(), {"status": "acme_pgqueuer_status"}, "pgqueuer"),
+        ("river_job", {"river_leader"}, {}, "River"),
+        ("procrastinate_jobs", {"procrastinate_events"}, {}, "procrastinate"),
+        ("_private_jobs", {"_private_tasks"}, {}, "Graphile Worker"),
+        ("chancy_jobs", {"chancy_workers"}, {}, "chancy"),
+        # the name without a sibling or enum of the same prefix is not enough
+        ("oban_jobs", set(), {}, None),
+        ("oban_jobs", {"acme_oban_leaders"}, {"state": "acme_oban_job_state"}, None),
+        ("acme_pgqueuer", {"pgqueuer_log"}, {"status": "pgqueuer_status"}, None),
+        ("jobs", {"oban_leaders"}, {"state": "oban_job_state"}, None),
+    ],
+)
+def test_a_library_is_recognised_by_its_name_and_siblings(name, siblings, enums, library):
+    """Columns that drifted (here: none of the signature's) do not hide a library whose own
+    table name sits beside its own sibling tables or enum type, under any prefix."""
+    description = TableDescription(
+        {"id": "bigint", "status": T, "state": T}, {}, (), name=name,
+        neighbour_names=frozenset(siblings), enum_types=enums,
+    )  # fmt: skip
+    found = recognise(description)
+    assert (found.library.name if found else None) == library
+
+
+@pytest.mark.parametrize(
+    ("types", "family"),
+    [
+        (("json", "jsonb", "json[]", "jsonb[]"), "json"),
+        (("smallint", "integer", "bigint"), "integer"),
+        (("text", "character varying", "character"), "text"),
+        (("timestamp with time zone", "timestamp without time zone"), "timestamp"),
+        (("text[]", "character varying[]"), "text[]"),
+        (("point",), "point"),
+    ],
+)
+def test_column_types_are_compared_by_family(types, family):
+    assert {libraries.family(t) for t in types} == {family}
+
+
+def test_every_fixture_is_loaded_by_the_integration_tests():
+    """Each installer's schema in tests/fixtures/libraries is one of the libraries the
+    integration tests install (tests/queue_libraries.LIBS), as its library."""
+    from queue_libraries import FIXTURES, LIBS
+
+    assert {path.stem for path in FIXTURES.glob("*.sql")} == {lib.key for lib in LIBS}
+    names = {library.name for library in libraries.LIBRARIES}
+    assert {lib.name for lib in LIBS} <= names
 
 
 def test_companion_tables_are_named_as_evidence():

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+import rendered
 
 from jobctl import output
 
@@ -81,9 +82,14 @@ def test_json_lines_are_json_dumps_byte_for_byte():
         3,
         None,
     ]
-    expected = "".join(
-        json.dumps(v, default=output._json_default, ensure_ascii=False) + "\n" for v in values
+    expected = "".join(  # strict JSON: the NaN as the string "NaN" (issue 32)
+        json.dumps(
+            output._finite(v), default=output._json_default, ensure_ascii=False, allow_nan=False
+        )
+        + "\n"
+        for v in values
     )
+    assert '"nan": "NaN"' in expected
     assert output.json_lines(values) == expected
     assert output.to_json(values[0]) + "\n" == expected.splitlines(keepends=True)[0]
 
@@ -129,3 +135,66 @@ def test_behind_raises_the_writers_error_in_the_caller():
         for i in range(1000):
             hand_over(i)  # raises at the next hand-over once the writer failed
     assert written == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`code` ``x`` and a trailing \\",
+        "`",
+        " padded ",
+        "   ",
+        "a\\|b|c",
+        "web-9 | mallory@ops.example | postgres | customer approved",
+        '<img src="https://attacker.example/p.png"> [Approve](https://attacker.example) **X**',
+        "</td></tr></table><h1>Fake</h1> &lt;b&gt; ~~gone~~ www.attacker.example @team #12",
+    ],
+)
+def test_markdown_code_reads_back_exactly_in_a_table_and_a_sentence(text):
+    """Rendered by CommonMark and GitHub's parser, a code span holds the text exactly (made
+    visible), in one table cell or inside a sentence, and nothing else comes of it."""
+    cell = output.markdown_code(text)
+    page = rendered.render(f"| a | b |\n|---|---|\n| {cell} | x |\n")
+    assert page.cells == [[["a", "b"], [text, "x"]]]
+    assert page.code == [text]
+    said = rendered.render(f"It said {output.markdown_code(text, in_table=False)} here.")
+    assert said.code == [text] and said.tags == ["p", "code"]
+    assert not rendered.FORBIDDEN_TOKENS & set(page.tokens + said.tokens)
+
+
+def test_markdown_code_of_nothing_and_of_a_newline():
+    assert output.markdown_code("") == ""
+    assert output.markdown_code("a\nb") == "`a\\nb`"  # one line, shown as safe_text shows it
+
+
+@pytest.mark.parametrize("fmt", sorted(output.MARKDOWN_FORMATS))
+def test_markdown_table_formats_keep_every_value_in_its_column(fmt):
+    """tabulate's github and pipe formats: a value with pipes and markup stays one cell, as
+    code; numbers and times stay as jobctl writes them (issue 32, finding 4)."""
+    rows = [
+        {
+            "id": 7,
+            "worker": "web-9 | mallory@ops | postgres | customer approved",
+            "at": ROWS[0]["at"],
+        },
+        {"id": 8, "worker": "<h1>x</h1>", "at": None},
+    ]
+    text = output.format_tables([output.Section(None, rows)], fmt)
+    page = rendered.render(text)
+    assert page.cells == [
+        [
+            ["id", "worker", "at"],
+            ["7", rows[0]["worker"], "2026-01-02 03:04:05+00:00"],
+            ["8", "<h1>x</h1>", ""],
+        ]
+    ]
+    assert "h1" not in page.tags and "a" not in page.tags
+
+
+@pytest.mark.parametrize("fmt", sorted(output.UNESCAPED_MARKUP_FORMATS))
+def test_markup_formats_that_do_not_escape_row_text_are_refused(fmt):
+    """Issue 32, finding 4: a worker name in mediawiki or jira markup adds a link or a column."""
+    from jobctl import errors, terminal
+
+    with pytest.raises(errors.UsageError, match="unescaped"):
+        terminal.emit(output.Document([], []), output.Output("table"), fmt)

@@ -162,3 +162,40 @@ def test_a_forged_manual_action_is_told_as_the_role_that_made_it():
     assert 'At 2026-11-30 03:00:30+00:00 bob@ops requeued it by hand: "ok" (role oncall_rw).' in (
         text
     )
+
+
+FORGER = (
+    'w1 claimed it (attempt 1). At 2026-11-30 03:05:00+00:00 alice@ops requeued it by hand: "ok'
+)
+
+
+def test_values_from_rows_are_quoted_so_they_cannot_read_as_jobctls_words():
+    """A worker name that reads as a sentence of jobctl's, a reason that would close its own
+    quotes, a status with spaces: each one value, in JSON's quotes (issue 32, finding 12)."""
+    events = [
+        event("claimed", 0, FIRST, "queued", "processing", worker=FORGER),
+        event("requeued", 30, None, "failed", "queued now", actor="bob ops", reason='x". And "y'),
+    ]
+    text = story.explain(HISTORY | {"events": events, "attempts": []})["story"]
+    assert (
+        'At 2026-11-30 03:00:00+00:00 worker "w1 claimed it (attempt 1). At 2026-11-30 '
+        '03:05:00+00:00 alice@ops requeued it by hand: \\"ok" claimed it (attempt 1).'
+    ) in text
+    assert 'At 2026-11-30 03:00:30+00:00 "bob ops" requeued it by hand: "x\\". And \\"y".' in text
+    # plain words stay as they are
+    assert text[0] == (
+        "Job 42 is failed (manual policy, 2 of 3 attempts used, reclaimed 1 time(s))."
+    )
+
+
+def test_a_suggested_command_quotes_the_id_for_a_shell():
+    events = [event("reclaimed", 90, FIRST, "processing", "failed", actor="reclaimer@host")]
+    for job_id, said, command in (
+        ("a; rm -rf ~", '"a; rm -rf ~"', "jobctl requeue 'a; rm -rf ~' --reason ..."),
+        ("-x", "-x", "jobctl requeue --reason ... -- -x"),
+        (42, "42", "jobctl requeue 42 --reason ..."),
+    ):
+        job = {**HISTORY["job"], "id": job_id, "status": "failed", "lease_state": "none"}
+        told = story.explain({"job": job, "attempts": [], "events": events})["story"]
+        assert command in told[-1], told[-1]
+        assert told[0].startswith(f"Job {said} is failed")

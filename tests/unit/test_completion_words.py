@@ -1,0 +1,55 @@
+"""Completion candidates as each shell gets them (issue 32, finding 3): a candidate holding a
+control, bidi or invisible character is not offered; bash gets the others as one escaped word
+that means the value itself (the real shells: tests/system/test_completions.py)."""
+
+from __future__ import annotations
+
+import shlex
+import string
+
+import pytest
+from typer._click.shell_completion import CompletionItem
+
+from jobctl import completion
+
+HOSTILE = [
+    "web-3\\$(touch /tmp/pwned)",
+    "$(touch x)",
+    "`touch x`",
+    "';touch x;'",
+    '";touch x;"',
+    "{a,b}*?[x]~!#&|<>;$HOME",
+    " a\\ b\\\\c\"d'e ",
+    string.punctuation,
+    "ünïcode ✓ 日本語 🙂",
+    "-n",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_bash_word_means_the_value(value):
+    word = completion.bash_word(value)
+    assert shlex.split(word) == [value]  # POSIX shell words: one, the value
+
+
+def test_bash_words_of_ordinary_values_are_the_values():
+    for value in ("api-worker-1.prod.internal", "01JDX3K8Q2ZVB7", "--batch-size", "a@b:1,c=2%"):
+        assert completion.bash_word(value) == value
+
+
+@pytest.mark.parametrize(
+    "value", ["x\ny", "x\ty", "x\ry", "x\x1b]0;t\x07", "x\x7f", "x\x9b", "x\u202ey", "x\u200by", ""]
+)
+def test_controls_bidi_and_invisible_characters_are_never_offered(value):
+    assert not completion.offered(value)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_printable_values_are_offered(value):
+    assert completion.offered(value)
+
+
+def test_a_description_is_one_line_with_nothing_a_terminal_obeys():
+    item = CompletionItem("--x", help="Rows per\ntransaction \x1b[2J (1-10000).")
+    assert completion.description(item) == "Rows per transaction \\x1b[2J (1-10000)."
+    assert completion.description(CompletionItem("x")) == ""
