@@ -185,7 +185,9 @@ def _by_hand(
     ids = _ids_or_plan(job_ids, plan, expect_token)
     with cli_session.open_session(ctx) as s:
         if plan is not None:
-            return core.apply_plan(s, action, plan, reason=reason, delay=delay, confirm=confirm)
+            return core.apply_plan(
+                s, action, plan, reason=reason, delay=delay, force=force, confirm=confirm
+            )
         if action == "requeue":
             return manual.requeue(
                 s,

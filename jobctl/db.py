@@ -232,12 +232,26 @@ def moved_to_another_partition(exc: BaseException) -> bool:
     ) and "moved to another partition" in (exc.diag.message_primary or "")
 
 
+# the error of sql/queries.sql's origin_session: a write in a session whose triggers would not fire
+_REPLICATION_ROLE = re.compile(r'"jobctl refuses session_replication_role (?P<role>[a-z]{1,20})"')
+
+
 def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError:
     """The one mapping from psycopg's exceptions to jobctl's (one line, no password)."""
     import psycopg
     from psycopg import errors as pg
 
     first_line = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else "", dsn)
+    refused = isinstance(exc, pg.UndefinedObject) and _REPLICATION_ROLE.search(
+        exc.diag.message_primary or ""
+    )
+    if refused:
+        return errors.Refused(
+            f"this session's session_replication_role is {refused['role']}, not origin: no "
+            "trigger would fire, so jobctl's audit would not record the write; nothing written "
+            "(drop session_replication_role from the DSN's options, or ALTER ROLE ... RESET "
+            "session_replication_role)"
+        )
     if isinstance(exc, pg.LockNotAvailable):
         return errors.LockTimeout(f"lock not granted within lock_timeout: {first_line}")
     if isinstance(exc, pg.QueryCanceled):
@@ -278,6 +292,9 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
     import psycopg
     from psycopg import conninfo, rows
 
+    # psycopg's warnings are no line of jobctl's: a database's TimeZone Python does not know
+    # (a POSIX zone like 'XYZ-3:30') is read in UTC, the same instants, without a word
+    logging.getLogger("psycopg").addHandler(_SILENT)
     dsn = settings.resolved_dsn()
     if settings.target is not None and not dsn:  # never libpq's defaults in its stead
         raise errors.UsageError(f"target {settings.target} has no connection string")
@@ -450,10 +467,11 @@ def _in_transaction() -> Any:
 
 @contextlib.contextmanager
 def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
-    """A transaction (a savepoint inside one) on jobctl's safe search_path only, for the
-    catalog reads that need no timeouts of their own (inside a command's transaction)."""
+    """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
+    styles it parses, for the catalog reads that need no timeouts of their own (inside a
+    command's transaction, or alone: ``replica.probe``)."""
     with conn.transaction():
-        conn.execute(queries.query("safe_search_path"))
+        conn.execute(queries.query("safe_transaction_settings"))
         yield conn
 
 
@@ -566,7 +584,8 @@ def pipelined(
         with conn.pipeline():
             conn.execute("BEGIN")
             _apply(conn, settings, action=action)
-            cursor = conn.execute(statement, params)
+            cursor = _reading_iso(conn.cursor())
+            cursor.execute(statement, params)
             conn.execute("COMMIT")
         return cursor.fetchall()
     except BaseException:
@@ -575,6 +594,49 @@ def pipelined(
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
         raise
+
+
+# the date/time types whose text psycopg reads by the connection's reported DateStyle
+_DATE_TIME_TYPES = ("timestamptz", "timestamp", "date")
+
+
+def _reading_iso(cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
+    """``cursor``, reading dates and times as ISO whatever the connection reports. In a
+    pipeline, psycopg reads the statement's rows after the COMMIT, by which time the server
+    has reported the session's own DateStyle back (German, say), while the rows were written
+    under the transaction's ISO (``parse_settings``): psycopg's loader made without a
+    connection reads ISO (in UTC: the connection's time zone is put back)."""
+    import psycopg
+
+    loader = _iso_loader(cursor.connection.info.timezone)
+    for name in _DATE_TIME_TYPES:
+        cursor.adapters.register_loader(psycopg.adapters.types[name].oid, loader)
+    return cursor
+
+
+@functools.cache
+def _iso_loader(zone: dt.tzinfo) -> type[Any]:
+    """The loader of ``_reading_iso`` for a connection in time zone ``zone`` (made once)."""
+    import psycopg
+    from psycopg import abc, adapt, pq
+
+    class IsoLoader(adapt.Loader):
+        def __init__(self, oid: int, context: abc.AdaptContext | None = None) -> None:
+            super().__init__(oid, context)
+            stock = psycopg.adapters.get_loader(oid, pq.Format.TEXT)
+            assert stock is not None
+            self.stock = stock(oid)  # no connection: ISO
+
+        def load(self, data: Any) -> Any:
+            value = self.stock.load(data)
+            if getattr(value, "tzinfo", None) is None:  # a date, a timestamp without zone
+                return value
+            try:
+                return value.astimezone(zone)
+            except OverflowError:  # next to year 10000: kept in UTC, as psycopg does
+                return value
+
+    return IsoLoader
 
 
 def _apply(
@@ -604,7 +666,10 @@ def _settings_statement(read_only: bool, writes: bool = False) -> sql.Composed:
     """The transaction settings statement, composed once (every reclaim batch runs it).
     ``writes``: a write of jobctl's to the jobs table (it names an action), whose triggers of
     the application's run in it: pg_catalog first, then the session's own search path, so
-    that they find their objects as in the workers' writes (``write_search_path``)."""
+    that they find their objects as in the workers' writes (``write_search_path``); refused,
+    by an error of this statement, in a session whose session_replication_role is not origin
+    (``origin_session``: no trigger would record it). Every transaction sets the output
+    styles psycopg parses (``parse_settings``: DateStyle ...)."""
     from psycopg import sql
 
     return queries.query(
@@ -613,6 +678,7 @@ def _settings_statement(read_only: bool, writes: bool = False) -> sql.Composed:
         search_path=queries.query("write_search_path")
         if writes
         else sql.SQL("'pg_catalog, pg_temp'"),
+        **({} if writes else {"origin_session": sql.SQL("")}),  # a read needs no guard
     )
 
 

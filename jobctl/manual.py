@@ -213,10 +213,24 @@ def _read(s: Session, job_id: Any) -> Decision:
 
 
 def decide(
-    s: Session, job_id: Any, action: Action, *, force: bool, expect_token: uuid.UUID | None
+    s: Session,
+    job_id: Any,
+    action: Action,
+    *,
+    force: bool,
+    expect_token: uuid.UUID | None,
+    reviewed: Row | None = None,
 ) -> Decision:
-    """Read the job (read-only) and apply the eligibility rules (``refusal``)."""
+    """Read the job (read-only) and apply the eligibility rules (``refusal``): the one path
+    of an id given and of a saved review plan's row (``reviewed``: that row, as the plan
+    has it), which must still be the very row version reviewed (``since_review``), else a
+    conflict. The write is then fenced on the job as read here."""
     decision = _read(s, job_id)
+    if reviewed is not None:
+        changed = since_review(reviewed, decision.seen)
+        if changed is not None:
+            decision.outcome, decision.detail = "conflict", changed
+            return decision
     if decision.seen is not None:
         decision.outcome, decision.detail = refusal(
             decision.seen,
@@ -266,6 +280,31 @@ def refusal(
             f"worker {seen['reserved_by']} may be running it (--force overrides)"
         )
     return None, ""
+
+
+def since_review(reviewed: Row, now: Row | None) -> str | None:
+    """What became of a job since a review plan's row ``reviewed`` was saved (the ``detail``
+    of its conflict), or None when ``now`` (the job as read: ``manual_read``) is that very
+    row: the same row version (``xmin``: a committed row version is never made again),
+    status and attempt token. Nothing is taken on the plan's word but which row it names."""
+    if now is None:
+        return "job no longer exists; nothing written"
+    same = (
+        _text(now["row_version"]) == _text(reviewed.get("row_version"))
+        and now["status"] == reviewed.get("status")
+        and _text(now["attempt_token"]) == _text(reviewed.get("attempt_token"))
+    )
+    if same:
+        return None
+    if now["status"] != reviewed.get("status"):
+        return f"now {now['status']} (changed since the review); nothing written"
+    if not now["awaiting_review"]:
+        return "no longer awaiting review (changed since it was reviewed); nothing written"
+    return "the row changed since the review; nothing written"
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def decide_policy(s: Session, job_id: Any, policy: str) -> Decision:

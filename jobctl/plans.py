@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from jobctl import errors, output
+from jobctl import errors, output, targets
 
 # what a plan's origin must name, and the place it is applied must match
 ORIGIN = ("system_identifier", "database", "table")
@@ -77,7 +77,8 @@ def read(
 
 
 def read_document(path: Path, format: str, kind: str, hint: str) -> dict[str, Any]:
-    """The JSON object at ``path``: not writable by others, of ``format``; else one line."""
+    """The JSON object at ``path``: nobody else could have written it (nor its directory:
+    ``targets.check_trusted``), of ``format``; else one line."""
     try:
         with open(path, encoding="utf-8") as file:
             found = os.fstat(file.fileno())
@@ -86,11 +87,7 @@ def read_document(path: Path, format: str, kind: str, hint: str) -> dict[str, An
         raise errors.UsageError(f"cannot read plan {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise errors.UsageError(f"{path} is not a jobctl plan (not JSON)") from None
-    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or found.st_uid not in (os.geteuid(), 0):
-        raise errors.UsageError(
-            f"plan {path} may have been changed by another user (mode "
-            f"{stat.filemode(found.st_mode)}, uid {found.st_uid}): refused; save it again"
-        )
+    targets.check_trusted(path, found, "plan", "save it again")  # the config file's rule
     try:
         document = json.loads(text)
     except ValueError:

@@ -78,21 +78,18 @@ def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     )
 
 
-def planned_decisions(s: Session, planned: list[Row]) -> list[manual.Decision]:
-    """Each planned row as a decision whose fence is the row as reviewed (not as it is now):
-    the write goes ahead only if status, token and row version are still those."""
+def planned_decisions(
+    s: Session, action: manual.Action, planned: list[Row], *, force: bool
+) -> list[manual.Decision]:
+    """Each planned row decided as an id given on the command line is (``manual.decide``:
+    the same eligibility rules, ``force`` the same), and only if the job is still exactly
+    the row reviewed (else a conflict): a plan edited to name a done job, a queued one for
+    a requeue, a live lease, is refused as a direct command would be."""
     ids = s.job_ids([r["id"] for r in planned])  # the id column's type; a bad one: exit 2
-    decisions = []
-    for typed, row in zip(ids, planned, strict=True):
-        seen = {
-            **row,
-            "id": typed,
-            "attempt_token": row["attempt_token"],
-            "lease_state": "none",
-            "reserved_by": None,
-        }
-        decisions.append(manual.Decision(typed, seen))
-    return decisions
+    return [
+        manual.decide(s, typed, action, force=force, expect_token=None, reviewed=row)
+        for typed, row in zip(ids, planned, strict=True)
+    ]
 
 
 def apply_plan(
@@ -102,17 +99,21 @@ def apply_plan(
     *,
     reason: str | None,
     delay: dt.timedelta,
+    force: bool = False,
     confirm: Confirm | None,
 ) -> manual.Report:
-    """``requeue --plan`` / ``fail --plan``: every planned row written, fenced on the row as
-    reviewed; a row changed since (by the application, another operator, a worker) is a
-    ``conflict`` and nothing is written for it. Exit code: the worst outcome."""
+    """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
+    direct command and written fenced on the row as reviewed; a row changed since (by the
+    application, another operator, a worker) is a ``conflict``, one the rules refuse is
+    ``refused``, and nothing is written for either. Exit code: the worst outcome."""
 
     if action == "fail" and not (reason or "").strip():
         raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
     with s.transaction(read_only=True):
         location = s.origin()
-    decisions = planned_decisions(s, load_plan(path, location))
+    planned = load_plan(path, location)
+    decisions = planned_decisions(s, action, planned, force=force)
+    undecided = [d.outcome is None for d in decisions]  # eligible, as reviewed, when read
     report = manual.act(
         s,
         action,
@@ -120,23 +121,19 @@ def apply_plan(
         lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
         confirm,
     )
-    for result in report.results:
-        if result["outcome"] == "conflict":
-            result["detail"] = conflict_detail(s, result["id"], result["status_before"])
+    for result, row, eligible in zip(report.results, planned, undecided, strict=True):
+        if eligible and result["outcome"] == "conflict":  # it changed between read and write
+            result["detail"] = conflict_detail(s, result["id"], row)
     return report
 
 
-def conflict_detail(s: Session, job_id: Any, reviewed_status: str | None) -> str:
+def conflict_detail(s: Session, job_id: Any, reviewed: Row) -> str:
     """What became of a planned row that was not written, for its ``detail``."""
     with s.transaction(read_only=True):
         now = s.row("manual_read", {"id": job_id})
-    if now is None:
-        return "job no longer exists; nothing written"
-    if now["status"] != reviewed_status:
-        return f"now {now['status']} (changed since the review); nothing written"
-    if not now["awaiting_review"]:
-        return "no longer awaiting review (changed since it was reviewed); nothing written"
-    return "the row changed since the review; nothing written"
+    return (
+        manual.since_review(reviewed, now) or "the row changed since it was read; nothing written"
+    )
 
 
 # ---------------------------------------------------------------- ids from stdin

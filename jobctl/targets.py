@@ -100,7 +100,7 @@ def load(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -
     path = path or default_path()
     try:
         with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
+            found = os.fstat(file.fileno())
             raw = file.read()
     except FileNotFoundError:
         if explicit:
@@ -108,6 +108,8 @@ def load(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -
         return Config(None, {})
     except OSError as exc:
         raise errors.UsageError(f"cannot read config file {path}: {exc.strerror}") from None
+    check_trusted(path, found, "config file", "use a file of your own (JOBCTL_CONFIG names it)")
+    mode = found.st_mode
     document = _parse(path, raw)
     targets = parse(document, str(path), overrides or {})
     warnings = []
@@ -119,6 +121,49 @@ def load(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -
             f"({stat.filemode(mode)}): chmod 600 it, or name the DSN with dsn_env or service"
         )
     return Config(path, targets, warnings)
+
+
+def check_trusted(path: Path, found: os.stat_result, kind: str, own_fix: str) -> None:
+    """Refuse (UsageError, exit 2: one line naming the file, what is wrong and the fix) a
+    file jobctl acts on (this config file, a saved plan: ``plans``) that someone else could
+    have written. ``found``: the opened file's ``os.fstat``. ssh's rule for its own files: the
+    file owned by you or root and not writable by group or others, and so its directory (the
+    one named and, through a symbolic link, the real one), where a directory writable by
+    others may be sticky (``/tmp``: nobody else can rename or remove your file there).
+    ``own_fix``: what to do about a file of another user's."""
+    me = os.geteuid()
+    if found.st_uid not in (me, 0):
+        _untrusted(path, kind, f"it belongs to uid {found.st_uid}, not you (uid {me})", own_fix)
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        shown = stat.filemode(found.st_mode)
+        _untrusted(path, kind, f"it is writable by others ({shown})", f"chmod go-w {path}")
+    directories = dict.fromkeys([path.absolute().parent, path.resolve().parent])
+    for directory in directories:
+        try:
+            held = os.stat(directory)
+        except OSError as exc:
+            raise errors.UsageError(f"cannot read {kind} {path}: {exc.strerror}") from None
+        if held.st_uid not in (me, 0):
+            _untrusted(
+                path,
+                kind,
+                f"its directory {directory} belongs to uid {held.st_uid}, not you (uid {me})",
+                "move the file into a directory of your own",
+            )
+        if held.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not held.st_mode & stat.S_ISVTX:
+            _untrusted(
+                path,
+                kind,
+                f"its directory {directory} is writable by others "
+                f"({stat.filemode(held.st_mode)}, not sticky)",
+                f"chmod go-w {directory}, or move the file into a directory of your own",
+            )
+
+
+def _untrusted(path: Path, kind: str, problem: str, fix: str) -> None:
+    raise errors.UsageError(
+        f"{kind} {path} may have been changed by another user: {problem}; refused: {fix}"
+    )
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, Any]:

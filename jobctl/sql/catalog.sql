@@ -121,11 +121,14 @@ WHERE c.contype = 'c' AND c.conrelid = %(oid)s
 ORDER BY c.conname
 
 -- name: history_triggers
--- jobctl's triggers on the table: name, enabled, arguments (mode, version, digest), and the
--- function each calls (schema.name, and the md5 of its body: is it the one apply would make?)
+-- jobctl's triggers on the table: name, enabled (fires in jobctl's sessions, whose
+-- session_replication_role is origin: ENABLE or ENABLE ALWAYS, not ENABLE REPLICA nor
+-- DISABLE), arguments (mode, version, digest), and the function each calls (schema.name, and
+-- the md5 of its body: is it the one apply would make?)
 -- (it runs in the operator's writes too, manual._require_audit: every name with its schema)
 SELECT t.tgname::pg_catalog.text AS name,
-       t.tgenabled OPERATOR(pg_catalog.<>) 'D'::pg_catalog.char AS enabled, t.tgargs,
+       (t.tgenabled OPERATOR(pg_catalog.=) 'O'::pg_catalog.char
+        OR t.tgenabled OPERATOR(pg_catalog.=) 'A'::pg_catalog.char) AS enabled, t.tgargs,
        n.nspname::pg_catalog.text AS function_schema, p.proname::pg_catalog.text AS function_name,
        pg_catalog.md5(p.prosrc) AS function_md5
 FROM pg_catalog.pg_trigger t

@@ -794,9 +794,12 @@ ORDER BY id LIMIT 1
 -- search_path first ({search_path}: 'pg_catalog, pg_temp', or write_search_path): nothing
 -- jobctl runs after it resolves a name through a schema another role can write ahead of
 -- pg_catalog (pg_temp last, so it is not searched first); this statement itself names every
--- function it calls (it runs under the session's search_path)
+-- function it calls (it runs under the session's search_path). {origin_session}: a write's
+-- guard (a read's transaction leaves it empty); {parse_settings}: the output styles it parses
 SELECT pg_catalog.set_config('search_path', {search_path}, true),
        {read_only}
+       {origin_session}
+       {parse_settings}
        pg_catalog.set_config('statement_timeout', %(st)s, true),
        pg_catalog.set_config('lock_timeout', %(lt)s, true),
        pg_catalog.set_config('jobctl.actor', %(actor)s, true),
@@ -843,3 +846,34 @@ SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
 -- transaction only: to find a table named as typed, the one thing resolved through it
 SELECT pg_catalog.set_config('search_path', s.reset_val, true)
 FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path'
+
+-- name: parse_settings
+-- the output styles psycopg parses, for the current transaction only (like the timeouts):
+-- a database or role may set others (ALTER DATABASE ... SET DateStyle = 'German', IntervalStyle
+-- = 'sql_standard', extra_float_digits = -15), which psycopg cannot read back (a timestamp, an
+-- interval) or reads less exactly (a float8). TimeZone is kept: psycopg reads any offset, and
+-- times are shown in the database's zone (one Python does not know: in UTC, the same instant)
+pg_catalog.set_config('DateStyle', 'ISO, MDY', true),
+pg_catalog.set_config('IntervalStyle', 'postgres', true),
+pg_catalog.set_config('extra_float_digits', '1', true),
+
+-- name: safe_transaction_settings
+-- a transaction (or savepoint) on jobctl's search_path, with the output styles it parses, for
+-- the catalog reads that need no timeouts of their own (db.safe)
+SELECT {parse_settings}
+       pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
+
+-- name: origin_session
+-- a write's guard, in its own transaction's first statement: refused unless the session's
+-- session_replication_role is origin. Under replica (a DSN's options='-c
+-- session_replication_role=replica', ALTER ROLE ... SET) or local, no ordinary trigger fires
+-- (jobctl's audit, the application's) nor a foreign key's check. The refusal is an error of
+-- this statement, so nothing of the transaction is written: current_setting of a name no one
+-- can set (it holds spaces) is 42704, its text naming the role (db.database_error: one line)
+pg_catalog.current_setting(
+    CASE WHEN pg_catalog.current_setting('session_replication_role')
+              OPERATOR(pg_catalog.=) 'origin'
+         THEN 'session_replication_role'
+         ELSE 'jobctl refuses session_replication_role '
+              OPERATOR(pg_catalog.||) pg_catalog.current_setting('session_replication_role')
+    END) AS replication_role,

@@ -293,3 +293,98 @@ def test_a_locked_row_is_reported_and_the_others_written(conn, dsn, run, tmp_pat
     assert outcome == {ids[0]: "requeued", ids[1]: "locked", ids[2]: "requeued"}
     assert "locked by pid" in result.err
     assert [r["id"] for r in review_json(run)] == [ids[1]]
+
+
+# ---------------------------------------------------------------- edited plans (issue 32)
+def as_in_the_table(conn, job_id: int) -> dict:
+    """A plan row naming ``job_id`` exactly as the table has it now (its true version)."""
+    row = conn.execute(
+        "SELECT id, status, attempt_token::text AS attempt_token, updated_at, "
+        "xmin::text AS row_version FROM jobs WHERE id = %s",
+        (job_id,),
+    ).fetchone()
+    return {**row, "updated_at": row["updated_at"].isoformat()}
+
+
+def job_in(conn, dsn, state: str) -> int:
+    """One job in ``state``: done, queued, live (a worker holds its lease), or paused (a
+    status of the application's own, none of the lease design's)."""
+    (job_id,) = add_jobs(conn, 1, policy="manual")
+    if state in ("queued", "paused"):
+        if state == "paused":
+            conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")
+            conn.execute("UPDATE jobs SET status = 'paused' WHERE id = %s", (job_id,))
+        return job_id
+    (claim,) = claim_all(dsn, 1, worker="w7", lease_seconds=600)
+    assert claim.id == job_id
+    if state == "done":
+        with psycopg.connect(dsn, autocommit=True) as c:
+            lease.Worker(c, "w7").complete(claim)
+    return job_id
+
+
+EDITED = [
+    # action, the planted job's state, what the refusal says (as a direct command's)
+    ("requeue", "done", "job is done"),
+    ("fail", "done", "job is done"),
+    ("requeue", "queued", "job is already queued"),
+    ("requeue", "paused", "the application's own"),
+    ("fail", "paused", "the application's own"),
+    ("requeue", "live", "lease is live"),
+    ("fail", "live", "lease is live"),
+]
+
+
+@pytest.mark.parametrize(("action", "state", "says"), EDITED)
+def test_an_edited_plans_row_meets_the_rules_of_a_direct_command(
+    conn, dsn, run, tmp_path, action, state, says
+):
+    """A plan edited to name a done job with its true version requeued it (done -> queued,
+    exit 0) where a direct requeue is refused even with --force. Each planned row is now
+    decided by the direct command's rules: refused, nothing written for it, the rest go on."""
+    (reviewed,) = add_jobs(conn, 1, policy="manual")
+    claim_all(dsn, 1, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    planted = job_in(conn, dsn, state)
+    plan = tmp_path / "p.json"
+    assert run("review", "--save-plan", str(plan)).code == 0
+    made = json.loads(plan.read_text())
+    made["rows"].append({**made["rows"][0], **as_in_the_table(conn, planted)})
+    plan.write_text(json.dumps(made))
+    before = as_in_the_table(conn, planted)
+    result = run(action, "--plan", str(plan), "--reason", "edited", "--yes", "-o", "json")
+    assert result.code == 2, result.err  # refused: the worst outcome
+    outcome = {r["id"]: r for r in json.loads(result.out)}
+    assert outcome[planted]["outcome"] == "refused" and says in outcome[planted]["detail"]
+    assert outcome[reviewed]["outcome"] == ("requeued" if action == "requeue" else "failed")
+    assert as_in_the_table(conn, planted) == before  # nothing written for it
+    direct = run(action, str(planted), "--reason", "edited", "--yes", "-o", "json")
+    assert direct.code == 2 and says in json.loads(direct.out)[0]["detail"]  # the same rule
+    if state == "live":  # --force overrides a live lease, for a plan as for an id
+        forced = run(action, "--plan", str(plan), "--reason", "x", "--force", "--yes", "-o", "json")
+        assert {r["id"]: r["outcome"] for r in json.loads(forced.out)}[planted] in (
+            "requeued",
+            "failed",
+        ), forced.out
+
+
+def test_a_plan_row_whose_job_changed_is_a_conflict_whatever_the_plan_says(
+    conn, dsn, run, tmp_path
+):
+    """The plan names the row; the job is judged as it is: a row version that is not the
+    job's is a conflict even where the plan's other fields were edited to match."""
+    ids = add_jobs(conn, 2, policy="manual")
+    claim_all(dsn, 2, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    plan = tmp_path / "p.json"
+    assert run("review", "--save-plan", str(plan)).code == 0
+    made = json.loads(plan.read_text())
+    made["rows"][0]["row_version"] = str(int(made["rows"][0]["row_version"]) + 1000)
+    made["rows"][1]["status"] = "queued"  # its true version, another status
+    plan.write_text(json.dumps(made))
+    result = run("requeue", "--plan", str(plan), "--yes", "-o", "json")
+    assert result.code == 3, result.err
+    outcome = {r["id"]: r for r in json.loads(result.out)}
+    assert {i: r["outcome"] for i, r in outcome.items()} == {ids[0]: "conflict", ids[1]: "conflict"}
+    assert "now failed" in outcome[ids[1]]["detail"]
+    assert [r["id"] for r in review_json(run)] == ids  # nothing written

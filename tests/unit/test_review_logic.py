@@ -78,3 +78,28 @@ def test_fail_of_a_failed_job_only_while_it_awaits_review():
     waiting = seen | {"awaiting_review": True}
     assert manual.refusal(waiting, "fail", force=False, expect_token=None) == (None, "")
     assert manual.refusal(waiting, "requeue", force=False, expect_token=None) == (None, "")
+
+
+def test_a_plan_row_is_the_job_only_at_its_very_row_version():
+    """Issue 32, finding 8: a planned row is decided on the job as read (manual.decide), and
+    only while the job is still the row the plan names (since_review)."""
+    import uuid
+
+    token = uuid.uuid4()
+    now = {"row_version": "812", "status": "failed", "attempt_token": token}
+    now["awaiting_review"] = True
+    planned = {"row_version": "812", "status": "failed", "attempt_token": str(token)}
+    assert manual.since_review(planned, now) is None  # the token as JSON text: the same
+    assert manual.since_review(planned, None) == "job no longer exists; nothing written"
+    assert "now queued (changed since the review)" in str(
+        manual.since_review(planned, {**now, "status": "queued"})
+    )
+    moved = {**now, "row_version": "813"}
+    assert manual.since_review(planned, moved) == (
+        "the row changed since the review; nothing written"
+    )
+    assert "no longer awaiting review" in str(
+        manual.since_review(planned, {**moved, "awaiting_review": False})
+    )
+    assert manual.since_review({**planned, "attempt_token": None}, now) is not None
+    assert manual.since_review({**planned, "row_version": 812}, now) is None  # JSON number

@@ -29,7 +29,10 @@ from jobctl.mapping import TableMapping
 UNDER_USER_PATH = (
     "transaction_settings",  # the statement that sets it
     "read_only_setting",
+    "origin_session",  # its parts (issue 32, findings 7 and 11)
+    "parse_settings",
     "safe_search_path",
+    "safe_transaction_settings",
     "user_search_path",
     "write_search_path",
     "table_identity",  # a table named as typed, found as the user would find it

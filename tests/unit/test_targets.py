@@ -112,6 +112,98 @@ def test_no_password_no_warning_whatever_the_mode(config, monkeypatch):
     assert not targets.load().warnings
 
 
+# ---------------------------------------------------------------- files others could write
+# Issue 32, finding 7: one rule (targets.check_trusted) for the config file and for plans
+PLAN = '{"format": "jobctl-test-plan/1", "rows": []}'
+NOBODY = 65534  # another user's uid (nobody's): the tests may run as root
+
+
+def _read(kind: str, path):
+    """Read ``path`` as jobctl reads a config file or a saved plan."""
+    from jobctl import plans
+
+    if kind == "config":
+        return targets.load(path)
+    return plans.read_document(path, "jobctl-test-plan/1", "jobctl plan", "")
+
+
+def _made(tmp_path, kind: str, *, mode: int = 0o600, directory_mode: int = 0o700):
+    directory = tmp_path / "d"
+    directory.mkdir()
+    path = directory / ("config.toml" if kind == "config" else "plan.json")
+    path.write_text(GOOD if kind == "config" else PLAN)
+    os.chmod(path, mode)
+    os.chmod(directory, directory_mode)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["config", "plan"])
+@pytest.mark.parametrize(
+    ("mode", "directory_mode", "says"),
+    [
+        (0o666, 0o700, "it is writable by others (-rw-rw-rw-); refused: chmod go-w {path}"),
+        (0o620, 0o700, "it is writable by others (-rw--w----); refused: chmod go-w {path}"),
+        (0o600, 0o777, "its directory {dir} is writable by others (drwxrwxrwx, not sticky)"),
+        (0o600, 0o770, "refused: chmod go-w {dir}, or move the file"),
+    ],
+    ids=["file-0666", "file-0620", "directory-0777", "directory-0770"],
+)
+def test_a_file_others_could_write_is_refused(
+    tmp_path, monkeypatch, kind, mode, directory_mode, says
+):
+    monkeypatch.delenv("JOBCTL_CONFIG", raising=False)
+    path = _made(tmp_path, kind, mode=mode, directory_mode=directory_mode)
+    with pytest.raises(errors.UsageError) as refused:
+        _read(kind, path)
+    message = refused.value.message
+    assert says.format(path=path, dir=path.parent) in message, message
+    assert message.startswith(f"{'config file' if kind == 'config' else 'plan'} {path} ")
+    assert "\n" not in message and refused.value.exit_code == errors.EXIT_USAGE
+
+
+@pytest.mark.parametrize("kind", ["config", "plan"])
+def test_a_file_only_its_owner_can_write_is_read(tmp_path, monkeypatch, kind):
+    monkeypatch.delenv("JOBCTL_CONFIG", raising=False)
+    path = _made(tmp_path, kind, mode=0o644, directory_mode=0o755)  # others may read it
+    assert _read(kind, path)
+    sticky = tmp_path / "sticky"  # like /tmp: others cannot rename nor remove it there
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    moved = path.rename(sticky / path.name)
+    assert _read(kind, moved)
+
+
+@pytest.mark.parametrize("kind", ["config", "plan"])
+def test_a_link_into_a_directory_others_can_write_is_refused(tmp_path, monkeypatch, kind):
+    monkeypatch.delenv("JOBCTL_CONFIG", raising=False)
+    real = _made(tmp_path, kind, directory_mode=0o777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = mine / real.name
+    link.symlink_to(real)
+    with pytest.raises(errors.UsageError, match="is writable by others"):
+        _read(kind, link)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+@pytest.mark.parametrize("kind", ["config", "plan"])
+def test_a_file_or_directory_of_another_user_is_refused(tmp_path, monkeypatch, kind):
+    monkeypatch.delenv("JOBCTL_CONFIG", raising=False)
+    path = _made(tmp_path, kind, mode=0o644, directory_mode=0o755)
+    os.chown(path, NOBODY, NOBODY)
+    with pytest.raises(errors.UsageError) as refused:
+        _read(kind, path)
+    assert f"{path} may have been changed by another user: it belongs to uid {NOBODY}" in (
+        refused.value.message
+    )
+    os.chown(path, 0, 0)
+    os.chown(path.parent, NOBODY, NOBODY)  # who owns the directory can swap the file
+    with pytest.raises(errors.UsageError) as refused:
+        _read(kind, path)
+    assert f"its directory {path.parent} belongs to uid {NOBODY}" in refused.value.message
+    assert "move the file into a directory of your own" in refused.value.message
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
