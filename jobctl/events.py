@@ -70,11 +70,24 @@ class Window:
 
 
 def stream(
-    s: Session, window: Window, *, oldest_first: bool = False, limit: int | None = None
+    s: Session,
+    window: Window,
+    *,
+    oldest_first: bool = False,
+    limit: int | None = None,
+    full: bool = False,
 ) -> Iterator[JobEvent]:
     """The events in ``window``, newest first (or oldest), streamed; the caller holds a
-    read-only transaction."""
+    read-only transaction. A worker, actor or reason longer than triage.DISPLAY_CHARS
+    characters is cut on the server, with a note (``full``: whole)."""
+    from jobctl import triage
+
     name = "events_oldest" if oldest_first else "events_newest"
-    params = {**window.params(), "job_table": s.table.qualified, "limit": limit}
+    params = {
+        **window.params(),
+        "job_table": s.table.qualified,
+        "limit": limit,
+        "cut": triage.cut(full),
+    }
     for row in s.stream(name, params):
         yield cast(JobEvent, row)

@@ -343,3 +343,12 @@ SELECT 'row security', c.relname::pg_catalog.text, c.relname::pg_catalog.text
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl' AND c.relrowsecurity
 ORDER BY 1, 3, 2
+
+-- name: column_lengths
+-- a table's columns in order, each with whether its type is of variable length (text, jsonb,
+-- bytea, arrays ...: a value that can be long, cut for display by job_row_shown)
+SELECT a.attname::text AS name, t.typlen < 0 AS variable
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
