@@ -4,6 +4,7 @@ saved plans; and the workflow of ``jobctl reclaim`` (its option rules and three 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime as dt
 import threading
@@ -15,7 +16,7 @@ import psycopg
 
 from jobctl import db, errors, output, plans
 from jobctl.rows import ReclaimRow, Row
-from jobctl.session import Confirm, Session
+from jobctl.session import STREAM_CHUNK, Confirm, Session
 from jobctl.triage import ExpiredFilter, stuck
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
@@ -59,7 +60,9 @@ class Run:
     """A reclaim under way: its batches (drain them), and how many rows are expected."""
 
     batches: Iterator[list[ReclaimRow]]
-    total: int | None  # known after a preview or from a plan; None when --yes skipped both
+    # known after a commit's preview or from a plan; None for a dry run (streamed, not
+    # counted ahead) and when --yes skipped the preview
+    total: int | None
 
 
 def start(s: Session, request: Request, confirm: Confirm) -> Run:
@@ -73,11 +76,8 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         request = dataclasses.replace(
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
         )
-    if not request.commit:
-        rows = dry_run(s, request.where, request.limit)
-        if request.save_plan is not None:
-            save_plan(request.save_plan, s.origin(), rows)
-        return Run(iter([rows]), len(rows))
+    if not request.commit:  # streamed: a million expired rows are never held at once
+        return Run(streamed_dry_run(s, request.where, request.limit, request.save_plan), None)
     if request.plan is not None:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
@@ -125,6 +125,33 @@ def dry_run(s: Session, where: ExpiredFilter, limit: int | None) -> list[Reclaim
     """
     with s.transaction(read_only=True):
         return list(preview(s, where, limit))
+
+
+def streamed_dry_run(
+    s: Session, where: ExpiredFilter, limit: int | None, save_plan: Path | None = None
+) -> Iterator[list[ReclaimRow]]:
+    """The dry run a chunk of rows at a time, as a server-side cursor gives them, in one
+    read-only transaction held while the caller drains it: memory stays flat however many
+    rows expired. With ``save_plan``, each chunk is written to the plan as it comes; the plan
+    lands (atomically, as ``save_plan`` writes it) once the last row is in, and not at all if
+    the dry run stops before."""
+    with contextlib.ExitStack() as stack:
+        write = None
+        if save_plan is not None:
+            write = stack.enter_context(plans.writing_rows(save_plan, PLAN_FORMAT, s.origin()))
+        stack.enter_context(s.transaction(read_only=True))
+        chunk: list[ReclaimRow] = []
+        for row in preview(s, where, limit):
+            chunk.append(row)
+            if len(chunk) == STREAM_CHUNK:
+                if write is not None:
+                    write(chunk)
+                yield chunk
+                chunk = []
+        if write is not None:
+            write(chunk)
+        if chunk:
+            yield chunk
 
 
 def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
@@ -179,9 +206,9 @@ def commit(
         if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
             break
     if where.plan is None and (limit is None or handled < limit):
-        left = [
-            r for r in dry_run(s, where, None if limit is None else limit - handled) if r["skipped"]
-        ]
+        with s.transaction(read_only=True):  # streamed: only the locked rows are kept
+            rest = preview(s, where, None if limit is None else limit - handled)
+            left = [r for r in rest if r["skipped"]]
         if left:
             yield left
 

@@ -115,18 +115,38 @@ def test_history_events_and_explain_cut_the_history_texts(conn, dsn, run):
 
 
 # ---------------------------------------------------------------- the dry run, streamed
-def expired_jobs(conn, dsn, count: int) -> None:
+def expired_jobs(conn, count: int) -> None:
+    """``count`` auto jobs and a fifth as many manual ones, claimed by a dead worker (as the
+    worker API claims: status, token, lease), their leases expired a minute ago."""
     add_jobs(conn, count)
     add_jobs(conn, count // 5, policy="manual")
-    claim_all(dsn, count + count // 5, worker="dead", lease_seconds=-60)
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', attempts = attempts + 1, reserved_by = 'dead', "
+        "reserved_at = now() - interval '2 minutes', attempt_token = gen_random_uuid(), "
+        "lease_expires_at = now() - interval '1 minute' - id * interval '1 ms'"
+    )
+
+
+MOVING = ("lease_overdue_s", "heartbeat_age_s")  # seconds since now(): differ between reads
+
+
+def steady(found: list[dict]) -> list[dict]:
+    """Rows as JSON gives them, without the figures that move with the clock."""
+    return [{k: v for k, v in row.items() if k not in MOVING} for row in found]
+
+
+def expected_rows(dsn: str) -> list[dict]:
+    """The dry run's rows as the whole-list code read them: triage.stuck, applied false."""
+    with session.open(db.Settings(dsn=dsn)) as s, s.transaction(read_only=True):
+        found = [{**r, "applied": False} for r in triage.stuck(s, triage.ExpiredFilter(), None)]
+    return steady(json.loads(output.to_json(found)))
 
 
 def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn, dsn):
     """The first batch of a dry run comes before the last row was read: a named cursor is
     open on the server (pg_cursors) and the batch is a chunk, not every row."""
-    rows_ = session.STREAM_CHUNK * 2 + 7
-    add_jobs(conn, rows_)
-    claim_all(dsn, rows_, worker="dead", lease_seconds=-60)
+    expired_jobs(conn, session.STREAM_CHUNK * 2 + 5)
+    rows_ = session.STREAM_CHUNK * 2 + 5 + (session.STREAM_CHUNK * 2 + 5) // 5
     settings = db.Settings(dsn=dsn)
     with session.open(settings) as s:
         run_ = reclaim.start(s, reclaim.Request(), lambda *_: None)
@@ -142,53 +162,51 @@ def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn
 def test_the_dry_run_prints_what_it_printed_before(conn, dsn, run):
     """Each format of a dry run (more rows than a chunk) is the rows of ``triage.stuck`` as
     the whole-list renderer wrote them: JSON an array, JSON lines, CSV under one header."""
-    expired_jobs(conn, dsn, session.STREAM_CHUNK + 300)
-    with session.open(db.Settings(dsn=dsn)) as s, s.transaction(read_only=True):
-        expected = [{**row, "applied": False} for row in triage.stuck(s, triage.ExpiredFilter(), None)]
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    expected = expected_rows(dsn)
     as_json = run("reclaim", "-o", "json")
     assert as_json.code == 0, as_json.err
-    assert json.loads(as_json.out) == json.loads(output.to_json(expected))
+    assert as_json.out.startswith("[\n  {") and as_json.out.endswith("}\n]\n")
+    assert steady(json.loads(as_json.out)) == expected
     lines = run("reclaim", "-o", "jsonl").out.splitlines()
-    assert [json.loads(line) for line in lines] == json.loads(output.to_json(expected))
+    assert steady([json.loads(line) for line in lines]) == expected
     csv_lines = run("reclaim", "-o", "csv").out.splitlines()
     assert len(csv_lines) == len(expected) + 1 and csv_lines[0].startswith("id,")
     table = run("reclaim")
     assert f"20 of {len(expected)} rows shown" in table.out
-    assert f"would be requeued" in table.err
+    requeue = sum(r["action"] == "requeue" for r in expected)
+    assert f"dry run: {requeue} would be requeued, {len(expected) - requeue} failed" in table.err
 
 
 def test_a_saved_plan_is_what_the_whole_document_writer_made(conn, dsn, run, tmp_path: Path):
     """Written as the rows come, the plan is byte for byte the document plans.write made of
-    the whole list (but its made_at), and applies as before."""
-    expired_jobs(conn, dsn, session.STREAM_CHUNK + 300)
+    the whole list (its made_at and clock figures aside), and applies as before."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
     path = tmp_path / "plan.json"
     saved = run("reclaim", "--save-plan", str(path), "-o", "jsonl")
     assert saved.code == 0, saved.err
+    assert f"plan saved to {path}" in saved.err
     text = path.read_text()
     document = json.loads(text)
+    assert list(document) == ["format", "made_at", "where", "rows"]
+    assert text == output.to_json(document) + "\n"  # the whole-document writer's bytes
     with session.open(db.Settings(dsn=dsn)) as s:
-        with s.transaction(read_only=True):
-            found = [{**r, "applied": False} for r in triage.stuck(s, triage.ExpiredFilter(), None)]
-        where = s.origin()
-    whole = {
-        "format": reclaim.PLAN_FORMAT,
-        "made_at": document["made_at"],
-        "where": where,
-        "rows": found,
-    }
-    assert text == output.to_json(whole) + "\n"
-    assert len(document["rows"]) == len(found) > session.STREAM_CHUNK
+        assert document["where"] == s.origin()
+    assert document["format"] == reclaim.PLAN_FORMAT
+    assert steady(document["rows"]) == expected_rows(dsn)
+    assert len(document["rows"]) > session.STREAM_CHUNK
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary file left
     applied = run("reclaim", "--commit", "--plan", str(path), "--yes", "-o", "jsonl")
     assert applied.code == 0, applied.err
-    assert sum(json.loads(line)["applied"] for line in applied.out.splitlines()) == len(found)
+    outcome = [json.loads(line) for line in applied.out.splitlines()]
+    assert sum(r["applied"] for r in outcome) == len(document["rows"])
 
 
 def test_a_dry_run_that_fails_midway_leaves_no_plan(conn, dsn, tmp_path: Path):
     """The plan is renamed into place only when every row was written: a dry run stopped
     after its first batch leaves neither the plan nor a temporary file."""
-    expired_jobs(conn, dsn, session.STREAM_CHUNK + 300)
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
     path = tmp_path / "plan.json"
     with session.open(db.Settings(dsn=dsn)) as s:
         run_ = reclaim.start(s, reclaim.Request(save_plan=path), lambda *_: None)
