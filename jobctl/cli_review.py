@@ -135,9 +135,7 @@ def events(
                 found = found[:cap]
                 doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
             else:
-                streamed = core.stream(
-                    s, window, oldest_first=oldest_first, limit=limit, full=full
-                )
+                streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
                 doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
                 more = False
             terminal.emit(doc, out, fmt)

@@ -225,7 +225,11 @@ def test_plans_written_incrementally_match_the_whole_writer(tmp_path: Path):
         write(rows_[2:])
     text = (tmp_path / "a.json").read_text()
     made_at = json.loads(text)["made_at"]
-    assert text == output.to_json({"format": "f/1", "made_at": made_at, "where": where, "rows": rows_}) + "\n"
+    assert (
+        text
+        == output.to_json({"format": "f/1", "made_at": made_at, "where": where, "rows": rows_})
+        + "\n"
+    )
     with plans.writing_rows(tmp_path / "b.json", "f/1", where):
         pass
     assert json.loads((tmp_path / "b.json").read_text())["rows"] == []

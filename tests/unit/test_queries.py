@@ -53,6 +53,10 @@ FRAGMENTS = {
     "read_only": sql.SQL(""),
     "search_path": sql.SQL("'pg_catalog, pg_temp'"),
     "column": sql.Identifier("status"),
+    # a display's cut of a long column (triage._shown_columns)
+    "shown_columns": sql.SQL(", ").join([sql.Identifier("j", "status")]),
+    "column_name": sql.Identifier("last_error"),
+    "cut_name": sql.Identifier("jobctl_cut:last_error"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL
