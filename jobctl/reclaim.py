@@ -85,9 +85,9 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
     total = None
     if not request.yes:
-        preview_rows = dry_run(s, request.where, request.limit)
-        total = len(preview_rows)
-        requeue = sum(r["action"] == "requeue" for r in preview_rows)
+        preview_rows = sample(s, request.where, request.limit)
+        total = preview_rows.total
+        requeue = preview_rows.actions["requeue"]
         confirm(
             f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
             preview_rows,
@@ -95,6 +95,33 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         )
     batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
     return Run(batches, total)
+
+
+PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
+
+
+class Sample(list[ReclaimRow]):
+    """The first PREVIEW_ROWS rows of a dry run, with counts of every row (``total``, by
+    ``actions`` and by ``workers``): what a commit's question shows, in bounded memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.actions: collections.Counter[str] = collections.Counter()
+        self.workers: collections.Counter[Any] = collections.Counter()
+
+
+def sample(s: Session, where: ExpiredFilter, limit: int | None) -> Sample:
+    """The dry run, streamed, as a commit's question shows it (``Sample``)."""
+    found = Sample()
+    with s.transaction(read_only=True):
+        for row in preview(s, where, limit):
+            found.total += 1
+            found.actions[row["action"]] += 1
+            found.workers[row["reserved_by"]] += 1
+            if len(found) < PREVIEW_ROWS:
+                found.append(row)
+    return found
 
 
 def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:

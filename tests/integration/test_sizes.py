@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from helpers import add_jobs, claim_all
 
-from jobctl import db, output, plans, reclaim, session, triage
+from jobctl import db, errors, output, plans, reclaim, session, triage
 
 BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
 CUT = triage.DISPLAY_CHARS
@@ -233,3 +234,31 @@ def test_plans_written_incrementally_match_the_whole_writer(tmp_path: Path):
     with plans.writing_rows(tmp_path / "b.json", "f/1", where):
         pass
     assert json.loads((tmp_path / "b.json").read_text())["rows"] == []
+
+
+def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
+    """A commit without --yes shows its dry run first: the first rows and the counts of
+    every row (total, by action, by worker), never a list of them all."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    asked: list[tuple[str, Any]] = []
+
+    def refuse(question: str, about: Any, _title: str) -> None:
+        asked.append((question, about))
+        raise errors.Cancelled()
+
+    with session.open(db.Settings(dsn=dsn)) as s, pytest.raises(errors.Cancelled):
+        reclaim.start(s, reclaim.Request(commit=True), refuse)
+    ((question, about),) = asked
+    expected = expected_rows(dsn)
+    requeue = sum(r["action"] == "requeue" for r in expected)
+    assert question == (
+        f"Reclaim {len(expected)} expired job(s): {requeue} requeue, "
+        f"{len(expected) - requeue} fail?"
+    )
+    assert isinstance(about, list) and len(about) == reclaim.PREVIEW_ROWS
+    assert steady(json.loads(output.to_json(about))) == expected[: reclaim.PREVIEW_ROWS]
+    assert about.total == len(expected)
+    assert dict(about.workers) == {"dead": len(expected)}
+    assert conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()[
+        "n"
+    ] == len(expected)  # nothing changed
