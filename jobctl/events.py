@@ -89,5 +89,6 @@ def stream(
         "limit": limit,
         "cut": triage.cut(full),
     }
-    for row in s.stream(name, params):
+    shown = triage.shown_texts("e", "worker", "actor", "reason")
+    for row in s.stream(name, params, **shown):
         yield cast(JobEvent, row)

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from psycopg import sql
 
-from jobctl import errors
+from jobctl import errors, queries
 from jobctl import history as hist
 from jobctl.mapping import COLUMNS, TableMapping
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
@@ -162,11 +162,21 @@ def _shown_columns(s: Session) -> sql.Composable:
         shown = s.query(
             "shown_column",
             column=value,
+            text=sql.SQL("{}::pg_catalog.text").format(value),
             column_name=sql.Identifier(column["name"]),
             cut_name=sql.Identifier(CUT_PREFIX + column["name"]),
         )
         parts.append(shown)
     return sql.SQL(", ").join(parts)
+
+
+def shown_texts(alias: str, *columns: str) -> dict[str, sql.Composable]:
+    """The fragments ``{shown_COLUMN}`` of a statement that shows the history's texts: the
+    column ``alias.COLUMN`` as a display shows it (display_text: cut when long)."""
+    return {
+        f"shown_{column}": queries.query("display_text", text=sql.Identifier(alias, column))
+        for column in columns
+    }
 
 
 def _with_cut_values(row: Row) -> Row:
@@ -204,10 +214,13 @@ def _attempts_and_events(
     texts cut for display (``full``: whole)."""
     params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
     mode = hist.table_state(s.conn, s.table.oid).mode
+    attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))
+    events_query = s.query("job_events", **shown_texts("e", "worker", "actor", "reason"))
     attempts = hist.merge(
-        s.rows("job_attempts", params), hist.live_attempt(the_job, mode, s.table.mapping)
+        s.conn.execute(attempts_query, params).fetchall(),
+        hist.live_attempt(the_job, mode, s.table.mapping),
     )
-    stored = s.rows("job_events", params | {"limit": limit})
+    stored = s.conn.execute(events_query, params | {"limit": limit}).fetchall()
     completion = hist.unrecorded_completion(
         the_job, attempts, stored, s.table.mapping.status("done")
     )

@@ -231,42 +231,42 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: shown_column
 -- a column of variable length (text, jsonb, bytea ...) of a job as a display shows it: the
--- value as it is ({column}, named {column_name}) unless its text is longer than %(cut)s
--- characters; then NULL, and beside it (as {cut_name}) its first %(cut)s characters and a note
--- (display_cut)
-CASE WHEN (SELECT {display_cut} FROM (SELECT {column}::pg_catalog.text AS v) t) IS NULL
-     THEN {column} END AS {column_name},
-(SELECT {display_cut} FROM (SELECT {column}::pg_catalog.text AS v) t) AS {cut_name}
+-- value as it is ({column}, named {column_name}; {text} is it as text) unless it is long
+-- (text_is_long); then NULL, and beside it (as {cut_name}) its cut with a note (text_cut)
+CASE WHEN {text_is_long} THEN NULL ELSE {column} END AS {column_name},
+CASE WHEN {text_is_long} THEN {text_cut} END AS {cut_name}
 
--- name: display_cut
--- the text t.v as a display shows it when it is long (issue 32: a 100 MB last_error): its
--- first %(cut)s characters and a note of how many bytes more there are (only the first
--- characters are read: substr reads a slice of a long value); NULL when it is no longer, or
--- when %(cut)s is NULL (--full)
-CASE WHEN %(cut)s::pg_catalog.int4 IS NOT NULL
-      AND pg_catalog.length(pg_catalog.substr(t.v, 1, %(cut)s::pg_catalog.int4 + 1))
-          > %(cut)s::pg_catalog.int4
-     THEN pg_catalog.format(
-         '%%s… (%%s more bytes; --full shows all)',
-         pg_catalog.substr(t.v, 1, %(cut)s::pg_catalog.int4),
-         pg_catalog.octet_length(t.v)
-             - pg_catalog.octet_length(pg_catalog.substr(t.v, 1, %(cut)s::pg_catalog.int4)))
-END
+-- name: text_is_long
+-- whether the text {text} is longer than %(cut)s characters (never when %(cut)s is NULL:
+-- --full); its length in bytes first (read without the value), then the characters of a slice
+-- of it (substr reads only the first ones of a long value)
+(%(cut)s::pg_catalog.int4 IS NOT NULL
+ AND pg_catalog.octet_length({text}) > %(cut)s::pg_catalog.int4
+ AND pg_catalog.length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4 + 1))
+     > %(cut)s::pg_catalog.int4)
+
+-- name: text_cut
+-- a long text {text} as a display shows it (issue 32: a 100 MB last_error): its first %(cut)s
+-- characters and a note of how many bytes more there are
+pg_catalog.format(
+    '%%s… (%%s more bytes; --full shows all)',
+    pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4),
+    pg_catalog.octet_length({text})
+        - pg_catalog.octet_length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4)))
 
 -- name: display_text
--- the text t.v as a display shows it: whole, or cut with a note when long (display_cut);
--- written (SELECT {display_text} FROM (SELECT x AS v) t) for a value x
-coalesce({display_cut}, t.v)
+-- the text {text} as a display shows it: whole, or cut with a note when it is long (the
+-- statements that show the history's texts get it as {shown_worker} ..., triage.shown_texts)
+CASE WHEN {text_is_long} THEN {text_cut} ELSE {text} END
 
 -- name: job_events
 -- a job's events from the history, oldest first (the latest %(limit)s); claimed: what a role
 -- not jobctl's declared (history 005; read through to_jsonb, NULL before 005 is applied);
--- the texts a row or a role wrote (worker, actor, reason) cut for display (display_text)
+-- the texts a row or a role wrote (worker, actor, reason) cut for display ({shown_worker} ...:
+-- display_text)
 SELECT * FROM (
     SELECT e.at, e.event, e.from_status, e.to_status, e.attempt, e.attempt_token,
-           (SELECT {display_text} FROM (SELECT e.worker AS v) t) AS worker,
-           (SELECT {display_text} FROM (SELECT e.actor AS v) t) AS actor,
-           (SELECT {display_text} FROM (SELECT e.reason AS v) t) AS reason, e.db_role,
+           {shown_worker} AS worker, {shown_actor} AS actor, {shown_reason} AS reason, e.db_role,
            pg_catalog.to_jsonb(e) -> 'claimed' AS claimed, e.event_id
     FROM jobctl.events e
     WHERE e.job_table = %(job_table)s AND e.job_id = %(id)s
@@ -276,9 +276,8 @@ SELECT * FROM (
 -- name: job_attempts
 -- a job's attempts (the heartbeat history), oldest first: one row per ended
 -- attempt (the live one is read from the jobs row; see jobctl/history.py); the worker's name
--- cut for display (display_text)
-SELECT a.attempt, a.attempt_token, (SELECT {display_text} FROM (SELECT a.worker AS v) t) AS worker,
-       a.claimed_at, a.heartbeats,
+-- cut for display ({shown_worker}: display_text)
+SELECT a.attempt, a.attempt_token, {shown_worker} AS worker, a.claimed_at, a.heartbeats,
        a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
        a.ended_at, a.outcome, extract(epoch FROM a.lease)::float8 AS lease_s,
        a.lease_expires_at, a.heartbeat_stats, a.ended_by
@@ -425,11 +424,10 @@ AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
 
 -- name: event_columns
 -- one event across jobs as jobctl events shows it (the job's id back in the id column's type;
--- the texts a row or a role wrote cut for display: display_text)
+-- the texts a row or a role wrote cut for display, {shown_worker} ...: display_text)
 e.at, e.job_id::{id_type} AS id, e.event, e.from_status, e.to_status, e.attempt,
-e.attempt_token, (SELECT {display_text} FROM (SELECT e.worker AS v) t) AS worker,
-(SELECT {display_text} FROM (SELECT e.actor AS v) t) AS actor, e.db_role,
-(SELECT {display_text} FROM (SELECT e.reason AS v) t) AS reason
+e.attempt_token, {shown_worker} AS worker, {shown_actor} AS actor, e.db_role,
+{shown_reason} AS reason
 
 -- name: events_newest
 -- the history's events across jobs, newest first, streamed (the event time's index)

@@ -124,13 +124,15 @@ def statements(dsn: str, job_id: int) -> dict[str, str]:
         texts["show"] = mogrify(shown, {"id": job_id, "cut": triage.DISPLAY_CHARS})
         texts["show --full"] = mogrify(s.query("job_row"), {"id": job_id})
         history = {"job_table": s.table.qualified, "id": str(job_id), "limit": 10_000}
-        texts["history"] = mogrify(s.query("job_events"), history | {"cut": triage.DISPLAY_CHARS})
+        job_events = s.query("job_events", **triage.shown_texts("e", "worker", "actor", "reason"))
+        texts["history"] = mogrify(job_events, history | {"cut": triage.DISPLAY_CHARS})
         window = {
             "since": None, "since_at": None, "until": None, "until_at": None, "events": None,
             "actor": None, "worker": None, "ids": None, "job_table": s.table.qualified,
             "limit": 50, "cut": triage.DISPLAY_CHARS,
         }  # fmt: skip
-        texts["events"] = mogrify(s.query("events_newest"), window)
+        events = s.query("events_newest", **triage.shown_texts("e", "worker", "actor", "reason"))
+        texts["events"] = mogrify(events, window)
     with session.open(db.Settings(dsn=dsn, table=EXPIRED)) as s:
         where = triage.ExpiredFilter().params() | {"limit": None}
         texts["dry run"] = psycopg.ClientCursor(s.conn).mogrify(s.query("stuck"), where)

@@ -57,6 +57,10 @@ FRAGMENTS = {
     "shown_columns": sql.SQL(", ").join([sql.Identifier("j", "status")]),
     "column_name": sql.Identifier("last_error"),
     "cut_name": sql.Identifier("jobctl_cut:last_error"),
+    "text": sql.SQL("e.reason"),
+    "shown_worker": sql.SQL("e.worker"),
+    "shown_actor": sql.SQL("e.actor"),
+    "shown_reason": sql.SQL("e.reason"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL
