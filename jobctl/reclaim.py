@@ -77,7 +77,10 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
         )
     if not request.commit:  # streamed: a million expired rows are never held at once
-        return Run(streamed_dry_run(s, request.where, request.limit, request.save_plan), None)
+        batches = streamed_dry_run(s, request.where, request.limit, request.save_plan)
+        # the statement runs now, its first chunk read: a failure of its own (a column the
+        # table lacks, a privilege) is start's, as for the whole list, not a later batch's
+        return Run(_started(batches), None)
     if request.plan is not None:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
@@ -179,6 +182,19 @@ def streamed_dry_run(
             write(chunk)
         if chunk:
             yield chunk
+
+
+def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
+    """``batches`` with its first one read now (its statement run); closing or throwing into
+    what it returns reaches ``batches`` (a plan being written is then dropped)."""
+    first = next(batches, None)
+
+    def rest() -> Iterator[list[ReclaimRow]]:
+        if first is not None:
+            yield first
+        yield from batches
+
+    return rest()
 
 
 def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
