@@ -347,8 +347,10 @@ ORDER BY 1, 3, 2
 -- name: column_lengths
 -- a table's columns in order, each with whether its type is of variable length (text, jsonb,
 -- bytea, arrays ...: a value that can be long, cut for display by job_row_shown)
-SELECT a.attname::text AS name, t.typlen < 0 AS variable
+SELECT a.attname::pg_catalog.text AS name,
+       t.typlen OPERATOR(pg_catalog.<) 0::pg_catalog.int2 AS variable
 FROM pg_catalog.pg_attribute a
-JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped
 ORDER BY a.attnum

@@ -241,9 +241,10 @@ CASE WHEN {text_is_long} THEN {text_cut} END AS {cut_name}
 -- --full); its length in bytes first (read without the value), then the characters of a slice
 -- of it (substr reads only the first ones of a long value)
 (%(cut)s::pg_catalog.int4 IS NOT NULL
- AND pg_catalog.octet_length({text}) > %(cut)s::pg_catalog.int4
- AND pg_catalog.length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4 + 1))
-     > %(cut)s::pg_catalog.int4)
+ AND pg_catalog.octet_length({text}) OPERATOR(pg_catalog.>) %(cut)s::pg_catalog.int4
+ AND pg_catalog.length(pg_catalog.substr(
+         {text}, 1, %(cut)s::pg_catalog.int4 OPERATOR(pg_catalog.+) 1::pg_catalog.int4))
+     OPERATOR(pg_catalog.>) %(cut)s::pg_catalog.int4)
 
 -- name: text_cut
 -- a long text {text} as a display shows it (issue 32: a 100 MB last_error): its first %(cut)s
@@ -251,8 +252,8 @@ CASE WHEN {text_is_long} THEN {text_cut} END AS {cut_name}
 pg_catalog.format(
     '%%s… (%%s more bytes; --full shows all)',
     pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4),
-    pg_catalog.octet_length({text})
-        - pg_catalog.octet_length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4)))
+    pg_catalog.octet_length({text}) OPERATOR(pg_catalog.-)
+        pg_catalog.octet_length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4)))
 
 -- name: display_text
 -- the text {text} as a display shows it: whole, or cut with a note when it is long (the
