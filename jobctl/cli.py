@@ -278,17 +278,19 @@ def summary(
 def show(
     ctx: typer.Context,
     job_id: opt.JobId,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """One job: its row, its lease state (live, expired, none) and its latest events.
 
+    A value longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl show 42 -o json
     """
     from jobctl import triage
 
     with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
-        job = triage.show(s, job_id)
+        job = triage.show(s, job_id, full=full)
     terminal.emit(cli_session.marked(views.show(job, job_id)), out, fmt)
 
 
@@ -296,6 +298,7 @@ def show(
 def history(
     ctx: typer.Context,
     job_id: opt.JobId,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -306,7 +309,7 @@ def history(
     from jobctl import triage
 
     with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
-        result = triage.history(s, job_id)
+        result = triage.history(s, job_id, full=full)
     terminal.emit(cli_session.marked(views.history(result, job_id)), out, fmt)
 
 
@@ -316,6 +319,7 @@ def history(
 def explain(
     ctx: typer.Context,
     job_id: opt.JobId,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -329,7 +333,9 @@ def explain(
     with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
         mapping = s.table.mapping
         result = story.explain(
-            triage.history(s, job_id), parked=mapping.parked, failed=mapping.status("failed")
+            triage.history(s, job_id, full=full),
+            parked=mapping.parked,
+            failed=mapping.status("failed"),
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None

@@ -104,6 +104,7 @@ def events(
         bool, typer.Option("--oldest-first/--newest-first", help="Order by the event time.")
     ] = False,
     limit: opt.Limit = None,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -127,12 +128,14 @@ def events(
         with s.transaction(read_only=True):
             if out.tabular:  # a table needs every row for its widths: the first ones
                 cap = EVENTS_TABLE_ROWS if limit is None else limit
-                found = list(core.stream(s, window, oldest_first=oldest_first, limit=cap + 1))
+                found = list(
+                    core.stream(s, window, oldest_first=oldest_first, limit=cap + 1, full=full)
+                )
                 more = len(found) > cap
                 found = found[:cap]
                 doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
             else:
-                streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit)
+                streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
                 doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
                 more = False
             terminal.emit(doc, out, fmt)

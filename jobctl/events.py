@@ -70,11 +70,25 @@ class Window:
 
 
 def stream(
-    s: Session, window: Window, *, oldest_first: bool = False, limit: int | None = None
+    s: Session,
+    window: Window,
+    *,
+    oldest_first: bool = False,
+    limit: int | None = None,
+    full: bool = False,
 ) -> Iterator[JobEvent]:
     """The events in ``window``, newest first (or oldest), streamed; the caller holds a
-    read-only transaction."""
+    read-only transaction. A worker, actor or reason longer than triage.DISPLAY_CHARS
+    characters is cut on the server, with a note (``full``: whole)."""
+    from jobctl import triage
+
     name = "events_oldest" if oldest_first else "events_newest"
-    params = {**window.params(), "job_table": s.table.qualified, "limit": limit}
-    for row in s.stream(name, params):
+    params = {
+        **window.params(),
+        "job_table": s.table.qualified,
+        "limit": limit,
+        "cut": triage.cut(full),
+    }
+    shown = triage.shown_texts("e", "worker", "actor", "reason")
+    for row in s.stream(name, params, **shown):
         yield cast(JobEvent, row)

@@ -141,6 +141,13 @@ ExpectToken = Annotated[
     ),
 ]
 Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
+Full = Annotated[  # show, history, explain, events: long texts whole (else cut on the server)
+    bool,
+    typer.Option(
+        "--full",
+        help="Every byte of long values (else cut at 4096 characters, with a note).",
+    ),
+]
 PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
     dt.timedelta,

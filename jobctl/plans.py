@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -31,6 +31,14 @@ def write(path: Path, document: dict[str, Any]) -> None:
     directory (created exclusively, 0600), renamed over ``path``. Refused (exit 2) when
     ``path`` is a symbolic link, not a regular file, or a file another user owns: the plan is
     never written through a link nor into a file someone else can read or swap."""
+    with _atomic(path) as put:
+        put(output.to_json(document) + "\n")
+
+
+@contextlib.contextmanager
+def _atomic(path: Path) -> Iterator[Callable[[str], object]]:
+    """A writer of text that lands at ``path`` as ``write`` says, once the block ends without
+    an error; on an error the temporary file is removed and ``path`` left as it was."""
     try:
         found = os.lstat(path)
     except FileNotFoundError:
@@ -46,22 +54,40 @@ def write(path: Path, document: dict[str, Any]) -> None:
             raise errors.UsageError(
                 f"cannot write plan {path}: the file belongs to another user (uid {found.st_uid})"
             )
-    text = output.to_json(document) + "\n"
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
+
+    def failed(exc: OSError) -> errors.UsageError:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise errors.UsageError(f"cannot write plan {path}: {exc.strerror}") from None
+        return errors.UsageError(f"cannot write plan {path}: {exc.strerror}")
+
+    def put(text: str) -> None:
+        try:
+            file.write(text)
+        except OSError as exc:
+            raise failed(exc) from None
+
+    file = os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        with file:
+            yield put
+            try:
+                file.flush()
+                os.fsync(file.fileno())
+            except OSError as exc:
+                raise failed(exc) from None
+    except BaseException:  # the rows' source failed (or a write did): no plan, no temporary
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    try:
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise failed(exc) from None
 
 
 def read(
@@ -117,8 +143,36 @@ def check_origin(path: Path, made: Any, location: dict[str, Any]) -> None:
 def write_rows(path: Path, format: str, location: dict[str, Any], rows: Sequence[Any]) -> None:
     """A plan of reviewed ``rows`` (each with what its write is fenced on), made at
     ``location``, written as ``write`` does."""
+    with writing_rows(path, format, location) as write_some:
+        write_some(rows)
+
+
+@contextlib.contextmanager
+def writing_rows(
+    path: Path, format: str, location: dict[str, Any]
+) -> Iterator[Callable[[Iterable[Any]], None]]:
+    """``write_rows`` as the rows come (a dry run streamed from the server): a writer of some
+    rows at a time, so that no list of them is held. The same bytes as ``write`` of the whole
+    document (its JSON written in pieces); the plan lands at ``path`` only when the block ends
+    without an error (else nothing is left, as ``write``)."""
     made_at = dt.datetime.now(dt.timezone.utc).isoformat()
-    write(path, {"format": format, "made_at": made_at, "where": location, "rows": list(rows)})
+    head = output.to_json({"format": format, "made_at": made_at, "where": location, "rows": []})
+    if not head.endswith("[]}"):
+        raise AssertionError("a plan's rows come last")
+    with _atomic(path) as put:
+        put(head[: -len("]}")])
+        first = True
+
+        def write_some(rows: Iterable[Any]) -> None:
+            nonlocal first
+            parts = []
+            for row in rows:
+                parts.append(output.to_json(row) if first else ", " + output.to_json(row))
+                first = False
+            put("".join(parts))
+
+        yield write_some
+        put("]}\n")
 
 
 def read_rows(

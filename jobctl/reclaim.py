@@ -4,6 +4,7 @@ saved plans; and the workflow of ``jobctl reclaim`` (its option rules and three 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime as dt
 import threading
@@ -15,7 +16,7 @@ import psycopg
 
 from jobctl import db, errors, output, plans
 from jobctl.rows import ReclaimRow, Row
-from jobctl.session import Confirm, Session
+from jobctl.session import STREAM_CHUNK, Confirm, Session
 from jobctl.triage import POISONED, ExpiredFilter, stuck
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
@@ -59,7 +60,9 @@ class Run:
     """A reclaim under way: its batches (drain them), and how many rows are expected."""
 
     batches: Iterator[list[ReclaimRow]]
-    total: int | None  # known after a preview or from a plan; None when --yes skipped both
+    # known after a commit's preview or from a plan; None for a dry run (streamed, not
+    # counted ahead) and when --yes skipped the preview
+    total: int | None
 
 
 def start(s: Session, request: Request, confirm: Confirm) -> Run:
@@ -73,11 +76,11 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         request = dataclasses.replace(
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
         )
-    if not request.commit:
-        rows = dry_run(s, request.where, request.limit)
-        if request.save_plan is not None:
-            save_plan(request.save_plan, s.origin(), rows)
-        return Run(iter([rows]), len(rows))
+    if not request.commit:  # streamed: a million expired rows are never held at once
+        batches = streamed_dry_run(s, request.where, request.limit, request.save_plan)
+        # the statement runs now, its first chunk read: a failure of its own (a column the
+        # table lacks, a privilege) is start's, as for the whole list, not a later batch's
+        return Run(_started(batches), None)
     if request.plan is not None:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
@@ -85,9 +88,9 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
     total = None
     if not request.yes:
-        preview_rows = dry_run(s, request.where, request.limit)
-        total = len(preview_rows)
-        requeue = sum(r["action"] == "requeue" for r in preview_rows)
+        preview_rows = sample(s, request.where, request.limit)
+        total = preview_rows.total
+        requeue = preview_rows.actions["requeue"]
         confirm(
             f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
             preview_rows,
@@ -95,6 +98,33 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         )
     batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
     return Run(batches, total)
+
+
+PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
+
+
+class Sample(list[ReclaimRow]):
+    """The first PREVIEW_ROWS rows of a dry run, with counts of every row (``total``, by
+    ``actions`` and by ``workers``): what a commit's question shows, in bounded memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.actions: collections.Counter[str] = collections.Counter()
+        self.workers: collections.Counter[Any] = collections.Counter()
+
+
+def sample(s: Session, where: ExpiredFilter, limit: int | None) -> Sample:
+    """The dry run, streamed, as a commit's question shows it (``Sample``)."""
+    found = Sample()
+    with s.transaction(read_only=True):
+        for row in preview(s, where, limit):
+            found.total += 1
+            found.actions[row["action"]] += 1
+            found.workers[row["reserved_by"]] += 1
+            if len(found) < PREVIEW_ROWS:
+                found.append(row)
+    return found
 
 
 def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
@@ -125,6 +155,46 @@ def dry_run(s: Session, where: ExpiredFilter, limit: int | None) -> list[Reclaim
     """
     with s.transaction(read_only=True):
         return list(preview(s, where, limit))
+
+
+def streamed_dry_run(
+    s: Session, where: ExpiredFilter, limit: int | None, save_plan: Path | None = None
+) -> Iterator[list[ReclaimRow]]:
+    """The dry run a chunk of rows at a time, as a server-side cursor gives them, in one
+    read-only transaction held while the caller drains it: memory stays flat however many
+    rows expired. With ``save_plan``, each chunk is written to the plan as it comes; the plan
+    lands (atomically, as ``save_plan`` writes it) once the last row is in, and not at all if
+    the dry run stops before."""
+    with contextlib.ExitStack() as stack:
+        write = None
+        if save_plan is not None:
+            write = stack.enter_context(plans.writing_rows(save_plan, PLAN_FORMAT, s.origin()))
+        stack.enter_context(s.transaction(read_only=True))
+        chunk: list[ReclaimRow] = []
+        for row in preview(s, where, limit):
+            chunk.append(row)
+            if len(chunk) == STREAM_CHUNK:
+                if write is not None:
+                    write(chunk)
+                yield chunk
+                chunk = []
+        if write is not None:
+            write(chunk)
+        if chunk:
+            yield chunk
+
+
+def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
+    """``batches`` with its first one read now (its statement run); closing or throwing into
+    what it returns reaches ``batches`` (a plan being written is then dropped)."""
+    first = next(batches, None)
+
+    def rest() -> Iterator[list[ReclaimRow]]:
+        if first is not None:
+            yield first
+        yield from batches
+
+    return rest()
 
 
 def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
@@ -179,9 +249,9 @@ def commit(
         if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
             break
     if where.plan is None and (limit is None or handled < limit):
-        left = [
-            r for r in dry_run(s, where, None if limit is None else limit - handled) if r["skipped"]
-        ]
+        with s.transaction(read_only=True):  # streamed: only the locked rows are kept
+            rest = preview(s, where, None if limit is None else limit - handled)
+            left = [r for r in rest if r["skipped"]]
         if left:
             yield left
 

@@ -105,14 +105,17 @@ class Session:
         """Run a write; the number of rows it changed."""
         return self.conn.execute(self.query(name), params or {}).rowcount
 
-    def stream(self, name: str, params: dict[str, Any]) -> Iterator[Row]:
-        """Rows through a server-side cursor, a chunk at a time, so memory stays flat.
+    def stream(
+        self, name: str, params: dict[str, Any], **fragments: sql.Composable
+    ) -> Iterator[Row]:
+        """Rows through a server-side cursor, a chunk at a time, so memory stays flat
+        (``fragments``: the statement's own, as ``query`` takes them).
 
         The caller holds the transaction (a named cursor lives only inside one).
         """
         with self.conn.cursor(name="jobctl_stream") as cursor:
             cursor.itersize = STREAM_CHUNK
-            cursor.execute(self.query(name), params)
+            cursor.execute(self.query(name, **fragments), params)
             yield from cursor
 
 

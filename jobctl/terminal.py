@@ -68,14 +68,18 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
         columns = rows.RECLAIM_COLUMNS if reclaiming else rows.PREVIEW_COLUMNS
         view = views.RECLAIM_VIEW if reclaiming else views.PREVIEW_VIEW
         shown = list(about[:TABLE_ROWS])
-        if len(shown) < len(about):
-            title = f"{title}: the first {len(shown)} of {len(about)}"
+        # a reclaim.Sample: its first rows and the counts of all (a million are never held)
+        total = getattr(about, "total", len(about))
+        if len(shown) < total:
+            title = f"{title}: the first {len(shown)} of {total}"
         preview = output.Section(title, shown, columns, view)
         if "target" in about[0]:  # rows across targets: which database each is in
             (preview,) = views.across_targets(output.Document(None, [preview])).sections
         output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
-        if len(shown) < len(about):
-            workers = collections.Counter(r.get("reserved_by") for r in about)
+        if len(shown) < total:
+            workers = getattr(about, "workers", None) or collections.Counter(
+                r.get("reserved_by") for r in about
+            )
             say("by worker: " + ", ".join(f"{w} {n}" for w, n in workers.most_common()))
     try:
         agreed = typer.confirm(question, err=True)

@@ -7,7 +7,9 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from jobctl import db, errors
+from psycopg import sql
+
+from jobctl import db, errors, queries
 from jobctl import history as hist
 from jobctl.mapping import COLUMNS, TableMapping
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
@@ -16,6 +18,10 @@ from jobctl.session import Session
 HISTORY_EVENT_LIMIT = 10_000
 EXACT_COUNT_LIMIT = 1_000_000
 SHOW_EVENT_LIMIT = 10
+# A display shows this many characters of a long value (a 100 MB last_error, a worker's name),
+# cut on the server with a note of how much more there is; --full asks for every byte.
+DISPLAY_CHARS = 4_096
+CUT_PREFIX = "jobctl_cut:"  # job_row_shown's column beside a long one: its cut text, or NULL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,21 +133,70 @@ def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     return ready
 
 
-def job(s: Session, job_id: str | int) -> Row:
+def job(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     """One job: every column plus ``lease_state`` (live, expired, none); the history's own
-    columns (``jobctl_*``, the live attempt's statistics) are left out."""
-    return _public(_job_row(s, job_id))
+    columns (``jobctl_*``, the live attempt's statistics) are left out. A value longer than
+    DISPLAY_CHARS characters is cut on the server, with a note (``full``: every byte)."""
+    return _public(_job_row(s, job_id, full=full))
 
 
-def _job_row(s: Session, job_id: str | int) -> Row:
+def cut(full: bool) -> int | None:
+    """The ``cut`` parameter of the statements that show long text (display_cut)."""
+    return None if full else DISPLAY_CHARS
+
+
+def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     (typed,) = s.job_ids([job_id])
     with s.conn.cursor() as cursor:  # a time beyond a client's calendar shown as its text
         db.times_beyond_the_calendar_as_text(cursor)
-        row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
+        if full:
+            row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
+        else:
+            statement = s.query("job_row_shown", shown_columns=_shown_columns(s))
+            row = cursor.execute(statement, {"id": typed, "cut": DISPLAY_CHARS}).fetchone()
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)
-    return design_names(row, s.table.mapping)
+    return design_names(_with_cut_values(row), s.table.mapping)
+
+
+def _shown_columns(s: Session) -> sql.Composable:
+    """The table's columns in order, each of variable length as ``shown_column`` (cut on the
+    server when long), but the id and status, which jobctl reads back (never long)."""
+    kept = {s.table.mapping.column("id"), s.table.mapping.column("status")}
+    parts: list[sql.Composable] = []
+    for column in s.rows("column_lengths", {"oid": s.table.oid}):
+        value = sql.Identifier("j", column["name"])
+        if not column["variable"] or column["name"] in kept:
+            parts.append(value)
+            continue
+        shown = s.query(
+            "shown_column",
+            column=value,
+            text=sql.SQL("{}::pg_catalog.text").format(value),
+            column_name=sql.Identifier(column["name"]),
+            cut_name=sql.Identifier(CUT_PREFIX + column["name"]),
+        )
+        parts.append(shown)
+    return sql.SQL(", ").join(parts)
+
+
+def shown_texts(alias: str, *columns: str) -> dict[str, sql.Composable]:
+    """The fragments ``{shown_COLUMN}`` of a statement that shows the history's texts: the
+    column ``alias.COLUMN`` as a display shows it (display_text: cut when long)."""
+    return {
+        f"shown_{column}": queries.query("display_text", text=sql.Identifier(alias, column))
+        for column in columns
+    }
+
+
+def _with_cut_values(row: Row) -> Row:
+    """job_row_shown's row with each cut value (and its note) in its column's place."""
+    for key in [k for k in row if k.startswith(CUT_PREFIX)]:
+        shown = row.pop(key)
+        if shown is not None:
+            row[key[len(CUT_PREFIX) :]] = shown
+    return row
 
 
 def design_names(row: Row, mapping: TableMapping) -> Row:
@@ -162,15 +217,21 @@ def _public(row: Row) -> Row:
     return {k: v for k, v in row.items() if not k.startswith("jobctl_")}
 
 
-def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row], list[Row]]:
+def _attempts_and_events(
+    s: Session, the_job: Row, limit: int, *, full: bool = False
+) -> tuple[list[Row], list[Row]]:
     """The job's attempts (ended ones stored, the live one from its row) and its latest
-    ``limit`` events (stored ones, claims and completions derived from the attempts)."""
-    params = {"job_table": s.table.qualified, "id": str(the_job["id"])}
+    ``limit`` events (stored ones, claims and completions derived from the attempts); long
+    texts cut for display (``full``: whole)."""
+    params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
     mode = hist.table_state(s.conn, s.table.oid).mode
+    attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))
+    events_query = s.query("job_events", **shown_texts("e", "worker", "actor", "reason"))
     attempts = hist.merge(
-        s.rows("job_attempts", params), hist.live_attempt(the_job, mode, s.table.mapping)
+        s.conn.execute(attempts_query, params).fetchall(),
+        hist.live_attempt(the_job, mode, s.table.mapping),
     )
-    stored = s.rows("job_events", params | {"limit": limit})
+    stored = s.conn.execute(events_query, params | {"limit": limit}).fetchall()
     completion = hist.unrecorded_completion(
         the_job, attempts, stored, s.table.mapping.status("done")
     )
@@ -179,23 +240,25 @@ def _attempts_and_events(s: Session, the_job: Row, limit: int) -> tuple[list[Row
     return attempts, hist.events(stored, attempts, limit, s.table.mapping)
 
 
-def events(s: Session, job_id: str | int, limit: int) -> list[Event]:
+def events(s: Session, job_id: str | int, limit: int, *, full: bool = False) -> list[Event]:
     """The job's latest ``limit`` events, oldest first."""
-    _, latest = _attempts_and_events(s, _job_row(s, job_id), limit)
+    _, latest = _attempts_and_events(s, _job_row(s, job_id, full=full), limit, full=full)
     return cast(list[Event], latest)
 
 
-def show(s: Session, job_id: str | int) -> Row:
-    """The job row, its lease state and its latest events."""
-    row = _job_row(s, job_id)
-    _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT)
+def show(s: Session, job_id: str | int, *, full: bool = False) -> Row:
+    """The job row, its lease state and its latest events; a value longer than DISPLAY_CHARS
+    characters cut on the server, with a note (``full``: every byte)."""
+    row = _job_row(s, job_id, full=full)
+    _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT, full=full)
     return _public(row) | {"events": latest}
 
 
-def history(s: Session, job_id: str | int) -> History:
-    """The job, its attempts (heartbeat history) and its events (reclaim history)."""
-    row = _job_row(s, job_id)
-    attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT)
+def history(s: Session, job_id: str | int, *, full: bool = False) -> History:
+    """The job, its attempts (heartbeat history) and its events (reclaim history); long texts
+    cut as ``show`` cuts them (``full``: whole)."""
+    row = _job_row(s, job_id, full=full)
+    attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT, full=full)
     return {
         "job": _public(row),
         "attempts": cast(list[Attempt], attempts),

@@ -354,3 +354,14 @@ SELECT 'row security', c.relname::pg_catalog.text, c.relname::pg_catalog.text
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE n.nspname OPERATOR(pg_catalog.=) 'jobctl' AND c.relrowsecurity
 ORDER BY 1, 3, 2
+
+-- name: column_lengths
+-- a table's columns in order, each with whether its type is of variable length (text, jsonb,
+-- bytea, arrays ...: a value that can be long, cut for display by job_row_shown)
+SELECT a.attname::pg_catalog.text AS name,
+       t.typlen OPERATOR(pg_catalog.<) 0::pg_catalog.int2 AS variable
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped
+ORDER BY a.attnum

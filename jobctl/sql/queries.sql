@@ -313,12 +313,52 @@ ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,
 SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
+-- name: job_row_shown
+-- one job as a display shows it (show, history, explain): job_row with each long value cut on
+-- the server ({shown_columns}: the table's columns in order, each long one as shown_column),
+-- so that a 100 MB last_error never crosses the wire (issue 32)
+SELECT {shown_columns}, {lease_state} AS lease_state, j.xmin::text AS row_version
+FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
+
+-- name: shown_column
+-- a column of variable length (text, jsonb, bytea ...) of a job as a display shows it: the
+-- value as it is ({column}, named {column_name}; {text} is it as text) unless it is long
+-- (text_is_long); then NULL, and beside it (as {cut_name}) its cut with a note (text_cut)
+CASE WHEN {text_is_long} THEN NULL ELSE {column} END AS {column_name},
+CASE WHEN {text_is_long} THEN {text_cut} END AS {cut_name}
+
+-- name: text_is_long
+-- whether the text {text} is longer than %(cut)s characters (never when %(cut)s is NULL:
+-- --full); its length in bytes first (read without the value), then the characters of a slice
+-- of it (substr reads only the first ones of a long value)
+(%(cut)s::pg_catalog.int4 IS NOT NULL
+ AND pg_catalog.octet_length({text}) OPERATOR(pg_catalog.>) %(cut)s::pg_catalog.int4
+ AND pg_catalog.length(pg_catalog.substr(
+         {text}, 1, %(cut)s::pg_catalog.int4 OPERATOR(pg_catalog.+) 1::pg_catalog.int4))
+     OPERATOR(pg_catalog.>) %(cut)s::pg_catalog.int4)
+
+-- name: text_cut
+-- a long text {text} as a display shows it (issue 32: a 100 MB last_error): its first %(cut)s
+-- characters and a note of how many bytes more there are
+pg_catalog.format(
+    '%%s… (%%s more bytes; --full shows all)',
+    pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4),
+    pg_catalog.octet_length({text}) OPERATOR(pg_catalog.-)
+        pg_catalog.octet_length(pg_catalog.substr({text}, 1, %(cut)s::pg_catalog.int4)))
+
+-- name: display_text
+-- the text {text} as a display shows it: whole, or cut with a note when it is long (the
+-- statements that show the history's texts get it as {shown_worker} ..., triage.shown_texts)
+CASE WHEN {text_is_long} THEN {text_cut} ELSE {text} END
+
 -- name: job_events
 -- a job's events from the history, oldest first (the latest %(limit)s); claimed: what a role
--- not jobctl's declared (history 005; read through to_jsonb, NULL before 005 is applied)
+-- not jobctl's declared (history 005; read through to_jsonb, NULL before 005 is applied);
+-- the texts a row or a role wrote (worker, actor, reason) cut for display ({shown_worker} ...:
+-- display_text)
 SELECT * FROM (
     SELECT e.at, e.event, e.from_status, e.to_status, e.attempt, e.attempt_token,
-           e.worker, e.actor, e.reason, e.db_role,
+           {shown_worker} AS worker, {shown_actor} AS actor, {shown_reason} AS reason, e.db_role,
            pg_catalog.to_jsonb(e) -> 'claimed' AS claimed, e.event_id
     FROM jobctl.events e
     WHERE e.job_table = %(job_table)s AND e.job_id = %(id)s
@@ -327,8 +367,9 @@ SELECT * FROM (
 
 -- name: job_attempts
 -- a job's attempts (the heartbeat history), oldest first: one row per ended
--- attempt (the live one is read from the jobs row; see jobctl/history.py)
-SELECT a.attempt, a.attempt_token, a.worker, a.claimed_at, a.heartbeats,
+-- attempt (the live one is read from the jobs row; see jobctl/history.py); the worker's name
+-- cut for display ({shown_worker}: display_text)
+SELECT a.attempt, a.attempt_token, {shown_worker} AS worker, a.claimed_at, a.heartbeats,
        a.last_heartbeat_at, extract(epoch FROM a.max_heartbeat_gap)::float8 AS max_heartbeat_gap_s,
        a.ended_at, a.outcome, extract(epoch FROM a.lease)::float8 AS lease_s,
        a.lease_expires_at, a.heartbeat_stats, a.ended_by
@@ -480,9 +521,11 @@ AND (%(worker)s::text IS NULL OR e.worker = %(worker)s)
 AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
 
 -- name: event_columns
--- one event across jobs as jobctl events shows it (the job's id back in the id column's type)
+-- one event across jobs as jobctl events shows it (the job's id back in the id column's type;
+-- the texts a row or a role wrote cut for display, {shown_worker} ...: display_text)
 e.at, e.job_id::{id_type} AS id, e.event, e.from_status, e.to_status, e.attempt,
-e.attempt_token, e.worker, e.actor, e.db_role, e.reason
+e.attempt_token, {shown_worker} AS worker, {shown_actor} AS actor, e.db_role,
+{shown_reason} AS reason
 
 -- name: events_newest
 -- the history's events across jobs, newest first, streamed (the event time's index)

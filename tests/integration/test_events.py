@@ -8,7 +8,7 @@ import json
 
 from helpers import add_jobs, claim_all
 
-from jobctl import db, events, rows, session
+from jobctl import db, events, rows, session, triage
 
 
 def incident(conn, dsn, run) -> dict[str, list[int]]:
@@ -102,9 +102,10 @@ def test_events_read_the_event_times_index(conn, dsn):
     try:
         window = events.Window(since=events.bound("1h"))
         for name in ("events_newest", "events_oldest"):
-            params = {**window.params(), "job_table": "public.jobs", "limit": None}
+            params = {**window.params(), "job_table": "public.jobs", "limit": None, "cut": 4096}
+            statement = s.query(name, **triage.shown_texts("e", "worker", "actor", "reason"))
             plan = s.conn.execute(
-                b"EXPLAIN (FORMAT JSON) " + s.query(name).as_bytes(s.conn), params
+                b"EXPLAIN (FORMAT JSON) " + statement.as_bytes(s.conn), params
             ).fetchone()
             text = json.dumps(plan, default=str)
             assert "events_at_idx" in text, text

@@ -53,6 +53,14 @@ FRAGMENTS = {
     "read_only": sql.SQL(""),
     "search_path": sql.SQL("'pg_catalog, pg_temp'"),
     "column": sql.Identifier("status"),
+    # a display's cut of a long column (triage._shown_columns)
+    "shown_columns": sql.SQL(", ").join([sql.Identifier("j", "status")]),
+    "column_name": sql.Identifier("last_error"),
+    "cut_name": sql.Identifier("jobctl_cut:last_error"),
+    "text": sql.SQL("e.reason"),
+    "shown_worker": sql.SQL("e.worker"),
+    "shown_actor": sql.SQL("e.actor"),
+    "shown_reason": sql.SQL("e.reason"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL

@@ -1,0 +1,264 @@
+"""Hostile sizes (issue 32, finding 9): long text is cut on the server for display, the full
+value only where asked (--full); the dry run and its saved plan are streamed, never held.
+
+Behaviour is pinned, not timing: the cut value and its note, every byte with --full, the dry
+run's output and plan as before for small sets, and the server-side cursor the dry run reads
+through while it is drained (a structural check that cannot flake). Peak RSS is measured by
+tests/bench/bench_memory.py (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all
+
+from jobctl import db, errors, output, plans, reclaim, session, triage
+
+BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
+CUT = triage.DISPLAY_CHARS
+NOTE = "more bytes; --full shows all)"
+
+
+def big_text(size: int = BIG) -> str:
+    return "".join(f"{n:09d}\n" for n in range(size // 10))[:size]
+
+
+def shown(text: str, cut: int = CUT) -> str:
+    """What a display shows of ``text``: its first ``cut`` characters and the note."""
+    head = text[:cut]
+    more = len(text.encode()) - len(head.encode())
+    return f"{head}… ({more} {NOTE}"
+
+
+def test_show_cuts_a_long_last_error_on_the_server_and_full_shows_every_byte(conn, run):
+    (job_id,) = add_jobs(conn, 1)
+    error = big_text()
+    conn.execute("UPDATE jobs SET last_error = %s WHERE id = %s", (error, job_id))
+
+    cut = run("show", str(job_id), "-o", "json")
+    assert cut.code == 0, cut.err
+    assert json.loads(cut.out)["last_error"] == shown(error)
+    assert len(cut.out) < 50_000  # not 5 MB: cut before it crossed the wire
+
+    table = run("show", str(job_id))
+    assert table.code == 0, table.err
+    assert f"({BIG - CUT} {NOTE}" in table.out and len(table.out) < 50_000
+
+    full = run("show", str(job_id), "--full", "-o", "json")
+    assert full.code == 0, full.err
+    assert json.loads(full.out)["last_error"] == error
+
+
+def test_the_cut_counts_characters_and_keeps_short_values_and_their_types(conn, run):
+    """4096 two-byte characters are not cut (8192 bytes); one more is, by its 2 bytes. A short
+    value keeps its type (jsonb stays an object); a long jsonb is shown as cut text."""
+    (short_id, long_id) = add_jobs(conn, 2)
+    conn.execute(
+        "UPDATE jobs SET last_error = %s, payload = %s WHERE id = %s",
+        ("é" * CUT, psycopg.types.json.Jsonb({"a": [1, 2]}), short_id),
+    )
+    conn.execute(
+        "UPDATE jobs SET last_error = %s, payload = %s WHERE id = %s",
+        ("é" * (CUT + 1), psycopg.types.json.Jsonb({"k": "x" * BIG}), long_id),
+    )
+    short = json.loads(run("show", str(short_id), "-o", "json").out)
+    assert short["last_error"] == "é" * CUT and short["payload"] == {"a": [1, 2]}
+    long = json.loads(run("show", str(long_id), "-o", "json").out)
+    assert long["last_error"] == f"{'é' * CUT}… (2 {NOTE}"
+    assert long["payload"] == shown(json.dumps({"k": "x" * BIG}))
+    full = json.loads(run("show", str(long_id), "--full", "-o", "json").out)
+    assert full["payload"] == {"k": "x" * BIG}
+
+
+def test_history_events_and_explain_cut_the_history_texts(conn, dsn, run):
+    """A worker's 5 MB failure reason and a 5 MB worker name, as the history recorded them."""
+    (job_id,) = add_jobs(conn, 1)
+    worker = "w" * BIG
+    (claimed,) = claim_all(dsn, 1, worker=worker, lease_seconds=600)
+    error = big_text()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        from jobctl import lease
+
+        lease.Worker(c, worker, lease_seconds=600).fail(claimed, error)
+    reasons = conn.execute(
+        "SELECT octet_length(reason) AS n FROM jobctl.events WHERE reason IS NOT NULL"
+    ).fetchall()
+    assert reasons and max(r["n"] for r in reasons) == BIG  # the history holds it whole
+
+    history = run("history", str(job_id), "-o", "json")
+    assert history.code == 0, history.err
+    assert len(history.out) < 100_000
+    found = json.loads(history.out)
+    assert found["job"]["last_error"] == shown(error)
+    assert {a["worker"] for a in found["attempts"]} == {shown(worker)}
+    assert shown(error) in {e["reason"] for e in found["events"]}
+    full = json.loads(run("history", str(job_id), "--full", "-o", "json").out)
+    assert error in {e["reason"] for e in full["events"]}
+    assert {a["worker"] for a in full["attempts"]} == {worker}
+
+    events = run("events", "-o", "json")
+    assert events.code == 0, events.err
+    assert len(events.out) < 100_000
+    assert shown(error) in {e["reason"] for e in json.loads(events.out)}
+    table = run("events")
+    assert table.code == 0 and NOTE in table.out and len(table.out) < 100_000
+    full_events = json.loads(run("events", "--full", "-o", "json").out)
+    assert error in {e["reason"] for e in full_events}
+
+    story = run("explain", str(job_id), "-o", "json")
+    assert story.code == 0, story.err
+    assert len(story.out) < 100_000
+
+
+# ---------------------------------------------------------------- the dry run, streamed
+def expired_jobs(conn, count: int) -> None:
+    """``count`` auto jobs and a fifth as many manual ones, claimed by a dead worker (as the
+    worker API claims: status, token, lease), their leases expired a minute ago."""
+    add_jobs(conn, count)
+    add_jobs(conn, count // 5, policy="manual")
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', attempts = attempts + 1, reserved_by = 'dead', "
+        "reserved_at = now() - interval '2 minutes', attempt_token = gen_random_uuid(), "
+        "lease_expires_at = now() - interval '1 minute' - id * interval '1 ms'"
+    )
+
+
+MOVING = ("lease_overdue_s", "heartbeat_age_s")  # seconds since now(): differ between reads
+
+
+def steady(found: list[dict]) -> list[dict]:
+    """Rows as JSON gives them, without the figures that move with the clock."""
+    return [{k: v for k, v in row.items() if k not in MOVING} for row in found]
+
+
+def expected_rows(dsn: str) -> list[dict]:
+    """The dry run's rows as the whole-list code read them: triage.stuck, applied false."""
+    with session.open(db.Settings(dsn=dsn)) as s, s.transaction(read_only=True):
+        found = [{**r, "applied": False} for r in triage.stuck(s, triage.ExpiredFilter(), None)]
+    return steady(json.loads(output.to_json(found)))
+
+
+def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn, dsn):
+    """The first batch of a dry run comes before the last row was read: a named cursor is
+    open on the server (pg_cursors) and the batch is a chunk, not every row."""
+    expired_jobs(conn, session.STREAM_CHUNK * 2 + 5)
+    rows_ = session.STREAM_CHUNK * 2 + 5 + (session.STREAM_CHUNK * 2 + 5) // 5
+    settings = db.Settings(dsn=dsn)
+    with session.open(settings) as s:
+        run_ = reclaim.start(s, reclaim.Request(), lambda *_: None)
+        first = next(run_.batches)
+        cursors = s.conn.execute("SELECT name FROM pg_cursors").fetchall()
+        rest = [row for batch in run_.batches for row in batch]
+    assert [c["name"] for c in cursors] == ["jobctl_stream"]
+    assert len(first) <= session.STREAM_CHUNK
+    assert len(first) + len(rest) == rows_
+    assert run_.total is None  # not counted ahead: that would be holding every row
+
+
+def test_the_dry_run_prints_what_it_printed_before(conn, dsn, run):
+    """Each format of a dry run (more rows than a chunk) is the rows of ``triage.stuck`` as
+    the whole-list renderer wrote them: JSON an array, JSON lines, CSV under one header."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    expected = expected_rows(dsn)
+    as_json = run("reclaim", "-o", "json")
+    assert as_json.code == 0, as_json.err
+    assert as_json.out.startswith("[\n  {") and as_json.out.endswith("}\n]\n")
+    assert steady(json.loads(as_json.out)) == expected
+    lines = run("reclaim", "-o", "jsonl").out.splitlines()
+    assert steady([json.loads(line) for line in lines]) == expected
+    csv_lines = run("reclaim", "-o", "csv").out.splitlines()
+    assert len(csv_lines) == len(expected) + 1 and csv_lines[0].startswith("id,")
+    table = run("reclaim")
+    assert f"20 of {len(expected)} rows shown" in table.out
+    requeue = sum(r["action"] == "requeue" for r in expected)
+    assert f"dry run: {requeue} would be requeued, {len(expected) - requeue} failed" in table.err
+
+
+def test_a_saved_plan_is_what_the_whole_document_writer_made(conn, dsn, run, tmp_path: Path):
+    """Written as the rows come, the plan is byte for byte the document plans.write made of
+    the whole list (its made_at and clock figures aside), and applies as before."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    path = tmp_path / "plan.json"
+    saved = run("reclaim", "--save-plan", str(path), "-o", "jsonl")
+    assert saved.code == 0, saved.err
+    assert f"plan saved to {path}" in saved.err
+    text = path.read_text()
+    document = json.loads(text)
+    assert list(document) == ["format", "made_at", "where", "rows"]
+    assert text == output.to_json(document) + "\n"  # the whole-document writer's bytes
+    with session.open(db.Settings(dsn=dsn)) as s:
+        assert document["where"] == s.origin()
+    assert document["format"] == reclaim.PLAN_FORMAT
+    assert steady(document["rows"]) == expected_rows(dsn)
+    assert len(document["rows"]) > session.STREAM_CHUNK
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary file left
+    applied = run("reclaim", "--commit", "--plan", str(path), "--yes", "-o", "jsonl")
+    assert applied.code == 0, applied.err
+    outcome = [json.loads(line) for line in applied.out.splitlines()]
+    assert sum(r["applied"] for r in outcome) == len(document["rows"])
+
+
+def test_a_dry_run_that_fails_midway_leaves_no_plan(conn, dsn, tmp_path: Path):
+    """The plan is renamed into place only when every row was written: a dry run stopped
+    after its first batch leaves neither the plan nor a temporary file."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    path = tmp_path / "plan.json"
+    with session.open(db.Settings(dsn=dsn)) as s:
+        run_ = reclaim.start(s, reclaim.Request(save_plan=path), lambda *_: None)
+        next(run_.batches)
+        with pytest.raises(RuntimeError):
+            run_.batches.throw(RuntimeError("stopped"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plans_written_incrementally_match_the_whole_writer(tmp_path: Path):
+    rows_ = [{"id": n, "note": "é\u202e"} for n in range(5)]
+    where = {"database": "d", "system_identifier": "1", "table": "public.jobs"}
+    with plans.writing_rows(tmp_path / "a.json", "f/1", where) as write:
+        write(rows_[:2])
+        write([])
+        write(rows_[2:])
+    text = (tmp_path / "a.json").read_text()
+    made_at = json.loads(text)["made_at"]
+    assert (
+        text
+        == output.to_json({"format": "f/1", "made_at": made_at, "where": where, "rows": rows_})
+        + "\n"
+    )
+    with plans.writing_rows(tmp_path / "b.json", "f/1", where):
+        pass
+    assert json.loads((tmp_path / "b.json").read_text())["rows"] == []
+
+
+def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
+    """A commit without --yes shows its dry run first: the first rows and the counts of
+    every row (total, by action, by worker), never a list of them all."""
+    expired_jobs(conn, session.STREAM_CHUNK + 300)
+    asked: list[tuple[str, Any]] = []
+
+    def refuse(question: str, about: Any, _title: str) -> None:
+        asked.append((question, about))
+        raise errors.Cancelled()
+
+    with session.open(db.Settings(dsn=dsn)) as s, pytest.raises(errors.Cancelled):
+        reclaim.start(s, reclaim.Request(commit=True), refuse)
+    ((question, about),) = asked
+    expected = expected_rows(dsn)
+    requeue = sum(r["action"] == "requeue" for r in expected)
+    assert question == (
+        f"Reclaim {len(expected)} expired job(s): {requeue} requeue, "
+        f"{len(expected) - requeue} fail?"
+    )
+    assert isinstance(about, list) and len(about) == reclaim.PREVIEW_ROWS
+    assert steady(json.loads(output.to_json(about))) == expected[: reclaim.PREVIEW_ROWS]
+    assert about.total == len(expected)
+    assert dict(about.workers) == {"dead": len(expected)}
+    assert conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()[
+        "n"
+    ] == len(expected)  # nothing changed
