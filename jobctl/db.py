@@ -7,7 +7,6 @@ import dataclasses
 import datetime as dt
 import functools
 import getpass
-import json
 import logging
 import os
 import re
@@ -15,7 +14,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import column_types, errors, queries
+from jobctl import column_types, errors, loaders, queries
 from jobctl.mapping import COLUMNS, STATUSES, TableMapping
 
 if TYPE_CHECKING:
@@ -326,65 +325,8 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
         ) from None
     from psycopg.types.json import set_json_loads
 
-    set_json_loads(load_json, conn)  # json and jsonb columns: see load_json
+    set_json_loads(loaders.load_json, conn)  # json and jsonb columns: see load_json
     return conn
-
-
-# json/jsonb nested deeper than this is kept as its JSON text (a JsonText, a string): Python's
-# json recurses (RecursionError past ~1,000 levels) and jq 1.6 stops at 256 (issue 32)
-JSON_DEPTH = 200
-_JSON_STRING, _JSON_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"'), re.compile(rb"[\[\]{}]")
-
-
-class JsonText(str):
-    """A json/jsonb value nested deeper than JSON_DEPTH: the JSON text PostgreSQL sent."""
-
-
-def json_depth_exceeds(data: bytes, limit: int = JSON_DEPTH) -> bool:
-    """Is the JSON text ``data`` nested deeper than ``limit``? (A loop, never recursion.)"""
-    if data.count(b"[") + data.count(b"{") <= limit:  # the common case, at C speed
-        return False
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", data)):
-        depth += 1 if bracket.group() in (b"[", b"{") else -1
-        if depth > limit:
-            return True
-    return False
-
-
-def load_json(data: bytes | bytearray | memoryview | str) -> Any:
-    """psycopg's json/jsonb loader: json.loads, or JsonText when nested past JSON_DEPTH."""
-    if isinstance(data, str):
-        data = data.encode()
-    raw = data if isinstance(data, bytes) else bytes(data)
-    return JsonText(raw.decode()) if json_depth_exceeds(raw) else json.loads(raw)
-
-
-def times_beyond_the_calendar_as_text(cursor: psycopg.Cursor[Any]) -> None:
-    """On ``cursor`` only: a timestamp Python's datetime cannot hold (``infinity``,
-    ``-infinity``, a year past 9999 or before 1) loads as the server's text for it instead
-    of failing the statement, so that one such value in a row is shown, not an error. (Only
-    where a whole row is read as it is, e.g. ``show``: the lease statements never send one,
-    see ``lease_times_poisoned`` in sql/queries.sql.)"""
-    import psycopg
-    from psycopg.types import datetime as times
-
-    class Lenient(times.TimestamptzLoader):
-        def load(self, data: Any) -> Any:
-            try:
-                return super().load(data)
-            except psycopg.DataError:
-                return bytes(data).decode("ascii", "replace")
-
-    class LenientNaive(times.TimestampLoader):
-        def load(self, data: Any) -> Any:
-            try:
-                return super().load(data)
-            except psycopg.DataError:
-                return bytes(data).decode("ascii", "replace")
-
-    cursor.adapters.register_loader("timestamptz", Lenient)
-    cursor.adapters.register_loader("timestamp", LenientNaive)
 
 
 _LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
@@ -584,7 +526,7 @@ def pipelined(
         with conn.pipeline():
             conn.execute("BEGIN")
             _apply(conn, settings, action=action)
-            cursor = _reading_iso(conn.cursor())
+            cursor = loaders.reading_iso(conn.cursor())
             cursor.execute(statement, params)
             conn.execute("COMMIT")
         return cursor.fetchall()
@@ -594,49 +536,6 @@ def pipelined(
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
         raise
-
-
-# the date/time types whose text psycopg reads by the connection's reported DateStyle
-_DATE_TIME_TYPES = ("timestamptz", "timestamp", "date")
-
-
-def _reading_iso(cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
-    """``cursor``, reading dates and times as ISO whatever the connection reports. In a
-    pipeline, psycopg reads the statement's rows after the COMMIT, by which time the server
-    has reported the session's own DateStyle back (German, say), while the rows were written
-    under the transaction's ISO (``parse_settings``): psycopg's loader made without a
-    connection reads ISO (in UTC: the connection's time zone is put back)."""
-    import psycopg
-
-    loader = _iso_loader(cursor.connection.info.timezone)
-    for name in _DATE_TIME_TYPES:
-        cursor.adapters.register_loader(psycopg.adapters.types[name].oid, loader)
-    return cursor
-
-
-@functools.cache
-def _iso_loader(zone: dt.tzinfo) -> type[Any]:
-    """The loader of ``_reading_iso`` for a connection in time zone ``zone`` (made once)."""
-    import psycopg
-    from psycopg import abc, adapt, pq
-
-    class IsoLoader(adapt.Loader):
-        def __init__(self, oid: int, context: abc.AdaptContext | None = None) -> None:
-            super().__init__(oid, context)
-            stock = psycopg.adapters.get_loader(oid, pq.Format.TEXT)
-            assert stock is not None
-            self.stock = stock(oid)  # no connection: ISO
-
-        def load(self, data: Any) -> Any:
-            value = self.stock.load(data)
-            if getattr(value, "tzinfo", None) is None:  # a date, a timestamp without zone
-                return value
-            try:
-                return value.astimezone(zone)
-            except OverflowError:  # next to year 10000: kept in UTC, as psycopg does
-                return value
-
-    return IsoLoader
 
 
 def _apply(

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from psycopg import sql
 
-from jobctl import db, errors, queries
+from jobctl import errors, loaders, queries
 from jobctl import history as hist
 from jobctl.mapping import COLUMNS, TableMapping
 from jobctl.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
@@ -148,7 +148,7 @@ def cut(full: bool) -> int | None:
 def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     (typed,) = s.job_ids([job_id])
     with s.conn.cursor() as cursor:  # a time beyond a client's calendar shown as its text
-        db.times_beyond_the_calendar_as_text(cursor)
+        loaders.times_beyond_the_calendar_as_text(cursor)
         if full:
             row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
         else:

@@ -3,7 +3,7 @@
 Findings 7 and 11 put into ``transaction_settings`` (sql/queries.sql) the refusal of a session
 whose session_replication_role is not origin (``origin_session``) and the output styles jobctl
 parses (``parse_settings``: DateStyle, IntervalStyle, extra_float_digits), and make a pipelined
-statement's cursor read dates as ISO (``db._reading_iso``). This times, interleaved --rounds
+statement's cursor read dates as ISO (``loaders.reading_iso``). This times, interleaved --rounds
 times, the statement without them and as jobctl sends it: on the server alone (a loop of
 --loops inside one DO block: no round trips), and as a whole pipelined transaction (BEGIN,
 the settings, a --rows-row statement of timestamps like a reclaim batch's, COMMIT), per
@@ -21,7 +21,7 @@ from typing import Any
 from common import arguments, machine
 from psycopg import sql
 
-from jobctl import db, queries
+from jobctl import db, loaders, queries
 
 PARAMS = {"st": "30000", "lt": "2000", "actor": "bench", "action": "reclaimed", "reason": ""}
 
@@ -75,7 +75,7 @@ def pipelined(conn: Any, statement: sql.Composed, iso: bool, rows: int, loops: i
         with conn.pipeline():
             conn.execute("BEGIN")
             conn.execute(statement, PARAMS)
-            cursor = db._reading_iso(conn.cursor()) if iso else conn.cursor()
+            cursor = loaders.reading_iso(conn.cursor()) if iso else conn.cursor()
             cursor.execute(batch)
             conn.execute("COMMIT")
         cursor.fetchall()

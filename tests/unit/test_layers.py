@@ -26,7 +26,7 @@ LAYERS = {
         "libraries",
         "__init__",
     },
-    1: {"db", "session", "targets"},
+    1: {"db", "loaders", "session", "targets"},
     2: {
         "triage",
         "reclaim",

@@ -1,5 +1,5 @@
 """Strict JSON (issue 32, finding 10): numbers JSON has no word for become strings, and a
-json/jsonb value nested deeper than db.JSON_DEPTH is loaded as its text, with no recursion."""
+json/jsonb value nested deeper than loaders.JSON_DEPTH is loaded as its text, with no recursion."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from jobctl import db, output
+from jobctl import loaders, output
 
 
 def strict(text: str) -> object:
@@ -59,20 +59,20 @@ def test_to_json_indented_and_not_are_strict():
 
 
 def test_a_value_within_the_depth_is_loaded_as_json():
-    text = "[" * db.JSON_DEPTH + "1" + "]" * db.JSON_DEPTH
-    assert db.load_json(text.encode()) == json.loads(text)
-    assert not isinstance(db.load_json(text.encode()), str)
+    text = "[" * loaders.JSON_DEPTH + "1" + "]" * loaders.JSON_DEPTH
+    assert loaders.load_json(text.encode()) == json.loads(text)
+    assert not isinstance(loaders.load_json(text.encode()), str)
 
 
 def test_a_value_deeper_than_the_depth_is_its_text():
-    for depth in (db.JSON_DEPTH + 1, 3000, 100_000):
+    for depth in (loaders.JSON_DEPTH + 1, 3000, 100_000):
         text = "[" * depth + '{"x": "]]"}' + "]" * depth
-        loaded = db.load_json(memoryview(text.encode()))
-        assert isinstance(loaded, db.JsonText) and loaded == text
+        loaded = loaders.load_json(memoryview(text.encode()))
+        assert isinstance(loaded, loaders.JsonText) and loaded == text
         assert strict(output.to_json({"payload": loaded})) == {"payload": text}
 
 
 def test_brackets_inside_strings_do_not_count():
     many = json.dumps({"note": "[" * 5000, "esc": '\\"[[[' * 100, "list": [[1]]})
-    assert not db.json_depth_exceeds(many.encode())
-    assert db.load_json(many.encode()) == json.loads(many)
+    assert not loaders.json_depth_exceeds(many.encode())
+    assert loaders.load_json(many.encode()) == json.loads(many)
