@@ -125,3 +125,47 @@ def job_specs(max_size: int) -> st.SearchStrategy[list[tuple[str, str, int, int,
         ),
         max_size=max_size,
     )
+
+
+def function_statistics(conn: psycopg.Connection[Any], dbname: str) -> dict[str, int]:
+    """``schema.function: calls`` for the user functions the server has counted, once every
+    other session of ``dbname`` has gone (a backend's function statistics reach the others
+    at its exit, and on PostgreSQL 14 later still: a message to the statistics collector).
+    A marker function is called by one more session; the counts are read when its call
+    shows, so that none of the sessions before it is still on the way."""
+    tuples = conn.cursor(row_factory=rows.tuple_row)
+
+    def others() -> int:
+        row = tuples.execute(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_catalog.pg_backend_pid()",
+            (dbname,),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def counts() -> dict[str, int]:
+        tuples.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
+        return {
+            f"{schema}.{name}": int(calls)
+            for schema, name, calls in tuples.execute(
+                "SELECT schemaname, funcname, calls FROM pg_catalog.pg_stat_user_functions"
+            )
+        }
+
+    marker = "public.jobctl_test_statistics_marker"
+    tuples.execute(
+        f"CREATE OR REPLACE FUNCTION {marker}() RETURNS pg_catalog.bool LANGUAGE plpgsql "
+        "SET search_path = pg_catalog AS $$ BEGIN RETURN true; END $$"
+    )
+    deadline = time.monotonic() + 10
+    while others() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = counts().get(marker, 0)
+    with psycopg.connect(conn.info.dsn, autocommit=True) as one_more:
+        one_more.execute(f"SET track_functions = 'pl'; SELECT {marker}()")
+    deadline = time.monotonic() + 30
+    while (after := counts()).get(marker, 0) <= before:
+        assert time.monotonic() < deadline, "the function statistics did not arrive"
+        time.sleep(0.1)
+    after.pop(marker)
+    return after

@@ -18,12 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from helpers import function_statistics
 from psycopg import conninfo, rows
 from shapes import BIGINT_ENUM, INT_DOMAIN_PARKED, TEXT_VARCHAR_NAIVE, UUID_TEXT_CHECK
 
@@ -172,32 +172,13 @@ def as_role(dsn: str, role: str) -> str:
 
 def counted(conn: psycopg.Connection, dbname: str) -> tuple[int, int, list[str]]:
     """(calls in jobctl's statements, calls inside triggers, the labels recorded): the
-    function statistics of every backend gone since (flushed at their exit), and the rows."""
-
-    def others() -> int:
-        return conn.execute(
-            "SELECT count(*) AS n FROM pg_catalog.pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_catalog.pg_backend_pid()",
-            (dbname,),
-        ).fetchone()["n"]
-
-    deadline = time.monotonic() + 10
-    while others() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
-    conn.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
-    calls = {
-        r["funcname"]: r["calls"]
-        for r in conn.execute(
-            "SELECT funcname, calls FROM pg_catalog.pg_stat_user_functions "
-            "WHERE schemaname = 'public' AND funcname IN ('planted_call', 'planted_trigger_call')"
-        )
-    }
+    function statistics of every backend gone since, and the rows."""
+    calls = function_statistics(conn, dbname)
     labels = [
         f"{r['label']} as {r['role']} (trigger depth {r['depth']})"
         for r in conn.execute("SELECT * FROM public.planted_calls ORDER BY 1")
     ]
-    return calls.get("planted_call", 0), calls.get("planted_trigger_call", 0), labels
+    return calls.get("public.planted_call", 0), calls.get("public.planted_trigger_call", 0), labels
 
 
 SHAPES = {

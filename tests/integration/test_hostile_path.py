@@ -13,12 +13,11 @@ calls are counted: none.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import psycopg
 import pytest
-from helpers import add_jobs, claim_all, grant_roles
+from helpers import add_jobs, claim_all, function_statistics, grant_roles
 from psycopg import conninfo
 
 from jobctl import lease
@@ -172,27 +171,14 @@ def plant(conn: psycopg.Connection, dbname: str) -> int:
 
 
 def planted_calls(conn: psycopg.Connection, dbname: str) -> list[str]:
-    """The calls recorded: rows, and the function statistics of every backend gone since."""
-
-    def others() -> int:
-        return conn.execute(
-            "SELECT count(*) AS n FROM pg_catalog.pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_catalog.pg_backend_pid()",
-            (dbname,),
-        ).fetchone()["n"]
-
-    deadline = time.monotonic() + 10
-    while others() and time.monotonic() < deadline:  # their statistics are flushed at exit
-        time.sleep(0.05)
-    time.sleep(0.2)
-    conn.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
-    stats = conn.execute(
-        "SELECT schemaname || '.' || funcname || ': ' || calls AS c "
-        "FROM pg_catalog.pg_stat_user_functions "
-        "WHERE schemaname IN ('evil', 'public') AND calls > 0"
-    ).fetchall()
+    """The calls recorded: the function statistics of every backend gone since, and rows."""
+    stats = [
+        f"{name}: {calls}"
+        for name, calls in function_statistics(conn, dbname).items()
+        if name.split(".")[0] in ("evil", "public") and calls > 0
+    ]
     rows = conn.execute("SELECT fn || ' as ' || role AS c FROM canary.calls").fetchall()
-    return [r["c"] for r in stats] + [r["c"] for r in rows]
+    return stats + [r["c"] for r in rows]
 
 
 def as_role(dsn: str, role: str) -> str:
