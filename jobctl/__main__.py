@@ -2,6 +2,6 @@ from __future__ import annotations
 
 import sys
 
-from jobctl import cli
+from jobctl.cli import main as cli
 
 sys.exit(cli.main())

@@ -24,7 +24,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, queries
+from jobctl import db
+from jobctl.sql import queries
 
 
 class LeaseLost(Exception):

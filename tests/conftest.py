@@ -26,7 +26,10 @@ import pytest
 from helpers import POOL_SIZE
 from psycopg import conninfo, rows
 
-from jobctl import cli, db, schema, schema_steps
+from jobctl import db
+from jobctl.cli import main as cli
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
 
 # One template per test session, so that runs on the same server do not drop each other's.
 TEMPLATE = f"jobctl_test_template_{os.getpid()}"

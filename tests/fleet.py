@@ -35,7 +35,9 @@ import psycopg
 from conftest import scratch_database
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE, Shape
 
-from jobctl import db, lease, schema, schema_steps
+from jobctl import db, lease
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
 
 DOWN = "down"
 EMAILS_ENV = "JOBCTL_FLEET_EMAILS_DSN"

@@ -240,7 +240,9 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import dsn_for
 
-    from jobctl import db, schema, schema_steps
+    from jobctl import db
+    from jobctl.schema import apply as schema
+    from jobctl.schema import steps as schema_steps
 
     name = "jobctl_screens"
     with psycopg.connect(server_dsn, autocommit=True) as admin:

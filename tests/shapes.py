@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobctl.mapping import TableMapping
+from jobctl.table.mapping import TableMapping
 
 
 @dataclasses.dataclass(frozen=True)

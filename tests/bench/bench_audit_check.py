@@ -25,7 +25,11 @@ from bench_reclaim import NAME, reset, restore
 from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, history, queries, schema, schema_steps
+from jobctl import db
+from jobctl.schema import apply as schema
+from jobctl.schema import history
+from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
 
 RECLAIM = """
 WITH expired AS (

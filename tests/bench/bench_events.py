@@ -19,7 +19,7 @@ import psycopg
 from common import JOBCTL, arguments, bench_dsn, build_table, literal_sql, machine
 from tabulate import tabulate
 
-from jobctl import events
+from jobctl.ops import events
 
 SIZES = {"100k": 100_000, "1m": 1_000_000, "3m": 3_000_000, "10m": 10_000_000}
 KINDS = ["reclaimed", "requeued", "retried", "failed", "manually_failed", "policy_changed"]

@@ -26,7 +26,7 @@ from bench_triage import BARE
 from common import JOBCTL, arguments, build_table, literal_sql, machine, samples, table
 from psycopg import conninfo
 
-from jobctl import triage
+from jobctl.ops import triage
 
 TARGETS = 16
 

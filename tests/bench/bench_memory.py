@@ -33,7 +33,11 @@ from common import JOBCTL, arguments, build_table, machine
 from psycopg import conninfo, sql
 from tabulate import tabulate
 
-from jobctl import db, schema, schema_steps, session, triage
+from jobctl import db
+from jobctl.db import session
+from jobctl.ops import triage
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
 
 BIG = "bench_memory_big"
 EXPIRED = "bench_memory_expired"

@@ -15,7 +15,7 @@ import psycopg
 from common import arguments, machine
 from psycopg import conninfo
 
-from jobctl import history
+from jobctl.schema import history
 
 DATABASE = "jobctl_bench_m004"
 

@@ -24,8 +24,10 @@ import psycopg
 from bench_reclaim import EXPIRED, NAME, left, reset
 from common import arguments, bench_dsn, machine, table
 
-from jobctl import db, lease, reclaim, session
-from jobctl.triage import ExpiredFilter
+from jobctl import db, lease
+from jobctl.db import session
+from jobctl.ops import reclaim
+from jobctl.ops.triage import ExpiredFilter
 
 UNPREPARED, PREPARED = "unprepared (jobctl)", "prepared (psycopg default)"
 ALL = ExpiredFilter()

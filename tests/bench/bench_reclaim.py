@@ -35,7 +35,9 @@ import psycopg
 from common import JOBCTL, arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, lease, schema, schema_steps
+from jobctl import db, lease
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
 
 NAME = "bench_reclaim"
 EXPIRED = 100_000

@@ -103,7 +103,7 @@ def statement_times(dsn: str, name: str) -> list[dict[str, str]]:
     """Each statement of this checkout's report, timed on the server's side (one run)."""
     import datetime as dt
 
-    from jobctl import events, report
+    from jobctl.ops import events, report
 
     window = events.Window(since=events.bound("2h"))
     params = {**window.params(), "job_table": f"public.{name}", "listed": report.LISTED}

@@ -21,7 +21,9 @@ from typing import Any
 from common import arguments, machine
 from psycopg import sql
 
-from jobctl import db, loaders, queries
+from jobctl import db
+from jobctl.db import loaders
+from jobctl.sql import queries
 
 PARAMS = {"st": "30000", "lt": "2000", "actor": "bench", "action": "reclaimed", "reason": ""}
 

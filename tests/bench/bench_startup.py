@@ -13,7 +13,7 @@ import sys
 from bench_triage import BARE
 from common import JOBCTL, arguments, bench_dsn, build_table, compare, literal_sql, machine, table
 
-from jobctl import triage
+from jobctl.ops import triage
 
 RSS = (
     "import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,"

@@ -17,7 +17,7 @@ import sys
 import psycopg
 from common import JOBCTL, arguments, bench_dsn, build_table, compare, literal_sql, machine, table
 
-from jobctl import triage
+from jobctl.ops import triage
 
 SIZES = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
 PROCESSING, EXPIRED = 20_000, 2_000

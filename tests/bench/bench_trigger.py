@@ -26,7 +26,10 @@ import psycopg
 from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
-from jobctl import db, history, lease, schema, schema_steps
+from jobctl import db, lease
+from jobctl.schema import apply as schema
+from jobctl.schema import history
+from jobctl.schema import steps as schema_steps
 
 NAME = "bench_trigger"
 JOBS = 150_000

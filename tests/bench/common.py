@@ -18,7 +18,10 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import conninfo, sql
 
-from jobctl import db, queries, schema, schema_steps
+from jobctl import db
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
 
 JOBCTL = [sys.executable, "-m", "jobctl"]
 BENCH_DB = os.environ.get("JOBCTL_BENCH_DB", "jobctl_bench")  # one of its own per runner

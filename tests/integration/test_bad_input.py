@@ -94,7 +94,7 @@ def test_table_without_lease_columns_says_schema_apply(conn, run):
 
 
 def test_unreachable_database_no_password(monkeypatch, capsys):
-    from jobctl import cli
+    from jobctl.cli import main as cli
 
     for dsn in (
         f"postgresql://ops:{SECRET}@127.0.0.1:1/x?connect_timeout=2",
@@ -125,7 +125,8 @@ def test_process_exit_codes_and_no_tty(dsn, conn):
 
 def test_version_and_help_for_every_command(run):
     assert run("--version").out.startswith("jobctl ")
-    from jobctl import cli, cli_schema
+    from jobctl.cli import main as cli
+    from jobctl.cli.commands import schema as cli_schema
 
     commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
     assert {

@@ -8,7 +8,10 @@ import json
 
 from helpers import add_jobs, claim_all
 
-from jobctl import db, events, rows, session, triage
+from jobctl import db
+from jobctl.db import session
+from jobctl.ops import events, triage
+from jobctl.render import rows
 
 
 def incident(conn, dsn, run) -> dict[str, list[int]]:

@@ -17,7 +17,7 @@ import pytest
 from helpers import add_jobs, claim_all, snapshot
 from psycopg import conninfo
 
-from jobctl import reclaim
+from jobctl.ops import reclaim
 
 WAIT = 20  # seconds a refused command may take at most (it takes well under one)
 

@@ -12,7 +12,9 @@ import pytest
 from helpers import add_jobs, claim_all, grant_roles
 from psycopg import conninfo
 
-from jobctl import db, history, lease, queries
+from jobctl import db, lease
+from jobctl.schema import history
+from jobctl.sql import queries
 
 OPERATOR_ACTIONS = ("reclaimed", "requeued", "manually_failed", "quarantined", "policy_changed")
 

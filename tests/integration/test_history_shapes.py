@@ -23,8 +23,12 @@ from shapes import (
     Shape,
 )
 
-from jobctl import db, history, queries, schema_check, schema_steps
-from jobctl.mapping import TableMapping
+from jobctl import db
+from jobctl.schema import check as schema_check
+from jobctl.schema import history
+from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
+from jobctl.table.mapping import TableMapping
 
 SHAPES = (UUID_TEXT_CHECK, BIGINT_ENUM, TEXT_VARCHAR_NAIVE, OWN_NAMES_PARKED)
 

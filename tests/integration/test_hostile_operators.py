@@ -27,8 +27,9 @@ from helpers import function_statistics
 from psycopg import conninfo, rows
 from shapes import BIGINT_ENUM, INT_DOMAIN_PARKED, TEXT_VARCHAR_NAIVE, UUID_TEXT_CHECK
 
-from jobctl import db, lease, service
-from jobctl.triage import ExpiredFilter
+from jobctl import db, lease
+from jobctl.ops import service
+from jobctl.ops.triage import ExpiredFilter
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "jobctl" / "sql"
 OPERATORS = (

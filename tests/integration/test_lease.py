@@ -49,7 +49,7 @@ def test_stale_attempt_is_fenced_out(conn, dsn, worker):
     conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1s'")
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SELECT 1").fetchone()
-    from jobctl import cli
+    from jobctl.cli import main as cli
 
     assert cli.main(["--dsn", dsn, "reclaim", "--commit", "--yes", "-o", "json"]) == 0
     newer = lease.Worker(worker.conn, "w2").claim()  # the job, claimed again

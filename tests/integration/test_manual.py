@@ -13,7 +13,9 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all, snapshot
 
-from jobctl import db, lease, manual, session
+from jobctl import db, lease
+from jobctl.db import session
+from jobctl.ops import manual
 
 
 def status_of(conn, job_id: int) -> str:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg import conninfo, sql
 
-from jobctl import queries
+from jobctl.sql import queries
 
 EVENTS_LIKE_001 = """
 CREATE TABLE jobctl.events (

@@ -21,7 +21,11 @@ from helpers import jobctl_process, wait_until
 from psycopg import rows
 from shapes import LIST_BY_QUEUE, LIST_BY_STATUS, LIST_THEN_HASH, PARTITIONED, Shape
 
-from jobctl import db, lease, queries, schema, schema_steps, triage
+from jobctl import db, lease
+from jobctl.ops import triage
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
 
 ROOT_INDEX = "idx_jobs_processing_timeout"
 

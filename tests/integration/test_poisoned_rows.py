@@ -15,8 +15,9 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all
 
-from jobctl import db, service
-from jobctl.triage import ExpiredFilter
+from jobctl import db
+from jobctl.ops import service
+from jobctl.ops.triage import ExpiredFilter
 
 POISONS = {
     "heartbeat_at infinity": ("heartbeat_at", "infinity"),

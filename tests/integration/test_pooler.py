@@ -22,8 +22,12 @@ import psycopg
 import pytest
 from helpers import POOL_SIZE, add_jobs, claim_all, wait_until
 
-from jobctl import db, lease, locks, reclaim, schema, schema_steps, session
-from jobctl.triage import ExpiredFilter
+from jobctl import db, lease
+from jobctl.db import locks, session
+from jobctl.ops import reclaim
+from jobctl.ops.triage import ExpiredFilter
+from jobctl.schema import apply as schema
+from jobctl.schema import steps as schema_steps
 
 # what jobctl sets (transaction-locally), read on every server connection of the pool
 SETTINGS = (

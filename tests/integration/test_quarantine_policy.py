@@ -34,7 +34,9 @@ def test_quarantine_dry_run_commit_and_undo(conn, dsn, run):
 
 
 def test_policy_change_is_fenced(conn, dsn):
-    from jobctl import db, manual, session
+    from jobctl import db
+    from jobctl.db import session
+    from jobctl.ops import manual
 
     add_jobs(conn, 1)
     (job,) = claim_all(dsn, 1, lease_seconds=60)

@@ -101,7 +101,7 @@ def test_summary_counts_and_bursts(conn, dsn, run):
 
 
 def test_summary_estimates_finished_jobs_on_large_tables(conn, dsn, run, monkeypatch):
-    from jobctl import triage
+    from jobctl.ops import triage
 
     add_jobs(conn, 30)
     claim_all(dsn, 5)
@@ -244,7 +244,7 @@ def test_typer_cli_runner(conn, dsn, env):
     """The app also runs under typer's CliRunner (exceptions then reach the runner)."""
     from typer.testing import CliRunner
 
-    from jobctl import cli
+    from jobctl.cli import main as cli
 
     add_jobs(conn, 2)
     claim_all(dsn, 1)

@@ -26,7 +26,9 @@ from shapes import (
     UUID_TEXT_CHECK,
 )
 
-from jobctl import db, lease, reclaim, session, triage
+from jobctl import db, lease
+from jobctl.db import session
+from jobctl.ops import reclaim, triage
 
 LEASE_S = 0.4
 

@@ -22,7 +22,11 @@ from helpers import add_jobs, blocked_by, claim_all, snapshot, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobctl import db, lease, queries, reclaim, rows, session, triage
+from jobctl import db, lease
+from jobctl.db import session
+from jobctl.ops import reclaim, triage
+from jobctl.render import rows
+from jobctl.sql import queries
 
 ALL = triage.ExpiredFilter()
 
@@ -251,7 +255,17 @@ def jobctl(dsn: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
 
 def spawn_worker(dsn: str, name: str, lease_s: float, work_s: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "jobctl.demo", "worker", dsn, name, str(lease_s), str(work_s), "1"],
+        [
+            sys.executable,
+            "-m",
+            "jobctl.cli.commands.demo",
+            "worker",
+            dsn,
+            name,
+            str(lease_s),
+            str(work_s),
+            "1",
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

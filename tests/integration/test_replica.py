@@ -25,7 +25,8 @@ import cluster
 import psycopg
 import pytest
 
-from jobctl import cli, lease
+from jobctl import lease
+from jobctl.cli import main as cli
 
 APP = "app"
 EXPIRED, LIVE = 20_000, 500

@@ -14,7 +14,8 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all
 
-from jobctl import lease, rows
+from jobctl import lease
+from jobctl.render import rows
 
 
 def staged(conn, dsn, run) -> dict[str, int]:
@@ -233,12 +234,12 @@ def test_ids_from_stdin(conn, dsn, run, monkeypatch, form):
         text = run("review", "-o", "jsonl").out
     real = sys.stdin
     try:
-        monkeypatch.setattr("jobctl.cli_writes.sys.stdin", io.StringIO(text))
-        from jobctl import cli
+        monkeypatch.setattr("jobctl.cli.commands.writes.sys.stdin", io.StringIO(text))
+        from jobctl.cli import main as cli
 
         code = cli.main(["requeue", "-", "--yes", "-o", "json"])
     finally:
-        monkeypatch.setattr("jobctl.cli_writes.sys.stdin", real)
+        monkeypatch.setattr("jobctl.cli.commands.writes.sys.stdin", real)
     assert code == 0
     waiting = {r["id"] for r in review_json(run)}
     if form == "lines":

@@ -8,7 +8,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from jobctl import lease, schema
+from jobctl import lease
+from jobctl.schema import apply as schema
 
 DESIGN_COLUMNS = """
 ALTER TABLE {t}

@@ -18,7 +18,8 @@ from shapes import (
     UUID_TEXT_CHECK,
 )
 
-from jobctl import mapping, shape
+from jobctl.schema import shape
+from jobctl.table import mapping
 
 
 def made(dsn: str, ddl: str) -> psycopg.Connection:

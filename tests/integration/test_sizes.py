@@ -17,7 +17,10 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all
 
-from jobctl import db, errors, output, plans, reclaim, session, triage
+from jobctl import db, errors
+from jobctl.db import session
+from jobctl.ops import plans, reclaim, triage
+from jobctl.render import output
 
 BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
 CUT = triage.DISPLAY_CHARS

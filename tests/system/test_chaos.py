@@ -61,7 +61,7 @@ class Chaos:
         command = [
             sys.executable,
             "-m",
-            "jobctl.demo",
+            "jobctl.cli.commands.demo",
             "worker",
             self.dsn,
             name,

@@ -297,7 +297,7 @@ def hostile_database(server_dsn):
     from conftest import scratch_database
     from shapes import TEXT_VARCHAR_NAIVE
 
-    from jobctl import cli
+    from jobctl.cli import main as cli
 
     with scratch_database(server_dsn, "jobctl_completion") as made:
         with psycopg.connect(made, autocommit=True) as c:
@@ -364,7 +364,7 @@ def test_zsh_autoloaded_from_fpath_completes_on_the_first_tab(hostile_database, 
 def test_bash_reads_every_escaped_candidate_back_as_the_value(tmp_path):
     """Every printable ASCII character, first and inside a word, and the hostile values:
     bash reads each escaped word as the value, and runs nothing."""
-    from jobctl import completion
+    from jobctl.cli import completion
 
     printable = [c for c in string.printable if c.isprintable()]
     values = [f"{c}x{c}" for c in printable] + [v for v in WORKERS if completion.offered(v)]

@@ -16,7 +16,9 @@ def demo_processes(under: str) -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if under in cmdline and ("jobctl.demo worker" in cmdline or "postgres" in cmdline):
+        if under in cmdline and (
+            "jobctl.cli.commands.demo worker" in cmdline or "postgres" in cmdline
+        ):
             found.append(cmdline)
     return found
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from psycopg import sql
 
-from jobctl import column_types, db
-from jobctl.column_types import ColumnType
-from jobctl.mapping import TableMapping
+from jobctl import db
+from jobctl.table import column_types
+from jobctl.table.column_types import ColumnType
+from jobctl.table.mapping import TableMapping
 
 
 def typed(design: str, name: str, display: str | None = None, **kw: str) -> ColumnType:

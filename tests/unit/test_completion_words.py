@@ -10,7 +10,7 @@ import string
 import pytest
 from typer._click.shell_completion import CompletionItem
 
-from jobctl import completion
+from jobctl.cli import completion
 
 HOSTILE = [
     "web-3\\$(touch /tmp/pwned)",

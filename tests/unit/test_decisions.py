@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from jobctl import manual
+from jobctl.ops import manual
 
 TOKEN = uuid.UUID(int=7)
 LATER = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl import cli, durations
+from jobctl import durations
+from jobctl.cli import main as cli
 
 
 @pytest.mark.parametrize(

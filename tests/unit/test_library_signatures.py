@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from jobctl import libraries
-from jobctl.libraries import TableDescription, recognise
+from jobctl.table import libraries
+from jobctl.table.libraries import TableDescription, recognise
 
 T, TS, J = "text", "timestamp with time zone", "jsonb"
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobctl import errors, locks
+from jobctl import errors
+from jobctl.db import locks
 
 
 class FakeTime:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl import errors, mapping
-from jobctl.mapping import TableMapping
+from jobctl import errors
+from jobctl.table import mapping
+from jobctl.table.mapping import TableMapping
 
 OWN_NAMES = mapping.TableMapping.parse(
     columns=["status=state", "reserved_by=locked_by", "available_at=scheduled_at"],
@@ -86,7 +87,7 @@ def test_each_status_value_plays_its_part():
 
 
 def test_a_row_keeps_the_designs_names_as_keys():
-    from jobctl.triage import design_names
+    from jobctl.ops.triage import design_names
 
     m = TableMapping.parse(columns=["status=state", "reserved_by=locked_by"])
     row = {"id": 1, "state": "running", "locked_by": "w1", "status": "legacy", "payload": {}}

@@ -6,7 +6,7 @@ import datetime as dt
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from jobctl import metrics
+from jobctl.ops import metrics
 
 FIGURES = {
     "stuck_auto": 3,

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import rendered
 
-from jobctl import output
+from jobctl.render import output
 
 ROWS = [
     {
@@ -107,7 +107,7 @@ def test_streamed_jsonl_is_written_in_chunks_and_is_the_same(count):
 
 
 def test_behind_writes_in_order_and_everything_handed_over():
-    from jobctl import terminal
+    from jobctl.cli import terminal
 
     written: list[int] = []
     with terminal.behind(written.append) as hand_over:
@@ -123,7 +123,7 @@ def test_behind_writes_in_order_and_everything_handed_over():
 
 
 def test_behind_raises_the_writers_error_in_the_caller():
-    from jobctl import terminal
+    from jobctl.cli import terminal
 
     def write(item: int) -> None:
         if item == 3:
@@ -227,7 +227,8 @@ def test_markdown_table_formats_keep_every_value_in_its_column(fmt):
 @pytest.mark.parametrize("fmt", sorted(output.UNESCAPED_MARKUP_FORMATS))
 def test_markup_formats_that_do_not_escape_row_text_are_refused(fmt):
     """Issue 32, finding 4: a worker name in mediawiki or jira markup adds a link or a column."""
-    from jobctl import errors, terminal
+    from jobctl import errors
+    from jobctl.cli import terminal
 
     with pytest.raises(errors.UsageError, match="unescaped"):
         terminal.emit(output.Document([], []), output.Output("table"), fmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobctl import reclaim_index
+from jobctl.schema import reclaim_index
 
 SUFFIX = "_processing_timeout"
 

@@ -7,8 +7,9 @@ import re
 import pytest
 from psycopg import sql
 
-from jobctl import db, queries
-from jobctl.mapping import TableMapping
+from jobctl import db
+from jobctl.sql import queries
+from jobctl.table.mapping import TableMapping
 
 TABLE = sql.Identifier("queue", "Work Items")
 # a table with its own names: every design column and status placeholder must be resolved

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobctl import errors, reclaim
-from jobctl.triage import ExpiredFilter
+from jobctl import errors
+from jobctl.ops import reclaim
+from jobctl.ops.triage import ExpiredFilter
 
 REQUEST = reclaim.Request()
 
@@ -105,7 +106,8 @@ def test_summary_line_names_the_park_status():
 
 
 def test_the_table_keeps_the_first_rows_and_the_skipped_ones():
-    from jobctl import terminal, views
+    from jobctl.cli import terminal
+    from jobctl.render import views
 
     first = terminal.TABLE_ROWS
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from jobctl import db, remove
-from jobctl.mapping import TableMapping
+from jobctl import db
+from jobctl.schema import remove
+from jobctl.table.mapping import TableMapping
 
 
 def table(name: str, mapping: TableMapping | None = None) -> db.JobsTable:

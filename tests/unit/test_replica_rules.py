@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobctl import errors, output, replica
-from jobctl.triage import ExpiredFilter
+from jobctl import errors
+from jobctl.ops import replica
+from jobctl.ops.triage import ExpiredFilter
+from jobctl.render import output
 
 STANDBY = {"standby": True, "paused": False, "replay_age_s": 9.5, "caught_up": False}
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from jobctl import errors, manual, review
+from jobctl import errors
+from jobctl.ops import manual, review
 
 
 def test_ids_one_per_line_or_json_lines():

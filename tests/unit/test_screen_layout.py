@@ -1,4 +1,4 @@
-"""Terminal tables (jobctl/screen.py), without a database: columns by priority as the width
+"""Terminal tables (jobctl/render/screen.py), without a database: columns by priority as the width
 allows, nothing wrapped, ids/workers/actions whole, tokens never cut, durations as read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from jobctl import output, screen, views
+from jobctl.render import output, screen, views
 
 NOW = dt.datetime.now(dt.timezone.utc)
 ROW = {

@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from jobctl import column_types, db, queries
-from jobctl.mapping import TableMapping
+from jobctl import db
+from jobctl.sql import queries
+from jobctl.table import column_types
+from jobctl.table.mapping import TableMapping
 
 # the statements run before jobctl's search_path is set, or outside a transaction
 UNDER_USER_PATH = (

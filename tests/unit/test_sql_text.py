@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from jobctl import sql_text
+from jobctl.sql import printable as sql_text
 
 
 def test_unsafe_names_and_texts_are_escaped_the_rest_left_to_psycopg():

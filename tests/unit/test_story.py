@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from jobctl import story
+from jobctl.render import story
 
 T0 = dt.datetime(2026, 11, 30, 3, 0, 0, tzinfo=dt.timezone.utc)
 FIRST, SECOND = uuid.UUID(int=1), uuid.UUID(int=2)

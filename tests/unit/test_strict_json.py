@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from jobctl import loaders, output
+from jobctl.db import loaders
+from jobctl.render import output
 
 
 def strict(text: str) -> object:

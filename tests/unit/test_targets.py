@@ -10,7 +10,8 @@ import time
 import pytest
 from prometheus_client.openmetrics import parser
 
-from jobctl import errors, fleet, metrics, targets
+from jobctl import errors, targets
+from jobctl.ops import fleet, metrics
 
 GOOD = """
 [defaults]
@@ -120,7 +121,7 @@ NOBODY = 65534  # another user's uid (nobody's): the tests may run as root
 
 def _read(kind: str, path):
     """Read ``path`` as jobctl reads a config file or a saved plan."""
-    from jobctl import plans
+    from jobctl.ops import plans
 
     if kind == "config":
         return targets.load(path)
@@ -329,7 +330,7 @@ def test_a_target_without_its_dsn_fails_alone_naming_why(config, monkeypatch):
 
 
 def test_a_plan_with_two_parts_for_one_target_is_refused(tmp_path):
-    from jobctl import plans
+    from jobctl.ops import plans
 
     part = ({"target": "a", "database": "x"}, [{"id": 1}])
     path = tmp_path / "p.json"

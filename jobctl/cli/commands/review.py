@@ -1,0 +1,177 @@
+"""The commands that look back: ``review`` (the jobs waiting for a human, and the plan that
+decides them in bulk), ``events`` (the history across jobs) and ``report`` (an incident on one
+page). Read-only; the writes they lead to are ``cli_writes``'.
+
+Registered by ``cli``, in the order ``jobctl --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import context as cli_session
+from jobctl.cli import fleet as cli_fleet
+from jobctl.cli import options as opt
+from jobctl.cli import terminal
+from jobctl.render import output, rows, views
+
+
+# ---------------------------------------------------------------- review
+def review(
+    ctx: typer.Context,
+    policy: opt.Policy = None,
+    worker: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only jobs this worker's lease left.")
+    ] = None,
+    since: Annotated[dt.timedelta | None, opt.Duration("Only jobs reclaimed within this.")] = None,
+    older_than: Annotated[
+        dt.timedelta | None, opt.Duration("Only jobs waiting for longer than this.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
+    ] = 1000,
+    save_plan: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="Write the reviewed rows to FILE, for requeue/fail --plan."
+        ),
+    ] = None,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Jobs waiting for a human: reclaim failed or parked them (manual policy, or attempts
+    exhausted) and nobody has acted on them since. Longest waiting first.
+
+    Decide in bulk, fenced on what you reviewed: jobctl review --save-plan p.json, then
+    jobctl requeue --plan p.json (or fail --plan p.json --reason ...).
+    Example: jobctl review --policy manual --since 2h
+    """
+    from jobctl.ops import review as core
+
+    where = core.ReviewFilter(
+        policy=cli_session.policy_option(policy), worker=worker, since=since, older_than=older_than
+    )
+    fleet = cli_session.across(ctx)
+    if fleet is not None:
+        if save_plan is not None:
+            raise errors.UsageError(
+                "review --save-plan: requeue/fail --plan apply to one database: save a plan "
+                "per --target"
+            )
+        cli_fleet.review(ctx, fleet, where, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
+        return
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        found = list(core.awaiting(s, where, limit))
+        if save_plan is not None:
+            core.save_plan(save_plan, s.origin(), found)
+    terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)
+    if save_plan is not None:
+        terminal.say(
+            f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "
+            f"jobctl requeue --plan {save_plan} (or jobctl fail --plan {save_plan} --reason ...)"
+        )
+    elif found and sys.stdout.isatty() and out is output.Output.table:
+        terminal.say(f"{len(found)} job(s) await review: jobctl requeue ID / jobctl fail ID")
+    if exit_code and found:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+# ---------------------------------------------------------------- across jobs
+EVENTS_TABLE_ROWS = 1000  # a table on a terminal: the first ones (every row with -o jsonl)
+
+
+def events(
+    ctx: typer.Context,
+    since: opt.Since = None,
+    until: opt.Until = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--event", metavar="EVENT", help="Only this event, e.g. reclaimed (repeatable)."
+        ),
+    ] = None,
+    actor: Annotated[str | None, typer.Option(metavar="NAME", help="Only this actor's.")] = None,
+    worker: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only events of this worker's attempts.")
+    ] = None,
+    job_ids: opt.OnlyIds = None,
+    oldest_first: Annotated[
+        bool, typer.Option("--oldest-first/--newest-first", help="Order by the event time.")
+    ] = False,
+    limit: opt.Limit = None,
+    full: opt.Full = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The history across jobs: every transition but claims and completions, and every
+    jobctl write, newest first, streamed (-o jsonl/csv for millions of rows).
+
+    --since/--until take a duration (2h: that long ago) or a timestamp.
+    Example: jobctl events --since 2h --event reclaimed --event requeued
+    """
+    from jobctl.ops import events as core
+
+    with cli_session.open_session(ctx) as s:
+        window = core.Window(
+            since=core.bound(since) if since else None,
+            until=core.bound(until) if until else None,
+            events=event,
+            actor=actor,
+            worker=worker,
+            ids=s.job_ids(job_ids) if job_ids else None,
+        )
+        with s.transaction(read_only=True):
+            if out.tabular:  # a table needs every row for its widths: the first ones
+                cap = EVENTS_TABLE_ROWS if limit is None else limit
+                found = list(
+                    core.stream(s, window, oldest_first=oldest_first, limit=cap + 1, full=full)
+                )
+                more = len(found) > cap
+                found = found[:cap]
+                doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
+            else:
+                streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
+                doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
+                more = False
+            terminal.emit(doc, out, fmt)
+    if more:
+        terminal.say(
+            f"the first {len(found)} events shown: every one with -o jsonl, -o csv, or --limit N"
+        )
+
+
+def report(
+    ctx: typer.Context,
+    since: Annotated[
+        str, typer.Option(metavar="WHEN", help="From this long ago (2h) or this time.")
+    ] = "2h",
+    until: opt.Until = None,
+    out: opt.Out = output.Output.table,
+) -> None:
+    """An incident on one page of Markdown, for the postmortem: what expired (when, by
+    worker), what reclaim did, what people did (who, what, why), what still waits for
+    review, and the queue latency where the history can tell it. -o json gives the data.
+
+    Example: jobctl report --since 2h > incident.md
+    """
+    from jobctl.ops import events
+    from jobctl.ops import report as core
+
+    window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        result = core.collect(s, window)
+    if out in (output.Output.json, output.Output.jsonl):
+        terminal.emit(output.Document(result, []), out, None)
+    elif out.tabular:
+        sys.stdout.write(core.markdown(result))
+    else:
+        raise errors.UsageError("report prints Markdown (-o table) or JSON (-o json, jsonl)")

@@ -1,0 +1,296 @@
+"""``jobctl schema``: install, grant and check what jobctl needs on the jobs table.
+
+Thin commands like the rest of the CLI: the steps are planned by ``schema`` and run by
+``schema_steps``; ``schema_check`` checks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from jobctl import db, errors, targets
+from jobctl.cli import options as opt
+from jobctl.cli import terminal
+from jobctl.render import output, views
+from jobctl.table.mapping import TableMapping
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from jobctl.schema.steps import Step
+
+app = typer.Typer(
+    help="Install and check the lease columns, reclaim index and history.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@app.command("apply")
+def schema_apply(
+    ctx: typer.Context,
+    print_sql: opt.PrintSql = False,
+    create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
+    lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
+    history_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            metavar="transitions|late|exact|audit",
+            autocompletion=lambda incomplete: [
+                m for m in ("transitions", "late", "exact", "audit") if m.startswith(incomplete)
+            ],
+            help="What the history records: transitions (the default on a first install: "
+            "attempts that did not complete, every status change, jobctl's writes), late (also "
+            "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "
+            "at a higher cost), audit (only jobctl's own writes). Default: keep the installed "
+            "mode.",
+        ),
+    ] = None,
+    no_worker_history: Annotated[
+        bool, typer.Option("--no-worker-history", help="Same as --history audit.")
+    ] = False,
+    columns: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column",
+            metavar="DESIGN=ACTUAL",
+            help="The table's own name for one of the lease design's columns, e.g. "
+            "status=state (repeatable). Recorded in the database for every command.",
+        ),
+    ] = None,
+    statuses: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            metavar="DESIGN=ACTUAL",
+            help="The table's own value for queued, processing, done or failed, e.g. "
+            "processing=running (repeatable).",
+        ),
+    ] = None,
+    park_status: Annotated[
+        str | None,
+        typer.Option(
+            metavar="VALUE",
+            help="Where reclaim sends what it would fail (manual policy, out of attempts), "
+            "e.g. manual_review. Default: failed.",
+        ),
+    ] = None,
+    units: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column-unit",
+            metavar="DESIGN=UNIT",
+            help="The unit of a time the table keeps as a number since the epoch, s or ms, "
+            "e.g. updated_at=ms (see docs/your-table.md, Supported column types).",
+        ),
+    ] = None,
+    yes: opt.Yes = False,
+) -> None:
+    """Add the lease design's columns, checks and reclaim index, and jobctl's history.
+
+    Idempotent: only what is missing is done, and the history is migrated in place. The
+    index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
+    takes short tries until there is a gap, saying whom it waits for. --column, --status,
+    --park-status and --column-unit (all together: the table's whole mapping) replace the
+    recorded names; without them the recorded ones are kept.
+    Example: jobctl schema apply --sql > lease.sql
+    """
+    from jobctl.schema import apply as schema
+    from jobctl.schema import history
+
+    if no_worker_history:
+        if history_mode not in (None, "audit"):
+            raise errors.UsageError("--no-worker-history and --history disagree")
+        history_mode = "audit"
+    if history_mode is not None and history_mode not in history.MODES:
+        raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
+    mapping = None
+    if columns or statuses or units or park_status is not None:
+        mapping = TableMapping.parse(
+            columns=columns or (),
+            statuses=statuses or (),
+            park_status=park_status,
+            units=units or (),
+        )
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    with db.connected(settings) as conn:
+        with db.transaction(conn, settings, read_only=True):
+            steps = schema.plan_apply(
+                conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
+            )
+        _print_or_apply(
+            conn,
+            settings,
+            steps,
+            print_sql,
+            yes,
+            f"Apply {len(steps)} schema step(s) to {settings.table}?",
+            lock_deadline,
+        )
+
+
+def _print_or_apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    steps: list[Step],
+    print_sql: bool,
+    yes: bool,
+    question: str,
+    deadline: dt.timedelta = dt.timedelta(minutes=5),
+    command: str = "schema apply",
+) -> None:
+    """--sql prints the steps for review; otherwise confirm, then apply them one by one,
+    saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
+    from jobctl.ops import replica
+    from jobctl.schema import steps as schema_steps
+
+    if print_sql:
+        sys.stdout.write(schema_steps.render_sql(conn, steps))
+        return
+    standing = replica.probe(conn)  # a standby: refused before the prompt
+    if standing.standby:
+        raise errors.Refused(replica.refusal(standing, command))
+    if not yes:
+        terminal.confirm(question)
+    progress = replica.Progress(
+        f"of {len(steps)} step(s) applied and committed (each atomic)",
+        "re-running the same command is safe: it plans only what is still missing",
+    )
+    with terminal.waiting("applying the schema steps") as (on_wait, on_done):
+
+        def done(what: str) -> None:
+            progress.done += 1
+            on_done(what)
+
+        try:
+            with db.mapped_errors(settings.resolved_dsn()):
+                schema_steps.apply(
+                    conn, settings, steps, deadline=deadline, on_wait=on_wait, on_done=done
+                )
+        except errors.ConnectError as exc:
+            raise progress.lost(exc) from None
+
+
+@app.command("remove")
+def schema_remove(
+    ctx: typer.Context,
+    history_too: Annotated[
+        bool,
+        typer.Option(
+            "--history/--keep-history",
+            help="Also delete the table's history (after a confirmation naming its rows), "
+            "and schema jobctl once no other table is in it. Default: keep it.",
+        ),
+    ] = False,
+    columns: Annotated[
+        bool,
+        typer.Option(
+            "--columns",
+            help="Also drop the lease columns, the jobctl_* columns, jobctl's checks and "
+            "reclaim index. Refused while a row is processing with a live lease.",
+        ),
+    ] = False,
+    print_sql: opt.PrintSql = False,
+    lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
+    yes: opt.Yes = False,
+) -> None:
+    """Take jobctl off the table: the history trigger first, then on request the rest.
+
+    Without options only the history trigger and its function go (the workers stop paying
+    for them at once); --history deletes the history, --columns drops what apply added to
+    the table. Idempotent; each locking step takes short tries, as apply's do.
+    Example: jobctl schema remove --history --sql
+    """
+    from jobctl.ops import replica
+    from jobctl.schema import remove
+
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    with db.connected(settings) as conn:
+        with db.transaction(conn, settings, read_only=True):
+            removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
+        if not removal.steps:
+            terminal.say(f"nothing left to remove from {removal.table}")
+        elif print_sql:
+            sys.stdout.write(remove.render_sql(conn, removal))
+        else:
+            replica.check(conn, "remove", {}, say=terminal.say)  # a standby: refused, no prompt
+            if not yes:
+                terminal.confirm(removal.question)
+            with terminal.waiting("removing jobctl") as (on_wait, on_done):
+                remove.apply(
+                    conn,
+                    settings,
+                    removal,
+                    deadline=lock_deadline,
+                    on_wait=on_wait,
+                    on_done=on_done,
+                )
+        for line in removal.kept:
+            terminal.say(line)
+
+
+@app.command("grants")
+def schema_grants(
+    ctx: typer.Context,
+    readonly: Annotated[
+        str | None, typer.Option(metavar="ROLE", help="Role for the read-only commands.")
+    ] = None,
+    operator: Annotated[
+        str | None,
+        typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
+    ] = None,
+    print_sql: opt.PrintSql = False,
+    yes: opt.Yes = False,
+) -> None:
+    """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
+
+    Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
+    """
+    from jobctl.schema import apply as schema
+
+    if readonly is None and operator is None:
+        raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    with db.connected(settings) as conn:
+        with db.transaction(conn, settings, read_only=True):
+            steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+        _print_or_apply(
+            conn,
+            settings,
+            steps,
+            print_sql,
+            yes,
+            f"Apply {len(steps)} grant step(s)?",
+            command="schema grants",
+        )
+
+
+@app.command("check")
+def schema_check(
+    ctx: typer.Context, out: opt.Out = output.Output.table, fmt: opt.Format = None
+) -> None:
+    """The lease design's pre-flight checklist; exits 4 when a check fails.
+
+    Example: jobctl schema check -o json
+    """
+    import dataclasses
+
+    from jobctl.ops import replica
+    from jobctl.schema import check as schema_check
+
+    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    with db.connected(settings) as conn:
+        replica.check(conn, "check", {}, say=terminal.say)  # on a standby, says so
+        with db.transaction(conn, settings, read_only=True):
+            results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
+    terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
+    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+        for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut
+            terminal.say(f"{failed['check']}: {failed['detail']}")
+    if not all(r["ok"] for r in results):
+        raise typer.Exit(errors.EXIT_FINDINGS)

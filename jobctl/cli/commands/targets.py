@@ -1,0 +1,105 @@
+"""``jobctl targets``: the named databases of the config file, where each is and its table
+(never a password); ``--check`` connects to each at once (``fleet.across``).
+
+Registered by ``cli``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import options as opt
+from jobctl.cli import terminal
+from jobctl.ops import fleet
+from jobctl.render import output, views
+from jobctl.targets import Fleet, Target
+
+
+def targets_command(
+    ctx: typer.Context,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Connect to each (at once): reachable, primary or standby, schema."
+        ),
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The named targets of the config file: where each is and its table (never a password).
+
+    --check connects to each at once and says whether it answers, whether it is a primary
+    or a standby, whether jobctl serves its table, and how many jobs are stuck there; exit 1
+    when any fails. Example: jobctl targets --check
+    """
+    from jobctl import targets as config
+
+    where = ctx.find_root().obj
+    if isinstance(where, Fleet):
+        chosen = list(where.targets)
+    else:
+        loaded = config.load()
+        for line in loaded.warnings:
+            terminal.say(line)
+        chosen = [loaded.targets[where.target]] if where.target else list(loaded.targets.values())
+        if not chosen:
+            raise errors.UsageError(f"no targets: {loaded.known()}")
+    found: list[dict[str, Any]] = [
+        {"target": t.name, "where": t.where, "from": t.source, "table": t.settings.table}
+        for t in chosen
+    ]
+    code = 0
+    if check:
+        outcomes = fleet.across(chosen, _checked)
+        for row, o in zip(found, outcomes, strict=True):
+            row |= o.value or {
+                "reachable": False,
+                "server": None,
+                "role": None,
+                "schema": None,
+                "stuck": None,
+                "problem": " ".join((fleet.failure_line(o).split(": ", 1)[1]).split()),
+            }
+        code = errors.EXIT_ERROR if any(not o.ok for o in outcomes) else 0
+    for row, t in zip(found, chosen, strict=True):
+        row.setdefault("problem", t.problem)
+    columns = list(found[0]) if found else None
+    terminal.emit(views.table(found, found, columns, views.TARGETS_VIEW), out, fmt)
+    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+        for row in found:  # each problem whole, not cut to the column
+            if row["problem"]:
+                terminal.say(f"target {row['target']}: {row['problem']}")
+    if code:
+        raise typer.Exit(code)
+
+
+def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
+    """One target, checked: where the connection landed, its role, its table's state."""
+    from jobctl import db
+    from jobctl.db import session
+    from jobctl.ops import replica
+    from jobctl.schema import unserved
+
+    with session.open(target.settings) as s:
+        st = replica.probe(s.conn)
+        with db.safe(s.conn):
+            missing = unserved.diagnose(s.conn, s.table)
+        stuck = None
+        if missing is None:
+            with s.transaction(read_only=True):
+                leases = s.one("metrics_leases", {"soon": dt.timedelta(0)})
+            stuck = leases["stuck_auto"] + leases["stuck_manual"]
+    role = st.role if not st.standby else f"standby (lag {replica.seconds(st.lag_s)})"
+    return {
+        "reachable": True,
+        "server": st.where,
+        "role": role,
+        "schema": "applied" if missing is None else "missing",
+        "stuck": stuck,
+        "problem": None if missing is None else " ".join(missing.message.split()),
+    }

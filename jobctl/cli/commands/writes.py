@@ -1,0 +1,285 @@
+"""The commands that write: ``reclaim`` (its dry run, its commit, its plans, the service) and
+the operator's writes by hand (``requeue``, ``fail``, ``quarantine``, ``policy``), each fenced
+by attempt_token and audited in the core (``reclaim``, ``manual``, ``review``, ``service``).
+
+Registered by ``cli``, in the order ``jobctl --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import context as cli_session
+from jobctl.cli import fleet as cli_fleet
+from jobctl.cli import options as opt
+from jobctl.cli import terminal
+from jobctl.render import output, rows, views
+
+if TYPE_CHECKING:
+    import uuid
+
+    from jobctl.ops import manual
+
+
+# ---------------------------------------------------------------- reclaim
+def reclaim_command(
+    ctx: typer.Context,
+    commit: opt.Commit = False,
+    yes: opt.Yes = False,
+    batch_size: opt.BatchSize = 50,
+    limit: opt.Limit = None,
+    worker: opt.Worker = None,
+    policy: opt.Policy = None,
+    job_ids: opt.OnlyIds = None,
+    grace: opt.Grace = dt.timedelta(0),
+    save_plan: opt.SavePlan = None,
+    plan: opt.ApplyPlan = None,
+    every: opt.ServeEvery = None,
+    trust_replica: opt.TrustReplica = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Reclaim expired leases: auto jobs with attempts left are requeued, the rest failed.
+
+    The dry run (default) changes nothing and shows each decision; --commit applies exactly
+    that decision in batches, each a short transaction fenced by the attempt token. A table
+    shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
+    Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
+    """
+    import dataclasses
+
+    from jobctl.ops import reclaim, replica, service, triage
+
+    where = triage.ExpiredFilter(
+        worker=worker, policy=cli_session.policy_option(policy), ids=job_ids or None, grace=grace
+    )
+    request = reclaim.Request(
+        commit=commit,
+        batch_size=batch_size,
+        limit=limit,
+        where=where,
+        save_plan=save_plan,
+        plan=plan,
+        every=every,
+        yes=yes,
+    )
+    request.check()
+    fleet = cli_session.across(ctx)
+    if fleet is not None:
+        cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
+        return
+    if every is not None:
+        cli_session.warn_password_on_command_line()
+        service.run(
+            ctx.find_root().obj,
+            where,
+            batch_size=batch_size,
+            every=every,
+            on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
+            log=terminal.say,
+        )
+        return
+    with cli_session.open_session(ctx) as s:
+        if not commit:  # on a standby, a lease expired within the lag may be live
+            widened = replica.widen(where, cli_session.standing, trust=trust_replica)
+            request = dataclasses.replace(request, where=widened)
+        run = reclaim.start(s, request, terminal.confirm)
+        run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
+        found, counts = terminal.drain(run, out, fmt)
+        park_status = s.table.mapping.park_status
+    terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
+    terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    cli_session.say_if(replica.dry_run_note(cli_session.standing) if not commit else None)
+    if save_plan is not None:
+        terminal.say(
+            f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
+        )
+
+
+# ---------------------------------------------------------------- operator writes
+def requeue(
+    ctx: typer.Context,
+    job_ids: opt.JobIdsOrStdin = None,
+    plan: opt.ReviewPlan = None,
+    reason: opt.Reason = None,
+    delay: Annotated[
+        dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
+    ] = dt.timedelta(0),
+    expect_token: opt.ExpectToken = None,
+    force: opt.Force = False,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
+
+    --plan FILE requeues the rows of a saved review plan, each only if unchanged since the
+    review; - reads ids from stdin (one per line, or JSON lines with an id).
+    Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
+    """
+    report = _by_hand(
+        ctx,
+        "requeue",
+        job_ids,
+        plan,
+        reason,
+        delay,
+        expect_token=expect_token,
+        force=force,
+        yes=yes,
+    )
+    terminal.report(report, out, fmt)
+
+
+def fail(
+    ctx: typer.Context,
+    job_ids: opt.JobIdsOrStdin = None,
+    plan: opt.ReviewPlan = None,
+    reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
+    expect_token: opt.ExpectToken = None,
+    force: opt.Force = False,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Fail jobs by hand (status failed, last_error = reason), fenced and audited.
+
+    A job reclaim failed that awaits review may be failed for good. --plan FILE fails the
+    rows of a saved review plan, each only if unchanged since the review; - reads ids from
+    stdin (one per line, or JSON lines with an id).
+    Example: jobctl fail 42 --reason "customer refunded by support" --yes
+    """
+    report = _by_hand(
+        ctx,
+        "fail",
+        job_ids,
+        plan,
+        reason,
+        dt.timedelta(0),
+        expect_token=expect_token,
+        force=force,
+        yes=yes,
+    )
+    terminal.report(report, out, fmt)
+
+
+def _by_hand(
+    ctx: typer.Context,
+    action: manual.Action,
+    job_ids: list[str] | None,
+    plan: Path | None,
+    reason: str | None,
+    delay: dt.timedelta,
+    *,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    yes: bool,
+) -> manual.Report:
+    """``requeue`` / ``fail``: the rows of a saved review plan, or the ids given."""
+    from jobctl.ops import manual
+    from jobctl.ops import review as core
+
+    confirm = None if yes else terminal.confirm
+    ids = _ids_or_plan(job_ids, plan, expect_token)
+    with cli_session.open_session(ctx) as s:
+        if plan is not None:
+            return core.apply_plan(
+                s, action, plan, reason=reason, delay=delay, force=force, confirm=confirm
+            )
+        if action == "requeue":
+            return manual.requeue(
+                s,
+                ids,
+                reason=reason,
+                delay=delay,
+                expect_token=expect_token,
+                force=force,
+                confirm=confirm,
+            )
+        return manual.fail(
+            s, ids, reason=reason or "", expect_token=expect_token, force=force, confirm=confirm
+        )
+
+
+def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: object) -> list[str]:
+    """The ids of requeue/fail: as given, or read from stdin for '-'; none with --plan."""
+    from jobctl.ops import review as core
+
+    if plan is not None:
+        if job_ids or expect_token is not None:
+            raise errors.UsageError("--plan applies exactly the plan's rows: no ids with it")
+        return []
+    if not job_ids:
+        raise errors.UsageError("give job ids, - to read them from stdin, or --plan FILE")
+    if job_ids == ["-"]:
+        return core.read_ids(sys.stdin.read())
+    if "-" in job_ids:
+        raise errors.UsageError("- reads every id from stdin: give no other id with it")
+    return job_ids
+
+
+def quarantine(
+    ctx: typer.Context,
+    min_reclaims: Annotated[
+        int, typer.Option(min=1, help="Auto jobs reclaimed at least this many times.")
+    ] = 3,
+    commit: Annotated[
+        bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
+    ] = False,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 1000,
+    reason: opt.Reason = None,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Switch auto jobs that keep getting reclaimed to manual: stop retrying them blindly.
+
+    A job that crashes its worker every time is reclaimed again and again; quarantine makes a
+    human decide. Each switch is fenced and audited; undo with jobctl policy ID --auto.
+    Example: jobctl quarantine --min-reclaims 3 --commit --reason "crash loop"
+    """
+    from jobctl.ops import manual
+
+    with cli_session.open_session(ctx) as s:
+        if not commit:
+            found = [d.seen for d in manual.quarantine_candidates(s, min_reclaims, limit)]
+        else:
+            report = manual.quarantine(
+                s, min_reclaims, limit, reason=reason, confirm=None if yes else terminal.confirm
+            )
+    if not commit:
+        terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW), out, fmt)
+        terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
+        return
+    terminal.report(report, out, fmt)
+
+
+def policy(
+    ctx: typer.Context,
+    job_ids: opt.JobIds,
+    auto: Annotated[
+        bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
+    ] = True,
+    reason: opt.Reason = None,
+    yes: opt.Yes = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Set jobs' recovery policy (auto: reclaim may requeue; manual: a human decides).
+
+    Fenced and audited like every write. Example: jobctl policy 42 --auto --reason "fixed"
+    """
+    from jobctl.ops import manual
+
+    wanted = "auto" if auto else "manual"
+    with cli_session.open_session(ctx) as s:
+        report = manual.set_policies(
+            s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
+        )
+    terminal.report(report, out, fmt)

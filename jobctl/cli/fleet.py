@@ -1,0 +1,556 @@
+"""The commands across several targets (``--all-targets``, or ``--target`` more than once):
+each target read at once on its own connection (``fleet.across``), every row tagged with its
+target, a failing target one line on stderr while the others' output stays whole (exit 1).
+
+Writes run target after target: ``reclaim`` (its dry run, its commit after one confirmation
+listing each target's counts, a plan across targets, the service serving every target from
+one process). Commands by id refuse several targets (``targets.one_database``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import terminal
+from jobctl.ops import fleet
+from jobctl.render import output, rows, views
+from jobctl.targets import Fleet, Target
+
+if TYPE_CHECKING:
+    from jobctl.db.session import Session
+    from jobctl.ops.plans import Parts
+    from jobctl.ops.reclaim import Request
+    from jobctl.ops.replica import Standing
+    from jobctl.ops.review import ReviewFilter
+    from jobctl.ops.triage import ExpiredFilter
+
+T = TypeVar("T")
+PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
+Read = Callable[["Session", "Standing", fleet.Say], T]
+
+
+def several(ctx: typer.Context) -> Fleet | None:
+    """The targets a command addresses when they are several, else None (one database)."""
+    where = ctx.find_root().obj
+    return where if isinstance(where, Fleet) else None
+
+
+def _read(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    read: Read[T],
+    kept: fleet.KeptSessions | None = None,
+) -> list[fleet.Outcome[T]]:
+    """``read(session, standing, say)`` on every target at once, as
+    ``cli_session.open_session`` opens one (a write refused on a standby, a table jobctl does
+    not serve explained); on the ``kept`` sessions if given, else each on a new one."""
+    from jobctl.db import session
+    from jobctl.ops import replica
+    from jobctl.schema import unserved
+
+    command, params = ctx.info_name or "", dict(ctx.params)
+
+    busy = fleet.Busy()
+
+    def work(target: Target, say: fleet.Say) -> T:
+        with contextlib.ExitStack() as working:  # the connection is Busy until the read ends
+
+            def on_connect(conn: Any) -> None:
+                working.enter_context(busy.using(conn))
+
+            if kept:
+                opened = kept.session(target, on_connect)
+            else:
+                opened = session.open(target.settings, on_connect)
+            with opened as s, unserved.explained(s):
+                st = replica.check(s.conn, command, params, say=say)
+                return read(s, st, say)
+
+    return fleet.across(targets, work, busy=busy)
+
+
+def _said(outcomes: Sequence[fleet.Outcome[Any]], *, refresh: bool = False) -> int:
+    """What each target said, then each failure, one line each, in the targets' order; the
+    exit code the failures make (0 when none). ``refresh``: one refresh of a watch's."""
+    for o in outcomes:
+        for line in o.said:
+            terminal.say(f"jobctl: target {o.target.name}: {line.removeprefix('jobctl: ')}")
+    for o in outcomes:
+        if o.error is not None:
+            terminal.say(f"jobctl: error: {fleet.failure_line(o)}")
+    failed = [o for o in outcomes if not o.ok]
+    if failed and len(failed) < len(outcomes):
+        some = f"jobctl: {len(failed)} of {len(outcomes)} targets failed"
+        terminal.say(
+            f"{some} this refresh: its line holds the others' rows only"
+            if refresh
+            else f"{some}: the output above is the others' only"
+        )
+    return fleet.exit_code(outcomes)
+
+
+def _watch(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    read: Read[T],
+    doc_of: Callable[[list[fleet.Outcome[T]]], output.Document],
+    *,
+    every: dt.timedelta,
+    count: int | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``--watch`` across targets: every refresh reads every target at once, each on the
+    connection it kept (a target that fails a refresh gets a new one at the next, so it is
+    back as soon as it answers). On a terminal what the targets said is above the table;
+    else one JSON line per refresh, and the lines on stderr as one run's. Exit 1 when the
+    last refresh had a target failing, as one run's."""
+    from jobctl.ops import watch
+
+    in_place = terminal.refreshed_in_place(out, fmt)
+    last: list[fleet.Outcome[T]] = []
+    kept = fleet.KeptSessions()
+
+    def refresh() -> tuple[dt.datetime, output.Document]:
+        outcomes = last[:] = _read(ctx, targets, read, kept)
+        at, doc = dt.datetime.now().astimezone(), doc_of(outcomes)
+        if not in_place:
+            _said(outcomes, refresh=True)
+            return at, doc
+        said = [(o.target.name, line.removeprefix("jobctl: ")) for o in outcomes for line in o.said]
+        failed = [
+            (o.target.name, f"error: {fleet.failure_message(o)}") for o in outcomes if not o.ok
+        ]
+        return at, views.with_target_lines(doc, said + failed)
+
+    try:
+        with terminal.live(out, fmt, every.total_seconds()) as show:
+            watch.repeat(refresh, show, every=every, count=count)
+    finally:
+        kept.close()
+    _exit(fleet.exit_code(last))
+
+
+def _with_findings(code: int, found: bool) -> int:
+    """The exit code with --exit-code's findings (4) in it: a failed target (1) outranks them."""
+    return errors.worst_exit_code([code, errors.EXIT_FINDINGS]) if found else code
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------- reads
+def stuck(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    where: ExpiredFilter,
+    *,
+    limit: int,
+    expiring_within: dt.timedelta | None,
+    trust_replica: bool,
+    exit_code: bool,
+    watch_every: dt.timedelta | None,
+    count: int | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``stuck`` on every target: one table, the target first (``--watch``: refreshed)."""
+    from jobctl.ops import replica, triage
+
+    at_risk = expiring_within is not None
+
+    def read(s: Session, st: Standing, say: fleet.Say) -> list[rows.Row]:
+        widened = replica.widen(where, st, trust=trust_replica)
+        with s.transaction(read_only=True):
+            if expiring_within is None:
+                found: list[Any] = list(triage.stuck(s, widened, limit))
+                if widened is not where:
+                    line = replica.held_back(replica.held_back_count(s, where, st), st)
+                    if line:
+                        say(line)
+            else:
+                found = list(triage.at_risk(s, widened, expiring_within, limit))
+        marked = replica.mark(output.Document(found, []), st).payload  # a standby's rows say so
+        return list(fleet.tagged(s.settings.target or "", marked))
+
+    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+
+    def doc_of(outcomes: list[fleet.Outcome[list[rows.Row]]]) -> output.Document:
+        found = [row for o in outcomes for row in o.value or []]
+        return views.across_targets(views.stuck(found, columns, at_risk=at_risk))
+
+    if watch_every is not None:
+        _watch(ctx, targets, read, doc_of, every=watch_every, count=count, out=out, fmt=fmt)
+        return
+    outcomes = _read(ctx, targets, read)
+    found = [row for o in outcomes for row in o.value or []]
+    terminal.emit(doc_of(outcomes), out, fmt)
+    code = _said(outcomes)
+    if found and sys.stdout.isatty() and out.tabular:
+        holding = [o.target.name for o in outcomes if o.value]
+        again = " ".join(f"--target {name}" for name in holding)
+        terminal.say(
+            f"{len(found)} job(s) on {len(holding)} target(s); preview the reclaim with: "
+            f"jobctl {again} reclaim --dry-run"
+        )
+    _exit(_with_findings(code, exit_code and bool(found)))
+
+
+def summary(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    *,
+    expiring_within: dt.timedelta,
+    exact: bool,
+    watch_every: dt.timedelta | None,
+    count: int | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``summary`` on every target: a row each (statuses by the part they play), and the total
+    (``--watch``: refreshed)."""
+    from jobctl.ops import triage
+
+    def read(s: Session, _st: Standing, _say: fleet.Say) -> rows.Row:
+        with s.transaction(read_only=True):
+            result = triage.summary(s, expiring_within, exact=exact)
+        by_role: collections.Counter[str] = collections.Counter()
+        for value, jobs in result["status"].items():  # the table's values, as the design's
+            by_role[s.table.mapping.role(value) or value] += jobs
+        return {**result, "status": dict(by_role)}
+
+    def doc_of(outcomes: list[fleet.Outcome[rows.Row]]) -> output.Document:
+        return views.summary_targets(
+            fleet.summary_rows([(o.target.name, o.value) for o in outcomes if o.value])
+        )
+
+    if watch_every is not None:
+        _watch(ctx, targets, read, doc_of, every=watch_every, count=count, out=out, fmt=fmt)
+        return
+    outcomes = _read(ctx, targets, read)
+    terminal.emit(doc_of(outcomes), out, fmt)
+    _exit(_said(outcomes))
+
+
+def review(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    where: ReviewFilter,
+    *,
+    limit: int,
+    exit_code: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``review`` on every target: one table, the target first."""
+    from jobctl.ops import review as core
+
+    def read(s: Session, _st: Standing, _say: fleet.Say) -> list[rows.Row]:
+        with s.transaction(read_only=True):
+            return list(fleet.tagged(s.settings.target or "", core.awaiting(s, where, limit)))
+
+    outcomes = _read(ctx, targets, read)
+    found = [row for o in outcomes for row in o.value or []]
+    doc = views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW)
+    terminal.emit(views.across_targets(doc), out, fmt)
+    code = _said(outcomes)
+    _exit(_with_findings(code, exit_code and bool(found)))
+
+
+def metrics(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    *,
+    expiring_within: dt.timedelta,
+    reclaim_window: dt.timedelta,
+    max_stuck: int | None,
+    max_overdue: dt.timedelta | None,
+) -> None:
+    """``metrics`` on every target: one exposition, each sample labelled with its target, and
+    ``jobctl_target_up`` saying which targets answered."""
+    from jobctl.ops import metrics as core
+    from jobctl.ops import replica
+
+    def read(s: Session, st: Standing, _say: fleet.Say) -> tuple[str, rows.Row]:
+        with s.transaction(read_only=True):
+            figures = core.collect(
+                s, expiring_within=expiring_within, reclaim_window=reclaim_window
+            )
+        return s.table.qualified, figures | replica.figures(st)
+
+    outcomes = _read(ctx, targets, read)
+    sys.stdout.write(
+        core.openmetrics_across(
+            [(o.target.name, o.value) for o in outcomes if o.value],
+            {o.target.name: o.ok for o in outcomes},
+        )
+    )
+    code = _said(outcomes)
+    breached = False
+    for o in outcomes:
+        figures = o.value[1] if o.value else None
+        for line in (
+            core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue) if figures else []
+        ):
+            terminal.say(f"jobctl: CRITICAL: target {o.target.name}: {line}")
+            breached = True
+    _exit(_with_findings(code, breached))
+
+
+# ---------------------------------------------------------------- reclaim
+def reclaim(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Request,
+    *,
+    trust_replica: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``reclaim`` across targets: the dry run at once on every target; a commit (or a plan
+    across targets) target after target, after one confirmation; the service for them all."""
+    if request.where.ids:
+        raise errors.UsageError("--id: ids are per database: give one --target with it")
+    if request.every is not None:
+        _serve(targets, request, out, fmt)
+    elif not request.commit:
+        _dry_run(ctx, targets, request, trust_replica, out, fmt)
+    else:
+        _commit(ctx, targets, request, out, fmt)
+
+
+def _dry_run(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Request,
+    trust_replica: bool,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    from jobctl.ops import plans, replica
+    from jobctl.ops import reclaim as core
+
+    parks: dict[str, str | None] = {}
+
+    def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
+        widened = replica.widen(request.where, st, trust=trust_replica)
+        found = core.dry_run(s, widened, request.limit)
+        note = replica.dry_run_note(st)
+        if note:
+            say(note)
+        parks[s.settings.target or ""] = s.table.mapping.park_status
+        return s.origin(), found
+
+    outcomes = _read(ctx, targets, read)
+    answered = [(o.target.name, o.value) for o in outcomes if o.value is not None]
+    if request.save_plan is not None:
+        plans.write_parts(request.save_plan, PLANS_FORMAT, [v for _, v in answered])
+    everything = [row for name, (_, found) in answered for row in fleet.tagged(name, found)]
+    if out.tabular:
+        shown = [
+            row
+            for name, (_, found) in answered
+            for row in fleet.tagged(name, terminal.table_rows(found, 0, 0))
+        ]
+        doc = views.some_rows(shown, len(everything), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+    else:
+        doc = views.table(everything, everything, rows.RECLAIM_COLUMNS)
+    terminal.emit(views.across_targets(doc), out, fmt)
+    counts = {name: core.tally(found) for name, (_, found) in answered}
+    _tallies(counts, parks, committed=False)
+    code = _said(outcomes)
+    if request.save_plan is not None:
+        again = " ".join(f"--target {name}" for name, _ in answered)
+        terminal.say(
+            f"plan of {len(answered)} target(s) saved to {request.save_plan}: apply it with "
+            f"jobctl {again} reclaim --commit --plan {request.save_plan}"
+        )
+    _exit(code)
+
+
+def _tallies(
+    counts: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
+    *,
+    committed: bool,
+) -> None:
+    """Each target's line (its park status named, as one reclaim's line does), and the total."""
+    from jobctl.ops import reclaim as core
+
+    for name, tally in counts.items():
+        line = core.summary_line(tally, committed, park_status=parks.get(name))
+        terminal.say(f"target {name}: {line}")
+    if len(counts) > 1:
+        total: collections.Counter[str] = sum(counts.values(), collections.Counter())
+        line = core.summary_line(total, committed)
+        if any(parks.get(name) for name in counts):
+            line = line.replace(" failed,", " failed or parked,", 1)
+        terminal.say(f"all {len(counts)} targets: {line}")
+
+
+def _commit(
+    ctx: typer.Context,
+    targets: Sequence[Target],
+    request: Request,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """Commit target after target (each its own fenced batches); one question first."""
+    from jobctl.ops import plans
+    from jobctl.ops import reclaim as core
+
+    planned: Parts = {}
+    failed: list[fleet.Outcome[Any]] = []
+    if request.plan is not None:
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        known = {t.name for t in targets}
+        missing = [name for name in planned if name not in known]
+        if missing:
+            raise errors.UsageError(
+                f"plan {request.plan} holds rows of target {missing[0]}, which this command "
+                f"does not address: add --target {missing[0]} (or use --all-targets)"
+            )
+        targets = [t for t in targets if t.name in planned]
+        total: int | None = sum(len(r) for _, r in planned.values())
+        if not request.yes:
+            terminal.say(
+                "by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items())
+            )
+            terminal.confirm(
+                f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
+                f"{len(planned)} target(s)?",
+                [],
+                "",
+            )
+    else:
+        total = None
+        if not request.yes:
+            preview = _read(
+                ctx,
+                targets,
+                lambda s, _st, _say: core.dry_run(s, request.where, request.limit),
+            )
+            failed = [o for o in preview if not o.ok]
+            targets = [o.target for o in preview if o.ok]
+            found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
+            total = len(found)
+            if failed:  # why, before the question
+                _said(failed)
+            if not targets:
+                _exit(fleet.exit_code(failed))
+            unreachable = ""
+            if failed:
+                unreachable = f", not on {', '.join(o.target.name for o in failed)} (failed)"
+            terminal.say(
+                "by target: "
+                + ", ".join(
+                    f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
+                    for o in preview
+                    if o.value is not None
+                )
+            )
+            terminal.confirm(
+                f"Reclaim {total} expired job(s) on {len(targets)} target(s){unreachable}?",
+                found,
+                "about to reclaim (the dry run, now)",
+            )
+    done: dict[str, collections.Counter[str]] = {}
+    parks: dict[str, str | None] = {}
+    outcomes: list[fleet.Outcome[Any]] = []
+    run = core.Run(_committed(targets, request, planned, done, parks, outcomes), total)
+    kept, counts = terminal.drain(run, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
+    if out.tabular:
+        shown = sum(counts.values())
+        doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+        terminal.emit(views.across_targets(doc), out, fmt)
+    _tallies(done, parks, committed=True)
+    _exit(errors.worst_exit_code([fleet.exit_code(failed), _said(outcomes)]))
+
+
+def _counts(found: Sequence[rows.ReclaimRow]) -> str:
+    requeue = sum(r["action"] == "requeue" for r in found)
+    return f"{requeue} requeue, {len(found) - requeue} fail"
+
+
+def _committed(
+    targets: Sequence[Target],
+    request: Request,
+    planned: Parts,
+    done: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
+    outcomes: list[fleet.Outcome[Any]],
+) -> Iterator[list[rows.ReclaimRow]]:
+    """The batches of every target's commit, tagged, target after target: a target that fails
+    is its outcome's error (what it committed before stays committed, and counted)."""
+    from jobctl.db import session
+    from jobctl.ops import plans, replica
+    from jobctl.ops import reclaim as core
+    from jobctl.schema import unserved
+
+    for target in targets:
+        outcome: fleet.Outcome[Any] = fleet.Outcome(target)
+        outcomes.append(outcome)
+        tally = done[target.name] = collections.Counter()
+        try:
+            if target.problem:
+                raise errors.JobctlError(target.problem)
+            with session.open(target.settings) as s, unserved.explained(s):
+                replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
+                parks[target.name] = s.table.mapping.park_status
+                if request.plan is not None and target.name in planned:
+                    made, planned_rows = planned[target.name]
+                    plans.check_origin(request.plan, made, s.origin())
+                    batches = core.commit_plan(s, planned_rows, batch_size=request.batch_size)
+                else:
+                    batches = core.commit(
+                        s, request.where, batch_size=request.batch_size, limit=request.limit
+                    )
+                # a server lost mid-way: its line says how many it committed before the loss
+                batches = replica.reclaimed(
+                    batches, request.batch_size, target.settings.resolved_dsn()
+                )
+                for batch in batches:
+                    tally += core.tally(batch)
+                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
+        except errors.JobctlError as exc:
+            outcome.error = exc
+
+
+def _serve(
+    targets: Sequence[Target], request: Request, out: output.Output, fmt: str | None
+) -> None:
+    """The reclaimer service for every target from one process: a thread, a connection and
+    a backoff each; one target down never stops the others."""
+    from jobctl.ops import service
+
+    assert request.every is not None
+    usable = [t for t in targets if not t.problem]
+    for t in targets:
+        if t.problem:  # never served from another DSN (JOBCTL_DSN) in its stead
+            terminal.say(f"jobctl: error: target {t.name}: {t.problem}: not served")
+    if not usable:
+        raise errors.UsageError("no target can be served")
+    failed = service.run_many(
+        [(t.name, t.settings) for t in usable],
+        request.where,
+        batch_size=request.batch_size,
+        every=request.every,
+        on_batch=lambda name, applied: terminal.emit_reclaimed(
+            cast(list[rows.ReclaimRow], list(fleet.tagged(name, applied))),
+            out,
+            fmt,
+            across_targets=True,
+        ),
+        log=terminal.say,
+    )
+    _exit(errors.EXIT_ERROR if failed or len(usable) < len(targets) else 0)

@@ -1,0 +1,485 @@
+"""The typer app: each command parses its options, calls the core, and renders the result.
+
+The workflows live in the core (``reclaim``, ``manual``, ``service``, ``watch``, ``triage``,
+``schema``); the commands print, prompt and exit. This module holds the app, the global
+options, the read commands (stuck, summary, show, history, explain, metrics), ``demo`` and the
+entry point; the other commands live in ``cli_review`` (review, events, report),
+``cli_writes`` (reclaim, requeue, fail, quarantine, policy), ``cli_fleet`` (across several
+targets, and ``targets``) and ``cli_schema``, and are registered here in the order
+``jobctl --help`` lists them. What they share is ``cli_session``. Heavy modules (psycopg,
+tabulate, rich's renderers) are imported inside the commands, so that ``jobctl --help`` and
+shell completion stay fast.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from jobctl import __version__, db, errors
+from jobctl.cli import context as cli_session
+from jobctl.cli import fleet as cli_fleet
+from jobctl.cli import options as opt
+from jobctl.cli import terminal
+from jobctl.cli.commands import review as cli_review
+from jobctl.cli.commands import schema as cli_schema
+from jobctl.cli.commands import targets as cli_targets
+from jobctl.cli.commands import writes as cli_writes
+from jobctl.render import output, rows, views
+
+if TYPE_CHECKING:
+    from jobctl.db.session import Session
+
+app = typer.Typer(
+    name="jobctl",
+    help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
+    "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+)
+app.add_typer(cli_schema.app, name="schema")
+
+
+# ---------------------------------------------------------------- global options
+def _version(value: bool) -> None:
+    if value:
+        print(f"jobctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    dsn: opt.Dsn = None,
+    table: opt.Table = "jobs",
+    target: opt.Targets = None,
+    all_targets: opt.AllTargets = False,
+    statement_timeout: opt.StatementTimeout = db.DEFAULT_STATEMENT_TIMEOUT,
+    lock_timeout: opt.LockTimeout = db.DEFAULT_LOCK_TIMEOUT,
+    actor: opt.Actor = None,
+    debug: opt.Debug = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """jobctl: stuck-job triage for PostgreSQL job queues."""
+    from typer._click.core import ParameterSource
+
+    from jobctl import targets
+
+    cli_session.remember(debug_on=debug, dsn=dsn)
+    if ctx.resilient_parsing:
+        return
+    given = {
+        name: ctx.params[name]
+        for name in ("table", "statement_timeout", "lock_timeout", "actor")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    ctx.obj = targets.address(
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
+        target or ([] if dsn or all_targets else targets.from_environment()),
+        all_targets,
+        dsn=dsn,
+        one=db.Settings(
+            dsn=dsn,
+            table=table,
+            statement_timeout=statement_timeout,
+            lock_timeout=lock_timeout,
+            actor=actor or db.default_actor(),
+        ),
+        overrides=given,
+        warn=terminal.say,
+    )
+
+
+# ---------------------------------------------------------------- read path
+@app.command()
+def stuck(
+    ctx: typer.Context,
+    worker: opt.Worker = None,
+    policy: opt.Policy = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
+    ] = 1000,
+    grace: opt.Grace = dt.timedelta(0),
+    expiring_within: Annotated[
+        dt.timedelta | None, opt.Duration("Add live leases that expire within this.")
+    ] = None,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
+    ] = False,
+    ready_after: Annotated[
+        dt.timedelta,
+        opt.Duration(
+            "With nothing stuck, say so when ready jobs wait longer than this.",
+            show_default="5m",
+        ),
+    ] = dt.timedelta(minutes=5),
+    watch: opt.Watch = False,
+    every: opt.Every = dt.timedelta(seconds=2),
+    count: opt.Count = None,
+    trust_replica: opt.TrustReplica = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
+
+    Each row says what reclaim would do to it (requeue or fail) and, when another session
+    holds it locked, who. --expiring-within adds the live leases about to run out, with each
+    worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
+    """
+    from jobctl.ops import replica, triage
+
+    if expiring_within is not None and grace:
+        raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
+    if exit_code and watch:  # a watch refreshes (--count or not): no one answer to exit with
+        raise errors.UsageError(
+            "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
+        )
+    where = triage.ExpiredFilter(
+        worker=worker, policy=cli_session.policy_option(policy), grace=grace
+    )
+    fleet = cli_session.across(ctx)
+    if fleet is not None:
+        cli_fleet.stuck(
+            ctx,
+            fleet,
+            where,
+            limit=limit,
+            expiring_within=expiring_within,
+            trust_replica=trust_replica,
+            exit_code=exit_code,
+            watch_every=every if watch else None,
+            count=count,
+            out=out,
+            fmt=fmt,
+        )
+        return
+    at_risk = expiring_within is not None
+    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+    found = 0
+
+    def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
+        nonlocal found
+        if expiring_within is None:
+            source: Iterator[rows.LeaseRow] = triage.stuck(s, where, limit)
+        else:
+            source = triage.at_risk(s, where, expiring_within, limit)
+        for row in source:
+            found += 1
+            yield row
+
+    with cli_session.open_session(ctx) as s:
+        standing = cli_session.standing
+        asked, where = where, replica.widen(where, standing, trust=trust_replica)
+        if watch:
+            cli_session.run_watch(
+                s,
+                lambda: views.stuck(list(rows_of(s)), columns, at_risk=at_risk),
+                every,
+                count,
+                out,
+                fmt,
+            )
+            return
+        with s.transaction(read_only=True):
+            if out.tabular:  # a table needs every row for its widths
+                doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
+            else:
+                streamed = rows_of(s)
+                doc = views.table(streamed, streamed, columns)
+            terminal.emit(replica.mark(doc, standing), out, fmt)
+            if where is not asked and expiring_within is None:
+                cli_session.say_if(
+                    replica.held_back(replica.held_back_count(s, asked, standing), standing)
+                )
+            waiting = None if found else triage.ready_waiting(s, ready_after)
+    if waiting is not None:  # "my job is stuck" often means nobody claims it
+        terminal.say(
+            f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
+            f"than {opt.show_duration(ready_after)} (the oldest {waiting['oldest_ready_s']:.0f}s)"
+            ": is any worker claiming? (jobctl summary shows the queue)"
+        )
+    if found and sys.stdout.isatty() and out.tabular:
+        terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
+    if exit_code and found:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+@app.command()
+def summary(
+    ctx: typer.Context,
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
+    ] = False,
+    watch: opt.Watch = False,
+    every: opt.Every = dt.timedelta(seconds=2),
+    count: opt.Count = None,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """Counts by status; processing split live / expiring soon / expired; workers.
+
+    A deploy that killed a worker shows as one burst of expiries under its name; a dying
+    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    failed are estimated from statistics (marked) unless --exact.
+    Example: jobctl summary --expiring-within 1m --watch
+    """
+    from jobctl.ops import triage
+
+    fleet = cli_session.across(ctx)
+    if fleet is not None:
+        cli_fleet.summary(
+            ctx,
+            fleet,
+            expiring_within=expiring_within,
+            exact=exact,
+            watch_every=every if watch else None,
+            count=count,
+            out=out,
+            fmt=fmt,
+        )
+        return
+    with cli_session.open_session(ctx) as s:
+        if watch:
+            cli_session.run_watch(
+                s,
+                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                every,
+                count,
+                out,
+                fmt,
+            )
+            return
+        with s.transaction(read_only=True):
+            doc = views.summary(triage.summary(s, expiring_within, exact=exact))
+    terminal.emit(cli_session.marked(doc), out, fmt)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    full: opt.Full = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """One job: its row, its lease state (live, expired, none) and its latest events.
+
+    A value longer than 4096 characters is cut, with a note; --full shows every byte.
+    Example: jobctl show 42 -o json
+    """
+    from jobctl.ops import triage
+
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        job = triage.show(s, job_id, full=full)
+    terminal.emit(cli_session.marked(views.show(job, job_id)), out, fmt)
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    full: opt.Full = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
+
+    Example: jobctl history 42
+    """
+    from jobctl.ops import triage
+
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        result = triage.history(s, job_id, full=full)
+    terminal.emit(cli_session.marked(views.history(result, job_id)), out, fmt)
+
+
+@app.command(
+    short_help="A job's story in plain sentences: claims, heartbeats, reclaims, who acted and why."
+)
+def explain(
+    ctx: typer.Context,
+    job_id: opt.JobId,
+    full: opt.Full = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
+    who requeued or failed it and why. JSON gives the same facts as fields.
+
+    Example: jobctl explain 42
+    """
+    from jobctl.ops import triage
+    from jobctl.render import story
+
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        mapping = s.table.mapping
+        result = story.explain(
+            triage.history(s, job_id, full=full),
+            parked=mapping.parked,
+            failed=mapping.status("failed"),
+        )
+    if out.tabular and fmt is None:
+        width = terminal.width() if out is output.Output.table else None
+        print("\n".join(output.prose(line, width) for line in result["story"]))
+        return
+    terminal.emit(cli_session.marked(views.explain(result)), out, fmt)
+
+
+@app.command(
+    short_help="Lease health as OpenMetrics text, for node_exporter, cron or a Nagios-style check."
+)
+def metrics(
+    ctx: typer.Context,
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    reclaim_window: Annotated[
+        dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
+    ] = dt.timedelta(minutes=5),
+    max_stuck: Annotated[
+        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+    ] = None,
+    max_overdue: Annotated[
+        dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
+    ] = None,
+) -> None:
+    """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
+    a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+
+    Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
+    """
+    from jobctl.ops import metrics as core
+    from jobctl.ops import replica
+
+    fleet = cli_session.across(ctx)
+    if fleet is not None:
+        cli_fleet.metrics(
+            ctx,
+            fleet,
+            expiring_within=expiring_within,
+            reclaim_window=reclaim_window,
+            max_stuck=max_stuck,
+            max_overdue=max_overdue,
+        )
+        return
+    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+        figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
+        figures |= replica.figures(cli_session.standing)
+        table = s.table.qualified
+    sys.stdout.write(core.openmetrics(figures, table))
+    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
+    for line in breached:
+        terminal.say(f"jobctl: CRITICAL: {line}")
+    if breached:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+# ---------------------------------------------------------------- the other modules' commands
+# Registered here, in the order jobctl --help lists them (docs/commands.md follows it).
+app.command("reclaim")(cli_writes.reclaim_command)
+app.command(
+    short_help="Jobs waiting for a human: reclaim failed or parked them; longest waiting first."
+)(cli_review.review)
+app.command(
+    short_help="The history across jobs: transitions and every jobctl write, newest first."
+)(cli_review.events)
+app.command(short_help="An incident on one page of Markdown, for the postmortem.")(
+    cli_review.report
+)
+app.command()(cli_writes.requeue)
+app.command()(cli_writes.fail)
+app.command()(cli_writes.quarantine)
+app.command()(cli_writes.policy)
+
+
+# ---------------------------------------------------------------- demo
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option(help="Leave the server running to explore.")] = False,
+    stop: Annotated[bool, typer.Option(help="Stop a server left by --keep.")] = False,
+) -> None:
+    """Start an embedded PostgreSQL, stage a deploy that kills workers, then triage it.
+
+    Needs the demo extra: pip install 'jobctl[demo]'. Example: jobctl demo --keep
+    """
+    from jobctl.cli.commands import demo as the_demo
+
+    if stop:
+        terminal.say(the_demo.stop_kept())
+        return
+    the_demo.run(keep=keep, say=terminal.say)
+
+
+app.command(
+    "targets", short_help="The named databases of the config file; --check connects to each."
+)(cli_targets.targets_command)
+
+
+# ---------------------------------------------------------------- entry point
+def main(argv: list[str] | None = None) -> int:
+    """Run jobctl; every failure becomes one line on stderr and an exit code."""
+    from typer._click.exceptions import (  # typer >= 0.26 vendors click
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+    )
+
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
+        from jobctl.cli import completion
+
+        completion.register()
+    try:
+        result = app(args=argv, prog_name="jobctl", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
+        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
+    except errors.Cancelled as exc:  # no or Ctrl-C at a prompt: not an error
+        print(f"jobctl: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except errors.JobctlError as exc:
+        _fail(exc, exc.message)
+        return exc.exit_code
+    except MissingParameter as exc:  # one line still, saying how the command is used
+        usage = exc.ctx.get_usage().replace("Usage: ", "usage: ") if exc.ctx else ""
+        _fail(exc, f"{exc.format_message()} {usage}".strip())
+        return exc.exit_code
+    except ClickException as exc:
+        _fail(exc, exc.format_message())
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        print("jobctl: interrupted; what was not committed was rolled back", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return errors.EXIT_ERROR
+    except Exception as exc:
+        _fail(exc, f"internal error: {type(exc).__name__}: {exc}")
+        return errors.EXIT_ERROR
+
+
+def _fail(exc: BaseException, message: str) -> None:
+    dsn = cli_session.raw_dsn or db.Settings().resolved_dsn() or None
+    if cli_session.debug:
+        import traceback
+
+        text = "".join(traceback.format_exception(exc))
+        print(db.redact(text, dsn), file=sys.stderr, end="")
+    line = " ".join(db.redact(message, dsn).split())
+    width = None
+    if output.on_terminal(sys.stderr):  # wrapped at words, not mid-word by the terminal
+        import shutil
+
+        width = shutil.get_terminal_size().columns - len("jobctl: error: ")
+    print(f"jobctl: error: {output.prose(line, width)}", file=sys.stderr)

@@ -1,0 +1,319 @@
+"""Options several commands share, defined once (``Annotated`` aliases for typer).
+
+Durations are a parameter type: ``--grace 5m`` arrives as a ``timedelta``, and a bad one is
+refused by the parser with one line (exit 2) before the command runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from jobctl import durations, targets
+from jobctl.render import output
+
+
+def duration(value: str | dt.timedelta) -> dt.timedelta:
+    """typer's parser for every DURATION option (defaults arrive already parsed)."""
+    if isinstance(value, dt.timedelta):
+        return value
+    try:
+        return durations.parse(value)
+    except durations.InvalidDuration as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def show_duration(value: dt.timedelta) -> str:
+    """A duration as an operator types it: 90s, 5m, 2h."""
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
+    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
+    the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    if floor is None:
+        return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
+    least, why = floor
+
+    def bounded(value: str | dt.timedelta) -> dt.timedelta:
+        parsed = duration(value)
+        if parsed < least:
+            raise typer.BadParameter(
+                f"{value!r} is shorter than {durations.show(least)}, the least accepted: {why}"
+            )
+        return parsed
+
+    return typer.Option(parser=bounded, metavar="DURATION", help=help, **kwargs)
+
+
+# the floors (docs/commands.md): PostgreSQL counts its timeouts in whole milliseconds and
+# takes 0 for "no timeout", so a shorter one would be no bound at all; a service or a watch
+# repeating faster than ten times a second would only load the database (a reclaimer must
+# still run several times within a lease as short as 1s: the chaos suite's)
+TIMEOUT_FLOOR = (dt.timedelta(milliseconds=1), "0 ms is PostgreSQL's 'no timeout'")
+SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads the database")
+WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
+
+
+Out = Annotated[
+    output.Output,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table (fitted to a terminal's width, every column when piped), wide (every "
+        "column on a terminal too), json, jsonl, csv, tsv.",
+    ),
+]
+Format = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="Any tabulate table format for -o table: plain, github, psql, ...",
+    ),
+]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
+
+
+def complete_policies(incomplete: str) -> list[str]:
+    return [p for p in ("auto", "manual") if p.startswith(incomplete)]
+
+
+Worker = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="Only this worker's jobs.",
+        autocompletion=lambda ctx, incomplete: from_database(ctx, "complete_workers", incomplete),
+    ),
+]
+Policy = Annotated[
+    str | None,
+    typer.Option(metavar="auto|manual", help="Only this policy.", autocompletion=complete_policies),
+]
+Grace = Annotated[
+    dt.timedelta,
+    Duration("Only leases expired longer ago than this.", show_default="0s"),
+]
+TrustReplica = Annotated[
+    bool,
+    typer.Option(
+        "--trust-replica",
+        help="On a standby, call a lease expired as the standby has it, not widened by its "
+        "replay lag.",
+    ),
+]
+Soon = Annotated[dt.timedelta, Duration("Window for 'expiring soon'.", show_default="30s")]
+Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
+Every = Annotated[
+    dt.timedelta, Duration("Watch refresh (100ms at least).", show_default="2s", floor=WATCH_FLOOR)
+]
+Count = Annotated[
+    int | None,
+    typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
+]
+Reason = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+
+
+def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
+    """typer's parser for --expect-token."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a UUID") from None
+
+
+ExpectToken = Annotated[
+    uuid.UUID | None,
+    typer.Option(
+        parser=attempt_token,
+        metavar="UUID",
+        help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).",
+    ),
+]
+Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
+Full = Annotated[  # show, history, explain, events: long texts whole (else cut on the server)
+    bool,
+    typer.Option(
+        "--full",
+        help="Every byte of long values (else cut at 4096 characters, with a note).",
+    ),
+]
+PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
+LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
+    dt.timedelta,
+    Duration(
+        "How long to keep trying for the locks on a busy table (each try holds the "
+        "workers up 150 ms at most); then exit 1, the current step undone.",
+        show_default="5m",
+    ),
+]
+
+
+# --since/--until of events and report: a duration (that long ago) or a timestamp, as
+# typed; events.bound reads it (a bad one: exit 2)
+Since = Annotated[
+    str | None,
+    typer.Option(
+        metavar="WHEN", help="From this long ago (2h) or this time (2026-12-01T06:00:00Z)."
+    ),
+]
+Until = Annotated[
+    str | None,
+    typer.Option(metavar="WHEN", help="Up to this long ago or this time (default: now)."),
+]
+
+
+# ---------------------------------------------------------------- global options
+Dsn = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DSN",
+        help="Connection string. Default: JOBCTL_DSN, DATABASE_URL, then libpq's PG* "
+        "variables and service files.",
+        show_default=False,
+    ),
+]
+Table = Annotated[
+    str,
+    typer.Option(
+        envvar="JOBCTL_TABLE", metavar="TABLE", help="Jobs table, schema-qualified allowed."
+    ),
+]
+Targets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--target",
+        metavar="NAME",
+        help="A database named in the config file (repeatable: several at once). Default: "
+        "JOBCTL_TARGET.",
+        show_default=False,
+        autocompletion=lambda incomplete: targets.names(incomplete),
+    ),
+]
+AllTargets = Annotated[
+    bool, typer.Option("--all-targets", help="Every target of the config file, at once.")
+]
+StatementTimeout = Annotated[
+    dt.timedelta,
+    Duration("Per transaction (1ms at least).", show_default="30s", floor=TIMEOUT_FLOOR),
+]
+LockTimeout = Annotated[
+    dt.timedelta,
+    Duration("Per transaction (1ms at least).", show_default="2s", floor=TIMEOUT_FLOOR),
+]
+Actor = Annotated[
+    str | None,
+    typer.Option(
+        envvar="JOBCTL_ACTOR",
+        help="Who acts, for the audit trail. Default: user@host.",
+        show_default=False,
+    ),
+]
+Debug = Annotated[
+    bool, typer.Option("--debug", help="Show a traceback on errors (passwords redacted).")
+]
+
+
+# ---------------------------------------------------------------- job ids
+
+
+def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Job ids from the database, for shell completion: nothing (and no error) without one."""
+    return from_database(ctx, "complete_ids", incomplete)
+
+
+def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
+    """The first column of a completion statement's rows (job ids, workers): nothing (and no
+    error) without a database."""
+    try:
+        import os
+
+        from jobctl import db
+        from jobctl.db import session
+
+        root = ctx.find_root().params
+        names = root.get("target") or []
+        if not names and not root.get("dsn") and not root.get("all_targets"):
+            names = targets.from_environment()
+        if len(names) == 1:  # the ids of that target's database
+            target = targets.load().select(names)[0]
+            if target.problem:  # no DSN of its own: nothing, never another database's
+                return []
+            settings = target.settings
+        elif names or root.get("all_targets"):  # ids are per database: none across targets
+            return []
+        else:
+            settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
+        if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
+            return []
+        with session.open(settings) as s, s.transaction(read_only=True):
+            return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
+    except Exception:
+        return []
+
+
+# Ids are text here: the database converts them to the id column's type (bigint, uuid, text
+# ...), and refuses one that is not valid for it (exit 2; see session.Session.job_ids).
+JobId = Annotated[
+    str,
+    typer.Argument(help="Job id.", metavar="ID", autocompletion=complete_ids),
+]
+JobIds = Annotated[
+    list[str],
+    typer.Argument(help="Job ids.", metavar="ID...", autocompletion=complete_ids),
+]
+
+JobIdsOrStdin = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Job ids; - reads them from stdin (one per line, or JSON lines with an id).",
+        metavar="[ID...|-]",
+        autocompletion=complete_ids,
+        show_default=False,
+    ),
+]
+ReviewPlan = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="Act on the rows of a plan saved by jobctl review --save-plan, each only if "
+        "unchanged since.",
+    ),
+]
+
+# ---------------------------------------------------------------- reclaim
+Commit = Annotated[
+    bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
+]
+BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
+Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
+OnlyIds = Annotated[
+    list[str] | None,
+    typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),
+]
+SavePlan = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
+]
+ApplyPlan = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
+]
+ServeEvery = Annotated[
+    dt.timedelta | None,
+    Duration(
+        "Repeat every DURATION (100ms at least): the reclaimer service (needs --commit --yes).",
+        floor=SERVICE_FLOOR,
+    ),
+]

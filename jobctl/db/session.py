@@ -1,0 +1,152 @@
+"""The one way in: a connection, the settings and the resolved jobs table, held together.
+
+Every core workflow takes a ``Session``; it runs the named statements of ``sql/`` against
+its table, inside short transactions with the settings' timeouts (see ``db.transaction``).
+Example::
+
+    with session.open(db.Settings(dsn="dbname=app")) as s, s.transaction(read_only=True):
+        rows = s.rows("stuck", {...})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobctl import db, errors
+from jobctl.render.rows import Row
+from jobctl.sql import queries
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+# How a workflow asks the operator to go ahead: (question, the rows it is about to change,
+# a title for them); it returns to proceed, or raises errors.Refused (exit 2, nothing changed).
+Confirm = Callable[[str, Sequence[Any], str], None]
+STREAM_CHUNK = 2_000  # rows a server-side cursor fetches at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """A connection to the database that holds ``table``, and how jobctl behaves on it."""
+
+    conn: psycopg.Connection[Any]
+    settings: db.Settings
+    table: db.JobsTable
+    # statements run again and again (a reclaim's batches), composed and encoded once
+    _texts: dict[str, bytes] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def transaction(
+        self, *, read_only: bool = False, action: str | None = None, reason: str | None = None
+    ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
+        """A short transaction with the settings' timeouts (and the audit's actor)."""
+        return db.transaction(
+            self.conn, self.settings, read_only=read_only, action=action, reason=reason
+        )
+
+    def origin(self) -> dict[str, Any]:
+        """Where this session is, for a saved plan (``db.where``), and its target's name."""
+        where = db.where(self.conn, self.table)
+        return where | {"target": self.settings.target} if self.settings.target else where
+
+    def query(self, name: str, **fragments: sql.Composable) -> sql.Composed:
+        """The named statement, composed for this session's table."""
+        return queries.query(name, **{**self.table.fragments, **fragments})
+
+    def job_ids(self, texts: Sequence[Any]) -> list[Any]:
+        """Job ids as typed, converted by the database to the id column's type (and returned in
+        it: int, UUID, str); one that is not valid for it is a UsageError (exit 2)."""
+        import psycopg
+
+        texts = [str(t) for t in texts]
+        try:
+            with db.safe(self.conn):
+                rows = self.rows("job_ids", {"ids": texts})
+        except (psycopg.DataError, psycopg.IntegrityError):  # (a domain's CHECK: 23514)
+            for text in texts:  # which one: each alone
+                try:
+                    with db.safe(self.conn):
+                        self.rows("job_ids", {"ids": [text]})
+                except (psycopg.DataError, psycopg.IntegrityError):
+                    raise errors.UsageError(
+                        f"job id {text!r} is not a valid {self.table.id_type_display} (the "
+                        f"type of the id column {self.table.mapping.column('id')})"
+                    ) from None
+            raise
+        return [row["id"] for row in rows]
+
+    def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
+        return self.conn.execute(self.query(name), params or {}).fetchall()
+
+    def row(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
+        return self.conn.execute(self.query(name), params or {}).fetchone()
+
+    def one(self, name: str, params: dict[str, Any] | None = None) -> Row:
+        """The single row a statement always returns (an aggregate, say)."""
+        row = self.row(name, params)
+        if row is None:
+            raise AssertionError(f"{name} returned no row")
+        return row
+
+    def pipelined(
+        self, name: str, params: dict[str, Any], *, action: str | None = None
+    ) -> list[Row]:
+        """The named statement in its own short transaction, timeouts and actor (and the
+        audit's ``action``) set transaction-locally, in one round trip (``db.pipelined``); its
+        rows. The statement is composed once per session (a reclaim runs it for every batch)."""
+        text = self._texts.get(name)
+        if text is None:
+            text = self._texts[name] = self.query(name).as_bytes(self.conn)
+        return db.pipelined(self.conn, self.settings, text, params, action=action)
+
+    def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
+        """Run a write; the number of rows it changed."""
+        return self.conn.execute(self.query(name), params or {}).rowcount
+
+    def stream(
+        self, name: str, params: dict[str, Any], **fragments: sql.Composable
+    ) -> Iterator[Row]:
+        """Rows through a server-side cursor, a chunk at a time, so memory stays flat
+        (``fragments``: the statement's own, as ``query`` takes them).
+
+        The caller holds the transaction (a named cursor lives only inside one).
+        """
+        with self.conn.cursor(name="jobctl_stream") as cursor:
+            cursor.itersize = STREAM_CHUNK
+            cursor.execute(self.query(name, **fragments), params)
+            yield from cursor
+
+
+def connect(settings: db.Settings) -> Session:
+    """A new session (the caller closes ``session.conn``); the table must exist."""
+    conn = db.connect(settings)
+    try:
+        return Session(conn, settings, _table(conn, settings))
+    except BaseException:
+        conn.close()
+        raise
+
+
+@contextlib.contextmanager
+def open(
+    settings: db.Settings, on_connect: Callable[[Any], None] | None = None
+) -> Iterator[Session]:
+    """A session for one command: database errors inside become one line (``db.mapped_errors``).
+    ``on_connect`` gets the connection as soon as it is made (``fleet.Busy``: Ctrl-C can then
+    cancel even the table's lookup)."""
+    with db.connected(settings) as conn:
+        if on_connect is not None:
+            on_connect(conn)
+        yield Session(conn, settings, _table(conn, settings))
+
+
+def _table(conn: Any, settings: db.Settings) -> db.JobsTable:
+    """The jobs table; when it is missing and no DSN was set, say that libpq chose where."""
+    try:
+        return db.resolve_table(conn, settings.table)
+    except errors.TableNotFound as exc:
+        hint = db.unset_hint(settings.resolved_dsn())
+        raise errors.TableNotFound(exc.message + hint) from None

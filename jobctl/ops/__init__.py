@@ -1,0 +1,1 @@
+"""The workflows: each command's job, for one database or many."""

@@ -1,0 +1,94 @@
+"""``jobctl events``: the history's record across jobs, newest or oldest first, in a time
+window, streamed through a server-side cursor (memory stays flat over millions of rows) in
+the order of the event time's index (``events_at_idx``).
+
+The stored events are every transition but claims and completions, which the history keeps
+as attempts (``jobctl history ID`` shows them per job), plus each of jobctl's own writes.
+Example::
+
+    with s.transaction(read_only=True):
+        for event in events.stream(s, events.Window(since=dt.timedelta(hours=2))):
+            ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+from jobctl import errors
+from jobctl.db.session import Session
+from jobctl.render.rows import JobEvent
+
+# a bound of the window: an age (now() minus it) or a point in time
+Bound = dt.timedelta | dt.datetime | None
+
+
+def bound(text: str) -> dt.timedelta | dt.datetime:
+    """--since/--until: a duration (2h: that long ago) or an ISO 8601 timestamp (with an
+    offset; one without is taken as UTC). UsageError (exit 2) for anything else."""
+    from jobctl import durations
+
+    try:
+        return durations.parse(text)
+    except durations.InvalidDuration:
+        pass
+    try:
+        at = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.UsageError(
+            f"{text!r} is neither a duration (30m, 2h, 1d) nor a timestamp "
+            "(2026-12-01T06:00:00+00:00)"
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """Which events: a time window and the operator's filters. Values are parameters."""
+
+    since: Bound = None
+    until: Bound = None
+    events: Sequence[str] | None = None
+    actor: str | None = None
+    worker: str | None = None
+    ids: Sequence[Any] | None = None  # job ids in the id column's type (session.job_ids)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "since": self.since if isinstance(self.since, dt.timedelta) else None,
+            "since_at": self.since if isinstance(self.since, dt.datetime) else None,
+            "until": self.until if isinstance(self.until, dt.timedelta) else None,
+            "until_at": self.until if isinstance(self.until, dt.datetime) else None,
+            "events": list(self.events) if self.events else None,
+            "actor": self.actor,
+            "worker": self.worker,
+            "ids": [str(i) for i in self.ids] if self.ids else None,
+        }
+
+
+def stream(
+    s: Session,
+    window: Window,
+    *,
+    oldest_first: bool = False,
+    limit: int | None = None,
+    full: bool = False,
+) -> Iterator[JobEvent]:
+    """The events in ``window``, newest first (or oldest), streamed; the caller holds a
+    read-only transaction. A worker, actor or reason longer than triage.DISPLAY_CHARS
+    characters is cut on the server, with a note (``full``: whole)."""
+    from jobctl.ops import triage
+
+    name = "events_oldest" if oldest_first else "events_newest"
+    params = {
+        **window.params(),
+        "job_table": s.table.qualified,
+        "limit": limit,
+        "cut": triage.cut(full),
+    }
+    shown = triage.shown_texts("e", "worker", "actor", "reason")
+    for row in s.stream(name, params, **shown):
+        yield cast(JobEvent, row)

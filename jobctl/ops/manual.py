@@ -1,0 +1,434 @@
+"""Operator writes — requeue, fail, policy, quarantine: read each job, decide, confirm, then
+one UPDATE fenced on exactly what was read; one outcome per job and the worst exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import psycopg
+
+from jobctl import db, errors
+from jobctl.db.session import Confirm, Session
+from jobctl.ops import replica
+from jobctl.render import output
+from jobctl.render.rows import ManualResult, Row
+from jobctl.schema import history
+from jobctl.table.mapping import TableMapping
+
+Action = Literal["requeue", "fail"]
+
+# outcome -> exit code of one id (the worst over several ids wins, see errors.worst_exit_code)
+OUTCOME_EXIT = {
+    "requeued": errors.EXIT_OK,
+    "failed": errors.EXIT_OK,
+    "refused": errors.EXIT_USAGE,
+    "conflict": errors.EXIT_CONFLICT,
+    "not_found": errors.EXIT_ERROR,
+    "locked": errors.EXIT_ERROR,
+    "quarantined": errors.EXIT_OK,
+    "policy_changed": errors.EXIT_OK,
+}
+DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
+DESIGN_NAMES = TableMapping()  # a table that uses the lease design's own names
+FENCE = ("id", "status", "attempt_token", "updated_at", "row_version")  # the row as read
+
+
+@dataclasses.dataclass
+class Decision:
+    """One id: what was read (the fence), and whether the action may proceed."""
+
+    id: Any  # in the id column's type: int, UUID, str
+    seen: Row | None
+    outcome: str | None = None  # set when decided without writing: refused, conflict, ...
+    detail: str = ""
+
+    def result(self) -> ManualResult:
+        seen = self.seen or {}
+        return {
+            "id": self.id,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "status_before": seen.get("status"),
+            "attempt_token": seen.get("attempt_token"),
+            "reserved_by": seen.get("reserved_by"),
+            "lease_state": seen.get("lease_state"),
+            "reclaim_count": seen.get("reclaim_count"),
+            "recovery_policy_before": seen.get("recovery_policy"),
+        }
+
+
+@dataclasses.dataclass
+class Report:
+    """What an operator write did: one result per job, and the exit code (the worst)."""
+
+    results: list[ManualResult]
+
+    @property
+    def exit_code(self) -> int:
+        return errors.worst_exit_code([OUTCOME_EXIT[str(r["outcome"])] for r in self.results])
+
+    def problems(self) -> list[str]:
+        """Lines for stderr, where a redirected stdout would hide them: locked, not found."""
+        lines = []
+        for result in self.results:
+            if result["outcome"] == "locked":
+                lines.append(f"jobctl: job {result['id']}: {result['detail']}")
+            elif result["outcome"] == "not_found":
+                lines.append(f"jobctl: {result['detail']}")
+        return lines
+
+
+# ---------------------------------------------------------------- the workflows
+def requeue(
+    s: Session,
+    job_ids: Sequence[str | int],
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    confirm: Confirm | None,
+) -> Report:
+    """Requeue jobs by hand: each decided on its own, confirmed together, written fenced."""
+    _one_id_with_token(job_ids, expect_token)
+    decisions = [
+        decide(s, i, "requeue", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
+    ]
+    return act(
+        s,
+        "requeue",
+        decisions,
+        lambda d: apply(s, d, "requeue", reason=reason, delay=delay),
+        confirm,
+    )
+
+
+def fail(
+    s: Session,
+    job_ids: Sequence[str | int],
+    *,
+    reason: str,
+    expect_token: uuid.UUID | None,
+    force: bool,
+    confirm: Confirm | None,
+) -> Report:
+    """Fail jobs by hand (``reason`` becomes last_error)."""
+    if not reason.strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    _one_id_with_token(job_ids, expect_token)
+    decisions = [
+        decide(s, i, "fail", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
+    ]
+    return act(
+        s,
+        "fail",
+        decisions,
+        lambda d: apply(s, d, "fail", reason=reason, delay=dt.timedelta(0)),
+        confirm,
+    )
+
+
+def set_policies(
+    s: Session,
+    job_ids: Sequence[str | int],
+    policy: str,
+    *,
+    reason: str | None,
+    confirm: Confirm | None,
+) -> Report:
+    """Set jobs' recovery policy, each fenced and audited as ``policy_changed``."""
+    decisions = [decide_policy(s, i, policy) for i in s.job_ids(job_ids)]
+    return act(
+        s,
+        f"set policy {policy} on",
+        decisions,
+        lambda d: set_policy(s, d, policy, event="policy_changed", reason=reason),
+        confirm,
+    )
+
+
+def quarantine(
+    s: Session, min_reclaims: int, limit: int, *, reason: str | None, confirm: Confirm | None
+) -> Report:
+    """Switch auto jobs reclaimed ``min_reclaims`` times or more to manual, fenced."""
+    return act(
+        s,
+        "quarantine",
+        quarantine_candidates(s, min_reclaims, limit),
+        lambda d: set_policy(
+            s,
+            d,
+            "manual",
+            event="quarantined",
+            reason=reason or f"reclaimed {d.seen['reclaim_count'] if d.seen else '?'} times",
+        ),
+        confirm,
+    )
+
+
+def act(
+    s: Session,
+    verb: str,
+    decisions: list[Decision],
+    write: Callable[[Decision], Decision],
+    confirm: Confirm | None,
+) -> Report:
+    """Every operator write: confirm the eligible jobs (``confirm`` None: already confirmed),
+    then write each fenced. Each job is decided and reported on its own."""
+    eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
+    if eligible and confirm is not None:
+        confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", eligible, f"about to {verb}")
+    results: list[ManualResult] = []
+    progress = replica.Progress(
+        f"of {len(eligible)} job(s) written ({verb}) and committed",
+        "re-running the same command is safe: the jobs already done are refused or conflict "
+        "(their row changed), the rest are done",
+        "the write",
+    )
+    try:
+        with db.mapped_errors():
+            for d in decisions:
+                results.append(write(d).result())
+                progress.done += OUTCOME_EXIT[str(d.outcome)] == errors.EXIT_OK
+    except errors.ConnectError as exc:
+        raise progress.lost(exc) from None
+    return Report(results)
+
+
+def _one_id_with_token(job_ids: Sequence[str | int], expect_token: uuid.UUID | None) -> None:
+    if expect_token is not None and len(job_ids) > 1:
+        raise errors.UsageError("--expect-token names one attempt: give one job id with it")
+
+
+# ---------------------------------------------------------------- read and decide
+def _read(s: Session, job_id: Any) -> Decision:
+    """The job as an operator action sees it (its fence), in a read-only transaction."""
+    with s.transaction(read_only=True):
+        seen = s.row("manual_read", {"id": job_id})
+    decision = Decision(job_id, seen)
+    if seen is None:
+        decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
+    return decision
+
+
+def decide(
+    s: Session,
+    job_id: Any,
+    action: Action,
+    *,
+    force: bool,
+    expect_token: uuid.UUID | None,
+    reviewed: Row | None = None,
+) -> Decision:
+    """Read the job (read-only) and apply the eligibility rules (``refusal``): the one path
+    of an id given and of a saved review plan's row (``reviewed``: that row, as the plan
+    has it), which must still be the very row version reviewed (``since_review``), else a
+    conflict. The write is then fenced on the job as read here."""
+    decision = _read(s, job_id)
+    if reviewed is not None:
+        changed = since_review(reviewed, decision.seen)
+        if changed is not None:
+            decision.outcome, decision.detail = "conflict", changed
+            return decision
+    if decision.seen is not None:
+        decision.outcome, decision.detail = refusal(
+            decision.seen,
+            action,
+            force=force,
+            expect_token=expect_token,
+            mapping=s.table.mapping,
+        )
+    return decision
+
+
+def refusal(
+    seen: Row,
+    action: Action,
+    *,
+    force: bool,
+    expect_token: uuid.UUID | None,
+    mapping: TableMapping = DESIGN_NAMES,
+) -> tuple[str | None, str]:
+    """Why ``action`` may not go ahead on the job as read: (outcome, detail), or (None, "").
+
+    The eligibility table of the docs (manual actions), as code: a done job is refused, so is
+    a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``;
+    an ``expect_token`` that is not the job's token is a conflict. ``seen["status"]`` is the
+    table's own value; ``mapping`` says which part it plays (a parked job is taken like a
+    failed one, and failing it moves it to failed).
+    """
+    if expect_token is not None and seen["attempt_token"] != expect_token:
+        return "conflict", f"attempt token is {seen['attempt_token']}, not {expect_token}"
+    role = mapping.role(seen["status"])
+    if role is None:
+        return "refused", (
+            f"status {seen['status']!r} is the application's own, not one of the lease "
+            "design's: jobctl leaves the job alone"
+        )
+    if role == "done":
+        return "refused", "job is done"
+    if action == "requeue" and role == "queued":
+        return "refused", "job is already queued"
+    if action == "fail" and role == "failed" and not seen.get("awaiting_review"):
+        # (a job reclaim failed that awaits review may be failed for good, with a reason)
+        return "refused", "job is already failed"
+    if seen["lease_state"] == "live" and not force:
+        until = seen["lease_expires_at"].isoformat(sep=" ", timespec="seconds")
+        return "refused", (
+            f"lease is live until {until}: "
+            f"worker {seen['reserved_by']} may be running it (--force overrides)"
+        )
+    return None, ""
+
+
+def since_review(reviewed: Row, now: Row | None) -> str | None:
+    """What became of a job since a review plan's row ``reviewed`` was saved (the ``detail``
+    of its conflict), or None when ``now`` (the job as read: ``manual_read``) is that very
+    row: the same row version (``xmin``: a committed row version is never made again),
+    status and attempt token. Nothing is taken on the plan's word but which row it names."""
+    if now is None:
+        return "job no longer exists; nothing written"
+    same = (
+        _text(now["row_version"]) == _text(reviewed.get("row_version"))
+        and now["status"] == reviewed.get("status")
+        and _text(now["attempt_token"]) == _text(reviewed.get("attempt_token"))
+    )
+    if same:
+        return None
+    if now["status"] != reviewed.get("status"):
+        return f"now {now['status']} (changed since the review); nothing written"
+    if not now["awaiting_review"]:
+        return "no longer awaiting review (changed since it was reviewed); nothing written"
+    return "the row changed since the review; nothing written"
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def decide_policy(s: Session, job_id: Any, policy: str) -> Decision:
+    """Read the job for a policy switch: refused when it is done or already has ``policy``."""
+    decision = _read(s, job_id)
+    if decision.seen is not None:
+        decision.outcome, decision.detail = policy_refusal(
+            decision.seen, policy, mapping=s.table.mapping
+        )
+    return decision
+
+
+def policy_refusal(
+    seen: Row, policy: str, *, mapping: TableMapping = DESIGN_NAMES
+) -> tuple[str | None, str]:
+    """Why a switch to ``policy`` may not go ahead: (outcome, detail), or (None, "")."""
+    if mapping.role(seen["status"]) == "done":
+        return "refused", "job is done"
+    if seen["recovery_policy"] == policy:
+        return "refused", f"policy is already {policy}"
+    return None, ""
+
+
+def quarantine_candidates(s: Session, min_reclaims: int, limit: int | None) -> list[Decision]:
+    """Auto jobs reclaimed ``min_reclaims`` times or more (not done), read for the fence."""
+    with s.transaction(read_only=True):
+        rows = s.rows("quarantine_candidates", {"min_reclaims": min_reclaims, "limit": limit})
+    return [Decision(row["id"], row) for row in rows]
+
+
+# ---------------------------------------------------------------- fenced writes
+def apply(
+    s: Session, decision: Decision, action: Action, *, reason: str | None, delay: dt.timedelta
+) -> Decision:
+    """Requeue or fail one decided job with one fenced UPDATE (see ``_fenced_write``)."""
+    if decision.outcome is None and decision.seen is not None:
+        name = "manual_requeue" if action == "requeue" else "manual_fail"
+        _fenced_write(
+            s,
+            decision,
+            name,
+            {"reason": reason, "delay": delay},
+            action=action,
+            reason=reason,
+            done=(
+                DONE_OUTCOME[action],
+                f"{decision.seen['status']} -> "
+                + s.table.mapping.status("queued" if action == "requeue" else "failed"),
+            ),
+        )
+    return decision
+
+
+def set_policy(
+    s: Session, decision: Decision, policy: str, *, event: str, reason: str | None
+) -> Decision:
+    """Switch one decided job's recovery policy, fenced and audited as ``event``."""
+    if decision.outcome is None and decision.seen is not None:
+        before = decision.seen["recovery_policy"]
+        _fenced_write(
+            s,
+            decision,
+            "set_policy",
+            {"policy": policy, "event": event},
+            action=event,
+            reason=reason,
+            done=(event, f"{before} -> {policy}"),
+        )
+    return decision
+
+
+def _fenced_write(
+    s: Session,
+    decision: Decision,
+    statement: str,
+    params: Row,
+    *,
+    action: str,
+    reason: str | None,
+    done: tuple[str, str],
+) -> None:
+    """One UPDATE fenced on the row exactly as read, its audit event in the same transaction.
+
+    0 rows means the row is no longer as read: ``conflict``, nothing written. A row lock held
+    past lock_timeout: ``locked``, naming the session that holds it. Else ``done``.
+    """
+    assert decision.seen is not None
+    seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
+    try:
+        with db.mapped_errors():
+            try:
+                with s.transaction(action=action, reason=reason):
+                    _require_audit(s)
+                    updated = s.execute(statement, {**params, "seen": seen})
+            except psycopg.errors.SerializationFailure as exc:
+                # a table partitioned by status: a worker's transition moved the row to
+                # another partition while this write waited for it (SQLSTATE 40001)
+                if not db.moved_to_another_partition(exc):
+                    raise
+                updated = 0
+    except errors.LockTimeout:
+        with s.transaction(read_only=True):
+            row = s.row("manual_lockers", {"id": decision.id})
+        holder = row["locked_by"] if row and row["locked_by"] else "another session"
+        decision.outcome, decision.detail = "locked", f"row locked by {holder}; nothing written"
+        return
+    if updated == 1:
+        decision.outcome, decision.detail = done
+    else:
+        decision.outcome = "conflict"
+        decision.detail = "the row changed since it was read; nothing written"
+
+
+def _require_audit(s: Session) -> None:
+    """jobctl's write names itself in jobctl_action and the history trigger records it: with
+    the trigger missing or disabled the action could not be audited (and the marker would
+    stay in the row), so it is refused. The worker history is not needed (see
+    schema apply --no-worker-history)."""
+    state = history.table_state(s.conn, s.table.oid)
+    if state.mode is None or not state.enabled or state.missing_columns:
+        raise errors.SchemaMissing(
+            "jobctl's audit trigger is not installed or disabled, so this action could not be "
+            "audited: run 'jobctl schema apply' (--no-worker-history installs only the audit)"
+        )

@@ -1,0 +1,382 @@
+"""Reclaim: the lease design's statement in fenced batches; a dry run that shares its SQL;
+saved plans; and the workflow of ``jobctl reclaim`` (its option rules and three modes)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+
+from jobctl import db, errors
+from jobctl.db.session import STREAM_CHUNK, Confirm, Session
+from jobctl.ops import plans
+from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
+from jobctl.render import output
+from jobctl.render.rows import ReclaimRow, Row
+
+PLAN_FORMAT = "jobctl-reclaim-plan/1"
+PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
+MIN_BATCH, MAX_BATCH = 1, 10_000
+MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, at most
+
+
+# ---------------------------------------------------------------- the workflow
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the operator asked of ``jobctl reclaim``."""
+
+    commit: bool = False
+    batch_size: int = 50
+    limit: int | None = None
+    where: ExpiredFilter = dataclasses.field(default_factory=ExpiredFilter)
+    save_plan: Path | None = None
+    plan: Path | None = None
+    every: dt.timedelta | None = None
+    yes: bool = False
+
+    def check(self) -> None:
+        """The rules between options: UsageError (exit 2) before anything is read."""
+        if not MIN_BATCH <= self.batch_size <= MAX_BATCH:
+            raise errors.UsageError(
+                f"--batch-size must be between {MIN_BATCH} and {MAX_BATCH}, not {self.batch_size}"
+            )
+        if self.every is not None and not (self.commit and self.yes):
+            raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
+        if self.plan is not None and not self.commit:
+            raise errors.UsageError("--plan applies a saved plan: it needs --commit")
+        if self.save_plan is not None and self.commit:
+            raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
+        if self.plan is not None and (self.where != ExpiredFilter() or self.every):
+            raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
+
+
+@dataclasses.dataclass
+class Run:
+    """A reclaim under way: its batches (drain them), and how many rows are expected."""
+
+    batches: Iterator[list[ReclaimRow]]
+    # known after a commit's preview or from a plan; None for a dry run (streamed, not
+    # counted ahead) and when --yes skipped the preview
+    total: int | None
+
+
+def start(s: Session, request: Request, confirm: Confirm) -> Run:
+    """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit.
+
+    A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
+    found; the dry run with ``save_plan`` writes the reviewed rows before returning.
+    """
+    request.check()
+    if request.where.ids:  # as typed: converted (and checked) by the database
+        request = dataclasses.replace(
+            request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
+        )
+    if not request.commit:  # streamed: a million expired rows are never held at once
+        batches = streamed_dry_run(s, request.where, request.limit, request.save_plan)
+        # the statement runs now, its first chunk read: a failure of its own (a column the
+        # table lacks, a privilege) is start's, as for the whole list, not a later batch's
+        return Run(_started(batches), None)
+    if request.plan is not None:
+        planned = load_plan(request.plan, s.origin())
+        if not request.yes:
+            confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
+        return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
+    total = None
+    if not request.yes:
+        preview_rows = sample(s, request.where, request.limit)
+        total = preview_rows.total
+        requeue = preview_rows.actions["requeue"]
+        confirm(
+            f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
+            preview_rows,
+            "about to reclaim (the dry run, now)",
+        )
+    batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
+    return Run(batches, total)
+
+
+PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
+
+
+class Sample(list[ReclaimRow]):
+    """The first PREVIEW_ROWS rows of a dry run, with counts of every row (``total``, by
+    ``actions`` and by ``workers``): what a commit's question shows, in bounded memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.actions: collections.Counter[str] = collections.Counter()
+        self.workers: collections.Counter[Any] = collections.Counter()
+
+
+def sample(s: Session, where: ExpiredFilter, limit: int | None) -> Sample:
+    """The dry run, streamed, as a commit's question shows it (``Sample``)."""
+    found = Sample()
+    with s.transaction(read_only=True):
+        for row in preview(s, where, limit):
+            found.total += 1
+            found.actions[row["action"]] += 1
+            found.workers[row["reserved_by"]] += 1
+            if len(found) < PREVIEW_ROWS:
+                found.append(row)
+    return found
+
+
+def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
+    """requeue / fail / skipped counts of reclaim rows."""
+    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
+
+
+def summary_line(
+    counts: collections.Counter[str], committed: bool, *, park_status: str | None = None
+) -> str:
+    """What a reclaim did (or would do), in one line for stderr; ``park_status``: where
+    what it does not retry goes instead of failed (schema apply --park-status), if set."""
+    requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
+    failed = f"parked in {park_status}" if park_status else "failed"
+    if committed:
+        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
+    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
+    line += "; nothing changed"
+    return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+# ---------------------------------------------------------------- dry run and commit
+def dry_run(s: Session, where: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
+    """What a commit would do now, changing nothing (read-only transaction).
+
+    It is the commit's own candidate set and decision (one SQL text, see queries.sql); rows
+    another session holds locked are marked ``skipped``: SKIP LOCKED would pass them by.
+    """
+    with s.transaction(read_only=True):
+        return list(preview(s, where, limit))
+
+
+def streamed_dry_run(
+    s: Session, where: ExpiredFilter, limit: int | None, save_plan: Path | None = None
+) -> Iterator[list[ReclaimRow]]:
+    """The dry run a chunk of rows at a time, as a server-side cursor gives them, in one
+    read-only transaction held while the caller drains it: memory stays flat however many
+    rows expired. With ``save_plan``, each chunk is written to the plan as it comes; the plan
+    lands (atomically, as ``save_plan`` writes it) once the last row is in, and not at all if
+    the dry run stops before."""
+    with contextlib.ExitStack() as stack:
+        write = None
+        if save_plan is not None:
+            write = stack.enter_context(plans.writing_rows(save_plan, PLAN_FORMAT, s.origin()))
+        stack.enter_context(s.transaction(read_only=True))
+        chunk: list[ReclaimRow] = []
+        for row in preview(s, where, limit):
+            chunk.append(row)
+            if len(chunk) == STREAM_CHUNK:
+                if write is not None:
+                    write(chunk)
+                yield chunk
+                chunk = []
+        if write is not None:
+            write(chunk)
+        if chunk:
+            yield chunk
+
+
+def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
+    """``batches`` with its first one read now (its statement run); closing or throwing into
+    what it returns reaches ``batches`` (a plan being written is then dropped)."""
+    first = next(batches, None)
+
+    def rest() -> Iterator[list[ReclaimRow]]:
+        if first is not None:
+            yield first
+        yield from batches
+
+    return rest()
+
+
+def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
+    """The dry run's rows, streamed; the caller holds a read-only transaction."""
+    for row in stuck(s, where, limit):
+        yield cast(ReclaimRow, {**row, "applied": False})
+
+
+def commit(
+    s: Session,
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    limit: int | None,
+    stop: threading.Event | None = None,
+) -> Iterator[list[ReclaimRow]]:
+    """Reclaim in batches, each its own short transaction (BEGIN, the transaction-local
+    timeouts, the statement, COMMIT: one round trip); yields each batch's rows.
+
+    Ends when no unlocked expired row is left, ``limit`` rows were handled or ``stop`` is set;
+    then yields, once, the expired rows it left (locked by another session), unapplied.
+    """
+    handled = 0
+    poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
+    moved = 0  # batches that met a row moved to another partition, in a row
+    while limit is None or handled < limit:
+        size = batch_size if limit is None else min(batch_size, limit - handled)
+        current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
+        try:
+            rows, failed = _batch(s, current, size), list[ReclaimRow]()
+            moved = 0
+        except psycopg.errors.SerializationFailure as exc:
+            if not db.moved_to_another_partition(exc):
+                raise
+            # a table partitioned by status: a worker's transition moved a row to another
+            # partition between this batch's snapshot and its lock (SQLSTATE 40001). Nothing
+            # of the batch was applied; the row changed, so the batch is read again (it no
+            # longer qualifies). Many in a row: not a race but the statement's own error.
+            moved += 1
+            if moved > MOVED_RETRIES:
+                raise
+            continue
+        except psycopg.DatabaseError as exc:
+            if not _row_error(exc):
+                raise
+            # one row fails the whole batch: apply it row by row so only that row stays behind
+            rows, failed = _row_by_row(s, current, size)
+            poisoned.extend(row["id"] for row in failed)
+        handled += len(rows)
+        if rows or failed:
+            yield rows + failed
+        if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
+            break
+    if where.plan is None and (limit is None or handled < limit):
+        with s.transaction(read_only=True):  # streamed: only the locked rows are kept
+            rest = preview(s, where, None if limit is None else limit - handled)
+            left = [r for r in rest if r["skipped"]]
+        if left:
+            yield left
+
+
+def _row_error(exc: psycopg.DatabaseError) -> bool:
+    """An error one row can cause: bad data (22), a constraint (23), a trigger's RAISE (P0).
+
+    Anything else (a missing privilege, a lost connection, a timeout) is the statement's.
+    """
+    return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
+
+
+def _batch(s: Session, where: ExpiredFilter, size: int) -> list[ReclaimRow]:
+    """One batch of the lease design's reclaim in its own short transaction, its timeouts
+    transaction-local, sent in one round trip (no session state: pooler-safe)."""
+    # the action declared: the history then knows jobctl_action='reclaimed' is this write's
+    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size}, action="reclaimed")
+    for row in rows:
+        row["applied"], row["skipped"] = True, None
+    return cast(list[ReclaimRow], rows)
+
+
+def _row_by_row(
+    s: Session, where: ExpiredFilter, size: int
+) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
+    """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
+    applied: list[ReclaimRow] = []
+    failed: list[ReclaimRow] = []
+    first_error: Exception | None = None
+    for candidate in dry_run(s, where, size):
+        try:
+            applied += _batch(s, dataclasses.replace(where, ids=[candidate["id"]]), 1)
+        except psycopg.DatabaseError as exc:
+            if not _row_error(exc):
+                raise
+            first_error = first_error or exc
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            failed.append({**candidate, "skipped": f"error: {message}"})
+    if first_error is not None and not applied:
+        raise first_error  # every row fails: not one poison row but the statement itself
+    return applied, failed
+
+
+# ---------------------------------------------------------------- plans
+def save_plan(path: Path, location: dict[str, Any], rows: list[ReclaimRow]) -> None:
+    """Write the reviewed rows and where they were reviewed (no password) to ``path``: 0600,
+    atomically, never through a link (``plans.write_rows``)."""
+    plans.write_rows(path, PLAN_FORMAT, location, rows)
+
+
+def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
+    """The reviewed rows of a plan; refused (exit 2) when made for another database or table,
+    without its origin, malformed or writable by others (``plans.read_rows``)."""
+    return plans.read_rows(
+        path,
+        PLAN_FORMAT,
+        location,
+        PLAN_COLUMNS,
+        hint=" (a plan saved across targets applies across them: the same --target options)",
+    )
+
+
+def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterator[list[ReclaimRow]]:
+    """Apply only the planned rows, each exactly as reviewed; the others come back unapplied.
+
+    Exactly as reviewed: same attempt token, same lease_expires_at (a heartbeat since the
+    review, even one whose lease ran out again, skips it), still processing, still expired,
+    same decision. Each batch is the reclaim statement itself, narrowed by the plan.
+    """
+    for start in range(0, len(plan_rows), batch_size):
+        chunk = plan_rows[start : start + batch_size]
+        reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
+        where = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
+        applied = [
+            row
+            for batch in commit(s, where, batch_size=len(chunk), limit=len(chunk))
+            for row in batch
+        ]
+        done = {str(row["id"]) for row in applied}
+        missed = [r for r in chunk if str(r["id"]) not in done]
+        yield applied + _why_not_applied(s, missed)
+
+
+def _why_not_applied(s: Session, missed: list[Row]) -> list[ReclaimRow]:
+    if not missed:
+        return []
+    with s.transaction(read_only=True):
+        ids = [str(r["id"]) for r in missed]
+        now = {str(r["id"]): r for r in s.rows("plan_row_state", {"ids": ids})}
+    processing = s.table.mapping.status("processing")
+    return [
+        cast(
+            ReclaimRow,
+            reviewed
+            | {
+                "applied": False,
+                "skipped": _reason(reviewed, now.get(str(reviewed["id"])), processing),
+            },
+        )
+        for reviewed in missed
+    ]
+
+
+def _timestamp(value: Any) -> Any:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _reason(reviewed: Row, current: Row | None, processing: str = "processing") -> str:
+    """Why a planned row was not applied (``processing``: the table's value for it)."""
+    if current is None:
+        return "job no longer exists"
+    if current.get("poisoned") and current["status"] == processing:
+        return f"{POISONED}: {current['poisoned']}; left for a human to fix"
+    if current["status"] != processing:
+        return f"now {current['status']} (completed, reclaimed or changed since the review)"
+    if str(current["attempt_token"]) != str(reviewed["attempt_token"]):
+        return "claimed again since the review (new attempt token)"
+    if current["lease_expires_at"] != _timestamp(reviewed["lease_expires_at"]):
+        return "heartbeat since the review (lease extended)"
+    if not current["lease_expired"]:
+        return "lease is live"
+    if current["action"] != reviewed["action"]:
+        return f"decision changed since the review: now {current['action']}"
+    if current["locked_by"]:
+        return f"locked by {current['locked_by']}"
+    return "changed since the review"

@@ -1,0 +1,161 @@
+"""The jobs waiting for a human (``jobctl review``), and the bulk decisions made on them: a
+saved review plan applied by ``requeue --plan`` / ``fail --plan``, each row written only if
+the job is still exactly as reviewed, and ids read from stdin (``requeue -``) for scripts.
+
+A job awaits review when reclaim failed or parked it because its policy is manual or it had
+used all its attempts, and nobody has acted on it since (the block ``awaiting_review`` of
+``sql/queries.sql``). Example::
+
+    rows = list(review.awaiting(s, review.ReviewFilter(policy="manual"), limit=100))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+from jobctl import errors
+from jobctl.db.session import Confirm, Session
+from jobctl.ops import manual, plans
+from jobctl.render.rows import ReviewRow, Row
+
+PLAN_FORMAT = "jobctl-review-plan/1"
+WHY = ("manual_policy", "attempts_exhausted")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewFilter:
+    """Which waiting jobs an operator asks about. Values are always query parameters."""
+
+    policy: str | None = None
+    worker: str | None = None  # the worker whose lease expired (the reclaim's, in the history)
+    since: dt.timedelta | None = None  # reclaimed within this long
+    older_than: dt.timedelta | None = None  # waiting for longer than this
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "worker": self.worker,
+            "since": self.since,
+            "older_than": self.older_than,
+        }
+
+
+def awaiting(s: Session, where: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
+    """The jobs awaiting review, longest waiting first, streamed (the caller holds a
+    read-only transaction)."""
+    params = {**where.params(), "limit": limit, "job_table": s.table.qualified}
+    for row in s.stream("review", params):
+        yield cast(ReviewRow, row)
+
+
+def count(s: Session) -> int:
+    """How many jobs await review."""
+    return int(s.one("review_count")["awaiting_review"])
+
+
+# ---------------------------------------------------------------- plans
+def save_plan(path: Path, location: dict[str, Any], rows: list[ReviewRow]) -> None:
+    """Write the reviewed rows (each with its fence) and where they were read to ``path``:
+    0600, atomically, never through a link (``plans.write_rows``)."""
+    plans.write_rows(path, PLAN_FORMAT, location, rows)
+
+
+def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
+    """The reviewed rows of a review plan; refused (exit 2, nothing done) when it was made
+    for another server, database or table, as a reclaim plan is, without its origin,
+    malformed or writable by others (``plans.read_rows``)."""
+    return plans.read_rows(
+        path,
+        PLAN_FORMAT,
+        location,
+        manual.FENCE,
+        "review plan",
+        ": save one with jobctl review --save-plan",
+    )
+
+
+def planned_decisions(
+    s: Session, action: manual.Action, planned: list[Row], *, force: bool
+) -> list[manual.Decision]:
+    """Each planned row decided as an id given on the command line is (``manual.decide``:
+    the same eligibility rules, ``force`` the same), and only if the job is still exactly
+    the row reviewed (else a conflict): a plan edited to name a done job, a queued one for
+    a requeue, a live lease, is refused as a direct command would be."""
+    ids = s.job_ids([r["id"] for r in planned])  # the id column's type; a bad one: exit 2
+    return [
+        manual.decide(s, typed, action, force=force, expect_token=None, reviewed=row)
+        for typed, row in zip(ids, planned, strict=True)
+    ]
+
+
+def apply_plan(
+    s: Session,
+    action: manual.Action,
+    path: Path,
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    force: bool = False,
+    confirm: Confirm | None,
+) -> manual.Report:
+    """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
+    direct command and written fenced on the row as reviewed; a row changed since (by the
+    application, another operator, a worker) is a ``conflict``, one the rules refuse is
+    ``refused``, and nothing is written for either. Exit code: the worst outcome."""
+
+    if action == "fail" and not (reason or "").strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    with s.transaction(read_only=True):
+        location = s.origin()
+    planned = load_plan(path, location)
+    decisions = planned_decisions(s, action, planned, force=force)
+    undecided = [d.outcome is None for d in decisions]  # eligible, as reviewed, when read
+    report = manual.act(
+        s,
+        action,
+        decisions,
+        lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
+        confirm,
+    )
+    for result, row, eligible in zip(report.results, planned, undecided, strict=True):
+        if eligible and result["outcome"] == "conflict":  # it changed between read and write
+            result["detail"] = conflict_detail(s, result["id"], row)
+    return report
+
+
+def conflict_detail(s: Session, job_id: Any, reviewed: Row) -> str:
+    """What became of a planned row that was not written, for its ``detail``."""
+    with s.transaction(read_only=True):
+        now = s.row("manual_read", {"id": job_id})
+    return (
+        manual.since_review(reviewed, now) or "the row changed since it was read; nothing written"
+    )
+
+
+# ---------------------------------------------------------------- ids from stdin
+def read_ids(text: str) -> list[str]:
+    """Job ids for ``requeue -`` / ``fail -``: one per line, or JSON lines with an ``id``
+    (``jobctl review -o jsonl``); blank lines are skipped. A bad line: UsageError (exit 2)."""
+    ids: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                raise errors.UsageError(f"stdin line {number}: not valid JSON") from None
+            if not isinstance(item, dict) or item.get("id") is None:
+                raise errors.UsageError(f"stdin line {number}: a JSON line needs an 'id'")
+            ids.append(str(item["id"]))
+        else:
+            ids.append(line)
+    if not ids:
+        raise errors.UsageError("no job ids on stdin")
+    return ids

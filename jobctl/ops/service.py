@@ -1,0 +1,194 @@
+"""The reclaimer service (``jobctl reclaim --commit --yes --every D``): reclaim, sleep, repeat.
+
+It outlives database restarts and killed backends (reconnecting with backoff) and stops
+cleanly on SIGTERM or SIGINT, after the batch in hand. Several may run at once: SKIP LOCKED
+and the attempt-token fence keep them from ever reclaiming one lease twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+
+from jobctl import db, errors
+from jobctl.db import session
+from jobctl.ops import reclaim, replica, triage
+from jobctl.ops.triage import ExpiredFilter
+from jobctl.render.rows import ReclaimRow
+
+MAX_BACKOFF_S = 30.0
+
+
+def run(
+    settings: db.Settings,
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    on_batch: Callable[[list[ReclaimRow]], None],
+    log: Callable[[str], None],
+) -> None:
+    """Serve until SIGTERM or SIGINT: each batch that applied rows goes to ``on_batch``
+    (its applied rows only), and a summary line and every incident to ``log``."""
+    stop = _stopped_by_signals(log)
+    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
+    batches = serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log)
+    for batch, park_status in batches:
+        applied = [row for row in batch if row["applied"]]
+        on_batch(applied)
+        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    log("reclaimer: stopped")
+
+
+def run_many(
+    targets: Sequence[tuple[str, db.Settings]],
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    on_batch: Callable[[str, list[ReclaimRow]], None],
+    log: Callable[[str], None],
+) -> list[str]:
+    """Serve several targets from one process until SIGTERM or SIGINT: a thread each, with
+    its own connection and backoff (``serve``), so one target down never stops the others.
+    Each batch goes to ``on_batch`` with its target's name, one at a time; each line logged
+    names its target. The names of the targets whose service stopped on an error (one it
+    does not retry: a missing table, a bad DSN) are returned."""
+    stop = _stopped_by_signals(log)
+    names = ", ".join(name for name, _ in targets)
+    log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, targets {names}")
+    handing = threading.Lock()  # one batch printed at a time
+    speaking = threading.Lock()  # one log line at a time: never two spliced on stderr
+    failed: list[str] = []
+
+    def one(name: str, settings: db.Settings) -> None:
+        def said(line: str) -> None:
+            with speaking:
+                log(f"target {name}: {line}")
+
+        try:
+            for batch, park_status in serve(
+                settings, where, batch_size=batch_size, every=every, stop=stop, log=said
+            ):
+                applied = [row for row in batch if row["applied"]]
+                line = reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status)
+                with handing:
+                    on_batch(name, applied)
+                    said(line)
+        except errors.JobctlError as exc:
+            said(f"reclaimer: stopped: {db.redact(exc.message, settings.dsn)}")
+            failed.append(name)
+        except Exception as exc:  # a closed stdout, a bug: this target stops, said, exit 1
+            message = db.redact(f"{type(exc).__name__}: {exc}", settings.dsn)
+            said(f"reclaimer: stopped: {message}")
+            failed.append(name)
+
+    threads = [
+        threading.Thread(target=one, args=target, name=f"jobctl-reclaimer-{target[0]}", daemon=True)
+        for target in targets
+    ]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):  # the main thread takes the signals
+        for thread in threads:
+            thread.join(0.2)
+    log("reclaimer: stopped")
+    return failed
+
+
+def _stopped_by_signals(log: Callable[[str], None]) -> threading.Event:
+    """An event SIGTERM and SIGINT set: the service stops after the batch in hand."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log(f"reclaimer: {signal.Signals(signum).name}, stopping after the current batch")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def serve(
+    settings: db.Settings,
+    where: ExpiredFilter,
+    *,
+    batch_size: int,
+    every: dt.timedelta,
+    stop: threading.Event,
+    log: Callable[[str], None],
+    max_backoff_s: float = MAX_BACKOFF_S,
+) -> Iterator[tuple[list[ReclaimRow], str | None]]:
+    """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set. Each
+    batch that applied rows comes with the table's park status (schema apply --park-status).
+
+    A lost connection (database restart, killed backend) is logged in one line and retried
+    with exponential backoff; several reclaimers at once are safe (SKIP LOCKED + the fence).
+    """
+    current: session.Session | None = None
+    backoff = 0.5
+    connections = 0
+    told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
+    while not stop.is_set():
+        done = 0  # jobs reclaimed in this pass, for the line if the server is lost
+        try:
+            with db.mapped_errors(settings.resolved_dsn()):
+                if current is None or current.conn.closed:
+                    current = _connect(settings, connections, log)
+                    connections += 1
+                for batch in reclaim.commit(
+                    current, where, batch_size=batch_size, limit=None, stop=stop
+                ):
+                    _tell_poisoned(batch, told, log)
+                    if any(row["applied"] for row in batch):
+                        done += sum(1 for row in batch if row["applied"])
+                        yield batch, current.table.mapping.park_status
+            backoff = 0.5
+            stop.wait(every.total_seconds())
+        except (
+            errors.ConnectError,
+            errors.DatabaseError,
+            errors.StatementTimeout,
+            errors.LockTimeout,
+        ) as exc:
+            lost = ""
+            if isinstance(exc, errors.ConnectError) and done:
+                lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
+            log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
+            if current is not None:
+                current.conn.close()
+                current = None
+            stop.wait(backoff)
+            backoff = min(backoff * 2, max_backoff_s)
+    if current is not None:
+        current.conn.close()
+
+
+def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:
+    """One line for each job of ``batch`` whose lease times reclaim cannot use (it leaves
+    the job and goes on with the others), once per job while the service runs."""
+    for row in batch:
+        skipped = row.get("skipped") or ""
+        if skipped.startswith(triage.POISONED) and str(row["id"]) not in told:
+            told.add(str(row["id"]))
+            log(f"reclaimer: job {row['id']}: {skipped}")
+
+
+def _connect(
+    settings: db.Settings, connections: int, log: Callable[[str], None]
+) -> session.Session:
+    """A session on a primary, logged with the server it reached; a standby (a multi-host DSN
+    without target_session_attrs=read-write, or one not yet promoted) is refused, retried."""
+    current = session.connect(settings)
+    try:
+        st = replica.probe(current.conn)
+        if st.standby:
+            raise errors.ConnectError(replica.refusal(st, "the reclaimer"))
+    except BaseException:
+        current.conn.close()
+        raise
+    log(f"reclaimer: {'reconnected' if connections else 'connected'} to {st.where} ({st.role})")
+    return current

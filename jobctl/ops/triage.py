@@ -1,0 +1,268 @@
+"""The read path: stuck jobs, a summary, one job, its history. Read-only transactions only."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+from psycopg import sql
+
+from jobctl import errors
+from jobctl.db import loaders
+from jobctl.db.session import Session
+from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
+from jobctl.schema import history as hist
+from jobctl.sql import queries
+from jobctl.table.mapping import COLUMNS, TableMapping
+
+HISTORY_EVENT_LIMIT = 10_000
+EXACT_COUNT_LIMIT = 1_000_000
+SHOW_EVENT_LIMIT = 10
+# A display shows this many characters of a long value (a 100 MB last_error, a worker's name),
+# cut on the server with a note of how much more there is; --full asks for every byte.
+DISPLAY_CHARS = 4_096
+CUT_PREFIX = "jobctl_cut:"  # job_row_shown's column beside a long one: its cut text, or NULL
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpiredFilter:
+    """Which expired leases an operator asks about. Values are always query parameters."""
+
+    worker: str | None = None
+    policy: str | None = None
+    ids: Sequence[Any] | None = None  # as typed or as read: sent as text, cast by the database
+    grace: dt.timedelta = dt.timedelta(0)
+    plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
+    exclude: Sequence[Any] | None = None  # rows a batch must pass over (they raised before)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "policy": self.policy,
+            "ids": [str(i) for i in self.ids] if self.ids else None,
+            "grace": self.grace,
+            "plan": self.plan,
+            "exclude": [str(i) for i in self.exclude] if self.exclude else None,
+        }
+
+
+def stuck(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
+    """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
+
+    Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
+    ``skipped``, naming the session where the database can tell. Streamed through a
+    server-side cursor (the caller holds the transaction), so memory stays flat.
+    """
+    for row in s.stream("stuck", {**where.params(), "limit": limit}):
+        yield cast(LeaseRow, note_locked(row))
+
+
+def at_risk(
+    s: Session, where: ExpiredFilter, window: dt.timedelta, limit: int | None
+) -> Iterator[AtRiskRow]:
+    """Expired leases plus live ones that expire within ``window``, oldest expiry first.
+
+    Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
+    time since its worker's latest sign of life on any job, so a dying worker shows before
+    its leases run out.
+    """
+    params = {**where.params(), "window": window, "limit": limit}
+    for row in s.stream("at_risk", params):
+        yield cast(AtRiskRow, note_locked(row))
+
+
+def note_locked(row: Row) -> Row:
+    """Turn ``locked_by`` into ``skipped``: why reclaim's SKIP LOCKED would pass the row by;
+    or ``poisoned`` (lease times jobctl can neither subtract nor read back: infinity, or a
+    year out of a client's calendar, shown as NULL), which reclaim leaves for a human."""
+    locked_by = row.pop("locked_by")
+    poisoned = row.pop("poisoned", None)
+    row["skipped"] = f"locked by {locked_by}" if locked_by else None
+    if poisoned:
+        row["skipped"] = f"{POISONED}: {poisoned}; left for a human to fix"
+    return row
+
+
+# a row's skipped reason when its lease times are unusable (stuck, the dry run, the service)
+POISONED = "lease times out of range"
+
+
+def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -> Row:
+    """Counts by status, processing split by lease state, processing jobs per worker.
+
+    On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
+    (done, failed) are estimated from the statistics instead of counted by a full scan;
+    queued and processing are always counted. ``exact`` counts everything.
+    """
+    size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
+    statuses = s.table.mapping.written_statuses()  # the table's values, design order
+    finished = [v for v in statuses if s.table.mapping.role(v) in ("done", "failed", "parked")]
+    estimated: list[str] = []
+    if exact or size < EXACT_COUNT_LIMIT:
+        by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status")}
+    else:
+        live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live")}
+        guess = {
+            r["status"]: r["jobs"]
+            for r in s.rows(
+                "summary_status_estimate",
+                {"oid": s.table.oid, "status_column": s.table.mapping.column("status")},
+            )
+        }
+        estimated = sorted(set(guess) - set(live) | (set(finished) - set(live)))
+        by_status = {status: guess.get(status, 0) for status in estimated} | live
+    return {
+        "table": s.table.qualified,
+        "status": {status: by_status.get(status, 0) for status in statuses} | by_status,
+        "estimated": estimated,
+        "processing": s.one("summary_processing", {"soon": expiring_within}),
+        "expiring_within_s": expiring_within.total_seconds(),
+        "workers": s.rows("summary_workers", {"soon": expiring_within}),
+        "awaiting_review": s.one("review_count")["awaiting_review"],
+        **s.one("queue_ready"),
+    }
+
+
+def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
+    """The jobs ready to run (queued, available, unclaimed) when the oldest has waited longer
+    than ``after``: how many, and its age; else None."""
+    ready = s.one("queue_ready")
+    oldest = ready["oldest_ready_s"]
+    if oldest is None or oldest <= after.total_seconds():
+        return None
+    return ready
+
+
+def job(s: Session, job_id: str | int, *, full: bool = False) -> Row:
+    """One job: every column plus ``lease_state`` (live, expired, none); the history's own
+    columns (``jobctl_*``, the live attempt's statistics) are left out. A value longer than
+    DISPLAY_CHARS characters is cut on the server, with a note (``full``: every byte)."""
+    return _public(_job_row(s, job_id, full=full))
+
+
+def cut(full: bool) -> int | None:
+    """The ``cut`` parameter of the statements that show long text (display_cut)."""
+    return None if full else DISPLAY_CHARS
+
+
+def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
+    (typed,) = s.job_ids([job_id])
+    with s.conn.cursor() as cursor:  # a time beyond a client's calendar shown as its text
+        loaders.times_beyond_the_calendar_as_text(cursor)
+        if full:
+            row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
+        else:
+            statement = s.query("job_row_shown", shown_columns=_shown_columns(s))
+            row = cursor.execute(statement, {"id": typed, "cut": DISPLAY_CHARS}).fetchone()
+    if row is None:
+        raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
+    row.pop("row_version", None)
+    return design_names(_with_cut_values(row), s.table.mapping)
+
+
+def _shown_columns(s: Session) -> sql.Composable:
+    """The table's columns in order, each of variable length as ``shown_column`` (cut on the
+    server when long), but the id and status, which jobctl reads back (never long)."""
+    kept = {s.table.mapping.column("id"), s.table.mapping.column("status")}
+    parts: list[sql.Composable] = []
+    for column in s.rows("column_lengths", {"oid": s.table.oid}):
+        value = sql.Identifier("j", column["name"])
+        if not column["variable"] or column["name"] in kept:
+            parts.append(value)
+            continue
+        shown = s.query(
+            "shown_column",
+            column=value,
+            text=sql.SQL("{}::pg_catalog.text").format(value),
+            column_name=sql.Identifier(column["name"]),
+            cut_name=sql.Identifier(CUT_PREFIX + column["name"]),
+        )
+        parts.append(shown)
+    return sql.SQL(", ").join(parts)
+
+
+def shown_texts(alias: str, *columns: str) -> dict[str, sql.Composable]:
+    """The fragments ``{shown_COLUMN}`` of a statement that shows the history's texts: the
+    column ``alias.COLUMN`` as a display shows it (display_text: cut when long)."""
+    return {
+        f"shown_{column}": queries.query("display_text", text=sql.Identifier(alias, column))
+        for column in columns
+    }
+
+
+def _with_cut_values(row: Row) -> Row:
+    """job_row_shown's row with each cut value (and its note) in its column's place."""
+    for key in [k for k in row if k.startswith(CUT_PREFIX)]:
+        shown = row.pop(key)
+        if shown is not None:
+            row[key[len(CUT_PREFIX) :]] = shown
+    return row
+
+
+def design_names(row: Row, mapping: TableMapping) -> Row:
+    """A row of every column with the lease design's names for the columns that play its
+    parts (the JSON contract), the table's other columns as they are, in the table's order."""
+    design = {mapping.column(d): d for d in COLUMNS if mapping.column(d) != d}
+    if not design:
+        return row
+    return {
+        design.get(k, k): v
+        for k, v in row.items()
+        # a column named like a design column that plays no part here would collide: left out
+        if k in design or k not in COLUMNS or mapping.column(k) == k
+    }
+
+
+def _public(row: Row) -> Row:
+    return {k: v for k, v in row.items() if not k.startswith("jobctl_")}
+
+
+def _attempts_and_events(
+    s: Session, the_job: Row, limit: int, *, full: bool = False
+) -> tuple[list[Row], list[Row]]:
+    """The job's attempts (ended ones stored, the live one from its row) and its latest
+    ``limit`` events (stored ones, claims and completions derived from the attempts); long
+    texts cut for display (``full``: whole)."""
+    params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
+    mode = hist.table_state(s.conn, s.table.oid).mode
+    attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))
+    events_query = s.query("job_events", **shown_texts("e", "worker", "actor", "reason"))
+    attempts = hist.merge(
+        s.conn.execute(attempts_query, params).fetchall(),
+        hist.live_attempt(the_job, mode, s.table.mapping),
+    )
+    stored = s.conn.execute(events_query, params | {"limit": limit}).fetchall()
+    completion = hist.unrecorded_completion(
+        the_job, attempts, stored, s.table.mapping.status("done")
+    )
+    if completion is not None:
+        attempts.append(completion)
+    return attempts, hist.events(stored, attempts, limit, s.table.mapping)
+
+
+def events(s: Session, job_id: str | int, limit: int, *, full: bool = False) -> list[Event]:
+    """The job's latest ``limit`` events, oldest first."""
+    _, latest = _attempts_and_events(s, _job_row(s, job_id, full=full), limit, full=full)
+    return cast(list[Event], latest)
+
+
+def show(s: Session, job_id: str | int, *, full: bool = False) -> Row:
+    """The job row, its lease state and its latest events; a value longer than DISPLAY_CHARS
+    characters cut on the server, with a note (``full``: every byte)."""
+    row = _job_row(s, job_id, full=full)
+    _, latest = _attempts_and_events(s, row, SHOW_EVENT_LIMIT, full=full)
+    return _public(row) | {"events": latest}
+
+
+def history(s: Session, job_id: str | int, *, full: bool = False) -> History:
+    """The job, its attempts (heartbeat history) and its events (reclaim history); long texts
+    cut as ``show`` cuts them (``full``: whole)."""
+    row = _job_row(s, job_id, full=full)
+    attempts, all_events = _attempts_and_events(s, row, HISTORY_EVENT_LIMIT, full=full)
+    return {
+        "job": _public(row),
+        "attempts": cast(list[Attempt], attempts),
+        "events": cast(list[Event], all_events),
+    }

@@ -1,0 +1,1 @@
+"""Rows, documents and how they are drawn: tables, machine formats, safe text."""

@@ -1,0 +1,502 @@
+"""One pure renderer for every command and format: table, json, jsonl, csv, tsv.
+
+A command hands over a ``Document``: the JSON payload (the stable contract) and the same data
+as titled sections of rows for the tabular formats. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import io
+import json
+import json.encoder
+import math
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any
+
+from jobctl.render import safe_text
+from jobctl.render.screen import Column
+
+Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
+
+
+class Output(str, enum.Enum):
+    table = "table"
+    wide = "wide"  # the terminal table with every column, whatever the width
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    tsv = "tsv"
+
+    @property
+    def tabular(self) -> bool:
+        """A table for people (``table`` or ``wide``), not a machine format."""
+        return self in (Output.table, Output.wide)
+
+
+@dataclasses.dataclass
+class Section:
+    """A titled table: ``rows`` shown with ``columns`` (all keys of the first row if None)."""
+
+    title: str | None
+    rows: Iterable[Row]  # a list, or rows streamed once (csv, json) from a server-side cursor
+    columns: Sequence[str] | None = None
+    view: Sequence[Column] | None = None  # its columns on a terminal (None: every column)
+    note: str | None = None  # a line under it on a terminal (what a sign in it means)
+
+    def header(self) -> list[str]:
+        if self.columns is not None:
+            return list(self.columns)
+        first = self.rows[0] if isinstance(self.rows, Sequence) and self.rows else None
+        return list(first.keys()) if first is not None else []
+
+
+@dataclasses.dataclass
+class Document:
+    payload: Any
+    sections: list[Section]
+
+
+# ---------------------------------------------------------------- JSON
+def _json_default(value: Any) -> Any:
+    exact = _EXACT.get(type(value))  # the common cases first: a row's timestamps and tokens
+    if exact is not None:
+        return exact(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        number = float(value)  # NaN, +-Infinity, and beyond a float's range: as text
+        return number if math.isfinite(number) else _non_finite(value)
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).hex()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def _non_finite(number: float | decimal.Decimal) -> str:
+    """A number JSON has no word for, as PostgreSQL spells it: NaN, Infinity, -Infinity (a
+    numeric beyond a float's range: its digits)."""
+    if number != number:  # NaN is the one value unequal to itself
+        return "NaN"
+    if number in (math.inf, -math.inf):
+        return "Infinity" if number > 0 else "-Infinity"
+    return str(number)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (a float8 column, or inside a float8[]) as
+    _non_finite's string: JSON is strict (allow_nan=False), and this runs only when the
+    strict encoder refused."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _non_finite(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+_EXACT: dict[type, Callable[[Any], Any]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False)
+# json.dumps's own C encoder, made once instead of once per row (as JSONEncoder.encode does,
+# the second reason a row cost 12 us): the same text, byte for byte (tests/unit/test_output.py)
+_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C module
+_C_ENCODER = (
+    _MAKE_ENCODER(
+        None, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
+    )
+    if _MAKE_ENCODER is not None
+    else None
+)
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    """Strict JSON (RFC 8259): never a bare NaN or Infinity (see _non_finite)."""
+    try:
+        if indent is None:  # one encoder for every row: json.dumps builds one per call
+            return _ENCODER.encode(value)
+        return json.dumps(
+            value, default=_json_default, indent=indent, ensure_ascii=False, allow_nan=False
+        )
+    except ValueError:  # a non-finite float
+        return to_json(_finite(value), indent=indent)
+
+
+def json_lines(items: Iterable[Any]) -> str:
+    """Items as JSON lines, in one string (a batch of rows written in one call)."""
+    if _C_ENCODER is None:
+        return "".join([f"{to_json(item)}\n" for item in items])
+    encode = _C_ENCODER
+    lines = []
+    for item in items:
+        try:
+            lines.append("".join(encode(item, 0)) + "\n")
+        except ValueError:  # a non-finite float: strict JSON (to_json)
+            lines.append(to_json(item) + "\n")
+    return "".join(lines)
+
+
+def _writer(stream: IO[str]) -> Callable[[str], object]:
+    """How JSON is written to ``stream``: as it is, but on a terminal with what a JSON encoder
+    leaves raw (C1 controls, bidi) escaped too (safe_text.json_text: the same JSON data)."""
+    if stream.isatty():
+        return lambda text: stream.write(safe_text.json_text(text))
+    return stream.write
+
+
+# ---------------------------------------------------------------- cells
+def cell(value: Any) -> str:
+    """A value as text for a table: short timestamps, seconds, and no terminal escapes,
+    newlines or bidi controls (safe_text.visible)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, dict | list):
+        value = to_json(value)
+    return safe_text.visible(str(value))
+
+
+_COMMAND = re.compile(r"jobctl [a-z]+(?: (?:--[a-z-]+|\.\.\.|[0-9a-f-]{1,36}))*")
+
+
+def prose(text: str, width: int | None) -> str:
+    """A sentence for a terminal: escaped, wrapped at spaces to ``width`` (None: one line),
+    continuation lines indented, a jobctl command never broken across lines."""
+    import textwrap
+
+    text = cell(text)
+    if width is None or len(text) <= width:
+        return text
+    glued = _COMMAND.sub(lambda m: m.group().replace(" ", "\x00"), text)
+    lines = textwrap.wrap(
+        glued,
+        width=max(width, 20),
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines).replace("\x00", " ")
+
+
+_BACKTICKS = re.compile("`+")
+# what jobctl formats itself (numbers, times, tokens): no Markdown construct can come of it
+_OWN_TEXT = (bool, int, float, decimal.Decimal, dt.datetime, dt.date, dt.timedelta, uuid.UUID)
+
+
+def markdown_code(text: str, *, in_table: bool = True) -> str:
+    """``text`` as a Markdown code span: nothing inside one is Markdown or HTML (no heading,
+    link, image, emphasis, tag or entity; GitHub's autolinks and @mentions skip code too).
+    Made visible first (no newline or control character); fenced with more backticks than
+    any run inside, padded when it starts or ends with a backtick or a space; ``in_table``:
+    ``|`` as ``\\|``, which a table's cell splitter takes back to ``|`` (GFM), so a pipe in a
+    value never adds a column. Empty text: an empty string (no span)."""
+    text = safe_text.visible(text)
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    # one space each side, which the span drops again (unless the text is only spaces)
+    pad = " " if (text[0] in "` " or text[-1] in "` ") and text.strip() else ""
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_cell(value: Any) -> str:
+    """A value for a Markdown table (tabulate's github and pipe formats, the report): what
+    jobctl formats itself as it is, text from a row as a code span (``markdown_code``)."""
+    if value is None:
+        return ""
+    if isinstance(value, _OWN_TEXT):
+        return cell(value)
+    return markdown_code(cell(value))
+
+
+MARKDOWN_FORMATS = frozenset({"github", "pipe"})  # tabulate's formats that Markdown renders
+# tabulate's markup formats that put a cell's text into the markup as it is (html and the
+# latex ones escape it; github and pipe are escaped here): refused by --format
+UNESCAPED_MARKUP_FORMATS = frozenset(
+    {
+        "unsafehtml",
+        "latex_raw",
+        "mediawiki",
+        "moinmoin",
+        "jira",
+        "textile",
+        "youtrack",
+        "asciidoc",
+        "rst",
+        "orgtbl",
+    }
+)
+
+
+def _flat(value: Any) -> Any:
+    """A value for CSV/TSV: ISO timestamps, plain strings, JSON for nested values."""
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return to_json(value)
+    if isinstance(value, dt.datetime | dt.date | uuid.UUID | dt.timedelta | decimal.Decimal):
+        return _json_default(value)
+    return value
+
+
+def _flat_visible(value: Any) -> Any:
+    """_flat's value for a terminal: text as safe_text.visible shows it."""
+    flat = _flat(value)
+    return safe_text.visible(flat) if isinstance(flat, str) else flat
+
+
+# ---------------------------------------------------------------- rendering
+def use_rich(stream: IO[str]) -> bool:
+    """Colour and live views only on a terminal, and never with NO_COLOR or TERM=dumb."""
+    return on_terminal(stream) and not os.environ.get("NO_COLOR")
+
+
+def on_terminal(stream: IO[str]) -> bool:
+    """A person reads ``stream``: the table is laid out for its width (see ``screen``)."""
+    return stream.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
+    """Write ``doc`` to ``stream`` in the chosen format."""
+    if output is Output.json and isinstance(doc.payload, list | Iterator):
+        _write_json_array(iter(doc.payload), stream)
+    elif output is Output.json:
+        _writer(stream)(to_json(doc.payload, indent=2) + "\n")
+    elif output is Output.jsonl and isinstance(doc.payload, list):
+        _writer(stream)(json_lines(doc.payload))  # rows in hand: one write
+    elif output is Output.jsonl:
+        items = doc.payload if isinstance(doc.payload, Iterator) else [doc.payload]
+        put = _writer(stream)
+        for chunk in _chunks(items, JSONL_CHUNK):  # streamed rows: a chunk at a time
+            put(json_lines(chunk))
+    elif output in (Output.csv, Output.tsv):
+        _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
+    elif output is Output.wide:
+        _write_screen(doc.sections, stream, fit=False)
+    elif fmt is None and on_terminal(stream):
+        _write_screen(doc.sections, stream, fit=True)
+    else:
+        stream.write(format_tables(doc.sections, fmt or "simple"))
+
+
+JSONL_CHUNK = 500  # streamed rows written per call
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _write_json_array(items: Iterator[Any], stream: IO[str]) -> None:
+    """An array streamed one element per line: readable, and written by json's C encoder
+    (json.dumps only uses it without ``indent``: indenting 2,000 rows cost 40 ms)."""
+    with json_array(stream) as write:
+        for chunk in _chunks(items, JSONL_CHUNK):
+            write(chunk)
+
+
+@contextlib.contextmanager
+def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
+    """A JSON array written as its elements come, one per line, a batch per write; closed
+    only when the body ends without an error: a command that fails midway leaves what it
+    wrote unterminated (nothing at all if no element came), never a valid document that a
+    script would read as the whole answer (``[]``: nothing stuck)."""
+    first = True
+    put = _writer(stream)
+
+    def write(items: Iterable[Any]) -> None:
+        nonlocal first
+        parts = []
+        for item in items:
+            parts.append(("[\n  " if first else ",\n  ") + to_json(item))
+            first = False
+        put("".join(parts))
+
+    yield write  # an error raised in the body skips the closing
+    put("[]\n" if first else "\n]\n")
+
+
+@contextlib.contextmanager
+def delimited_rows(
+    stream: IO[str], columns: Sequence[str], delimiter: str
+) -> Iterator[Callable[[Iterable[Row]], None]]:
+    """CSV (or TSV) written as its rows come, a batch per write, the header first (written
+    even when no row comes, as the whole-document writer does). Exact when piped; on a
+    terminal each value is shown as safe_text.visible shows it (one line, nothing obeyed)."""
+    import csv
+
+    flat = _flat_visible if stream.isatty() else _flat
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    writer.writerow([flat(c) for c in columns])
+    stream.write(buffer.getvalue())
+
+    def write(rows: Iterable[Row]) -> None:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows([flat(row.get(c)) for c in columns] for row in rows)
+        stream.write(buffer.getvalue())
+
+    yield write
+
+
+def format_tables(sections: Sequence[Section], fmt: str) -> str:
+    """Sections as tabulate tables (``fmt`` is any tabulate format), titles on their own line."""
+    from tabulate import tabulate
+
+    parts = []
+    shown = markdown_cell if fmt in MARKDOWN_FORMATS else cell  # a document: values as code
+    for section in sections:
+        header = section.header()
+        body = [[shown(row.get(c)) for c in header] for row in section.rows]
+        text = (
+            tabulate(body, headers=header, tablefmt=fmt, disable_numparse=True)
+            if body
+            else "(none)"
+        )
+        parts.append(f"{section.title}\n{text}" if section.title else text)
+    return "\n\n".join(parts) + "\n"
+
+
+def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str]) -> None:
+    for index, section in enumerate(sections):
+        if len(sections) > 1:
+            stream.write(("\n" if index else "") + f"# {section.title}\n")
+        with delimited_rows(stream, section.header(), delimiter) as write:
+            for chunk in _chunks(section.rows, JSONL_CHUNK):  # streamed rows: flat memory
+                write(chunk)
+
+
+def _console(stream: IO[str]) -> Any:
+    from rich.console import Console
+
+    colour = use_rich(stream)
+    return Console(
+        file=stream, highlight=False, no_color=not colour, color_system="auto" if colour else None
+    )
+
+
+def _write_screen(sections: Sequence[Section], stream: IO[str], *, fit: bool) -> None:
+    console = _console(stream)
+    console.print(
+        screen_group(sections, width=console.width if fit else None),
+        soft_wrap=True,
+        crop=False,
+    )
+
+
+def screen_group(
+    sections: Sequence[Section],
+    *,
+    width: int | None,
+    height: int | None = None,
+    title: str | None = None,
+) -> Any:
+    """The sections as terminal tables (``screen.layout``) in one renderable: one line per
+    row, at most ``width`` cells wide; with ``height`` (what ``--watch`` refreshes), only
+    the rows that fit, saying how many are not shown."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from jobctl.render import screen
+
+    def line(text: str, style: str = "") -> Text:
+        return Text(screen.cut(text, width) if width else text, style=style, end="\n")
+
+    parts: list[Text] = [line(title, "bold")] if title else []
+    room = None if height is None else height - len(parts) - 1  # the cursor's line
+    for index, section in enumerate(sections):
+        before = len(parts)
+        if index:
+            parts.append(line(""))
+        rows = list(section.rows)
+        if not rows:
+            parts.append(line(f"{section.title}: (none)" if section.title else "(none)"))
+        else:
+            left = None if room is None else room - (len(parts) - before)  # the blank line
+            parts.extend(_section_lines(section, rows, width, left, line))
+        if room is not None:
+            room -= len(parts) - before
+    return Group(*parts)
+
+
+def _section_lines(
+    section: Section, rows: list[Row], width: int | None, room: int | None, line: Any
+) -> list[Any]:
+    from rich.text import Text
+
+    from jobctl.render import screen
+
+    view = section.view or [screen.Column(c, c.replace("_", " ").upper()) for c in section.header()]
+    shown = rows
+    if room is not None:
+        fixed = (1 if section.title else 0) + 2 + bool(section.note)  # and the notes
+        if len(rows) > room - fixed:
+            shown = rows[: max(room - fixed - 1, 0)]  # and a line saying how many are not
+    grid = screen.layout(view, shown, width, cell)
+    parts = [line(section.title, "bold")] if section.title else []
+    for text, spans in grid.lines():
+        rendered = Text(text, end="\n")
+        for start, end, style in spans:
+            rendered.stylize(style, start, end)
+        parts.append(rendered)
+    if len(shown) < len(rows):
+        parts.append(
+            line(
+                f"… {len(rows) - len(shown)} more row(s) not shown: a taller terminal, "
+                "or -o jsonl for every row",
+                "dim",
+            )
+        )
+    if section.note:
+        parts.append(line(section.note, "dim"))
+    if grid.hidden and width is not None:
+        names = ", ".join(c.header.lower() for c in grid.hidden)
+        parts.append(line(f"(-o wide adds {names})", "dim"))
+    return parts
+
+
+def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
+    """What ``--watch`` refreshes on a terminal: the sections fitted to the screen."""
+    import shutil
+
+    from rich.console import Group
+    from rich.text import Text
+
+    size = shutil.get_terminal_size()
+    # the cursor waits on a line of its own (screen_group keeps it free): a Ctrl-C echoed as
+    # ^C after a line as wide as the screen would wrap, and the last refresh land a line low;
+    # and one more line stays free for the newline Live ends with at exit (at a full screen
+    # it would scroll the title away)
+    fitted = screen_group(sections, width=size.columns, height=size.lines - 1, title=title)
+    return Group(fitted, Text(""))
+
+
+def key_values(row: Row) -> list[dict[str, Any]]:
+    """A single record as a two-column table."""
+    return [{"field": key, "value": value} for key, value in row.items()]

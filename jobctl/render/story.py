@@ -1,0 +1,236 @@
+"""jobctl explain: a job's history told in plain sentences, and the same facts as fields.
+
+Every value a sentence takes from a row (a worker's name, an actor, a role, a status, a text
+id, a reason, what a role claimed) is the application's text, not jobctl's: it appears as it
+is only when it is one plain word (``_said``), else in double quotes with any quote or
+backslash inside escaped (as in a JSON string), so that no value can end its quotes and read as
+the sentence's own words. Ids in the commands a sentence suggests are quoted for a shell.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from jobctl.render.rows import History, Row
+
+GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
+
+
+def _at(value: dt.datetime | str | None) -> str:
+    """A time in a sentence; one Python cannot hold (infinity) comes as the server's text."""
+    if not isinstance(value, dt.datetime):
+        return "an unknown time" if value is None else str(value)
+    return value.isoformat(sep=" ", timespec="seconds")
+
+
+def _s(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.1f}s"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything but itself
+
+
+def _said(value: Any) -> str:
+    """A value from a row inside a sentence: as it is when it is one plain word (web-2,
+    alice@ops, 42, processing), else quoted (``"web-1. At ... \\"ok\\""``)."""
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) else _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """Text in double quotes, a quote or backslash inside escaped: one value, always. Other
+    characters are left as they are (the story's JSON keeps the data; a terminal shows the
+    controls escaped, as safe_text does everywhere)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _arguments(command: str, job_id: Any, options: str) -> str:
+    """A command the story suggests, the id quoted for a shell (after ``--`` when it would
+    read as an option): what is pasted runs on that job and nothing else."""
+    quoted = shlex.quote(str(job_id))
+    if quoted.startswith("-"):
+        return f"jobctl {command} {options} -- {quoted}"
+    return f"jobctl {command} {quoted} {options}"
+
+
+def attempt_facts(attempt: Mapping[str, Any]) -> Row:
+    """One attempt's heartbeat facts: typical and largest gap against the lease."""
+    heartbeats = attempt["heartbeats"] or 0
+    typical = None
+    if heartbeats and attempt["last_heartbeat_at"] is not None:
+        typical = (
+            attempt["last_heartbeat_at"] - attempt["claimed_at"]
+        ).total_seconds() / heartbeats
+    lease = attempt.get("lease_s")
+    largest = attempt["max_heartbeat_gap_s"]
+    warning = bool(lease and largest is not None and largest >= GAP_WARNING * lease)
+    return {**attempt, "typical_heartbeat_gap_s": typical, "lease_too_short": warning}
+
+
+def explain(history: History, parked: str = "failed", failed: str = "failed") -> Row:
+    """The story of a job from ``triage.history``: sentences plus the facts behind them.
+
+    ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
+    ``failed``: the table's failed status. A command the story suggests is one jobctl
+    accepts for the job as it is (``manual.refusal``): no fail of a job already failed,
+    unless it awaits review."""
+    job, events = history["job"], history["events"]
+    attempts = [attempt_facts(a) for a in history["attempts"]]
+    story = [
+        f"Job {_said(job['id'])} is {_said(job['status'])} "
+        f"({_said(job['recovery_policy'])} policy, "
+        f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
+        f"{job['reclaim_count']} time(s))."
+    ]
+    by_token = {a["attempt_token"]: a for a in attempts}
+    for event in events:
+        story.extend(_sentences(event, by_token.get(event["attempt_token"])))
+    if job.get("lease_state") == "expired":  # (only a processing job has a lease)
+        story.append(
+            f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
+            "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
+        )
+    reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
+    exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
+    if (
+        job["status"] == parked
+        and reclaimed_last
+        and (job["recovery_policy"] == "manual" or exhausted)
+    ):
+        why = (
+            "its policy is manual"
+            if job["recovery_policy"] == "manual"
+            else ("it used all its attempts")
+        )
+        # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
+        story.append(
+            f"It is parked in {_said(parked)}, awaiting a human ({why}; jobctl review lists "
+            f"every such job): {_arguments('requeue', job['id'], '--reason ...')} runs it "
+            f"again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
+        )
+    warnings = [a for a in attempts if a["lease_too_short"]]
+    for a in warnings:
+        gap = _s(a["max_heartbeat_gap_s"])
+        story.append(
+            f"Warning: attempt {a['attempt']}'s largest heartbeat gap ({gap})"
+            f" came within {100 - GAP_WARNING * 100:.0f} % of its lease ({_s(a['lease_s'])}): "
+            "the lease is too short for this job, or its worker stalls."
+        )
+    return {
+        "id": job["id"],
+        "status": job["status"],
+        "story": story,
+        "attempts": attempts,
+        "events": events,
+        "lease_too_short": bool(warnings),
+    }
+
+
+def _uncounted(attempt: Row, stats: str) -> str:
+    """What the history knows of an attempt's heartbeats when not every one was counted."""
+    lease = _s(attempt.get("lease_s"))
+    if stats == "none":
+        return f"(Lease {lease}; the worker history is not installed: no heartbeat statistics.)"
+    if stats == "transitions":
+        last = attempt["last_heartbeat_at"]
+        heard = f"last heartbeat at {_at(last)}" if last is not None else "no heartbeat"
+        return (
+            f"({heard}, lease {lease}; the default history does not count heartbeats: "
+            "schema apply --history late or exact does.)"
+        )
+    if attempt["last_heartbeat_at"] is None:
+        return f"It never heartbeat (lease {lease})."
+    late = attempt.get("late_heartbeats") or 0
+    if not late:
+        return (
+            f"It heartbeat on time, every gap within half its lease of {lease}; last at "
+            f"{_at(attempt['last_heartbeat_at'])}."
+        )
+    return (
+        f"{late} heartbeat(s) came after half its lease, the largest gap "
+        f"{_s(attempt['max_heartbeat_gap_s'])} against a lease of {lease}; last at "
+        f"{_at(attempt['last_heartbeat_at'])}."
+    )
+
+
+def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
+    claims = event.get("claimed") or {}
+    if claims.get("action"):
+        return [_forged(event, claims)]
+    told = _told(event, attempt)
+    if claims.get("actor"):
+        told.append(
+            f"Its database role {_said(event['db_role'])} claimed to be "
+            f"{_said(claims['actor'])}: not one of jobctl's roles, so the history names the role."
+        )
+    return told
+
+
+def _forged(event: Mapping[str, Any], claims: Mapping[str, str]) -> str:
+    """A role that is not jobctl's set jobctl_action itself: told as what it is."""
+    who = f" claiming to be {_said(claims['actor'])}" if claims.get("actor") else ""
+    why = f" ({_quoted(claims['reason'])})" if claims.get("reason") else ""
+    return (
+        f"At {_at(event['at'])} role {_said(event['db_role'])} set "
+        f"jobctl_action={_said(claims['action'])}{who}{why}: not one of jobctl's roles, so not "
+        f"a manual action; the row shows {_said(event['event'])} "
+        f"({_said(event['from_status'])} -> {_said(event['to_status'])})."
+    )
+
+
+def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
+    kind, at, actor = event["event"], _at(event["at"]), event["actor"]
+    who = _said(actor)
+    worker = _said(event["worker"])
+    role = event.get("db_role")
+    # the database role that made it: after the worker, or after the actor unless it is the role
+    by_role = f" (role {_said(role)})" if role else ""
+    as_role = by_role if role != actor else ""
+    said = f": {_quoted(event['reason'])}" if event.get("reason") else ""
+    why = said + as_role
+    became = _said(event["to_status"])
+    if kind == "claimed":
+        text = [f"At {at} worker {worker} claimed it (attempt {event['attempt']})."]
+        if attempt is not None:
+            stats = attempt.get("heartbeat_stats", "exact")
+            if stats != "exact":
+                text.append(_uncounted(attempt, stats))
+            elif attempt["heartbeats"]:
+                text.append(
+                    f"It heartbeat {attempt['heartbeats']} time(s), typically every "
+                    f"{_s(attempt['typical_heartbeat_gap_s'])}, at most "
+                    f"{_s(attempt['max_heartbeat_gap_s'])} apart, against a lease of "
+                    f"{_s(attempt['lease_s'])}."
+                )
+            else:
+                text.append(f"It never heartbeat (lease {_s(attempt['lease_s'])}).")
+        return text
+    if kind == "reclaimed":
+        ran_out = attempt["lease_expires_at"] if attempt else None
+        return [
+            f"Its lease ran out at {_at(ran_out)}; at {at} {who} reclaimed it and it "
+            f"became {became}{as_role}."
+        ]
+    if kind == "completed":
+        if event["worker"] is None and event["attempt_token"] is None:
+            return [
+                f"At {at} it completed (attempt {event['attempt']}; the default history does "
+                "not record completed attempts, so not which worker: schema apply --history "
+                "late does)."
+            ]
+        return [f"At {at} worker {worker} completed it{by_role}."]
+    if kind in ("failed", "retried"):
+        gave_up = f"gave it up ({became}){said}{by_role}"
+        return [f"At {at} worker {worker} {gave_up}."]
+    if kind == "requeued":
+        return [f"At {at} {who} requeued it by hand{why}."]
+    if kind == "manually_failed":
+        return [f"At {at} {who} failed it by hand{why}."]
+    if kind in ("quarantined", "policy_changed"):
+        return [f"At {at} {who} changed its recovery policy ({kind}){why}."]
+    was = _said(event["from_status"])
+    return [f"At {at}: {_said(kind)} ({was} -> {became}){said}{by_role}."]

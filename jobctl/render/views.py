@@ -1,0 +1,370 @@
+"""What each command shows: its result as a ``Document`` (the JSON payload, the contract,
+and the same data as titled tables). Pure: no database, no printing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from jobctl.render import rows
+from jobctl.render.output import Document, Section, key_values
+from jobctl.render.screen import Column
+
+# ---------------------------------------------------------------- terminal columns
+# What each row shape shows on a terminal (``screen.layout``): priority 0 always, then by
+# priority as the width allows; -o wide shows every one. Piped tables keep ``rows.*_COLUMNS``.
+
+
+def _paint(styles: dict[str, str]) -> Any:
+    """A style by cell text: colour that repeats what the text says (never alone)."""
+    return lambda text: styles.get(text.strip("()"), "")
+
+
+ACTION_STYLE = _paint({"requeue": "green", "fail": "red"})
+STATE_STYLE = _paint({"expired": "red", "expiring": "yellow", "live": "green"})
+OUTCOME_STYLE = _paint(
+    {
+        "requeued": "green",
+        "failed": "red",
+        "policy_changed": "green",
+        "quarantined": "yellow",
+        "refused": "yellow",
+        "conflict": "red",
+        "not_found": "red",
+        "locked": "red",
+    }
+)
+
+
+def _attempts(row: Any) -> str:
+    return f"{row.get('attempts')}/{row.get('max_attempts')}"
+
+
+def _skipped(found: Sequence[Any]) -> bool:
+    return any(r.get("skipped") for r in found)
+
+
+ID = Column("id", "ID", whole=True)
+WORKER = Column("reserved_by", "WORKER", whole=True)
+STUCK_VIEW = [
+    ID,
+    WORKER,
+    Column("recovery_policy", "POLICY"),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("lease_overdue_s", "OVERDUE", kind="seconds"),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("action", "ACTION", whole=True, style=ACTION_STYLE),
+    Column("reclaim_count", "RECLAIMS", priority=2),
+    Column("lease_expires_at", "EXPIRED AT", priority=3, kind="time"),
+    Column("reserved_at", "CLAIMED AT", priority=4, kind="time"),
+    Column("attempt_token", "TOKEN", priority=5, whole=True),
+    Column("skipped", "SKIPPED", when=_skipped),
+]
+
+
+def _pending(row: Any) -> str:
+    """A live lease's action is what reclaim would do once it runs out, not now."""
+    return str(row["action"]) if row.get("lease_state") != "expiring" else f"({row['action']})"
+
+
+AT_RISK_VIEW = [
+    ID,
+    WORKER,
+    Column("lease_state", "STATE", whole=True, style=STATE_STYLE),
+    Column("lease_overdue_s", "EXPIRY", kind="until"),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
+    Column("recovery_policy", "POLICY", priority=1),
+    Column("attempts", "ATTEMPTS", priority=2, value=_attempts),
+    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=3, kind="seconds"),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("lease_expires_at", "EXPIRES AT", priority=5, kind="time"),
+    Column("attempt_token", "TOKEN", priority=6, whole=True),
+    Column("skipped", "SKIPPED", when=_skipped),
+]
+AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
+RECLAIM_VIEW = [
+    ID,
+    WORKER,
+    Column("recovery_policy", "POLICY"),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("lease_overdue_s", "OVERDUE", kind="seconds"),
+    Column("action", "ACTION", whole=True, style=ACTION_STYLE),
+    Column("applied", "APPLIED", when=lambda found: any(r.get("applied") for r in found)),
+    Column("skipped", "SKIPPED", when=_skipped),
+]
+MANUAL_VIEW = [
+    ID,
+    Column("outcome", "OUTCOME", whole=True, style=OUTCOME_STYLE),
+    WORKER,
+    Column("status_before", "WAS", priority=1),
+    Column("lease_state", "LEASE", priority=2, style=STATE_STYLE),
+    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("detail", "DETAIL"),
+]
+PREVIEW_VIEW = [
+    ID,
+    Column("status", "STATUS", whole=True),
+    WORKER,
+    Column("recovery_policy", "POLICY"),
+    Column("lease_state", "LEASE", style=STATE_STYLE),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=2),
+    Column("attempt_token", "TOKEN", priority=3, whole=True),
+]
+
+
+def claimed(claims: Mapping[str, Any] | None) -> str:
+    """What a role not jobctl's declared, as a cell: ``alice@ops: requeued``."""
+    if not claims:
+        return ""
+    return ": ".join(claims[k] for k in ("actor", "action") if claims.get(k))
+
+
+def _any_claimed(found: Sequence[Mapping[str, Any]]) -> bool:
+    return any(r.get("claimed") for r in found)
+
+
+EVENT_VIEW = [
+    Column("at", "AT", kind="time"),
+    Column("event", "EVENT", whole=True),
+    Column("to_status", "BECAME"),
+    Column("attempt", "#"),
+    Column("worker", "WORKER", whole=True),
+    Column("actor", "ACTOR", priority=1),
+    Column("db_role", "ROLE", priority=1),
+    # what a role that is not jobctl's declared (a forged manual action): never hidden
+    Column("claimed", "CLAIMED", value=lambda r: claimed(r["claimed"]), when=_any_claimed),
+    Column("reason", "REASON", priority=2),
+    Column("attempt_token", "TOKEN", priority=3, whole=True),
+]
+ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
+    Column("attempt", "#"),
+    Column("worker", "WORKER", whole=True),
+    Column("attempt_token", "TOKEN", whole=True, copy=True),
+    Column("outcome", "OUTCOME", style=OUTCOME_STYLE),
+    Column("claimed_at", "CLAIMED", priority=1, kind="time"),
+    Column("ended_at", "ENDED", priority=2, kind="time"),
+    Column("heartbeats", "BEATS", priority=3),
+    Column("late_heartbeats", "LATE", priority=4),
+    Column("max_heartbeat_gap_s", "MAX GAP", priority=5, kind="seconds"),
+    Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time"),
+]
+HISTORY_HEAD_VIEW = [
+    ID,
+    Column("status", "STATUS", whole=True),
+    Column("lease_state", "LEASE", style=STATE_STYLE),
+    Column("attempts", "ATTEMPTS", value=_attempts),
+    Column("reclaim_count", "RECLAIMS"),
+    Column("recovery_policy", "POLICY"),
+    Column("last_error", "LAST ERROR"),
+]
+FIELD_VIEW = [
+    Column("field", "FIELD", whole=True),
+    Column("value", "VALUE"),  # a token fits beside the field names at 80 columns
+]
+CHECK_VIEW = [  # schema check: a failed check's detail in full follows the table (cli_schema)
+    Column("ok", "OK", whole=True, style=lambda text: "green" if text == "yes" else "red"),
+    Column("check", "CHECK"),
+    Column("detail", "DETAIL"),
+]
+SUMMARY_WORKER_VIEW = [
+    Column("worker", "WORKER", whole=True),
+    Column("processing", "PROCESSING"),
+    Column("expired", "EXPIRED"),
+    Column("expired_manual", "MANUAL"),
+    Column("expiring_soon", "SOON"),
+    Column("heartbeat_lag_s", "LAG", kind="seconds"),
+    Column("first_expiry", "FIRST EXPIRY", priority=1, kind="time"),
+    Column("last_expiry", "LAST EXPIRY", priority=2, kind="time"),
+    Column("last_seen_at", "LAST SEEN", priority=3, kind="time"),
+]
+
+REVIEW_VIEW = [
+    ID,
+    Column("why", "WHY", whole=True),
+    Column("last_worker", "LAST WORKER", whole=True),
+    Column("waited_s", "WAITED", kind="seconds"),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=2),
+    Column("reclaimed_at", "RECLAIMED AT", priority=3, kind="time"),
+    Column("last_error", "LAST ERROR", priority=4),
+]
+
+JOB_EVENT_VIEW = [
+    Column("at", "AT", kind="time"),
+    Column("id", "ID", whole=True),
+    Column("event", "EVENT", whole=True),
+    Column("to_status", "BECAME"),
+    Column("worker", "WORKER", whole=True),
+    Column("actor", "ACTOR", priority=1),
+    Column("reason", "REASON", priority=2),
+    Column("attempt", "#", priority=3),
+    Column("db_role", "ROLE", priority=4),
+    Column("from_status", "WAS", priority=5),
+]
+
+
+def table(
+    payload: Any,
+    found: Iterable[Any],
+    columns: Sequence[str] | None = None,
+    view: Sequence[Column] | None = None,
+) -> Document:
+    """One untitled table; ``payload`` is what JSON shows (often the same rows, streamed)."""
+    return Document(payload, [Section(None, found, columns, view)])
+
+
+def some_rows(
+    shown: list[Any],
+    total: int,
+    columns: Sequence[str] | None = None,
+    view: Sequence[Column] | None = None,
+) -> Document:
+    """``shown`` of ``total`` rows, the table's title saying how many when it is not all of
+    them (thousands of rows on a terminal help nobody; the rest are behind ``-o``)."""
+    title = None
+    if len(shown) < total:
+        title = (
+            f"{len(shown)} of {total} rows shown: the first ones and any skipped "
+            "(every row: -o jsonl, -o json or -o csv)"
+        )
+    return Document(shown, [Section(title, shown, columns, view)])
+
+
+def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Document:
+    """Stuck rows; a ``skipped`` column only when some row is locked by another session."""
+    shown = columns + (["skipped"] if any(r["skipped"] for r in found) else [])
+    if not at_risk:
+        return table(found, found, shown, STUCK_VIEW)
+    live = any(r.get("lease_state") == "expiring" for r in found)
+    return Document(
+        found, [Section(None, found, shown, AT_RISK_VIEW, AT_RISK_NOTE if live else None)]
+    )
+
+
+def summary(result: rows.Row) -> Document:
+    by_status = [
+        {
+            "status": status,
+            "jobs": n,
+            "counted": "estimate" if status in result["estimated"] else "exact",
+        }
+        for status, n in result["status"].items()
+    ]
+    return Document(
+        result,
+        [
+            Section("jobs by status", by_status),
+            Section("processing by lease", [result["processing"]]),
+            Section(
+                "waiting",
+                [{k: result[k] for k in ("ready", "oldest_ready_s", "awaiting_review")}],
+            ),
+            Section(
+                "workers (most expired first)",
+                result["workers"],
+                rows.SUMMARY_WORKER_COLUMNS,
+                SUMMARY_WORKER_VIEW,
+            ),
+        ],
+    )
+
+
+def show(job: rows.Row, job_id: object) -> Document:
+    """The job's fields as a two-column table, then its latest events."""
+    fields = {k: v for k, v in job.items() if k != "events"}
+    return Document(
+        job,
+        [
+            Section(f"job {job_id}", key_values(fields), None, FIELD_VIEW),
+            Section("latest events", job["events"], rows.EVENT_COLUMNS, EVENT_VIEW),
+        ],
+    )
+
+
+def history(result: rows.History, job_id: object) -> Document:
+    head = {k: result["job"].get(k) for k in rows.HISTORY_HEAD_COLUMNS}
+    return Document(
+        result,
+        [
+            Section(f"job {job_id}", [head], None, HISTORY_HEAD_VIEW),
+            Section("attempts", result["attempts"], rows.ATTEMPT_COLUMNS, ATTEMPT_VIEW),
+            Section("events", result["events"], rows.EVENT_COLUMNS, EVENT_VIEW),
+        ],
+    )
+
+
+def explain(result: rows.Row) -> Document:
+    return table(result, [{"story": line} for line in result["story"]])
+
+
+# ---------------------------------------------------------------- across targets
+TARGET = Column("target", "TARGET", whole=True)
+SUMMARY_TARGETS_VIEW = [
+    TARGET,
+    Column("queued", "QUEUED", kind="count"),
+    Column("processing", "PROCESSING", kind="count"),
+    Column("expired", "EXPIRED", kind="count"),
+    Column("expiring_soon", "EXPIRING", kind="count", priority=1),
+    Column("ready", "READY", kind="count", priority=2),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=3),
+    Column("awaiting_review", "REVIEW", kind="count"),
+    Column("failed", "FAILED", kind="count", priority=4),
+    Column("done", "DONE", kind="count", priority=5),
+    Column("table", "TABLE", priority=6),
+]
+
+
+def _checked(found: Sequence[Any]) -> bool:
+    return any("reachable" in r for r in found)
+
+
+TARGETS_VIEW = [
+    TARGET,
+    Column("where", "WHERE"),
+    Column("table", "TABLE", whole=True),
+    Column("reachable", "UP", whole=True, when=_checked),
+    Column("role", "ROLE", whole=True, when=_checked),
+    Column("schema", "SCHEMA", whole=True, when=_checked),
+    Column("stuck", "STUCK", kind="count", when=_checked),
+    Column("from", "FROM", priority=1),
+    Column("server", "SERVER", priority=2, when=_checked),
+    Column("problem", "PROBLEM", when=lambda found: any(r.get("problem") for r in found)),
+]
+
+
+TARGET_LINES_VIEW = [TARGET, Column("line", "SAYS")]
+
+
+def with_target_lines(doc: Document, lines: Sequence[tuple[str, str]]) -> Document:
+    """A refreshed screen across targets with what each target said (a failure, a standby's
+    notice) first, where one run of the command puts it on stderr: above the table, which
+    gives up rows to a short terminal, never these lines."""
+    if not lines:
+        return doc
+    found = [{"target": target, "line": line} for target, line in lines]
+    section = Section("what the targets said", found, ["target", "line"], TARGET_LINES_VIEW)
+    return Document(doc.payload, [section, *doc.sections])
+
+
+def across_targets(doc: Document) -> Document:
+    """A document whose rows each carry their ``target``: it is every table's first column."""
+    import dataclasses
+
+    return dataclasses.replace(
+        doc,
+        sections=[
+            dataclasses.replace(
+                section,
+                columns=None if section.columns is None else ["target", *section.columns],
+                view=None if section.view is None else [TARGET, *section.view],
+            )
+            for section in doc.sections
+        ],
+    )
+
+
+def summary_targets(found: list[rows.Row]) -> Document:
+    """``summary`` across targets: a row per target and the total."""
+    return table(found, found, None, SUMMARY_TARGETS_VIEW)

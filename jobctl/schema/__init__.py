@@ -1,0 +1,1 @@
+"""What jobctl installs on a jobs table, checks and removes."""

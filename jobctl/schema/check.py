@@ -1,0 +1,231 @@
+"""schema check: the lease design's pre-flight checklist, as far as the database can tell."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import psycopg
+
+from jobctl import db
+from jobctl.schema import apply as schema
+from jobctl.schema import history, ownership, reclaim_index, shape, unserved
+from jobctl.sql import queries
+from jobctl.table import column_types
+
+# what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
+# tests/bench/bench_pgbench.py (README, Performance): loss of worker cycles, best of rounds
+MODE_COST = {
+    "transitions": "about +1-11 % server CPU per worker cycle, 2-6 % fewer cycles (no plpgsql "
+    "on the workers' claims, heartbeats and completions; heartbeats skip its WHEN)",
+    "late": "about +11-37 % server CPU per worker cycle, 8-25 % fewer cycles (one plpgsql call "
+    "and one row per completion)",
+    "exact": "about +15-40 % server CPU per worker cycle, 9-25 % fewer cycles (every "
+    "heartbeat calls the trigger)",
+    "audit": "about +2-7 % server CPU per worker cycle, within the benchmark's noise",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    check: str
+    ok: bool
+    detail: str
+
+
+def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Which history is installed on the table, at which version, and what it costs; a
+    trigger or function made for another mapping, mode or version is out of date."""
+    state = history.table_state(conn, table.oid)
+    version, latest = history.installed_version(conn), history.latest_version()
+    problems = []
+    if version is not None and version < latest:
+        problems.append(f"history at version {version} of {latest}")
+    if state.mode in history.MODES:
+        want = history.wanted(conn, history.Target.of(table), state.mode)
+        problems += history.stale(state, want, state.mode)
+    elif state.mode is None:
+        problems.append("trigger missing")
+    else:
+        problems.append(f"trigger in unknown mode {state.mode}")
+    if state.missing_columns or state.wrong_columns:
+        problems.append(
+            "columns missing or of the wrong type: "
+            + ", ".join(state.missing_columns + state.wrong_columns)
+        )
+    if problems:
+        return Check("history installed", False, "; ".join(problems) + " (run jobctl schema apply)")
+    assert state.mode is not None
+    return Check(
+        "history installed",
+        True,
+        f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}, "
+        f"function jobctl.{history.function_name(table.schema, table.name)}; "
+        f"costs {MODE_COST[state.mode]}",
+    )
+
+
+def ownership_check(conn: psycopg.Connection[Any]) -> Check:
+    """Who owns schema jobctl, what others may do there, and nothing foreign on its tables."""
+    found, owner = ownership.problems(conn)
+    if found:
+        return Check("jobctl's objects are jobctl's", False, "; ".join(found))
+    return Check(
+        "jobctl's objects are jobctl's",
+        True,
+        f"{owner}; others hold only USAGE on the schema and SELECT on its tables; no foreign "
+        "trigger, rule or policy",
+    )
+
+
+def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
+    """The lease design's pre-flight checklist, as far as the database can tell."""
+    table = db.resolve_table(conn, table_name)
+    names = table.mapping
+    from jobctl.schema import remove  # (what schema remove left: nothing of jobctl's, say so)
+
+    results = [
+        Check("table exists", True, table.qualified),
+        *filter(None, [remove.not_installed(conn, table)]),
+        Check("the table's names", True, "; ".join(names.describe())),
+        Check("schema apply", *unserved.apply_verdict(conn, table)),
+    ]
+    columns = {r["name"]: r["type"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    missing = [
+        f"{c} ({names.column(c)})" for c in schema.BASE_COLUMNS if names.column(c) not in columns
+    ]
+    results.append(
+        Check(
+            "queue columns",
+            not missing,
+            "missing: " + ", ".join(missing) if missing else "all present",
+        )
+    )
+    wrong = [
+        f"{names.column(c)} ({columns.get(names.column(c), 'missing')}, want {t})"
+        for c, t in schema.LEASE_COLUMNS.items()
+        if columns.get(names.column(c)) != t
+    ]
+    results.append(
+        Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
+    )
+    typed = column_types.problems(names, table.types)
+    results.append(Check("column types", not typed, "; ".join(typed) or "every one served"))
+    check_defs = [
+        r["definition"]
+        for r in shape.catalog_rows(conn, "table_constraints", table.oid)
+        if r["kind"] == "c" and r["convalidated"]
+    ]
+    for column in ("recovery_policy", "reclaim_count"):
+        found = any(names.column(column) in d for d in check_defs)
+        results.append(
+            Check(
+                f"check constraint on {column}",
+                found,
+                "present" if found else "missing (run jobctl schema apply)",
+            )
+        )
+    indexes = reclaim_index.reclaim_indexes(conn, table.oid, table.mapping)
+    valid = [name for name, ok in indexes.items() if ok]
+    reclaim = Check(
+        "reclaim index",
+        bool(valid),
+        f"{valid[0]} (valid)"
+        if valid
+        else (
+            "present but INVALID: " + ", ".join(indexes)
+            if indexes
+            else "missing: reclaim and stuck scan the table"
+        ),
+    )
+    identity = db.identify(conn, table.qualified)
+    partitioned = identity is not None and identity["relkind"] == "p"
+    results.extend(_partition_checks(conn, table) if partitioned else [reclaim])
+    results.append(history_check(conn, table))
+    results.append(ownership_check(conn))
+    if names.column("status") in columns:
+        rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
+        results.append(
+            Check(
+                "status values jobctl writes",
+                not rejected,
+                "; ".join(f"{v!r}: {why}" for v, why in rejected)
+                or "accepted: " + ", ".join(names.written_statuses()),
+            )
+        )
+        held = unserved.status_values(conn, table)
+        if held is not None:
+            results.append(Check("status values the table holds", *held))
+    if not wrong:
+        counts = shape.one_row(conn, queries.query("lease_consistency", **table.fragments))
+        results.append(
+            Check(
+                "processing rows without lease or token",
+                counts["invisible"] == 0,
+                f"{counts['invisible']} rows reclaim can never see",
+            )
+        )
+        results.append(
+            Check(
+                "token iff processing",
+                counts["inconsistent"] == 0,
+                f"{counts['inconsistent']} rows where ({names.column('status')} = "
+                f"{names.status('processing')!r}) <> "
+                "(attempt_token IS NOT NULL)",
+            )
+        )
+    return results
+
+
+def _partition_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """A partitioned table's reclaim index: the table's own (valid only once every
+    partition's is attached), and the partitions that lack theirs, by name."""
+    found = reclaim_index.partition_indexes(
+        conn, table.oid, reclaim_index.index_name(table.name, "_processing_timeout"), table.mapping
+    )
+    lacking = found.lacking()
+    count = len(found.partitions)
+    if found.valid:
+        parent = Check(
+            "reclaim index",
+            True,
+            f"{found.index} (valid, on the partitioned table and its {count} partitions)",
+        )
+    elif found.index is not None:
+        parent = Check(
+            "reclaim index",
+            False,
+            f"{found.index} on the partitioned table is not valid yet: "
+            f"{count - len(lacking)} of its {count} partitions have theirs attached "
+            "(run jobctl schema apply)",
+        )
+    else:
+        parent = Check("reclaim index", False, "missing: reclaim and stuck scan every partition")
+    if not lacking:
+        return [
+            parent,
+            Check("reclaim index on every partition", True, f"all {count} have theirs, attached"),
+        ]
+    said = {
+        "missing": "missing on",
+        "invalid": "invalid (an interrupted build) on",
+        "not attached": "not attached to the table's index on",
+    }
+    parts = []
+    for state, words in said.items():
+        names = [
+            p.qualified + ("" if p.leaf else " (partitioned)")
+            for p in lacking
+            if p.state() == state
+        ]
+        if names:
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if names[10:] else "")
+            parts.append(f"{words} {shown}")
+    return [
+        parent,
+        Check(
+            "reclaim index on every partition",
+            False,
+            "; ".join(parts) + " (run jobctl schema apply)",
+        ),
+    ]

@@ -1,0 +1,534 @@
+"""jobctl's history: its versioned migrations, the trigger on a jobs table and its modes, and a
+job's attempts and events as the history keeps them (stored, plus those derived from them).
+
+The migrations are the files ``sql/history/NNN_name.sql``, applied in order by ``schema
+apply``, each in its own transaction with the row that records it in ``jobctl.migrations``.
+A database with the unversioned history of jobctl 0.1-0.2 (``jobctl.events`` but no
+``jobctl.migrations``) starts at 0: migration 1 is that history, written idempotently.
+
+On each jobs table, one trigger ``jobctl_history`` (BEFORE UPDATE; in modes transitions and
+audit only of the UPDATEs that name the status or jobctl_action) calls that table's own
+function, ``jobctl.record_<table>_<hash>(mode, version, digest)``, for the statements its WHEN
+lets through. The function is generated from the table's mapping (its names for the lease
+design's columns and statuses: the block ``history_function_body`` of ``sql/schema.sql``); the
+digest says what it, the event and the WHEN were made from, so a changed mapping shows as out
+of date. See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import re
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from jobctl import db
+from jobctl.schema import ownership
+from jobctl.sql import queries
+from jobctl.table.mapping import TableMapping
+
+Row = dict[str, Any]
+
+TRIGGER = "jobctl_history"
+TRIGGER_VERSION = "3"  # bumped when the trigger's WHEN or arguments change
+FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table
+OLD_TRIGGERS = ("jobctl_history_insert", "jobctl_history_update")  # version 1
+MODES = ("transitions", "late", "exact", "audit")
+DEFAULT_MODE = "transitions"  # a first install's; an installed mode is kept until asked
+# columns of the jobs table the trigger keeps the live attempt's statistics in (nullable, no
+# default: added without a rewrite); jobctl_action marks jobctl's own writes and is never stored
+COLUMNS = {
+    "jobctl_action": "text",
+    "jobctl_attempt": "uuid",
+    "jobctl_heartbeats": "integer",
+    "jobctl_max_gap": "interval",
+    "jobctl_lease": "interval",
+}
+DESCRIBE = {
+    "transitions": "worker history of attempts that did not complete (no heartbeat "
+    "statistics, completions not recorded) and operator audit",
+    "late": "worker history (heartbeats counted when late) and operator audit",
+    "exact": "worker history (every heartbeat counted) and operator audit",
+    "audit": "operator audit only (no worker history)",
+}
+
+_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    text: str
+
+
+@functools.cache
+def migrations() -> tuple[Migration, ...]:
+    """Every migration file, in order."""
+    folder = resources.files("jobctl").joinpath("sql/history")
+    found = []
+    for entry in folder.iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    return tuple(sorted(found, key=lambda m: m.version))
+
+
+def latest_version() -> int:
+    return migrations()[-1].version
+
+
+def installed_version(conn: psycopg.Connection[Any]) -> int | None:
+    """The last migration applied to this database (0: none, or the unversioned history;
+    None: this role may not read jobctl.migrations, as granted before version 2)."""
+    row = conn.execute(queries.query("history_versioned")).fetchone()
+    if row is None:
+        return 0
+    if not row["readable"]:
+        return None
+    row = conn.execute(queries.query("history_version")).fetchone()
+    return int(row["v"]) if row else 0
+
+
+def migration_statement(migration: Migration, *, make_schema: bool | None = None) -> sql.Composed:
+    """The migration and the row recording it: run in one transaction. ``make_schema``: it
+    creates schema jobctl first (plainly: one made by someone else in the meantime fails the
+    step instead of being adopted); None: only the first migration does."""
+    record = queries.query(
+        "record_migration",
+        version=sql.Literal(migration.version),
+        migration=sql.Literal(migration.name),
+    )
+    if make_schema is None:
+        make_schema = migration.version == 1
+    head = [queries.query("history_schema"), sql.SQL("\n")] if make_schema else []
+    return sql.Composed(
+        [*head, queries.query("history_bootstrap"), sql.SQL("\n" + migration.text + "\n"), record]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A jobs table as the history sees it: where it is and how to name its columns and
+    statuses (``db.spelling``'s fragments). ``oid`` None: schema apply is creating it."""
+
+    ident: sql.Identifier
+    schema: str
+    name: str
+    oid: int | None
+    fragments: Mapping[str, sql.Composable]
+    mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
+
+    @classmethod
+    def of(cls, table: db.JobsTable) -> Target:
+        """A resolved table, with its recorded mapping and the types of its columns."""
+        return cls(table.ident, table.schema, table.name, table.oid, table.fragments, table.mapping)
+
+    @classmethod
+    def new(
+        cls,
+        ident: sql.Identifier,
+        schema: str,
+        name: str,
+        mapping: TableMapping | None = None,
+    ) -> Target:
+        """A table schema apply --create is making (bigint ids, text statuses)."""
+        mapping = mapping or TableMapping()
+        return cls(ident, schema, name, None, db.spelling(ident, mapping), mapping)
+
+    @property
+    def function(self) -> str:
+        """This table's history function, in schema jobctl."""
+        return function_name(self.schema, self.name)
+
+
+def function_name(schema: str, name: str) -> str:
+    """record_<table>_<8 hex of schema and table>: deterministic, unique per table, at most
+    63 bytes (the table's name is cut on a character boundary when it is long)."""
+    digest = hashlib.sha256(f"{schema}\x00{name}".encode()).hexdigest()[:8]
+    room = 63 - len(FUNCTION_PREFIX) - 1 - len(digest)
+    head = name.encode()[:room].decode("utf-8", errors="ignore")
+    return f"{FUNCTION_PREFIX}{head}_{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TableState:
+    """What of the history a jobs table has: its trigger's mode, old triggers, columns."""
+
+    mode: str | None  # transitions, late, exact, audit: the current trigger; None: not installed
+    version: str | None  # the trigger's version argument
+    enabled: bool
+    old_triggers: tuple[str, ...]  # version 1's triggers still on the table
+    missing_columns: tuple[str, ...]
+    wrong_columns: tuple[str, ...]
+    digest: str | None = None  # the trigger's third argument: what it was made from
+    function: tuple[str, str] | None = None  # the function the trigger calls: schema, name
+    function_md5: str | None = None  # md5 of that function's body as installed
+
+
+def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableState:
+    if table_oid is None:
+        return TableState(None, None, False, (), tuple(COLUMNS), ())
+    params = {"oid": table_oid}
+    triggers = conn.execute(queries.query("history_triggers"), params).fetchall()
+    columns = {
+        r["name"]: r["type"]
+        for r in conn.execute(queries.query("table_columns"), params).fetchall()
+    }
+    mode = version = digest = function_md5 = None
+    function = None
+    enabled = False
+    for t in triggers:
+        if t["name"] == TRIGGER:
+            args = [a.decode() for a in bytes(t["tgargs"]).split(b"\x00")]
+            mode = args[0] or None if args else None
+            version = args[1] if len(args) > 1 else None
+            digest = args[2] if len(args) > 2 and args[2] else None
+            enabled = bool(t["enabled"])
+            function = (t["function_schema"], t["function_name"])
+            function_md5 = t["function_md5"]
+    return TableState(
+        mode,
+        version,
+        enabled,
+        tuple(t["name"] for t in triggers if t["name"] in OLD_TRIGGERS),
+        tuple(c for c in COLUMNS if c not in columns),
+        tuple(c for c, t in COLUMNS.items() if c in columns and columns[c] != t),
+        digest,
+        function,
+        function_md5,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Wanted:
+    """The history function and trigger a table should have, for one mode."""
+
+    function: str  # its name in schema jobctl
+    body: str  # the function's body, as the database will keep it (pg_proc.prosrc)
+    event: str  # what the trigger fires on: UPDATE, or UPDATE OF some columns
+    when: str  # the trigger's WHEN, as text
+    digest: str  # of the body, the event and the WHEN: the trigger's third argument
+
+    @property
+    def body_md5(self) -> str:
+        return hashlib.md5(self.body.encode()).hexdigest()
+
+
+def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
+    """The function and trigger ``target`` should have in ``mode``, spelled in its names."""
+    fragments = dict(target.fragments)
+    # the table's name as the history records it (a partition's trigger records its table's)
+    named = conn.execute(
+        queries.query("qualified_name"), {"schema": target.schema, "name": target.name}
+    ).fetchone()
+    assert named is not None
+    fragments["job_table"] = sql.Literal(named["qualified"])
+    body = queries.query("history_function_body", **fragments).as_string(conn)
+    event = queries.query(f"history_on_{mode}", **fragments).as_string(conn)
+    when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
+    made_of = f"{TRIGGER_VERSION}\x00{body}\x00{event}\x00{when}"
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
+    return Wanted(target.function, body, event, when, digest)
+
+
+def stale(state: TableState, want: Wanted, mode: str) -> list[str]:
+    """What is not as ``want``: empty when the installed trigger and function are current."""
+    if state.mode is None:
+        return ["trigger missing"]
+    problems = []
+    if state.mode != mode:
+        problems.append(f"trigger in mode {state.mode}")
+    if not state.enabled:
+        problems.append("trigger disabled")
+    if state.version != TRIGGER_VERSION:
+        problems.append(f"trigger version {state.version}, want {TRIGGER_VERSION}")
+    elif state.function != ("jobctl", want.function):
+        problems.append("trigger calls " + ".".join(state.function or ("?",)))
+    elif state.digest != want.digest or state.function_md5 != want.body_md5:
+        problems.append(
+            f"function jobctl.{want.function} out of date (made for another mapping, column "
+            "types or jobctl version)"
+        )
+    if state.old_triggers:
+        problems.append("version 1 triggers: " + ", ".join(state.old_triggers))
+    return problems
+
+
+def plan(
+    conn: psycopg.Connection[Any],
+    target: Target,
+    mode: str | None,
+) -> list[tuple[str, sql.Composed]]:
+    """The history's steps for one jobs table: the migrations not yet applied, the columns
+    missing, and the table's function and trigger if they are not the ones wanted (another
+    mode, an older version, a function made for another mapping). ``mode`` None keeps the
+    installed mode (``transitions`` on a first install, ``late`` over version 1's triggers)."""
+    steps: list[tuple[str, sql.Composed]] = []
+    current = installed_version(conn) or 0
+    make_schema = not ownership.owned(conn)  # no schema jobctl yet: the first step makes it
+    for m in migrations():
+        if m.version > current:
+            steps.append((migration_what(conn, m), migration_statement(m, make_schema=make_schema)))
+            make_schema = False
+    state = table_state(conn, target.oid)
+    # version 1 recorded every attempt: its tables upgrade to the mode that still records
+    # completed attempts; an installed mode is kept; a first install gets the default
+    chosen = mode or state.mode or ("late" if state.old_triggers else DEFAULT_MODE)
+    if state.missing_columns:
+        steps.append(
+            (
+                "add the history columns (nullable, no default: no rewrite)",
+                queries.query(
+                    "add_columns",
+                    target.ident,
+                    columns=sql.SQL(", ").join(
+                        queries.query(
+                            "add_column", column=sql.Identifier(c), type=sql.SQL(COLUMNS[c])
+                        )
+                        for c in state.missing_columns
+                    ),
+                ),
+            )
+        )
+    want = wanted(conn, target, chosen)
+    if stale(state, want, chosen):
+        steps.append(
+            (
+                f"install the history trigger and its function jobctl.{want.function} "
+                f"({DESCRIBE[chosen]})",
+                install_sql(target, chosen, want),
+            )
+        )
+    return steps
+
+
+def migration_what(conn: psycopg.Connection[Any], migration: Migration) -> str:
+    """How schema apply names a migration; 004 says how many rows it rewrites."""
+    what = f"history migration {migration.version:03d} ({migration.name})"
+    if migration.version == 4:
+        row = conn.execute(queries.query("history_rows_estimate")).fetchone()
+        rows = int(row["rows"]) if row and row["rows"] is not None else 0
+        if rows:
+            what += (
+                f": rewrites about {rows:,} history rows, during which the workers' "
+                "completions wait (see docs/history.md)"
+            )
+    return what
+
+
+def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
+    """The table's function (created or replaced), then its trigger, replacing version 1's
+    triggers and the trigger of any other mode or version (which called the shared
+    jobctl.record_change())."""
+    function = sql.Identifier("jobctl", want.function)
+    drops = [
+        part
+        for name in OLD_TRIGGERS
+        for part in (
+            queries.query("drop_trigger", target.ident, trigger=sql.Identifier(name)),
+            sql.SQL(";\n"),
+        )
+    ]
+    create_function = queries.query(
+        "history_function",
+        function=function,
+        body=sql.Literal(want.body),
+        comment=sql.Literal(
+            f"jobctl's history of {target.schema}.{target.name} (mapping: "
+            f"{'; '.join(target.mapping.describe())}); generated by jobctl schema apply, "
+            "do not edit"
+        ),
+    )
+    create_trigger = queries.query(
+        "history_trigger",
+        target.ident,
+        trigger=sql.Identifier(TRIGGER),
+        event=sql.SQL(want.event),
+        when=sql.SQL(want.when),
+        function=function,
+        mode=sql.Literal(mode),
+        version=sql.Literal(TRIGGER_VERSION),
+        digest=sql.Literal(want.digest),
+    )
+    return sql.Composed([*drops, create_function, sql.SQL(";\n"), create_trigger])
+
+
+# ---------------------------------------------------------------- reading
+def _between(start: Any, end: Any) -> dt.timedelta | None:
+    """end - start; None where there is no answer: a time that is none (NULL), or not one
+    Python holds (infinity, a year past 9999: its text), or a time without a time zone
+    against one with (a reserved_at of type timestamp)."""
+    if not isinstance(start, dt.datetime) or not isinstance(end, dt.datetime):
+        return None
+    if (start.tzinfo is None) != (end.tzinfo is None):
+        return None
+    return end - start
+
+
+def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None) -> Row | None:
+    """The attempt running now, from the jobs row with the design's column names (None when
+    the job is not processing: the table's own value for it, per ``mapping``)."""
+    processing = (mapping or TableMapping()).status("processing")
+    if job.get("status") != processing or job.get("attempt_token") is None:
+        return None
+    mine = job.get("jobctl_attempt") == job["attempt_token"]
+    counted = (job.get("jobctl_heartbeats") or 0) if mine else 0
+    lease = job.get("jobctl_lease") if mine else None
+    if lease is None and job.get("lease_expires_at") is not None:
+        start = job.get("heartbeat_at") or job.get("reserved_at")
+        lease = _between(start, job["lease_expires_at"])
+    gap = job.get("jobctl_max_gap") if mine else None
+    return _attempt(
+        {
+            "attempt": job.get("attempts"),
+            "attempt_token": job["attempt_token"],
+            "worker": job.get("reserved_by"),
+            "claimed_at": job.get("reserved_at"),
+            "heartbeats": counted,
+            "last_heartbeat_at": job.get("heartbeat_at"),
+            "max_heartbeat_gap_s": gap.total_seconds() if gap is not None else None,
+            "ended_at": None,
+            "outcome": None,
+            "lease_s": lease.total_seconds() if lease is not None else None,
+            "lease_expires_at": job.get("lease_expires_at"),
+            "heartbeat_stats": mode if mode in ("exact", "late", "transitions") else "none",
+        }
+    )
+
+
+def _attempt(row: Row) -> Row:
+    """An attempt as history shows it: ``heartbeats`` is a count only when every heartbeat
+    was counted; in ``late`` mode ``late_heartbeats`` counts those after half the lease."""
+    stats = row.get("heartbeat_stats") or "exact"  # version 1 counted every heartbeat
+    counted = row.get("heartbeats")
+    return row | {
+        "heartbeat_stats": stats,
+        "heartbeats": counted if stats == "exact" else None,
+        "late_heartbeats": counted if stats == "late" else None,
+    }
+
+
+def unrecorded_completion(
+    job: Row, attempts: list[Row], stored: list[Row], done: str
+) -> Row | None:
+    """A completion the history did not record, told from the jobs row: for a job whose row
+    says it is done (``done``: the table's value) and whose history holds neither a completed
+    attempt numbered like the row's last nor a stored event that took it to done, that
+    attempt as the row still tells it (when it finished; not who ran it, its token or its
+    heartbeats, which the lease design's completion clears).
+
+    Whatever the mode now: the default mode (``transitions``) records no completion, and a
+    job completed under it keeps its completion after a switch to ``late`` or ``exact``
+    (which record completions from then on) - a mode switch does not rewrite the past."""
+    if job.get("status") != done:
+        return None
+    number, ended = job.get("attempts"), job.get("finished_at") or job.get("updated_at")
+    recorded = any(a["outcome"] == "completed" and a["attempt"] == number for a in attempts)
+    moved = any(e.get("to_status") == done for e in stored)
+    # (an updated_at kept in epoch milliseconds says no time here)
+    if not isinstance(ended, dt.datetime) or recorded or moved:
+        return None
+    return _attempt(
+        {
+            "attempt": number,
+            "attempt_token": None,
+            "worker": None,
+            "claimed_at": None,
+            "heartbeats": None,
+            "last_heartbeat_at": None,
+            "max_heartbeat_gap_s": None,
+            "ended_at": ended,
+            "outcome": "completed",
+            "lease_s": None,
+            "lease_expires_at": None,
+            "heartbeat_stats": "transitions",
+            "ended_by": None,
+        }
+    )
+
+
+def merge(stored_attempts: list[Row], live: Row | None) -> list[Row]:
+    """Ended attempts (one row each) and the live one. An attempt begun under version 1 has
+    an open row from then, which its ending row (or the live one) continues."""
+    attempts: list[Row] = []
+    for row in [*map(_attempt, stored_attempts), *([live] if live else [])]:
+        earlier = next(
+            (
+                i
+                for i, a in enumerate(attempts)
+                if a["attempt_token"] == row["attempt_token"] and a["ended_at"] is None
+            ),
+            None,
+        )
+        if earlier is None:
+            attempts.append(row)
+        else:
+            attempts[earlier] = _continued(attempts[earlier], row)
+    return attempts
+
+
+def _continued(opened: Row, later: Row) -> Row:
+    """Version 1's open row of an attempt and what came after it (its end, or the live row):
+    version 1 counted every heartbeat; the sum stays exact only in 'exact' mode."""
+    gaps = [g for g in (opened["max_heartbeat_gap_s"], later["max_heartbeat_gap_s"]) if g]
+    exact = later["heartbeat_stats"] == "exact"
+    return later | {
+        "claimed_at": opened["claimed_at"] or later["claimed_at"],
+        "heartbeats": (opened["heartbeats"] or 0) + (later["heartbeats"] or 0) if exact else None,
+        "max_heartbeat_gap_s": max(gaps) if gaps else None,
+        "lease_s": later["lease_s"] if later["lease_s"] is not None else opened["lease_s"],
+    }
+
+
+def events(
+    stored: list[Row], attempts: list[Row], limit: int, mapping: TableMapping | None = None
+) -> list[Row]:
+    """The stored events with the claims and completions derived from the attempts (each
+    once: version 1 stored them as events), oldest first, the latest ``limit``. Statuses are
+    the table's own values, as the trigger stores them (``mapping``: the table's names)."""
+    mapping = mapping or TableMapping()
+    processing, done = mapping.status("processing"), mapping.status("done")
+    have = {(e["event"], e["attempt_token"]) for e in stored}
+    derived = []
+    for a in attempts:
+        if ("claimed", a["attempt_token"]) not in have and a["claimed_at"] is not None:
+            derived.append(_derived(a, "claimed", a["claimed_at"], None, processing, None))
+        if a["outcome"] == "completed" and ("completed", a["attempt_token"]) not in have:
+            derived.append(
+                _derived(a, "completed", a["ended_at"], processing, done, a.get("ended_by"))
+            )
+    order = {"claimed": 0}
+    merged = sorted(
+        [*stored, *derived],
+        key=lambda e: (e["at"], order.get(e["event"], 1), e.get("event_id") or 0),
+    )
+    for e in merged:
+        e.pop("event_id", None)
+    return merged[-limit:] if limit else merged
+
+
+def _derived(
+    attempt: Row, kind: str, at: Any, from_status: str | None, to_status: str, actor: str | None
+) -> Row:
+    return {
+        "at": at,
+        "event": kind,
+        "from_status": from_status,
+        "to_status": to_status,
+        "attempt": attempt["attempt"],
+        "attempt_token": attempt["attempt_token"],
+        "worker": attempt["worker"],
+        "actor": actor,
+        "reason": None,
+        "db_role": actor,  # the role that ended the attempt; a claim is not seen by the trigger
+        "claimed": None,
+        "event_id": None,
+    }

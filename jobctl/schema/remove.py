@@ -1,0 +1,401 @@
+"""schema remove: the way back out of what ``schema apply`` installed on a jobs table.
+
+In three layers, each on request, in this order:
+
+1. the history trigger and the table's own function (always): the workers' statements stop
+   paying for the history at once; the lease columns stay, so reclaim, stuck and the manual
+   writes still work;
+2. ``history``: the table's rows of jobctl's history, and schema ``jobctl`` itself once no
+   other table is in it (another table's trigger, mapping or history keeps it, said so);
+3. ``columns``: the lease columns (under the design's names: a lease column mapped to a
+   column of the table's own is kept), the ``jobctl_*`` columns, jobctl's checks and reclaim
+   index (an index on a dropped column goes with it), and the recorded names. Refused while
+   any row is processing with a live lease: its worker writes those columns.
+
+The steps are ``schema_steps.Step``s, run by ``schema_steps.apply`` with the same discipline
+as apply: each locking step in short tries until the deadline, the blocker named;
+``schema_steps.render_sql`` prints them. A plan with no step: nothing is left to remove.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from jobctl import db, errors
+from jobctl.db import locks
+from jobctl.render import safe_text
+from jobctl.schema import apply as schema
+from jobctl.schema import check as schema_check
+from jobctl.schema import history, reclaim_index, shape
+from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
+
+SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
+
+
+@dataclasses.dataclass(frozen=True)
+class Removal:
+    """What ``schema remove`` would do to one table: its steps (none: nothing left) and what
+    it keeps, each with how to remove it too."""
+
+    table: str  # format('%I.%I')
+    steps: list[schema_steps.Step]
+    kept: list[str]
+    events: int = 0  # the table's rows of the history, deleted by the steps
+    attempts: int = 0
+
+    @property
+    def question(self) -> str:
+        return f"Remove from {_shown(self.table)}: " + "; ".join(s.what for s in self.steps) + "?"
+
+
+@dataclasses.dataclass(frozen=True)
+class _History:
+    """Schema jobctl as it concerns one table."""
+
+    schema: bool
+    events: int
+    attempts: int
+    mapped: bool  # a row in jobctl.tables
+    others: tuple[str, ...]  # other tables in it (a trigger, a mapping or history rows)
+    foreign: tuple[str, ...]  # objects in it jobctl did not make
+
+
+def plan(
+    conn: psycopg.Connection[Any], table_name: str, *, history_too: bool, columns: bool
+) -> Removal:
+    """The steps that take jobctl off ``table_name`` (see the module's docstring)."""
+    table = db.resolve_table(conn, table_name)
+    where = _shown(table.qualified)
+    steps: list[schema_steps.Step] = []
+    kept: list[str] = []
+    found = _history(conn, table)
+
+    # 1. the trigger and the table's function
+    state = history.table_state(conn, table.oid)
+    triggers = [t for t in (history.TRIGGER, *history.OLD_TRIGGERS) if _has_trigger(state, t)]
+    functions = {history.function_name(table.schema, table.name)}
+    if (
+        state.function
+        and state.function[0] == "jobctl"
+        and state.function[1] not in SHARED_FUNCTIONS
+    ):
+        functions.add(state.function[1])  # (made under the table's former name)
+    present = sorted(_present_functions(conn, functions)) if found.schema else []
+    if triggers or present:
+        statements = [
+            queries.query("remove_trigger", table.ident, trigger=sql.Identifier(t))
+            for t in triggers
+        ] + [
+            queries.query("remove_function", function=sql.Identifier("jobctl", f)) for f in present
+        ]
+        what = "drop the history trigger" if triggers else "drop the history function"
+        if present:
+            what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
+        steps.append(schema_steps.Step(what, _joined(statements), locks=table.qualified))
+
+    # 3 is planned before 2 (it decides whether the recorded names are still needed), and
+    # runs before schema jobctl, which holds them, is dropped
+    column_step, column_kept = _columns_step(conn, table, found) if columns else (None, [])
+
+    # 2. the history: this table's rows, or schema jobctl when no other table is in it
+    mapping_needed = found.mapped and not columns
+    keep_schema = bool(found.others or found.foreign or mapping_needed)
+    if history_too and found.schema and keep_schema:
+        if found.events or found.attempts:
+            steps.append(
+                schema_steps.Step(
+                    f"delete the history of {where} ({_counts(found)})",
+                    queries.query("remove_history_rows", job_table=sql.Literal(table.qualified)),
+                )
+            )
+        kept.append(_schema_kept(found, mapping_needed, where))
+    elif found.schema and (found.events or found.attempts) and not history_too:
+        kept.append(
+            f"kept: the history of {where} ({_counts(found)}) in schema jobctl; "
+            "jobctl schema remove --history deletes it"
+        )
+    if column_step is not None:
+        steps.append(column_step)
+    if history_too and found.schema and not keep_schema:
+        drops = [
+            queries.query("remove_function", function=sql.Identifier("jobctl", f))
+            for f in _history_functions(conn)
+            if f not in present
+        ]
+        steps.append(
+            schema_steps.Step(
+                f"drop schema jobctl: the history of {where} ({_counts(found)}), its record "
+                "of migrations and of the tables' names",
+                queries.query(
+                    "remove_history_schema",
+                    functions=sql.Composed([sql.Composed([d, sql.SQL(";\n")]) for d in drops]),
+                ),
+                locks=table.qualified,
+            )
+        )
+    kept += column_kept
+    if not columns and _lease_columns(conn, table):
+        kept.append(
+            f"kept: the lease columns of {where}, their checks and the reclaim index (the "
+            "workers write them; jobctl's stuck, reclaim, requeue and fail still work); "
+            "jobctl schema remove --columns drops them once no worker uses them"
+        )
+    return Removal(table.qualified, steps, kept, found.events, found.attempts)
+
+
+def apply(
+    conn: psycopg.Connection[Any],
+    settings: db.Settings,
+    removal: Removal,
+    **options: Any,
+) -> list[str]:
+    """Run the removal's steps as schema apply runs its own (``options``: its deadline,
+    backoff, on_wait, on_done)."""
+    try:
+        return schema_steps.apply(conn, settings, removal.steps, **options)
+    except locks.DeadlineExceeded as exc:  # its advice is apply's: the same holds for remove
+        advice = exc.message.replace("jobctl schema apply", "jobctl schema remove")
+        raise locks.DeadlineExceeded(
+            advice.replace(" (jobctl schema check shows what is missing)", ""), exc.wait
+        ) from None
+
+
+def render_sql(conn: psycopg.Connection[Any], removal: Removal) -> str:
+    """The removal as a script for psql (see schema_steps.render_sql), its advice remove's."""
+    script = schema_steps.render_sql(conn, removal.steps)
+    return script.replace("(jobctl schema apply does this", "(jobctl schema remove does this")
+
+
+def installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
+    """What of jobctl's is on the table: its trigger, the lease and jobctl_* columns, its
+    checks and reclaim index (empty: nothing, jobctl is not installed there)."""
+    parts = []
+    state = history.table_state(conn, table.oid)
+    if state.mode is not None or state.old_triggers:
+        parts.append("the history trigger")
+    if _lease_columns(conn, table):
+        parts.append("lease columns")
+    if len(state.missing_columns) < len(history.COLUMNS):
+        parts.append("jobctl_* columns")
+    if _checks(conn, table):
+        parts.append("checks")
+    if _our_index(conn, table):
+        parts.append("the reclaim index")
+    return parts
+
+
+def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema_check.Check | None:
+    """schema check's row when nothing of jobctl's is on the table (None when something is):
+    after jobctl schema remove --columns, or before any apply."""
+    if installed(conn, table):
+        return None
+    found = _history(conn, table)
+    if not found.schema:
+        where = "schema jobctl is not in this database"
+    elif found.events or found.attempts:
+        where = f"schema jobctl still holds its history ({_counts(found)})"
+    elif found.others:
+        where = "schema jobctl holds other tables' history"
+    else:
+        where = "schema jobctl is still there"
+    return schema_check.Check(
+        "jobctl installed",
+        False,
+        f"nothing of jobctl's on {table.qualified}; {where} (jobctl schema apply installs it)",
+    )
+
+
+# ---------------------------------------------------------------- the columns
+def _columns_step(
+    conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
+) -> tuple[schema_steps.Step | None, list[str]]:
+    """The step that drops what jobctl added to the table's columns, and what it keeps."""
+    where = _shown(table.qualified)
+    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    kept = [
+        f"kept: {_shown(table.mapping.column(c))}, the table's own column for the lease "
+        f"design's {c} (--column {c}=...)"
+        for c in schema.LEASE_COLUMNS
+        if table.mapping.column(c) != c and table.mapping.column(c) in columns
+    ]
+    lease = _lease_columns(conn, table)
+    drop_columns = lease + [c for c in history.COLUMNS if c in columns]
+    checks = _checks(conn, table)
+    index = _our_index(conn, table)
+    if not (drop_columns or checks or index or (found.schema and found.mapped)):
+        return None, kept
+    expired = 0
+    if table.mapping.column("lease_expires_at") in columns:
+        leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
+        live, expired = leases["n"], leases["expired"]
+        if live:
+            raise errors.Refused(
+                f"{where}: {live} row(s) processing with a live lease: their workers write the "
+                "lease columns; stop them (or let the leases run out, then reclaim) before "
+                "jobctl schema remove --columns; nothing done"
+            )
+    statements: list[sql.Composable] = []
+    if drop_columns or checks or index:
+        statements.append(queries.query("remove_lock_table", table.ident))
+    if table.mapping.column("lease_expires_at") in columns:
+        statements.append(_guard(table))
+    if index:
+        statements.append(queries.query("drop_index", index=sql.Identifier(table.schema, index)))
+    if drop_columns or checks:
+        drops = [
+            queries.query("remove_drop_constraint", constraint=sql.Identifier(c)) for c in checks
+        ] + [queries.query("remove_drop_column", column=sql.Identifier(c)) for c in drop_columns]
+        statements.append(
+            queries.query("remove_columns", table.ident, drops=sql.SQL(",\n    ").join(drops))
+        )
+    parts = []
+    if drop_columns:
+        parts.append("columns " + ", ".join(_shown(c) for c in drop_columns))
+    if checks:
+        parts.append(("checks " if len(checks) > 1 else "check ") + ", ".join(map(_shown, checks)))
+    indexes = {
+        r["name"]
+        for r in conn.execute(
+            queries.query("remove_column_indexes"), {"oid": table.oid, "names": drop_columns}
+        )
+    } | ({index} if index else set())
+    if indexes:
+        parts.append(
+            ("indexes " if len(indexes) > 1 else "index ")
+            + ", ".join(_shown(i) for i in sorted(indexes))
+        )
+    if found.schema and found.mapped:
+        statements.append(
+            queries.query("remove_mapping_row", job_table=sql.Literal(table.qualified))
+        )
+        parts.append("the recorded names")
+    what = f"drop from {where} the " + "; the ".join(parts)
+    if expired:
+        what += (
+            f" ({expired} row(s) still processing with an expired lease or none stay so, "
+            "with no lease to expire: jobctl reclaim --commit first to requeue them)"
+        )
+    return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept
+
+
+def _guard(table: db.JobsTable) -> sql.Composed:
+    """The live-lease refusal as a DO block, its dollar quote one that its body lacks."""
+    body = queries.query("remove_live_lease_guard", **table.fragments, tag=sql.SQL("")).as_string(
+        None
+    )
+    tag, n = "$jobctl$", 0
+    while tag in body:
+        n += 1
+        tag = f"$jobctl{n}$"
+    return queries.query("remove_live_lease_guard", **table.fragments, tag=sql.SQL(tag))
+
+
+def _lease_columns(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
+    """The lease columns the table has under the design's own names (those jobctl adds)."""
+    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    return [c for c in schema.LEASE_COLUMNS if table.mapping.column(c) == c and c in columns]
+
+
+def _checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
+    """jobctl's check constraints on the table (named as schema apply names them)."""
+    names = {r["conname"] for r in shape.catalog_rows(conn, "table_constraints", table.oid)}
+    return [n for s in schema.CHECKS if (n := f"{table.name}_{s}"[:63]) in names]
+
+
+def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """jobctl's reclaim index on the table (the partitioned table's own, on one), by name."""
+    ours = reclaim_index.index_name(table.name, "_processing_timeout")
+    names = {r["relname"] for r in shape.catalog_rows(conn, "reclaim_index_candidates", table.oid)}
+    return ours if ours in names else None
+
+
+# ---------------------------------------------------------------- the history
+def _history(conn: psycopg.Connection[Any], table: db.JobsTable) -> _History:
+    present = shape.one_row(conn, queries.query("remove_history_relations"))
+    if not present["has_schema"]:
+        return _History(False, 0, 0, False, (), ())
+    params = {"job_table": table.qualified, "oid": table.oid}
+    events = attempts = 0
+    others: set[str] = set()
+    if present["has_events"]:
+        events = shape.one_row(conn, queries.query("remove_count_events"), params)["n"]
+        others |= {
+            r["job_table"] for r in conn.execute(queries.query("remove_others_in_events"), params)
+        }
+    if present["has_attempts"]:
+        attempts = shape.one_row(conn, queries.query("remove_count_attempts"), params)["n"]
+        others |= {
+            r["job_table"] for r in conn.execute(queries.query("remove_others_in_attempts"), params)
+        }
+    mapped = False
+    if present["has_tables"]:
+        mapped = shape.one_row(conn, queries.query("remove_has_mapping"), params)["e"]
+        others |= {
+            r["job_table"] for r in conn.execute(queries.query("remove_others_mapped"), params)
+        }
+    others |= {
+        r["job_table"] for r in conn.execute(queries.query("remove_others_triggered"), params)
+    }
+    foreign = tuple(r["name"] for r in conn.execute(queries.query("remove_foreign_objects"), {}))
+    return _History(True, events, attempts, mapped, tuple(sorted(others)), foreign)
+
+
+def _schema_kept(found: _History, mapping_needed: bool, where: str) -> str:
+    reasons = []
+    if found.others:
+        shown = ", ".join(_shown(o) for o in found.others[:5])
+        more = f" and {len(found.others) - 5} more" if found.others[5:] else ""
+        reasons.append(
+            f"it serves other tables too ({shown}{more}: run jobctl --table T schema remove "
+            "--history on each)"
+        )
+    if found.foreign:
+        reasons.append(
+            "it holds objects jobctl did not make ("
+            + ", ".join(map(_shown, found.foreign[:5]))
+            + ")"
+        )
+    if mapping_needed:
+        reasons.append(
+            f"it holds the names recorded for {where}, which jobctl and the workers read while "
+            "its lease columns are there (--columns drops them)"
+        )
+    return "kept: schema jobctl: " + "; ".join(reasons)
+
+
+def _counts(found: _History) -> str:
+    return (
+        f"{found.events:,} event{'s' * (found.events != 1)}, "
+        f"{found.attempts:,} attempt{'s' * (found.attempts != 1)}"
+    )
+
+
+def _history_functions(conn: psycopg.Connection[Any]) -> list[str]:
+    return [r["name"] for r in conn.execute(queries.query("remove_history_functions"), {})]
+
+
+def _present_functions(conn: psycopg.Connection[Any], names: set[str]) -> set[str]:
+    rows = conn.execute(queries.query("remove_functions_present"), {"names": sorted(names)})
+    return {r["name"] for r in rows}
+
+
+def _has_trigger(state: history.TableState, name: str) -> bool:
+    return (name == history.TRIGGER and state.mode is not None) or name in state.old_triggers
+
+
+# ---------------------------------------------------------------- helpers
+def _joined(statements: Sequence[sql.Composable]) -> sql.Composed:
+    """Statements run in one transaction (one step)."""
+    return sql.Composed([sql.SQL(";\n").join(statements)])
+
+
+def _shown(text: str) -> str:
+    """A name from the catalog as it may appear in a message or a script's comment: no
+    control character (a newline would end the comment) but as a visible escape."""
+    return safe_text.visible(text)

@@ -1,0 +1,219 @@
+"""The shape of the user's jobs table, read from the catalog: its id and status types, its
+partitions, and whether jobctl can serve it at all (the lease design is a retrofit onto the
+table the application already has; that table is the real input).
+
+Example::
+
+    shape = inspect(conn, "work.jobs")
+    refusal(shape, mapping) is None   # else the one line that says why jobctl cannot serve it
+    rejected_statuses(conn, shape, mapping) == []   # every status jobctl writes is accepted
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from jobctl import db, errors
+from jobctl.sql import queries
+from jobctl.table import libraries
+from jobctl.table.mapping import TableMapping
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # as the database prints it: uuid, bigint, job_status, character varying(20)
+    kind: str  # base, enum, domain, domain over enum
+    base_type_oid: int  # the enum or base type under a domain
+    not_null: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TableShape:
+    """What jobctl needs to know of a table to speak to it in its own terms."""
+
+    schema: str
+    name: str
+    oid: int
+    qualified: str  # format('%I.%I'), as the history records it
+    columns: dict[str, Column]
+    primary_key: tuple[str, ...]
+    partition_strategy: str | None  # list, range, hash; None: not partitioned
+    partition_key: tuple[str, ...]
+    partitions: tuple[str, ...]  # leaf partitions, as regclass text
+    library: libraries.Match | None = None  # a queue library's own table (jobctl.libraries)
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partition_strategy is not None
+
+    def column(self, mapping: TableMapping, design: str) -> Column | None:
+        """The table's column playing the design's ``design``, if it has one."""
+        return self.columns.get(mapping.column(design))
+
+    def partitioned_by(self, mapping: TableMapping, design: str) -> bool:
+        """Does a change of the design's column ``design`` move the row to another partition?"""
+        return mapping.column(design) in self.partition_key
+
+
+def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
+    """The table named ``name`` (schema-qualified allowed), read from the catalog."""
+    found = db.identify(conn, name)
+    if found is None:
+        raise db.table_not_found(conn, name)
+    if found["relkind"] not in ("r", "p"):
+        raise errors.Refused(
+            f"{found['qualified']} is not a table (a view or similar): nothing done"
+        )
+    oid = found["oid"]
+    columns = {
+        row["name"]: Column(
+            row["name"], row["type"], row["kind"], row["base_type_oid"], row["not_null"]
+        )
+        for row in conn.execute(queries.query("table_columns"), {"oid": oid})
+    }
+    layout = conn.execute(queries.query("table_layout"), {"oid": oid}).fetchone()
+    assert layout is not None
+    return TableShape(
+        schema=found["nspname"],
+        name=found["relname"],
+        oid=oid,
+        qualified=found["qualified"],
+        columns=columns,
+        primary_key=tuple(layout["primary_key"] or ()),
+        partition_strategy=layout["partition_strategy"],
+        partition_key=tuple(layout["partition_key"] or ()),
+        partitions=tuple(layout["partitions"] or ()),
+        library=libraries.recognise(describe(conn, oid, found["relname"])),
+    )
+
+
+def describe(conn: psycopg.Connection[Any], oid: int, name: str) -> libraries.TableDescription:
+    """What the catalog says of the table ``name`` and its schema, to recognise a queue
+    library."""
+    columns, labels, enum_types = {}, {}, {}
+    for row in conn.execute(queries.query("library_columns"), {"oid": oid}):
+        columns[row["name"]] = "enum" if row["is_enum"] else libraries.normal_type(row["type"])
+        if row["is_enum"]:
+            labels[row["name"]] = tuple(row["labels"] or ())
+            enum_types[row["name"]] = row["type_name"]
+    neighbours = conn.execute(queries.query("library_neighbours"), {"oid": oid}).fetchall()
+    return libraries.TableDescription(
+        columns,
+        labels,
+        tuple(frozenset(row["columns"]) for row in neighbours),
+        name=name,
+        neighbour_names=frozenset(row["name"] for row in neighbours),
+        enum_types=enum_types,
+    )
+
+
+def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
+    """Why jobctl cannot serve this table (one line, before anything changes), or None."""
+    if shape.library is not None:
+        return shape.library.refusal(shape.qualified)
+    status = mapping.column("status")
+    if status not in shape.columns:
+        return (
+            f"{shape.qualified} has no status column {status!r}: name the table's own with "
+            "--column status=ACTUAL (a table without one, lock- or timestamp-only, or one table "
+            "per state, is never served); nothing done"
+        )
+    identifier = mapping.column("id")
+    if identifier not in shape.columns:
+        return f"{shape.qualified} has no id column {identifier!r}; nothing done"
+    if shape.primary_key and identifier not in shape.primary_key:
+        return (
+            f"{shape.qualified}: {identifier!r} is not part of its primary key "
+            f"({', '.join(shape.primary_key)}): jobctl needs it to name one job; nothing done"
+        )
+    return None
+
+
+def rejected_statuses(
+    conn: psycopg.Connection[Any], shape: TableShape, mapping: TableMapping
+) -> list[tuple[str, str]]:
+    """Status values jobctl may write that the column would refuse: (value, why).
+
+    The column's type (enum labels, a domain's checks, a varchar's length) is asked by casting
+    each value inside a savepoint; the table's CHECK constraints on the column are evaluated
+    on a row holding only that value (a check that needs other columns is not judged here).
+    On a table partitioned by status, each value must have a partition to go to: the planner
+    is asked which partitions a row of that status could be in (none: refused).
+    """
+    import psycopg
+    from psycopg import sql
+
+    status = shape.columns[mapping.column("status")]
+    checks = conn.execute(
+        queries.query("status_checks"), {"oid": shape.oid, "column": status.name}
+    ).fetchall()
+    rejected: list[tuple[str, str]] = []
+    for value in mapping.written_statuses():
+        try:
+            with conn.transaction():
+                conn.execute(
+                    queries.query("cast_probe", type=sql.SQL(status.type)), {"value": value}
+                )
+        except (psycopg.DataError, psycopg.IntegrityError) as exc:
+            rejected.append((value, f"{status.type} refuses it: {str(exc).splitlines()[0]}"))
+            continue
+        for check in checks:
+            probe = queries.query(
+                "check_probe",
+                expression=sql.SQL(check["expression"].replace("%", "%%")),
+                type=sql.SQL(status.type),
+                column=sql.Identifier(status.name),
+            )
+            try:
+                with conn.transaction():
+                    row = conn.execute(probe, {"value": value}).fetchone()
+            except Exception:
+                continue  # the check needs other columns: not judged here
+            if row is not None and not row["ok"]:
+                rejected.append((value, f"CHECK constraint {check['name']} refuses it"))
+        if shape.partitioned_by(mapping, "status") and not _has_partition(
+            conn, shape, status, value
+        ):
+            rejected.append((value, "no partition of the table holds this status"))
+    return rejected
+
+
+def _has_partition(
+    conn: psycopg.Connection[Any], shape: TableShape, status: Column, value: str
+) -> bool:
+    """Could a row of status ``value`` be stored: does any partition survive pruning?"""
+    import json
+
+    from psycopg import sql
+
+    plan = conn.execute(
+        queries.query(
+            "partition_probe",
+            sql.Identifier(shape.schema, shape.name),
+            column=sql.Identifier(status.name),
+            value=sql.Literal(value),
+            type=sql.SQL(status.type),
+        )
+    ).fetchone()
+    return '"Relation Name"' in json.dumps(plan, default=str)
+
+
+def one_row(
+    conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The one row a statement always returns (an aggregate, EXISTS)."""
+    row: dict[str, Any] | None = conn.execute(statement, params).fetchone()
+    if row is None:
+        raise AssertionError("the statement returned no row")
+    return row
+
+
+def catalog_rows(conn: psycopg.Connection[Any], name: str, oid: int) -> list[dict[str, Any]]:
+    """A catalog statement about the table ``oid``: its rows."""
+    return conn.execute(queries.query(name), {"oid": oid}).fetchall()

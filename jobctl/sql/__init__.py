@@ -1,0 +1,1 @@
+"""jobctl's SQL: the named statements of the .sql files beside this package, loaded once."""

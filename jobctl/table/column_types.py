@@ -1,0 +1,279 @@
+"""The types of the table's columns that the lease design reads or writes: which ones jobctl
+serves and how (the SQL that reads each as text and writes into it), and the one line that
+refuses the others before ``schema apply`` changes anything.
+
+The id and the status are judged elsewhere (any id type whose values have a text form: ids
+travel as text and are cast by the database; status values are probed against the column,
+``shape.rejected_statuses``). Every other column of the design falls in a family here::
+
+    t = ColumnType("last_error", "pg_catalog", "jsonb", "jsonb", "b")
+    t.family == "json"
+    refusal("public.jobs", TableMapping(), {"last_error": t}) is None
+    fragments({"last_error": t})["reason_value"]   # to_jsonb(%(reason)s::text): a JSON string
+
+What jobctl writes into a jsonb/json ``last_error`` is a JSON string (``to_jsonb(text)``), and
+it reads any JSON value back as text (``#>> '{}'``: a string without its quotes, an object as
+its JSON), so the history trigger never mixes text and jsonb. A worker id that is a uuid or
+an integer is compared as text in the operator's filters and cast from text in the worker
+API's statements. See docs/your-table.md, "Supported column types".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from jobctl.table.mapping import COLUMNS, TableMapping
+
+if TYPE_CHECKING:
+    from psycopg import sql
+
+# (type schema, typname) of the built-in types jobctl knows -> its family
+FAMILIES = {
+    "text": "string",
+    "varchar": "string",
+    "uuid": "uuid",
+    "int2": "integer",
+    "int4": "integer",
+    "int8": "integer",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp",
+    "jsonb": "json",
+    "json": "json",
+    "numeric": "number",
+    "float8": "number",
+}
+# a time kept as a number of seconds or milliseconds since the epoch (--column-unit): the
+# types that can hold it, by unit (an integer overflows in 2038, or at once in milliseconds)
+EPOCH_TYPES = {"s": ("int4", "int8", "numeric", "float8"), "ms": ("int8", "numeric", "float8")}
+
+# the design's columns the application has (id and status aside): the families served, and
+# the types named in a refusal (as the database prints them)
+SERVED = {
+    "attempts": ("integer",),
+    "max_attempts": ("integer",),
+    "available_at": ("timestamp",),
+    "reserved_at": ("timestamp",),
+    "finished_at": ("timestamp",),
+    "updated_at": ("timestamp", "epoch"),
+    "reserved_by": ("string", "uuid", "integer"),
+    "last_error": ("string", "json"),
+}
+DESCRIBED = {
+    "integer": "smallint, integer, bigint",
+    "timestamp": "timestamp with time zone, timestamp without time zone",
+    "string": "text, character varying",
+    "uuid": "uuid",
+    "json": "jsonb, json",
+    "epoch": "bigint, integer, numeric, double precision in epoch seconds or milliseconds "
+    "(--column-unit)",
+}
+# the lease design's own columns: schema apply adds them with these types; one that exists
+# already must have the very type (the history and every statement rely on it)
+LEASE_TYPES = {
+    "attempt_token": ("uuid", "uuid"),
+    "lease_expires_at": ("timestamptz", "timestamp with time zone"),
+    "heartbeat_at": ("timestamptz", "timestamp with time zone"),
+    "recovery_policy": ("text", "text"),
+    "reclaim_count": ("int4", "integer"),
+}
+# the types a worker id given as text is cast to (a reserved_by of that type), by typname
+CAST_FROM_TEXT = ("uuid", "int2", "int4", "int8")
+_LENGTH = re.compile(r"\((\d+)\)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnType:
+    """A column's type as the catalog gives it (db's ``column_types`` row)."""
+
+    column: str  # the table's column
+    schema: str  # the type's schema
+    name: str  # its typname: int8, varchar, jsonb, a domain's or an enum's own name
+    display: str  # as the database prints it, with modifiers: character varying(200)
+    typtype: str = "b"  # b: base, d: domain, e: enum, c: composite, r: range ...
+
+    @property
+    def family(self) -> str | None:
+        """integer, timestamp, string, uuid, json; None: a type jobctl does not know."""
+        if self.schema != "pg_catalog" or self.typtype != "b":
+            return None  # a domain, an enum, an extension's type, one of the application's
+        return FAMILIES.get(self.name)
+
+    @property
+    def length(self) -> int | None:
+        """A character varying's length limit, if any."""
+        match = _LENGTH.search(self.display) if self.name == "varchar" else None
+        return int(match[1]) if match else None
+
+
+def served(design: str) -> str:
+    """The types jobctl serves for the design's column ``design``, for a message."""
+    if design in LEASE_TYPES:
+        return LEASE_TYPES[design][1]
+    return ", ".join(DESCRIBED[f] for f in SERVED[design])
+
+
+def epoch(found: ColumnType | None, unit: str | None) -> bool:
+    """Is this column a time kept as a number, in ``unit``, that jobctl serves?"""
+    return (
+        found is not None
+        and unit in EPOCH_TYPES
+        and found.family in ("integer", "number")
+        and found.name in EPOCH_TYPES[unit]
+    )
+
+
+def problem(design: str, found: ColumnType, unit: str | None = None) -> str | None:
+    """Why jobctl cannot serve this column as the design's ``design`` (None: it can), given
+    the unit the mapping says it is kept in (``--column-unit``), if any."""
+    kind = {"d": "a domain", "e": "an enum"}.get(found.typtype)
+    shown = f"{found.display}{f' ({kind})' if kind else ''}"
+    if unit is not None:
+        if "epoch" not in SERVED.get(design, ()):
+            return (
+                f"{shown}, given a unit (--column-unit {design}={unit}): only updated_at takes one"
+            )
+        if found.family == "timestamp":
+            return f"{shown}, not a number: drop --column-unit {design}={unit}"
+        return None if epoch(found, unit) else f"{shown}, which cannot hold epoch {unit}"
+    if design in LEASE_TYPES:
+        ok = found.schema == "pg_catalog" and found.name == LEASE_TYPES[design][0]
+    elif design in SERVED:
+        ok = found.family in SERVED[design]
+        if "epoch" in SERVED[design] and (epoch(found, "s") or epoch(found, "ms")):
+            return f"{shown}, a number: give its unit with --column-unit {design}=ms (or =s)"
+    else:
+        return None  # id and status: judged by their own rules
+    return None if ok else shown
+
+
+def problems(mapping: TableMapping, types: Mapping[str, ColumnType]) -> list[str]:
+    """Each column of a type jobctl cannot serve: its name, its type, and what is served.
+
+    ``types``: the design's name -> the type of the table's column playing it (columns the
+    table lacks are left out: they are judged, and added, elsewhere)."""
+    found_problems = []
+    for design in COLUMNS:  # in the design's order
+        found = types.get(design)
+        why = None if found is None else problem(design, found, mapping.units.get(design))
+        if found is None or why is None:
+            continue
+        named = found.column if found.column == design else f"{found.column} (its {design})"
+        served_as = (
+            "" if "--column-unit" in why else f" (jobctl serves {design} as {served(design)})"
+        )
+        found_problems.append(f"column {named} is {why}{served_as}")
+    return found_problems
+
+
+def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) -> str | None:
+    """The one line that refuses the table for the types of its columns, or None."""
+    found = problems(mapping, types)
+    return f"{table}: {'; '.join(found)}; nothing done" if found else None
+
+
+# ---------------------------------------------------------------- the SQL, per type
+def as_text(found: ColumnType | None, column: sql.Composable) -> sql.Composable:
+    """``column`` (an expression naming the column) read as text: a JSON string without its
+    quotes, any other JSON value as its text; a string column as it is."""
+    from psycopg import sql
+
+    if found is not None and found.family == "json":
+        return sql.SQL("({} OPERATOR(pg_catalog.#>>) '{{}}'::pg_catalog.text[])").format(column)
+    return column
+
+
+def from_text(found: ColumnType | None, value: sql.Composable) -> sql.Composable:
+    """A text ``value`` as the column ``found`` takes it: a JSON string for jsonb/json; cut to
+    a character varying's length (an explicit cast), so that jobctl's reason never fails the
+    write; a text column's as it is (the statements of the reference table are unchanged)."""
+    from psycopg import sql
+
+    if found is None or found.family not in ("json", "string"):
+        return value
+    if found.family == "json":
+        function = "to_jsonb" if found.name == "jsonb" else "to_json"
+        return sql.SQL("pg_catalog.{}({}::pg_catalog.text)").format(sql.SQL(function), value)
+    if found.length is not None:
+        return sql.SQL("CAST({} AS pg_catalog.varchar({}))").format(
+            value, sql.SQL(str(found.length))
+        )
+    return value
+
+
+def worker_value(found: ColumnType | None, value: sql.Composable) -> sql.Composable:
+    """A worker id given as text, as the reserved_by column takes and compares it (a uuid or
+    an integer column: cast by the database; a string column: as it is)."""
+    from psycopg import sql
+
+    if found is None or found.name not in CAST_FROM_TEXT or found.family is None:
+        return value
+    return sql.SQL("CAST({}::pg_catalog.text AS {})").format(
+        value, sql.Identifier("pg_catalog", found.name)
+    )
+
+
+def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
+    """The time of the transaction as the column keeps it: ``now()`` for a timestamp, the
+    epoch's seconds or milliseconds cast to the column's type for a number."""
+    from psycopg import sql
+
+    if found is None or not epoch(found, unit):
+        return sql.SQL("pg_catalog.now()")  # the worker API runs under the workers' path
+    seconds = "pg_catalog.date_part('epoch', pg_catalog.now())"
+    if unit == "ms":
+        seconds += " OPERATOR(pg_catalog.*) 1000"
+    return sql.SQL("CAST({} AS {})").format(
+        sql.SQL(seconds), sql.Identifier("pg_catalog", found.name)
+    )
+
+
+def as_time(found: ColumnType | None, unit: str | None, column: sql.Composable) -> sql.Composable:
+    """``column`` (an expression naming the column) as a timestamp: a number of seconds or
+    milliseconds since the epoch through to_timestamp, a timestamp as it is."""
+    from psycopg import sql
+
+    if found is None or not epoch(found, unit):
+        return column
+    divisor = "1000.0" if unit == "ms" else "1.0"
+    return sql.SQL("pg_catalog.to_timestamp({} OPERATOR(pg_catalog./) {})").format(
+        column, sql.SQL(divisor)
+    )
+
+
+def fragments(
+    types: Mapping[str, ColumnType],
+    columns: Mapping[str, sql.Composable],
+    reclaim_error: sql.Composable,
+    units: Mapping[str, str] | None = None,
+) -> dict[str, sql.Composable]:
+    """The statements' typed placeholders (sql/queries.sql, sql/schema.sql) for a table whose
+    design columns have ``types``, are named ``columns`` (db.spelling's identifiers), and
+    keep the times given ``units`` as numbers."""
+    from psycopg import sql
+
+    last_error = types.get("last_error")
+    reserved_by = types.get("reserved_by")
+    updated_at, unit = types.get("updated_at"), (units or {}).get("updated_at")
+    return {
+        "updated_at_now": now(updated_at, unit),
+        "j_updated_at_time": as_time(
+            updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"])
+        ),
+        # the fence's updated_at as an operator read it (JSON): the column's own number type,
+        # else timestamptz (a timestamp without time zone compares in the session's zone)
+        "updated_at_seen_type": (
+            sql.Identifier("pg_catalog", updated_at.name)
+            if updated_at is not None and epoch(updated_at, unit)
+            else sql.Identifier("pg_catalog", "timestamptz")
+        ),
+        "last_error_text": as_text(last_error, columns["last_error"]),
+        "new_last_error_text": as_text(last_error, sql.SQL("NEW.{}").format(columns["last_error"])),
+        "reclaim_error_value": from_text(last_error, reclaim_error),
+        "reclaim_error_text": as_text(last_error, from_text(last_error, reclaim_error)),
+        "reason_value": from_text(last_error, sql.Placeholder("reason")),
+        "error_value": from_text(last_error, sql.Placeholder("error")),
+        "worker_value": worker_value(reserved_by, sql.Placeholder("worker")),
+    }
