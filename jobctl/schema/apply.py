@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
-from jobctl.schema import history, ownership, reclaim_index, shape, unserved
+from jobctl.schema import history, ownership, reclaim_index, shape, statuses
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table import column_types, mapping
@@ -115,7 +115,7 @@ def plan_apply(
                 f"writes ({reason}); map the statuses to the table's own with --status "
                 "DESIGN=ACTUAL (and --park-status); nothing done"
             )
-        unmapped = unserved.unmapped(conn, table)  # the values it holds: none of the mapping's
+        unmapped = statuses.unmapped(conn, table)  # the values it holds: none of the mapping's
         if unmapped is not None:
             raise errors.Refused(f"{table.qualified}: {unmapped}; nothing done")
         fragments = table.fragments

@@ -9,7 +9,7 @@ import psycopg
 
 from jobctl import db
 from jobctl.schema import apply as schema
-from jobctl.schema import history, ownership, reclaim_index, shape, unserved
+from jobctl.schema import history, ownership, reclaim_index, remove, shape, statuses, unserved
 from jobctl.sql import queries
 from jobctl.table import column_types
 
@@ -82,11 +82,13 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
     names = table.mapping
-    from jobctl.schema import remove  # (what schema remove left: nothing of jobctl's, say so)
-
     results = [
         Check("table exists", True, table.qualified),
-        *filter(None, [remove.not_installed(conn, table)]),
+        *[
+            Check("jobctl installed", False, gone)
+            for gone in [remove.not_installed(conn, table)]
+            if gone
+        ],
         Check("the table's names", True, "; ".join(names.describe())),
         Check("schema apply", *unserved.apply_verdict(conn, table)),
     ]
@@ -153,7 +155,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
                 or "accepted: " + ", ".join(names.written_statuses()),
             )
         )
-        held = unserved.status_values(conn, table)
+        held = statuses.status_values(conn, table)
         if held is not None:
             results.append(Check("status values the table holds", *held))
     if not wrong:

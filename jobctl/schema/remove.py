@@ -30,7 +30,6 @@ from jobctl import db, errors
 from jobctl.db import locks
 from jobctl.render import safe_text
 from jobctl.schema import apply as schema
-from jobctl.schema import check as schema_check
 from jobctl.schema import history, reclaim_index, shape
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
@@ -190,9 +189,9 @@ def installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     return parts
 
 
-def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema_check.Check | None:
-    """schema check's row when nothing of jobctl's is on the table (None when something is):
-    after jobctl schema remove --columns, or before any apply."""
+def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """schema check's detail when nothing of jobctl's is on the table (None when something
+    is): after jobctl schema remove --columns, or before any apply."""
     if installed(conn, table):
         return None
     found = _history(conn, table)
@@ -204,11 +203,7 @@ def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> schema_
         where = "schema jobctl holds other tables' history"
     else:
         where = "schema jobctl is still there"
-    return schema_check.Check(
-        "jobctl installed",
-        False,
-        f"nothing of jobctl's on {table.qualified}; {where} (jobctl schema apply installs it)",
-    )
+    return f"nothing of jobctl's on {table.qualified}; {where} (jobctl schema apply installs it)"
 
 
 # ---------------------------------------------------------------- the columns

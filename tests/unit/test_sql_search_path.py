@@ -152,7 +152,7 @@ def write_statements_in_the_code() -> set[str]:
         return isinstance(call, ast.Call) and any(k.arg == "action" for k in call.keywords)
 
     found: set[str] = set()
-    for path in sorted(JOBCTL.glob("*.py")):
+    for path in sorted(JOBCTL.rglob("*.py")):
         for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(function, ast.FunctionDef):
                 continue

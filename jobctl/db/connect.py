@@ -1,0 +1,229 @@
+"""Connecting, and short transactions with timeouts on jobctl's safe search path."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jobctl import errors
+from jobctl.db import loaders
+from jobctl.db.failures import mapped_errors, pooler_hint
+from jobctl.db.secrets import check_dsn, holds_password, redact
+from jobctl.db.settings import Settings
+from jobctl.sql import queries
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+
+CONNECT_TIMEOUT_S = 5
+_SILENT = logging.NullHandler()
+
+
+def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    """A connection with application_name=jobctl (unless the DSN sets one), dict rows, and
+    no prepared statements (safe behind a connection pooler in transaction mode)."""
+    import psycopg
+    from psycopg import conninfo, rows
+
+    # psycopg's warnings are no line of jobctl's: a database's TimeZone Python does not know
+    # (a POSIX zone like 'XYZ-3:30') is read in UTC, the same instants, without a word
+    logging.getLogger("psycopg").addHandler(_SILENT)
+    dsn = settings.resolved_dsn()
+    if settings.target is not None and not dsn:  # never libpq's defaults in its stead
+        raise errors.UsageError(f"target {settings.target} has no connection string")
+    check_dsn(dsn)
+    try:
+        info = conninfo.make_conninfo(
+            dsn,
+            fallback_application_name="jobctl",
+            connect_timeout=conninfo.conninfo_to_dict(dsn).get("connect_timeout")
+            or CONNECT_TIMEOUT_S,
+        )
+    except psycopg.ProgrammingError as exc:
+        if holds_password(dsn):  # libpq's message may quote any part of it
+            raise errors.UsageError(
+                "invalid connection string (not shown: it holds a password)"
+            ) from None
+        raise errors.UsageError(f"invalid connection string: {redact(str(exc), dsn)}") from None
+    try:
+        # prepare_threshold=None: never prepare. Behind a pooler in transaction mode the next
+        # transaction may run on another server connection, where a statement psycopg
+        # prepared (after its fifth execution) does not exist, or another client's does.
+        conn = psycopg.connect(
+            info, autocommit=autocommit, row_factory=rows.dict_row, prepare_threshold=None
+        )
+    except psycopg.Error as exc:
+        message = redact(" ".join(str(exc).split()), dsn)
+        raise errors.ConnectError(
+            f"cannot connect: {message}{pooler_hint(message)}{unset_hint(dsn)}"
+        ) from None
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(loaders.load_json, conn)  # json and jsonb columns: see load_json
+    return conn
+
+
+_LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
+
+
+def unset_hint(dsn: str) -> str:
+    """When no DSN was given: libpq's defaults chose the server, and how to choose another."""
+    if dsn or any(os.environ.get(name) for name in _LIBPQ_VARIABLES):
+        return ""
+    return (
+        " (no --dsn, JOBCTL_DSN or DATABASE_URL is set, so libpq's defaults chose this: "
+        "set one, e.g. JOBCTL_DSN='host=db.internal dbname=app user=ops')"
+    )
+
+
+@contextlib.contextmanager
+def connected(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    """A connection for one command, closed after; database errors become one line."""
+    with mapped_errors(settings.resolved_dsn()):
+        conn = connect(settings)
+        with conn:
+            yield conn
+
+
+@contextlib.contextmanager
+def under_user_search_path(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Inside a transaction: the session's own search_path while the body runs (statements
+    that name every function, operator and type they use with its schema, and resolve only a
+    name the user typed), then jobctl's safe one again."""
+    conn.execute(queries.query("user_search_path"))
+    try:
+        yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == _in_transaction():
+            conn.execute(queries.query("safe_search_path"))
+
+
+def _in_transaction() -> Any:
+    from psycopg import pq
+
+    return pq.TransactionStatus.INTRANS
+
+
+@contextlib.contextmanager
+def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
+    styles it parses, for the catalog reads that need no timeouts of their own (inside a
+    command's transaction, or alone: ``replica.probe``)."""
+    with conn.transaction():
+        conn.execute(queries.query("safe_transaction_settings"))
+        yield conn
+
+
+@contextlib.contextmanager
+def transaction(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    *,
+    read_only: bool = False,
+    action: str | None = None,
+    reason: str | None = None,
+) -> Iterator[psycopg.Connection[Any]]:
+    """A short transaction with statement_timeout and lock_timeout set locally.
+
+    ``read_only`` makes the transaction read only itself, transaction-locally (psycopg's
+    read_only attribute does nothing in autocommit; SET TRANSACTION READ ONLY would mark the
+    setting as the session's). ``action`` and ``reason`` reach the history trigger together
+    with the actor, through transaction-local settings.
+    """
+    with conn.transaction():
+        _apply(conn, settings, read_only=read_only, action=action, reason=reason)
+        yield conn
+
+
+def pipelined(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    statement: sql.Composed | bytes,
+    params: dict[str, Any],
+    *,
+    action: str | None = None,
+) -> list[dict[str, Any]]:
+    """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
+    actor (and ``action``, as ``transaction``) set transaction-locally, the statement, COMMIT,
+    sent as one pipeline; its rows.
+
+    On an autocommit connection. A failure rolls the transaction back and raises. With a
+    libpq older than 14 (no pipeline mode) the same transaction takes four round trips.
+    """
+    import psycopg
+    from psycopg import pq
+
+    # a connection lost mid-pipeline is raised as one error; psycopg would also log a warning
+    # about the pipeline it could not close (a second line on stderr, without a handler)
+    logging.getLogger("psycopg").addHandler(_SILENT)
+    if not psycopg.Pipeline.is_supported():
+        with transaction(conn, settings, action=action):
+            return conn.execute(statement, params).fetchall()
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            _apply(conn, settings, action=action)
+            cursor = loaders.reading_iso(conn.cursor())
+            cursor.execute(statement, params)
+            conn.execute("COMMIT")
+        return cursor.fetchall()
+    except BaseException:
+        # the error skipped the COMMIT: end the failed transaction on its server connection
+        if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _apply(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    *,
+    read_only: bool = False,
+    action: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """The timeouts and the audit settings, for the current transaction only (no session
+    state: behind a pooler the session is shared with the application's own clients)."""
+    conn.execute(
+        _settings_statement(read_only, action is not None),
+        {
+            "st": str(_milliseconds(settings.statement_timeout)),
+            "lt": str(_milliseconds(settings.lock_timeout)),
+            "actor": settings.actor,
+            "action": action or "",
+            "reason": reason or "",
+        },
+    )
+
+
+@functools.cache
+def _settings_statement(read_only: bool, writes: bool = False) -> sql.Composed:
+    """The transaction settings statement, composed once (every reclaim batch runs it).
+    ``writes``: a write of jobctl's to the jobs table (it names an action), whose triggers of
+    the application's run in it: pg_catalog first, then the session's own search path, so
+    that they find their objects as in the workers' writes (``write_search_path``); refused,
+    by an error of this statement, in a session whose session_replication_role is not origin
+    (``origin_session``: no trigger would record it). Every transaction sets the output
+    styles psycopg parses (``parse_settings``: DateStyle ...)."""
+    from psycopg import sql
+
+    return queries.query(
+        "transaction_settings",
+        read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
+        search_path=queries.query("write_search_path")
+        if writes
+        else sql.SQL("'pg_catalog, pg_temp'"),
+        **({} if writes else {"origin_session": sql.SQL("")}),  # a read needs no guard
+    )
+
+
+def _milliseconds(duration: dt.timedelta) -> int:
+    return max(1, int(duration.total_seconds() * 1000))  # never 0: "no timeout"

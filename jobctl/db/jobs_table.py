@@ -1,0 +1,200 @@
+"""The jobs table, resolved in the database: found as the user would find it, with the
+names schema apply recorded for it and the types of its columns, and how the statements
+spell its placeholders on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobctl import errors
+from jobctl.db.connect import safe, under_user_search_path
+from jobctl.sql import queries
+from jobctl.table import column_types
+from jobctl.table.mapping import COLUMNS, STATUSES, TableMapping
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+
+_NAME_PART = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"\x00-\x1f]|"")+")'
+_TABLE_NAME = re.compile(rf"^{_NAME_PART}(?:\.{_NAME_PART})?$")
+
+# the id and status column types of a table with the lease design's own (the reference table)
+DESIGN_ID_TYPE = ("pg_catalog", "int8")
+DESIGN_STATUS_TYPE = ("pg_catalog", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobsTable:
+    """The jobs table, resolved in the database, and how to speak to it in its own terms: its
+    names for the lease design's columns and statuses (``mapping``, recorded by schema apply)
+    and the types of its id and status columns (``uuid``, an ENUM, ``varchar`` ...)."""
+
+    ident: sql.Identifier
+    schema: str
+    name: str
+    oid: int
+    qualified: str  # schema.name as the history trigger records it: format('%I.%I', ...)
+    mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
+    id_type: tuple[str, str] = DESIGN_ID_TYPE  # the id column's type: schema, name
+    status_type: tuple[str, str] = DESIGN_STATUS_TYPE
+    id_type_display: str = "bigint"  # as the database prints it, for messages
+    # the types of the table's columns playing the design's (by the design's name)
+    types: Mapping[str, column_types.ColumnType] = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def fragments(self) -> dict[str, sql.Composable]:
+        """What the statements' placeholders stand for on this table (see sql/queries.sql)."""
+        return spelling(self.ident, self.mapping, self.id_type, self.status_type, self.types)
+
+
+def spelling(
+    table: sql.Identifier,
+    mapping: TableMapping,
+    id_type: tuple[str, str] = DESIGN_ID_TYPE,
+    status_type: tuple[str, str] = DESIGN_STATUS_TYPE,
+    types: Mapping[str, column_types.ColumnType] | None = None,
+) -> dict[str, sql.Composable]:
+    """The placeholders of the statements, for a table: ``{table}``; each design column
+    (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
+    (``{queued}`` ...) and ``{parked}`` as the table's value, cast to the status column's type
+    (so that a CASE of statuses is of that type too, an ENUM say); ``{id_type}`` and
+    ``{status_type}``, schema-qualified; and the typed expressions of ``column_types`` for the
+    columns' ``types`` (the design's name -> type; None: the reference table's)."""
+    from psycopg import sql
+
+    status_cast = sql.Identifier(*status_type)
+    fragments: dict[str, sql.Composable] = {
+        "table": table,
+        "id_type": sql.Identifier(*id_type),
+        "status_type": status_cast,
+    }
+    for design in COLUMNS:
+        fragments[design] = sql.Identifier(mapping.column(design))
+    for design in STATUSES:
+        fragments[design] = sql.SQL("{}::{}").format(
+            sql.Literal(mapping.status(design)), status_cast
+        )
+    fragments["parked"] = sql.SQL("{}::{}").format(sql.Literal(mapping.parked), status_cast)
+    fragments.update(
+        column_types.fragments(
+            types or {}, fragments, queries.query("reclaim_error"), mapping.units
+        )
+    )
+    return fragments
+
+
+def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
+    """The jobs table is missing: name where jobctl looked (server, database, user), since a
+    wrong server or database is the usual cause, and how to set the table and the DSN."""
+    info = conn.info
+    host = info.host if not info.host.startswith("/") else f"the socket in {info.host}"
+    where = f"database {info.dbname} on {host} port {info.port} as user {info.user}"
+    return errors.TableNotFound(
+        f"table {name} does not exist in {where}: set --table or JOBCTL_TABLE, or --dsn or "
+        "JOBCTL_DSN for another database"
+    )
+
+
+def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """The table named ``name`` as typed (a ``table_identity`` row), found through the
+    session's own search_path, or None; the current transaction (or savepoint) is left on
+    jobctl's safe one (see ``safe_search_path``)."""
+    from psycopg.rows import dict_row
+
+    with conn.transaction(), under_user_search_path(conn):
+        cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
+        row: dict[str, Any] | None = cursor.execute(
+            queries.query("table_identity"), {"name": name}
+        ).fetchone()
+    return row
+
+
+def creation_schema(conn: psycopg.Connection[Any]) -> str:
+    """Where the session's own search_path creates an unqualified new table."""
+    from psycopg.rows import dict_row
+
+    with conn.transaction(), under_user_search_path(conn):
+        row = conn.cursor(row_factory=dict_row).execute(queries.query("current_schema")).fetchone()
+    if row is None or row["s"] is None:
+        raise errors.UsageError("no schema to create the table in: name it (--table schema.name)")
+    return str(row["s"])
+
+
+def resolve_table(
+    conn: psycopg.Connection[Any], name: str, mapping: TableMapping | None = None
+) -> JobsTable:
+    """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
+    mapping schema apply recorded for it (or ``mapping``, one about to be recorded) and the
+    types of its id and status columns."""
+    from psycopg import sql
+    from psycopg.rows import dict_row
+
+    if not _TABLE_NAME.match(name):
+        raise errors.UsageError(f"--table {name!r} is not a table name")
+    with conn.transaction():
+        row = identify(conn, name)  # the rest on jobctl's safe search_path
+        if row is None:
+            raise table_not_found(conn, name)
+        cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
+        if mapping is None:
+            mapping = recorded_mapping(cursor, row)
+        id_name, status_name = mapping.column("id"), mapping.column("status")
+        names = {mapping.column(design): design for design in COLUMNS}
+        types = {
+            r["name"]: r
+            for r in cursor.execute(
+                queries.query("column_types"), {"oid": row["oid"], "names": list(names)}
+            )
+        }
+    id_row, status_row = types.get(id_name), types.get(status_name)
+    return JobsTable(
+        sql.Identifier(row["nspname"], row["relname"]),
+        row["nspname"],
+        row["relname"],
+        row["oid"],
+        row["qualified"],
+        mapping,
+        (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
+        # a domain's statuses as its base type's (see the column_types block)
+        (status_row["literal_schema"], status_row["literal_name"])
+        if status_row
+        else DESIGN_STATUS_TYPE,
+        id_row["type_display"] if id_row else "bigint",
+        {
+            names[name]: column_types.ColumnType(
+                name, r["type_schema"], r["type_name"], r["type_display"], r["typtype"]
+            )
+            for name, r in types.items()
+        },
+    )
+
+
+def recorded_mapping(cursor: psycopg.Cursor[Any], table: dict[str, Any]) -> TableMapping:
+    """The mapping schema apply recorded for ``table`` (a ``table_identity`` row), or the
+    lease design's own names when there is none (``cursor`` makes dict rows)."""
+    if not table["has_mappings"]:
+        return TableMapping()
+    recorded = cursor.execute(
+        queries.query("table_mapping"), {"job_table": table["qualified"]}
+    ).fetchone()
+    return TableMapping() if recorded is None else TableMapping.from_json(recorded["mapping"])
+
+
+def where(conn: psycopg.Connection[Any], table: JobsTable) -> dict[str, Any]:
+    """Where this connection is, for a saved plan: host, port, database, system id, table."""
+    with safe(conn):
+        row = conn.execute(queries.query("database_identity")).fetchone()
+    assert row is not None
+    return {
+        "host": conn.info.host,
+        "port": conn.info.port,
+        "database": row["database"],
+        "system_identifier": row["system_identifier"],
+        "table": table.qualified,
+    }

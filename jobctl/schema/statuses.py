@@ -1,0 +1,96 @@
+"""The status values a jobs table holds, judged against a mapping's: a bounded sample of the
+rows and what ANALYZE saw, never a scan. ``unmapped`` is ``schema apply``'s refusal when none
+of the values held is one the mapping reads or writes; ``status_values`` is ``schema check``'s
+row. Example::
+
+    unmapped(conn, table)                                  # None: the statuses are mapped
+    ok, detail = status_values(conn, table) or (True, "")  # None: no status column
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jobctl import db
+from jobctl.sql import queries
+from jobctl.table.mapping import STATUSES, TableMapping
+
+if TYPE_CHECKING:
+    import psycopg
+
+SAMPLE_ROWS = 10_000  # rows read at most to see which statuses a table holds
+SHOWN = 8  # status values named at most in a message
+
+
+def present_statuses(conn: psycopg.Connection[Any], table: db.JobsTable) -> set[str]:
+    """Status values the table holds: the distinct values among its first SAMPLE_ROWS rows,
+    and the most common values ANALYZE saw over the whole table (no scan). The status column
+    (under the table's mapping) must exist."""
+    status = table.mapping.column("status")
+    values = {
+        row["value"]
+        for row in conn.execute(
+            queries.query("status_sample", **table.fragments), {"rows": SAMPLE_ROWS}
+        )
+    }
+    common = conn.execute(
+        queries.query("status_common_values"),
+        {"schema": table.schema, "name": table.name, "column": status},
+    ).fetchone()
+    if common is not None and common["vals"]:
+        values |= set(common["vals"])
+    return values
+
+
+def mapped_statuses(mapping: TableMapping) -> list[str]:
+    """The table's values for the statuses jobctl reads and writes (and the park status)."""
+    values = [mapping.status(design) for design in STATUSES]
+    return values + ([mapping.parked] if mapping.parked not in values else [])
+
+
+def unmatched(mapping: TableMapping, present: set[str]) -> bool:
+    """Does the table hold status values, none of which is one the mapping reads or writes?"""
+    return bool(present) and not present & set(mapped_statuses(mapping))
+
+
+def unmapped(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """Why the table's statuses are not mapped (it holds values, none of them the mapping's),
+    and the next step; None if they are (or the table is empty)."""
+    present = present_statuses(conn, table)
+    if not unmatched(table.mapping, present):
+        return None
+    return (
+        f"its statuses are not mapped: the table holds {_listed(present)}, none of "
+        f"{_listed(set(mapped_statuses(table.mapping)))}; map the table's own with jobctl "
+        "schema apply --status DESIGN=ACTUAL (queued, processing, done, failed) and "
+        "--park-status"
+    )
+
+
+def _listed(values: set[str]) -> str:
+    shown = sorted(values)[:SHOWN]
+    return ", ".join(repr(v) for v in shown) + (", ..." if len(values) > SHOWN else "")
+
+
+def status_values(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[bool, str] | None:
+    """The mapping's statuses judged against the values the table holds: (ok, detail); None
+    when the table has no status column under its mapping."""
+    columns = {r["name"] for r in conn.execute(queries.query("table_columns"), {"oid": table.oid})}
+    if table.mapping.column("status") not in columns:
+        return None
+    present = present_statuses(conn, table)
+    mapping = table.mapping
+    if not present:
+        return True, "no rows to judge by"
+    if unmatched(mapping, present):
+        return False, (
+            f"the table holds {_listed(present)}, none of "
+            f"{_listed(set(mapped_statuses(mapping)))}: map the table's own with schema apply "
+            "--status DESIGN=ACTUAL (queued, processing, done, failed) and --park-status"
+        )
+    seen = [value for value in mapped_statuses(mapping) if value in present]
+    unseen = [value for value in mapped_statuses(mapping) if value not in present]
+    return True, (
+        f"the table holds {', '.join(map(repr, seen))}"
+        + (f" (not seen in the rows sampled: {', '.join(map(repr, unseen))})" if unseen else "")
+    )
