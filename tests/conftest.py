@@ -28,7 +28,7 @@ from psycopg import conninfo, rows
 
 from jobctl import db
 from jobctl.cli import main as cli
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 
 # One template per test session, so that runs on the same server do not drop each other's.
@@ -165,7 +165,7 @@ def template(server_dsn: str) -> Iterator[str]:
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
     settings = db.Settings(dsn=dsn_for(server_dsn, TEMPLATE))
     with db.connect(settings) as conn:
-        steps = schema.plan_apply(conn, "jobs", create=True)
+        steps = schema_apply.plan_apply(conn, "jobs", create=True)
         schema_steps.apply(conn, settings, steps)
     try:
         yield TEMPLATE

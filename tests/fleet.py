@@ -36,7 +36,7 @@ from conftest import scratch_database
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE, Shape
 
 from jobctl import db, lease
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 
 DOWN = "down"
@@ -98,7 +98,9 @@ def applied(dsn: str, s: Shape) -> None:
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         schema_steps.apply(
-            conn, settings, schema.plan_apply(conn, s.table, create=False, mapping=s.mapping())
+            conn,
+            settings,
+            schema_apply.plan_apply(conn, s.table, create=False, mapping=s.mapping()),
         )
 
 

@@ -241,7 +241,7 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
     from conftest import dsn_for
 
     from jobctl import db
-    from jobctl.schema import apply as schema
+    from jobctl.schema import apply as schema_apply
     from jobctl.schema import steps as schema_steps
 
     name = "jobctl_screens"
@@ -252,7 +252,7 @@ def incident_database(server_dsn: str) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
         settings = db.Settings(dsn=dsn)
         with db.connect(settings) as conn:
-            schema_steps.apply(conn, settings, schema.plan_apply(conn, "jobs", create=True))
+            schema_steps.apply(conn, settings, schema_apply.plan_apply(conn, "jobs", create=True))
         yield dsn, stage(dsn)
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:

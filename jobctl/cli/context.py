@@ -4,7 +4,7 @@ helpers the commands of ``cli``, ``cli_review`` and ``cli_writes`` use (one data
 several, ``--policy``, ``--watch``, the replica mark on JSON).
 
 State lives here, not in ``cli``, so that the command modules need not import ``cli`` (the
-entry point, which imports them). Read it as ``cli_session.standing`` (rebound per command),
+entry point, which imports them). Read it as ``context.standing`` (rebound per command),
 never ``from jobctl.cli.context import standing``.
 """
 

@@ -50,7 +50,7 @@ def _read(
     kept: fleet.KeptSessions | None = None,
 ) -> list[fleet.Outcome[T]]:
     """``read(session, standing, say)`` on every target at once, as
-    ``cli_session.open_session`` opens one (a write refused on a standby, a table jobctl does
+    ``context.open_session`` opens one (a write refused on a standby, a table jobctl does
     not serve explained); on the ``kept`` sessions if given, else each on a new one."""
     from jobctl.db import session
     from jobctl.ops import replica

@@ -6,7 +6,7 @@ options, the read commands (stuck, summary, show, history, explain, metrics), ``
 entry point; the other commands live in ``cli_review`` (review, events, report),
 ``cli_writes`` (reclaim, requeue, fail, quarantine, policy), ``cli_fleet`` (across several
 targets, and ``targets``) and ``cli_schema``, and are registered here in the order
-``jobctl --help`` lists them. What they share is ``cli_session``. Heavy modules (psycopg,
+``jobctl --help`` lists them. What they share is ``context``. Heavy modules (psycopg,
 tabulate, rich's renderers) are imported inside the commands, so that ``jobctl --help`` and
 shell completion stay fast.
 """
@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobctl import __version__, db, errors
-from jobctl.cli import context as cli_session
+from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
-from jobctl.cli import terminal
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import targets as cli_targets
@@ -78,7 +77,7 @@ def main_options(
 
     from jobctl import targets
 
-    cli_session.remember(debug_on=debug, dsn=dsn)
+    context.remember(debug_on=debug, dsn=dsn)
     if ctx.resilient_parsing:
         return
     given = {
@@ -147,10 +146,8 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = triage.ExpiredFilter(
-        worker=worker, policy=cli_session.policy_option(policy), grace=grace
-    )
-    fleet = cli_session.across(ctx)
+    where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
+    fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.stuck(
             ctx,
@@ -180,11 +177,11 @@ def stuck(
             found += 1
             yield row
 
-    with cli_session.open_session(ctx) as s:
-        standing = cli_session.standing
+    with context.open_session(ctx) as s:
+        standing = context.standing
         asked, where = where, replica.widen(where, standing, trust=trust_replica)
         if watch:
-            cli_session.run_watch(
+            context.run_watch(
                 s,
                 lambda: views.stuck(list(rows_of(s)), columns, at_risk=at_risk),
                 every,
@@ -201,7 +198,7 @@ def stuck(
                 doc = views.table(streamed, streamed, columns)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             if where is not asked and expiring_within is None:
-                cli_session.say_if(
+                context.say_if(
                     replica.held_back(replica.held_back_count(s, asked, standing), standing)
                 )
             waiting = None if found else triage.ready_waiting(s, ready_after)
@@ -239,7 +236,7 @@ def summary(
     """
     from jobctl.ops import triage
 
-    fleet = cli_session.across(ctx)
+    fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.summary(
             ctx,
@@ -252,9 +249,9 @@ def summary(
             fmt=fmt,
         )
         return
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         if watch:
-            cli_session.run_watch(
+            context.run_watch(
                 s,
                 lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
                 every,
@@ -265,7 +262,7 @@ def summary(
             return
         with s.transaction(read_only=True):
             doc = views.summary(triage.summary(s, expiring_within, exact=exact))
-    terminal.emit(cli_session.marked(doc), out, fmt)
+    terminal.emit(context.marked(doc), out, fmt)
 
 
 @app.command()
@@ -283,9 +280,9 @@ def show(
     """
     from jobctl.ops import triage
 
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id, full=full)
-    terminal.emit(cli_session.marked(views.show(job, job_id)), out, fmt)
+    terminal.emit(context.marked(views.show(job, job_id)), out, fmt)
 
 
 @app.command()
@@ -302,9 +299,9 @@ def history(
     """
     from jobctl.ops import triage
 
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id, full=full)
-    terminal.emit(cli_session.marked(views.history(result, job_id)), out, fmt)
+    terminal.emit(context.marked(views.history(result, job_id)), out, fmt)
 
 
 @app.command(
@@ -325,7 +322,7 @@ def explain(
     from jobctl.ops import triage
     from jobctl.render import story
 
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         mapping = s.table.mapping
         result = story.explain(
             triage.history(s, job_id, full=full),
@@ -336,7 +333,7 @@ def explain(
         width = terminal.width() if out is output.Output.table else None
         print("\n".join(output.prose(line, width) for line in result["story"]))
         return
-    terminal.emit(cli_session.marked(views.explain(result)), out, fmt)
+    terminal.emit(context.marked(views.explain(result)), out, fmt)
 
 
 @app.command(
@@ -363,7 +360,7 @@ def metrics(
     from jobctl.ops import metrics as core
     from jobctl.ops import replica
 
-    fleet = cli_session.across(ctx)
+    fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.metrics(
             ctx,
@@ -374,9 +371,9 @@ def metrics(
             max_overdue=max_overdue,
         )
         return
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
-        figures |= replica.figures(cli_session.standing)
+        figures |= replica.figures(context.standing)
         table = s.table.qualified
     sys.stdout.write(core.openmetrics(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
@@ -470,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(exc: BaseException, message: str) -> None:
-    dsn = cli_session.raw_dsn or db.Settings().resolved_dsn() or None
-    if cli_session.debug:
+    dsn = context.raw_dsn or db.Settings().resolved_dsn() or None
+    if context.debug:
         import traceback
 
         text = "".join(traceback.format_exception(exc))

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from jobctl import db
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, ownership, reclaim_index, remove, shape, statuses, unserved
 from jobctl.sql import queries
 from jobctl.table import column_types
@@ -94,7 +94,9 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     ]
     columns = {r["name"]: r["type"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
     missing = [
-        f"{c} ({names.column(c)})" for c in schema.BASE_COLUMNS if names.column(c) not in columns
+        f"{c} ({names.column(c)})"
+        for c in schema_apply.BASE_COLUMNS
+        if names.column(c) not in columns
     ]
     results.append(
         Check(
@@ -105,7 +107,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     )
     wrong = [
         f"{names.column(c)} ({columns.get(names.column(c), 'missing')}, want {t})"
-        for c, t in schema.LEASE_COLUMNS.items()
+        for c, t in schema_apply.LEASE_COLUMNS.items()
         if columns.get(names.column(c)) != t
     ]
     results.append(

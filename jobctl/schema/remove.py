@@ -29,7 +29,7 @@ from psycopg import sql
 from jobctl import db, errors
 from jobctl.db import locks
 from jobctl.render import safe_text
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, reclaim_index, shape
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
@@ -216,7 +216,7 @@ def _columns_step(
     kept = [
         f"kept: {_shown(table.mapping.column(c))}, the table's own column for the lease "
         f"design's {c} (--column {c}=...)"
-        for c in schema.LEASE_COLUMNS
+        for c in schema_apply.LEASE_COLUMNS
         if table.mapping.column(c) != c and table.mapping.column(c) in columns
     ]
     lease = _lease_columns(conn, table)
@@ -294,13 +294,13 @@ def _guard(table: db.JobsTable) -> sql.Composed:
 def _lease_columns(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """The lease columns the table has under the design's own names (those jobctl adds)."""
     columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
-    return [c for c in schema.LEASE_COLUMNS if table.mapping.column(c) == c and c in columns]
+    return [c for c in schema_apply.LEASE_COLUMNS if table.mapping.column(c) == c and c in columns]
 
 
 def _checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """jobctl's check constraints on the table (named as schema apply names them)."""
     names = {r["conname"] for r in shape.catalog_rows(conn, "table_constraints", table.oid)}
-    return [n for s in schema.CHECKS if (n := f"{table.name}_{s}"[:63]) in names]
+    return [n for s in schema_apply.CHECKS if (n := f"{table.name}_{s}"[:63]) in names]
 
 
 def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:

@@ -16,8 +16,7 @@ from psycopg import sql
 from jobctl import db, errors
 from jobctl.db import locks
 from jobctl.render import safe_text
-from jobctl.sql import printable as sql_text
-from jobctl.sql import queries
+from jobctl.sql import printable, queries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +53,12 @@ def render_sql(
     that runs in a transaction sets jobctl's search_path in it, as jobctl's own do (psql runs
     the script under the session's); a comment's text (names from the catalog or the command
     line) is shown escaped, on its one line (``safe_text.visible``), and a name or a text with
-    a control character in its escaped SQL form (``sql_text.printable``)."""
+    a control character in its escaped SQL form (``printable.printable``)."""
     timeout = f"{round(backoff.max_timeout * 1000)}ms"
     path = "SET LOCAL search_path = pg_catalog, pg_temp;"
     parts = []
     for step in steps:
-        text = sql_text.printable(step.statement).as_string(conn).strip()
+        text = printable.printable(step.statement).as_string(conn).strip()
         what = safe_text.visible(step.what)
         if step.outside_transaction:  # CONCURRENTLY: it names every schema itself
             parts.append(f"-- {what}\n{text};")

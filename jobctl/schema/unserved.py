@@ -3,8 +3,8 @@
 A read command (``stuck``, ``summary``, ``reclaim --dry-run`` ...) on a table jobctl does not
 serve fails on a column the lease design reads; PostgreSQL's "column j.x does not exist" is not
 the operator's answer. ``diagnose`` (through ``explained``, around every command's session)
-says which case it is — judged by ``schema.plan_apply`` itself, a plan made and never run — and
-the right next step, never a command that would be refused:
+says which case it is — judged by ``schema_apply.plan_apply`` itself, a plan made and never
+run — and the right next step, never a command that would be refused:
 
 * a queue library's own table (``jobctl.libraries``): never served; the library's own tools;
 * the table's own columns not named: no status or id column under the mapping, or another of
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
 from jobctl.db.session import Session
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import shape
 from jobctl.table.mapping import LEASE_COLUMNS
 
@@ -47,7 +47,7 @@ def _judged(
     if found.library is not None:
         raise errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
     try:
-        schema.plan_apply(conn, table.qualified, create=False)
+        schema_apply.plan_apply(conn, table.qualified, create=False)
     except errors.Refused as exc:
         return found, exc.message.removesuffix("; nothing done")
     return found, None

@@ -1,7 +1,7 @@
 """What believing a declared actor only of jobctl's roles costs jobctl's writes (issue 23).
 
 The history function asks whether the session's role is jobctl's (history_trusted_at_once
-and history_trusted in sql/schema.sql: a superuser, the table's owner, or a role granted
+and history_trusted in sql/schema_apply.sql: a superuser, the table's owner, or a role granted
 UPDATE of jobctl_action by name) on every change that declares an actor or an action:
 jobctl's own writes (reclaim, requeue, fail) and forgeries. A worker's claim, heartbeat,
 completion, retry or failure declares nothing and never asks. This times the lease design's
@@ -26,7 +26,7 @@ from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
 from jobctl import db
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import history
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
@@ -129,7 +129,9 @@ def main() -> None:
         settings = db.Settings(dsn=dsn, table=NAME)
         with db.connect(settings) as conn:
             schema_steps.apply(
-                conn, settings, schema.plan_grants(conn, NAME, readonly=None, operator=operator)
+                conn,
+                settings,
+                schema_apply.plan_grants(conn, NAME, readonly=None, operator=operator),
             )
         as_operator = conninfo.make_conninfo(dsn, user=operator)
         checks: dict[str, list[float]] = {}

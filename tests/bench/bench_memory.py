@@ -36,7 +36,7 @@ from tabulate import tabulate
 from jobctl import db
 from jobctl.db import session
 from jobctl.ops import triage
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 
 BIG = "bench_memory_big"
@@ -76,7 +76,7 @@ def build_big(dsn: str, megabytes: int, rebuild: bool) -> int:
                 return int(found["id"])
         started = time.monotonic()
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(BIG)))
-        schema_steps.apply(conn, settings, schema.plan_apply(conn, BIG, create=True))
+        schema_steps.apply(conn, settings, schema_apply.plan_apply(conn, BIG, create=True))
         conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{BIG}",))
         conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{BIG}",))
         table = sql.Identifier(BIG)

@@ -36,7 +36,7 @@ from common import JOBCTL, arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
 from jobctl import db, lease
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 
 NAME = "bench_reclaim"
@@ -67,7 +67,7 @@ def reset(dsn: str, queued: int = 0, expired: int = EXPIRED) -> None:
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(NAME)))
-        steps = schema.plan_apply(conn, NAME, create=True)  # the history too, on a fresh db
+        steps = schema_apply.plan_apply(conn, NAME, create=True)  # the history too, on a fresh db
         schema_steps.apply(conn, settings, steps)
         conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
         conn.execute("DELETE FROM jobctl.attempts WHERE job_table = %s", (f"public.{NAME}",))

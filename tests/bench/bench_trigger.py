@@ -27,7 +27,7 @@ from common import arguments, bench_dsn, machine, table
 from psycopg import conninfo, sql
 
 from jobctl import db, lease
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import history
 from jobctl.schema import steps as schema_steps
 
@@ -86,7 +86,7 @@ def setup(dsn: str, mode: str | None) -> None:
     t = sql.Identifier(NAME)
     with db.connect(settings) as conn:
         if conn.execute("SELECT to_regclass(%s) IS NULL AS missing", (NAME,)).fetchone()["missing"]:
-            schema_steps.apply(conn, settings, schema.plan_apply(conn, NAME, create=True))
+            schema_steps.apply(conn, settings, schema_apply.plan_apply(conn, NAME, create=True))
         conn.execute(sql.SQL("TRUNCATE {}, jobctl.events, jobctl.attempts").format(t))
         conn.execute(sql.SQL("DROP TRIGGER IF EXISTS jobctl_history ON {}").format(t))
         for old in history.OLD_TRIGGERS:

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import conninfo, sql
 
 from jobctl import db
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
@@ -82,7 +82,7 @@ def build_table(
             if count == rows:
                 return
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
-        steps = schema.plan_apply(conn, name, create=True)
+        steps = schema_apply.plan_apply(conn, name, create=True)
         schema_steps.apply(conn, settings, steps)
         started = time.monotonic()
         with conn.transaction():

@@ -23,7 +23,7 @@ from shapes import LIST_BY_QUEUE, LIST_BY_STATUS, LIST_THEN_HASH, PARTITIONED, S
 
 from jobctl import db, lease
 from jobctl.ops import triage
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
@@ -68,7 +68,7 @@ def checks(run, dsn: str) -> tuple[int, dict[str, dict[str, Any]]]:
 
 def plan(dsn: str) -> list[schema_steps.Step]:
     with db.connect(db.Settings(dsn=dsn)) as c:
-        return schema.plan_apply(c, "jobs", create=False)
+        return schema_apply.plan_apply(c, "jobs", create=False)
 
 
 def catalog(conn: psycopg.Connection[Any]) -> dict[str, Any]:

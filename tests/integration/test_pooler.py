@@ -26,7 +26,7 @@ from jobctl import db, lease
 from jobctl.db import locks, session
 from jobctl.ops import reclaim
 from jobctl.ops.triage import ExpiredFilter
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
 
 # what jobctl sets (transaction-locally), read on every server connection of the pool
@@ -384,7 +384,9 @@ def test_concurrent_index_build_gives_up_at_the_deadline(conn, dsn):
     add_jobs(conn, 3)
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as c:
-        steps = [s for s in schema.plan_apply(c, "jobs", create=False) if s.outside_transaction]
+        steps = [
+            s for s in schema_apply.plan_apply(c, "jobs", create=False) if s.outside_transaction
+        ]
         assert [s.what for s in steps] == ["create the reclaim index concurrently"]
         with psycopg.connect(dsn) as holder:
             holder.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")

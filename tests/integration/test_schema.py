@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 
 from jobctl import lease
-from jobctl.schema import apply as schema
+from jobctl.schema import apply as schema_apply
 
 DESIGN_COLUMNS = """
 ALTER TABLE {t}
@@ -131,7 +131,7 @@ def test_history_works_for_keyword_and_quoted_table_names(conn, dsn, run, name):
     conn.execute("CREATE SCHEMA IF NOT EXISTS queue")
     assert run("--table", name, "schema", "apply", "--create", "--yes").code == 0
     conn.execute(f"INSERT INTO {name} DEFAULT VALUES")
-    table = sql.Identifier(*schema.split_name(name))
+    table = sql.Identifier(*schema_apply.split_name(name))
     with psycopg.connect(dsn, autocommit=True) as c:
         assert lease.Worker(c, "w1", lease_seconds=-1, table=table).claim() is not None
     assert run("--table", name, "reclaim", "--commit", "--yes").code == 0

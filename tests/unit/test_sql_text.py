@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from jobctl.sql import printable as sql_text
+from jobctl.sql import printable
 
 
 def test_unsafe_names_and_texts_are_escaped_the_rest_left_to_psycopg():
@@ -16,7 +16,7 @@ def test_unsafe_names_and_texts_are_escaped_the_rest_left_to_psycopg():
         sql.Literal("run\nDROP TABLE x; -- it's"),
         sql.Literal("plain"),
     )
-    text = sql_text.printable(statement).as_string(None)
+    text = printable.printable(statement).as_string(None)
     assert text == (
         'CREATE INDEX U&"idx_a\\000Ab" ON "public".U&"jobs_b\\000D\\001B[2J\\2028""q\\\\" '
         "WHERE s = E'run\\u000ADROP TABLE x; -- it\\'s' AND t = 'plain'"
@@ -25,4 +25,4 @@ def test_unsafe_names_and_texts_are_escaped_the_rest_left_to_psycopg():
 
 def test_a_statement_without_unsafe_characters_is_unchanged():
     statement = sql.SQL("SELECT {} FROM {}").format(sql.Literal("a'b"), sql.Identifier("s", "t"))
-    assert sql_text.printable(statement).as_string(None) == statement.as_string(None)
+    assert printable.printable(statement).as_string(None) == statement.as_string(None)

@@ -128,7 +128,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     from psycopg import sql
 
     from jobctl import db
-    from jobctl.schema import apply as schema
+    from jobctl.schema import apply as schema_apply
     from jobctl.schema import steps as schema_steps
     from jobctl.sql import queries
 
@@ -150,7 +150,7 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         dsn = server.get_uri(DEMO_DB)
         settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
         with db.connect(settings) as conn:
-            steps = schema.plan_apply(conn, "jobs", create=True)
+            steps = schema_apply.plan_apply(conn, "jobs", create=True)
             schema_steps.apply(conn, settings, steps)
             conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")

@@ -15,10 +15,9 @@ from typing import Annotated
 import typer
 
 from jobctl import errors
-from jobctl.cli import context as cli_session
+from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
-from jobctl.cli import terminal
 from jobctl.render import output, rows, views
 
 
@@ -58,9 +57,9 @@ def review(
     from jobctl.ops import review as core
 
     where = core.ReviewFilter(
-        policy=cli_session.policy_option(policy), worker=worker, since=since, older_than=older_than
+        policy=context.policy_option(policy), worker=worker, since=since, older_than=older_than
     )
-    fleet = cli_session.across(ctx)
+    fleet = context.across(ctx)
     if fleet is not None:
         if save_plan is not None:
             raise errors.UsageError(
@@ -69,7 +68,7 @@ def review(
             )
         cli_fleet.review(ctx, fleet, where, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
         return
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         found = list(core.awaiting(s, where, limit))
         if save_plan is not None:
             core.save_plan(save_plan, s.origin(), found)
@@ -120,7 +119,7 @@ def events(
     """
     from jobctl.ops import events as core
 
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         window = core.Window(
             since=core.bound(since) if since else None,
             until=core.bound(until) if until else None,
@@ -167,7 +166,7 @@ def report(
     from jobctl.ops import report as core
 
     window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
-    with cli_session.open_session(ctx) as s, s.transaction(read_only=True):
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = core.collect(s, window)
     if out in (output.Output.json, output.Output.jsonl):
         terminal.emit(output.Document(result, []), out, None)

@@ -100,7 +100,7 @@ def schema_apply(
     recorded names; without them the recorded ones are kept.
     Example: jobctl schema apply --sql > lease.sql
     """
-    from jobctl.schema import apply as schema
+    from jobctl.schema import apply as schema_apply
     from jobctl.schema import history
 
     if no_worker_history:
@@ -120,7 +120,7 @@ def schema_apply(
     settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
-            steps = schema.plan_apply(
+            steps = schema_apply.plan_apply(
                 conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
             )
         _print_or_apply(
@@ -251,14 +251,16 @@ def schema_grants(
 
     Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
     """
-    from jobctl.schema import apply as schema
+    from jobctl.schema import apply as schema_apply
 
     if readonly is None and operator is None:
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
     settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
-            steps = schema.plan_grants(conn, settings.table, readonly=readonly, operator=operator)
+            steps = schema_apply.plan_grants(
+                conn, settings.table, readonly=readonly, operator=operator
+            )
         _print_or_apply(
             conn,
             settings,

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobctl import errors
-from jobctl.cli import context as cli_session
+from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
-from jobctl.cli import terminal
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ def reclaim_command(
     from jobctl.ops import reclaim, replica, service, triage
 
     where = triage.ExpiredFilter(
-        worker=worker, policy=cli_session.policy_option(policy), ids=job_ids or None, grace=grace
+        worker=worker, policy=context.policy_option(policy), ids=job_ids or None, grace=grace
     )
     request = reclaim.Request(
         commit=commit,
@@ -70,12 +69,12 @@ def reclaim_command(
         yes=yes,
     )
     request.check()
-    fleet = cli_session.across(ctx)
+    fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
         return
     if every is not None:
-        cli_session.warn_password_on_command_line()
+        context.warn_password_on_command_line()
         service.run(
             ctx.find_root().obj,
             where,
@@ -85,9 +84,9 @@ def reclaim_command(
             log=terminal.say,
         )
         return
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         if not commit:  # on a standby, a lease expired within the lag may be live
-            widened = replica.widen(where, cli_session.standing, trust=trust_replica)
+            widened = replica.widen(where, context.standing, trust=trust_replica)
             request = dataclasses.replace(request, where=widened)
         run = reclaim.start(s, request, terminal.confirm)
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
@@ -95,7 +94,7 @@ def reclaim_command(
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
-    cli_session.say_if(replica.dry_run_note(cli_session.standing) if not commit else None)
+    context.say_if(replica.dry_run_note(context.standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
@@ -187,7 +186,7 @@ def _by_hand(
 
     confirm = None if yes else terminal.confirm
     ids = _ids_or_plan(job_ids, plan, expect_token)
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         if plan is not None:
             return core.apply_plan(
                 s, action, plan, reason=reason, delay=delay, force=force, confirm=confirm
@@ -246,7 +245,7 @@ def quarantine(
     """
     from jobctl.ops import manual
 
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         if not commit:
             found = [d.seen for d in manual.quarantine_candidates(s, min_reclaims, limit)]
         else:
@@ -278,7 +277,7 @@ def policy(
     from jobctl.ops import manual
 
     wanted = "auto" if auto else "manual"
-    with cli_session.open_session(ctx) as s:
+    with context.open_session(ctx) as s:
         report = manual.set_policies(
             s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
         )
