@@ -1,66 +1,105 @@
-"""What every command shares: the global options' state (``--debug``, the ``--dsn`` as
-typed), the command's session and the server it found (primary or standby), and the small
-helpers the commands of ``cli``, ``cli_review`` and ``cli_writes`` use (one database or
-several, ``--policy``, ``--watch``, the replica mark on JSON).
+"""What every command shares: one run's state (``Invocation``: the global options' ``--debug``
+and ``--dsn`` as typed, where the command runs, the server its session found), the command's
+session, and the small helpers the commands of ``cli/`` use (one database or several,
+``--policy``, ``--watch``, the replica mark on JSON).
 
-State lives here, not in ``cli``, so that the command modules need not import ``cli`` (the
-entry point, which imports them). Read it as ``context.standing`` (rebound per command),
-never ``from jobctl.cli.context import standing``.
+The state is the root context's ``obj``, made by ``main`` for each run: nothing of one run
+outlives it, and the command modules need not import ``cli.main`` (which imports them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from jobctl import db, errors
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import terminal
+from jobctl.ops.gateway import Access
 from jobctl.render import output
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
     from jobctl.ops.replica import Standing
-    from jobctl.targets import Target
+    from jobctl.targets import Fleet, Target
 
-debug = False
-raw_dsn: str | None = None  # as typed, to redact it from any message
-standing: Standing | None = None  # the server of the command's session: primary or standby
+# the commands that write, and the option that makes a command write (None: always): the
+# CLI's names for what the core is told as ``Access.writes``
+WRITES: dict[str, str | None] = {
+    "requeue": None,
+    "fail": None,
+    "policy": None,
+    "reclaim": "commit",
+    "quarantine": "commit",
+    "apply": None,  # schema apply
+    "grants": None,  # schema grants
+    "remove": None,  # schema remove
+}
+WIDENED = ("stuck", "reclaim")  # the commands that widen their judgement by a standby's lag
 
 
-def remember(*, debug_on: bool, dsn: str | None) -> None:
-    """The global options the error path needs (``cli._fail``) and the password warning."""
-    global debug, raw_dsn
-    debug, raw_dsn = debug_on, dsn
+@dataclasses.dataclass
+class Invocation:
+    """One run of jobctl: what its global options said and what its command found."""
+
+    debug: bool = False
+    raw_dsn: str | None = None  # --dsn as typed, to redact it from any message
+    address: db.Settings | Fleet | None = None  # where the command runs (targets.address)
+    standing: Standing | None = None  # the server of the command's session
+
+
+def invocation(ctx: typer.Context) -> Invocation:
+    """This run's state, made when the global options are read if ``main`` made none."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, Invocation):
+        root.obj = Invocation()
+    return root.obj
+
+
+def address(ctx: typer.Context) -> db.Settings | Fleet:
+    """Where the command runs: one database's settings, or a fleet of targets."""
+    where = invocation(ctx).address
+    return db.Settings() if where is None else where
+
+
+def access(command: str, params: Mapping[str, Any]) -> Access:
+    """What ``command`` run with ``params`` (typer's, by option name) does to the database."""
+    option = WRITES.get(command, "")
+    writes = command in WRITES and (option is None or bool(params.get(option or "")))
+    widened = command in WIDENED and not params.get("trust_replica")
+    return Access(command, writes=writes, widened=widened)
 
 
 @contextlib.contextmanager
 def open_session(ctx: typer.Context) -> Iterator[Session]:
-    """The command's session (connection, settings, resolved jobs table). On a standby a
-    write is refused before anything is asked, and a read says so on stderr (replica). A table
-    jobctl does not serve (yet) is said to be so, with the next step (``unserved.explained``)."""
-    from jobctl.db import session
-    from jobctl.ops import replica
-    from jobctl.schema import unserved
-
-    global standing
+    """The command's session (connection, settings, resolved jobs table), through the one
+    way in (``gateway.open``); the server it found is kept as this run's ``standing``."""
+    from jobctl.ops import gateway
     from jobctl.targets import one_database
 
-    settings = one_database(ctx.find_root().obj, ctx.command_path)
-    with session.open(settings) as s, unserved.explained(s):
-        standing = replica.check(s.conn, ctx.info_name or "", ctx.params, say=terminal.say)
+    settings = one_database(address(ctx), ctx.command_path)
+    command = access(ctx.info_name or "", ctx.params)
+    with gateway.open(settings, command, say=terminal.say) as (s, standing):
+        invocation(ctx).standing = standing
         yield s
+
+
+def standing(ctx: typer.Context) -> Standing | None:
+    """The server the command's session found (None before it opened one)."""
+    return invocation(ctx).standing
 
 
 def across(ctx: typer.Context) -> Sequence[Target] | None:
     """The targets of a command run across several (``--all-targets``, or more than one
     ``--target``), else None: one database."""
-    fleet = cli_fleet.several(ctx)
-    return None if fleet is None else fleet.targets
+    from jobctl.targets import Fleet
+
+    where = address(ctx)
+    return where.targets if isinstance(where, Fleet) else None
 
 
 def policy_option(value: str | None) -> str | None:
@@ -70,11 +109,11 @@ def policy_option(value: str | None) -> str | None:
     return value
 
 
-def marked(doc: output.Document) -> output.Document:
+def marked(ctx: typer.Context, doc: output.Document) -> output.Document:
     """On a standby, JSON carries a ``replica`` field (docs/replicas.md)."""
     from jobctl.ops import replica
 
-    return replica.mark(doc, standing)
+    return replica.mark(doc, standing(ctx))
 
 
 def say_if(line: str | None) -> None:
@@ -83,6 +122,7 @@ def say_if(line: str | None) -> None:
 
 
 def run_watch(
+    ctx: typer.Context,
     s: Session,
     produce: Callable[[], output.Document],
     every: dt.timedelta,
@@ -93,15 +133,15 @@ def run_watch(
     """--watch: refresh in place on a terminal, else one JSON line per refresh."""
     from jobctl.ops import watch
 
-    warn_password_on_command_line()
+    warn_password_on_command_line(ctx)
     with terminal.live(out, fmt, every.total_seconds()) as show:
         watch.watch(s, produce, show, every=every, count=count)
 
 
-def warn_password_on_command_line() -> None:
+def warn_password_on_command_line(ctx: typer.Context) -> None:
     """A command that runs for long (the service, a watch) keeps its command line, the
     password in --dsn with it, visible to every user of the machine (ps) all that time."""
-    if db.holds_password(raw_dsn):
+    if db.holds_password(invocation(ctx).raw_dsn):
         terminal.say(
             "jobctl: warning: the password in --dsn stays visible in the process list (ps) "
             "while this runs: set JOBCTL_DSN, or keep it in a password file (PGPASSFILE)"

@@ -22,7 +22,7 @@ from jobctl import errors
 from jobctl.cli import terminal
 from jobctl.ops import fleet
 from jobctl.render import output, rows, views
-from jobctl.targets import Fleet, Target
+from jobctl.targets import Target
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
@@ -37,27 +37,19 @@ PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.
 Read = Callable[["Session", "Standing", fleet.Say], T]
 
 
-def several(ctx: typer.Context) -> Fleet | None:
-    """The targets a command addresses when they are several, else None (one database)."""
-    where = ctx.find_root().obj
-    return where if isinstance(where, Fleet) else None
-
-
 def _read(
     ctx: typer.Context,
     targets: Sequence[Target],
     read: Read[T],
     kept: fleet.KeptSessions | None = None,
 ) -> list[fleet.Outcome[T]]:
-    """``read(session, standing, say)`` on every target at once, as
-    ``context.open_session`` opens one (a write refused on a standby, a table jobctl does
-    not serve explained); on the ``kept`` sessions if given, else each on a new one."""
-    from jobctl.db import session
-    from jobctl.ops import replica
-    from jobctl.schema import unserved
+    """``read(session, standing, say)`` on every target at once, each session opened through
+    the one way in (``gateway.open``); on the ``kept`` sessions if given, else each on a new
+    one."""
+    from jobctl.cli import context
+    from jobctl.ops import gateway
 
-    command, params = ctx.info_name or "", dict(ctx.params)
-
+    access = context.access(ctx.info_name or "", ctx.params)
     busy = fleet.Busy()
 
     def work(target: Target, say: fleet.Say) -> T:
@@ -66,12 +58,10 @@ def _read(
             def on_connect(conn: Any) -> None:
                 working.enter_context(busy.using(conn))
 
-            if kept:
-                opened = kept.session(target, on_connect)
-            else:
-                opened = session.open(target.settings, on_connect)
-            with opened as s, unserved.explained(s):
-                st = replica.check(s.conn, command, params, say=say)
+            opened = gateway.open(
+                target.settings, access, say=say, on_connect=on_connect, kept=kept
+            )
+            with opened as (s, st):
                 return read(s, st, say)
 
     return fleet.across(targets, work, busy=busy)
@@ -492,11 +482,10 @@ def _committed(
 ) -> Iterator[list[rows.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
-    from jobctl.db import session
-    from jobctl.ops import plans, replica
+    from jobctl.ops import gateway, plans, replica
     from jobctl.ops import reclaim as core
-    from jobctl.schema import unserved
 
+    commit = gateway.Access("reclaim", writes=True, widened=True)
     for target in targets:
         outcome: fleet.Outcome[Any] = fleet.Outcome(target)
         outcomes.append(outcome)
@@ -504,8 +493,7 @@ def _committed(
         try:
             if target.problem:
                 raise errors.JobctlError(target.problem)
-            with session.open(target.settings) as s, unserved.explained(s):
-                replica.check(s.conn, "reclaim", {"commit": True}, say=outcome.said.append)
+            with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
                 parks[target.name] = s.table.mapping.park_status
                 if request.plan is not None and target.name in planned:
                     made, planned_rows = planned[target.name]

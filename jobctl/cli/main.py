@@ -77,7 +77,8 @@ def main_options(
 
     from jobctl import targets
 
-    context.remember(debug_on=debug, dsn=dsn)
+    run = context.invocation(ctx)
+    run.debug, run.raw_dsn = debug, dsn
     if ctx.resilient_parsing:
         return
     given = {
@@ -85,7 +86,7 @@ def main_options(
         for name in ("table", "statement_timeout", "lock_timeout", "actor")
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
-    ctx.obj = targets.address(
+    run.address = targets.address(
         # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
         target or ([] if dsn or all_targets else targets.from_environment()),
         all_targets,
@@ -178,10 +179,11 @@ def stuck(
             yield row
 
     with context.open_session(ctx) as s:
-        standing = context.standing
+        standing = context.standing(ctx)
         asked, where = where, replica.widen(where, standing, trust=trust_replica)
         if watch:
             context.run_watch(
+                ctx,
                 s,
                 lambda: views.stuck(list(rows_of(s)), columns, at_risk=at_risk),
                 every,
@@ -252,6 +254,7 @@ def summary(
     with context.open_session(ctx) as s:
         if watch:
             context.run_watch(
+                ctx,
                 s,
                 lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
                 every,
@@ -262,7 +265,7 @@ def summary(
             return
         with s.transaction(read_only=True):
             doc = views.summary(triage.summary(s, expiring_within, exact=exact))
-    terminal.emit(context.marked(doc), out, fmt)
+    terminal.emit(context.marked(ctx, doc), out, fmt)
 
 
 @app.command()
@@ -282,7 +285,7 @@ def show(
 
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id, full=full)
-    terminal.emit(context.marked(views.show(job, job_id)), out, fmt)
+    terminal.emit(context.marked(ctx, views.show(job, job_id)), out, fmt)
 
 
 @app.command()
@@ -301,7 +304,7 @@ def history(
 
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id, full=full)
-    terminal.emit(context.marked(views.history(result, job_id)), out, fmt)
+    terminal.emit(context.marked(ctx, views.history(result, job_id)), out, fmt)
 
 
 @app.command(
@@ -333,7 +336,7 @@ def explain(
         width = terminal.width() if out is output.Output.table else None
         print("\n".join(output.prose(line, width) for line in result["story"]))
         return
-    terminal.emit(context.marked(views.explain(result)), out, fmt)
+    terminal.emit(context.marked(ctx, views.explain(result)), out, fmt)
 
 
 @app.command(
@@ -373,7 +376,7 @@ def metrics(
         return
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
-        figures |= replica.figures(context.standing)
+        figures |= replica.figures(context.standing(ctx))
         table = s.table.qualified
     sys.stdout.write(core.openmetrics(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
@@ -437,8 +440,9 @@ def main(argv: list[str] | None = None) -> int:
         from jobctl.cli import completion
 
         completion.register()
+    run = context.Invocation()
     try:
-        result = app(args=argv, prog_name="jobctl", standalone_mode=False)
+        result = app(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
     except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
@@ -447,14 +451,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobctl: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except errors.JobctlError as exc:
-        _fail(exc, exc.message)
+        _fail(run, exc, exc.message)
         return exc.exit_code
     except MissingParameter as exc:  # one line still, saying how the command is used
         usage = exc.ctx.get_usage().replace("Usage: ", "usage: ") if exc.ctx else ""
-        _fail(exc, f"{exc.format_message()} {usage}".strip())
+        _fail(run, exc, f"{exc.format_message()} {usage}".strip())
         return exc.exit_code
     except ClickException as exc:
-        _fail(exc, exc.format_message())
+        _fail(run, exc, exc.format_message())
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         print("jobctl: interrupted; what was not committed was rolled back", file=sys.stderr)
@@ -462,13 +466,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return errors.EXIT_ERROR
     except Exception as exc:
-        _fail(exc, f"internal error: {type(exc).__name__}: {exc}")
+        _fail(run, exc, f"internal error: {type(exc).__name__}: {exc}")
         return errors.EXIT_ERROR
 
 
-def _fail(exc: BaseException, message: str) -> None:
-    dsn = context.raw_dsn or db.Settings().resolved_dsn() or None
-    if context.debug:
+def _fail(run: context.Invocation, exc: BaseException, message: str) -> None:
+    dsn = run.raw_dsn or db.Settings().resolved_dsn() or None
+    if run.debug:
         import traceback
 
         text = "".join(traceback.format_exception(exc))

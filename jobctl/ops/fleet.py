@@ -165,25 +165,27 @@ class KeptSessions:
 
     @contextlib.contextmanager
     def session(
-        self, target: Target, on_connect: Callable[[Any], None] | None = None
+        self, settings: db.Settings, on_connect: Callable[[Any], None] | None = None
     ) -> Iterator[Session]:
-        """The target's session (opened if it has none); database errors inside become one
-        line, as in ``session.open``; ``on_connect`` gets its connection, new or kept."""
+        """The session of the target of ``settings`` (opened if it has none); database errors
+        inside become one line, as in ``session.open``; ``on_connect`` gets its connection,
+        new or kept."""
         from jobctl.db import session
 
-        kept = self._open.get(target.name)
+        name = settings.target or ""
+        kept = self._open.get(name)
         again = on_connect if kept is not None else None  # a new one gets it as it connects
         if kept is None:
             with contextlib.ExitStack() as stack:
-                opened = stack.enter_context(session.open(target.settings, on_connect))
-                kept = self._open[target.name] = (stack.pop_all(), opened)
+                opened = stack.enter_context(session.open(settings, on_connect))
+                kept = self._open[name] = (stack.pop_all(), opened)
         try:
             if again is not None:
                 again(kept[1].conn)
-            with db.mapped_errors(target.settings.resolved_dsn()):
+            with db.mapped_errors(settings.resolved_dsn()):
                 yield kept[1]
         except BaseException:
-            self._close(target.name)
+            self._close(name)
             raise
 
     def close(self) -> None:

@@ -33,19 +33,6 @@ PRIMARY_HINT = (
     "among several hosts (host=a,b)"
 )
 RERUN_SAFE = "re-running the same command is safe"
-WIDENED = ("stuck", "reclaim")  # the commands that widen their judgement by a standby's lag
-
-# the commands that write, and the option that makes a command write (None: always)
-WRITES: dict[str, str | None] = {
-    "requeue": None,
-    "fail": None,
-    "policy": None,
-    "reclaim": "commit",
-    "quarantine": "commit",
-    "apply": None,  # schema apply
-    "grants": None,  # schema grants
-    "remove": None,  # schema remove
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,14 +151,6 @@ def held_back_count(s: Session, asked: ExpiredFilter, st: Standing | None) -> in
     return int(row["held_back"])
 
 
-def writes(command: str, params: Mapping[str, Any]) -> bool:
-    """Does ``command`` run with ``params`` write (so must run on the primary)?"""
-    if command not in WRITES:
-        return False
-    option = WRITES[command]
-    return option is None or bool(params.get(option))
-
-
 def refusal(st: Standing, command: str) -> str:
     """Why a write is refused on a standby, and what to connect to instead: one line."""
     return (
@@ -183,16 +162,17 @@ def refusal(st: Standing, command: str) -> str:
 def check(
     conn: psycopg.Connection[Any],
     command: str,
-    params: Mapping[str, Any],
     *,
+    writes: bool,
+    widened: bool,
     say: Callable[[str], None],
 ) -> Standing:
-    """Where a command runs: a write on a standby is refused (exit 2) before anything is read
-    or asked; a read on a standby says so on stderr (``say``)."""
+    """Where ``command`` (its name, for the refusal) runs: if it ``writes``, a standby refuses
+    it (exit 2) before anything is read or asked; a read on a standby says so (``say``), and
+    whether its judgement of expiry is ``widened`` by the standby's lag."""
     st = probe(conn)
-    if st.standby and writes(command, params):
+    if st.standby and writes:
         raise errors.Refused(refusal(st, command))
-    widened = command in WIDENED and not params.get("trust_replica")
     line = notice(st, widened=widened)
     if line:
         say(line)

@@ -155,7 +155,7 @@ def test_version_and_help_for_every_command(run):
 
 def test_help_does_not_import_psycopg_or_tabulate():
     code = (
-        "import sys; from jobctl import cli; "
+        "import sys; from jobctl.cli import main as cli; "
         "sys.argv=['jobctl','--help']; cli.main(['--help']); "
         "print(sorted(m for m in ('psycopg','tabulate','rich.table') if m in sys.modules))"
     )

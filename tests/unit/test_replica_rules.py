@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from jobctl import errors
+from jobctl.cli import context
 from jobctl.ops import replica
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import output
@@ -55,11 +56,14 @@ def test_widening_adds_the_lag_to_the_grace_unless_trusted():
 
 
 def test_which_commands_write():
-    assert replica.writes("requeue", {})
-    assert replica.writes("reclaim", {"commit": True})
-    assert not replica.writes("reclaim", {"commit": False})
-    assert not replica.writes("quarantine", {"commit": False})
-    assert not replica.writes("stuck", {"commit": True})
+    assert context.access("requeue", {}).writes
+    assert context.access("reclaim", {"commit": True}).writes
+    assert not context.access("reclaim", {"commit": False}).writes
+    assert not context.access("quarantine", {"commit": False}).writes
+    assert not context.access("stuck", {"commit": True}).writes
+    assert context.access("stuck", {}).widened and context.access("reclaim", {}).widened
+    assert not context.access("stuck", {"trust_replica": True}).widened
+    assert not context.access("summary", {}).widened
     line = replica.refusal(standing(), "requeue")
     assert "10.0.0.2:5433 is a standby" in line and "target_session_attrs=read-write" in line
 

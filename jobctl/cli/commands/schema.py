@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jobctl import db, errors, targets
+from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.cli import terminal
 from jobctl.render import output, views
 from jobctl.table.mapping import TableMapping
 
@@ -117,7 +117,7 @@ def schema_apply(
             park_status=park_status,
             units=units or (),
         )
-    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema_apply.plan_apply(
@@ -209,7 +209,7 @@ def schema_remove(
     from jobctl.ops import replica
     from jobctl.schema import remove
 
-    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
@@ -218,7 +218,8 @@ def schema_remove(
         elif print_sql:
             sys.stdout.write(remove.render_sql(conn, removal))
         else:
-            replica.check(conn, "remove", {}, say=terminal.say)  # a standby: refused, no prompt
+            # a standby: refused, no prompt
+            replica.check(conn, "remove", writes=True, widened=False, say=terminal.say)
             if not yes:
                 terminal.confirm(removal.question)
             with terminal.waiting("removing jobctl") as (on_wait, on_done):
@@ -255,7 +256,7 @@ def schema_grants(
 
     if readonly is None and operator is None:
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
-    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema_apply.plan_grants(
@@ -285,9 +286,10 @@ def schema_check(
     from jobctl.ops import replica
     from jobctl.schema import check as schema_check
 
-    settings = targets.one_database(ctx.find_root().obj, ctx.command_path)
+    settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
-        replica.check(conn, "check", {}, say=terminal.say)  # on a standby, says so
+        # on a standby, says so
+        replica.check(conn, "check", writes=False, widened=False, say=terminal.say)
         with db.transaction(conn, settings, read_only=True):
             results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
     terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from jobctl import errors
+from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.cli import terminal
 from jobctl.ops import fleet
 from jobctl.render import output, views
 from jobctl.targets import Fleet, Target
@@ -39,7 +39,7 @@ def targets_command(
     """
     from jobctl import targets as config
 
-    where = ctx.find_root().obj
+    where = context.address(ctx)
     if isinstance(where, Fleet):
         chosen = list(where.targets)
     else:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import errors
+from jobctl import errors, targets
 from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
@@ -74,9 +74,9 @@ def reclaim_command(
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
         return
     if every is not None:
-        context.warn_password_on_command_line()
+        context.warn_password_on_command_line(ctx)
         service.run(
-            ctx.find_root().obj,
+            targets.one_database(context.address(ctx), ctx.command_path),
             where,
             batch_size=batch_size,
             every=every,
@@ -86,7 +86,7 @@ def reclaim_command(
         return
     with context.open_session(ctx) as s:
         if not commit:  # on a standby, a lease expired within the lag may be live
-            widened = replica.widen(where, context.standing, trust=trust_replica)
+            widened = replica.widen(where, context.standing(ctx), trust=trust_replica)
             request = dataclasses.replace(request, where=widened)
         run = reclaim.start(s, request, terminal.confirm)
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
@@ -94,7 +94,7 @@ def reclaim_command(
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
-    context.say_if(replica.dry_run_note(context.standing) if not commit else None)
+    context.say_if(replica.dry_run_note(context.standing(ctx)) if not commit else None)
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
