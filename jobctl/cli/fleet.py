@@ -10,10 +10,9 @@ one process). Commands by id refuse several targets (``targets.one_database``).
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime as dt
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
@@ -26,45 +25,24 @@ from jobctl.targets import Target
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
-    from jobctl.ops.plans import Parts
     from jobctl.ops.reclaim import Request
     from jobctl.ops.replica import Standing
     from jobctl.ops.review import ReviewFilter
     from jobctl.ops.triage import ExpiredFilter
 
 T = TypeVar("T")
-PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
-Read = Callable[["Session", "Standing", fleet.Say], T]
 
 
 def _read(
     ctx: typer.Context,
     targets: Sequence[Target],
-    read: Read[T],
+    read: fleet.Read[T],
     kept: fleet.KeptSessions | None = None,
 ) -> list[fleet.Outcome[T]]:
-    """``read(session, standing, say)`` on every target at once, each session opened through
-    the one way in (``gateway.open``); on the ``kept`` sessions if given, else each on a new
-    one."""
+    """``read`` on every target at once (``fleet.read``), as this command accesses them."""
     from jobctl.cli import context
-    from jobctl.ops import gateway
 
-    access = context.access(ctx.info_name or "", ctx.params)
-    busy = fleet.Busy()
-
-    def work(target: Target, say: fleet.Say) -> T:
-        with contextlib.ExitStack() as working:  # the connection is Busy until the read ends
-
-            def on_connect(conn: Any) -> None:
-                working.enter_context(busy.using(conn))
-
-            opened = gateway.open(
-                target.settings, access, say=say, on_connect=on_connect, kept=kept
-            )
-            with opened as (s, st):
-                return read(s, st, say)
-
-    return fleet.across(targets, work, busy=busy)
+    return fleet.read(targets, context.access(ctx.info_name or "", ctx.params), read, kept)
 
 
 def _said(outcomes: Sequence[fleet.Outcome[Any]], *, refresh: bool = False) -> int:
@@ -90,7 +68,7 @@ def _said(outcomes: Sequence[fleet.Outcome[Any]], *, refresh: bool = False) -> i
 def _watch(
     ctx: typer.Context,
     targets: Sequence[Target],
-    read: Read[T],
+    read: fleet.Read[T],
     doc_of: Callable[[list[fleet.Outcome[T]]], output.Document],
     *,
     every: dt.timedelta,
@@ -327,7 +305,7 @@ def _dry_run(
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    from jobctl.ops import plans, replica
+    from jobctl.ops import plans, reclaim_targets, replica
     from jobctl.ops import reclaim as core
 
     parks: dict[str, str | None] = {}
@@ -344,7 +322,7 @@ def _dry_run(
     outcomes = _read(ctx, targets, read)
     answered = [(o.target.name, o.value) for o in outcomes if o.value is not None]
     if request.save_plan is not None:
-        plans.write_parts(request.save_plan, PLANS_FORMAT, [v for _, v in answered])
+        plans.write_parts(request.save_plan, reclaim_targets.PLANS_FORMAT, [v for _, v in answered])
     everything = [row for name, (_, found) in answered for row in fleet.tagged(name, found)]
     if out.tabular:
         shown = [
@@ -395,123 +373,28 @@ def _commit(
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """Commit target after target (each its own fenced batches); one question first."""
-    from jobctl.ops import plans
-    from jobctl.ops import reclaim as core
+    """Commit target after target (``reclaim_targets``); one question first."""
+    from jobctl.cli import context
+    from jobctl.ops import reclaim, reclaim_targets
 
-    planned: Parts = {}
-    failed: list[fleet.Outcome[Any]] = []
-    if request.plan is not None:
-        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
-        known = {t.name for t in targets}
-        missing = [name for name in planned if name not in known]
-        if missing:
-            raise errors.UsageError(
-                f"plan {request.plan} holds rows of target {missing[0]}, which this command "
-                f"does not address: add --target {missing[0]} (or use --all-targets)"
-            )
-        targets = [t for t in targets if t.name in planned]
-        total: int | None = sum(len(r) for _, r in planned.values())
-        if not request.yes:
-            terminal.say(
-                "by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items())
-            )
-            terminal.confirm(
-                f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
-                f"{len(planned)} target(s)?",
-                [],
-                "",
-            )
-    else:
-        total = None
-        if not request.yes:
-            preview = _read(
-                ctx,
-                targets,
-                lambda s, _st, _say: core.dry_run(s, request.where, request.limit),
-            )
-            failed = [o for o in preview if not o.ok]
-            targets = [o.target for o in preview if o.ok]
-            found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
-            total = len(found)
-            if failed:  # why, before the question
-                _said(failed)
-            if not targets:
-                _exit(fleet.exit_code(failed))
-            unreachable = ""
-            if failed:
-                unreachable = f", not on {', '.join(o.target.name for o in failed)} (failed)"
-            terminal.say(
-                "by target: "
-                + ", ".join(
-                    f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
-                    for o in preview
-                    if o.value is not None
-                )
-            )
-            terminal.confirm(
-                f"Reclaim {total} expired job(s) on {len(targets)} target(s){unreachable}?",
-                found,
-                "about to reclaim (the dry run, now)",
-            )
-    done: dict[str, collections.Counter[str]] = {}
-    parks: dict[str, str | None] = {}
-    outcomes: list[fleet.Outcome[Any]] = []
-    run = core.Run(_committed(targets, request, planned, done, parks, outcomes), total)
-    kept, counts = terminal.drain(run, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
+    run = reclaim_targets.start(
+        targets,
+        request,
+        context.access(ctx.info_name or "", ctx.params),
+        confirm=terminal.confirm,
+        say=terminal.say,
+        unreachable=_said,
+    )
+    if not run.targets:
+        _exit(fleet.exit_code(run.unreachable))
+    batches = reclaim.Run(run.batches, run.total)
+    kept, counts = terminal.drain(batches, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
     if out.tabular:
         shown = sum(counts.values())
         doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
         terminal.emit(views.across_targets(doc), out, fmt)
-    _tallies(done, parks, committed=True)
-    _exit(errors.worst_exit_code([fleet.exit_code(failed), _said(outcomes)]))
-
-
-def _counts(found: Sequence[rows.ReclaimRow]) -> str:
-    requeue = sum(r["action"] == "requeue" for r in found)
-    return f"{requeue} requeue, {len(found) - requeue} fail"
-
-
-def _committed(
-    targets: Sequence[Target],
-    request: Request,
-    planned: Parts,
-    done: dict[str, collections.Counter[str]],
-    parks: dict[str, str | None],
-    outcomes: list[fleet.Outcome[Any]],
-) -> Iterator[list[rows.ReclaimRow]]:
-    """The batches of every target's commit, tagged, target after target: a target that fails
-    is its outcome's error (what it committed before stays committed, and counted)."""
-    from jobctl.ops import gateway, plans, replica
-    from jobctl.ops import reclaim as core
-
-    commit = gateway.Access("reclaim", writes=True, widened=True)
-    for target in targets:
-        outcome: fleet.Outcome[Any] = fleet.Outcome(target)
-        outcomes.append(outcome)
-        tally = done[target.name] = collections.Counter()
-        try:
-            if target.problem:
-                raise errors.JobctlError(target.problem)
-            with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
-                parks[target.name] = s.table.mapping.park_status
-                if request.plan is not None and target.name in planned:
-                    made, planned_rows = planned[target.name]
-                    plans.check_origin(request.plan, made, s.origin())
-                    batches = core.commit_plan(s, planned_rows, batch_size=request.batch_size)
-                else:
-                    batches = core.commit(
-                        s, request.where, batch_size=request.batch_size, limit=request.limit
-                    )
-                # a server lost mid-way: its line says how many it committed before the loss
-                batches = replica.reclaimed(
-                    batches, request.batch_size, target.settings.resolved_dsn()
-                )
-                for batch in batches:
-                    tally += core.tally(batch)
-                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
-        except errors.JobctlError as exc:
-            outcome.error = exc
+    _tallies(run.done, run.parks, committed=True)
+    _exit(errors.worst_exit_code([fleet.exit_code(run.unreachable), _said(run.outcomes)]))
 
 
 def _serve(

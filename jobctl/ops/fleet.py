@@ -27,12 +27,15 @@ from jobctl.targets import Target
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
+    from jobctl.ops.gateway import Access
+    from jobctl.ops.replica import Standing
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
 STOP_POLL_S = 0.2  # at Ctrl-C, how often the cancel is sent again until every target stops
 
 Say = Callable[[str], None]
+Read = Callable[["Session", "Standing", Say], T]
 
 
 @dataclasses.dataclass
@@ -91,6 +94,34 @@ def across(
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def read(
+    targets: Sequence[Target],
+    access: Access,
+    work: Read[T],
+    kept: KeptSessions | None = None,
+) -> list[Outcome[T]]:
+    """``work(session, standing, say)`` on every target at once, each session opened through
+    the one way in (``gateway.open``); on the ``kept`` sessions if given, else each on a new
+    one. Ctrl-C cancels every target's statement (``Busy``)."""
+    from jobctl.ops import gateway
+
+    busy = Busy()
+
+    def one(target: Target, say: Say) -> T:
+        with contextlib.ExitStack() as working:  # the connection is Busy until the read ends
+
+            def on_connect(conn: Any) -> None:
+                working.enter_context(busy.using(conn))
+
+            opened = gateway.open(
+                target.settings, access, say=say, on_connect=on_connect, kept=kept
+            )
+            with opened as (s, st):
+                return work(s, st, say)
+
+    return across(targets, one, busy=busy)
 
 
 def _stop(futures: Sequence[concurrent.futures.Future[Any]], busy: Busy | None) -> None:

@@ -12,13 +12,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from jobctl import db
     from jobctl.db.session import Session
-    from jobctl.ops.fleet import KeptSessions
     from jobctl.ops.replica import Standing
+
+
+class Kept(Protocol):
+    """Sessions kept from one read to the next (``fleet.KeptSessions``, a watch's)."""
+
+    def session(
+        self, settings: db.Settings, on_connect: Callable[[Any], None] | None = None
+    ) -> contextlib.AbstractContextManager[Session]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +46,7 @@ def open(
     *,
     say: Callable[[str], None],
     on_connect: Callable[[Any], None] | None = None,
-    kept: KeptSessions | None = None,
+    kept: Kept | None = None,
 ) -> Iterator[tuple[Session, Standing]]:
     """The session for ``access`` on ``settings``' database (a new one, or the one ``kept``
     holds for this target across a watch's refreshes) and the server it is on. Database

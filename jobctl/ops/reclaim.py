@@ -30,7 +30,7 @@ MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, a
 # ---------------------------------------------------------------- the workflow
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """What the operator asked of ``jobctl reclaim``."""
+    """What the operator asked of ``jobctl reclaim``, checked as it is made (and remade)."""
 
     commit: bool = False
     batch_size: int = 50
@@ -40,6 +40,9 @@ class Request:
     plan: Path | None = None
     every: dt.timedelta | None = None
     yes: bool = False
+
+    def __post_init__(self) -> None:
+        self.check()
 
     def check(self) -> None:
         """The rules between options: UsageError (exit 2) before anything is read."""
@@ -73,7 +76,6 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
     A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
     found; the dry run with ``save_plan`` writes the reviewed rows before returning.
     """
-    request.check()
     if request.where.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
@@ -87,7 +89,7 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
             confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
-        return Run(commit_plan(s, planned, batch_size=request.batch_size), len(planned))
+        return Run(committed(s, request, planned), len(planned))
     total = None
     if not request.yes:
         preview_rows = sample(s, request.where, request.limit)
@@ -98,8 +100,17 @@ def start(s: Session, request: Request, confirm: Confirm) -> Run:
             preview_rows,
             "about to reclaim (the dry run, now)",
         )
-    batches = commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
-    return Run(batches, total)
+    return Run(committed(s, request, None), total)
+
+
+def committed(
+    s: Session, request: Request, planned: list[Row] | None
+) -> Iterator[list[ReclaimRow]]:
+    """A commit's batches: a reviewed plan's rows (``planned``, fenced on what was reviewed),
+    else the expired rows ``request.where`` finds — one database's, or one target's of several."""
+    if planned is not None:
+        return commit_plan(s, planned, batch_size=request.batch_size)
+    return commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)

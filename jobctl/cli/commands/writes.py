@@ -68,7 +68,6 @@ def reclaim_command(
         every=every,
         yes=yes,
     )
-    request.check()
     fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)

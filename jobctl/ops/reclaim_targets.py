@@ -1,0 +1,157 @@
+"""Reclaim across several targets (``--all-targets``, or ``--target`` more than once): the
+commit runs target after target, each its own fenced batches (``reclaim.committed``), after
+one confirmation — of a plan across targets, or of every target's dry run, read at once.
+
+A target that fails is its outcome's error: what it committed before stays committed, and
+counted; the others go on. Example::
+
+    run = reclaim_targets.start(targets, request, access, confirm=ask, say=print)
+    for batch in run.batches:   # every row tagged with its target
+        ...
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from jobctl import errors
+from jobctl.ops import fleet
+from jobctl.render import rows
+
+if TYPE_CHECKING:
+    from jobctl.db.session import Confirm
+    from jobctl.ops.gateway import Access
+    from jobctl.ops.plans import Parts
+    from jobctl.ops.reclaim import Request
+    from jobctl.targets import Target
+
+PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
+
+
+@dataclasses.dataclass
+class Commit:
+    """A commit across targets under way: drain ``batches`` (every target's, tagged, target
+    after target); ``done`` and ``parks`` fill as they go (each target's tally, and its park
+    status); ``outcomes`` the targets committed, ``unreachable`` those that failed the
+    preview (not committed). ``total``: the rows expected, when a preview or plan said."""
+
+    batches: Iterator[list[rows.ReclaimRow]]
+    total: int | None
+    targets: list[Target]
+    unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
+    done: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
+    parks: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
+
+
+def start(
+    targets: Sequence[Target],
+    request: Request,
+    access: Access,
+    *,
+    confirm: Confirm,
+    say: Callable[[str], None],
+    unreachable: Callable[[list[fleet.Outcome[Any]]], object],
+) -> Commit:
+    """Begin the commit ``request`` asks for on ``targets``: a plan across targets (its
+    targets must all be addressed), or the filter's expired rows, previewed on every target at
+    once unless ``request.yes``. ``say`` gets the by-target line before the question;
+    ``unreachable`` the targets the preview could not read (before the question too). With no
+    target left to commit, the run has no ``targets`` (and asks nothing)."""
+    from jobctl.ops import plans
+    from jobctl.ops import reclaim as core
+
+    planned: Parts = {}
+    failed: list[fleet.Outcome[Any]] = []
+    if request.plan is not None:
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        known = {t.name for t in targets}
+        missing = [name for name in planned if name not in known]
+        if missing:
+            raise errors.UsageError(
+                f"plan {request.plan} holds rows of target {missing[0]}, which this command "
+                f"does not address: add --target {missing[0]} (or use --all-targets)"
+            )
+        targets = [t for t in targets if t.name in planned]
+        total: int | None = sum(len(r) for _, r in planned.values())
+        if not request.yes:
+            say("by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items()))
+            confirm(
+                f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
+                f"{len(planned)} target(s)?",
+                [],
+                "",
+            )
+    else:
+        total = None
+        if not request.yes:
+            preview = fleet.read(
+                targets, access, lambda s, _st, _say: core.dry_run(s, request.where, request.limit)
+            )
+            failed = [o for o in preview if not o.ok]
+            targets = [o.target for o in preview if o.ok]
+            found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
+            total = len(found)
+            if failed:  # why, before the question
+                unreachable(failed)
+            if not targets:
+                return Commit(iter(()), 0, [], failed)
+            not_on = ""
+            if failed:
+                not_on = f", not on {', '.join(o.target.name for o in failed)} (failed)"
+            say(
+                "by target: "
+                + ", ".join(
+                    f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
+                    for o in preview
+                    if o.value is not None
+                )
+            )
+            confirm(
+                f"Reclaim {total} expired job(s) on {len(targets)} target(s){not_on}?",
+                found,
+                "about to reclaim (the dry run, now)",
+            )
+    run = Commit(iter(()), total, list(targets), failed)
+    run.batches = _committed(run, request, planned)
+    return run
+
+
+def _counts(found: Sequence[rows.ReclaimRow]) -> str:
+    requeue = sum(r["action"] == "requeue" for r in found)
+    return f"{requeue} requeue, {len(found) - requeue} fail"
+
+
+def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[rows.ReclaimRow]]:
+    """The batches of every target's commit, tagged, target after target: a target that fails
+    is its outcome's error (what it committed before stays committed, and counted)."""
+    from jobctl.ops import gateway, plans, replica
+    from jobctl.ops import reclaim as core
+
+    commit = gateway.Access("reclaim", writes=True, widened=True)
+    for target in run.targets:
+        outcome: fleet.Outcome[Any] = fleet.Outcome(target)
+        run.outcomes.append(outcome)
+        tally = run.done[target.name] = collections.Counter()
+        try:
+            if target.problem:
+                raise errors.JobctlError(target.problem)
+            with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
+                run.parks[target.name] = s.table.mapping.park_status
+                plan_rows = None
+                if request.plan is not None and target.name in planned:
+                    made, plan_rows = planned[target.name]
+                    plans.check_origin(request.plan, made, s.origin())
+                batches = core.committed(s, request, plan_rows)
+                # a server lost mid-way: its line says how many it committed before the loss
+                batches = replica.reclaimed(
+                    batches, request.batch_size, target.settings.resolved_dsn()
+                )
+                for batch in batches:
+                    tally += core.tally(batch)
+                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
+        except errors.JobctlError as exc:
+            outcome.error = exc
