@@ -360,9 +360,8 @@ def _tallies(
         terminal.say(f"target {name}: {line}")
     if len(counts) > 1:
         total: collections.Counter[str] = sum(counts.values(), collections.Counter())
-        line = core.summary_line(total, committed)
-        if any(parks.get(name) for name in counts):
-            line = line.replace(" failed,", " failed or parked,", 1)
+        some_parked = any(parks.get(name) for name in counts)
+        line = core.summary_line(total, committed, some_parked=some_parked)
         terminal.say(f"all {len(counts)} targets: {line}")
 
 

@@ -146,12 +146,19 @@ def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
 
 
 def summary_line(
-    counts: collections.Counter[str], committed: bool, *, park_status: str | None = None
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None = None,
+    some_parked: bool = False,
 ) -> str:
     """What a reclaim did (or would do), in one line for stderr; ``park_status``: where
-    what it does not retry goes instead of failed (schema apply --park-status), if set."""
+    what it does not retry goes instead of failed (schema apply --park-status), if set;
+    ``some_parked``: a total over targets some of which park (failed or parked)."""
     requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
     failed = f"parked in {park_status}" if park_status else "failed"
+    if some_parked and not park_status:
+        failed = "failed or parked"
     if committed:
         return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
     line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"

@@ -132,3 +132,17 @@ def test_the_table_keeps_the_first_rows_and_the_skipped_ones():
     assert doc.sections[0].title.startswith("1 of 30 rows shown")
     assert "-o jsonl" in doc.sections[0].title
     assert views.some_rows([{"id": 1}], 1).sections[0].title is None
+
+
+def test_the_summary_line_names_where_jobs_not_retried_go():
+    import collections
+
+    counts = collections.Counter({"requeue": 2, "fail": 1})
+    assert reclaim.summary_line(counts, True) == "reclaimed: 2 requeued, 1 failed, 0 skipped"
+    assert reclaim.summary_line(counts, True, park_status="parked") == (
+        "reclaimed: 2 requeued, 1 parked in parked, 0 skipped"
+    )
+    # a total across targets, some of which park: both, as each target's line says its own
+    assert reclaim.summary_line(counts, False, some_parked=True) == (
+        "dry run: 2 would be requeued, 1 failed or parked, 0 skipped; nothing changed"
+    )
