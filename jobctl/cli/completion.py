@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 
-from typer._click.shell_completion import CompletionItem, add_completion_class
 from typer._completion_classes import BashComplete, FishComplete, ZshComplete
 
+from jobctl.cli.click_api import CompletionItem, add_completion_class
 from jobctl.render import safe_text
 
 # what bash leaves alone in a word: anything else is escaped with a backslash (ASCII only:

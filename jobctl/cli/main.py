@@ -73,9 +73,8 @@ def main_options(
     ] = False,
 ) -> None:
     """jobctl: stuck-job triage for PostgreSQL job queues."""
-    from typer._click.core import ParameterSource
-
     from jobctl import targets
+    from jobctl.cli.click_api import ParameterSource
 
     run = context.invocation(ctx)
     run.debug, run.raw_dsn = debug, dsn
@@ -430,11 +429,7 @@ app.command(
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from typer._click.exceptions import (  # typer >= 0.26 vendors click
-        ClickException,
-        MissingParameter,
-        NoArgsIsHelpError,
-    )
+    from jobctl.cli.click_api import ClickException, MissingParameter, NoArgsIsHelpError
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
         from jobctl.cli import completion
@@ -478,9 +473,7 @@ def _fail(run: context.Invocation, exc: BaseException, message: str) -> None:
         text = "".join(traceback.format_exception(exc))
         print(db.redact(text, dsn), file=sys.stderr, end="")
     line = " ".join(db.redact(message, dsn).split())
-    width = None
-    if output.on_terminal(sys.stderr):  # wrapped at words, not mid-word by the terminal
-        import shutil
-
-        width = shutil.get_terminal_size().columns - len("jobctl: error: ")
+    width = terminal.columns(sys.stderr)  # wrapped at words, not mid-word by the terminal
+    if width is not None:
+        width -= len("jobctl: error: ")
     print(f"jobctl: error: {output.prose(line, width)}", file=sys.stderr)

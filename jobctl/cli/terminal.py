@@ -41,20 +41,27 @@ def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
 
 def width() -> int | None:
     """The terminal's width when stdout is one (prose is wrapped to it), else None."""
+    return columns(sys.stdout)
+
+
+def columns(stream: Any) -> int | None:
+    """The width of the terminal ``stream`` is, else None: the one place jobctl measures."""
+    return screen_size()[0] if output.on_terminal(stream) else None
+
+
+def screen_size() -> tuple[int, int]:
+    """The terminal's columns and lines (or $COLUMNS and $LINES, else 80 x 24)."""
     import shutil
 
-    return shutil.get_terminal_size().columns if output.on_terminal(sys.stdout) else None
+    size = shutil.get_terminal_size()
+    return size.columns, size.lines
 
 
 def say(message: str) -> None:
     """A message for the operator: stderr, never mixed with data; its own lines kept, what
     it quotes from rows shown safely (output.cell); on a terminal wrapped at spaces to its
     width, a jobctl command never split (output.prose)."""
-    wide = None
-    if output.on_terminal(sys.stderr):
-        import shutil
-
-        wide = shutil.get_terminal_size().columns
+    wide = columns(sys.stderr)
     print("\n".join(output.prose(line, wide) for line in message.split("\n")), file=sys.stderr)
 
 
@@ -147,9 +154,14 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
         title = f"(every {every_s:g}s, Ctrl-C to stop)"
         with Live(auto_refresh=False, redirect_stderr=False) as view:
-            yield lambda at, doc: view.update(
-                output.rich_group(doc.sections, title=f"{at:%H:%M:%S} {title}"), refresh=True
-            )
+
+            def show(at: Any, doc: output.Document) -> None:
+                wide, high = screen_size()
+                stamp = f"{at:%H:%M:%S} {title}"
+                group = output.rich_group(doc.sections, columns=wide, lines=high, title=stamp)
+                view.update(group, refresh=True)
+
+            yield show
 
     return in_place() if refreshed_in_place(out, fmt) else lines()
 

@@ -481,19 +481,19 @@ def _section_lines(
     return parts
 
 
-def rich_group(sections: Sequence[Section], title: str | None = None) -> Any:
-    """What ``--watch`` refreshes on a terminal: the sections fitted to the screen."""
-    import shutil
-
+def rich_group(
+    sections: Sequence[Section], *, columns: int, lines: int, title: str | None = None
+) -> Any:
+    """What ``--watch`` refreshes on a terminal: the sections fitted to its ``columns`` x
+    ``lines`` screen."""
     from rich.console import Group
     from rich.text import Text
 
-    size = shutil.get_terminal_size()
     # the cursor waits on a line of its own (screen_group keeps it free): a Ctrl-C echoed as
     # ^C after a line as wide as the screen would wrap, and the last refresh land a line low;
     # and one more line stays free for the newline Live ends with at exit (at a full screen
     # it would scroll the title away)
-    fitted = screen_group(sections, width=size.columns, height=size.lines - 1, title=title)
+    fitted = screen_group(sections, width=columns, height=lines - 1, title=title)
     return Group(fitted, Text(""))
 
 

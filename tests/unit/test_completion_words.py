@@ -8,9 +8,9 @@ import shlex
 import string
 
 import pytest
-from typer._click.shell_completion import CompletionItem
 
 from jobctl.cli import completion
+from jobctl.cli.click_api import CompletionItem
 
 HOSTILE = [
     "web-3\\$(touch /tmp/pwned)",

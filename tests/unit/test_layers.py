@@ -98,6 +98,15 @@ def test_imports_go_down_only(module):
         assert "rich" not in outer or mine in RICH_ALLOWED, module
 
 
+def test_only_click_api_imports_typers_private_click():
+    private = {
+        m
+        for m, path in MODULES.items()
+        if "_click" in path.read_text() and "typer._click" in path.read_text()
+    }
+    assert private == {"jobctl.cli.click_api"}, private
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_modules_stay_small(module):
     lines = MODULES[module].read_text().count("\n")

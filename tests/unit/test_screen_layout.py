@@ -130,7 +130,9 @@ def test_watch_keeps_the_cursor_on_a_line_of_its_own():
     said = [("down", "error: " + "x" * 200)]  # the last line fills the width
     doc = views.with_target_lines(output.Document([], []), said)
     stream = io.StringIO()
-    Console(file=stream, width=80, color_system=None).print(output.rich_group(doc.sections))
+    Console(file=stream, width=80, color_system=None).print(
+        output.rich_group(doc.sections, columns=80, lines=24)
+    )
     lines = stream.getvalue().split("\n")
     assert lines[-2:] == ["", ""] and len(lines[-3]) == 80
 
