@@ -248,6 +248,7 @@ def metrics(
     ``jobctl_target_up`` saying which targets answered."""
     from jobctl.ops import metrics as core
     from jobctl.ops import replica
+    from jobctl.render import openmetrics
 
     def read(s: Session, st: Standing, _say: fleet.Say) -> tuple[str, rows.Row]:
         with s.transaction(read_only=True):
@@ -258,7 +259,7 @@ def metrics(
 
     outcomes = _read(ctx, targets, read)
     sys.stdout.write(
-        core.openmetrics_across(
+        openmetrics.exposition_across(
             [(o.target.name, o.value) for o in outcomes if o.value],
             {o.target.name: o.ok for o in outcomes},
         )

@@ -361,6 +361,7 @@ def metrics(
     """
     from jobctl.ops import metrics as core
     from jobctl.ops import replica
+    from jobctl.render import openmetrics
 
     fleet = context.across(ctx)
     if fleet is not None:
@@ -377,7 +378,7 @@ def metrics(
         figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
         figures |= replica.figures(context.standing(ctx))
         table = s.table.qualified
-    sys.stdout.write(core.openmetrics(figures, table))
+    sys.stdout.write(openmetrics.exposition(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
         terminal.say(f"jobctl: CRITICAL: {line}")

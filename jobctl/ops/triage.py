@@ -12,6 +12,7 @@ from psycopg import sql
 from jobctl import errors
 from jobctl.db import loaders
 from jobctl.db.session import Session
+from jobctl.ops import attempts as job_history
 from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.schema import history as hist
 from jobctl.sql import queries
@@ -229,17 +230,17 @@ def _attempts_and_events(
     mode = hist.table_state(s.conn, s.table.oid).mode
     attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))
     events_query = s.query("job_events", **shown_texts("e", "worker", "actor", "reason"))
-    attempts = hist.merge(
+    attempts = job_history.merge(
         s.conn.execute(attempts_query, params).fetchall(),
-        hist.live_attempt(the_job, mode, s.table.mapping),
+        job_history.live_attempt(the_job, mode, s.table.mapping),
     )
     stored = s.conn.execute(events_query, params | {"limit": limit}).fetchall()
-    completion = hist.unrecorded_completion(
+    completion = job_history.unrecorded_completion(
         the_job, attempts, stored, s.table.mapping.status("done")
     )
     if completion is not None:
         attempts.append(completion)
-    return attempts, hist.events(stored, attempts, limit, s.table.mapping)
+    return attempts, job_history.events(stored, attempts, limit, s.table.mapping)
 
 
 def events(s: Session, job_id: str | int, limit: int, *, full: bool = False) -> list[Event]:

@@ -139,6 +139,124 @@ class History(TypedDict):
     events: list[Event]
 
 
+# ---------------------------------------------------------------- the incident report
+class ExpiredGroup(TypedDict):
+    """``report``: one worker's leases that expired and jobctl's reclaim took back."""
+
+    worker: str | None
+    jobs: int
+    reclaims: int
+    first_expiry: dt.datetime | None
+    last_expiry: dt.datetime | None
+    first_reclaim: dt.datetime
+    last_reclaim: dt.datetime
+
+
+class ExpiredTotals(TypedDict):
+    """``report``: every worker's expired leases, counted by the server."""
+
+    workers: int
+    jobs: int
+    reclaims: int
+
+
+class OtherReclaimer(TypedDict):
+    """``report``: a role whose changes the history records as reclaimed, not being jobctl's
+    reclaim of an expired lease."""
+
+    db_role: str | None
+    changes: int
+    jobs: int
+    live_leases: int  # changes of a job whose lease was still live
+    first_at: dt.datetime
+    last_at: dt.datetime
+
+
+class OtherReclaims(TypedDict):
+    """``report``: the changes recorded as reclaimed that are not counted, by role."""
+
+    roles: list[OtherReclaimer]
+    all_roles: int
+    changes: int
+
+
+class ReclaimGroup(TypedDict):
+    """``report``: what one actor's reclaims did (the status they left the jobs in)."""
+
+    actor: str | None
+    to_status: str | None
+    reclaims: int
+    jobs: int
+    first_at: dt.datetime
+    last_at: dt.datetime
+
+
+class RepeatedReclaim(TypedDict):
+    """``report``: a job reclaimed more than once, and the workers that lost it."""
+
+    id: Any
+    reclaims: int
+    workers: str | None
+
+
+class PeopleGroup(TypedDict):
+    """``report``: what one person did for one reason (requeued, failed, changed a policy)."""
+
+    actor: str | None
+    event: str
+    reason: str | None
+    jobs: int
+    ids: list[Any] | None  # the first ten
+    first_at: dt.datetime
+    last_at: dt.datetime
+    db_roles: str | None
+
+
+class AwaitingReview(TypedDict):
+    """``report``: the jobs waiting for a human, by why, and the longest waiting."""
+
+    jobs: int
+    by_why: dict[str, int]
+    oldest: list[ReviewRow]
+
+
+class QueueLatency(TypedDict):
+    """``report``: the returns to the queue in the window, and the queue now."""
+
+    returned: int
+    claimed: int
+    waiting: int
+    unknown: int  # the history cannot tell (completed under the default history)
+    p50_s: float | None
+    p95_s: float | None
+    max_s: float | None
+    longest_waiting_s: float | None
+    ready: int
+    oldest_ready_s: float | None
+
+
+class IncidentReport(TypedDict):
+    """``jobctl report``: an incident on one page (``-o json`` gives it as it is)."""
+
+    table: str
+    since: dt.datetime | None  # None: from the history's start
+    until: dt.datetime
+    expired: list[ExpiredGroup]
+    expired_totals: ExpiredTotals
+    not_jobctl_reclaims: OtherReclaims
+    still_expired: int
+    reclaims: list[ReclaimGroup]
+    reclaim_groups: int
+    reclaimed_repeatedly: list[RepeatedReclaim]
+    reclaimed_repeatedly_jobs: int
+    people: list[PeopleGroup]
+    people_groups: int
+    awaiting_review: AwaitingReview
+    latency: QueueLatency
+    parked: str  # the table's status values: what reclaim parks in, and queued
+    queued: str
+
+
 # ---------------------------------------------------------------- what tables show
 STUCK_COLUMNS = [
     "id",

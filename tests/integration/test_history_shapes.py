@@ -24,6 +24,7 @@ from shapes import (
 )
 
 from jobctl import db
+from jobctl.ops import attempts as job_history
 from jobctl.schema import check as schema_check
 from jobctl.schema import history
 from jobctl.schema import steps as schema_steps
@@ -176,7 +177,7 @@ def test_workers_in_the_tables_own_terms_with_the_history_on(empty_dsn, shape, m
         for r in mine:
             r["max_heartbeat_gap_s"] = r["max_heartbeat_gap"].total_seconds()
             r["lease_s"] = r["lease"].total_seconds() if r["lease"] else None
-        shown = history.events([], history.merge(mine, None), 0, table.mapping)
+        shown = job_history.events([], job_history.merge(mine, None), 0, table.mapping)
         assert [(e["event"], e["from_status"], e["to_status"]) for e in shown] == [
             ("claimed", None, shape.processing),
             ("completed", shape.processing, shape.done),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from jobctl.schema import history
+from jobctl.ops import attempts as job_history
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 S = dt.timedelta(seconds=1)
@@ -48,32 +48,34 @@ def job(token, *, stats_token=None, heartbeats=None, gap=None):
 
 def test_live_attempt_from_the_row():
     token = uuid.uuid4()
-    live = history.live_attempt(job(token), "late")
+    live = job_history.live_attempt(job(token), "late")
     assert live is not None and live["ended_at"] is None and live["worker"] == "w2"
     assert live["heartbeats"] is None and live["late_heartbeats"] == 0
     assert live["lease_s"] == 30.0  # lease_expires_at - heartbeat_at
     assert live["max_heartbeat_gap_s"] is None
-    counted = history.live_attempt(job(token, stats_token=token, heartbeats=2, gap=20 * S), "late")
+    counted = job_history.live_attempt(
+        job(token, stats_token=token, heartbeats=2, gap=20 * S), "late"
+    )
     assert counted["late_heartbeats"] == 2 and counted["max_heartbeat_gap_s"] == 20.0
-    stale = history.live_attempt(job(token, stats_token=uuid.uuid4(), heartbeats=5), "exact")
+    stale = job_history.live_attempt(job(token, stats_token=uuid.uuid4(), heartbeats=5), "exact")
     assert stale["heartbeats"] == 0  # statistics of another attempt are not this one's
-    assert history.live_attempt(job(token) | {"status": "done"}, "late") is None
+    assert job_history.live_attempt(job(token) | {"status": "done"}, "late") is None
 
 
 def test_version_1_open_row_is_continued_by_its_end():
     token = uuid.uuid4()
     opened = stored(token, ended=False, heartbeats=4, stats=None, gap=5.0)
     closed = stored(token, heartbeats=1, stats="exact", gap=9.0)
-    (merged,) = history.merge([opened, closed], None)
+    (merged,) = job_history.merge([opened, closed], None)
     assert merged["heartbeats"] == 5 and merged["max_heartbeat_gap_s"] == 9.0
     assert merged["outcome"] == "completed"
-    (late,) = history.merge([opened, stored(token, heartbeats=0, stats="late")], None)
+    (late,) = job_history.merge([opened, stored(token, heartbeats=0, stats="late")], None)
     assert late["heartbeats"] is None and late["max_heartbeat_gap_s"] == 5.0
 
 
 def test_claims_and_completions_are_derived_once():
     first, second = uuid.uuid4(), uuid.uuid4()
-    attempts = history.merge([stored(first)], history.live_attempt(job(second), "late"))
+    attempts = job_history.merge([stored(first)], job_history.live_attempt(job(second), "late"))
     reclaim = {
         "at": T0 + 25 * S,
         "event": "requeued",
@@ -86,18 +88,21 @@ def test_claims_and_completions_are_derived_once():
         "reason": "x",
         "event_id": 7,
     }
-    kinds = [e["event"] for e in history.events([reclaim], attempts, 100)]
+    kinds = [e["event"] for e in job_history.events([reclaim], attempts, 100)]
     assert kinds == ["claimed", "completed", "requeued", "claimed"]
     version_1 = {**reclaim, "at": T0, "event": "claimed", "event_id": 1}
-    kinds = [e["event"] for e in history.events([version_1, reclaim], attempts, 100)]
+    kinds = [e["event"] for e in job_history.events([version_1, reclaim], attempts, 100)]
     assert kinds == ["claimed", "completed", "requeued", "claimed"]  # not twice
-    assert [e["event"] for e in history.events([reclaim], attempts, 2)] == ["requeued", "claimed"]
+    assert [e["event"] for e in job_history.events([reclaim], attempts, 2)] == [
+        "requeued",
+        "claimed",
+    ]
 
 
 def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
     done_row = {"status": "completed", "attempts": 2, "finished_at": T0 + 60 * S}
     reclaimed = stored(uuid.uuid4(), stats="transitions", outcome="reclaimed")
-    attempt = history.unrecorded_completion(done_row, [reclaimed], [], "completed")
+    attempt = job_history.unrecorded_completion(done_row, [reclaimed], [], "completed")
     assert attempt is not None
     assert (attempt["attempt"], attempt["outcome"], attempt["ended_at"]) == (
         2,
@@ -106,15 +111,17 @@ def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
     )
     assert attempt["worker"] is None and attempt["attempt_token"] is None
     assert attempt["heartbeats"] is None and attempt["late_heartbeats"] is None
-    (event,) = [e for e in history.events([], [reclaimed, attempt], 0) if e["event"] == "completed"]
+    (event,) = [
+        e for e in job_history.events([], [reclaimed, attempt], 0) if e["event"] == "completed"
+    ]
     assert event["at"] == T0 + 60 * S and event["worker"] is None
     # whatever the mode now (a switch to late or exact does not rewrite the past); not for a
     # job that is not done, not twice, not when an event moved it to done, not without a time
-    assert history.unrecorded_completion(done_row, [], [], "completed") is not None
-    assert history.unrecorded_completion(done_row, [], [], "done") is None
+    assert job_history.unrecorded_completion(done_row, [], [], "completed") is not None
+    assert job_history.unrecorded_completion(done_row, [], [], "done") is None
     recorded = stored(uuid.uuid4()) | {"attempt": 2}
-    assert history.unrecorded_completion(done_row, [recorded], [], "completed") is None
+    assert job_history.unrecorded_completion(done_row, [recorded], [], "completed") is None
     moved = {"event": "status_changed", "to_status": "completed"}
-    assert history.unrecorded_completion(done_row, [], [moved], "completed") is None
+    assert job_history.unrecorded_completion(done_row, [], [moved], "completed") is None
     untimed = done_row | {"finished_at": None}
-    assert history.unrecorded_completion(untimed, [], [], "completed") is None
+    assert job_history.unrecorded_completion(untimed, [], [], "completed") is None

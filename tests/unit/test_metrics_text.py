@@ -7,6 +7,7 @@ import datetime as dt
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from jobctl.ops import metrics
+from jobctl.render import openmetrics
 
 FIGURES = {
     "stuck_auto": 3,
@@ -26,7 +27,7 @@ FIGURES = {
 
 
 def test_openmetrics_parses_and_escapes_the_table_label():
-    text = metrics.openmetrics(FIGURES, 'queue."we\\ird"')
+    text = openmetrics.exposition(FIGURES, 'queue."we\\ird"')
     assert text.endswith("# EOF\n")
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -41,7 +42,7 @@ def test_openmetrics_parses_and_escapes_the_table_label():
     assert samples[("jobctl_awaiting_review_jobs", (table,))] == 2
     assert samples[("jobctl_ready_jobs", (table,))] == 6
     assert samples[("jobctl_oldest_ready_job_seconds", (table,))] == 2400.5
-    empty = metrics.openmetrics(FIGURES | {"ready": 0, "oldest_ready_s": None}, "jobs")
+    empty = openmetrics.exposition(FIGURES | {"ready": 0, "oldest_ready_s": None}, "jobs")
     assert 'jobctl_oldest_ready_job_seconds{table="jobs"} 0.0' in empty
 
 

@@ -11,7 +11,8 @@ import pytest
 from prometheus_client.openmetrics import parser
 
 from jobctl import errors, targets
-from jobctl.ops import fleet, metrics
+from jobctl.ops import fleet
+from jobctl.render import openmetrics
 
 GOOD = """
 [defaults]
@@ -414,7 +415,7 @@ def test_metrics_across_targets_is_one_valid_exposition_with_a_target_label():
         "replica_lag_s": 0.0,
         "standby": 0,
     }
-    text = metrics.openmetrics_across(
+    text = openmetrics.exposition_across(
         [("orders", ("public.jobs", figures)), ('we"ird', ("b.jobs", figures))],
         {"orders": True, 'we"ird': True, "down": False},
     )

@@ -164,6 +164,7 @@ def report(
     """
     from jobctl.ops import events
     from jobctl.ops import report as core
+    from jobctl.render import markdown
 
     window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
     with context.open_session(ctx) as s, s.transaction(read_only=True):
@@ -171,6 +172,6 @@ def report(
     if out in (output.Output.json, output.Output.jsonl):
         terminal.emit(output.Document(result, []), out, None)
     elif out.tabular:
-        sys.stdout.write(core.markdown(result))
+        sys.stdout.write(markdown.report(result))
     else:
         raise errors.UsageError("report prints Markdown (-o table) or JSON (-o json, jsonl)")
