@@ -33,6 +33,7 @@ from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
+    from jobctl.ops import triage
 
 app = typer.Typer(
     name="jobctl",
@@ -138,7 +139,7 @@ def stuck(
     holds it locked, who. --expiring-within adds the live leases about to run out, with each
     worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl.ops import replica, triage
+    from jobctl.ops import triage
 
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
@@ -163,6 +164,40 @@ def stuck(
             fmt=fmt,
         )
         return
+    watching = (every, count) if watch else None
+    shown = _stuck_here(
+        ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
+    )
+    if shown is None:  # a watch: it ended with Ctrl-C or its --count
+        return
+    found, waiting = shown
+    if waiting is not None:  # "my job is stuck" often means nobody claims it
+        terminal.say(
+            f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
+            f"than {opt.show_duration(ready_after)} (the oldest {waiting['oldest_ready_s']:.0f}s)"
+            ": is any worker claiming? (jobctl summary shows the queue)"
+        )
+    if found and sys.stdout.isatty() and out.tabular:
+        terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
+    if exit_code and found:
+        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+def _stuck_here(
+    ctx: typer.Context,
+    where: triage.ExpiredFilter,
+    limit: int,
+    expiring_within: dt.timedelta | None,
+    trust_replica: bool,
+    ready_after: dt.timedelta,
+    watching: tuple[dt.timedelta, int | None] | None,
+    out: output.Output,
+    fmt: str | None,
+) -> tuple[int, rows.Row | None] | None:
+    """``stuck`` on one database, its rows streamed where the format allows: how many were
+    found, and the ready jobs waiting when none was (None: a ``watching`` watch ran)."""
+    from jobctl.ops import replica, triage
+
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     found = 0
@@ -180,17 +215,14 @@ def stuck(
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)
         asked, where = where, replica.widen(where, standing, trust=trust_replica)
-        if watch:
-            context.run_watch(
-                ctx,
-                s,
-                lambda: views.stuck(list(rows_of(s)), columns, at_risk=at_risk),
-                every,
-                count,
-                out,
-                fmt,
-            )
-            return
+        if watching is not None:
+            every, count = watching
+
+            def refreshed() -> output.Document:
+                return views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
+
+            context.run_watch(ctx, s, refreshed, every, count, out, fmt)
+            return None
         with s.transaction(read_only=True):
             if out.tabular:  # a table needs every row for its widths
                 doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
@@ -203,16 +235,7 @@ def stuck(
                     replica.held_back(replica.held_back_count(s, asked, standing), standing)
                 )
             waiting = None if found else triage.ready_waiting(s, ready_after)
-    if waiting is not None:  # "my job is stuck" often means nobody claims it
-        terminal.say(
-            f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
-            f"than {opt.show_duration(ready_after)} (the oldest {waiting['oldest_ready_s']:.0f}s)"
-            ": is any worker claiming? (jobctl summary shows the queue)"
-        )
-    if found and sys.stdout.isatty() and out.tabular:
-        terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
-    if exit_code and found:
-        raise typer.Exit(errors.EXIT_FINDINGS)
+    return found, waiting
 
 
 @app.command()
