@@ -150,6 +150,60 @@ Full = Annotated[  # show, history, explain, events: long texts whole (else cut 
     ),
 ]
 PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
+# schema apply: the history mode and the table's own names
+HistoryMode = Annotated[
+    str | None,
+    typer.Option(
+        "--history",
+        metavar="transitions|late|exact|audit",
+        autocompletion=lambda incomplete: [
+            m for m in ("transitions", "late", "exact", "audit") if m.startswith(incomplete)
+        ],
+        help="What the history records: transitions (the default on a first install: "
+        "attempts that did not complete, every status change, jobctl's writes), late (also "
+        "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "
+        "at a higher cost), audit (only jobctl's own writes). Default: keep the installed "
+        "mode.",
+    ),
+]
+NoWorkerHistory = Annotated[
+    bool, typer.Option("--no-worker-history", help="Same as --history audit.")
+]
+ColumnMappings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--column",
+        metavar="DESIGN=ACTUAL",
+        help="The table's own name for one of the lease design's columns, e.g. "
+        "status=state (repeatable). Recorded in the database for every command.",
+    ),
+]
+StatusMappings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status",
+        metavar="DESIGN=ACTUAL",
+        help="The table's own value for queued, processing, done or failed, e.g. "
+        "processing=running (repeatable).",
+    ),
+]
+ParkStatus = Annotated[
+    str | None,
+    typer.Option(
+        metavar="VALUE",
+        help="Where reclaim sends what it would fail (manual policy, out of attempts), "
+        "e.g. manual_review. Default: failed.",
+    ),
+]
+ColumnUnits = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--column-unit",
+        metavar="DESIGN=UNIT",
+        help="The unit of a time the table keeps as a number since the epoch, s or ms, "
+        "e.g. updated_at=ms (see docs/your-table.md, Supported column types).",
+    ),
+]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
     dt.timedelta,
     Duration(

@@ -36,59 +36,12 @@ def schema_apply(
     print_sql: opt.PrintSql = False,
     create: Annotated[bool, typer.Option(help="Create a reference jobs table if none.")] = False,
     lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
-    history_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--history",
-            metavar="transitions|late|exact|audit",
-            autocompletion=lambda incomplete: [
-                m for m in ("transitions", "late", "exact", "audit") if m.startswith(incomplete)
-            ],
-            help="What the history records: transitions (the default on a first install: "
-            "attempts that did not complete, every status change, jobctl's writes), late (also "
-            "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "
-            "at a higher cost), audit (only jobctl's own writes). Default: keep the installed "
-            "mode.",
-        ),
-    ] = None,
-    no_worker_history: Annotated[
-        bool, typer.Option("--no-worker-history", help="Same as --history audit.")
-    ] = False,
-    columns: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--column",
-            metavar="DESIGN=ACTUAL",
-            help="The table's own name for one of the lease design's columns, e.g. "
-            "status=state (repeatable). Recorded in the database for every command.",
-        ),
-    ] = None,
-    statuses: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--status",
-            metavar="DESIGN=ACTUAL",
-            help="The table's own value for queued, processing, done or failed, e.g. "
-            "processing=running (repeatable).",
-        ),
-    ] = None,
-    park_status: Annotated[
-        str | None,
-        typer.Option(
-            metavar="VALUE",
-            help="Where reclaim sends what it would fail (manual policy, out of attempts), "
-            "e.g. manual_review. Default: failed.",
-        ),
-    ] = None,
-    units: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--column-unit",
-            metavar="DESIGN=UNIT",
-            help="The unit of a time the table keeps as a number since the epoch, s or ms, "
-            "e.g. updated_at=ms (see docs/your-table.md, Supported column types).",
-        ),
-    ] = None,
+    history_mode: opt.HistoryMode = None,
+    no_worker_history: opt.NoWorkerHistory = False,
+    columns: opt.ColumnMappings = None,
+    statuses: opt.StatusMappings = None,
+    park_status: opt.ParkStatus = None,
+    units: opt.ColumnUnits = None,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
@@ -101,14 +54,8 @@ def schema_apply(
     Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl.schema import apply as schema_apply
-    from jobctl.schema import history
 
-    if no_worker_history:
-        if history_mode not in (None, "audit"):
-            raise errors.UsageError("--no-worker-history and --history disagree")
-        history_mode = "audit"
-    if history_mode is not None and history_mode not in history.MODES:
-        raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
+    history_mode = _history_mode(history_mode, no_worker_history)
     mapping = None
     if columns or statuses or units or park_status is not None:
         mapping = TableMapping.parse(
@@ -132,6 +79,19 @@ def schema_apply(
             f"Apply {len(steps)} schema step(s) to {settings.table}?",
             lock_deadline,
         )
+
+
+def _history_mode(asked: str | None, no_worker_history: bool) -> str | None:
+    """--history as asked (None: keep the installed mode), --no-worker-history its audit."""
+    from jobctl.schema import history
+
+    if no_worker_history:
+        if asked not in (None, "audit"):
+            raise errors.UsageError("--no-worker-history and --history disagree")
+        asked = "audit"
+    if asked is not None and asked not in history.MODES:
+        raise errors.UsageError(f"--history must be one of {', '.join(history.MODES)}")
+    return asked
 
 
 def _print_or_apply(
