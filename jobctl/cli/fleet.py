@@ -133,21 +133,18 @@ def stuck(
     fmt: str | None,
 ) -> None:
     """``stuck`` on every target: one table, the target first (``--watch``: refreshed)."""
-    from jobctl.ops import replica, triage
+    from jobctl.ops import replica
+    from jobctl.ops import stuck as stuck_read
 
     at_risk = expiring_within is not None
+    ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
 
     def read(s: Session, st: Standing, say: fleet.Say) -> list[rows.Row]:
-        widened = replica.widen(where, st, trust=trust_replica)
         with s.transaction(read_only=True):
-            if expiring_within is None:
-                found: list[Any] = list(triage.stuck(s, widened, limit))
-                if widened is not where:
-                    line = replica.held_back(replica.held_back_count(s, where, st), st)
-                    if line:
-                        say(line)
-            else:
-                found = list(triage.at_risk(s, widened, expiring_within, limit))
+            found: list[Any] = list(stuck_read.rows(s, st, ask))
+            line = stuck_read.held_back(s, st, ask)
+            if line:
+                say(line)
         marked = replica.mark(output.Document(found, []), st).payload  # a standby's rows say so
         return list(fleet.tagged(s.settings.target or "", marked))
 
@@ -312,8 +309,9 @@ def _dry_run(
     parks: dict[str, str | None] = {}
 
     def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
-        widened = replica.widen(request.where, st, trust=trust_replica)
-        found = core.dry_run(s, widened, request.limit)
+        found = core.dry_run(
+            s, core.dry_run_filter(request.where, st, trust_replica), request.limit
+        )
         note = replica.dry_run_note(st)
         if note:
             say(note)

@@ -197,24 +197,21 @@ def _stuck_here(
     """``stuck`` on one database, its rows streamed where the format allows: how many were
     found, and the ready jobs waiting when none was (None: a ``watching`` watch ran)."""
     from jobctl.ops import replica, triage
+    from jobctl.ops import stuck as stuck_read
 
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+    ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
     found = 0
 
     def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
         nonlocal found
-        if expiring_within is None:
-            source: Iterator[rows.LeaseRow] = triage.stuck(s, where, limit)
-        else:
-            source = triage.at_risk(s, where, expiring_within, limit)
-        for row in source:
+        for row in stuck_read.rows(s, standing, ask):
             found += 1
             yield row
 
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)
-        asked, where = where, replica.widen(where, standing, trust=trust_replica)
         if watching is not None:
             every, count = watching
 
@@ -230,10 +227,7 @@ def _stuck_here(
                 streamed = rows_of(s)
                 doc = views.table(streamed, streamed, columns)
             terminal.emit(replica.mark(doc, standing), out, fmt)
-            if where is not asked and expiring_within is None:
-                context.say_if(
-                    replica.held_back(replica.held_back_count(s, asked, standing), standing)
-                )
+            context.say_if(stuck_read.held_back(s, standing, ask))
             waiting = None if found else triage.ready_waiting(s, ready_after)
     return found, waiting
 

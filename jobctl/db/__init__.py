@@ -3,7 +3,7 @@ database errors as one line. Its modules by job (``from jobctl import db`` gives
 names, the way callers use them):
 
 * ``settings``: where and how to connect (``Settings``), from the global options;
-* ``connect``: a connection, and the transactions every command runs in;
+* ``connection``: a connection, and the transactions every command runs in;
 * ``jobs_table``: the jobs table resolved in the database (``JobsTable``, ``resolve_table``);
 * ``failures``: database errors as one line and an exit code (``mapped_errors``);
 * ``secrets``: passwords kept out of every message (``redact``);
@@ -11,7 +11,7 @@ names, the way callers use them):
 * ``locks``, ``loaders``: lock tries that never make workers queue; values read safely.
 """
 
-from jobctl.db.connect import (
+from jobctl.db.connection import (
     CONNECT_TIMEOUT_S,
     _settings_statement,
     connect,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.db.connect import safe, under_user_search_path
+from jobctl.db.connection import safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
 from jobctl.table.mapping import COLUMNS, STATUSES, TableMapping

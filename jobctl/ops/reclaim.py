@@ -10,7 +10,7 @@ import datetime as dt
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
@@ -20,6 +20,9 @@ from jobctl.ops import plans
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
 from jobctl.render import output
 from jobctl.render.rows import ReclaimRow, Row
+
+if TYPE_CHECKING:
+    from jobctl.ops.replica import Standing
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
@@ -70,12 +73,24 @@ class Run:
     total: int | None
 
 
-def start(s: Session, request: Request, confirm: Confirm) -> Run:
+def start(
+    s: Session,
+    request: Request,
+    confirm: Confirm,
+    *,
+    standing: Standing | None = None,
+    trust_replica: bool = False,
+) -> Run:
     """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit.
 
     A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
-    found; the dry run with ``save_plan`` writes the reviewed rows before returning.
+    found; the dry run with ``save_plan`` writes the reviewed rows before returning. A dry
+    run read on a standby (``standing``) widens the filter by its lag (``dry_run_filter``).
     """
+    if not request.commit:
+        request = dataclasses.replace(
+            request, where=dry_run_filter(request.where, standing, trust_replica)
+        )
     if request.where.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
@@ -111,6 +126,16 @@ def committed(
     if planned is not None:
         return commit_plan(s, planned, batch_size=request.batch_size)
     return commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
+
+
+def dry_run_filter(
+    where: ExpiredFilter, standing: Standing | None, trust_replica: bool
+) -> ExpiredFilter:
+    """The filter a dry run reads with: on a standby, a lease that expired within its lag may
+    be live on the primary, so only those that expired longer ago count (unless trusted)."""
+    from jobctl.ops import replica
+
+    return replica.widen(where, standing, trust=trust_replica)
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)

@@ -23,7 +23,7 @@ import pytest
 from helpers import POOL_SIZE, add_jobs, claim_all, wait_until
 
 from jobctl import db, lease
-from jobctl.db import locks, session
+from jobctl.db import connection, locks, session
 from jobctl.ops import reclaim
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.schema import apply as schema_apply
@@ -318,7 +318,8 @@ def test_no_command_leaves_session_state_on_a_direct_connection(
                 )
         close(self)
 
-    monkeypatch.setattr(db, "connect", tracked_connect)
+    monkeypatch.setattr(db, "connect", tracked_connect)  # db.connect, as the callers call it
+    monkeypatch.setattr(connection, "connect", tracked_connect)  # and as db's own modules do
     monkeypatch.setattr(psycopg.Connection, "close", inspecting_close)
     add_jobs(conn, 30)
     claim_all(dsn, 30)

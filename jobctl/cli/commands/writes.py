@@ -51,7 +51,6 @@ def reclaim_command(
     shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
-    import dataclasses
 
     from jobctl.ops import reclaim, replica, service, triage
 
@@ -84,10 +83,10 @@ def reclaim_command(
         )
         return
     with context.open_session(ctx) as s:
-        if not commit:  # on a standby, a lease expired within the lag may be live
-            widened = replica.widen(where, context.standing(ctx), trust=trust_replica)
-            request = dataclasses.replace(request, where=widened)
-        run = reclaim.start(s, request, terminal.confirm)
+        standing = context.standing(ctx)
+        run = reclaim.start(
+            s, request, terminal.confirm, standing=standing, trust_replica=trust_replica
+        )
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
         found, counts = terminal.drain(run, out, fmt)
         park_status = s.table.mapping.park_status
