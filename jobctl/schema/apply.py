@@ -38,6 +38,27 @@ def split_name(name: str) -> tuple[str, ...]:
     return tuple(quoted.replace('""', '"') if quoted else bare.lower() for quoted, bare in parts)
 
 
+@dataclasses.dataclass(frozen=True)
+class TableFacts:
+    """What schema apply finds of the table before planning: its names, what of the lease
+    design it already has, and the step that creates it (``create``: --create, none there)."""
+
+    ident: sql.Identifier
+    relname: str
+    schema_name: str
+    locked: str  # the table as a locking step names it
+    mapping: TableMapping  # the names the plan is made for
+    fragments: dict[str, sql.Composable]  # db.spelling's, in those names
+    columns: set[str]
+    constraints: dict[str, bool]  # name -> validated
+    indexes: dict[str, bool]  # the reclaim indexes, name -> valid
+    has_rows: bool
+    table: db.JobsTable | None = None  # None: it is being created
+    recorded: TableMapping | None = None  # the names recorded for it (None: being created)
+    partitioned: bool = False
+    create: Step | None = None
+
+
 def plan_apply(
     conn: psycopg.Connection[Any],
     table_name: str,
@@ -52,178 +73,266 @@ def plan_apply(
     installed one.
     ``mapping`` (the table's own names, --column/--status/--park-status) replaces the recorded
     one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
-    steps: list[Step] = []
-    recorded: TableMapping | None = None
     ownership.refuse_foreign(conn)  # a schema jobctl someone else made is never adopted
     exists = db.identify(conn, table_name)
     if exists is None:
         if not create:
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
-        parts = split_name(table_name)
-        if len(parts) == 1:  # where the session's search_path would create it, named so
-            parts = (db.creation_schema(conn), *parts)
-        ident = sql.Identifier(*parts)
-        steps.append(
-            Step(
-                "create the reference jobs table",
-                queries.query(
-                    "reference_table",
-                    ident,
-                    queued_index=sql.Identifier(reclaim_index.index_name(parts[-1], "_queued")),
-                ),
-            )
-        )
-        relname, has_rows, indexes = parts[-1], False, {}
-        if mapping is not None and mapping != TableMapping():
-            raise errors.UsageError(
-                "--create makes a table with the lease design's own names: no --column, "
-                "--status or --park-status with it"
-            )
-        mapping = TableMapping()
-        fragments = db.spelling(ident, mapping)
-        columns: set[str] = set()
-        constraints: dict[str, bool] = {}
-        oid = None
-        schema_name = parts[0]
-        locked = ident.as_string(conn)
+        facts = _new_table(conn, table_name, mapping)
     else:
-        table = db.resolve_table(conn, table_name)
-        recorded = table.mapping
-        if mapping is None:
-            mapping = recorded
-        elif mapping != recorded:  # the id and status columns may be other ones
-            table = db.resolve_table(conn, table_name, mapping)
-        found = shape.inspect(conn, table.qualified)
-        why = shape.refusal(found, mapping)
-        if why is not None:
-            raise errors.Refused(why)
-        missing = [d for d in BASE_COLUMNS if found.column(mapping, d) is None]
-        if missing:
-            raise errors.Refused(
-                f"{table.qualified} has no column for the lease design's "
-                + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
-                + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
-            )
-        why = column_types.refusal(table.qualified, mapping, table.types)
-        if why is not None:  # the history's function or a statement would fail on it
-            raise errors.Refused(why)
-        refused = shape.rejected_statuses(conn, found, mapping)
-        if refused:
-            value, reason = refused[0]
-            raise errors.Refused(
-                f"{table.qualified}: the status column would refuse {value!r}, a value jobctl "
-                f"writes ({reason}); map the statuses to the table's own with --status "
-                "DESIGN=ACTUAL (and --park-status); nothing done"
-            )
-        unmapped = statuses.unmapped(conn, table)  # the values it holds: none of the mapping's
-        if unmapped is not None:
-            raise errors.Refused(f"{table.qualified}: {unmapped}; nothing done")
-        fragments = table.fragments
-        ident, relname, schema_name, oid = table.ident, table.name, table.schema, table.oid
-        locked = table.qualified
-        has_rows = shape.one_row(conn, queries.query("table_has_rows", ident))["e"]
-        columns = set(found.columns)
-        constraints = {
-            r["conname"]: r["convalidated"]
-            for r in shape.catalog_rows(conn, "table_constraints", table.oid)
-        }
-        indexes = reclaim_index.reclaim_indexes(conn, table.oid, mapping)
+        facts = _existing_table(conn, table_name, exists, mapping)
+    steps = [
+        *([facts.create] if facts.create else []),
+        *_lease_column_steps(facts),
+        *_check_steps(facts),
+        *_index_steps(conn, facts),
+        *_history_steps(conn, facts, history_mode),
+    ]
+    return _recording_mapping(steps, facts)
 
-    lease_columns = {mapping.column(c) for c in LEASE_COLUMNS}
-    if not lease_columns <= columns:  # ALTER TABLE locks even when there is nothing to add
-        steps.append(
-            Step(
-                "add the lease columns",
-                queries.query("add_lease_columns", **fragments),
-                locks=locked,
-            )
+
+# ---------------------------------------------------------------- the table's facts
+def _new_table(
+    conn: psycopg.Connection[Any], table_name: str, mapping: TableMapping | None
+) -> TableFacts:
+    """The reference table --create makes, in the lease design's own names."""
+    parts = split_name(table_name)
+    if len(parts) == 1:  # where the session's search_path would create it, named so
+        parts = (db.creation_schema(conn), *parts)
+    ident = sql.Identifier(*parts)
+    step = Step(
+        "create the reference jobs table",
+        queries.query(
+            "reference_table",
+            ident,
+            queued_index=sql.Identifier(reclaim_index.index_name(parts[-1], "_queued")),
+        ),
+    )
+    if mapping is not None and mapping != TableMapping():
+        raise errors.UsageError(
+            "--create makes a table with the lease design's own names: no --column, "
+            "--status or --park-status with it"
         )
+    mapping = TableMapping()
+    return TableFacts(
+        ident=ident,
+        relname=parts[-1],
+        schema_name=parts[0],
+        locked=ident.as_string(conn),
+        mapping=mapping,
+        fragments=db.spelling(ident, mapping),
+        columns=set(),
+        constraints={},
+        indexes={},
+        has_rows=False,
+        create=step,
+    )
+
+
+def _existing_table(
+    conn: psycopg.Connection[Any],
+    table_name: str,
+    exists: dict[str, Any],
+    mapping: TableMapping | None,
+) -> TableFacts:
+    """The table as it is, under ``mapping`` (None: the recorded names); refused when
+    jobctl cannot serve it so."""
+    table = db.resolve_table(conn, table_name)
+    recorded = table.mapping
+    if mapping is None:
+        mapping = recorded
+    elif mapping != recorded:  # the id and status columns may be other ones
+        table = db.resolve_table(conn, table_name, mapping)
+    found = shape.inspect(conn, table.qualified)
+    _refuse_unserved(conn, table, found, mapping)
+    has_rows = shape.one_row(conn, queries.query("table_has_rows", table.ident))["e"]
+    constraints = {
+        r["conname"]: r["convalidated"]
+        for r in shape.catalog_rows(conn, "table_constraints", table.oid)
+    }
+    return TableFacts(
+        ident=table.ident,
+        relname=table.name,
+        schema_name=table.schema,
+        locked=table.qualified,
+        mapping=mapping,
+        fragments=table.fragments,
+        columns=set(found.columns),
+        constraints=constraints,
+        indexes=reclaim_index.reclaim_indexes(conn, table.oid, mapping),
+        has_rows=has_rows,
+        table=table,
+        recorded=recorded,
+        partitioned=exists["relkind"] == "p",
+    )
+
+
+def _refuse_unserved(
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    found: shape.TableShape,
+    mapping: TableMapping,
+) -> None:
+    """Refuse, before any step, a table jobctl cannot serve under ``mapping``."""
+    why = shape.refusal(found, mapping)
+    if why is not None:
+        raise errors.Refused(why)
+    missing = [d for d in BASE_COLUMNS if found.column(mapping, d) is None]
+    if missing:
+        raise errors.Refused(
+            f"{table.qualified} has no column for the lease design's "
+            + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
+            + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
+        )
+    why = column_types.refusal(table.qualified, mapping, table.types)
+    if why is not None:  # the history's function or a statement would fail on it
+        raise errors.Refused(why)
+    refused = shape.rejected_statuses(conn, found, mapping)
+    if refused:
+        value, reason = refused[0]
+        raise errors.Refused(
+            f"{table.qualified}: the status column would refuse {value!r}, a value jobctl "
+            f"writes ({reason}); map the statuses to the table's own with --status "
+            "DESIGN=ACTUAL (and --park-status); nothing done"
+        )
+    unmapped = statuses.unmapped(conn, table)  # the values it holds: none of the mapping's
+    if unmapped is not None:
+        raise errors.Refused(f"{table.qualified}: {unmapped}; nothing done")
+
+
+# ---------------------------------------------------------------- the steps
+def _lease_column_steps(facts: TableFacts) -> list[Step]:
+    lease_columns = {facts.mapping.column(c) for c in LEASE_COLUMNS}
+    if lease_columns <= facts.columns:  # ALTER TABLE locks even when there is nothing to add
+        return []
+    return [
+        Step(
+            "add the lease columns",
+            queries.query("add_lease_columns", **facts.fragments),
+            locks=facts.locked,
+        )
+    ]
+
+
+def _check_steps(facts: TableFacts) -> list[Step]:
+    steps = []
     for suffix in CHECKS:
-        name = f"{relname}_{suffix}"[:63]
-        if name not in constraints:  # NOT VALID: a catalog change under the lock, no scan
+        name = f"{facts.relname}_{suffix}"[:63]
+        if name not in facts.constraints:  # NOT VALID: a catalog change under the lock, no scan
             steps.append(
                 Step(
                     f"add check {name} (not valid yet)",
                     queries.query(
                         "add_check",
-                        ident,
+                        facts.ident,
                         constraint=sql.Identifier(name),
-                        check=queries.query(suffix, **fragments),
+                        check=queries.query(suffix, **facts.fragments),
                     ),
-                    locks=locked,
+                    locks=facts.locked,
                 )
             )
-        if not constraints.get(name):  # the scan, in its own transaction: the workers go on
+        if not facts.constraints.get(name):  # the scan, in its own transaction: workers go on
             steps.append(
                 Step(
                     f"validate check {name}",
-                    queries.query("validate_check", ident, constraint=sql.Identifier(name)),
+                    queries.query("validate_check", facts.ident, constraint=sql.Identifier(name)),
                 )
             )
-    ours = reclaim_index.index_name(relname, "_processing_timeout")
-    partitioned = exists is not None and exists["relkind"] == "p"
-    if oid is not None and reclaim_index.made_for_other_names(conn, oid, ours, mapping):
+    return steps
+
+
+def _index_steps(conn: psycopg.Connection[Any], facts: TableFacts) -> list[Step]:
+    """The reclaim index: one made for other names dropped, an invalid one dropped, and
+    built unless a valid one of any name is there (partition by partition on a
+    partitioned table)."""
+    steps = []
+    ours = reclaim_index.index_name(facts.relname, "_processing_timeout")
+    drop = queries.query("drop_index", index=sql.Identifier(facts.schema_name, ours))
+    indexes = dict(facts.indexes)
+    table = facts.table
+    if table is not None and reclaim_index.made_for_other_names(
+        conn, table.oid, ours, facts.mapping
+    ):
         steps.append(
             Step(  # (on a partitioned table, with every partition's index attached to it)
                 f"drop the reclaim index {ours}, made for other status or column names",
-                queries.query("drop_index", index=sql.Identifier(schema_name, ours)),
-                locks=locked,
+                drop,
+                locks=facts.locked,
             )
         )
         indexes.pop(ours, None)
-    if partitioned:  # an index ON ONLY the table, then each partition's, attached to it
-        steps.extend(reclaim_index.partitioned_index_steps(conn, table, ours))
-    if indexes.get(ours) is False and not partitioned:
+    if facts.partitioned:  # an index ON ONLY the table, then each partition's, attached to it
+        assert table is not None
+        return [*steps, *reclaim_index.partitioned_index_steps(conn, table, ours)]
+    if indexes.get(ours) is False:
         steps.append(
             Step(  # an invalid index is never used by queries: dropping it is instant
                 "drop the invalid reclaim index (left by a failed concurrent build)",
-                queries.query("drop_index", index=sql.Identifier(schema_name, ours)),
-                locks=locked,
+                drop,
+                locks=facts.locked,
             )
         )
-    if not any(indexes.values()) and not partitioned:  # a valid one of any name will do
-        steps.append(
-            Step(
-                "create the reclaim index" + (" concurrently" if has_rows else ""),
-                queries.query(
-                    "reclaim_index",
-                    **{
-                        **fragments,
-                        "index": sql.Identifier(ours),
-                        "concurrently": sql.SQL("CONCURRENTLY" if has_rows else ""),
-                        "only": sql.SQL(""),
-                    },
-                ),
-                outside_transaction=has_rows,
-                probe=queries.query("concurrent_lock_probe", ident) if has_rows else None,
-            )
-        )
+    if not any(indexes.values()):  # a valid one of any name will do
+        steps.append(_create_index_step(facts, ours))
+    return steps
+
+
+def _create_index_step(facts: TableFacts, ours: str) -> Step:
+    """CONCURRENTLY on a table with rows, its first lock tried first."""
+    has_rows = facts.has_rows
+    return Step(
+        "create the reclaim index" + (" concurrently" if has_rows else ""),
+        queries.query(
+            "reclaim_index",
+            **{
+                **facts.fragments,
+                "index": sql.Identifier(ours),
+                "concurrently": sql.SQL("CONCURRENTLY" if has_rows else ""),
+                "only": sql.SQL(""),
+            },
+        ),
+        outside_transaction=has_rows,
+        probe=queries.query("concurrent_lock_probe", facts.ident) if has_rows else None,
+    )
+
+
+def _history_steps(
+    conn: psycopg.Connection[Any], facts: TableFacts, history_mode: str | None
+) -> list[Step]:
     # the history's steps lock the jobs table (columns, trigger) or jobctl's tables, which
     # the trigger writes in the workers' transactions: all are tried with short lock timeouts
     target = (
-        history.Target.new(ident, schema_name, relname) if oid is None else history.Target.of(table)
+        history.Target.new(facts.ident, facts.schema_name, facts.relname)
+        if facts.table is None
+        else history.Target.of(facts.table)
     )
-    steps.extend(
-        Step(what, statement, locks=locked)
+    return [
+        Step(what, statement, locks=facts.locked)
         for what, statement in history.plan(conn, target, history_mode)
+    ]
+
+
+def _recording_mapping(steps: list[Step], facts: TableFacts) -> list[Step]:
+    """The steps, recording the table's new names (when they change) in the transaction that
+    installs the history function made for them, else as a step of its own."""
+    mapping, recorded = facts.mapping, facts.recorded
+    if recorded is None or mapping == recorded:  # (a table being created has the design's)
+        return steps
+    record = queries.query(
+        "record_table_mapping",
+        job_table=sql.Literal(facts.locked),
+        mapping=sql.Literal(mapping.to_json()),
     )
-    if recorded is not None and mapping != recorded:  # (a table being created has the design's)
-        record = queries.query(
-            "record_table_mapping",
-            job_table=sql.Literal(locked),
-            mapping=sql.Literal(mapping.to_json()),
-        )
-        what = "record the table's names: " + "; ".join(mapping.describe())
-        installs = [i for i, st in enumerate(steps) if st.what.startswith(INSTALL_HISTORY)]
-        if installs:  # in the transaction that installs the function made for them
-            i = installs[-1]
-            steps[i] = dataclasses.replace(
-                steps[i],
-                what=f"{steps[i].what}; {what}",
-                statement=sql.Composed([steps[i].statement, sql.SQL(";\n"), record]),
-            )
-        else:
-            steps.append(Step(what, record))
+    what = "record the table's names: " + "; ".join(mapping.describe())
+    installs = [i for i, st in enumerate(steps) if st.what.startswith(INSTALL_HISTORY)]
+    if not installs:
+        return [*steps, Step(what, record)]
+    i = installs[-1]
+    steps[i] = dataclasses.replace(
+        steps[i],
+        what=f"{steps[i].what}; {what}",
+        statement=sql.Composed([steps[i].statement, sql.SQL(";\n"), record]),
+    )
     return steps
 
 

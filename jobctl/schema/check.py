@@ -81,47 +81,75 @@ def ownership_check(conn: psycopg.Connection[Any]) -> Check:
 def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
-    names = table.mapping
-    results = [
+    results = _table_checks(conn, table)
+    columns = {r["name"]: r["type"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    wrong = _wrong_lease_columns(table, columns)
+    results += _column_checks(table, columns, wrong)
+    results += _constraint_checks(conn, table)
+    results += _index_checks(conn, table)
+    results.append(history_check(conn, table))
+    results.append(ownership_check(conn))
+    if table.mapping.column("status") in columns:
+        results += _status_checks(conn, table)
+    if not wrong:
+        results += _lease_row_checks(conn, table)
+    return results
+
+
+def _table_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """The table, whether jobctl is on it, its names, and whether schema apply serves it."""
+    return [
         Check("table exists", True, table.qualified),
         *[
             Check("jobctl installed", False, gone)
             for gone in [remove.not_installed(conn, table)]
             if gone
         ],
-        Check("the table's names", True, "; ".join(names.describe())),
+        Check("the table's names", True, "; ".join(table.mapping.describe())),
         Check("schema apply", *unserved.apply_verdict(conn, table)),
     ]
-    columns = {r["name"]: r["type"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+
+
+def _wrong_lease_columns(table: db.JobsTable, columns: dict[str, str]) -> list[str]:
+    """The lease columns missing or of another type than the design's, each said so."""
+    names = table.mapping
+    return [
+        f"{names.column(c)} ({columns.get(names.column(c), 'missing')}, want {t})"
+        for c, t in schema_apply.LEASE_COLUMNS.items()
+        if columns.get(names.column(c)) != t
+    ]
+
+
+def _column_checks(table: db.JobsTable, columns: dict[str, str], wrong: list[str]) -> list[Check]:
+    """The queue's own columns, the lease columns, and the types jobctl serves."""
+    names = table.mapping
     missing = [
         f"{c} ({names.column(c)})"
         for c in schema_apply.BASE_COLUMNS
         if names.column(c) not in columns
     ]
-    results.append(
+    typed = column_types.problems(names, table.types)
+    return [
         Check(
             "queue columns",
             not missing,
             "missing: " + ", ".join(missing) if missing else "all present",
-        )
-    )
-    wrong = [
-        f"{names.column(c)} ({columns.get(names.column(c), 'missing')}, want {t})"
-        for c, t in schema_apply.LEASE_COLUMNS.items()
-        if columns.get(names.column(c)) != t
+        ),
+        Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types"),
+        Check("column types", not typed, "; ".join(typed) or "every one served"),
     ]
-    results.append(
-        Check("lease columns", not wrong, "; ".join(wrong) or "all present, right types")
-    )
-    typed = column_types.problems(names, table.types)
-    results.append(Check("column types", not typed, "; ".join(typed) or "every one served"))
+
+
+def _constraint_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """A validated check constraint on each of recovery_policy and reclaim_count."""
     check_defs = [
         r["definition"]
         for r in shape.catalog_rows(conn, "table_constraints", table.oid)
         if r["kind"] == "c" and r["convalidated"]
     ]
+    results = []
     for column in ("recovery_policy", "reclaim_count"):
-        found = any(names.column(column) in d for d in check_defs)
+        found = any(table.mapping.column(column) in d for d in check_defs)
         results.append(
             Check(
                 f"check constraint on {column}",
@@ -129,6 +157,11 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
                 "present" if found else "missing (run jobctl schema apply)",
             )
         )
+    return results
+
+
+def _index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """The reclaim index (a partitioned table's: ``_partition_checks``)."""
     indexes = reclaim_index.reclaim_indexes(conn, table.oid, table.mapping)
     valid = [name for name, ok in indexes.items() if ok]
     reclaim = Check(
@@ -144,41 +177,45 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     )
     identity = db.identify(conn, table.qualified)
     partitioned = identity is not None and identity["relkind"] == "p"
-    results.extend(_partition_checks(conn, table) if partitioned else [reclaim])
-    results.append(history_check(conn, table))
-    results.append(ownership_check(conn))
-    if names.column("status") in columns:
-        rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
-        results.append(
-            Check(
-                "status values jobctl writes",
-                not rejected,
-                "; ".join(f"{v!r}: {why}" for v, why in rejected)
-                or "accepted: " + ", ".join(names.written_statuses()),
-            )
+    return _partition_checks(conn, table) if partitioned else [reclaim]
+
+
+def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """The status values jobctl writes, accepted by the column, and those the table holds."""
+    names = table.mapping
+    rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
+    results = [
+        Check(
+            "status values jobctl writes",
+            not rejected,
+            "; ".join(f"{v!r}: {why}" for v, why in rejected)
+            or "accepted: " + ", ".join(names.written_statuses()),
         )
-        held = statuses.status_values(conn, table)
-        if held is not None:
-            results.append(Check("status values the table holds", *held))
-    if not wrong:
-        counts = shape.one_row(conn, queries.query("lease_consistency", **table.fragments))
-        results.append(
-            Check(
-                "processing rows without lease or token",
-                counts["invisible"] == 0,
-                f"{counts['invisible']} rows reclaim can never see",
-            )
-        )
-        results.append(
-            Check(
-                "token iff processing",
-                counts["inconsistent"] == 0,
-                f"{counts['inconsistent']} rows where ({names.column('status')} = "
-                f"{names.status('processing')!r}) <> "
-                "(attempt_token IS NOT NULL)",
-            )
-        )
+    ]
+    held = statuses.status_values(conn, table)
+    if held is not None:
+        results.append(Check("status values the table holds", *held))
     return results
+
+
+def _lease_row_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """Rows reclaim cannot see, and rows whose token disagrees with their status."""
+    names = table.mapping
+    counts = shape.one_row(conn, queries.query("lease_consistency", **table.fragments))
+    return [
+        Check(
+            "processing rows without lease or token",
+            counts["invisible"] == 0,
+            f"{counts['invisible']} rows reclaim can never see",
+        ),
+        Check(
+            "token iff processing",
+            counts["inconsistent"] == 0,
+            f"{counts['inconsistent']} rows where ({names.column('status')} = "
+            f"{names.status('processing')!r}) <> "
+            "(attempt_token IS NOT NULL)",
+        ),
+    ]
 
 
 def _partition_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:

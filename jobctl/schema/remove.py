@@ -71,11 +71,37 @@ def plan(
     """The steps that take jobctl off ``table_name`` (see the module's docstring)."""
     table = db.resolve_table(conn, table_name)
     where = _shown(table.qualified)
-    steps: list[schema_steps.Step] = []
-    kept: list[str] = []
     found = _history(conn, table)
-
     # 1. the trigger and the table's function
+    trigger, present = _trigger_step(conn, table, found)
+    # 3 is planned before 2 (it decides whether the recorded names are still needed), and
+    # runs before schema jobctl, which holds them, is dropped
+    column_step, column_kept = _columns_step(conn, table, found) if columns else (None, [])
+    # 2. the history: this table's rows, or schema jobctl when no other table is in it
+    mapping_needed = found.mapped and not columns
+    keep_schema = bool(found.others or found.foreign or mapping_needed)
+    rows_step = schema_step = None
+    if history_too and found.schema and keep_schema:
+        rows_step = _history_rows_step(table, found)
+    if history_too and found.schema and not keep_schema:
+        schema_step = _schema_step(conn, table, found, present)
+    steps = [s for s in (trigger, rows_step, column_step, schema_step) if s is not None]
+    kept = _history_kept(found, history_too, keep_schema, mapping_needed, where)
+    kept += column_kept
+    if not columns and _lease_columns(conn, table):
+        kept.append(
+            f"kept: the lease columns of {where}, their checks and the reclaim index (the "
+            "workers write them; jobctl's stuck, reclaim, requeue and fail still work); "
+            "jobctl schema remove --columns drops them once no worker uses them"
+        )
+    return Removal(table.qualified, steps, kept, found.events, found.attempts)
+
+
+def _trigger_step(
+    conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
+) -> tuple[schema_steps.Step | None, list[str]]:
+    """The step that drops the history trigger and the table's function (None: neither is
+    there), and the functions of schema jobctl it drops."""
     state = history.table_state(conn, table.oid)
     triggers = [t for t in (history.TRIGGER, *history.OLD_TRIGGERS) if _has_trigger(state, t)]
     functions = {history.function_name(table.schema, table.name)}
@@ -86,66 +112,59 @@ def plan(
     ):
         functions.add(state.function[1])  # (made under the table's former name)
     present = sorted(_present_functions(conn, functions)) if found.schema else []
-    if triggers or present:
-        statements = [
-            queries.query("remove_trigger", table.ident, trigger=sql.Identifier(t))
-            for t in triggers
-        ] + [
-            queries.query("remove_function", function=sql.Identifier("jobctl", f)) for f in present
-        ]
-        what = "drop the history trigger" if triggers else "drop the history function"
-        if present:
-            what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
-        steps.append(schema_steps.Step(what, _joined(statements), locks=table.qualified))
+    if not (triggers or present):
+        return None, present
+    statements = [
+        queries.query("remove_trigger", table.ident, trigger=sql.Identifier(t)) for t in triggers
+    ] + [queries.query("remove_function", function=sql.Identifier("jobctl", f)) for f in present]
+    what = "drop the history trigger" if triggers else "drop the history function"
+    if present:
+        what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
+    return schema_steps.Step(what, _joined(statements), locks=table.qualified), present
 
-    # 3 is planned before 2 (it decides whether the recorded names are still needed), and
-    # runs before schema jobctl, which holds them, is dropped
-    column_step, column_kept = _columns_step(conn, table, found) if columns else (None, [])
 
-    # 2. the history: this table's rows, or schema jobctl when no other table is in it
-    mapping_needed = found.mapped and not columns
-    keep_schema = bool(found.others or found.foreign or mapping_needed)
+def _history_rows_step(table: db.JobsTable, found: _History) -> schema_steps.Step | None:
+    """The step that deletes the table's rows of the history (None: it has none)."""
+    if not (found.events or found.attempts):
+        return None
+    return schema_steps.Step(
+        f"delete the history of {_shown(table.qualified)} ({_counts(found)})",
+        queries.query("remove_history_rows", job_table=sql.Literal(table.qualified)),
+    )
+
+
+def _schema_step(
+    conn: psycopg.Connection[Any], table: db.JobsTable, found: _History, present: list[str]
+) -> schema_steps.Step:
+    """The step that drops schema jobctl, with the functions the trigger's step leaves."""
+    drops = [
+        queries.query("remove_function", function=sql.Identifier("jobctl", f))
+        for f in _history_functions(conn)
+        if f not in present
+    ]
+    return schema_steps.Step(
+        f"drop schema jobctl: the history of {_shown(table.qualified)} ({_counts(found)}), its "
+        "record of migrations and of the tables' names",
+        queries.query(
+            "remove_history_schema",
+            functions=sql.Composed([sql.Composed([d, sql.SQL(";\n")]) for d in drops]),
+        ),
+        locks=table.qualified,
+    )
+
+
+def _history_kept(
+    found: _History, history_too: bool, keep_schema: bool, mapping_needed: bool, where: str
+) -> list[str]:
+    """What of the history stays, and how to remove it too."""
     if history_too and found.schema and keep_schema:
-        if found.events or found.attempts:
-            steps.append(
-                schema_steps.Step(
-                    f"delete the history of {where} ({_counts(found)})",
-                    queries.query("remove_history_rows", job_table=sql.Literal(table.qualified)),
-                )
-            )
-        kept.append(_schema_kept(found, mapping_needed, where))
-    elif found.schema and (found.events or found.attempts) and not history_too:
-        kept.append(
+        return [_schema_kept(found, mapping_needed, where)]
+    if found.schema and (found.events or found.attempts) and not history_too:
+        return [
             f"kept: the history of {where} ({_counts(found)}) in schema jobctl; "
             "jobctl schema remove --history deletes it"
-        )
-    if column_step is not None:
-        steps.append(column_step)
-    if history_too and found.schema and not keep_schema:
-        drops = [
-            queries.query("remove_function", function=sql.Identifier("jobctl", f))
-            for f in _history_functions(conn)
-            if f not in present
         ]
-        steps.append(
-            schema_steps.Step(
-                f"drop schema jobctl: the history of {where} ({_counts(found)}), its record "
-                "of migrations and of the tables' names",
-                queries.query(
-                    "remove_history_schema",
-                    functions=sql.Composed([sql.Composed([d, sql.SQL(";\n")]) for d in drops]),
-                ),
-                locks=table.qualified,
-            )
-        )
-    kept += column_kept
-    if not columns and _lease_columns(conn, table):
-        kept.append(
-            f"kept: the lease columns of {where}, their checks and the reclaim index (the "
-            "workers write them; jobctl's stuck, reclaim, requeue and fail still work); "
-            "jobctl schema remove --columns drops them once no worker uses them"
-        )
-    return Removal(table.qualified, steps, kept, found.events, found.attempts)
+    return []
 
 
 def apply(
@@ -207,6 +226,16 @@ def not_installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | N
 
 
 # ---------------------------------------------------------------- the columns
+@dataclasses.dataclass(frozen=True)
+class _Drops:
+    """What --columns drops from the table."""
+
+    columns: list[str]  # the lease columns under the design's names, the jobctl_* columns
+    checks: list[str]
+    index: str | None  # jobctl's reclaim index
+    mapping: bool  # the names recorded for it, in jobctl.tables
+
+
 def _columns_step(
     conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
 ) -> tuple[schema_steps.Step | None, list[str]]:
@@ -219,64 +248,89 @@ def _columns_step(
         for c in schema_apply.LEASE_COLUMNS
         if table.mapping.column(c) != c and table.mapping.column(c) in columns
     ]
-    lease = _lease_columns(conn, table)
-    drop_columns = lease + [c for c in history.COLUMNS if c in columns]
-    checks = _checks(conn, table)
-    index = _our_index(conn, table)
-    if not (drop_columns or checks or index or (found.schema and found.mapped)):
+    drops = _Drops(
+        columns=_lease_columns(conn, table) + [c for c in history.COLUMNS if c in columns],
+        checks=_checks(conn, table),
+        index=_our_index(conn, table),
+        mapping=found.schema and found.mapped,
+    )
+    if not (drops.columns or drops.checks or drops.index or drops.mapping):
         return None, kept
-    expired = 0
-    if table.mapping.column("lease_expires_at") in columns:
-        leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
-        live, expired = leases["n"], leases["expired"]
-        if live:
-            raise errors.Refused(
-                f"{where}: {live} row(s) processing with a live lease: their workers write the "
-                "lease columns; stop them (or let the leases run out, then reclaim) before "
-                "jobctl schema remove --columns; nothing done"
-            )
-    statements: list[sql.Composable] = []
-    if drop_columns or checks or index:
-        statements.append(queries.query("remove_lock_table", table.ident))
-    if table.mapping.column("lease_expires_at") in columns:
-        statements.append(_guard(table))
-    if index:
-        statements.append(queries.query("drop_index", index=sql.Identifier(table.schema, index)))
-    if drop_columns or checks:
-        drops = [
-            queries.query("remove_drop_constraint", constraint=sql.Identifier(c)) for c in checks
-        ] + [queries.query("remove_drop_column", column=sql.Identifier(c)) for c in drop_columns]
-        statements.append(
-            queries.query("remove_columns", table.ident, drops=sql.SQL(",\n    ").join(drops))
-        )
-    parts = []
-    if drop_columns:
-        parts.append("columns " + ", ".join(_shown(c) for c in drop_columns))
-    if checks:
-        parts.append(("checks " if len(checks) > 1 else "check ") + ", ".join(map(_shown, checks)))
-    indexes = {
-        r["name"]
-        for r in conn.execute(
-            queries.query("remove_column_indexes"), {"oid": table.oid, "names": drop_columns}
-        )
-    } | ({index} if index else set())
-    if indexes:
-        parts.append(
-            ("indexes " if len(indexes) > 1 else "index ")
-            + ", ".join(_shown(i) for i in sorted(indexes))
-        )
-    if found.schema and found.mapped:
-        statements.append(
-            queries.query("remove_mapping_row", job_table=sql.Literal(table.qualified))
-        )
-        parts.append("the recorded names")
-    what = f"drop from {where} the " + "; the ".join(parts)
+    leased = table.mapping.column("lease_expires_at") in columns
+    expired = _expired_leases(conn, table) if leased else 0
+    statements = _drop_statements(table, drops, leased)
+    what = f"drop from {where} the " + "; the ".join(_dropped(conn, table, drops))
     if expired:
         what += (
             f" ({expired} row(s) still processing with an expired lease or none stay so, "
             "with no lease to expire: jobctl reclaim --commit first to requeue them)"
         )
     return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept
+
+
+def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
+    """The rows processing with an expired lease or none; refused while a lease is live."""
+    leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
+    if leases["n"]:
+        raise errors.Refused(
+            f"{_shown(table.qualified)}: {leases['n']} row(s) processing with a live lease: "
+            "their workers write the lease columns; stop them (or let the leases run out, "
+            "then reclaim) before jobctl schema remove --columns; nothing done"
+        )
+    return int(leases["expired"])
+
+
+def _drop_statements(table: db.JobsTable, drops: _Drops, leased: bool) -> list[sql.Composable]:
+    """The table locked first, the live-lease guard (``leased``: it has the lease column),
+    then the index, the checks and columns, and the recorded names."""
+    statements: list[sql.Composable] = []
+    if drops.columns or drops.checks or drops.index:
+        statements.append(queries.query("remove_lock_table", table.ident))
+    if leased:
+        statements.append(_guard(table))
+    if drops.index:
+        statements.append(
+            queries.query("drop_index", index=sql.Identifier(table.schema, drops.index))
+        )
+    if drops.columns or drops.checks:
+        dropped = [
+            queries.query("remove_drop_constraint", constraint=sql.Identifier(c))
+            for c in drops.checks
+        ] + [queries.query("remove_drop_column", column=sql.Identifier(c)) for c in drops.columns]
+        statements.append(
+            queries.query("remove_columns", table.ident, drops=sql.SQL(",\n    ").join(dropped))
+        )
+    if drops.mapping:
+        statements.append(
+            queries.query("remove_mapping_row", job_table=sql.Literal(table.qualified))
+        )
+    return statements
+
+
+def _dropped(conn: psycopg.Connection[Any], table: db.JobsTable, drops: _Drops) -> list[str]:
+    """What the step drops, for its description: the indexes on a dropped column too."""
+    parts = []
+    if drops.columns:
+        parts.append("columns " + ", ".join(_shown(c) for c in drops.columns))
+    if drops.checks:
+        parts.append(
+            ("checks " if len(drops.checks) > 1 else "check ")
+            + ", ".join(map(_shown, drops.checks))
+        )
+    indexes = {
+        r["name"]
+        for r in conn.execute(
+            queries.query("remove_column_indexes"), {"oid": table.oid, "names": drops.columns}
+        )
+    } | ({drops.index} if drops.index else set())
+    if indexes:
+        parts.append(
+            ("indexes " if len(indexes) > 1 else "index ")
+            + ", ".join(_shown(i) for i in sorted(indexes))
+        )
+    if drops.mapping:
+        parts.append("the recorded names")
+    return parts
 
 
 def _guard(table: db.JobsTable) -> sql.Composed:

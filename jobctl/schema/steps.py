@@ -175,7 +175,6 @@ def _watched(
     build)."""
     throttle = locks.Throttle()
     last: list[locks.Wait] = []
-    timeout = f"{max(1, round(remaining * 1000))}ms"
 
     def report(blocker: str | None, phase: str | None, elapsed: float) -> None:
         last[:] = [locks.Wait(step.what, elapsed, 0, blocker, phase)]
@@ -193,37 +192,48 @@ def _watched(
             db.mapped_errors(settings.resolved_dsn()),
             locks.watching(settings, conn.info.backend_pid, report),
         ):
-            if step.outside_transaction:
-                # CONCURRENTLY runs outside a transaction block, so no transaction-local
-                # lock_timeout; a session-level one would stay on the server connection (behind
-                # a pooler, shared with the application). Its first lock (SHARE UPDATE
-                # EXCLUSIVE: no worker statement conflicts with it) is tried under the time left
-                # in a short transaction; then the build waits for older transactions as long
-                # as they last, the watcher saying whom it waits for.
-                if step.probe is not None:
-                    with db.transaction(conn, settings):
-                        conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
-                        conn.execute(step.probe)
-                conn.execute(step.statement)
-            else:
-                with db.transaction(conn, settings):
-                    conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
-                    conn.execute(step.statement)
+            _run_within(conn, settings, step, f"{max(1, round(remaining * 1000))}ms")
     except errors.LockTimeout:
-        wait = last[0] if last else None
-        left = (
-            "; it left an invalid index, which the next jobctl schema apply drops and rebuilds"
-            if step.outside_transaction
-            else "; nothing of this step was applied"
-        )
-        raise locks.DeadlineExceeded(
-            f"{step.what}: still held up at the {_span(deadline)} deadline"
-            + (f" ({wait.phase})" if wait and wait.phase else "")
-            + f" by {wait.blocker if wait and wait.blocker else 'another transaction'}"
-            + left
-            + " (run jobctl schema apply again)",
-            wait,
-        ) from None
+        raise _held_up(step, deadline, last[0] if last else None) from None
+
+
+def _run_within(
+    conn: psycopg.Connection[Any], settings: db.Settings, step: Step, timeout: str
+) -> None:
+    """Run a step that does not block the workers, its locks tried under ``timeout``."""
+    if step.outside_transaction:
+        # CONCURRENTLY runs outside a transaction block, so no transaction-local
+        # lock_timeout; a session-level one would stay on the server connection (behind
+        # a pooler, shared with the application). Its first lock (SHARE UPDATE
+        # EXCLUSIVE: no worker statement conflicts with it) is tried under the time left
+        # in a short transaction; then the build waits for older transactions as long
+        # as they last, the watcher saying whom it waits for.
+        if step.probe is not None:
+            with db.transaction(conn, settings):
+                conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
+                conn.execute(step.probe)
+        conn.execute(step.statement)
+    else:
+        with db.transaction(conn, settings):
+            conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
+            conn.execute(step.statement)
+
+
+def _held_up(step: Step, deadline: dt.timedelta, wait: locks.Wait | None) -> locks.DeadlineExceeded:
+    """A watched step still waiting at the deadline: for whom, and what it left."""
+    left = (
+        "; it left an invalid index, which the next jobctl schema apply drops and rebuilds"
+        if step.outside_transaction
+        else "; nothing of this step was applied"
+    )
+    return locks.DeadlineExceeded(
+        f"{step.what}: still held up at the {_span(deadline)} deadline"
+        + (f" ({wait.phase})" if wait and wait.phase else "")
+        + f" by {wait.blocker if wait and wait.blocker else 'another transaction'}"
+        + left
+        + " (run jobctl schema apply again)",
+        wait,
+    )
 
 
 def _span(duration: dt.timedelta) -> str:
