@@ -61,63 +61,100 @@ def start(
     once unless ``request.yes``. ``say`` gets the by-target line before the question;
     ``unreachable`` the targets the preview could not read (before the question too). With no
     target left to commit, the run has no ``targets`` (and asks nothing)."""
-    from jobctl.ops import plans
-    from jobctl.ops import reclaim as core
-
     planned: Parts = {}
     failed: list[fleet.Outcome[Any]] = []
     if request.plan is not None:
-        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
-        known = {t.name for t in targets}
-        missing = [name for name in planned if name not in known]
-        if missing:
-            raise errors.UsageError(
-                f"plan {request.plan} holds rows of target {missing[0]}, which this command "
-                f"does not address: add --target {missing[0]} (or use --all-targets)"
-            )
-        targets = [t for t in targets if t.name in planned]
+        planned = _planned(request.plan)
+        targets = _planned_targets(request, planned, targets, confirm=confirm, say=say)
         total: int | None = sum(len(r) for _, r in planned.values())
-        if not request.yes:
-            say("by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items()))
-            confirm(
-                f"Apply plan {request.plan}: reclaim up to {total} job(s) on "
-                f"{len(planned)} target(s)?",
-                [],
-                "",
-            )
-    else:
+    elif request.yes:
         total = None
-        if not request.yes:
-            preview = fleet.read(
-                targets, access, lambda s, _st, _say: core.dry_run(s, request.where, request.limit)
-            )
-            failed = [o for o in preview if not o.ok]
-            targets = [o.target for o in preview if o.ok]
-            found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
-            total = len(found)
-            if failed:  # why, before the question
-                unreachable(failed)
-            if not targets:
-                return Commit(iter(()), 0, [], failed)
-            not_on = ""
-            if failed:
-                not_on = f", not on {', '.join(o.target.name for o in failed)} (failed)"
-            say(
-                "by target: "
-                + ", ".join(
-                    f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
-                    for o in preview
-                    if o.value is not None
-                )
-            )
-            confirm(
-                f"Reclaim {total} expired job(s) on {len(targets)} target(s){not_on}?",
-                found,
-                "about to reclaim (the dry run, now)",
-            )
+    else:
+        preview = _previewed(targets, request, access)
+        failed = [o for o in preview if not o.ok]
+        targets = [o.target for o in preview if o.ok]
+        if failed:  # why, before the question
+            unreachable(failed)
+        if not targets:
+            return Commit(iter(()), 0, [], failed)
+        total = _confirm_preview(preview, failed, confirm=confirm, say=say)
     run = Commit(iter(()), total, list(targets), failed)
     run.batches = _committed(run, request, planned)
     return run
+
+
+def _planned(path: Any) -> Parts:
+    from jobctl.ops import plans
+    from jobctl.ops import reclaim as core
+
+    return plans.read_parts(path, PLANS_FORMAT, core.PLAN_COLUMNS)
+
+
+def _planned_targets(
+    request: Request,
+    planned: Parts,
+    targets: Sequence[Target],
+    *,
+    confirm: Confirm,
+    say: Callable[[str], None],
+) -> list[Target]:
+    """The targets a plan across targets names (each must be addressed), after asking."""
+    known = {t.name for t in targets}
+    missing = [name for name in planned if name not in known]
+    if missing:
+        raise errors.UsageError(
+            f"plan {request.plan} holds rows of target {missing[0]}, which this command "
+            f"does not address: add --target {missing[0]} (or use --all-targets)"
+        )
+    if not request.yes:
+        total = sum(len(r) for _, r in planned.values())
+        say("by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items()))
+        confirm(
+            f"Apply plan {request.plan}: reclaim up to {total} job(s) on {len(planned)} target(s)?",
+            [],
+            "",
+        )
+    return [t for t in targets if t.name in planned]
+
+
+def _previewed(
+    targets: Sequence[Target], request: Request, access: Access
+) -> list[fleet.Outcome[list[rows.ReclaimRow]]]:
+    """Every target's dry run, read at once: what the question shows."""
+    from jobctl.ops import reclaim as core
+
+    return fleet.read(
+        targets, access, lambda s, _st, _say: core.dry_run(s, request.where, request.limit)
+    )
+
+
+def _confirm_preview(
+    preview: list[fleet.Outcome[list[rows.ReclaimRow]]],
+    failed: list[fleet.Outcome[Any]],
+    *,
+    confirm: Confirm,
+    say: Callable[[str], None],
+) -> int:
+    """Ask to commit what the targets' dry runs found: how many rows that is."""
+    found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
+    not_on = ""
+    if failed:
+        not_on = f", not on {', '.join(o.target.name for o in failed)} (failed)"
+    say(
+        "by target: "
+        + ", ".join(
+            f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
+            for o in preview
+            if o.value is not None
+        )
+    )
+    answered = len(preview) - len(failed)
+    confirm(
+        f"Reclaim {len(found)} expired job(s) on {answered} target(s){not_on}?",
+        found,
+        "about to reclaim (the dry run, now)",
+    )
+    return len(found)
 
 
 def _counts(found: Sequence[rows.ReclaimRow]) -> str:
