@@ -27,7 +27,6 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
-from jobctl.db import locks
 from jobctl.render import safe_text
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, reclaim_index, shape
@@ -175,19 +174,12 @@ def apply(
 ) -> list[str]:
     """Run the removal's steps as schema apply runs its own (``options``: its deadline,
     backoff, on_wait, on_done)."""
-    try:
-        return schema_steps.apply(conn, settings, removal.steps, **options)
-    except locks.DeadlineExceeded as exc:  # its advice is apply's: the same holds for remove
-        advice = exc.message.replace("jobctl schema apply", "jobctl schema remove")
-        raise locks.DeadlineExceeded(
-            advice.replace(" (jobctl schema check shows what is missing)", ""), exc.wait
-        ) from None
+    return schema_steps.apply(conn, settings, removal.steps, rerun=schema_steps.REMOVE, **options)
 
 
 def render_sql(conn: psycopg.Connection[Any], removal: Removal) -> str:
     """The removal as a script for psql (see schema_steps.render_sql), its advice remove's."""
-    script = schema_steps.render_sql(conn, removal.steps)
-    return script.replace("(jobctl schema apply does this", "(jobctl schema remove does this")
+    return schema_steps.render_sql(conn, removal.steps, rerun=schema_steps.REMOVE)
 
 
 def installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:

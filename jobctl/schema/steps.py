@@ -35,18 +35,39 @@ class Step:
     probe: sql.Composed | None = None  # CONCURRENTLY: its first lock, tried in a transaction
 
 
+@dataclasses.dataclass(frozen=True)
+class Rerun:
+    """What the operator runs again after a step failed or waited too long (the command that
+    plans only what is left), and what shows what is left, if anything."""
+
+    command: str = "jobctl schema apply"
+    shows_what_is_left: str | None = "jobctl schema check"
+
+    @property
+    def advice(self) -> str:
+        shows = f" ({self.shows_what_is_left} shows what is missing)"
+        return f"run {self.command} again" + (shows if self.shows_what_is_left else "")
+
+
+APPLY = Rerun()
+REMOVE = Rerun("jobctl schema remove", None)
+
+
 _SCRIPT_HEAD = """\
 -- Run with: psql -v ON_ERROR_STOP=1 -f this.sql
 -- Steps marked "takes a lock the workers wait for" wait at most {timeout} for it (SET LOCAL
 -- lock_timeout), so the workers are never held up longer than that. If such a step fails
 -- with "canceling statement due to lock timeout", nothing of it was applied: wait a moment and
 -- run it again, with growing pauses, until a gap between long transactions lets it through
--- (jobctl schema apply does this by itself, up to --lock-deadline). Then run the rest.
+-- ({command} does this by itself, up to --lock-deadline). Then run the rest.
 """
 
 
 def render_sql(
-    conn: psycopg.Connection[Any], steps: list[Step], backoff: locks.Backoff = locks.DEFAULT_BACKOFF
+    conn: psycopg.Connection[Any],
+    steps: list[Step],
+    backoff: locks.Backoff = locks.DEFAULT_BACKOFF,
+    rerun: Rerun = APPLY,
 ) -> str:
     """The steps as a SQL script, for review or to run by hand (--sql): each step that takes
     a lock the workers wait for in its own transaction with a short lock_timeout. Every step
@@ -69,7 +90,8 @@ def render_sql(
             )
         else:
             parts.append(f"-- {what}\nBEGIN;\n{path}\n{text};\nCOMMIT;")
-    head = _SCRIPT_HEAD.format(timeout=timeout) if any(s.locks for s in steps) else ""
+    locking = any(s.locks for s in steps)
+    head = _SCRIPT_HEAD.format(timeout=timeout, command=rerun.command) if locking else ""
     return head + "\n" + "\n\n".join(parts) + "\n" if head else "\n\n".join(parts) + "\n"
 
 
@@ -85,6 +107,7 @@ def apply(
     backoff: locks.Backoff = locks.DEFAULT_BACKOFF,
     on_wait: Callable[[locks.Wait], None] = lambda wait: None,
     on_done: Callable[[str], None] = lambda what: None,
+    rerun: Rerun = APPLY,
 ) -> list[str]:
     """Run the steps in order, each atomic, never holding the workers up for long.
 
@@ -94,7 +117,8 @@ def apply(
     time left, while a second connection watches whom it waits for. ``on_wait`` hears why a
     step waits, at most once a second; ``on_done`` each step done. At the deadline:
     ``locks.DeadlineExceeded``, naming the holder; the failed step left nothing behind
-    (except a CONCURRENTLY build: its invalid index, which the next apply rebuilds)."""
+    (except a CONCURRENTLY build: its invalid index, which the next apply rebuilds); its line
+    says what to run again (``rerun``)."""
     if settings.lock_timeout.total_seconds() > 0:  # 0: no lock_timeout, the backoff's cap
         backoff = dataclasses.replace(
             backoff, max_timeout=min(backoff.max_timeout, settings.lock_timeout.total_seconds())
@@ -104,9 +128,9 @@ def apply(
     for step in steps:
         remaining = ends - time.monotonic()
         if step.locks:
-            _with_retries(conn, settings, step, remaining, deadline, backoff, on_wait)
+            _with_retries(conn, settings, step, remaining, deadline, backoff, on_wait, rerun)
         else:
-            _watched(conn, settings, step, remaining, deadline, on_wait)
+            _watched(conn, settings, step, remaining, deadline, on_wait, rerun)
         done.append(step.what)
         on_done(step.what)
     return done
@@ -120,6 +144,7 @@ def _with_retries(
     deadline: dt.timedelta,
     backoff: locks.Backoff,
     on_wait: Callable[[locks.Wait], None],
+    rerun: Rerun,
 ) -> None:
     """One step that locks the jobs table: short tries until ``remaining`` seconds are up."""
     with db.transaction(conn, settings, read_only=True):
@@ -157,7 +182,7 @@ def _with_retries(
             f"{_span(deadline)} deadline ({tries}, each holding the workers up at most "
             f"{round(backoff.max_timeout * 1000)} ms); held by "
             f"{seen.blocker or 'a session that has finished since'}; nothing of this step was "
-            "applied: run jobctl schema apply again (jobctl schema check shows what is missing)",
+            f"applied: {rerun.advice}",
             seen,
         ) from None
 
@@ -169,6 +194,7 @@ def _watched(
     remaining: float,
     deadline: dt.timedelta,
     on_wait: Callable[[locks.Wait], None],
+    rerun: Rerun,
 ) -> None:
     """A step that does not block the workers, in one statement: its lock_timeout is the time
     left; a second connection reports whom it waits for (old transactions, for an index
@@ -183,8 +209,8 @@ def _watched(
 
     if remaining <= 0:
         raise locks.DeadlineExceeded(
-            f"{step.what}: not started, the {_span(deadline)} deadline has passed; run jobctl "
-            "schema apply again",
+            f"{step.what}: not started, the {_span(deadline)} deadline has passed; run "
+            f"{rerun.command} again",
             None,
         )
     try:
@@ -194,7 +220,7 @@ def _watched(
         ):
             _run_within(conn, settings, step, f"{max(1, round(remaining * 1000))}ms")
     except errors.LockTimeout:
-        raise _held_up(step, deadline, last[0] if last else None) from None
+        raise _held_up(step, deadline, last[0] if last else None, rerun) from None
 
 
 def _run_within(
@@ -219,10 +245,12 @@ def _run_within(
             conn.execute(step.statement)
 
 
-def _held_up(step: Step, deadline: dt.timedelta, wait: locks.Wait | None) -> locks.DeadlineExceeded:
+def _held_up(
+    step: Step, deadline: dt.timedelta, wait: locks.Wait | None, rerun: Rerun
+) -> locks.DeadlineExceeded:
     """A watched step still waiting at the deadline: for whom, and what it left."""
     left = (
-        "; it left an invalid index, which the next jobctl schema apply drops and rebuilds"
+        f"; it left an invalid index, which the next {rerun.command} drops and rebuilds"
         if step.outside_transaction
         else "; nothing of this step was applied"
     )
@@ -231,7 +259,7 @@ def _held_up(step: Step, deadline: dt.timedelta, wait: locks.Wait | None) -> loc
         + (f" ({wait.phase})" if wait and wait.phase else "")
         + f" by {wait.blocker if wait and wait.blocker else 'another transaction'}"
         + left
-        + " (run jobctl schema apply again)",
+        + f" (run {rerun.command} again)",
         wait,
     )
 

@@ -45,7 +45,7 @@ def _judged(
 
     found = shape.inspect(conn, table.qualified)
     if found.library is not None:
-        raise errors.Refused(found.library.refusal(found.qualified).replace("; nothing done", ""))
+        raise errors.Refused(found.library.refusal(found.qualified, changing=False))
     try:
         schema_apply.plan_apply(conn, table.qualified, create=False)
     except errors.Refused as exc:

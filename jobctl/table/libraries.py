@@ -114,13 +114,15 @@ class Match:
     library: Library
     evidence: tuple[str, ...]  # what gave it away, for the refusal
 
-    def refusal(self, qualified: str) -> str:
-        """The one line that refuses the table (exit 2, nothing done)."""
+    def refusal(self, qualified: str, *, changing: bool = True) -> str:
+        """The one line that refuses the table (exit 2); ``changing``: a command that would
+        have changed it, so the line ends saying nothing was done."""
         lib = self.library
         return (
             f"{qualified} is {lib.name}'s jobs table ({'; '.join(self.evidence)}): {lib.name} "
             f"rescues its own jobs ({lib.rescues}) and jobctl would fight it, with any "
-            f"--column/--status mapping; use {lib.name}'s own tools: {lib.tools}; nothing done"
+            f"--column/--status mapping; use {lib.name}'s own tools: {lib.tools}"
+            + ("; nothing done" if changing else "")
         )
 
 
