@@ -189,10 +189,7 @@ def summary(
     def read(s: Session, _st: Standing, _say: fleet.Say) -> rows.Row:
         with s.transaction(read_only=True):
             result = triage.summary(s, expiring_within, exact=exact)
-        by_role: collections.Counter[str] = collections.Counter()
-        for value, jobs in result["status"].items():  # the table's values, as the design's
-            by_role[s.table.mapping.role(value) or value] += jobs
-        return {**result, "status": dict(by_role)}
+        return fleet.by_role(result, s.table.mapping)
 
     def doc_of(outcomes: list[fleet.Outcome[rows.Row]]) -> output.Document:
         return views.summary_targets(
@@ -244,15 +241,14 @@ def metrics(
     """``metrics`` on every target: one exposition, each sample labelled with its target, and
     ``jobctl_target_up`` saying which targets answered."""
     from jobctl.ops import metrics as core
-    from jobctl.ops import replica
     from jobctl.render import openmetrics
 
     def read(s: Session, st: Standing, _say: fleet.Say) -> tuple[str, rows.Row]:
         with s.transaction(read_only=True):
-            figures = core.collect(
-                s, expiring_within=expiring_within, reclaim_window=reclaim_window
+            figures = core.on_server(
+                s, st, expiring_within=expiring_within, reclaim_window=reclaim_window
             )
-        return s.table.qualified, figures | replica.figures(st)
+        return s.table.qualified, figures
 
     outcomes = _read(ctx, targets, read)
     sys.stdout.write(

@@ -377,7 +377,6 @@ def metrics(
     Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
     """
     from jobctl.ops import metrics as core
-    from jobctl.ops import replica
     from jobctl.render import openmetrics
 
     fleet = context.across(ctx)
@@ -392,8 +391,12 @@ def metrics(
         )
         return
     with context.open_session(ctx) as s, s.transaction(read_only=True):
-        figures = core.collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
-        figures |= replica.figures(context.standing(ctx))
+        figures = core.on_server(
+            s,
+            context.standing(ctx),
+            expiring_within=expiring_within,
+            reclaim_window=reclaim_window,
+        )
         table = s.table.qualified
     sys.stdout.write(openmetrics.exposition(figures, table))
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)

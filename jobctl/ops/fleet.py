@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from jobctl.db.session import Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
+    from jobctl.table.mapping import TableMapping
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
@@ -258,6 +259,15 @@ def tagged(name: str, rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
 
 # ---------------------------------------------------------------- summary across targets
 COUNTED = ("live", "expiring_soon", "expired", "no_lease")
+
+
+def by_role(summary: Row, mapping: TableMapping) -> Row:
+    """A target's summary with its statuses counted by the part they play in the lease
+    design (queued, processing ...), so that targets with their own values add up."""
+    counted: collections.Counter[str] = collections.Counter()
+    for value, jobs in summary["status"].items():
+        counted[mapping.role(value) or value] += jobs
+    return {**summary, "status": dict(counted)}
 
 
 def summary_rows(summaries: Sequence[tuple[str, Row]]) -> list[Row]:

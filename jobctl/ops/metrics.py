@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from jobctl.db.session import Session
 from jobctl.render.rows import Row
+
+if TYPE_CHECKING:
+    from jobctl.ops.replica import Standing
 
 
 def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.timedelta) -> Row:
@@ -22,6 +26,21 @@ def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.tim
             "reclaim_window_s": reclaim_window.total_seconds(),
         }
     )
+
+
+def on_server(
+    s: Session,
+    standing: Standing | None,
+    *,
+    expiring_within: dt.timedelta,
+    reclaim_window: dt.timedelta,
+) -> Row:
+    """The figures of one database, with the server's (a standby's lag): what ``metrics``
+    exposes for one database and for each target; the caller holds the transaction."""
+    from jobctl.ops import replica
+
+    figures = collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
+    return figures | replica.figures(standing)
 
 
 def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta | None) -> list[str]:
