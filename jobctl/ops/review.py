@@ -24,7 +24,6 @@ from jobctl.ops import manual, plans
 from jobctl.render.rows import ReviewRow, Row
 
 PLAN_FORMAT = "jobctl-review-plan/1"
-WHY = ("manual_policy", "attempts_exhausted")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,11 +50,6 @@ def awaiting(s: Session, where: ReviewFilter, limit: int | None) -> Iterator[Rev
     params = {**where.params(), "limit": limit, "job_table": s.table.qualified}
     for row in s.stream("review", params):
         yield cast(ReviewRow, row)
-
-
-def count(s: Session) -> int:
-    """How many jobs await review."""
-    return int(s.one("review_count")["awaiting_review"])
 
 
 # ---------------------------------------------------------------- plans

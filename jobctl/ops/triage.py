@@ -136,13 +136,6 @@ def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     return ready
 
 
-def job(s: Session, job_id: str | int, *, full: bool = False) -> Row:
-    """One job: every column plus ``lease_state`` (live, expired, none); the history's own
-    columns (``jobctl_*``, the live attempt's statistics) are left out. A value longer than
-    DISPLAY_CHARS characters is cut on the server, with a note (``full``: every byte)."""
-    return _public(_job_row(s, job_id, full=full))
-
-
 def cut(full: bool) -> int | None:
     """The ``cut`` parameter of the statements that show long text (display_cut)."""
     return None if full else DISPLAY_CHARS
@@ -241,12 +234,6 @@ def _attempts_and_events(
     if completion is not None:
         attempts.append(completion)
     return attempts, job_history.events(stored, attempts, limit, s.table.mapping)
-
-
-def events(s: Session, job_id: str | int, limit: int, *, full: bool = False) -> list[Event]:
-    """The job's latest ``limit`` events, oldest first."""
-    _, latest = _attempts_and_events(s, _job_row(s, job_id, full=full), limit, full=full)
-    return cast(list[Event], latest)
 
 
 def show(s: Session, job_id: str | int, *, full: bool = False) -> Row:
