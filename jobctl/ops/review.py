@@ -44,10 +44,10 @@ class ReviewFilter:
         }
 
 
-def awaiting(s: Session, where: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
+def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
     """The jobs awaiting review, longest waiting first, streamed (the caller holds a
     read-only transaction)."""
-    params = {**where.params(), "limit": limit, "job_table": s.table.qualified}
+    params = {**which.params(), "limit": limit, "job_table": s.table.qualified}
     for row in s.stream("review", params):
         yield cast(ReviewRow, row)
 
