@@ -25,8 +25,23 @@ def parse(text: str) -> dt.timedelta:
     return dt.timedelta(seconds=seconds)
 
 
-def show(duration: dt.timedelta) -> str:
-    """``duration`` as typed: 1ms, 1s, 2m. Example: show(timedelta(milliseconds=100)) == "100ms"."""
+def show(duration: dt.timedelta, *, decimal_seconds: bool = False) -> str:
+    """``duration`` as an operator types it, in the largest unit it is a whole number of.
+
+    Two modes, each kept as its callers print it:
+
+    - whole milliseconds (the default), units d, h, m, s, ms (the least values accepted:
+      ``shorter than 100ms``): show(timedelta(milliseconds=100)) == "100ms",
+      show(timedelta(days=1)) == "1d", show(timedelta(seconds=1.5)) == "1500ms";
+    - ``decimal_seconds``: h or m when whole, else seconds with their decimals (a value the
+      operator gave back, ``longer than 30m``): "0.1s", "24h", "1.5s" for the same three.
+    """
+    if decimal_seconds:
+        seconds = duration.total_seconds()
+        for unit, size in (("h", 3600), ("m", 60)):
+            if seconds >= size and seconds % size == 0:
+                return f"{seconds / size:g}{unit}"
+        return f"{seconds:g}s"
     ms = round(duration.total_seconds() * 1000)
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
         if ms and ms % size == 0:

@@ -203,38 +203,38 @@ def parse(
                 f"config file {source}: target name {name!r}: letters, digits, '_', '-' and "
                 "'.' only (it is typed on command lines and shown on terminals)"
             )
-        where = f"[targets.{name}]"
-        body = _table(body, source, where)
-        _only(body, TARGET_KEYS, source, where)
-        targets[name] = _target(name, {**defaults, **body}, source, where, overrides)
+        header = f"[targets.{name}]"
+        body = _table(body, source, header)
+        _only(body, TARGET_KEYS, source, header)
+        targets[name] = _target(name, {**defaults, **body}, source, header, overrides)
     return targets
 
 
-def _table(value: Any, source: str, where: str) -> dict[str, Any]:
+def _table(value: Any, source: str, header: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise errors.UsageError(f"config file {source}: {where} must be a table")
+        raise errors.UsageError(f"config file {source}: {header} must be a table")
     return value
 
 
-def _only(body: Mapping[str, Any], keys: Sequence[str], source: str, where: str) -> None:
+def _only(body: Mapping[str, Any], keys: Sequence[str], source: str, header: str) -> None:
     unknown = sorted(set(body) - set(keys))
     if unknown:
         raise errors.UsageError(
-            f"config file {source}: {where}: unknown key {unknown[0]!r} (known: {', '.join(keys)})"
+            f"config file {source}: {header}: unknown key {unknown[0]!r} (known: {', '.join(keys)})"
         )
 
 
 def _target(
-    name: str, body: Mapping[str, Any], source: str, where: str, overrides: Mapping[str, Any]
+    name: str, body: Mapping[str, Any], source: str, header: str, overrides: Mapping[str, Any]
 ) -> Target:
     for key, value in body.items():
         if not isinstance(value, str) or not value:
-            raise errors.UsageError(f"config file {source}: {where}: {key} must be a string")
+            raise errors.UsageError(f"config file {source}: {header}: {key} must be a string")
     given = [key for key in LOCATION_KEYS if key in body]
     if len(given) != 1:
         said = "none" if not given else " and ".join(given)
         raise errors.UsageError(
-            f"config file {source}: {where} needs exactly one of dsn, service or dsn_env "
+            f"config file {source}: {header} needs exactly one of dsn, service or dsn_env "
             f"(it has {said})"
         )
     problem = None
@@ -247,7 +247,9 @@ def _target(
         variable = body["dsn_env"]
         dsn, shown, taken_from = os.environ.get(variable, ""), "?", f"${variable}"
         if not dsn:
-            problem = f"its dsn_env {variable} is not set (or empty) (config file {source} {where})"
+            problem = (
+                f"its dsn_env {variable} is not set (or empty) (config file {source} {header})"
+            )
         else:
             shown = _shown(dsn)
     fields: dict[str, Any] = {"dsn": dsn}
@@ -257,7 +259,7 @@ def _target(
         fields["table"] = os.environ["JOBCTL_TABLE"]
     for key in ("statement_timeout", "lock_timeout"):
         if key in body:
-            fields[key] = _duration(body[key], source, f"{where}: {key}")
+            fields[key] = _duration(body[key], source, f"{header}: {key}")
     if "actor" in body:
         fields["actor"] = body["actor"]
     elif os.environ.get("JOBCTL_ACTOR"):
@@ -266,14 +268,14 @@ def _target(
     try:
         return Target(name, db.Settings(**fields, target=name), shown, taken_from, problem)
     except errors.UsageError as exc:
-        raise errors.UsageError(f"config file {source}: {where}: {exc.message}") from None
+        raise errors.UsageError(f"config file {source}: {header}: {exc.message}") from None
 
 
-def _duration(value: str, source: str, where: str) -> dt.timedelta:
+def _duration(value: str, source: str, setting: str) -> dt.timedelta:
     try:
         return durations.parse(value)
     except durations.InvalidDuration as exc:
-        raise errors.UsageError(f"config file {source}: {where}: {exc}") from None
+        raise errors.UsageError(f"config file {source}: {setting}: {exc}") from None
 
 
 def _kv(value: str) -> str:
@@ -339,14 +341,14 @@ def from_environment() -> list[str]:
     return [n for n in os.environ.get("JOBCTL_TARGET", "").replace(",", " ").split() if n]
 
 
-def one_database(where: db.Settings | Fleet, command: str) -> db.Settings:
+def one_database(addressed: db.Settings | Fleet, command: str) -> db.Settings:
     """The settings of a command that works on one database; across targets: exit 2."""
-    if isinstance(where, Fleet):
+    if isinstance(addressed, Fleet):
         raise errors.UsageError(
             f"{command} works on one database at a time (ids, plans and schemas are per "
             "database): name one with --target, not several nor --all-targets"
         )
-    return where
+    return addressed
 
 
 def names(incomplete: str = "") -> list[str]:

@@ -28,12 +28,8 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
 
 
 def show_duration(value: dt.timedelta) -> str:
-    """A duration as an operator types it: 90s, 5m, 2h."""
-    seconds = value.total_seconds()
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
+    """A duration as an operator types it: 90s, 5m, 2h (``durations.show``'s decimal seconds)."""
+    return durations.show(value, decimal_seconds=True)
 
 
 def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:

@@ -129,13 +129,13 @@ def committed(
 
 
 def dry_run_filter(
-    where: ExpiredFilter, standing: Standing | None, trust_replica: bool
+    which: ExpiredFilter, standing: Standing | None, trust_replica: bool
 ) -> ExpiredFilter:
     """The filter a dry run reads with: on a standby, a lease that expired within its lag may
     be live on the primary, so only those that expired longer ago count (unless trusted)."""
     from jobctl.ops import replica
 
-    return replica.widen(where, standing, trust=trust_replica)
+    return replica.widen(which, standing, trust=trust_replica)
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
@@ -152,11 +152,11 @@ class Sample(list[ReclaimRow]):
         self.workers: collections.Counter[Any] = collections.Counter()
 
 
-def sample(s: Session, where: ExpiredFilter, limit: int | None) -> Sample:
+def sample(s: Session, which: ExpiredFilter, limit: int | None) -> Sample:
     """The dry run, streamed, as a commit's question shows it (``Sample``)."""
     found = Sample()
     with s.transaction(read_only=True):
-        for row in preview(s, where, limit):
+        for row in preview(s, which, limit):
             found.total += 1
             found.actions[row["action"]] += 1
             found.workers[row["reserved_by"]] += 1
@@ -192,18 +192,18 @@ def summary_line(
 
 
 # ---------------------------------------------------------------- dry run and commit
-def dry_run(s: Session, where: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
+def dry_run(s: Session, which: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
     """What a commit would do now, changing nothing (read-only transaction).
 
     It is the commit's own candidate set and decision (one SQL text, see queries.sql); rows
     another session holds locked are marked ``skipped``: SKIP LOCKED would pass them by.
     """
     with s.transaction(read_only=True):
-        return list(preview(s, where, limit))
+        return list(preview(s, which, limit))
 
 
 def streamed_dry_run(
-    s: Session, where: ExpiredFilter, limit: int | None, save_plan: Path | None = None
+    s: Session, which: ExpiredFilter, limit: int | None, save_plan: Path | None = None
 ) -> Iterator[list[ReclaimRow]]:
     """The dry run a chunk of rows at a time, as a server-side cursor gives them, in one
     read-only transaction held while the caller drains it: memory stays flat however many
@@ -216,7 +216,7 @@ def streamed_dry_run(
             write = stack.enter_context(plans.writing_rows(save_plan, PLAN_FORMAT, s.origin()))
         stack.enter_context(s.transaction(read_only=True))
         chunk: list[ReclaimRow] = []
-        for row in preview(s, where, limit):
+        for row in preview(s, which, limit):
             chunk.append(row)
             if len(chunk) == STREAM_CHUNK:
                 if write is not None:
@@ -242,15 +242,15 @@ def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
     return rest()
 
 
-def preview(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
+def preview(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
-    for row in stuck(s, where, limit):
+    for row in stuck(s, which, limit):
         yield cast(ReclaimRow, {**row, "applied": False})
 
 
 def commit(
     s: Session,
-    where: ExpiredFilter,
+    which: ExpiredFilter,
     *,
     batch_size: int,
     limit: int | None,
@@ -267,7 +267,7 @@ def commit(
     moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
         size = batch_size if limit is None else min(batch_size, limit - handled)
-        current = dataclasses.replace(where, exclude=poisoned) if poisoned else where
+        current = dataclasses.replace(which, exclude=poisoned) if poisoned else which
         try:
             rows, failed = _batch(s, current, size), list[ReclaimRow]()
             moved = 0
@@ -293,9 +293,9 @@ def commit(
             yield rows + failed
         if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
             break
-    if where.plan is None and (limit is None or handled < limit):
+    if which.plan is None and (limit is None or handled < limit):
         with s.transaction(read_only=True):  # streamed: only the locked rows are kept
-            rest = preview(s, where, None if limit is None else limit - handled)
+            rest = preview(s, which, None if limit is None else limit - handled)
             left = [r for r in rest if r["skipped"]]
         if left:
             yield left
@@ -309,26 +309,26 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
     return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
 
 
-def _batch(s: Session, where: ExpiredFilter, size: int) -> list[ReclaimRow]:
+def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
     # the action declared: the history then knows jobctl_action='reclaimed' is this write's
-    rows = s.pipelined("reclaim_batch", {**where.params(), "limit": size}, action="reclaimed")
+    rows = s.pipelined("reclaim_batch", {**which.params(), "limit": size}, action="reclaimed")
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)
 
 
 def _row_by_row(
-    s: Session, where: ExpiredFilter, size: int
+    s: Session, which: ExpiredFilter, size: int
 ) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
     """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
     first_error: Exception | None = None
-    for candidate in dry_run(s, where, size):
+    for candidate in dry_run(s, which, size):
         try:
-            applied += _batch(s, dataclasses.replace(where, ids=[candidate["id"]]), 1)
+            applied += _batch(s, dataclasses.replace(which, ids=[candidate["id"]]), 1)
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
@@ -369,10 +369,10 @@ def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterato
     for start in range(0, len(plan_rows), batch_size):
         chunk = plan_rows[start : start + batch_size]
         reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
-        where = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
+        which = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
         applied = [
             row
-            for batch in commit(s, where, batch_size=len(chunk), limit=len(chunk))
+            for batch in commit(s, which, batch_size=len(chunk), limit=len(chunk))
             for row in batch
         ]
         done = {str(row["id"]) for row in applied}

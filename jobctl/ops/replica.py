@@ -134,12 +134,12 @@ def held_back(count: int, st: Standing | None) -> str | None:
     )
 
 
-def widen(where: ExpiredFilter, st: Standing | None, *, trust: bool) -> ExpiredFilter:
+def widen(which: ExpiredFilter, st: Standing | None, *, trust: bool) -> ExpiredFilter:
     """The operator's filter with the standby's lag added to its grace: only leases that
     expired longer ago than the lag count as expired (unless ``trust``)."""
     if trust or st is None or not st.standby or not st.lag_s:
-        return where
-    return dataclasses.replace(where, grace=where.grace + st.margin)
+        return which
+    return dataclasses.replace(which, grace=which.grace + st.margin)
 
 
 def held_back_count(s: Session, asked: ExpiredFilter, st: Standing | None) -> int:

@@ -24,7 +24,6 @@ from jobctl.ops import manual, plans
 from jobctl.render.rows import ReviewRow, Row
 
 PLAN_FORMAT = "jobctl-review-plan/1"
-WHY = ("manual_policy", "attempts_exhausted")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,17 +44,12 @@ class ReviewFilter:
         }
 
 
-def awaiting(s: Session, where: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
+def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
     """The jobs awaiting review, longest waiting first, streamed (the caller holds a
     read-only transaction)."""
-    params = {**where.params(), "limit": limit, "job_table": s.table.qualified}
+    params = {**which.params(), "limit": limit, "job_table": s.table.qualified}
     for row in s.stream("review", params):
         yield cast(ReviewRow, row)
-
-
-def count(s: Session) -> int:
-    """How many jobs await review."""
-    return int(s.one("review_count")["awaiting_review"])
 
 
 # ---------------------------------------------------------------- plans

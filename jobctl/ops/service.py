@@ -24,7 +24,7 @@ MAX_BACKOFF_S = 30.0
 
 def run(
     settings: db.Settings,
-    where: ExpiredFilter,
+    which: ExpiredFilter,
     *,
     batch_size: int,
     every: dt.timedelta,
@@ -35,7 +35,7 @@ def run(
     (its applied rows only), and a summary line and every incident to ``log``."""
     stop = _stopped_by_signals(log)
     log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    batches = serve(settings, where, batch_size=batch_size, every=every, stop=stop, log=log)
+    batches = serve(settings, which, batch_size=batch_size, every=every, stop=stop, log=log)
     for batch, park_status in batches:
         applied = [row for row in batch if row["applied"]]
         on_batch(applied)
@@ -45,7 +45,7 @@ def run(
 
 def run_many(
     targets: Sequence[tuple[str, db.Settings]],
-    where: ExpiredFilter,
+    which: ExpiredFilter,
     *,
     batch_size: int,
     every: dt.timedelta,
@@ -71,7 +71,7 @@ def run_many(
 
         try:
             for batch, park_status in serve(
-                settings, where, batch_size=batch_size, every=every, stop=stop, log=said
+                settings, which, batch_size=batch_size, every=every, stop=stop, log=said
             ):
                 applied = [row for row in batch if row["applied"]]
                 line = reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status)
@@ -114,7 +114,7 @@ def _stopped_by_signals(log: Callable[[str], None]) -> threading.Event:
 
 def serve(
     settings: db.Settings,
-    where: ExpiredFilter,
+    which: ExpiredFilter,
     *,
     batch_size: int,
     every: dt.timedelta,
@@ -140,7 +140,7 @@ def serve(
                     current = _connect(settings, connections, log)
                     connections += 1
                 for batch in reclaim.commit(
-                    current, where, batch_size=batch_size, limit=None, stop=stop
+                    current, which, batch_size=batch_size, limit=None, stop=stop
                 ):
                     _tell_poisoned(batch, told, log)
                     if any(row["applied"] for row in batch):

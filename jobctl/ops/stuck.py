@@ -28,29 +28,29 @@ if TYPE_CHECKING:
 class Ask:
     """What the operator asked of ``stuck``."""
 
-    where: triage.ExpiredFilter
+    which: triage.ExpiredFilter
     limit: int
     expiring_within: dt.timedelta | None = None  # also the live leases expiring this soon
     trust_replica: bool = False  # a standby's rows taken as the primary's, lag or not
 
     def on(self, standing: Standing | None) -> triage.ExpiredFilter:
         """The filter as it runs on the server ``standing`` says the session is on."""
-        return replica.widen(self.where, standing, trust=self.trust_replica)
+        return replica.widen(self.which, standing, trust=self.trust_replica)
 
 
 def rows(s: Session, standing: Standing | None, ask: Ask) -> Iterator[LeaseRow]:
     """The stuck jobs (with ``expiring_within``: and those at risk), streamed; the caller
     holds the read-only transaction."""
-    where = ask.on(standing)
+    which = ask.on(standing)
     if ask.expiring_within is None:
-        return triage.stuck(s, where, ask.limit)
-    return triage.at_risk(s, where, ask.expiring_within, ask.limit)
+        return triage.stuck(s, which, ask.limit)
+    return triage.at_risk(s, which, ask.expiring_within, ask.limit)
 
 
 def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
     """After ``rows``, in the same transaction: how many leases the operator's filter calls
     expired that a standby's lag keeps from being called so, in one line (None: none, or
     nothing was widened)."""
-    if ask.expiring_within is not None or ask.on(standing) is ask.where:
+    if ask.expiring_within is not None or ask.on(standing) is ask.which:
         return None
-    return replica.held_back(replica.held_back_count(s, ask.where, standing), standing)
+    return replica.held_back(replica.held_back_count(s, ask.which, standing), standing)

@@ -49,19 +49,19 @@ class ExpiredFilter:
         }
 
 
-def stuck(s: Session, where: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
+def stuck(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
     Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
     ``skipped``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    for row in s.stream("stuck", {**where.params(), "limit": limit}):
+    for row in s.stream("stuck", {**which.params(), "limit": limit}):
         yield cast(LeaseRow, note_locked(row))
 
 
 def at_risk(
-    s: Session, where: ExpiredFilter, window: dt.timedelta, limit: int | None
+    s: Session, which: ExpiredFilter, window: dt.timedelta, limit: int | None
 ) -> Iterator[AtRiskRow]:
     """Expired leases plus live ones that expire within ``window``, oldest expiry first.
 
@@ -69,7 +69,7 @@ def at_risk(
     time since its worker's latest sign of life on any job, so a dying worker shows before
     its leases run out.
     """
-    params = {**where.params(), "window": window, "limit": limit}
+    params = {**which.params(), "window": window, "limit": limit}
     for row in s.stream("at_risk", params):
         yield cast(AtRiskRow, note_locked(row))
 
@@ -134,13 +134,6 @@ def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     if oldest is None or oldest <= after.total_seconds():
         return None
     return ready
-
-
-def job(s: Session, job_id: str | int, *, full: bool = False) -> Row:
-    """One job: every column plus ``lease_state`` (live, expired, none); the history's own
-    columns (``jobctl_*``, the live attempt's statistics) are left out. A value longer than
-    DISPLAY_CHARS characters is cut on the server, with a note (``full``: every byte)."""
-    return _public(_job_row(s, job_id, full=full))
 
 
 def cut(full: bool) -> int | None:
@@ -241,12 +234,6 @@ def _attempts_and_events(
     if completion is not None:
         attempts.append(completion)
     return attempts, job_history.events(stored, attempts, limit, s.table.mapping)
-
-
-def events(s: Session, job_id: str | int, limit: int, *, full: bool = False) -> list[Event]:
-    """The job's latest ``limit`` events, oldest first."""
-    _, latest = _attempts_and_events(s, _job_row(s, job_id, full=full), limit, full=full)
-    return cast(list[Event], latest)
 
 
 def show(s: Session, job_id: str | int, *, full: bool = False) -> Row:

@@ -81,11 +81,15 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def _more(shown: int, total: int, what: str, where: str) -> list[str]:
-    """A line saying how many rows the section does not name, and where they all are."""
+def _more(shown: int, total: int, what: str, listing: str) -> list[str]:
+    """A line saying how many rows the section does not name, and the command (``listing``)
+    that lists them all."""
     if total <= shown:
         return []
-    return ["", f"... and {total - shown} more {what} not listed: {_command(where)} has them all."]
+    return [
+        "",
+        f"... and {total - shown} more {what} not listed: {_command(listing)} has them all.",
+    ]
 
 
 def _became(to_status: str | None, report: IncidentReport) -> Rendered:

@@ -97,20 +97,6 @@ SELECT (SELECT array_agg(a.attname::text ORDER BY k.ord)
         FROM pg_partition_tree(%(oid)s) t
         WHERE t.isleaf AND t.relid <> %(oid)s::regclass) AS partitions
 
--- name: enum_labels
--- the labels of an enum type, in their order
-SELECT enumlabel AS label FROM pg_enum WHERE enumtypid = %(type_oid)s ORDER BY enumsortorder
-
--- name: check_constraints
--- the table's CHECK constraints (and its domains'), as the database prints them
-SELECT c.conname AS name, pg_get_constraintdef(c.oid) AS definition
-FROM pg_constraint c
-WHERE c.contype = 'c'
-  AND (c.conrelid = %(oid)s
-       OR c.contypid IN (SELECT a.atttypid FROM pg_attribute a
-                         WHERE a.attrelid = %(oid)s AND a.attnum > 0))
-ORDER BY c.conname
-
 -- name: status_checks
 -- the table's CHECK constraints on one column, as expressions over its columns
 SELECT c.conname AS name, pg_get_expr(c.conbin, c.conrelid) AS expression

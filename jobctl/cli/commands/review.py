@@ -56,7 +56,7 @@ def review(
     """
     from jobctl.ops import review as core
 
-    where = core.ReviewFilter(
+    which = core.ReviewFilter(
         policy=context.policy_option(policy), worker=worker, since=since, older_than=older_than
     )
     fleet = context.across(ctx)
@@ -66,10 +66,10 @@ def review(
                 "review --save-plan: requeue/fail --plan apply to one database: save a plan "
                 "per --target"
             )
-        cli_fleet.review(ctx, fleet, where, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
+        cli_fleet.review(ctx, fleet, which, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
         return
     with context.open_session(ctx) as s, s.transaction(read_only=True):
-        found = list(core.awaiting(s, where, limit))
+        found = list(core.awaiting(s, which, limit))
         if save_plan is not None:
             core.save_plan(save_plan, s.origin(), found)
     terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)

@@ -39,14 +39,18 @@ def targets_command(
     """
     from jobctl import targets as config
 
-    where = context.address(ctx)
-    if isinstance(where, Fleet):
-        chosen = list(where.targets)
+    addressed = context.address(ctx)
+    if isinstance(addressed, Fleet):
+        chosen = list(addressed.targets)
     else:
         loaded = config.load()
         for line in loaded.warnings:
             terminal.say(line)
-        chosen = [loaded.targets[where.target]] if where.target else list(loaded.targets.values())
+        chosen = (
+            [loaded.targets[addressed.target]]
+            if addressed.target
+            else list(loaded.targets.values())
+        )
         if not chosen:
             raise errors.UsageError(f"no targets: {loaded.known()}")
     found: list[dict[str, Any]] = [

@@ -54,14 +54,14 @@ def reclaim_command(
 
     from jobctl.ops import reclaim, replica, service, triage
 
-    where = triage.ExpiredFilter(
+    which = triage.ExpiredFilter(
         worker=worker, policy=context.policy_option(policy), ids=job_ids or None, grace=grace
     )
     request = reclaim.Request(
         commit=commit,
         batch_size=batch_size,
         limit=limit,
-        where=where,
+        where=which,
         save_plan=save_plan,
         plan=plan,
         every=every,
@@ -75,7 +75,7 @@ def reclaim_command(
         context.warn_password_on_command_line(ctx)
         service.run(
             targets.one_database(context.address(ctx), ctx.command_path),
-            where,
+            which,
             batch_size=batch_size,
             every=every,
             on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
