@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import __version__, db, errors
+from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
@@ -172,9 +172,10 @@ def stuck(
         return
     found, waiting = shown
     if waiting is not None:  # "my job is stuck" often means nobody claims it
+        after = durations.show(ready_after, decimal_seconds=True)
         terminal.say(
             f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
-            f"than {opt.show_duration(ready_after)} (the oldest {waiting['oldest_ready_s']:.0f}s)"
+            f"than {after} (the oldest {waiting['oldest_ready_s']:.0f}s)"
             ": is any worker claiming? (jobctl summary shows the queue)"
         )
     if found and sys.stdout.isatty() and out.tabular:

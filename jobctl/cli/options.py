@@ -27,11 +27,6 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
         raise typer.BadParameter(str(exc)) from None
 
 
-def show_duration(value: dt.timedelta) -> str:
-    """A duration as an operator types it: 90s, 5m, 2h (``durations.show``'s decimal seconds)."""
-    return durations.show(value, decimal_seconds=True)
-
-
 def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
     """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
     the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""

@@ -26,9 +26,9 @@ LAYERS = {
     "table": 1,  # the user's table in the design's terms: names, column types, libraries
     "render": 0,  # rows, documents, tables, machine formats, safe text
     "sql": 0,  # the named statements and their loader
-    "errors": 0,
-    "durations": 0,
-    "__init__": 0,
+    "errors": -1,  # errors with exit codes, and durations as operators type them: for all
+    "durations": -1,
+    "__init__": -1,
 }
 RICH_ALLOWED = {"render", "cli"}  # rich measures and paints cells in render, prints in cli
 MAX_LINES = 600
