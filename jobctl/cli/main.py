@@ -1,14 +1,8 @@
-"""The typer app: each command parses its options, calls the core, and renders the result.
-
-The workflows live in the core (``reclaim``, ``manual``, ``service``, ``watch``, ``triage``,
-``schema``); the commands print, prompt and exit. This module holds the app, the global
-options, the read commands (stuck, summary, show, history, explain, metrics), ``demo`` and the
-entry point; the other commands live in ``cli_review`` (review, events, report),
-``cli_writes`` (reclaim, requeue, fail, quarantine, policy), ``cli_fleet`` (across several
-targets, and ``targets``) and ``cli_schema``, and are registered here in the order
-``jobctl --help`` lists them. What they share is ``context``. Heavy modules (psycopg,
-tabulate, rich's renderers) are imported inside the commands, so that ``jobctl --help`` and
-shell completion stay fast.
+"""The typer app: the global options, the read commands (stuck, summary, show, history,
+explain, metrics), ``demo`` and the entry point. The other commands live in
+``cli/commands/`` and ``cli/fleet.py`` (across several targets) and are registered here in the
+order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate, rich's renderers) are
+imported inside the commands, so that ``jobctl --help`` and shell completion stay fast.
 """
 
 from __future__ import annotations
