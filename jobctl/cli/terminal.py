@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,7 +37,24 @@ def emit(doc: output.Document, out: output.Output, fmt: str | None) -> None:
                 "name could add a link, a column or a heading): use github or pipe (Markdown, "
                 "escaped), html or latex (escaped), or a plain one (simple, grid, psql ...)"
             )
-    output.render(doc, out, fmt, sys.stdout)
+    output.render(doc, out, fmt, sys.stdout, screen(sys.stdout))
+
+
+def on_terminal(stream: Any) -> bool:
+    """A person reads ``stream``: the table is laid out for its width (see ``render.screen``)."""
+    return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
+
+
+def use_rich(stream: Any) -> bool:
+    """Colour and live views only on a terminal, and never with NO_COLOR or TERM=dumb."""
+    return on_terminal(stream) and not os.environ.get("NO_COLOR")
+
+
+def screen(stream: Any) -> output.Screen | None:
+    """The terminal ``stream`` is, for the renderer (None: not a terminal)."""
+    if not on_terminal(stream):
+        return None
+    return output.Screen(columns=screen_size()[0], colour=use_rich(stream))
 
 
 def width() -> int | None:
@@ -46,7 +64,7 @@ def width() -> int | None:
 
 def columns(stream: Any) -> int | None:
     """The width of the terminal ``stream`` is, else None: the one place jobctl measures."""
-    return screen_size()[0] if output.on_terminal(stream) else None
+    return screen_size()[0] if on_terminal(stream) else None
 
 
 def screen_size() -> tuple[int, int]:
@@ -83,7 +101,8 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
         preview = output.Section(title, shown, columns, view)
         if "target" in about[0]:  # rows across targets: which database each is in
             (preview,) = views.across_targets(output.Document(None, [preview])).sections
-        output.render(output.Document(None, [preview]), output.Output.table, None, sys.stderr)
+        preview_doc = output.Document(None, [preview])
+        output.render(preview_doc, output.Output.table, None, sys.stderr, screen(sys.stderr))
         if len(shown) < total:
             workers = getattr(about, "workers", None) or collections.Counter(
                 r.get("reserved_by") for r in about
@@ -120,7 +139,7 @@ def waiting(what: str) -> Iterator[tuple[Callable[[Any], None], Callable[[str], 
 
     ``on_wait`` gets a ``locks.Wait`` (why a step waits): a spinner line on a terminal, else
     a line on stderr (the core calls it at most once a second). ``on_done`` a step done."""
-    if not output.use_rich(sys.stderr):
+    if not use_rich(sys.stderr):
         yield (lambda wait: say(wait.describe())), (lambda step: say(f"done: {step}"))
         return
     from rich.console import Console
@@ -168,7 +187,7 @@ def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
 
 def refreshed_in_place(out: output.Output, fmt: str | None) -> bool:
     """Whether ``live`` refreshes a table in place (a terminal), not one JSON line each time."""
-    return out.tabular and fmt is None and output.on_terminal(sys.stdout)
+    return out.tabular and fmt is None and on_terminal(sys.stdout)
 
 
 # ---------------------------------------------------------------- results of writes

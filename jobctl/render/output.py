@@ -15,7 +15,6 @@ import io
 import json
 import json.encoder
 import math
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -265,18 +264,20 @@ def _flat_visible(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------- rendering
-def use_rich(stream: IO[str]) -> bool:
-    """Colour and live views only on a terminal, and never with NO_COLOR or TERM=dumb."""
-    return on_terminal(stream) and not os.environ.get("NO_COLOR")
+@dataclasses.dataclass(frozen=True)
+class Screen:
+    """The terminal a stream is, as the caller found it (``cli/terminal.screen``): a person
+    reads it, ``columns`` wide, in colour or not. This module never asks the terminal."""
+
+    columns: int
+    colour: bool
 
 
-def on_terminal(stream: IO[str]) -> bool:
-    """A person reads ``stream``: the table is laid out for its width (see ``screen``)."""
-    return stream.isatty() and os.environ.get("TERM") != "dumb"
-
-
-def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> None:
-    """Write ``doc`` to ``stream`` in the chosen format."""
+def render(
+    doc: Document, output: Output, fmt: str | None, stream: IO[str], screen: Screen | None = None
+) -> None:
+    """Write ``doc`` to ``stream`` in the chosen format; ``screen``: the terminal ``stream``
+    is (None: a pipe or a file, or no person reading)."""
     if output is Output.json and isinstance(doc.payload, list | Iterator):
         _write_json_array(iter(doc.payload), stream)
     elif output is Output.json:
@@ -291,9 +292,9 @@ def render(doc: Document, output: Output, fmt: str | None, stream: IO[str]) -> N
     elif output in (Output.csv, Output.tsv):
         _write_delimited(doc.sections, "," if output is Output.csv else "\t", stream)
     elif output is Output.wide:
-        _write_screen(doc.sections, stream, fit=False)
-    elif fmt is None and on_terminal(stream):
-        _write_screen(doc.sections, stream, fit=True)
+        _write_screen(doc.sections, stream, screen, fit=False)
+    elif fmt is None and screen is not None:
+        _write_screen(doc.sections, stream, screen, fit=True)
     else:
         stream.write(format_tables(doc.sections, fmt or "simple"))
 
@@ -392,17 +393,23 @@ def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str
                 write(chunk)
 
 
-def _console(stream: IO[str]) -> Any:
+def _console(stream: IO[str], screen: Screen | None) -> Any:
     from rich.console import Console
 
-    colour = use_rich(stream)
+    colour = screen is not None and screen.colour
     return Console(
-        file=stream, highlight=False, no_color=not colour, color_system="auto" if colour else None
+        file=stream,
+        highlight=False,
+        no_color=not colour,
+        color_system="auto" if colour else None,
+        width=screen.columns if screen is not None else None,
     )
 
 
-def _write_screen(sections: Sequence[Section], stream: IO[str], *, fit: bool) -> None:
-    console = _console(stream)
+def _write_screen(
+    sections: Sequence[Section], stream: IO[str], screen: Screen | None, *, fit: bool
+) -> None:
+    console = _console(stream, screen)
     console.print(
         screen_group(sections, width=console.width if fit else None),
         soft_wrap=True,

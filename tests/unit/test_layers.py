@@ -131,3 +131,22 @@ def test_no_import_cycle_between_files():
         if m not in state:
             visit(m, [m])
     assert not cycles, " | ".join(" -> ".join(c) for c in cycles)
+
+
+PURE = ("render", "sql", "table", "errors", "durations")
+TOUCHES = {"environ", "stdout", "stderr", "stdin", "get_terminal_size", "getenv"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if unit(m) in PURE))
+def test_the_pure_layers_ask_nothing_of_the_process(module):
+    """Layers 0 and below take what they render (a stream, a ``Screen``) as arguments: they
+    never ask the environment or the terminal's size, nor print (``cli/terminal`` does).
+    They may ask the stream they are given whether it is a terminal (``isatty``): what goes
+    to one is escaped, whatever TERM says."""
+    tree = ast.parse(MODULES[module].read_text())
+    asked = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & TOUCHES
+    printed = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+        for n in ast.walk(tree)
+    )
+    assert not asked and not printed, f"{module}: {sorted(asked)}{' print' if printed else ''}"

@@ -253,7 +253,7 @@ def schema_check(
         with db.transaction(conn, settings, read_only=True):
             results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
     terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
-    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+    if out.tabular and fmt is None and terminal.on_terminal(sys.stdout):
         for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut
             terminal.say(f"{failed['check']}: {failed['detail']}")
     if not all(r["ok"] for r in results):

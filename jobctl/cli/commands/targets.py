@@ -74,7 +74,7 @@ def targets_command(
         row.setdefault("problem", t.problem)
     columns = list(found[0]) if found else None
     terminal.emit(views.table(found, found, columns, views.TARGETS_VIEW), out, fmt)
-    if out.tabular and fmt is None and output.on_terminal(sys.stdout):
+    if out.tabular and fmt is None and terminal.on_terminal(sys.stdout):
         for row in found:  # each problem whole, not cut to the column
             if row["problem"]:
                 terminal.say(f"target {row['target']}: {row['problem']}")
