@@ -166,11 +166,14 @@ def pipelined(
     if not psycopg.Pipeline.is_supported():
         with transaction(conn, settings, action=action):
             return conn.execute(statement, params).fetchall()
+    # the rows are read after the COMMIT, by the session's own DateStyle (loaders.reading_iso);
+    # when that is ISO already, psycopg's own loaders (C, not a Python call per value) read them
+    session_iso = (conn.info.parameter_status("DateStyle") or "").startswith("ISO")
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
             _apply(conn, settings, action=action)
-            cursor = loaders.reading_iso(conn.cursor())
+            cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
             cursor.execute(statement, params)
             conn.execute("COMMIT")
         return cursor.fetchall()

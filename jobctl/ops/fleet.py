@@ -14,7 +14,6 @@ in the order the servers answered. Example::
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import contextlib
 import dataclasses
 import threading
@@ -26,6 +25,8 @@ from jobctl.render.rows import Row
 from jobctl.targets import Target
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from jobctl.db.session import Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
@@ -82,6 +83,8 @@ def across(
 
     if len(targets) == 1:
         return [one(targets[0])]
+    import concurrent.futures  # (several targets only: every command imports this module)
+
     pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=max(1, min(at_once, len(targets))), thread_name_prefix="jobctl-target"
     )
@@ -129,6 +132,8 @@ def _stop(futures: Sequence[concurrent.futures.Future[Any]], busy: Busy | None) 
     """Cancel what the targets run until all their work has ended: again every 0.2 s (a
     cancel that reaches a server between two statements is lost), a further Ctrl-C changing
     nothing (leaving with work still running would close its connections under it)."""
+    import concurrent.futures
+
     started = [f for f in futures if not f.cancelled()]  # one cancelled is never "done"
     while True:
         try:

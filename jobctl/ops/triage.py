@@ -14,7 +14,6 @@ from jobctl.db import loaders
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
 from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
-from jobctl.schema import history as hist
 from jobctl.sql import queries
 from jobctl.table.mapping import COLUMNS, TableMapping
 
@@ -219,6 +218,8 @@ def _attempts_and_events(
     """The job's attempts (ended ones stored, the live one from its row) and its latest
     ``limit`` events (stored ones, claims and completions derived from the attempts); long
     texts cut for display (``full``: whole)."""
+    from jobctl.schema import history as hist  # (show and history only, not stuck or reclaim)
+
     params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
     mode = hist.table_state(s.conn, s.table.oid).mode
     attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))

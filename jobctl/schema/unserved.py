@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
 from jobctl.db.session import Session
-from jobctl.schema import apply as schema_apply
-from jobctl.schema import shape
 from jobctl.table.mapping import LEASE_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg
+
+    from jobctl.schema import shape  # (imported when a failure is judged: every session gets here)
 
 
 def _judged(
@@ -42,6 +42,8 @@ def _judged(
     """The table as found, and why ``schema apply`` would refuse it as it is (None: it would
     not); its plan is made, never run. A queue library's table is refused outright
     (errors.Refused), whatever the mapping."""
+    from jobctl.schema import apply as schema_apply
+    from jobctl.schema import shape
 
     found = shape.inspect(conn, table.qualified)
     if found.library is not None:

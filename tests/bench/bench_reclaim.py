@@ -126,6 +126,9 @@ def restore(dsn: str, expired: int) -> None:
                 {"e": expired},
             )
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(NAME)))
+        # the history's deleted rows too: left, they pile up run after run (1.6M dead rows
+        # after a few hundred runs) and every later run's trigger inserts into bloated indexes
+        conn.execute("VACUUM jobctl.events, jobctl.attempts")
 
 
 FLOOR = """
@@ -285,7 +288,10 @@ def main() -> None:
         help="a PgBouncer (transaction mode) in front of the same server: jobctl through it too",
     )
     parser.add_argument(
-        "--baseline-src", help="another jobctl source tree to time directly, e.g. the last release"
+        "--baseline-src",
+        action="append",
+        help="another jobctl source tree to time directly, e.g. the last release (repeatable; "
+        "NAME=PATH labels it NAME)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds per batch")
     args = parser.parse_args()
@@ -306,9 +312,10 @@ def main() -> None:
         contenders[f"jobctl {out}"] = lambda b, o=out: run_jobctl(dsn, b, out=o)
         if pooled:
             contenders[f"jobctl {out} pooled"] = lambda b, o=out: run_jobctl(pooled, b, out=o)
-        if args.baseline_src:
-            contenders[f"baseline {out}"] = lambda b, o=out: run_jobctl(
-                dsn, b, args.baseline_src, out=o
+        for source in args.baseline_src or []:  # each a name: "baseline" or NAME=path
+            label, _, path = source.rpartition("=")
+            contenders[f"{label or 'baseline'} {out}"] = lambda b, o=out, p=path: run_jobctl(
+                dsn, b, p, out=o
             )
     contenders["psycopg loop"] = lambda b: run_floor(dsn, b)
     if args.psql:

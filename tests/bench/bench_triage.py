@@ -54,7 +54,11 @@ def statements(dsn: str, name: str, job_id: int) -> dict[str, list[str]]:
         "show": [
             literal_sql(dsn, "job_row", name, {"id": job_id}),
             literal_sql(
-                dsn, "job_events", name, {"job_table": f"public.{name}", "id": job_id, "limit": 10}
+                dsn,
+                "job_events",
+                name,
+                {"job_table": f"public.{name}", "id": job_id, "limit": 10, "cut": None},
+                **triage.shown_texts("e", "worker", "actor", "reason"),
             ),
         ],
     }
@@ -69,8 +73,17 @@ def uses_reclaim_index(dsn: str, stuck_sql: str, name: str) -> bool:
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100k,1m,10m")
+    parser.add_argument("--commands", default="stuck,summary,show", help="which to time")
+    parser.add_argument(
+        "--baseline-src",
+        action="append",
+        default=[],
+        help="another jobctl source tree to time too, as NAME=PATH (repeatable)",
+    )
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
+    baselines = dict(b.split("=", 1) for b in args.baseline_src)
+    in_tree = {b: ["env", "-C", p, f"PYTHONPATH={p}", *JOBCTL] for b, p in baselines.items()}
     print(f"machine: {machine()}; {args.runs} runs each, median wall time of the whole process")
     results = []
     for label in args.sizes.split(","):
@@ -84,9 +97,15 @@ def main() -> None:
             ("summary", ["summary", "-o", "json"]),
             ("show", ["show", str(job_id), "-o", "json"]),
         ):
+            if command not in args.commands.split(","):
+                continue
             medians = compare(
                 {
                     "jobctl": [*JOBCTL, "--table", name, *args_],
+                    **{  # python -m finds jobctl in the cwd first: run from the tree itself
+                        label: [*in_tree[label], "--table", name, *args_]
+                        for label, path in baselines.items()
+                    },
                     "psycopg": [sys.executable, "-c", BARE, dsn, *sql_of[command]],
                     "psql": [
                         "psql",
@@ -106,6 +125,8 @@ def main() -> None:
                 {
                     "rows": label,
                     "command": command,
+                    **{f"{b} s": f"{medians[b]:.3f}" for b in baselines},
+                    **{f"{b}/psycopg": f"{medians[b] / medians['psycopg']:.2f}" for b in baselines},
                     "jobctl s": f"{medians['jobctl']:.3f}",
                     "psycopg s": f"{medians['psycopg']:.3f}",
                     "psql s": f"{medians['psql']:.3f}",
@@ -122,14 +143,24 @@ def main() -> None:
     print(
         table(
             results,
-            ["rows", "command", "jobctl s", "psycopg s", "psql s", "jobctl/psycopg", "jobctl/psql"],
+            [
+                "rows",
+                "command",
+                "jobctl s",
+                *(f"{b} s" for b in baselines),
+                "psycopg s",
+                "psql s",
+                "jobctl/psycopg",
+                *(f"{b}/psycopg" for b in baselines),
+                "jobctl/psql",
+            ],
         )
     )
     labels = args.sizes.split(",")
     if len(labels) > 1:
         first, last = labels[0], labels[-1]
         by = {(r["rows"], r["command"]): r["_jobctl"] for r in results}
-        for command in ("stuck", "summary", "show"):
+        for command in args.commands.split(","):
             ratio = by[(last, command)] / by[(first, command)]
             print(f"{command}: {last}/{first} wall-time ratio {ratio:.2f}")
 

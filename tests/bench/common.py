@@ -112,11 +112,13 @@ def build_table(
         )
 
 
-def literal_sql(dsn: str, name: str, table: str, params: dict) -> str:
-    """A jobctl statement with its parameters inlined, for psql and the bare script."""
+def literal_sql(dsn: str, name: str, table: str, params: dict, **own: sql.Composable) -> str:
+    """A jobctl statement with its parameters inlined, for psql and the bare script (``own``:
+    the statement's own fragments, as ``Session.query`` takes them)."""
     with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as conn:
         fragments = db.resolve_table(conn, table).fragments
-        return psycopg.ClientCursor(conn).mogrify(queries.query(name, **fragments), params)
+        statement = queries.query(name, **{**fragments, **own})
+        return psycopg.ClientCursor(conn).mogrify(statement, params)
 
 
 def timed(command: Sequence[str], *, env: dict[str, str] | None = None) -> float:
