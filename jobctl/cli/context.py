@@ -68,10 +68,17 @@ def address(ctx: typer.Context) -> db.Settings | Fleet:
 
 def access(command: str, params: Mapping[str, Any]) -> Access:
     """What ``command`` run with ``params`` (typer's, by option name) does to the database."""
-    option = WRITES.get(command, "")
-    writes = command in WRITES and (option is None or bool(params.get(option or "")))
+    writes = False
+    if command in WRITES:
+        option = WRITES[command]
+        writes = option is None or bool(params.get(option))
     widened = command in WIDENED and not params.get("trust_replica")
     return Access(command, writes=writes, widened=widened)
+
+
+def command_access(ctx: typer.Context) -> Access:
+    """What the command ``ctx`` runs does to the database, with the options it was given."""
+    return access(ctx.info_name or "", ctx.params)
 
 
 @contextlib.contextmanager
@@ -82,8 +89,7 @@ def open_session(ctx: typer.Context) -> Iterator[Session]:
     from jobctl.targets import one_database
 
     settings = one_database(address(ctx), ctx.command_path)
-    command = access(ctx.info_name or "", ctx.params)
-    with gateway.open(settings, command, say=terminal.say) as (s, standing):
+    with gateway.open(settings, command_access(ctx), say=terminal.say) as (s, standing):
         invocation(ctx).standing = standing
         yield s
 

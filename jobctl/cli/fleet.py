@@ -42,7 +42,7 @@ def _read(
     """``read`` on every target at once (``fleet.read``), as this command accesses them."""
     from jobctl.cli import context
 
-    return fleet.read(targets, context.access(ctx.info_name or "", ctx.params), read, kept)
+    return fleet.read(targets, context.command_access(ctx), read, kept)
 
 
 def _said(outcomes: Sequence[fleet.Outcome[Any]], *, refresh: bool = False) -> int:
@@ -306,7 +306,7 @@ def _dry_run(
 
     def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
         found = core.dry_run(
-            s, core.dry_run_filter(request.where, st, trust_replica), request.limit
+            s, replica.widen(request.where, st, trust=trust_replica), request.limit
         )
         note = replica.dry_run_note(st)
         if note:
@@ -374,7 +374,7 @@ def _commit(
     run = reclaim_targets.start(
         targets,
         request,
-        context.access(ctx.info_name or "", ctx.params),
+        context.command_access(ctx),
         confirm=terminal.confirm,
         say=terminal.say,
         unreachable=_said,

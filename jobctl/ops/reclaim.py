@@ -85,12 +85,14 @@ def start(
 
     A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
     found; the dry run with ``save_plan`` writes the reviewed rows before returning. A dry
-    run read on a standby (``standing``) widens the filter by its lag (``dry_run_filter``).
+    run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
+    lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
     if not request.commit:
-        request = dataclasses.replace(
-            request, where=dry_run_filter(request.where, standing, trust_replica)
-        )
+        from jobctl.ops import replica
+
+        widened = replica.widen(request.where, standing, trust=trust_replica)
+        request = dataclasses.replace(request, where=widened)
     if request.where.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(
             request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
@@ -126,16 +128,6 @@ def committed(
     if planned is not None:
         return commit_plan(s, planned, batch_size=request.batch_size)
     return commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
-
-
-def dry_run_filter(
-    which: ExpiredFilter, standing: Standing | None, trust_replica: bool
-) -> ExpiredFilter:
-    """The filter a dry run reads with: on a standby, a lease that expired within its lag may
-    be live on the primary, so only those that expired longer ago count (unless trusted)."""
-    from jobctl.ops import replica
-
-    return replica.widen(which, standing, trust=trust_replica)
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)

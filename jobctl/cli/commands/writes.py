@@ -51,7 +51,6 @@ def reclaim_command(
     shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
-
     from jobctl.ops import reclaim, replica, service, triage
 
     which = triage.ExpiredFilter(
@@ -92,7 +91,7 @@ def reclaim_command(
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
-    context.say_if(replica.dry_run_note(context.standing(ctx)) if not commit else None)
+    context.say_if(replica.dry_run_note(standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
             f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
