@@ -61,15 +61,17 @@ def start(
     once unless ``request.yes``. ``say`` gets the by-target line before the question;
     ``unreachable`` the targets the preview could not read (before the question too). With no
     target left to commit, the run has no ``targets`` (and asks nothing)."""
+    from jobctl.ops import plans
+    from jobctl.ops import reclaim as core
+
     planned: Parts = {}
     failed: list[fleet.Outcome[Any]] = []
+    total: int | None = None
     if request.plan is not None:
-        planned = _planned(request.plan)
-        targets = _planned_targets(request, planned, targets, confirm=confirm, say=say)
-        total: int | None = sum(len(r) for _, r in planned.values())
-    elif request.yes:
-        total = None
-    else:
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        total = sum(len(r) for _, r in planned.values())
+        targets = _planned_targets(request, planned, total, targets, confirm=confirm, say=say)
+    elif not request.yes:
         preview = _previewed(targets, request, access)
         failed = [o for o in preview if not o.ok]
         targets = [o.target for o in preview if o.ok]
@@ -83,16 +85,10 @@ def start(
     return run
 
 
-def _planned(path: Any) -> Parts:
-    from jobctl.ops import plans
-    from jobctl.ops import reclaim as core
-
-    return plans.read_parts(path, PLANS_FORMAT, core.PLAN_COLUMNS)
-
-
 def _planned_targets(
     request: Request,
     planned: Parts,
+    total: int,
     targets: Sequence[Target],
     *,
     confirm: Confirm,
@@ -107,7 +103,6 @@ def _planned_targets(
             f"does not address: add --target {missing[0]} (or use --all-targets)"
         )
     if not request.yes:
-        total = sum(len(r) for _, r in planned.values())
         say("by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items()))
         confirm(
             f"Apply plan {request.plan}: reclaim up to {total} job(s) on {len(planned)} target(s)?",
