@@ -19,6 +19,7 @@ from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.commands import doctor as cli_doctor
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import targets as cli_targets
@@ -421,6 +422,9 @@ app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(short_help="The lease design's pre-launch checks against what the application runs.")(
+    cli_doctor.doctor
+)
 
 
 # ---------------------------------------------------------------- demo

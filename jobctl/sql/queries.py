@@ -25,7 +25,7 @@ _BLOCK_START = re.compile(
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql")  # ...; DDL; schema remove
+FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql", "doctor.sql")
 
 
 @functools.cache
