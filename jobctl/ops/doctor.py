@@ -157,11 +157,13 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
     found, rejected, judged = judge.findings(visible, _table(s), own_fingerprints(s))
     sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
     for f in found:
-        if f["fix"] in sql_of:
+        if f.get("fix") in sql_of:
             f["fix_sql"] = sql_of[f["fix"]]
     by_check: dict[str, list[Row]] = {"timeout_by_lease": [], "fenced_writes": []}
+    refusals = [f for f in found if "rejected" in f]
     for f in found:
-        by_check[f["check"]].append(f)
+        if "rejected" not in f:
+            by_check[f["check"]].append(f)
     seen = f"{judged} distinct statement(s) naming {s.table.qualified} judged"
     if hidden:
         seen += (
@@ -199,7 +201,7 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
             "fence_rejections",
             "warn" if total else "ok",
             rejections,
-            [{"kind": k, "rejected": n} for k, n in rejected.items()],
+            refusals,
         ),
     ]
 

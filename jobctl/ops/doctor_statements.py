@@ -344,11 +344,13 @@ def findings(
     statements: Iterable[Mapping[str, Any]], table: Table, own: set[str]
 ) -> tuple[list[dict[str, Any]], dict[str, int], int]:
     """The findings over the statistics' rows (queryid, query, role, calls, rows), jobctl's
-    own and the design's statements (``own``: their fingerprints) never among them; the
-    fence's rejections (calls - rows of the fenced heartbeats and completions) by kind; and
-    how many statements were judged. One parse per distinct statement."""
+    own and the design's statements (``own``: their fingerprints) never among them, then one
+    row per fenced heartbeat or completion the fence refused writes of (``rejected``: its
+    calls - rows; any statement's, the design's too); the rejections by kind; and how many
+    statements were judged. One parse per distinct statement."""
     found: list[dict[str, Any]] = []
     rejected = {"heartbeat": 0, "completion": 0}
+    refusals: list[dict[str, Any]] = []
     judged = 0
     seen: dict[str, Judged] = {}
     for row in statements:
@@ -361,7 +363,20 @@ def findings(
             verdict = seen[print_] = judge(text, table)
             judged += 1
         if verdict.fenced is not None:  # the design's (jobctl's own included) or the app's
-            rejected[verdict.fenced] += max(0, int(row["calls"]) - int(row["rows"]))
+            refused = max(0, int(row["calls"]) - int(row["rows"]))
+            rejected[verdict.fenced] += refused
+            if refused:
+                refusals.append(
+                    {
+                        "kind": verdict.fenced,
+                        "queryid": row.get("queryid"),
+                        "statement": text,
+                        "role": row.get("role"),
+                        "calls": row.get("calls"),
+                        "rows": row.get("rows"),
+                        "rejected": refused,
+                    }
+                )
         if print_ in own:
             continue
         for kind in verdict.kinds:
@@ -379,4 +394,4 @@ def findings(
                     "fix": fix,
                 }
             )
-    return found, rejected, judged
+    return found + refusals, rejected, judged

@@ -33,6 +33,12 @@ def text(report: Row, width: int = 100) -> str:
 
 
 def _finding(f: Row, width: int) -> list[str]:
+    if "rejected" in f:
+        head = (
+            f"- {f['rejected']} {f['kind']}(s) refused: queryid {f['queryid']}, role "
+            f"{_s(f['role'])}, {f['calls']} call(s), {f['rows']} row(s)"
+        )
+        return _wrapped(head, width, "      ")
     if "statement" in f:
         statement = " ".join(str(f["statement"]).split())
         if len(statement) > STATEMENT_CHARS:

@@ -89,7 +89,7 @@ def kinds(checks: dict) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for check in checks.values():
         for f in check["findings"]:
-            if "kind" in f and "statement" in f:
+            if "kind" in f and "statement" in f and "rejected" not in f:
                 found.setdefault(f["kind"], []).append(f)
     return found
 
@@ -196,6 +196,8 @@ def test_only_good_statements_are_not_findings(statistics_server, jobctl):
     rejections = checks["fence_rejections"]
     assert rejections["status"] == "warn" and "3 heartbeat(s)" in rejections["evidence"]
     assert "since the statistics' reset" in rejections["evidence"]
+    (refused,) = rejections["findings"]
+    assert refused["kind"] == "heartbeat" and refused["rejected"] == 3 and refused["queryid"]
     code, _, _ = jobctl(dsn, "doctor", "--exit-code")
     assert code == 0
 
@@ -267,3 +269,45 @@ def test_extension_created_but_not_preloaded(conn, dsn, jobctl):
     assert code == 0, err
     assert "shared_preload_libraries" in err and "??    1. the timeout" in out
     assert "ok    3. jobs reclaimed automatically" in out
+
+
+def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
+    """Checks 3 and 4 and the lease advice, from the history (no statistics needed)."""
+    from helpers import add_jobs, claim_all
+
+    add_jobs(conn, 2, policy="auto")
+    add_jobs(conn, 1, policy="manual")
+    claim_all(dsn, 3)  # expired at once
+    code, _, err = jobctl(dsn, "reclaim", "--commit", "--yes")
+    assert code == 0, err
+    # an attempt whose largest heartbeat gap came within 80 % of its lease, another outlived it
+    conn.execute(
+        "INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, "
+        "claimed_at, heartbeats, max_heartbeat_gap, ended_at, outcome, lease, "
+        "lease_expires_at) VALUES "
+        "(gen_random_uuid(), 'public.jobs', '900', 1, 'w-slow', now() - interval '1 hour', 9, "
+        "interval '28 seconds', now() - interval '50 minutes', 'completed', "
+        "interval '30 seconds', now() - interval '51 minutes')"
+    )
+    code, out, err = jobctl(dsn, "doctor", "-o", "json")
+    assert code == 0, err
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    lease_check = checks["lease_length"]
+    assert lease_check["status"] == "warn"
+    (slow,) = [f for f in lease_check["findings"] if f["worker"] == "w-slow"]
+    assert slow["advice"] == [
+        "lease 30 s, p99 gap 28 s: raise the lease or heartbeat more often",
+        "1 attempt(s) ended after their lease ran out",
+    ]
+    reruns = checks["auto_reruns"]
+    assert reruns["status"] == "warn" and "2 auto-policy job(s)" in reruns["evidence"]
+    assert "second email or charge" in reruns["evidence"]
+    review = checks["manual_review"]
+    assert review["status"] == "warn" and "1 job(s) awaiting review" in review["evidence"]
+    assert "no person has acted" in review["evidence"]
+    (parked,) = json.loads(jobctl(dsn, "review", "-o", "json")[1])
+    code, _, err = jobctl(dsn, "fail", str(parked["id"]), "--reason", "refunded", "--yes")
+    assert code == 0, err
+    code, out, _ = jobctl(dsn, "doctor", "-o", "json")
+    review = {c["check"]: c for c in json.loads(out)["checks"]}["manual_review"]
+    assert review["status"] == "ok" and "a person last acted at" in review["evidence"]

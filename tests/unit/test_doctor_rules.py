@@ -163,7 +163,8 @@ def test_findings_leave_out_own_statements_and_count_rejections():
         },
     ]
     found, rejected, judged = judge.findings(rows, JOBS, {p for p in own if p})
-    assert [f["queryid"] for f in found] == [2]
+    assert [f["queryid"] for f in found] == [2, 3, 4]
     assert found[0]["kind"] == "unfenced_update" and found[0]["role"] == "app"
+    assert [(f["kind"], f["rejected"]) for f in found[1:]] == [("heartbeat", 7), ("completion", 1)]
     assert rejected == {"heartbeat": 7, "completion": 1}
     assert judged == 4
