@@ -183,9 +183,10 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
             found.append("claim_without_lease")
         return found, None
     if not token_fenced:
-        if sets_status and set(sets) & lease and c("finished_at") not in sets:
+        by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
+        if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
             return ["hand_requeue"], None
-        return ["unfenced_update"], None
+        return ["unfenced_update"], None  # (a reclaim by the lease with no token, too)
     if not _param_equal(where, c("id")):  # a batch (reclaim): its calls - rows mean nothing
         return [], None
     return [], "completion" if sets_status else "heartbeat"

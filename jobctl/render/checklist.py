@@ -26,7 +26,7 @@ def text(report: Row, width: int = 100) -> str:
     for check in report["checks"]:
         out.append("")
         out.append(f"{MARK[check['status']]:<5} {check['title']}")
-        out += _wrapped(check["evidence"], width, "      ")
+        out += _wrapped(_s(check["evidence"]), width, "      ")
         for finding in check["findings"]:
             out += _finding(finding, width)
     return "\n".join(out) + "\n"

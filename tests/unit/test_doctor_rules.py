@@ -74,6 +74,23 @@ DESIGN_CLAIM = (
             (),
             None,
         ),
+        # a reclaim by the lease but with no token fence
+        (
+            "WITH expired AS (SELECT id FROM jobs WHERE status = $1 AND lease_expires_at < now() "
+            "FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $2, attempt_token = $3, "
+            "lease_expires_at = $4 FROM expired WHERE j.id = expired.id",
+            ("unfenced_update",),
+            None,
+        ),
+        # the design's reclaim: fenced on the token as the CTE read it
+        (
+            "WITH expired AS (SELECT id, attempt_token FROM jobs WHERE status = $1 AND "
+            "lease_expires_at < now() FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $2, "
+            "attempt_token = $3, lease_expires_at = $4, reclaim_count = j.reclaim_count + $5 "
+            "FROM expired WHERE j.id = expired.id AND j.attempt_token = expired.attempt_token",
+            (),
+            None,
+        ),
         # a hand requeue
         (
             "UPDATE jobs SET status = $1, attempt_token = $2, lease_expires_at = $3 WHERE id = $4",
