@@ -222,6 +222,11 @@ def _lease_check(s: Session, params: Row, history: bool) -> Row:
             )
         if w["outlived"]:
             advice.append(f"{w['outlived']} attempt(s) ended after their lease ran out")
+        if w["reclaimed_while_beating"]:
+            advice.append(
+                f"{w['reclaimed_while_beating']} attempt(s) reclaimed within two leases of "
+                "their last heartbeat: the worker was likely alive"
+            )
         findings.append({**w, "advice": advice})
     flagged = [f for f in findings if f["advice"]]
     evidence = f"{sum(w['attempts'] for w in workers)} attempt(s) of {len(workers)} worker(s)"

@@ -31,7 +31,9 @@ SELECT pg_catalog.to_regclass('jobctl.attempts') IS NOT NULL
 -- name: doctor_lease_history
 -- per worker, the attempts the history holds in the window: the typical lease, the p99 of
 -- each attempt's largest heartbeat gap (where the history counts heartbeats: late, exact),
--- attempts that ended after their lease ran out without a reclaim (outlived it), reclaims
+-- attempts that ended after their lease ran out without a reclaim (outlived it), reclaims,
+-- and reclaims of attempts whose worker had heartbeat within two leases of the reclaim (still
+-- alive, most likely: the lease is too short for its heartbeats, or the worker stalled)
 SELECT a.worker, count(*) AS attempts,
        extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY a.lease))::float8
            AS lease_s,
@@ -40,6 +42,9 @@ SELECT a.worker, count(*) AS attempts,
        count(*) FILTER (WHERE a.ended_at > a.lease_expires_at AND a.outcome <> 'reclaimed')
            AS outlived,
        count(*) FILTER (WHERE a.outcome = 'reclaimed') AS reclaimed,
+       count(*) FILTER (WHERE a.outcome = 'reclaimed'
+                          AND a.last_heartbeat_at > a.ended_at - 2 * a.lease)
+           AS reclaimed_while_beating,
        string_agg(DISTINCT a.heartbeat_stats, ',') AS heartbeat_stats
 FROM jobctl.attempts a
 WHERE a.job_table = %(job_table)s AND a.claimed_at > now() - %(window)s::interval

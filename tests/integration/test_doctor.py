@@ -289,6 +289,16 @@ def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
         "interval '28 seconds', now() - interval '50 minutes', 'completed', "
         "interval '30 seconds', now() - interval '51 minutes')"
     )
+    # reclaimed 40 s after its last heartbeat on a 30 s lease: its worker was likely alive
+    conn.execute(
+        "INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, "
+        "claimed_at, heartbeats, last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, "
+        "lease, lease_expires_at) VALUES "
+        "(gen_random_uuid(), 'public.jobs', '901', 1, 'w-slow', now() - interval '40 minutes', "
+        "3, now() - interval '30 minutes 40 seconds', interval '10 seconds', "
+        "now() - interval '30 minutes', 'reclaimed', interval '30 seconds', "
+        "now() - interval '30 minutes 10 seconds')"
+    )
     code, out, err = jobctl(dsn, "doctor", "-o", "json")
     assert code == 0, err
     checks = {c["check"]: c for c in json.loads(out)["checks"]}
@@ -298,6 +308,8 @@ def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
     assert slow["advice"] == [
         "lease 30 s, p99 gap 28 s: raise the lease or heartbeat more often",
         "1 attempt(s) ended after their lease ran out",
+        "1 attempt(s) reclaimed within two leases of their last heartbeat: the worker was "
+        "likely alive",
     ]
     reruns = checks["auto_reruns"]
     assert reruns["status"] == "warn" and "2 auto-policy job(s)" in reruns["evidence"]

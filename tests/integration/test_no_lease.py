@@ -158,3 +158,26 @@ def test_on_a_rails_style_table(empty_dsn, run):
         done = jobctl("requeue", str(ids[0]), "--reason", "legacy", "--yes")
         assert done.code == 0, done
         assert row_of(conn, ids[0], s.table)["state"] == "pending"
+
+
+def test_a_change_between_read_and_write_is_a_conflict(conn, dsn):
+    """No token to fence on: the row's version as read is the fence. A legacy worker that
+    touches the row meanwhile (status and token as they were: both fences but the version
+    would let it through) wins; the operator's requeue writes nothing."""
+    import datetime as dt
+
+    from jobctl import db
+    from jobctl.db import session
+    from jobctl.ops import manual
+
+    ids = add_jobs(conn, 1)
+    unleased(conn, ids)
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide(s, ids[0], "requeue", force=False, expect_token=None)
+        assert decision.outcome is None  # no live lease: not refused
+        conn.execute("UPDATE jobs SET reserved_by = 'legacy-2' WHERE id = %s", (ids[0],))
+        before = row_of(conn, ids[0])
+        result = manual.apply(s, decision, "requeue", reason="x", delay=dt.timedelta(0))
+    assert result.outcome == "conflict"
+    assert row_of(conn, ids[0]) == before
