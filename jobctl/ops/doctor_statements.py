@@ -205,12 +205,24 @@ def _claims(sets: Mapping[str, Any], c: Any) -> bool:
 
 
 def _writes(stmt: dict[str, Any], table: Table) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every UPDATE, DELETE or INSERT of the jobs table in ``stmt``, its CTEs included."""
-    for node in _walk(stmt):
-        for kind in ("UpdateStmt", "DeleteStmt", "InsertStmt"):
-            body = node.get(kind)
-            if isinstance(body, dict) and _is_table(body.get("relation"), table):
+    """Every UPDATE, DELETE or INSERT of the jobs table in ``stmt``: the statement itself and
+    its data-modifying CTEs, at any depth of WITH (PostgreSQL allows them nowhere else, so
+    the rest of the tree is not walked for them)."""
+    pending = [stmt]
+    while pending:
+        node = pending.pop()
+        for kind, body in node.items():
+            if not isinstance(body, dict):
+                continue
+            if kind in WRITES and _is_table(body.get("relation"), table):
                 yield kind, body
+            for cte in (body.get("withClause") or {}).get("ctes", []):
+                query = cte.get("CommonTableExpr", {}).get("ctequery")
+                if isinstance(query, dict):
+                    pending.append(query)
+
+
+WRITES = ("UpdateStmt", "DeleteStmt", "InsertStmt")
 
 
 def _is_table(relation: Any, table: Table) -> bool:

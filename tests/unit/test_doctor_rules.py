@@ -119,6 +119,19 @@ DESIGN_CLAIM = (
         ("DELETE FROM jobs WHERE id = $1", ("delete_processing",), None),
         ("DELETE FROM public.jobs", ("delete_processing",), None),
         ("DELETE FROM jobs WHERE status = $1 AND finished_at < now() - $2", (), None),
+        # writes in data-modifying CTEs, under another statement
+        (
+            "WITH moved AS (DELETE FROM jobs WHERE id = $1 RETURNING *) "
+            "INSERT INTO jobs_archive SELECT * FROM moved",
+            ("delete_processing",),
+            None,
+        ),
+        (
+            "WITH done AS (UPDATE jobs SET status = $1 WHERE id = $2 RETURNING id) "
+            "SELECT count(*) FROM done",
+            ("unfenced_update",),
+            None,
+        ),
         # not the jobs table, or no write
         ("UPDATE other.jobs SET status = $1", (), None),
         ("UPDATE jobs_archive SET status = $1", (), None),
