@@ -19,6 +19,7 @@ from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.click_api import LazyGroup
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import targets as cli_targets
@@ -33,6 +34,7 @@ app = typer.Typer(
     name="jobctl",
     help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
     "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -445,7 +447,12 @@ app.command(
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from jobctl.cli.click_api import ClickException, MissingParameter, NoArgsIsHelpError
+    from jobctl.cli.click_api import (
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+        lazy_group,
+    )
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
         from jobctl.cli import completion
@@ -453,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         completion.register()
     run = context.Invocation()
     try:
-        result = app(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
+        group = lazy_group(app)  # builds only the command that runs
+        result = group.main(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
     except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
