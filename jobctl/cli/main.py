@@ -17,7 +17,6 @@ import typer
 
 from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
 from jobctl.cli.commands import review as cli_review
@@ -146,6 +145,8 @@ def stuck(
     where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.stuck(
             ctx,
             fleet,
@@ -253,6 +254,8 @@ def summary(
 
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.summary(
             ctx,
             fleet,
@@ -378,6 +381,8 @@ def metrics(
 
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.metrics(
             ctx,
             fleet,

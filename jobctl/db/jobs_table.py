@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.db.connection import safe, under_user_search_path
+from jobctl.db.connection import batched, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
 from jobctl.table.mapping import COLUMNS, STATUSES, TableMapping
@@ -105,9 +105,15 @@ def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     """The table named ``name`` as typed (a ``table_identity`` row), found through the
     session's own search_path, or None; the current transaction (or savepoint) is left on
     jobctl's safe one (see ``safe_search_path``)."""
+    with conn.transaction():
+        return _identified(conn, name)
+
+
+def _identified(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """``identify`` inside the caller's transaction."""
     from psycopg.rows import dict_row
 
-    with conn.transaction(), under_user_search_path(conn):
+    with under_user_search_path(conn):
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
         row: dict[str, Any] | None = cursor.execute(
             queries.query("table_identity"), {"name": name}
@@ -137,8 +143,8 @@ def resolve_table(
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    with conn.transaction():
-        row = identify(conn, name)  # the rest on jobctl's safe search_path
+    with batched(conn), conn.transaction():  # three round trips: identity, mapping, types
+        row = _identified(conn, name)  # the rest on jobctl's safe search_path
         if row is None:
             raise table_not_found(conn, name)
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes

@@ -16,7 +16,6 @@ import typer
 
 from jobctl import errors, targets
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.render import output, rows, views
 
@@ -68,6 +67,8 @@ def reclaim_command(
     )
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
         return
     if every is not None:
