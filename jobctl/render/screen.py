@@ -18,6 +18,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from jobctl import durations
+
 Row = Mapping[str, Any]
 GAP = 2  # spaces between columns
 MIN_CUT = 6  # a cut column keeps at least this many cells (or its header's)
@@ -47,27 +49,8 @@ class Column:
 
 
 def seconds(value: float | dt.timedelta | None) -> str:
-    """A duration as people read it: 0.4s, 48s, 5m20s, 2h, 2h5m, 3d4h."""
-    if value is None:
-        return ""
-    total = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    sign, total = ("-" if total < 0 else ""), abs(total)
-    if total < 10:
-        text = f"{total:.1f}s".replace(".0s", "s")
-    elif total < 60:
-        text = f"{total:.0f}s"
-    else:
-        whole = round(total)
-        days, rest = divmod(whole, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, secs = divmod(rest, 60)
-        if days:
-            text = f"{days}d{hours}h" if hours else f"{days}d"
-        elif hours:
-            text = f"{hours}h{minutes}m" if minutes else f"{hours}h"
-        else:
-            text = f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    return sign + text
+    """A duration as people read it: 0.4s, 48s, 5m20s, 2h, 2h5m, 3d4h (``durations.human``)."""
+    return durations.human(value)
 
 
 def short_time(value: dt.datetime | None, today: dt.date | None = None) -> str:
