@@ -88,9 +88,10 @@ def reclaim_command(
         )
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
         found, counts = terminal.drain(run, out, fmt)
-        park_status = s.table.mapping.park_status
+        park_status = s.table.mapping.named_park
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    context.say_if(reclaim.next_step(counts, commit, park_status=park_status))
     context.say_if(replica.dry_run_note(standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
