@@ -360,7 +360,8 @@ def metrics(
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
-        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
     ] = None,
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
