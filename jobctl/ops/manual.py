@@ -75,7 +75,9 @@ class Report:
         """One line for stderr when anything was not written (a conflict, a refusal, a lock,
         a missing job): every outcome counted, each kind not written with why, e.g. ``2
         requeued, 1 conflict (changed since the review; nothing written for it)``. None
-        when every job was done."""
+        when every job was done, or when one job's line (``problems``) said it all."""
+        if len(self.results) == 1 and self.problems():
+            return None
         return totals([r["outcome"] for r in self.results], [r["detail"] for r in self.results])
 
     def problems(self) -> list[str]:
