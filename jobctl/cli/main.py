@@ -81,8 +81,14 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     run.address = targets.address(
-        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-        target or ([] if dsn or all_targets else targets.from_environment()),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
+        # the demo runs in its own database whatever it says
+        target
+        or (
+            []
+            if dsn or all_targets or ctx.invoked_subcommand == "demo"
+            else targets.from_environment()
+        ),
         all_targets,
         dsn=dsn,
         one=db.Settings(

@@ -204,7 +204,7 @@ def next_step(
     if not committed or not fail:
         return None
     failed = _failed_word(park_status, some_parked)
-    return f"next: the {fail} job(s) {failed} await a human decision: jobctl review lists them"
+    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
 
 
 # ---------------------------------------------------------------- dry run and commit

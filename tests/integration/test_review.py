@@ -125,7 +125,7 @@ def test_park_status_on_a_mapped_table(conn, dsn, run):
     # the next step named (issue 36, trip 6)
     assert "reclaimed: 1 requeued, 1 parked in manual_review, 0 skipped" in committed.err
     assert (
-        "next: the 1 job(s) parked in manual_review await a human decision: "
+        "next: 1 job(s) parked in manual_review by this reclaim await a human: "
         "jobctl review lists them" in committed.err
     )
     (row,) = review_json(run)

@@ -153,7 +153,9 @@ def test_a_commit_that_failed_or_parked_jobs_names_the_next_step():
     """Issue 36, trip 6: "reclaimed: 7 requeued, 4 failed" said nothing of the 4 waiting."""
     counts = collections.Counter({"requeue": 7, "fail": 4})
     step = reclaim.next_step(counts, True)
-    assert step is not None and "4 job(s) failed" in step and "jobctl review" in step
+    assert (
+        step is not None and "4 job(s) failed by this reclaim" in step and "jobctl review" in step
+    )
     parked = reclaim.next_step(counts, True, park_status="errored")
     assert parked is not None and "parked in errored" in parked
     assert reclaim.next_step(counts, False) is None  # a dry run did nothing
