@@ -82,8 +82,14 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     run.address = targets.address(
-        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-        target or ([] if dsn or all_targets else targets.from_environment()),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
+        # the demo runs in its own database whatever it says
+        target
+        or (
+            []
+            if dsn or all_targets or ctx.invoked_subcommand == "demo"
+            else targets.from_environment()
+        ),
         all_targets,
         dsn=dsn,
         one=db.Settings(
@@ -365,7 +371,8 @@ def metrics(
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
-        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
     ] = None,
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")

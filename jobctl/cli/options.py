@@ -28,8 +28,12 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
 
 
 def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
-    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
-    the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s": the help
+    says ``[default: 2s]``, as a value, where typer would say ``(2s)``); ``floor``: the
+    shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    if isinstance(kwargs.get("show_default"), str):
+        help = f"{help}  [default: {kwargs.pop('show_default')}]"
+        kwargs["show_default"] = False
     if floor is None:
         return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
     least, why = floor
@@ -59,6 +63,7 @@ Out = Annotated[
     typer.Option(
         "--output",
         "-o",
+        metavar="|".join(o.value for o in output.Output),
         help="table (fitted to a terminal's width, every column when piped), wide (every "
         "column on a terminal too), json, jsonl, csv, tsv.",
     ),
@@ -111,7 +116,7 @@ Count = Annotated[
     int | None,
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
-Reason = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+Reason = Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded in the history.")]
 
 
 def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
@@ -261,6 +266,7 @@ Actor = Annotated[
     str | None,
     typer.Option(
         envvar="JOBCTL_ACTOR",
+        metavar="NAME",
         help="Who acts, for the audit trail. Default: user@host.",
         show_default=False,
     ),
@@ -341,8 +347,8 @@ ReviewPlan = Annotated[
 Commit = Annotated[
     bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
 ]
-BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
-Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
+BatchSize = Annotated[int, typer.Option(metavar="N", help="Rows per transaction (1-10000).")]
+Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many rows.")]
 OnlyIds = Annotated[
     list[str] | None,
     typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),

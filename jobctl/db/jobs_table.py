@@ -96,9 +96,38 @@ def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
     host = info.host if not info.host.startswith("/") else f"the socket in {info.host}"
     where = f"database {info.dbname} on {host} port {info.port} as user {info.user}"
     return errors.TableNotFound(
-        f"table {name} does not exist in {where}: set --table or JOBCTL_TABLE, or --dsn or "
-        "JOBCTL_DSN for another database"
+        f"table {name} does not exist in {where}{_served_here(conn, name)}: set --table or "
+        "JOBCTL_TABLE, or --dsn or JOBCTL_DSN for another database"
     )
+
+
+def _served_here(conn: Any, name: str) -> str:
+    """What to name instead of a table that does not exist: the tables jobctl serves in this
+    database, the closest name first ("did you mean"); "" when it serves none (or the
+    catalog cannot say). Names from the catalog, made safe for a terminal."""
+    import difflib
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from jobctl.render import safe_text
+
+    try:
+        with conn.transaction():
+            cursor = conn.cursor(row_factory=dict_row)
+            served = list(cursor.execute(queries.query("served_tables"), {}).fetchall())
+    except psycopg.Error:
+        return ""
+    if not served:
+        return ""
+    bare = name.rsplit(".", 1)[-1].strip('"')
+    names = [str(r["name"]) for r in served] + [str(r["qualified"]) for r in served]
+    close = difflib.get_close_matches(bare, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, names, n=1, cutoff=0.6
+    )
+    listed = ", ".join(safe_text.visible(str(r["qualified"])) for r in served)
+    guess = f" (did you mean {safe_text.visible(close[0])}?)" if close else ""
+    return f"; jobctl serves {listed} here{guess}"
 
 
 def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:

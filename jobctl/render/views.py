@@ -132,11 +132,11 @@ EVENT_VIEW = [
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
-    Column("db_role", "ROLE", priority=1),
+    Column("db_role", "ROLE", priority=2),
     # what a role that is not jobctl's declared (a forged manual action): never hidden
     Column("claimed", "CLAIMED", value=lambda r: claimed(r["claimed"]), when=_any_claimed),
-    Column("reason", "REASON", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("reason", "REASON", priority=3),
+    Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
