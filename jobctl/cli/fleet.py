@@ -382,7 +382,7 @@ def _commit(
     if not run.targets:
         _exit(fleet.exit_code(run.unreachable))
     batches = reclaim.Run(run.batches, run.total)
-    kept, counts = terminal.drain(batches, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
+    kept, counts = terminal.drain(batches, out, fmt, columns=["target", *rows.RECLAIM_KEYS])
     if out.tabular:
         shown = sum(counts.values())
         doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)

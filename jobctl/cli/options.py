@@ -54,11 +54,28 @@ SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads 
 WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
 
 
+def _format_with_output(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """--format is for -o table: with any other -o it would be ignored, so it is refused (exit
+    2) before the command runs. Each of the two options checks when the other is parsed."""
+    other = "fmt" if param.name == "out" else "out"
+    if other in ctx.params:
+        out, fmt = (value, ctx.params[other]) if param.name == "out" else (ctx.params[other], value)
+        chosen = None if out is None else output.Output(out)
+        if fmt is not None and chosen is not None and chosen is not output.Output.table:
+            raise typer.BadParameter(
+                f"--format {fmt} is for -o table; -o {chosen.value} has no table format",
+                param_hint="'--format'",
+            )
+    # typer converts the value again after a callback: the enum's text, not the enum
+    return value.value if isinstance(value, output.Output) else value
+
+
 Out = Annotated[
     output.Output,
     typer.Option(
         "--output",
         "-o",
+        callback=_format_with_output,
         help="table (fitted to a terminal's width, every column when piped), wide (every "
         "column on a terminal too), json, jsonl, csv, tsv.",
     ),
@@ -68,6 +85,7 @@ Format = Annotated[
     typer.Option(
         "--format",
         metavar="FORMAT",
+        callback=_format_with_output,
         help="Any tabulate table format for -o table: plain, github, psql, ...",
     ),
 ]
