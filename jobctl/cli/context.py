@@ -50,7 +50,6 @@ class Invocation:
     raw_dsn: str | None = None  # --dsn as typed, to redact it from any message
     address: db.Settings | Fleet | None = None  # where the command runs (targets.address)
     standing: Standing | None = None  # the server of the command's session
-    target: str | None = None  # the one target named (--target X, JOBCTL_TARGET), if any
 
 
 def invocation(ctx: typer.Context) -> Invocation:

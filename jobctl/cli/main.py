@@ -82,10 +82,9 @@ def main_options(
         for name in ("table", "statement_timeout", "lock_timeout", "actor")
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
-    # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-    named = target or ([] if dsn or all_targets else targets.from_environment())
     run.address = targets.address(
-        named,
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
+        target or ([] if dsn or all_targets else targets.from_environment()),
         all_targets,
         dsn=dsn,
         one=db.Settings(
@@ -98,7 +97,6 @@ def main_options(
         overrides=given,
         warn=terminal.say,
     )
-    run.target = named[0] if len(named) == 1 and isinstance(run.address, db.Settings) else None
 
 
 # ---------------------------------------------------------------- read path
@@ -392,7 +390,8 @@ def metrics(
             textfile=textfile,
         )
         return
-    target = context.invocation(ctx).target
+    where = context.address(ctx)
+    target = where.target if isinstance(where, db.Settings) else None
     try:
         with context.open_session(ctx) as s, s.transaction(read_only=True):
             figures = core.on_server(
