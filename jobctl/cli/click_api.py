@@ -6,7 +6,16 @@ them fails there, in one place."""
 
 from typer._click.core import ParameterSource
 from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
-from typer._click.shell_completion import CompletionItem, add_completion_class
+from typer._click.shell_completion import (
+    CompletionItem,
+    _resolve_context,
+    _resolve_incomplete,
+    add_completion_class,
+    split_arg_string,
+)
+
+# what a shell's completion is about: the command and its parameter (or command) at the cursor
+resolve_context, resolve_incomplete = _resolve_context, _resolve_incomplete
 
 __all__ = [
     "ClickException",
@@ -15,4 +24,7 @@ __all__ = [
     "NoArgsIsHelpError",
     "ParameterSource",
     "add_completion_class",
+    "resolve_context",
+    "resolve_incomplete",
+    "split_arg_string",
 ]

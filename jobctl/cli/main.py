@@ -23,6 +23,7 @@ from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
+from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
 from jobctl.render import output, rows, views
@@ -454,6 +455,9 @@ def demo(
 app.command(
     "targets", short_help="The named databases of the config file; --check connects to each."
 )(cli_targets.targets_command)
+app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
+    cli_shells.completion_command
+)
 
 
 # ---------------------------------------------------------------- entry point

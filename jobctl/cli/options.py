@@ -296,9 +296,26 @@ def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     return from_database(ctx, "complete_ids", incomplete)
 
 
+COMPLETION_WAIT_S = 1.0  # the longest a TAB waits on a database (docs/commands.md)
+
+
 def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
     """The first column of a completion statement's rows (job ids, workers): nothing (and no
-    error) without a database."""
+    error) without a database, or when it has not answered within ``COMPLETION_WAIT_S``
+    (a server that accepts and never answers: the read is left behind in a daemon thread,
+    which ends with the completion's process)."""
+    import threading
+
+    found: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: found.append(_from_database(ctx, statement, incomplete)), daemon=True
+    )
+    reader.start()
+    reader.join(COMPLETION_WAIT_S)
+    return found[0] if found else []
+
+
+def _from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
     try:
         import os
 
@@ -320,6 +337,12 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
             settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
+        import dataclasses
+        import datetime as dt
+
+        # bounded on the server too: the statement (and a lock) give up within the wait
+        wait = dt.timedelta(seconds=COMPLETION_WAIT_S)
+        settings = dataclasses.replace(settings, statement_timeout=wait, lock_timeout=wait)
         with session.open(settings) as s, s.transaction(read_only=True):
             return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
     except Exception:
