@@ -17,7 +17,16 @@ from collections.abc import Callable, Iterator, MutableMapping
 import typer
 from typer._click.core import Command, Context, ParameterSource
 from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
-from typer._click.shell_completion import CompletionItem, add_completion_class
+from typer._click.shell_completion import (
+    CompletionItem,
+    _resolve_context,
+    _resolve_incomplete,
+    add_completion_class,
+    split_arg_string,
+)
+
+# what a shell's completion is about: the command and its parameter (or command) at the cursor
+resolve_context, resolve_incomplete = _resolve_context, _resolve_incomplete
 
 __all__ = [
     "ClickException",
@@ -28,6 +37,9 @@ __all__ = [
     "ParameterSource",
     "add_completion_class",
     "lazy_group",
+    "resolve_context",
+    "resolve_incomplete",
+    "split_arg_string",
 ]
 
 

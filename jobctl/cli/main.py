@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,8 +20,10 @@ from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
+from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
+from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
 from jobctl.render import output, rows, views
@@ -362,7 +365,7 @@ def explain(
 
 
 @app.command(
-    short_help="Lease health as OpenMetrics text, for node_exporter, cron or a Nagios-style check."
+    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
 )
 def metrics(
     ctx: typer.Context,
@@ -377,11 +380,13 @@ def metrics(
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
+    textfile: cli_monitoring.Textfile = None,
 ) -> None:
-    """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
+    """Lease health in the Prometheus text format, for the node_exporter textfile collector,
     a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+    A database down: jobctl_up 0 is still printed, exit 1.
 
-    Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
+    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
     """
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
@@ -397,17 +402,27 @@ def metrics(
             reclaim_window=reclaim_window,
             max_stuck=max_stuck,
             max_overdue=max_overdue,
+            textfile=textfile,
         )
         return
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        figures = core.on_server(
-            s,
-            context.standing(ctx),
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-        )
-        table = s.table.qualified
-    sys.stdout.write(openmetrics.exposition(figures, table))
+    where = context.address(ctx)
+    target = where.target if isinstance(where, db.Settings) else None
+    try:
+        with context.open_session(ctx) as s, s.transaction(read_only=True):
+            figures = core.on_server(
+                s,
+                context.standing(ctx),
+                expiring_within=expiring_within,
+                reclaim_window=reclaim_window,
+            )
+            table = s.table.qualified
+    except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
+        cli_monitoring.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        raise
+    cli_monitoring.publish(
+        textfile,
+        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    )
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
         terminal.say(f"jobctl: CRITICAL: {line}")
@@ -454,6 +469,9 @@ def demo(
 app.command(
     "targets", short_help="The named databases of the config file; --check connects to each."
 )(cli_targets.targets_command)
+app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
+    cli_shells.completion_command
+)
 
 
 # ---------------------------------------------------------------- entry point

@@ -258,6 +258,9 @@ class IncidentReport(TypedDict):
 
 
 # ---------------------------------------------------------------- what tables show
+# every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
+# (a row's own keys are the header when one comes: output.delimited_header)
+RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
 STUCK_COLUMNS = [
     "id",
     "reserved_by",

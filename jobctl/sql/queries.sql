@@ -237,9 +237,12 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
 FROM {table} j WHERE {status} = {processing}
 
 -- name: metrics_reclaims
--- reclaims the history recorded in the last window
-SELECT count(*) AS reclaims FROM jobctl.events
-WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
+-- reclaims the history recorded in the last window, and every one it holds for the table
+-- (jobctl_reclaims_total, a counter: one pass over the table's reclaimed events)
+SELECT count(*) FILTER (WHERE at > now() - %(window)s::interval) AS reclaims,
+       count(*) AS reclaims_total
+FROM jobctl.events
+WHERE job_table = %(job_table)s AND event = 'reclaimed'
 
 -- name: metrics_manual_review
 -- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
