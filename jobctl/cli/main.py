@@ -209,12 +209,13 @@ def _stuck_here(
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
-    found = 0
+    found = no_lease = 0
 
     def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
-        nonlocal found
+        nonlocal found, no_lease
         for row in stuck_read.rows(s, standing, ask):
             found += 1
+            no_lease += row.get("lease_state") == "none"
             yield row
 
     with context.open_session(ctx) as s:
@@ -235,6 +236,7 @@ def _stuck_here(
                 doc = views.table(streamed, streamed, columns)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
+            context.say_if(views.no_lease_line(no_lease))
             waiting = None if found else triage.ready_waiting(s, ready_after)
     return found, waiting
 
@@ -289,8 +291,9 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            doc = views.summary(triage.summary(s, expiring_within, exact=exact))
-    terminal.emit(context.marked(ctx, doc), out, fmt)
+            found = triage.summary(s, expiring_within, exact=exact)
+    terminal.emit(context.marked(ctx, views.summary(found)), out, fmt)
+    context.say_if(views.no_lease_line(found["processing"]["no_lease"]))
 
 
 @app.command()
@@ -356,6 +359,7 @@ def explain(
             triage.history(s, job_id, full=full),
             parked=mapping.parked,
             failed=mapping.status("failed"),
+            processing=mapping.status("processing"),
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None

@@ -260,7 +260,7 @@ def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
 
 def preview(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
-    for row in stuck(s, which, limit):
+    for row in stuck(s, which, limit, no_lease=False):  # reclaim never touches those
         yield cast(ReclaimRow, {**row, "applied": False})
 
 

@@ -181,13 +181,22 @@ def _not_counted(report: IncidentReport, window: str) -> list[str]:
 
 
 def _still_expired(report: IncidentReport) -> list[str]:
-    if not report["still_expired"]:
-        return []
-    return [
-        "",
-        f"Now: {report['still_expired']} expired lease(s) not reclaimed yet "
-        f"({_command('jobctl stuck')} lists them).",
-    ]
+    out = []
+    if report["still_expired"]:
+        out += [
+            "",
+            f"Now: {report['still_expired']} expired lease(s) not reclaimed yet "
+            f"({_command('jobctl stuck')} lists them).",
+        ]
+    if report.get("no_lease"):
+        out += [
+            "",
+            f"Now: {report['no_lease']} processing job(s) with no lease, claimed by code "
+            "that sets none: reclaim never touches them ("
+            f"{_command('jobctl stuck')} lists them, {_command('jobctl doctor')} finds the "
+            "writer).",
+        ]
+    return out
 
 
 def _reclaimed(report: IncidentReport) -> list[str]:

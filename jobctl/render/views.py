@@ -21,7 +21,9 @@ def _paint(styles: dict[str, str]) -> Any:
 
 
 ACTION_STYLE = _paint({"requeue": "green", "fail": "red"})
-STATE_STYLE = _paint({"expired": "red", "expiring": "yellow", "live": "green"})
+STATE_STYLE = _paint(
+    {"expired": "red", "expiring": "yellow", "live": "green", "no lease": "magenta"}
+)
 OUTCOME_STYLE = _paint(
     {
         "requeued": "green",
@@ -44,6 +46,16 @@ def _skipped(found: Sequence[Any]) -> bool:
     return any(r.get("skipped") for r in found)
 
 
+def _no_lease(found: Sequence[Any]) -> bool:
+    return any(r.get("lease_state") == "none" for r in found)
+
+
+def _state(row: Any) -> str:
+    """A lease state as a table shows it: ``none`` (processing with no lease) as no lease."""
+    state = row.get("lease_state")
+    return "no lease" if state == "none" else str(state or "")
+
+
 ID = Column("id", "ID", whole=True)
 WORKER = Column("reserved_by", "WORKER", whole=True)
 STUCK_VIEW = [
@@ -51,7 +63,9 @@ STUCK_VIEW = [
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("reclaim_count", "RECLAIMS", priority=2),
@@ -70,8 +84,9 @@ def _pending(row: Any) -> str:
 AT_RISK_VIEW = [
     ID,
     WORKER,
-    Column("lease_state", "STATE", whole=True, style=STATE_STYLE),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
     Column("recovery_policy", "POLICY", priority=1),
@@ -240,6 +255,18 @@ def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Doc
     live = any(r.get("lease_state") == "expiring" for r in found)
     return Document(
         found, [Section(None, found, shown, AT_RISK_VIEW, AT_RISK_NOTE if live else None)]
+    )
+
+
+def no_lease_line(count: int) -> str | None:
+    """What an operator reads under a list or a count holding processing jobs with no lease
+    (None: there are none)."""
+    if not count:
+        return None
+    return (
+        f"{count} processing job(s) have no lease (claimed by code that sets none): reclaim "
+        "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
+        "to do, jobctl doctor finds the writer"
     )
 
 
