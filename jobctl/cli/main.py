@@ -124,6 +124,9 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -141,7 +144,15 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
+    what = opt.slice_of(kind, queue, error)
+    where = triage.ExpiredFilter(
+        worker=worker,
+        policy=context.policy_option(policy),
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
+    )
     fleet = context.across(ctx)
     if fleet is not None:
         cli_fleet.stuck(
@@ -220,7 +231,8 @@ def _stuck_here(
                 doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
             else:
                 streamed = rows_of(s)
-                doc = views.table(streamed, streamed, columns)
+                shown = rows.with_optional(columns, s.table.mapping.mapped_optional)
+                doc = views.table(streamed, streamed, shown)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
             waiting = None if found else triage.ready_waiting(s, ready_after)
@@ -237,6 +249,17 @@ def summary(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            metavar="kind|queue|worker|error",
+            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+            "and ids as N and <id>) instead.",
+        ),
+    ] = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -249,8 +272,13 @@ def summary(
     """
     from jobctl.ops import triage
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        if what or by:
+            raise errors.UsageError(
+                "summary --by/--kind/--queue/--error: give one --target (or none)"
+            )
         cli_fleet.summary(
             ctx,
             fleet,
@@ -262,12 +290,18 @@ def summary(
             fmt=fmt,
         )
         return
+
+    def read(s: Session) -> output.Document:
+        if by is not None:
+            return views.summary_by(triage.summary_by(s, by, expiring_within, what=what))
+        return views.summary(triage.summary(s, expiring_within, exact=exact, what=what))
+
     with context.open_session(ctx) as s:
         if watch:
             context.run_watch(
                 ctx,
                 s,
-                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                lambda: read(s),
                 every,
                 count,
                 out,
@@ -275,7 +309,7 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            doc = views.summary(triage.summary(s, expiring_within, exact=exact))
+            doc = read(s)
     terminal.emit(context.marked(ctx, doc), out, fmt)
 
 

@@ -166,7 +166,9 @@ ColumnMappings = Annotated[
         "--column",
         metavar="DESIGN=ACTUAL",
         help="The table's own name for one of the lease design's columns, e.g. "
-        "status=state (repeatable). Recorded in the database for every command.",
+        "status=state (repeatable). Recorded in the database for every command. "
+        "kind=COL and queue=COL (optional) name what the job is: reads show them and "
+        "--kind/--queue narrow by them.",
     ),
 ]
 StatusMappings = Annotated[
@@ -362,3 +364,36 @@ ServeEvery = Annotated[
         floor=SERVICE_FLOOR,
     ),
 ]
+
+# what the job is (issue 35): the table's mapped kind and queue columns, its last error
+Kinds = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kind",
+        metavar="K",
+        help="Only jobs of this kind (repeatable; the mapped kind column).",
+    ),
+]
+Queues = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--queue",
+        metavar="Q",
+        help="Only jobs of this queue (repeatable; the mapped queue column).",
+    ),
+]
+ErrorText = Annotated[
+    str | None,
+    typer.Option(
+        "--error",
+        metavar="TEXT",
+        help="Only jobs whose last error contains TEXT (any case).",
+    ),
+]
+
+
+def slice_of(kinds: list[str] | None, queues: list[str] | None, error: str | None) -> Any:
+    """The options --kind, --queue, --error as the core's ``Slice``."""
+    from jobctl.ops.slices import Slice
+
+    return Slice(tuple(kinds or ()), tuple(queues or ()), error or None)

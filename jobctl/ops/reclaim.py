@@ -88,6 +88,7 @@ def start(
     run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
     lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
+    request.where.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     if not request.commit:
         from jobctl.ops import replica
 

@@ -21,6 +21,7 @@ from typing import Any, cast
 from jobctl import errors
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import manual, plans
+from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import ReviewRow, Row
 
 PLAN_FORMAT = "jobctl-review-plan/1"
@@ -34,6 +35,7 @@ class ReviewFilter:
     worker: str | None = None  # the worker whose lease expired (the reclaim's, in the history)
     since: dt.timedelta | None = None  # reclaimed within this long
     older_than: dt.timedelta | None = None  # waiting for longer than this
+    what: Slice = EVERY  # what the job is: kinds, queues, an error's text (issue 35)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -41,15 +43,16 @@ class ReviewFilter:
             "worker": self.worker,
             "since": self.since,
             "older_than": self.older_than,
+            **self.what.params(),
         }
 
 
 def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
     """The jobs awaiting review, longest waiting first, streamed (the caller holds a
     read-only transaction)."""
+    which.what.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "limit": limit, "job_table": s.table.qualified}
-    for row in s.stream("review", params):
-        yield cast(ReviewRow, row)
+    return (cast(ReviewRow, row) for row in s.stream("review", params))
 
 
 # ---------------------------------------------------------------- plans

@@ -258,6 +258,20 @@ class IncidentReport(TypedDict):
 
 
 # ---------------------------------------------------------------- what tables show
+OPTIONAL_KEYS = ("kind", "queue")  # what the job is, where the table maps it (issue 35)
+
+
+def with_optional(columns: list[str], found: Any) -> list[str]:
+    """``columns`` with the optional keys (kind, queue) after the id: those that ``found``
+    (rows, or the keys themselves) carries."""
+    keys = set(found) if all(isinstance(k, str) for k in found) else {k for r in found for k in r}
+    extra = [k for k in OPTIONAL_KEYS if k in keys and k not in columns]
+    if not extra:
+        return list(columns)
+    at = columns.index("id") + 1 if "id" in columns else 0
+    return [*columns[:at], *extra, *columns[at:]]
+
+
 STUCK_COLUMNS = [
     "id",
     "reserved_by",
@@ -369,4 +383,15 @@ SUMMARY_WORKER_COLUMNS = [
     "last_expiry",
     "last_seen_at",
     "heartbeat_lag_s",
+]
+SUMMARY_GROUP_COLUMNS = [  # summary --by: after the group's own column (kind, queue, ...)
+    "processing",
+    "live",
+    "expiring_soon",
+    "stuck",
+    "stuck_manual",
+    "no_lease",
+    "awaiting_review",
+    "ready",
+    "oldest_ready_s",
 ]

@@ -29,7 +29,8 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
 -- writes it (format: no cast an application could define for its ENUM, pg_cast); the
 -- worker's as text (a built-in type's cast: no other role can define one); a lease time
 -- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned)
-j.{id} AS id, {status_text} AS status, j.{reserved_by}::pg_catalog.text AS reserved_by,
+j.{id} AS id, {mapped_columns} {status_text} AS status,
+j.{reserved_by}::pg_catalog.text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
@@ -55,6 +56,27 @@ AND (%(ids)s::pg_catalog.text[] IS NULL
      OR j.{id} OPERATOR(pg_catalog.=) ANY(%(ids)s::pg_catalog.text[]::{id_type}[]))
 AND (%(exclude)s::pg_catalog.text[] IS NULL
      OR j.{id} OPERATOR(pg_catalog.<>) ALL(%(exclude)s::pg_catalog.text[]::{id_type}[]))
+AND {mapped_filter}
+
+-- name: mapped_filter
+-- the operator's narrowing by what the job is (issue 35): its kind and queue (the mapped
+-- columns as text, kind_value: any of those given), and a case-insensitive substring of its
+-- last error (%(error)s: an ILIKE pattern whose %% and _ jobctl escaped, triage.error_pattern)
+(%(kinds)s::pg_catalog.text[] IS NULL
+ OR {kind_value} OPERATOR(pg_catalog.=) ANY(%(kinds)s::pg_catalog.text[]))
+AND (%(queues)s::pg_catalog.text[] IS NULL
+     OR {queue_value} OPERATOR(pg_catalog.=) ANY(%(queues)s::pg_catalog.text[]))
+AND (%(error)s::pg_catalog.text IS NULL
+     OR {last_error_text}::pg_catalog.text OPERATOR(pg_catalog.~~*) %(error)s::pg_catalog.text)
+
+-- name: optional_text
+-- an optional column's value (kind, queue) of a type other than text, written by its type's
+-- output function (as status_text: no cast an application could define is looked up)
+pg_catalog.format('%%s', {column})
+
+-- name: optional_column
+-- an optional column (kind, queue) in a row's select list, named as the design names it
+{value} AS {column_name},
 
 -- name: status_text
 -- the status column's value as text, written by its type's output function: no cast is
@@ -250,15 +272,17 @@ WHERE {status} = {parked} AND {recovery_policy} = 'manual'
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
-SELECT pg_catalog.format('%%s', {status}) AS status, count(*) AS jobs FROM {table}
+SELECT pg_catalog.format('%%s', {status}) AS status, count(*) AS jobs FROM {table} j
+WHERE {mapped_filter}
 GROUP BY 1 ORDER BY 1
 
 -- name: summary_status_live
 -- queued and processing jobs, counted (index-driven with a queue index)
-SELECT pg_catalog.format('%%s', {queued}) AS status, count(*) AS jobs FROM {table}
-WHERE {status} = {queued}
+SELECT pg_catalog.format('%%s', {queued}) AS status, count(*) AS jobs FROM {table} j
+WHERE {status} = {queued} AND {mapped_filter}
 UNION ALL
-SELECT pg_catalog.format('%%s', {processing}), count(*) FROM {table} WHERE {status} = {processing}
+SELECT pg_catalog.format('%%s', {processing}), count(*) FROM {table} j
+WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_status_estimate
 -- jobs per status estimated from the planner's statistics
@@ -282,7 +306,7 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} >= now() + %(soon)s::interval) 
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
        count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
        count(*) FILTER (WHERE {lease_expires_at} IS NULL OR {attempt_token} IS NULL) AS no_lease
-FROM {table} WHERE {status} = {processing}
+FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_workers
 -- processing jobs per worker: lease states, the expiry burst, heartbeat lag
@@ -302,10 +326,54 @@ SELECT {reserved_by}::text AS worker, count(*) AS processing,
                                   FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}))
            ::float8 AS heartbeat_lag_s
 FROM {table} j
-WHERE {status} = {processing}
+WHERE {status} = {processing} AND {mapped_filter}
 GROUP BY {reserved_by}
 ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,
          min({lease_expires_at}), {reserved_by}
+
+-- name: summary_groups
+-- summary --by (issue 35): per group ({group_key}: the kind, the queue, the worker or the
+-- error's kind, error_group) the processing rows by lease state, the stuck ones (expired),
+-- those awaiting review, the ready ones and the oldest wait; the most stuck first
+SELECT {group_key} AS grp,
+       count(*) FILTER (WHERE j.{status} = {processing}) AS processing,
+       count(*) FILTER (WHERE j.{status} = {processing}
+                          AND j.{lease_expires_at} >= now() + %(soon)s::interval) AS live,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} >= now()
+                          AND j.{lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now())
+           AS stuck,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now()
+                          AND j.{recovery_policy} = 'manual') AS stuck_manual,
+       count(*) FILTER (WHERE j.{status} = {processing}
+                          AND (j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL))
+           AS no_lease,
+       count(*) FILTER (WHERE {awaiting_review}) AS awaiting_review,
+       count(*) FILTER (WHERE j.{status} = {queued} AND j.{available_at} <= now()) AS ready,
+       extract(epoch FROM now() - min(j.{available_at})
+                                  FILTER (WHERE j.{status} = {queued}
+                                            AND j.{available_at} <= now()
+                                            AND j.{available_at} >= {earliest_time}))::float8
+           AS oldest_ready_s
+FROM {table} j
+WHERE (j.{status} = {processing}
+       OR (j.{status} = {queued} AND j.{available_at} <= now())
+       OR ({awaiting_review}))
+  AND {mapped_filter}
+GROUP BY 1
+ORDER BY 5 DESC, 2 DESC, 1
+LIMIT %(limit)s
+
+-- name: error_group
+-- the kind of a job's last error, for summary --by error: its first line, cut to 200
+-- characters, with uuids and long hex ids as <id> and every number as N (so that "timeout
+-- after 30s on job 812" and "timeout after 31s on job 977" are one group)
+pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.regexp_replace(
+    pg_catalog.split_part({last_error_text}::pg_catalog.text, E'\n', 1),
+    '[0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}}',
+    '<id>', 'g'),
+    '\m(0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*\M', 'N', 'g'),
+    '[0-9]+', 'N', 'g'), 200)
 
 -- name: job_row
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
@@ -470,7 +538,7 @@ CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exh
 -- time and worker from the history, by the job's own index; finished_at, else updated_at as a
 -- time (one kept in epoch milliseconds too), where it has none)
 -- and its fence (status, token, version) for a saved plan
-SELECT j.{id} AS id, {review_why} AS why, {status_text} AS status,
+SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS status,
        r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
        extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
            AS waited_s,
@@ -485,7 +553,7 @@ LEFT JOIN LATERAL (
       AND e.event = 'reclaimed'
     ORDER BY e.event_id DESC LIMIT 1
 ) r ON true
-WHERE {awaiting_review}
+WHERE {awaiting_review} AND {mapped_filter}
   AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
@@ -497,7 +565,7 @@ LIMIT %(limit)s
 
 -- name: review_count
 -- how many jobs await review (summary, metrics)
-SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review}
+SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 
 -- name: queue_ready
 -- jobs ready to run (queued and available, not yet claimed): how many, and how long the
@@ -507,7 +575,7 @@ SELECT count(*) AS ready,
        extract(epoch FROM now() - min({available_at})
                                   FILTER (WHERE {available_at} >= {earliest_time}))::float8
            AS oldest_ready_s
-FROM {table} WHERE {status} = {queued} AND {available_at} <= now()
+FROM {table} j WHERE {status} = {queued} AND {available_at} <= now() AND {mapped_filter}
 
 -- name: events_window
 -- the history's events of the jobs table in a time window, narrowed by the operator's filters;

@@ -41,6 +41,9 @@ def reclaim_command(
     plan: opt.ApplyPlan = None,
     every: opt.ServeEvery = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -53,8 +56,15 @@ def reclaim_command(
     """
     from jobctl.ops import reclaim, replica, service, triage
 
+    what = opt.slice_of(kind, queue, error)
     which = triage.ExpiredFilter(
-        worker=worker, policy=context.policy_option(policy), ids=job_ids or None, grace=grace
+        worker=worker,
+        policy=context.policy_option(policy),
+        ids=job_ids or None,
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
     )
     request = reclaim.Request(
         commit=commit,
