@@ -370,7 +370,7 @@ LIMIT %(limit)s
 -- after 30s on job 812" and "timeout after 31s on job 977" are one group)
 pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.regexp_replace(
     pg_catalog.split_part({last_error_text}::pg_catalog.text, E'\n', 1),
-    '[0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}}',
+    '[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+',
     '<id>', 'g'),
     '\m(0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*\M', 'N', 'g'),
     '[0-9]+', 'N', 'g'), 200)
