@@ -397,3 +397,29 @@ def slice_of(kinds: list[str] | None, queues: list[str] | None, error: str | Non
     from jobctl.ops.slices import Slice
 
     return Slice(tuple(kinds or ()), tuple(queues or ()), error or None)
+
+
+# requeue / fail on a filter (issue 35)
+BulkStatuses = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status",
+        metavar="queued|processing|failed|parked",
+        help="With a filter: only jobs in this status (repeatable; default: failed and the "
+        "park status).",
+    ),
+]
+BulkOlderThan = Annotated[
+    dt.timedelta | None,
+    Duration("With a filter: only jobs last changed longer ago than this."),
+]
+BulkLimit = Annotated[
+    int, typer.Option(min=1, metavar="N", help="With a filter: at most this many jobs.")
+]
+BulkSavePlan = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="With a filter: write the listed jobs to FILE as a plan, for --plan FILE.",
+    ),
+]

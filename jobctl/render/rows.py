@@ -395,3 +395,14 @@ SUMMARY_GROUP_COLUMNS = [  # summary --by: after the group's own column (kind, q
     "ready",
     "oldest_ready_s",
 ]
+BULK_COLUMNS = [  # requeue / fail on a filter: the jobs it matched, before anything is done
+    "id",
+    "status",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "lease_state",
+    "last_error",
+]

@@ -133,6 +133,19 @@ PREVIEW_VIEW = [
 ]
 
 
+BULK_VIEW = [  # requeue / fail on a filter: what it matched
+    ID,
+    KIND,
+    QUEUE,
+    Column("status", "STATUS", whole=True),
+    Column("recovery_policy", "POLICY", priority=2),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=3),
+    Column("lease_state", "LEASE", priority=3, style=STATE_STYLE),
+    Column("last_error", "LAST ERROR"),
+]
+
+
 def claimed(claims: Mapping[str, Any] | None) -> str:
     """What a role not jobctl's declared, as a cell: ``alice@ops: requeued``."""
     if not claims:

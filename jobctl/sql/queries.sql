@@ -508,6 +508,23 @@ FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
 
+-- name: bulk_candidates
+-- requeue/fail on a filter (issue 35): the jobs it matches, read as manual_read reads one
+-- (its fence: status, token, version), with their kind and queue; by status (the table's
+-- values), the worker holding it, how long since it last changed, and what the job is
+SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
+       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
+FROM {table} j
+WHERE j.{status} OPERATOR(pg_catalog.=) ANY(%(statuses)s::pg_catalog.text[]::{status_type}[])
+  AND (%(worker)s::pg_catalog.text IS NULL
+       OR j.{reserved_by}::pg_catalog.text OPERATOR(pg_catalog.=) %(worker)s::pg_catalog.text)
+  AND (%(older_than)s::pg_catalog.interval IS NULL
+       OR {j_updated_at_time} OPERATOR(pg_catalog.<)
+          (pg_catalog.now() OPERATOR(pg_catalog.-) %(older_than)s::pg_catalog.interval))
+  AND {mapped_filter}
+ORDER BY j.{id}
+LIMIT %(limit)s
+
 -- name: quarantine_candidates
 -- auto jobs reclaimed at least N times and not done, with their fence
 SELECT {fence_columns}

@@ -218,3 +218,132 @@ def test_summary_by_kind_without_the_mapping(run):
     result = run("summary", "--by", "kind")
     assert result.code == 2 and "--column kind=COLUMN" in result.err
     assert run("summary", "--by", "colour").code == 2
+
+
+# ---------------------------------------------------------------- requeue / fail on a filter
+def failed_by_kind(conn, dsn, run) -> dict[str, list[int]]:
+    """The kinds of ``kinded``, every job failed by reclaim (manual policy), awaiting review."""
+    conn.execute("ALTER TABLE jobs ALTER COLUMN recovery_policy SET DEFAULT 'manual'")
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    return ids
+
+
+def statuses(conn) -> dict[int, str]:
+    return {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
+
+
+def test_requeue_on_a_filter_lists_and_changes_nothing_without_yes(conn, dsn, run):
+    ids = failed_by_kind(conn, dsn, run)
+    before = statuses(conn)
+    result = run("requeue", "--kind", "send_email", "-o", "json")
+    assert result.code == 0, result.err
+    assert sorted(r["id"] for r in json.loads(result.out)) == ids["send_email"]
+    assert "3 job(s) match; nothing changed" in result.err
+    assert statuses(conn) == before
+    old = run("requeue", "--kind", "send_email", "--older-than", "1h", "--yes")
+    assert old.code == 0 and "no job matches the filter" in old.err
+    assert run("requeue", "--status", "done").code == 2
+
+
+def test_requeue_on_a_filter_with_yes_writes_exactly_those(conn, dsn, run):
+    ids = failed_by_kind(conn, dsn, run)
+    result = run("requeue", "--kind", "send_email", "--reason", "smtp back", "--yes", "-o", "json")
+    assert result.code == 0, result.err
+    assert {r["outcome"] for r in json.loads(result.out)} == {"requeued"}
+    now = statuses(conn)
+    assert {now[i] for i in ids["send_email"]} == {"queued"}
+    assert {now[i] for i in ids["charge_card"]} == {"failed"}
+    reasons = conn.execute(
+        "SELECT DISTINCT reason FROM jobctl.events WHERE event = 'requeued'"
+    ).fetchall()
+    assert [r["reason"] for r in reasons] == ["smtp back"]
+
+
+def test_fail_on_an_error_text_and_a_limit(conn, dsn, run):
+    ids = failed_by_kind(conn, dsn, run)
+    first, second, _ = ids["charge_card"]
+    conn.execute(
+        "UPDATE jobs SET last_error = 'Card_Declined 51', status = 'queued' WHERE id = ANY(%s)",
+        ([first, second],),
+    )
+    result = run(
+        "fail", "--status", "queued", "--error", "card_declined", "--limit", "1",
+        "--reason", "declined for good", "--yes",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    now = statuses(conn)
+    assert (now[first], now[second]) == ("failed", "queued")
+    assert run("fail", "--error", "x", "--yes").code == 2  # no reason
+
+
+def test_a_filter_matching_nothing_says_so(conn, dsn, run):
+    failed_by_kind(conn, dsn, run)
+    result = run("requeue", "--kind", "nope", "--yes")
+    assert result.code == 0
+    assert "no job matches the filter" in result.err
+
+
+def test_no_filter_and_no_id_is_an_error(run):
+    for command in (["requeue"], ["fail", "--reason", "x"]):
+        result = run(*command)
+        assert result.code == 2
+        assert "filter" in result.err
+    assert run("requeue", "1", "--kind", "x").code == 2
+    assert run("requeue", "1", "--save-plan", "p.json").code == 2
+
+
+def test_a_slice_saved_as_a_plan_is_applied_fenced_per_row(conn, dsn, run, tmp_path):
+    ids = failed_by_kind(conn, dsn, run)
+    plan = tmp_path / "slice.json"
+    listed = run("requeue", "--queue", "payments", "--save-plan", str(plan), "-o", "json")
+    assert listed.code == 0, listed.err
+    assert sorted(r["id"] for r in json.loads(listed.out)) == ids["charge_card"]
+    assert statuses(conn)[ids["charge_card"][0]] == "failed"  # nothing written yet
+    changed = ids["charge_card"][1]
+    conn.execute("UPDATE jobs SET last_error = 'looked at by hand' WHERE id = %s", (changed,))
+    applied = run("requeue", "--plan", str(plan), "--yes", "-o", "json")
+    assert applied.code == 3
+    outcomes = {r["id"]: r["outcome"] for r in json.loads(applied.out)}
+    assert outcomes.pop(changed) == "conflict"
+    assert set(outcomes.values()) == {"requeued"}
+    assert statuses(conn)[changed] == "failed"
+
+
+def test_a_row_changed_between_listing_and_commit_is_not_written(conn, dsn, run):
+    """Real concurrency: another session holds one listed row locked and changes it; the bulk
+    --yes requeue listed it as it was, waits on it, and then finds it changed: a conflict for
+    that row (exit 3), nothing written for it, the others requeued."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import blocked_by, wait_until
+
+    ids = failed_by_kind(conn, dsn, run)
+    first, changed, last = ids["send_email"]
+    other = psycopg.connect(dsn)
+    other.execute("UPDATE jobs SET last_error = 'being fixed' WHERE id = %s", (changed,))
+    pid = other.info.backend_pid
+    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobctl", "--lock-timeout", "30s", "requeue", "--kind",
+         "send_email", "--yes", "-o", "json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: blocked_by(conn, pid), timeout=30, what="the requeue to wait")
+        other.commit()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        other.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    outcomes = {r["id"]: r["outcome"] for r in json.loads(out)}
+    assert outcomes == {first: "requeued", changed: "conflict", last: "requeued"}
+    now = statuses(conn)
+    assert (now[first], now[changed], now[last]) == ("queued", "failed", "queued")
+    row = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (changed,)).fetchone()
+    assert row["last_error"] == "being fixed"

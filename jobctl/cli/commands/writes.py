@@ -23,7 +23,7 @@ from jobctl.render import output, rows, views
 if TYPE_CHECKING:
     import uuid
 
-    from jobctl.ops import manual
+    from jobctl.ops import bulk, manual
 
 
 # ---------------------------------------------------------------- reclaim
@@ -120,15 +120,31 @@ def requeue(
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    status: opt.BulkStatuses = None,
+    worker: opt.Worker = None,
+    older_than: opt.BulkOlderThan = None,
+    limit: opt.BulkLimit = 10_000,
+    save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
 
     --plan FILE requeues the rows of a saved review plan, each only if unchanged since the
-    review; - reads ids from stdin (one per line, or JSON lines with an id).
+    review; - reads ids from stdin (one per line, or JSON lines with an id). A filter
+    (--kind, --queue, --error, --status, --worker, --older-than) instead of ids lists the
+    jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    if which or not (job_ids or plan):
+        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt)
+        return
+    _no_save_plan_without_a_filter(save_plan)
     report = _by_hand(
         ctx,
         "requeue",
@@ -151,6 +167,14 @@ def fail(
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    status: opt.BulkStatuses = None,
+    worker: opt.Worker = None,
+    older_than: opt.BulkOlderThan = None,
+    limit: opt.BulkLimit = 10_000,
+    save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -158,9 +182,16 @@ def fail(
 
     A job reclaim failed that awaits review may be failed for good. --plan FILE fails the
     rows of a saved review plan, each only if unchanged since the review; - reads ids from
-    stdin (one per line, or JSON lines with an id).
+    stdin (one per line, or JSON lines with an id). A filter instead of ids lists the jobs
+    it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    if which or not (job_ids or plan):
+        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        _bulk(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
+        return
+    _no_save_plan_without_a_filter(save_plan)
     report = _by_hand(
         ctx,
         "fail",
@@ -173,6 +204,96 @@ def fail(
         yes=yes,
     )
     terminal.report(report, out, fmt)
+
+
+def _bulk_filter(
+    kind: list[str] | None,
+    queue: list[str] | None,
+    error: str | None,
+    status: list[str] | None,
+    worker: str | None,
+    older_than: dt.timedelta | None,
+    limit: int,
+) -> bulk.BulkFilter:
+    from jobctl.ops import bulk
+
+    return bulk.BulkFilter(
+        opt.slice_of(kind, queue, error), tuple(status or ()), worker, older_than, limit
+    )
+
+
+def _ids_or_plan_not_with_a_filter(
+    job_ids: list[str] | None, plan: Path | None, expect_token: object
+) -> None:
+    if job_ids or plan is not None or expect_token is not None:
+        raise errors.UsageError(
+            "give job ids (or --plan FILE) or a filter (--kind, --queue, --error, --status, "
+            "--worker, --older-than), not both"
+        )
+
+
+def _no_save_plan_without_a_filter(save_plan: Path | None) -> None:
+    if save_plan is not None:
+        raise errors.UsageError(
+            "--save-plan saves the jobs a filter lists (--kind, --queue, --error ...): "
+            "with ids, act on them directly"
+        )
+
+
+def _bulk(
+    ctx: typer.Context,
+    action: manual.Action,
+    which: bulk.BulkFilter,
+    reason: str | None,
+    delay: dt.timedelta,
+    force: bool,
+    yes: bool,
+    save_plan: Path | None,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``requeue`` / ``fail`` on a filter: list the jobs it matches and their count; then
+    save them as a plan, or (--yes) write exactly those, each fenced as listed."""
+    from jobctl.ops import bulk
+    from jobctl.ops import review as core
+
+    if save_plan is not None and yes:
+        raise errors.UsageError(
+            "--save-plan lists and saves, --yes writes: give one (apply a plan with --plan)"
+        )
+    if action == "fail" and yes and not (reason or "").strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    with context.open_session(ctx) as s:
+        listed = bulk.candidates(s, action, which, force=force)
+        found = listed.rows
+        if not found:
+            context.say_if(listed.refused_line())
+            terminal.say(f"no job matches the filter: nothing to {action}")
+            return
+        if save_plan is not None:
+            with s.transaction(read_only=True):
+                core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
+        elif yes:
+            report = bulk.commit(s, action, listed.eligible, reason=reason, delay=delay)
+    if yes:
+        context.say_if(listed.refused_line())
+        terminal.say(f"{len(found)} job(s) matched the filter, each written fenced as listed")
+        terminal.report(report, out, fmt)
+        return
+    shown = rows.with_optional(rows.BULK_COLUMNS, found)
+    terminal.emit(views.table(found, found, shown, views.BULK_VIEW), out, fmt)
+    context.say_if(listed.refused_line())
+    more = f" (the first {which.limit}: --limit N for more)" if listed.at_limit else ""
+    if save_plan is not None:
+        terminal.say(
+            f"{len(found)} job(s) match{more}; plan saved to {save_plan}: apply it with "
+            f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action == "fail" else "")
+        )
+        return
+    terminal.say(
+        f"{len(found)} job(s) match{more}; nothing changed: --yes to {action} exactly these, "
+        f"or --save-plan FILE to review them first"
+    )
 
 
 def _by_hand(
