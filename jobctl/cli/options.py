@@ -423,3 +423,13 @@ BulkSavePlan = Annotated[
         help="With a filter: write the listed jobs to FILE as a plan, for --plan FILE.",
     ),
 ]
+
+# reclaim and requeue: the work returned paced (issue 35)
+Spread = Annotated[
+    dt.timedelta,
+    Duration(
+        "Return the requeued jobs spread evenly over this long (with jitter), not all at "
+        "once: no thundering herd on the workers that just recovered.",
+        show_default="0s",
+    ),
+]

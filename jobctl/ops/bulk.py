@@ -117,16 +117,17 @@ def commit(
     *,
     reason: str | None,
     delay: dt.timedelta,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> manual.Report:
     """Write exactly the ``listed`` rows, each fenced on the row as it was listed (status,
     token, updated_at, row version): one that changed since is a conflict, nothing written
     for it (exit 3); the others are written. Confirmed already (``--yes``)."""
     if action == "fail" and not (reason or "").strip():
         raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
-    return manual.act(
-        s,
-        action,
-        list(listed),
-        lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
-        None,
+    decisions = list(listed)
+    write = (
+        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
+        if action == "requeue"
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
     )
+    return manual.act(s, action, decisions, write, None)

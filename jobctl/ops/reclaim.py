@@ -59,7 +59,8 @@ class Request:
             raise errors.UsageError("--plan applies a saved plan: it needs --commit")
         if self.save_plan is not None and self.commit:
             raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
-        if self.plan is not None and (self.where != ExpiredFilter() or self.every):
+        narrowed = dataclasses.replace(self.where, spread=dt.timedelta(0)) != ExpiredFilter()
+        if self.plan is not None and (narrowed or self.every):
             raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
 
 
@@ -182,6 +183,22 @@ def summary_line(
     line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
     line += "; nothing changed"
     return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+def spread_line(
+    counts: collections.Counter[str], spread: dt.timedelta, committed: bool
+) -> str | None:
+    """With --spread: when the requeued jobs return (each batch's spread evenly over it)."""
+    requeue = counts["requeue"]
+    if not spread or not requeue:
+        return None
+    seconds = spread.total_seconds()
+    rate = f"about {requeue / seconds:.1f} per second" if seconds else "at once"
+    verb = "return" if committed else "would return"
+    return (
+        f"paced: the {requeue} requeued job(s) {verb} spread evenly over the next "
+        f"{seconds:g}s with jitter ({rate}), not all at once"
+    )
 
 
 # ---------------------------------------------------------------- dry run and commit

@@ -99,6 +99,7 @@ def apply_plan(
     delay: dt.timedelta,
     force: bool = False,
     confirm: Confirm | None,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> manual.Report:
     """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
     direct command and written fenced on the row as reviewed; a row changed since (by the
@@ -112,13 +113,12 @@ def apply_plan(
     planned = load_plan(path, location)
     decisions = planned_decisions(s, action, planned, force=force)
     undecided = [d.outcome is None for d in decisions]  # eligible, as reviewed, when read
-    report = manual.act(
-        s,
-        action,
-        decisions,
-        lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
-        confirm,
+    write = (
+        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
+        if action == "requeue"
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
     )
+    report = manual.act(s, action, decisions, write, confirm)
     for result, row, eligible in zip(report.results, planned, undecided, strict=True):
         if eligible and result["outcome"] == "conflict":  # it changed between read and write
             result["detail"] = conflict_detail(s, result["id"], row)

@@ -41,9 +41,13 @@ class ExpiredFilter:
     kinds: Sequence[str] = ()
     queues: Sequence[str] = ()
     error: str | None = None
+    # not which rows but how the requeued return (reclaim --spread): their available_at
+    # spread evenly over [now, now + spread], with jitter (reclaim_batch's paced)
+    spread: dt.timedelta = dt.timedelta(0)
 
     def params(self) -> dict[str, Any]:
         return {
+            "spread": self.spread,
             "worker": self.worker,
             "policy": self.policy,
             "ids": [str(i) for i in self.ids] if self.ids else None,

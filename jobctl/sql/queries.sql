@@ -208,12 +208,24 @@ WITH expired AS (
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), paced AS (
+    -- --spread (issue 35): the k-th of n rows returns at now() + spread * (k - 1 + jitter) / n
+    SELECT expired.id,
+           pg_catalog.now() OPERATOR(pg_catalog.+)
+               (%(spread)s::pg_catalog.interval OPERATOR(pg_catalog.*)
+                ((((pg_catalog.row_number() OVER (ORDER BY expired.lease_expires_at,
+                                                           expired.id)
+                    OPERATOR(pg_catalog.-) 1)::pg_catalog.float8)
+                  OPERATOR(pg_catalog.+) pg_catalog.random())
+                 OPERATOR(pg_catalog./) (pg_catalog.count(*) OVER ())::pg_catalog.float8))
+               AS available_at
+    FROM expired
 )
 UPDATE {table} AS j
 SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                     THEN {queued} ELSE {parked} END,
     {available_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
-                          THEN pg_catalog.now() ELSE j.{available_at} END,
+                          THEN paced.available_at ELSE j.{available_at} END,
     {reserved_by} = NULL,
     {reserved_at} = NULL,
     {heartbeat_at} = NULL,
@@ -225,7 +237,7 @@ SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_cat
                          THEN NULL ELSE pg_catalog.now() END,
     {updated_at} = {updated_at_now},
     jobctl_action = 'reclaimed'
-FROM expired
+FROM expired JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
 WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at

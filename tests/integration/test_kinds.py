@@ -347,3 +347,39 @@ def test_a_row_changed_between_listing_and_commit_is_not_written(conn, dsn, run)
     assert (now[first], now[changed], now[last]) == ("queued", "failed", "queued")
     row = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (changed,)).fetchone()
     assert row["last_error"] == "being fixed"
+
+
+# ---------------------------------------------------------------- paced return
+def test_reclaim_spread_paces_the_return_in_the_fenced_statement(conn, dsn, run):
+    kinded(conn, run, per_kind=10)
+    expire_all(dsn, 20)
+    dry = run("reclaim", "--spread", "10m")
+    assert "20 requeued job(s) would return spread evenly over the next 600s" in dry.err
+    done = run("reclaim", "--commit", "--yes", "--spread", "10m", "--batch-size", "20")
+    assert done.code == 0, done.err
+    row = conn.execute(
+        "SELECT min(available_at - now()) AS lo, max(available_at - now()) AS hi, "
+        "count(DISTINCT available_at) AS n FROM jobs WHERE status = 'queued' "
+        "AND reclaim_count = 1"
+    ).fetchone()
+    assert row["n"] == 20
+    assert row["lo"].total_seconds() >= -5 and row["lo"].total_seconds() < 60
+    assert row["hi"].total_seconds() > 480 and row["hi"].total_seconds() <= 600
+    # evenly: each of the ten minutes holds two of them
+    minutes = conn.execute(
+        "SELECT floor(extract(epoch FROM available_at - now()) / 60) AS m, count(*) AS n "
+        "FROM jobs WHERE reclaim_count = 1 GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert [r["n"] for r in minutes] == [2] * 10
+
+
+def test_requeue_spread_on_a_filter(conn, dsn, run):
+    ids = failed_by_kind(conn, dsn, run)
+    assert run("requeue", "--kind", "send_email", "--spread", "1h", "--yes").code == 0
+    found = conn.execute(
+        "SELECT extract(epoch FROM available_at - now()) AS s FROM jobs WHERE id = ANY(%s) "
+        "ORDER BY 1",
+        (ids["send_email"],),
+    ).fetchall()
+    slots = [r["s"] // 1200 for r in found]  # a third of an hour each
+    assert slots == [0, 1, 2]

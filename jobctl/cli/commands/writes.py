@@ -44,6 +44,7 @@ def reclaim_command(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
+    spread: opt.Spread = dt.timedelta(0),
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -65,6 +66,7 @@ def reclaim_command(
         kinds=what.kinds,
         queues=what.queues,
         error=what.error,
+        spread=spread,
     )
     request = reclaim.Request(
         commit=commit,
@@ -101,6 +103,7 @@ def reclaim_command(
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    context.say_if(reclaim.spread_line(counts, spread, commit))
     context.say_if(replica.dry_run_note(standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
@@ -128,6 +131,7 @@ def requeue(
     older_than: opt.BulkOlderThan = None,
     limit: opt.BulkLimit = 10_000,
     save_plan: opt.BulkSavePlan = None,
+    spread: opt.Spread = dt.timedelta(0),
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -142,7 +146,7 @@ def requeue(
     which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
     if which or not (job_ids or plan):
         _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
-        _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt)
+        _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread)
         return
     _no_save_plan_without_a_filter(save_plan)
     report = _by_hand(
@@ -155,6 +159,7 @@ def requeue(
         expect_token=expect_token,
         force=force,
         yes=yes,
+        spread=spread,
     )
     terminal.report(report, out, fmt)
 
@@ -251,6 +256,8 @@ def _bulk(
     save_plan: Path | None,
     out: output.Output,
     fmt: str | None,
+    *,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> None:
     """``requeue`` / ``fail`` on a filter: list the jobs it matches and their count; then
     save them as a plan, or (--yes) write exactly those, each fenced as listed."""
@@ -274,7 +281,9 @@ def _bulk(
             with s.transaction(read_only=True):
                 core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
         elif yes:
-            report = bulk.commit(s, action, listed.eligible, reason=reason, delay=delay)
+            report = bulk.commit(
+                s, action, listed.eligible, reason=reason, delay=delay, spread=spread
+            )
     if yes:
         context.say_if(listed.refused_line())
         terminal.say(f"{len(found)} job(s) matched the filter, each written fenced as listed")
@@ -307,6 +316,7 @@ def _by_hand(
     expect_token: uuid.UUID | None,
     force: bool,
     yes: bool,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> manual.Report:
     """``requeue`` / ``fail``: the rows of a saved review plan, or the ids given."""
     from jobctl.ops import manual
@@ -317,7 +327,14 @@ def _by_hand(
     with context.open_session(ctx) as s:
         if plan is not None:
             return core.apply_plan(
-                s, action, plan, reason=reason, delay=delay, force=force, confirm=confirm
+                s,
+                action,
+                plan,
+                reason=reason,
+                delay=delay,
+                force=force,
+                confirm=confirm,
+                spread=spread,
             )
         if action == "requeue":
             return manual.requeue(
@@ -328,6 +345,7 @@ def _by_hand(
                 expect_token=expect_token,
                 force=force,
                 confirm=confirm,
+                spread=spread,
             )
         return manual.fail(
             s, ids, reason=reason or "", expect_token=expect_token, force=force, confirm=confirm
