@@ -265,8 +265,9 @@ def summary(
 ) -> None:
     """Counts by status; processing split live / expiring soon / expired; workers.
 
-    A deploy that killed a worker shows as one burst of expiries under its name; a dying
-    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
+    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
+    lag. On tables of a million rows or more, done and
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """

@@ -433,3 +433,20 @@ Spread = Annotated[
         show_default="0s",
     ),
 ]
+
+# reclaim: a deploy's orphans (issue 35)
+RefundAttempt = Annotated[
+    bool,
+    typer.Option(
+        "--refund-attempt",
+        help="Give the requeued jobs their killed attempt back (attempts - 1, never below 0; "
+        "recorded in the history): the deaths were a deploy's, not the jobs'.",
+    ),
+]
+ParkOlderThan = Annotated[
+    dt.timedelta | None,
+    Duration(
+        "Park (or fail) for review, not requeue, expired jobs claimed longer ago than this: "
+        "very old orphans are not run again silently."
+    ),
+]

@@ -118,6 +118,7 @@ def optional_fragments(
             queries.query("optional_column", value=value, column_name=sql.Identifier(design))
         )
     fragments["mapped_columns"] = sql.SQL(" ").join(shown)
+    fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     return fragments
 
 

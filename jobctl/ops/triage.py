@@ -44,10 +44,16 @@ class ExpiredFilter:
     # not which rows but how the requeued return (reclaim --spread): their available_at
     # spread evenly over [now, now + spread], with jitter (reclaim_batch's paced)
     spread: dt.timedelta = dt.timedelta(0)
+    # reclaim's choices about a deploy's orphans (issue 35): the requeued get their killed
+    # attempt back (refund_attempt); an orphan claimed longer ago than this is parked
+    # (reclaim_action: the dry run's decision as the commit's)
+    refund_attempt: bool = False
+    park_older_than: dt.timedelta | None = None
 
     def params(self) -> dict[str, Any]:
         return {
             "spread": self.spread,
+            "park_older_than": self.park_older_than,
             "worker": self.worker,
             "policy": self.policy,
             "ids": [str(i) for i in self.ids] if self.ids else None,

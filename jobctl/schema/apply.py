@@ -356,6 +356,7 @@ OPERATOR_COLUMNS = (
     "finished_at",
     "updated_at",
     "recovery_policy",  # quarantine and policy
+    "attempts",  # reclaim --refund-attempt (issue 35)
     "jobctl_action",  # names jobctl's own write for its audit (see jobctl.history)
 )
 

@@ -18,6 +18,12 @@
 -- function named with its schema, tests/unit/test_sql_search_path.py)
 CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
           AND j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}
+          -- reclaim --park-older-than (issue 35): an orphan claimed longer ago than that is
+          -- parked for review, not run again (an unknown claim time is not judged old)
+          AND (%(park_older_than)s::pg_catalog.interval IS NULL OR j.{reserved_at} IS NULL
+               OR j.{reserved_at} OPERATOR(pg_catalog.>=)
+                  (pg_catalog.now()
+                   OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
 
 -- name: reclaim_error
@@ -236,13 +242,22 @@ SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_cat
     {finished_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                          THEN NULL ELSE pg_catalog.now() END,
     {updated_at} = {updated_at_now},
-    jobctl_action = 'reclaimed'
+    jobctl_action = 'reclaimed'{refund_set}
 FROM expired JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
 WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
   AND {status_text} OPERATOR(pg_catalog.=) expired.status
 RETURNING expired.*
+
+-- name: refund_attempt
+-- reclaim --refund-attempt (issue 35), reclaim_batch's {refund_set}: a requeued job's killed
+-- attempt given back (a deploy's kill is not the job's failure), never below 0; empty without
+-- it, so that an operator role granted no UPDATE of attempts reclaims as before
+, {attempts} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
+                     AND j.{attempts} OPERATOR(pg_catalog.>) 0
+                    THEN j.{attempts} OPERATOR(pg_catalog.-) 1
+                    ELSE j.{attempts} END
 
 -- name: plan_row_state
 -- what became of planned rows that a plan's commit did not apply

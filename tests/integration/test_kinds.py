@@ -383,3 +383,46 @@ def test_requeue_spread_on_a_filter(conn, dsn, run):
     ).fetchall()
     slots = [r["s"] // 1200 for r in found]  # a third of an hour each
     assert slots == [0, 1, 2]
+
+
+# ---------------------------------------------------------------- a deploy's orphans
+def test_refund_attempt_gives_the_killed_attempt_back_and_records_why(conn, dsn, run):
+    kinded(conn, run, per_kind=2)
+    conn.execute("UPDATE jobs SET attempts = 0")
+    expire_all(dsn, 4)  # attempts 1 each now
+    conn.execute("UPDATE jobs SET attempts = 0 WHERE kind = 'charge_card'")  # never below 0
+    done = run("reclaim", "--commit", "--yes", "--refund-attempt")
+    assert done.code == 0, done.err
+    found = conn.execute("SELECT kind, attempts, status FROM jobs ORDER BY id").fetchall()
+    assert [(r["kind"], r["attempts"], r["status"]) for r in found] == [
+        ("send_email", 0, "queued"),
+        ("send_email", 0, "queued"),
+        ("charge_card", 0, "queued"),
+        ("charge_card", 0, "queued"),
+    ]
+    reasons = conn.execute(
+        "SELECT reason FROM jobctl.events WHERE event = 'reclaimed' ORDER BY event_id"
+    ).fetchall()
+    assert len(reasons) == 4 and all("attempt refunded" in r["reason"] for r in reasons)
+    # without it: the attempt counts, as before
+    expire_all(dsn, 4)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert {r["attempts"] for r in conn.execute("SELECT attempts FROM jobs")} == {1}
+
+
+def test_park_older_than_parks_old_orphans_in_the_dry_run_and_the_commit(conn, dsn, run):
+    ids = kinded(conn, run, per_kind=2)
+    expire_all(dsn, 4)
+    old = ids["send_email"]
+    conn.execute(
+        "UPDATE jobs SET reserved_at = now() - interval '40 days' WHERE id = ANY(%s)", (old,)
+    )
+    dry = json.loads(run("reclaim", "--park-older-than", "30d", "-o", "json").out)
+    actions = {r["id"]: r["action"] for r in dry}
+    assert {actions[i] for i in old} == {"fail"}
+    assert {actions[i] for i in ids["charge_card"]} == {"requeue"}
+    done = run("reclaim", "--commit", "--yes", "--park-older-than", "30d", "-o", "json")
+    assert {r["id"]: r["action"] for r in json.loads(done.out)} == actions
+    assert {statuses(conn)[i] for i in old} == {"failed"}
+    waiting = json.loads(run("review", "-o", "json").out)
+    assert sorted(r["id"] for r in waiting) == []  # auto with attempts left: not review's

@@ -45,6 +45,8 @@ def reclaim_command(
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
     spread: opt.Spread = dt.timedelta(0),
+    refund_attempt: opt.RefundAttempt = False,
+    park_older_than: opt.ParkOlderThan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -67,6 +69,8 @@ def reclaim_command(
         queues=what.queues,
         error=what.error,
         spread=spread,
+        refund_attempt=refund_attempt,
+        park_older_than=park_older_than,
     )
     request = reclaim.Request(
         commit=commit,
