@@ -134,6 +134,9 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -151,7 +154,15 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
+    what = opt.slice_of(kind, queue, error)
+    where = triage.ExpiredFilter(
+        worker=worker,
+        policy=context.policy_option(policy),
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
+    )
     fleet = context.across(ctx)
     if fleet is not None:
         from jobctl.cli import fleet as cli_fleet
@@ -233,7 +244,8 @@ def _stuck_here(
                 doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
             else:
                 streamed = rows_of(s)
-                doc = views.table(streamed, streamed, columns)
+                shown = rows.with_optional(columns, s.table.mapping.mapped_optional)
+                doc = views.table(streamed, streamed, shown)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
             context.say_if(views.no_lease_line(no_lease))
@@ -251,22 +263,39 @@ def summary(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            metavar="kind|queue|worker|error",
+            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+            "and ids as N and <id>) instead.",
+        ),
+    ] = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Counts by status; processing split live / expiring soon / expired; workers.
 
-    A deploy that killed a worker shows as one burst of expiries under its name; a dying
-    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
+    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
+    lag. On tables of a million rows or more, done and
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
     from jobctl.ops import triage
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
         from jobctl.cli import fleet as cli_fleet
 
+        if what or by:
+            raise errors.UsageError(
+                "summary --by/--kind/--queue/--error: give one --target (or none)"
+            )
         cli_fleet.summary(
             ctx,
             fleet,
@@ -278,12 +307,18 @@ def summary(
             fmt=fmt,
         )
         return
+
+    def read(s: Session) -> output.Document:
+        if by is not None:
+            return views.summary_by(triage.summary_by(s, by, expiring_within, what=what))
+        return views.summary(triage.summary(s, expiring_within, exact=exact, what=what))
+
     with context.open_session(ctx) as s:
         if watch:
             context.run_watch(
                 ctx,
                 s,
-                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                lambda: read(s),
                 every,
                 count,
                 out,
@@ -291,9 +326,17 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            found = triage.summary(s, expiring_within, exact=exact)
-    terminal.emit(context.marked(ctx, views.summary(found)), out, fmt)
-    context.say_if(views.no_lease_line(found["processing"]["no_lease"]))
+            if by is not None:
+                doc, no_lease = (
+                    views.summary_by(triage.summary_by(s, by, expiring_within, what=what)),
+                    None,
+                )
+            else:
+                found = triage.summary(s, expiring_within, exact=exact, what=what)
+                doc, no_lease = views.summary(found), found["processing"]["no_lease"]
+    terminal.emit(context.marked(ctx, doc), out, fmt)
+    if no_lease is not None:
+        context.say_if(views.no_lease_line(no_lease))
 
 
 @app.command()

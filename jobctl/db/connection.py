@@ -163,6 +163,7 @@ def pipelined(
     params: dict[str, Any],
     *,
     action: str | None = None,
+    reason: str | None = None,
 ) -> list[dict[str, Any]]:
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
     actor (and ``action``, as ``transaction``) set transaction-locally, the statement, COMMIT,
@@ -178,7 +179,7 @@ def pipelined(
     # about the pipeline it could not close (a second line on stderr, without a handler)
     logging.getLogger("psycopg").addHandler(_SILENT)
     if not psycopg.Pipeline.is_supported():
-        with transaction(conn, settings, action=action):
+        with transaction(conn, settings, action=action, reason=reason):
             return conn.execute(statement, params).fetchall()
     # the rows are read after the COMMIT, by the session's own DateStyle (loaders.reading_iso);
     # when that is ISO already, psycopg's own loaders (C, not a Python call per value) read them
@@ -186,7 +187,7 @@ def pipelined(
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
-            _apply(conn, settings, action=action)
+            _apply(conn, settings, action=action, reason=reason)
             cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
             cursor.execute(statement, params)
             conn.execute("COMMIT")

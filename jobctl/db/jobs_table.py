@@ -14,7 +14,7 @@ from jobctl import errors
 from jobctl.db.connection import batched, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
-from jobctl.table.mapping import COLUMNS, STATUSES, TableMapping
+from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, STATUSES, TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -86,6 +86,39 @@ def spelling(
             types or {}, fragments, queries.query("reclaim_error"), mapping.units
         )
     )
+    fragments.update(optional_fragments(mapping, types or {}))
+    return fragments
+
+
+def optional_fragments(
+    mapping: TableMapping, types: Mapping[str, column_types.ColumnType]
+) -> dict[str, sql.Composable]:
+    """The placeholders of the optional columns (kind, queue; issue 35): ``{kind_value}``
+    the row's kind as text (a text column as it is, so that an index on it serves ``--kind``;
+    any other type through its output function, as the status), NULL when unmapped; and
+    ``{mapped_columns}``: each mapped one ``AS kind,`` ... for a row's select list (empty
+    when none is mapped)."""
+    from psycopg import sql
+
+    fragments: dict[str, sql.Composable] = {}
+    shown: list[sql.Composable] = []
+    for design in OPTIONAL_COLUMNS:
+        actual = mapping.optional(design)
+        if actual is None:
+            fragments[f"{design}_value"] = sql.SQL("NULL::pg_catalog.text")
+            continue
+        column = sql.Identifier("j", actual)
+        found = types.get(design)
+        if found is not None and found.family == "string":
+            value: sql.Composable = sql.SQL("{}::pg_catalog.text").format(column)
+        else:
+            value = queries.query("optional_text", column=column)
+        fragments[f"{design}_value"] = value
+        shown.append(
+            queries.query("optional_column", value=value, column_name=sql.Identifier(design))
+        )
+    fragments["mapped_columns"] = sql.SQL(" ").join(shown)
+    fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     return fragments
 
 
@@ -181,6 +214,7 @@ def resolve_table(
             mapping = recorded_mapping(cursor, row)
         id_name, status_name = mapping.column("id"), mapping.column("status")
         names = {mapping.column(design): design for design in COLUMNS}
+        names |= {mapping.columns[design]: design for design in mapping.mapped_optional}
         types = {
             r["name"]: r
             for r in cursor.execute(

@@ -147,19 +147,42 @@ def requeue(
     expect_token: uuid.UUID | None,
     force: bool,
     confirm: Confirm | None,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> Report:
-    """Requeue jobs by hand: each decided on its own, confirmed together, written fenced."""
+    """Requeue jobs by hand: each decided on its own, confirmed together, written fenced
+    (``spread``: their return paced over it, ``paced_writer``)."""
     _one_id_with_token(job_ids, expect_token)
     decisions = [
         decide(s, i, "requeue", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
     ]
-    return act(
-        s,
-        "requeue",
-        decisions,
-        lambda d: apply(s, d, "requeue", reason=reason, delay=delay),
-        confirm,
-    )
+    write = paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
+    return act(s, "requeue", decisions, write, confirm)
+
+
+def paced(delay: dt.timedelta, spread: dt.timedelta, n: int) -> list[dt.timedelta]:
+    """The delays of ``n`` requeued jobs returned over ``spread`` (--spread): the k-th of n
+    after ``delay + spread * (k + jitter) / n``, jitter uniform in [0, 1): evenly over
+    [delay, delay + spread], no two jobs at the same instant. No spread: ``delay`` each."""
+    import random
+
+    if not spread:
+        return [delay] * n
+    return [delay + spread * ((k + random.random()) / n) for k in range(n)]
+
+
+def paced_writer(
+    s: Session,
+    decisions: Sequence[Decision],
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    spread: dt.timedelta,
+) -> Callable[[Decision], Decision]:
+    """``act``'s write of a requeue whose eligible jobs (in order) return paced over
+    ``spread``, each in its own fenced statement (``manual_requeue``'s delay)."""
+    eligible = [d for d in decisions if d.outcome is None and d.seen is not None]
+    delays = dict(zip((id(d) for d in eligible), paced(delay, spread, len(eligible)), strict=True))
+    return lambda d: apply(s, d, "requeue", reason=reason, delay=delays.get(id(d), delay))
 
 
 def fail(

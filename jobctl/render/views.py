@@ -58,8 +58,19 @@ def _state(row: Any) -> str:
 
 ID = Column("id", "ID", whole=True)
 WORKER = Column("reserved_by", "WORKER", whole=True)
+
+
+def _has(key: str) -> Any:
+    return lambda found: any(key in r for r in found)
+
+
+# what the job is, where the table maps it (issue 35): beside the id, as the width allows
+KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
+QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
 STUCK_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
@@ -83,6 +94,8 @@ def _pending(row: Any) -> str:
 
 AT_RISK_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
@@ -100,6 +113,8 @@ AT_RISK_VIEW = [
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
@@ -119,6 +134,10 @@ MANUAL_VIEW = [
 ]
 PREVIEW_VIEW = [
     ID,
+    KIND,
+    QUEUE,
+    KIND,
+    QUEUE,
     Column("status", "STATUS", whole=True),
     WORKER,
     Column("recovery_policy", "POLICY"),
@@ -126,6 +145,19 @@ PREVIEW_VIEW = [
     Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
     Column("reclaim_count", "RECLAIMS", priority=2),
     Column("attempt_token", "TOKEN", priority=3, whole=True),
+]
+
+
+BULK_VIEW = [  # requeue / fail on a filter: what it matched
+    ID,
+    KIND,
+    QUEUE,
+    Column("status", "STATUS", whole=True),
+    Column("recovery_policy", "POLICY", priority=2),
+    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=3),
+    Column("lease_state", "LEASE", priority=3, style=STATE_STYLE),
+    Column("last_error", "LAST ERROR"),
 ]
 
 
@@ -167,6 +199,8 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
 ]
 HISTORY_HEAD_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     Column("status", "STATUS", whole=True),
     Column("lease_state", "LEASE", style=STATE_STYLE),
     Column("attempts", "ATTEMPTS", value=_attempts),
@@ -197,6 +231,8 @@ SUMMARY_WORKER_VIEW = [
 
 REVIEW_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     Column("why", "WHY", whole=True),
     Column("last_worker", "LAST WORKER", whole=True),
     Column("waited_s", "WAITED", kind="seconds"),
@@ -249,7 +285,8 @@ def some_rows(
 
 def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Document:
     """Stuck rows; a ``skipped`` column only when some row is locked by another session."""
-    shown = columns + (["skipped"] if any(r["skipped"] for r in found) else [])
+    shown = rows.with_optional(columns, found)
+    shown += ["skipped"] if any(r["skipped"] for r in found) else []
     if not at_risk:
         return table(found, found, shown, STUCK_VIEW)
     live = any(r.get("lease_state") == "expiring" for r in found)
@@ -298,6 +335,35 @@ def summary(result: rows.Row) -> Document:
     )
 
 
+def summary_by(result: rows.Row) -> Document:
+    """``summary --by``: a row per group, the most stuck first."""
+    by = result["by"]
+    view = [
+        Column(by, by.upper(), whole=by != "error", value=lambda r: _group(r[by])),
+        *SUMMARY_GROUP_VIEW,
+    ]
+    title = f"by {by} (most stuck first)"
+    columns = [by, *rows.SUMMARY_GROUP_COLUMNS]
+    return Document(result, [Section(title, result["groups"], columns, view)])
+
+
+def _group(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+SUMMARY_GROUP_VIEW = [
+    Column("processing", "PROCESSING", kind="count"),
+    Column("stuck", "STUCK", kind="count"),
+    Column("awaiting_review", "REVIEW", kind="count"),
+    Column("ready", "READY", kind="count"),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=1),
+    Column("live", "LIVE", kind="count", priority=2),
+    Column("expiring_soon", "SOON", kind="count", priority=2),
+    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=3),
+    Column("no_lease", "NO LEASE", kind="count", priority=4),
+]
+
+
 def show(job: rows.Row, job_id: object) -> Document:
     """The job's fields as a two-column table, then its latest events."""
     fields = {k: v for k, v in job.items() if k != "events"}
@@ -311,7 +377,10 @@ def show(job: rows.Row, job_id: object) -> Document:
 
 
 def history(result: rows.History, job_id: object) -> Document:
-    head = {k: result["job"].get(k) for k in rows.HISTORY_HEAD_COLUMNS}
+    head = {
+        k: result["job"].get(k)
+        for k in rows.with_optional(rows.HISTORY_HEAD_COLUMNS, [result["job"]])
+    }
     return Document(
         result,
         [

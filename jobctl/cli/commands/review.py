@@ -43,6 +43,9 @@ def review(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
     ] = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -56,7 +59,11 @@ def review(
     from jobctl.ops import review as core
 
     which = core.ReviewFilter(
-        policy=context.policy_option(policy), worker=worker, since=since, older_than=older_than
+        policy=context.policy_option(policy),
+        worker=worker,
+        since=since,
+        older_than=older_than,
+        what=opt.slice_of(kind, queue, error),
     )
     fleet = context.across(ctx)
     if fleet is not None:
@@ -73,7 +80,8 @@ def review(
         found = list(core.awaiting(s, which, limit))
         if save_plan is not None:
             core.save_plan(save_plan, s.origin(), found)
-    terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)
+    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
+    terminal.emit(views.table(found, found, shown, views.REVIEW_VIEW), out, fmt)
     if save_plan is not None:
         terminal.say(
             f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "
