@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.ops import manual, review, triage
+from jobctl.ops import manual, replica, review, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class Snapshot:
     oldest_ready_s: float | None
     read_at: dt.datetime
     summary: Row | None = None  # triage.summary's, when asked
+    standing: Standing | None = None  # the server, a standby's lag as of this refresh
 
     @property
     def more_stuck(self) -> int:
@@ -75,6 +76,9 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
     bounded by ``ask.limit`` (index-driven, one round trip each), and the counts of
     ``summary`` (processing by lease state, awaiting review, the queue's ready jobs)."""
     which = stuck_read.Ask(triage.ExpiredFilter(), ask.limit, ask.expiring_within)
+    if standing is not None and standing.standby:  # its lag now: the strip, the widening
+        with s.transaction(read_only=True):
+            standing = replica.probe(s.conn)
     with s.transaction(read_only=True):
         found = [dict(r) for r in stuck_read.rows(s, standing, which)]
         waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit)]
@@ -92,6 +96,7 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         oldest_ready_s=ready.get("oldest_ready_s"),
         read_at=dt.datetime.now(dt.timezone.utc),  # the client's clock: no round trip
         summary=whole,
+        standing=standing,
     )
 
 

@@ -18,6 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
+from textual.widgets.data_table import ColumnKey
 
 from jobctl.cli.top import views
 from jobctl.cli.top.data import Failed, Source
@@ -149,6 +150,11 @@ class TopApp(App[int]):
         self.shown: list[Row] = []  # the rows on screen, in order
         self.shown_view = views.STUCK  # the view whose rows ``shown`` holds
         self.at: dict[str, tuple[str, int]] = {}  # each view's cursor: its job id, its line
+        # what the table holds: the view, the jobs in order, their cells, its column keys
+        self.table_view = ""
+        self.table_ids: list[str] = []
+        self.table_cells: list[list[Text]] = []
+        self.column_keys: list[ColumnKey] = []
         self.refreshes = 0
 
     # ------------------------------------------------------------ layout
@@ -214,17 +220,30 @@ class TopApp(App[int]):
         self.query_one("#title", Static).update(title)
 
     def _fill(self, table: DataTable[Text]) -> None:
+        """The view's rows into the table: the cells that changed, when the same jobs are
+        there in the same order (a refresh: a full redraw measures every cell), else all."""
+        ids = [str(r["id"]) for r in self.shown]
+        cells = [
+            views.cells(self.view, row, key in self.marks)
+            for row, key in zip(self.shown, ids, strict=True)
+        ]
+        if self.table_view == self.view and ids == self.table_ids:
+            for key, new, old in zip(ids, cells, self.table_cells, strict=True):
+                for column, cell, was in zip(self.column_keys, new, old, strict=True):
+                    if (cell.plain, str(cell.style)) != (was.plain, str(was.style)):
+                        wider = cell.cell_len > table.columns[column].content_width
+                        table.update_cell(key, column, cell, update_width=wider)
+            self.table_cells = cells
+            return
         current, at = self.at.get(self.view, ("", 0))
         table.clear(columns=True)
-        table.add_columns(*views.headers(self.view))
-        for row in self.shown:
-            key = str(row["id"])
-            table.add_row(*views.cells(self.view, row, key in self.marks), key=key)
-        if not self.shown:
-            return
-        ids = [str(r["id"]) for r in self.shown]
-        wanted = ids.index(current) if current in ids else at
-        table.move_cursor(row=max(0, min(wanted, len(ids) - 1)), animate=False)
+        self.column_keys = table.add_columns(*views.headers(self.view))
+        for key, row_cells in zip(ids, cells, strict=True):
+            table.add_row(*row_cells, key=key)
+        self.table_view, self.table_ids, self.table_cells = self.view, ids, cells
+        if ids:
+            wanted = ids.index(current) if current in ids else at
+            table.move_cursor(row=max(0, min(wanted, len(ids) - 1)), animate=False)
 
     def current(self) -> Row | None:
         table = self.query_one("#rows", DataTable)

@@ -29,7 +29,7 @@ def top(
     limit: Annotated[
         int,
         typer.Option(min=1, max=10_000, metavar="N", help="Rows read per view (the rest counted)."),
-    ] = 500,
+    ] = 200,
     allow_writes: Annotated[
         bool,
         typer.Option(

@@ -52,7 +52,9 @@ class Source:
 
     def refresh(self, *, summary: bool = False) -> console.Snapshot:
         ask = dataclasses.replace(self.ask, summary=summary)
-        return self._do(lambda: console.refresh(self.session, self.standing, ask))
+        snap = self._do(lambda: console.refresh(self.session, self.standing, ask))
+        self.standing = snap.standing or self.standing
+        return snap
 
     def detail(self, job_id: Any) -> Text:
         found, told = self._do(lambda: console.detail(self.session, job_id))

@@ -142,10 +142,10 @@ def strip(snap: Snapshot | None, *, writes: bool, every: dt.timedelta, where: st
         if n:
             text.append(" · ")
         text.append(part, style=style)
-    text.append("\n")
-    text.append(safe(where))
-    text.append(f" · {snap.read_at.astimezone():%H:%M:%S} every {screen.seconds(every)} · ")
+    text.append("\n")  # the mode first: a long server name is what gets cut
     text.append("WRITES ALLOWED" if writes else "read-only", "bold red" if writes else "green")
+    text.append(f" · {snap.read_at.astimezone():%H:%M:%S} every {screen.seconds(every)} · ")
+    text.append(safe(where))
     return text
 
 
