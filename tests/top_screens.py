@@ -17,8 +17,9 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -28,16 +29,25 @@ ROOT = Path(__file__).resolve().parents[1]
 class Console:
     """``jobctl top ARGS`` running on a pty of ``columns`` x ``rows``."""
 
-    def __init__(self, args: list[str], dsn: str, columns: int = 80, rows: int = 24) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        dsn: str,
+        columns: int = 80,
+        rows: int = 24,
+        *,
+        env: dict[str, str] | None = None,
+        before: Sequence[str] = (),
+    ) -> None:
         import pyte
 
         self.leader, follower = pty.openpty()
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-        environment = {**os.environ, "TERM": "xterm-256color", "JOBCTL_DSN": dsn}
+        environment = {**os.environ, "TERM": "xterm-256color", "JOBCTL_DSN": dsn, **(env or {})}
         for name in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR", "TEXTUAL"):
             environment.pop(name, None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobctl", "top", *args],
+            [sys.executable, "-m", "jobctl", *before, "top", *args],
             stdin=follower,
             stdout=follower,
             stderr=follower,
@@ -95,8 +105,10 @@ class Console:
 
 
 @contextlib.contextmanager
-def console(args: list[str], dsn: str, columns: int = 80, rows: int = 24) -> Iterator[Console]:
-    running = Console(args, dsn, columns, rows)
+def console(
+    args: list[str], dsn: str, columns: int = 80, rows: int = 24, **kwargs: Any
+) -> Iterator[Console]:
+    running = Console(args, dsn, columns, rows, **kwargs)
     try:
         yield running
     finally:

@@ -59,7 +59,8 @@ class Snapshot:
     ready: int
     oldest_ready_s: float | None
     read_at: dt.datetime
-    summary: Row | None = None  # triage.summary's, when asked
+    summaries: list[tuple[str | None, Row]] = dataclasses.field(default_factory=list)
+    # triage.summary's when asked: (None, it), or each target's (name, it) across several
     standing: Standing | None = None  # the server, a standby's lag as of this refresh
 
     @property
@@ -95,8 +96,30 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         ready=int(ready.get("ready") or 0),
         oldest_ready_s=ready.get("oldest_ready_s"),
         read_at=dt.datetime.now(dt.timezone.utc),  # the client's clock: no round trip
-        summary=whole,
+        summaries=[] if whole is None else [(None, whole)],
         standing=standing,
+    )
+
+
+def merged(snaps: Sequence[tuple[str, Snapshot]]) -> Snapshot:
+    """The snapshots of several targets as one: each row tagged with its target (first),
+    the stuck rows by lease expiry, the review rows longest waiting first, counts added."""
+    far = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+    stuck = [{"target": n, **r} for n, snap in snaps for r in snap.stuck]
+    stuck.sort(key=lambda r: r.get("lease_expires_at") or far)
+    waiting = [{"target": n, **r} for n, snap in snaps for r in snap.review]
+    waiting.sort(key=lambda r: -(r.get("waited_s") or 0.0))
+    oldest = [snap.oldest_ready_s for _, snap in snaps if snap.oldest_ready_s is not None]
+    return Snapshot(
+        stuck=stuck,
+        review=waiting,
+        expired=sum(snap.expired for _, snap in snaps),
+        expiring=sum(snap.expiring for _, snap in snaps),
+        awaiting_review=sum(snap.awaiting_review for _, snap in snaps),
+        ready=sum(snap.ready for _, snap in snaps),
+        oldest_ready_s=max(oldest) if oldest else None,
+        read_at=min(snap.read_at for _, snap in snaps),
+        summaries=[(n, whole) for n, snap in snaps for _, whole in snap.summaries],
     )
 
 

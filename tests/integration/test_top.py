@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Static
 
 from jobctl import db
 from jobctl.cli.top.app import ConfirmScreen, PromptScreen, TextScreen, TopApp
-from jobctl.cli.top.data import Source
+from jobctl.cli.top.data import Site, Source
 from jobctl.ops import console, gateway
 
 HOUR = dt.timedelta(hours=1)
@@ -33,7 +33,7 @@ def console_app(dsn: str, *, writes: bool = False) -> Iterator[TopApp]:
     access = gateway.Access("top", writes=writes)
     with gateway.open(settings, access, say=lambda line: None) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit=500)
-        yield TopApp(Source(s, standing, ask, writes=writes), HOUR)
+        yield TopApp(Source.one(s, standing, ask, writes=writes), HOUR)
 
 
 def drive(app: TopApp, script: Callable[[Any], Awaitable[None]], size=(80, 24)) -> None:
@@ -271,3 +271,46 @@ def test_hostile_worker_name_is_shown_as_written(conn, dsn):
             assert "\x1b" not in app.screen.text.plain and "[bold red]x[/]" in app.screen.text.plain
 
         drive(app, script)
+
+
+def test_across_targets_rows_tagged_and_each_write_on_its_own_target(
+    server_dsn, template, dsn, conn
+):
+    from conftest import scratch_database
+
+    add_jobs(conn, 2)
+    on_a = [c.id for c in claim_all(dsn, 2, worker="wa", lease_seconds=-30)]
+    with scratch_database(server_dsn, "jobctl_top_b", template) as other:
+        with psycopg.connect(other, autocommit=True) as b:
+            b.execute("INSERT INTO jobs DEFAULT VALUES")
+        (on_b,) = [c.id for c in claim_all(other, 1, worker="wb", lease_seconds=-60)]
+        with contextlib.ExitStack() as stack:
+            sites = []
+            for name, where in (("a", dsn), ("b", other)):
+                settings = db.Settings(dsn=where, actor="tester@ci", target=name)
+                access = gateway.Access("top", writes=True)
+                s, standing = stack.enter_context(gateway.open(settings, access, say=print))
+                sites.append(Site(s, standing, name))
+            ask = console.Ask(dt.timedelta(seconds=30), limit=500)
+            app = TopApp(Source(sites, ask, writes=True), HOUR)
+
+            async def script(pilot):
+                # b's lease expired first: across targets, by expiry
+                assert app.status()["ids"] == [f"b/{on_b}", *(f"a/{i}" for i in on_a)]
+                table = app.query_one("#rows", DataTable)
+                assert table.get_row_at(0)[1].plain == "b"  # the target, first
+                assert "2 target(s): a, b" in text_of(app.query_one("#strip", Static))
+                await pilot.press("enter")
+                assert f"job {on_b} on b" in app.screen.text.plain
+                await pilot.press("escape", "r", *"ok", "enter", "y")
+                assert f"b/{on_b}  requeued" in app.screen.text.plain
+                await pilot.press("escape", "p", *"x.json", "enter")
+                assert "a plan is of one database" in app.status()["message"]
+
+            drive(app, script)
+        with psycopg.connect(other) as b:
+            assert b.execute("SELECT status FROM jobs WHERE id = %s", (on_b,)).fetchone() == (
+                "queued",
+            )
+    statuses = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
+    assert [statuses[i] for i in on_a] == ["processing", "processing"]  # a's untouched

@@ -43,3 +43,25 @@ def test_top_on_a_terminal(incident, columns, rows):
         top.wait_for("2 awaiting review")
         top.press("q")
         assert top.close() == 0
+
+
+def test_top_across_targets_on_a_terminal(incident, tmp_path):
+    dsn, _ = incident
+    config = tmp_path / "jobctl.toml"
+    config.write_text(f'[targets.east]\ndsn = "{dsn}"\n\n[targets.west]\ndsn = "{dsn}"\n')
+    config.chmod(0o600)
+    with console(
+        ["--every", "1h"],
+        dsn,
+        100,
+        30,
+        env={"JOBCTL_CONFIG": str(config)},
+        before=["--all-targets"],
+    ) as top:
+        shown = top.wait_for("1 stuck")
+        assert "2 target(s): east, west" in shown
+        assert "expired 24" in shown  # the same database twice: every count twice
+        rows = [line.split() for line in shown.splitlines() if "api-worker" in line]
+        assert {r[0] for r in rows} == {"east", "west"}  # the target, first
+        top.press("q")
+        assert top.close() == 0

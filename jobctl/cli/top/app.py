@@ -207,7 +207,7 @@ class TopApp(App[int]):
         current = self.current()
         if current is not None:
             table_at = self.query_one("#rows", DataTable).cursor_row
-            self.at[self.shown_view] = (str(current["id"]), table_at)
+            self.at[self.shown_view] = (views.key(current), table_at)
         if showing_rows:
             self.shown, self.shown_view = self.rows_of(self.view), self.view
             line = views.counted(self.view, self.snap, len(self.shown), self.needle)
@@ -222,7 +222,7 @@ class TopApp(App[int]):
     def _fill(self, table: DataTable[Text]) -> None:
         """The view's rows into the table: the cells that changed, when the same jobs are
         there in the same order (a refresh: a full redraw measures every cell), else all."""
-        ids = [str(r["id"]) for r in self.shown]
+        ids = [views.key(r) for r in self.shown]
         cells = [
             views.cells(self.view, row, key in self.marks)
             for row, key in zip(self.shown, ids, strict=True)
@@ -237,7 +237,7 @@ class TopApp(App[int]):
             return
         current, at = self.at.get(self.view, ("", 0))
         table.clear(columns=True)
-        self.column_keys = table.add_columns(*views.headers(self.view))
+        self.column_keys = table.add_columns(*views.headers(self.view, self.source.many))
         for key, row_cells in zip(ids, cells, strict=True):
             table.add_row(*row_cells, key=key)
         self.table_view, self.table_ids, self.table_cells = self.view, ids, cells
@@ -253,7 +253,7 @@ class TopApp(App[int]):
 
     def chosen(self) -> list[Row]:
         """The marked rows of the view (on screen, filter applied), else the current one."""
-        marked = [r for r in self.shown if str(r["id"]) in self.marks]
+        marked = [r for r in self.shown if views.key(r) in self.marks]
         if marked:
             return marked
         current = self.current()
@@ -303,7 +303,7 @@ class TopApp(App[int]):
         current = self.current()
         if current is None:
             return
-        key = str(current["id"])
+        key = views.key(current)
         self.marks.symmetric_difference_update({key})
         self.redraw()
         self.action_move(1)
@@ -313,7 +313,7 @@ class TopApp(App[int]):
         if current is None:
             return
         try:
-            text = self.source.detail(current["id"])
+            text = self.source.detail(current)
         except Failed as exc:
             self.say(f"detail: {exc}")
             return
@@ -355,7 +355,7 @@ class TopApp(App[int]):
             self.say(f"{action}: {exc}")
             return
         text, line = views.outcome(action, [dict(r) for r in results])
-        written = {str(r["id"]) for r in results if r["outcome"] in ("requeued", "failed")}
+        written = {views.key(dict(r)) for r in results if r["outcome"] in ("requeued", "failed")}
         self.marks -= written
         self.reload()
         self.say(f"{action}: {line}")
@@ -387,8 +387,8 @@ class TopApp(App[int]):
         current = self.current()
         return {
             "view": self.view,
-            "ids": [str(r["id"]) for r in self.shown],
+            "ids": [views.key(r) for r in self.shown],
             "marks": set(self.marks),
-            "current": None if current is None else str(current["id"]),
+            "current": None if current is None else views.key(current),
             "message": str(self.query_one("#message", Static).render()),
         }

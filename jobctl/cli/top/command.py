@@ -5,16 +5,22 @@ command runs, so ``jobctl --help`` and every other command never load it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.util
 import sys
-from typing import Annotated
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from jobctl import errors
-from jobctl.cli import context
+from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
+
+if TYPE_CHECKING:
+    from jobctl.cli.top.data import Source
+    from jobctl.ops import console
 
 INSTALL = "jobctl top needs Textual: pip install 'jobctl[tui]'"
 
@@ -49,16 +55,35 @@ def top(
         raise errors.UsageError(
             "jobctl top needs a terminal: for a script, jobctl stuck --watch or -o jsonl"
         )
-    if context.across(ctx) is not None:
-        raise errors.UsageError("jobctl top runs on one database: give one --target")
     from jobctl.cli.top.app import TopApp
-    from jobctl.cli.top.data import Source
     from jobctl.ops import console
 
     context.warn_password_on_command_line(ctx)
-    with context.open_session(ctx) as s:
-        source = Source(
-            s, context.standing(ctx), console.Ask(expiring_within, limit), writes=allow_writes
-        )
+    ask = console.Ask(expiring_within, limit)
+    with _sources(ctx, ask, allow_writes) as source:
         code = TopApp(source, every).run()
     raise typer.Exit(code or 0)
+
+
+@contextlib.contextmanager
+def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Source]:
+    """The console's sessions: the command's one, or one per target (each opened as a
+    command's is, a writer refused on a standby), all open until the console ends."""
+    from jobctl.cli.top.data import Site, Source
+    from jobctl.ops import gateway
+
+    fleet = context.across(ctx)
+    if fleet is None:
+        with context.open_session(ctx) as s:
+            yield Source.one(s, context.standing(ctx), ask, writes=writes)
+        return
+    access = gateway.Access("top", writes=writes)
+    with contextlib.ExitStack() as stack:
+        sites = []
+        for target in fleet:
+            target.check()
+            s, standing = stack.enter_context(
+                gateway.open(target.settings, access, say=terminal.say)
+            )
+            sites.append(Site(s, standing, target.name))
+        yield Source(sites, ask, writes)

@@ -1,13 +1,16 @@
-"""The console's glue to the workflows: one session kept open for the console's life, what
-it reads on each refresh (``ops.console``), a job's detail, and the writes, each failure as
-one line for the status bar rather than a traceback on the screen. No Textual here."""
+"""The console's glue to the workflows: the sessions kept open for the console's life (one
+database, or one per target with ``--target``/``--all-targets``), what it reads on each
+refresh (``ops.console``; across targets each row tagged with its target), a job's detail,
+and the writes, each on its own target's session, each failure as one line for the status
+bar rather than a traceback on the screen. No Textual here."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from rich.text import Text
 
@@ -29,51 +32,105 @@ class Failed(Exception):
 
 
 @dataclasses.dataclass
-class Source:
-    """Where the console reads and writes: the command's session, the server it found."""
+class Site:
+    """One database the console reads: its session, the server it found, its target name
+    (None: the one database of the command, its rows untagged)."""
 
     session: Session
     standing: Standing | None
-    ask: console.Ask
-    writes: bool = False  # --allow-writes
+    target: str | None = None
 
     @property
     def where(self) -> str:
-        """The server and table, for the strip: host:port (standby) schema.table."""
+        """The server and table: host:port (standby, lag) schema.table."""
         standing = self.standing
         server = ""
         if standing is not None:
             server = standing.where + (" (standby)" if standing.standby else "")
             if standing.standby and standing.lag_s:
                 server += f" lag {standing.lag_s:.0f}s"
-        table = self.session.table.qualified
-        target = self.session.settings.target
-        return " ".join(p for p in (target and f"[{target}]", server, table) if p)
+        named = self.session.settings.target
+        return " ".join(p for p in (named, server, self.session.table.qualified) if p)
+
+
+@dataclasses.dataclass
+class Source:
+    """Where the console reads and writes: the sites, what to read, whether it may write."""
+
+    sites: list[Site]
+    ask: console.Ask
+    writes: bool = False  # --allow-writes
+
+    @classmethod
+    def one(
+        cls, session: Session, standing: Standing | None, ask: console.Ask, *, writes: bool
+    ) -> Source:
+        return cls([Site(session, standing)], ask, writes)
+
+    @property
+    def many(self) -> bool:
+        return len(self.sites) > 1 or self.sites[0].target is not None
+
+    @property
+    def where(self) -> str:
+        if not self.many:
+            return self.sites[0].where
+        return f"{len(self.sites)} target(s): " + ", ".join(str(s.target) for s in self.sites)
 
     def refresh(self, *, summary: bool = False) -> console.Snapshot:
         ask = dataclasses.replace(self.ask, summary=summary)
-        snap = self._do(lambda: console.refresh(self.session, self.standing, ask))
-        self.standing = snap.standing or self.standing
-        return snap
+        snaps = []
+        for site in self.sites:
+            snap = self._do(
+                site, functools.partial(console.refresh, site.session, site.standing, ask)
+            )
+            site.standing = snap.standing or site.standing
+            snaps.append((site.target or "", snap))
+        return console.merged(snaps) if self.many else snaps[0][1]
 
-    def detail(self, job_id: Any) -> Text:
-        found, told = self._do(lambda: console.detail(self.session, job_id))
-        return views.detail(job_id, found, told)
+    def detail(self, row: Row) -> Text:
+        site = self._site(row)
+        found, told = self._do(site, lambda: console.detail(site.session, row["id"]))
+        return views.detail(row["id"], found, told, site.target)
 
     def act(self, action: Action, rows: Sequence[Row], reason: str) -> list[ManualResult]:
         if not self.writes:  # the screen asks nothing without --allow-writes; checked again
             raise Failed("read-only: start jobctl top --allow-writes to requeue or fail")
-        return self._do(
-            lambda: console.act(self.session, action, rows, reason=reason or None).results
-        )
+        results: list[ManualResult] = []
+        for site in self.sites:
+            mine = [_untagged(r) for r in rows if r.get("target") == site.target]
+            if not mine:
+                continue
+            write = functools.partial(
+                console.act, site.session, action, mine, reason=reason or None
+            )
+            for result in self._do(site, write).results:
+                if site.target is not None:
+                    result = cast("ManualResult", {"target": site.target, **result})
+                results.append(result)
+        return results
 
     def save_plan(self, path: Path, rows: Sequence[Row]) -> tuple[int, list[str]]:
-        return self._do(lambda: console.save_plan(self.session, path, rows))
+        if self.many:
+            raise Failed("a plan is of one database: start jobctl top --target NAME to save one")
+        site = self.sites[0]
+        return self._do(site, lambda: console.save_plan(site.session, path, rows))
 
-    def _do(self, work: Callable[[], T]) -> T:
+    def _site(self, row: Row) -> Site:
+        for site in self.sites:
+            if site.target == row.get("target"):
+                return site
+        raise Failed(f"no target {row.get('target')!r}")  # (rows come from the sites)
+
+    def _do(self, site: Site, work: Callable[[], T]) -> T:
         try:
             with db.mapped_errors():
                 return work()
         except errors.JobctlError as exc:
-            dsn = self.session.settings.resolved_dsn() or None
-            raise Failed(" ".join(db.redact(exc.message, dsn).split())) from None
+            dsn = site.session.settings.resolved_dsn() or None
+            line = " ".join(db.redact(exc.message, dsn).split())
+            raise Failed(f"{site.target}: {line}" if site.target else line) from None
+
+
+def _untagged(row: Row) -> Row:
+    return {k: v for k, v in row.items() if k != "target"}

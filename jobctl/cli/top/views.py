@@ -113,16 +113,25 @@ def matches(row: Row, needle: str) -> bool:
     return any(wanted in str(row[k]).casefold() for k in FILTERED if row.get(k) is not None)
 
 
+def key(row: Row) -> str:
+    """The job a row is, across refreshes and views: its id (and its target, across several)."""
+    target = row.get("target")
+    return str(row["id"]) if target is None else f"{target}/{row['id']}"
+
+
 def cells(view: str, row: Row, marked: bool) -> list[Text]:
-    """One row's cells in ``view``, its mark first."""
+    """One row's cells in ``view``, its mark first (then its target, across several)."""
     out = [plain("*" if marked else " ", "bold magenta")]
+    if "target" in row:
+        out.append(plain(safe(row["target"]), "cyan"))
     for column in COLUMNS[view]:
         out.append(plain(column.cell(row), column.style(row) if column.style else ""))
     return out
 
 
-def headers(view: str) -> list[Text]:
-    return [plain(" "), *(plain(c.header, "bold") for c in COLUMNS[view])]
+def headers(view: str, targets: bool = False) -> list[Text]:
+    first = [plain(" "), plain("target", "bold")] if targets else [plain(" ")]
+    return [*first, *(plain(c.header, "bold") for c in COLUMNS[view])]
 
 
 def strip(snap: Snapshot | None, *, writes: bool, every: dt.timedelta, where: str) -> Text:
@@ -165,12 +174,19 @@ def counted(view: str, snap: Snapshot | None, shown: int, needle: str) -> str:
 
 
 def summary(snap: Snapshot | None) -> Text:
-    """View 3: counts by status, processing by lease state, the workers."""
+    """View 3: counts by status, processing by lease state, the workers (of each target)."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    found = snap.summary if snap is not None else None
-    if found is None:
+    if snap is None or not snap.summaries:
         text.append("reading…")
         return text
+    for target, found in snap.summaries:
+        if target is not None:
+            text.append(f"target {safe(target)}\n", style="bold cyan")
+        _summary(text, found)
+    return text
+
+
+def _summary(text: Text, found: Row) -> None:
     text.append("jobs by status\n", style="bold")
     for status, count in found["status"].items():
         mark = " (estimated)" if status in found.get("estimated", []) else ""
@@ -188,14 +204,13 @@ def summary(snap: Snapshot | None) -> Text:
             f"  {screen.cut(safe(worker['worker']), 30):<30} {worker['processing']:>5} "
             f"{worker['expired']:>7} {worker['expiring_soon']:>5} {lag:>7}\n"
         )
-    return text
 
 
-def detail(job_id: Any, found: Row, told: Sequence[str]) -> Text:
+def detail(job_id: Any, found: Row, told: Sequence[str], target: str | None = None) -> Text:
     """A job's detail: the row, its attempts (tokens whole), its events, explain's story."""
     job = found["job"]
     text = Text()
-    text.append(f"job {safe(job_id)}\n", style="bold")
+    text.append(f"job {safe(job_id)}" + (f" on {safe(target)}" if target else "") + "\n", "bold")
     for key in ("status", "lease_state", "recovery_policy", "attempts", "max_attempts"):
         if key in job:
             text.append(f"  {key:<16} {safe(job[key])}\n")
@@ -235,8 +250,9 @@ def confirmation(action: str, rows: Sequence[Row], reason: str, target: str) -> 
     text.append(", each fenced on the row as this screen read it:\n")
     for row in rows:
         worker = row.get("reserved_by") or row.get("last_worker")
+        on = f"{safe(row['target'])}/" if row.get("target") else ""
         text.append(
-            f"  {safe(row['id'])}  {safe(row.get('status'))} -> {to}  "
+            f"  {on}{safe(row['id'])}  {safe(row.get('status'))} -> {to}  "
             f"worker {safe(worker) or '-'}  token {safe(row.get('attempt_token')) or '-'}\n"
         )
     text.append(f"reason: {safe(reason) or '(none)'}\n")
@@ -254,7 +270,8 @@ def outcome(action: str, results: Iterable[Row]) -> tuple[Text, str]:
         kind = str(r["outcome"])
         counts[kind] = counts.get(kind, 0) + 1
         style = "green" if kind in ("requeued", "failed") else "bold red"
-        text.append(f"  {safe(r['id'])}  ", style="bold")
+        on = f"{safe(r['target'])}/" if r.get("target") else ""
+        text.append(f"  {on}{safe(r['id'])}  ", style="bold")
         text.append(kind, style=style)
         text.append(f"  {safe(r.get('detail'))}\n")
     text.append("\nesc closes", style="dim")
