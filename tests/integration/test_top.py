@@ -213,8 +213,9 @@ def test_fail_needs_a_reason_and_anything_but_y_cancels(incident, conn, dsn):
         async def script(pilot):
             await pilot.press("f", "enter")
             assert "fail needs a reason" in app.status()["message"]
-            await pilot.press("r", *"ok", "enter")
+            await pilot.press("r", *"q1 jk/ r", "enter")  # keys of the app, typed in a reason
             assert isinstance(app.screen, ConfirmScreen)
+            assert "reason: q1 jk/ r" in app.screen.text.plain
             await pilot.press("n")
             assert "cancelled; nothing written" in app.status()["message"]
             await pilot.press("r", "escape")
@@ -314,3 +315,23 @@ def test_across_targets_rows_tagged_and_each_write_on_its_own_target(
             )
     statuses = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
     assert [statuses[i] for i in on_a] == ["processing", "processing"]  # a's untouched
+
+
+def test_a_lost_connection_is_one_line_and_ctrl_c_quits(incident, dsn):
+    with console_app(dsn) as app:
+
+        async def script(pilot):
+            with psycopg.connect(dsn, autocommit=True) as other:
+                other.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            app.reload()
+            await pilot.pause()
+            message = app.status()["message"]
+            assert message.startswith("refresh failed: ") and "\n" not in message
+            assert len(app.status()["ids"]) == 4  # the last rows read stay on screen
+            await pilot.press("ctrl+c")
+
+        drive(app, script)
+        assert app.return_code == 130

@@ -126,6 +126,7 @@ class TopApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_top", "quit"),
+        Binding("ctrl+c", "interrupt", show=False, priority=True),
         Binding("j", "move(1)", show=False),
         Binding("k", "move(-1)", show=False),
         Binding("1", "view('stuck')", show=False),
@@ -265,6 +266,10 @@ class TopApp(App[int]):
     # ------------------------------------------------------------ keys
     def action_quit_top(self) -> None:
         self.exit(0)
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C, anywhere (a prompt too): out, as a command it interrupts (exit 130)."""
+        self.exit(130, return_code=130)
 
     def action_move(self, by: int) -> None:
         table = self.query_one("#rows", DataTable)

@@ -47,7 +47,7 @@ def top(
     live; move with the arrows or j/k, Enter for a job's history, space marks, / filters.
     Read-only unless --allow-writes: then r/f requeue or fail the marked jobs, each write
     confirmed and fenced on the row as the screen read it. Needs: pip install 'jobctl[tui]'.
-    Example: jobctl top --allow-writes --actor alice
+    Example: jobctl --actor alice top --allow-writes
     """
     if importlib.util.find_spec("textual") is None:
         raise errors.UsageError(INSTALL)
