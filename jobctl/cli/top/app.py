@@ -213,8 +213,9 @@ class TopApp(App[int]):
             self.shown, self.shown_view = self.rows_of(self.view), self.view
             line = views.counted(self.view, self.snap, len(self.shown), self.needle)
             title.append(f"  {line}", style="")
-            if self.marks:
-                title.append(f"  {len(self.marks)} marked", style="bold magenta")
+            marked = sum(views.key(r) in self.marks for r in self.shown)
+            if marked:  # (marks on jobs of another view, or filtered out, wait for them)
+                title.append(f"  {marked} marked", style="bold magenta")
             self._fill(table)
         else:
             self.query_one("#summary-text", Static).update(views.summary(self.snap))
