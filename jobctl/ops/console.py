@@ -40,11 +40,13 @@ SEEN_FIELDS = (
 
 @dataclasses.dataclass(frozen=True)
 class Ask:
-    """What the console reads: the window of 'expiring soon', and how many rows per view."""
+    """What the console reads: the window of 'expiring soon', how many rows, and the view
+    on screen: its rows are read (stuck's, review's, or summary's whole), the others' only
+    counted."""
 
     expiring_within: dt.timedelta
     limit: int
-    summary: bool = False  # also the full summary (view 3): counts by status, workers
+    view: str = "stuck"  # stuck, review or summary
 
 
 @dataclasses.dataclass
@@ -73,20 +75,24 @@ class Snapshot:
 
 
 def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
-    """The console's data, in one read-only transaction: at_risk's rows and review's, each
-    bounded by ``ask.limit`` (index-driven, one round trip each), and the counts of
-    ``summary`` (processing by lease state, awaiting review, the queue's ready jobs)."""
+    """The console's data, in one read-only transaction: the view's rows (at_risk's or
+    review's, bounded by ``ask.limit``; or ``summary``'s whole) and the counts of
+    ``summary`` (processing by lease state, awaiting review, the queue's ready jobs), each
+    one round trip."""
     which = stuck_read.Ask(triage.ExpiredFilter(), ask.limit, ask.expiring_within)
     if standing is not None and standing.standby:  # its lag now: the strip, the widening
         with s.transaction(read_only=True):
             standing = replica.probe(s.conn)
     with s.transaction(read_only=True):
-        found = [dict(r) for r in stuck_read.rows(s, standing, which)]
-        waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit)]
+        found, waiting = [], []
+        if ask.view == "stuck":
+            found = [dict(r) for r in stuck_read.rows(s, standing, which)]
+        if ask.view == "review":
+            waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit)]
         processing = s.one("summary_processing", {"soon": ask.expiring_within})
         awaiting = s.one("review_count")["awaiting_review"]
         ready = s.one("queue_ready")
-        whole = triage.summary(s, ask.expiring_within) if ask.summary else None
+        whole = triage.summary(s, ask.expiring_within) if ask.view == "summary" else None
     return Snapshot(
         stuck=found,
         review=waiting,

@@ -39,7 +39,7 @@ times = []
 async def main():
     settings = db.Settings(dsn=dsn, table=table)
     with gateway.open(settings, gateway.Access("top"), say=lambda line: None) as (s, standing):
-        ask = console.Ask(dt.timedelta(seconds=30), limit)
+        ask = console.Ask(dt.timedelta(seconds=30), limit, view)
         app = TopApp(Source.one(s, standing, ask, writes=False), dt.timedelta(hours=1))
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.pause()

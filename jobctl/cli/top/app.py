@@ -182,7 +182,7 @@ class TopApp(App[int]):
     def reload(self) -> None:
         """Read again and redraw, keeping the cursor on the same job."""
         try:
-            self.snap = self.source.refresh(summary=self.view == views.SUMMARY)
+            self.snap = self.source.refresh(self.view)
         except Failed as exc:
             self.say(f"refresh failed: {exc}")
         self.refreshes += 1
@@ -282,7 +282,7 @@ class TopApp(App[int]):
     def action_view(self, view: str) -> None:
         if view != self.view:
             self.view = view
-            self.reload() if view == views.SUMMARY else self.redraw()
+            self.reload()  # (a refresh reads the rows of the view on screen)
             if view != views.SUMMARY:
                 self.query_one("#rows", DataTable).focus()
 

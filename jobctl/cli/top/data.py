@@ -77,8 +77,8 @@ class Source:
             return self.sites[0].where
         return f"{len(self.sites)} target(s): " + ", ".join(str(s.target) for s in self.sites)
 
-    def refresh(self, *, summary: bool = False) -> console.Snapshot:
-        ask = dataclasses.replace(self.ask, summary=summary)
+    def refresh(self, view: str) -> console.Snapshot:
+        ask = dataclasses.replace(self.ask, view=view)
         snaps = []
         for site in self.sites:
             snap = self._do(
