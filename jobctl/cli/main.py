@@ -26,6 +26,7 @@ from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
+from jobctl.cli.top import command as cli_top
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -493,6 +494,9 @@ app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(
+    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
+)(cli_top.top)
 
 
 # ---------------------------------------------------------------- demo
