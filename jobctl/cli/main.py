@@ -272,7 +272,7 @@ def summary(
         typer.Option(
             metavar="kind|queue|worker|error",
             help="Counts per kind, queue, worker or kind of error (its first line, numbers "
-            "and ids as N and <id>) instead.",
+            "and ids normalized) instead.",
         ),
     ] = None,
     out: opt.Out = output.Output.table,

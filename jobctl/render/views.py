@@ -73,16 +73,16 @@ STUCK_VIEW = [
     QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("lease_expires_at", "EXPIRED AT", priority=3, kind="time"),
-    Column("reserved_at", "CLAIMED AT", priority=4, kind="time"),
-    Column("attempt_token", "TOKEN", priority=5, whole=True),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
+    Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
+    Column("attempt_token", "TOKEN", priority=7, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 
@@ -102,12 +102,12 @@ AT_RISK_VIEW = [
     Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
-    Column("recovery_policy", "POLICY", priority=1),
-    Column("attempts", "ATTEMPTS", priority=2, value=_attempts),
-    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=3, kind="seconds"),
-    Column("reclaim_count", "RECLAIMS", priority=4),
-    Column("lease_expires_at", "EXPIRES AT", priority=5, kind="time"),
-    Column("attempt_token", "TOKEN", priority=6, whole=True),
+    Column("recovery_policy", "POLICY", priority=3),
+    Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
+    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=5, kind="seconds"),
+    Column("reclaim_count", "RECLAIMS", priority=6),
+    Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
+    Column("attempt_token", "TOKEN", priority=8, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
@@ -117,7 +117,7 @@ RECLAIM_VIEW = [
     QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("applied", "APPLIED", when=lambda found: any(r.get("applied") for r in found)),
@@ -136,15 +136,13 @@ PREVIEW_VIEW = [
     ID,
     KIND,
     QUEUE,
-    KIND,
-    QUEUE,
     Column("status", "STATUS", whole=True),
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("lease_state", "LEASE", style=STATE_STYLE),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("attempt_token", "TOKEN", priority=5, whole=True),
 ]
 
 
@@ -153,10 +151,10 @@ BULK_VIEW = [  # requeue / fail on a filter: what it matched
     KIND,
     QUEUE,
     Column("status", "STATUS", whole=True),
-    Column("recovery_policy", "POLICY", priority=2),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=3),
-    Column("lease_state", "LEASE", priority=3, style=STATE_STYLE),
+    Column("recovery_policy", "POLICY", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=5),
+    Column("lease_state", "LEASE", priority=6, style=STATE_STYLE),
     Column("last_error", "LAST ERROR"),
 ]
 
@@ -236,10 +234,10 @@ REVIEW_VIEW = [
     Column("why", "WHY", whole=True),
     Column("last_worker", "LAST WORKER", whole=True),
     Column("waited_s", "WAITED", kind="seconds"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("reclaimed_at", "RECLAIMED AT", priority=3, kind="time"),
-    Column("last_error", "LAST ERROR", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("reclaimed_at", "RECLAIMED AT", priority=5, kind="time"),
+    Column("last_error", "LAST ERROR", priority=6),
 ]
 
 JOB_EVENT_VIEW = [
@@ -358,9 +356,9 @@ SUMMARY_GROUP_VIEW = [
     Column("ready", "READY", kind="count"),
     Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=1),
     Column("live", "LIVE", kind="count", priority=2),
-    Column("expiring_soon", "SOON", kind="count", priority=2),
-    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=3),
-    Column("no_lease", "NO LEASE", kind="count", priority=4),
+    Column("expiring_soon", "SOON", kind="count", priority=3),
+    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=4),
+    Column("no_lease", "NO LEASE", kind="count", priority=5),
 ]
 
 
@@ -402,13 +400,13 @@ SUMMARY_TARGETS_VIEW = [
     Column("queued", "QUEUED", kind="count"),
     Column("processing", "PROCESSING", kind="count"),
     Column("expired", "EXPIRED", kind="count"),
-    Column("expiring_soon", "EXPIRING", kind="count", priority=1),
-    Column("ready", "READY", kind="count", priority=2),
-    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=3),
+    Column("expiring_soon", "EXPIRING", kind="count", priority=3),
+    Column("ready", "READY", kind="count", priority=4),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=5),
     Column("awaiting_review", "REVIEW", kind="count"),
-    Column("failed", "FAILED", kind="count", priority=4),
-    Column("done", "DONE", kind="count", priority=5),
-    Column("table", "TABLE", priority=6),
+    Column("failed", "FAILED", kind="count", priority=6),
+    Column("done", "DONE", kind="count", priority=7),
+    Column("table", "TABLE", priority=8),
 ]
 
 
