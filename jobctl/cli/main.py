@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,13 +18,16 @@ import typer
 
 from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.click_api import LazyGroup
 from jobctl.cli.commands import doctor as cli_doctor
+from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
+from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
+from jobctl.cli.top import command as cli_top
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -34,6 +38,7 @@ app = typer.Typer(
     name="jobctl",
     help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
     "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -82,8 +87,14 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     run.address = targets.address(
-        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-        target or ([] if dsn or all_targets else targets.from_environment()),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
+        # the demo runs in its own database whatever it says
+        target
+        or (
+            []
+            if dsn or all_targets or ctx.invoked_subcommand == "demo"
+            else targets.from_environment()
+        ),
         all_targets,
         dsn=dsn,
         one=db.Settings(
@@ -125,6 +136,9 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -142,9 +156,19 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
+    what = opt.slice_of(kind, queue, error)
+    where = triage.ExpiredFilter(
+        worker=worker,
+        policy=context.policy_option(policy),
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
+    )
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.stuck(
             ctx,
             fleet,
@@ -222,7 +246,8 @@ def _stuck_here(
                 doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
             else:
                 streamed = rows_of(s)
-                doc = views.table(streamed, streamed, columns)
+                shown = rows.with_optional(columns, s.table.mapping.mapped_optional)
+                doc = views.table(streamed, streamed, shown)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
             context.say_if(views.no_lease_line(no_lease))
@@ -240,20 +265,39 @@ def summary(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            metavar="kind|queue|worker|error",
+            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+            "and ids normalized) instead.",
+        ),
+    ] = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Counts by status; processing split live / expiring soon / expired; workers.
 
-    A deploy that killed a worker shows as one burst of expiries under its name; a dying
-    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
+    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
+    lag. On tables of a million rows or more, done and
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
     from jobctl.ops import triage
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
+        if what or by:
+            raise errors.UsageError(
+                "summary --by/--kind/--queue/--error: give one --target (or none)"
+            )
         cli_fleet.summary(
             ctx,
             fleet,
@@ -265,12 +309,18 @@ def summary(
             fmt=fmt,
         )
         return
+
+    def read(s: Session) -> output.Document:
+        if by is not None:
+            return views.summary_by(triage.summary_by(s, by, expiring_within, what=what))
+        return views.summary(triage.summary(s, expiring_within, exact=exact, what=what))
+
     with context.open_session(ctx) as s:
         if watch:
             context.run_watch(
                 ctx,
                 s,
-                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                lambda: read(s),
                 every,
                 count,
                 out,
@@ -278,9 +328,17 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            found = triage.summary(s, expiring_within, exact=exact)
-    terminal.emit(context.marked(ctx, views.summary(found)), out, fmt)
-    context.say_if(views.no_lease_line(found["processing"]["no_lease"]))
+            if by is not None:
+                doc, no_lease = (
+                    views.summary_by(triage.summary_by(s, by, expiring_within, what=what)),
+                    None,
+                )
+            else:
+                found = triage.summary(s, expiring_within, exact=exact, what=what)
+                doc, no_lease = views.summary(found), found["processing"]["no_lease"]
+    terminal.emit(context.marked(ctx, doc), out, fmt)
+    if no_lease is not None:
+        context.say_if(views.no_lease_line(no_lease))
 
 
 @app.command()
@@ -356,7 +414,7 @@ def explain(
 
 
 @app.command(
-    short_help="Lease health as OpenMetrics text, for node_exporter, cron or a Nagios-style check."
+    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
 )
 def metrics(
     ctx: typer.Context,
@@ -365,22 +423,27 @@ def metrics(
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
-        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
     ] = None,
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
+    textfile: cli_monitoring.Textfile = None,
 ) -> None:
-    """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
+    """Lease health in the Prometheus text format, for the node_exporter textfile collector,
     a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+    A database down: jobctl_up 0 is still printed, exit 1.
 
-    Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
+    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
     """
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.metrics(
             ctx,
             fleet,
@@ -388,17 +451,27 @@ def metrics(
             reclaim_window=reclaim_window,
             max_stuck=max_stuck,
             max_overdue=max_overdue,
+            textfile=textfile,
         )
         return
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        figures = core.on_server(
-            s,
-            context.standing(ctx),
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-        )
-        table = s.table.qualified
-    sys.stdout.write(openmetrics.exposition(figures, table))
+    where = context.address(ctx)
+    target = where.target if isinstance(where, db.Settings) else None
+    try:
+        with context.open_session(ctx) as s, s.transaction(read_only=True):
+            figures = core.on_server(
+                s,
+                context.standing(ctx),
+                expiring_within=expiring_within,
+                reclaim_window=reclaim_window,
+            )
+            table = s.table.qualified
+    except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
+        cli_monitoring.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        raise
+    cli_monitoring.publish(
+        textfile,
+        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    )
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
         terminal.say(f"jobctl: CRITICAL: {line}")
@@ -422,6 +495,9 @@ app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(
+    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
+)(cli_top.top)
 app.command(short_help="The lease design's pre-launch checks against what the application runs.")(
     cli_doctor.doctor
 )
@@ -448,12 +524,20 @@ def demo(
 app.command(
     "targets", short_help="The named databases of the config file; --check connects to each."
 )(cli_targets.targets_command)
+app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
+    cli_shells.completion_command
+)
 
 
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from jobctl.cli.click_api import ClickException, MissingParameter, NoArgsIsHelpError
+    from jobctl.cli.click_api import (
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+        lazy_group,
+    )
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
         from jobctl.cli import completion
@@ -461,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         completion.register()
     run = context.Invocation()
     try:
-        result = app(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
+        group = lazy_group(app)  # builds only the command that runs
+        result = group.main(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
     except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())

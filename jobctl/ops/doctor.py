@@ -132,7 +132,10 @@ def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = 
 
 
 def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row]:
-    no_lease = int(s.one("summary_processing", {"soon": dt.timedelta(0)})["no_lease"])
+    from jobctl.ops.slices import Slice
+
+    every = {"soon": dt.timedelta(0), **Slice().params()}  # every kind and queue
+    no_lease = int(s.one("summary_processing", every)["no_lease"])
     lease_rows = []
     if no_lease:
         lease_rows.append(
@@ -254,8 +257,9 @@ def _auto_check(s: Session, params: Row, history: bool) -> Row:
 
 def _review_check(s: Session, params: Row, history: bool) -> Row:
     from jobctl.ops import review
+    from jobctl.ops.slices import Slice
 
-    awaiting = int(s.one("review_count")["awaiting_review"])
+    awaiting = int(s.one("review_count", Slice().params())["awaiting_review"])
     parked = s.table.mapping.parked
     oldest = next(iter(review.awaiting(s, review.ReviewFilter(), 1)), None) if awaiting else None
     human = s.one("doctor_last_human_action", params) if history else {"at": None, "actor": None}

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from jobctl import durations
 from jobctl.render import output
 from jobctl.render.rows import IncidentReport, PeopleGroup
 
@@ -62,11 +63,7 @@ def _command(text: str) -> str:
 def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
-    if value < 120:
-        return f"{value:.1f} s"
-    if value < 7200:
-        return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
+    return durations.human(value)
 
 
 def _span(first: Any, last: Any) -> Rendered:

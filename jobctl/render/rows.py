@@ -259,6 +259,23 @@ class IncidentReport(TypedDict):
 
 
 # ---------------------------------------------------------------- what tables show
+# every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
+# (a row's own keys are the header when one comes: output.delimited_header)
+RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
+OPTIONAL_KEYS = ("kind", "queue")  # what the job is, where the table maps it (issue 35)
+
+
+def with_optional(columns: list[str], found: Any) -> list[str]:
+    """``columns`` with the optional keys (kind, queue) after the id: those that ``found``
+    (rows, or the keys themselves) carries."""
+    keys = set(found) if all(isinstance(k, str) for k in found) else {k for r in found for k in r}
+    extra = [k for k in OPTIONAL_KEYS if k in keys and k not in columns]
+    if not extra:
+        return list(columns)
+    at = columns.index("id") + 1 if "id" in columns else 0
+    return [*columns[:at], *extra, *columns[at:]]
+
+
 STUCK_COLUMNS = [
     "id",
     "reserved_by",
@@ -372,4 +389,26 @@ SUMMARY_WORKER_COLUMNS = [
     "last_expiry",
     "last_seen_at",
     "heartbeat_lag_s",
+]
+SUMMARY_GROUP_COLUMNS = [  # summary --by: after the group's own column (kind, queue, ...)
+    "processing",
+    "live",
+    "expiring_soon",
+    "stuck",
+    "stuck_manual",
+    "no_lease",
+    "awaiting_review",
+    "ready",
+    "oldest_ready_s",
+]
+BULK_COLUMNS = [  # requeue / fail on a filter: the jobs it matched, before anything is done
+    "id",
+    "status",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "lease_state",
+    "last_error",
 ]

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from jobctl import durations
 from jobctl.render.rows import History, Row
 
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
@@ -28,7 +29,7 @@ def _at(value: dt.datetime | str | None) -> str:
 
 
 def _s(seconds: float | None) -> str:
-    return "?" if seconds is None else f"{seconds:.1f}s"
+    return "?" if seconds is None else durations.human(seconds)
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything but itself
