@@ -197,3 +197,24 @@ def _shrink(columns: Sequence[Column], widths: list[int], width: int) -> list[in
             widest = max(candidates, key=lambda i: widths[i])
             widths[widest] -= 1
     return widths
+
+
+def checklist(items: Sequence[tuple[str, str, str]], width: int) -> list[str]:
+    """A checklist for a terminal of ``width`` (``schema check``): each ``(mark, name,
+    detail)`` one row, ``yes  name: detail``, a detail too long for the row wrapped at spaces
+    under it, indented past the mark: never cut (each text already made safe by the caller)."""
+    import textwrap
+
+    mark_width = max((len(mark) for mark, _, _ in items), default=0) + GAP
+    lines: list[str] = []
+    for mark, name, detail in items:
+        head = f"{mark:<{mark_width}}"
+        lines += textwrap.wrap(
+            f"{name}: {detail}" if detail else name,
+            width=max(width, 30),
+            initial_indent=head,
+            subsequent_indent=" " * (mark_width + 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [head.rstrip()]
+    return lines
