@@ -222,9 +222,9 @@ SUMMARY_WORKER_VIEW = [
     Column("expired_manual", "MANUAL"),
     Column("expiring_soon", "SOON"),
     Column("heartbeat_lag_s", "LAG", kind="seconds"),
-    Column("first_expiry", "FIRST EXPIRY", priority=1, kind="time"),
-    Column("last_expiry", "LAST EXPIRY", priority=2, kind="time"),
-    Column("last_seen_at", "LAST SEEN", priority=3, kind="time"),
+    Column("first_expiry", "FIRST EXPIRY", priority=2, kind="time"),
+    Column("last_expiry", "LAST EXPIRY", priority=3, kind="time"),
+    Column("last_seen_at", "LAST SEEN", priority=1, kind="time"),
 ]
 
 REVIEW_VIEW = [
@@ -247,8 +247,8 @@ JOB_EVENT_VIEW = [
     Column("to_status", "BECAME"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
-    Column("reason", "REASON", priority=2),
-    Column("attempt", "#", priority=3),
+    Column("reason", "REASON", priority=3),
+    Column("attempt", "#", priority=2),
     Column("db_role", "ROLE", priority=4),
     Column("from_status", "WAS", priority=5),
 ]
