@@ -15,7 +15,6 @@ import pytest
 from helpers import add_jobs, claim_all
 
 from jobctl import lease
-from jobctl.render import rows
 
 
 def staged(conn, dsn, run) -> dict[str, int]:
