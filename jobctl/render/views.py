@@ -414,17 +414,30 @@ def _checked(found: Sequence[Any]) -> bool:
     return any("reachable" in r for r in found)
 
 
+def _database(row: Mapping[str, Any]) -> str:
+    """The database part of a target's ``where`` (host:port/dbname), or the whole of it."""
+    where = str(row.get("where") or "")
+    return where.rsplit("/", 1)[1] if "/" in where else where
+
+
+def _host(row: Mapping[str, Any]) -> str:
+    where = str(row.get("where") or "")
+    return where.rsplit("/", 1)[0] if "/" in where else ""
+
+
+# a terminal's columns: the database whole, the host where room is left; a problem is said
+# whole under the table (``targets``), so it is no column here (piped: every key)
 TARGETS_VIEW = [
     TARGET,
-    Column("where", "WHERE"),
+    Column("where", "DATABASE", whole=True, value=_database),
     Column("table", "TABLE", whole=True),
     Column("reachable", "UP", whole=True, when=_checked),
     Column("role", "ROLE", whole=True, when=_checked),
     Column("schema", "SCHEMA", whole=True, when=_checked),
     Column("stuck", "STUCK", kind="count", when=_checked),
-    Column("from", "FROM", priority=1),
-    Column("server", "SERVER", priority=2, when=_checked),
-    Column("problem", "PROBLEM", when=lambda found: any(r.get("problem") for r in found)),
+    Column("host", "HOST", priority=1, value=_host),
+    Column("from", "FROM", priority=2),
+    Column("server", "SERVER", priority=3, when=_checked),
 ]
 
 
