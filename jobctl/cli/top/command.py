@@ -61,8 +61,9 @@ def top(
     context.warn_password_on_command_line(ctx)
     ask = console.Ask(expiring_within, limit)
     with _sources(ctx, ask, allow_writes) as source:
-        code = TopApp(source, every).run()
-    raise typer.Exit(code or 0)
+        app = TopApp(source, every)
+        app.run()
+    raise typer.Exit(app.return_code or 0)  # q: 0, Ctrl-C: 130, a crash Textual showed: 1
 
 
 @contextlib.contextmanager
