@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.util
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
@@ -49,6 +48,8 @@ def top(
     confirmed and fenced on the row as the screen read it. Needs: pip install 'jobctl[tui]'.
     Example: jobctl --actor alice top --allow-writes
     """
+    import importlib.util  # (3 ms of imports: not at jobctl's start)
+
     if importlib.util.find_spec("textual") is None:
         raise errors.UsageError(INSTALL)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
