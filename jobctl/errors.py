@@ -31,6 +31,15 @@ class Refused(JobctlError):
     exit_code = EXIT_USAGE
 
 
+class NothingDone(Refused):
+    """Refused before anything changed: ``reason``, then "; nothing done". Code that shows
+    the reason elsewhere (why a table is not served yet, say) takes ``reason`` alone."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; nothing done")
+        self.reason = reason
+
+
 class Cancelled(Refused):
     """cancelled; nothing changed"""
 

@@ -207,37 +207,35 @@ def _refuse_unserved(
     """Refuse, before any step, a table jobctl cannot serve under ``mapping``."""
     why = shape.refusal(found, mapping)
     if why is not None:
-        raise errors.Refused(why)
+        raise errors.NothingDone(why)
     missing = [d for d in BASE_COLUMNS if found.column(mapping, d) is None]
     if missing:
-        raise errors.Refused(
+        raise errors.NothingDone(
             f"{table.qualified} has no column for the lease design's "
             + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
             + ": name the table's own with --column DESIGN=ACTUAL"
             + add_columns_hint(table.qualified, mapping, missing)
-            + "; nothing done"
         )
     absent = [d for d in mapping.mapped_optional if mapping.columns[d] not in found.columns]
     if absent:
-        raise errors.Refused(
+        raise errors.NothingDone(
             f"{table.qualified} has no column "
             + ", ".join(f"{mapping.columns[d]!r} (--column {d}=...)" for d in absent)
-            + "; nothing done"
         )
     why = column_types.refusal(table.qualified, mapping, table.types)
     if why is not None:  # the history's function or a statement would fail on it
-        raise errors.Refused(why)
+        raise errors.NothingDone(why)
     refused = shape.rejected_statuses(conn, found, mapping)
     if refused:
         value, reason = refused[0]
-        raise errors.Refused(
+        raise errors.NothingDone(
             f"{table.qualified}: the status column would refuse {value!r}, a value jobctl "
             f"writes ({reason}); map the statuses to the table's own with --status "
-            "DESIGN=ACTUAL (and --park-status); nothing done"
+            "DESIGN=ACTUAL (and --park-status)"
         )
     unmapped = statuses.unmapped(conn, table)  # the values it holds: none of the mapping's
     if unmapped is not None:
-        raise errors.Refused(f"{table.qualified}: {unmapped}; nothing done")
+        raise errors.NothingDone(f"{table.qualified}: {unmapped}")
 
 
 # ---------------------------------------------------------------- the steps

@@ -70,8 +70,7 @@ def apply_refusal(conn: psycopg.Connection[Any]) -> str | None:
             f"{first.said()}{more} is owned by role {owner}, not by you or a superuser: jobctl "
             f"does not adopt objects it did not make. If {owner} is the role that installed "
             f"jobctl, run schema apply as {owner}; if not, jobctl's history cannot be trusted "
-            "there: inspect it, then DROP SCHEMA jobctl CASCADE (or rename it) and apply again; "
-            "nothing done"
+            "there: inspect it, then DROP SCHEMA jobctl CASCADE (or rename it) and apply again"
         )
     # (EXECUTE on a function is left to apply: version 1's function had it, migration 002
     # revokes it; anything else lets a role plant objects or triggers there at any time)
@@ -80,7 +79,7 @@ def apply_refusal(conn: psycopg.Connection[Any]) -> str | None:
         return (
             "schema jobctl is not as jobctl leaves it: "
             + "; ".join(found)
-            + " (revoke or drop it, see docs/safety.md, 'Who owns jobctl'); nothing done"
+            + " (revoke or drop it, see docs/safety.md, 'Who owns jobctl')"
         )
     return None
 
@@ -89,7 +88,7 @@ def refuse_foreign(conn: psycopg.Connection[Any]) -> None:
     """``apply_refusal`` raised as a refusal (exit 2)."""
     why = apply_refusal(conn)
     if why is not None:
-        raise errors.Refused(why)
+        raise errors.NothingDone(why)
 
 
 def problems(conn: psycopg.Connection[Any]) -> tuple[list[str], str]:

@@ -196,9 +196,9 @@ def partitioned_index_steps(
         return []
     foreign = [p.qualified for p in found.partitions if p.relkind == "f"]
     if foreign:
-        raise errors.Refused(
+        raise errors.NothingDone(
             f"{table.qualified}: partition {', '.join(foreign)} is a foreign table, which "
-            "cannot have an index, so the reclaim index could never be valid; nothing done"
+            "cannot have an index, so the reclaim index could never be valid"
         )
     steps = []
     if found.index is None:
@@ -340,8 +340,8 @@ def _partition_index_names(
                 planned.add(key)
                 break
         else:
-            raise errors.Refused(
+            raise errors.NothingDone(
                 f"{p.qualified}: the names {first[p.oid]} and {second[p.oid]} for its reclaim "
-                f"index are taken in schema {p.schema}; nothing done"
+                f"index are taken in schema {p.schema}"
             )
     return names

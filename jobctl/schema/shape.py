@@ -67,9 +67,7 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
     if found is None:
         raise db.table_not_found(conn, name)
     if found["relkind"] not in ("r", "p"):
-        raise errors.Refused(
-            f"{found['qualified']} is not a table (a view or similar): nothing done"
-        )
+        raise errors.NothingDone(f"{found['qualified']} is not a table (a view or similar)")
     oid = found["oid"]
     columns = {
         row["name"]: Column(
@@ -116,21 +114,21 @@ def describe(conn: psycopg.Connection[Any], oid: int, name: str) -> libraries.Ta
 def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     """Why jobctl cannot serve this table (one line, before anything changes), or None."""
     if shape.library is not None:
-        return shape.library.refusal(shape.qualified)
+        return shape.library.refusal(shape.qualified)  # (NothingDone: "; nothing done")
     status = mapping.column("status")
     if status not in shape.columns:
         return (
             f"{shape.qualified} has no status column {status!r}: name the table's own with "
             "--column status=ACTUAL (a table without one, lock- or timestamp-only, or one table "
-            "per state, is never served); nothing done"
+            "per state, is never served)"
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:
-        return f"{shape.qualified} has no id column {identifier!r}; nothing done"
+        return f"{shape.qualified} has no id column {identifier!r}"
     if shape.primary_key and identifier not in shape.primary_key:
         return (
             f"{shape.qualified}: {identifier!r} is not part of its primary key "
-            f"({', '.join(shape.primary_key)}): jobctl needs it to name one job; nothing done"
+            f"({', '.join(shape.primary_key)}): jobctl needs it to name one job"
         )
     return None
 

@@ -47,11 +47,13 @@ def _judged(
 
     found = shape.inspect(conn, table.qualified)
     if found.library is not None:
-        raise errors.Refused(found.library.refusal(found.qualified, changing=False))
+        raise errors.Refused(found.library.refusal(found.qualified))
     try:
         schema_apply.plan_apply(conn, table.qualified, create=False)
+    except errors.NothingDone as exc:
+        return found, exc.reason
     except errors.Refused as exc:
-        return found, exc.message.removesuffix("; nothing done")
+        return found, exc.message
     return found, None
 
 

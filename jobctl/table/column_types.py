@@ -171,7 +171,7 @@ def problems(mapping: TableMapping, types: Mapping[str, ColumnType]) -> list[str
 def refusal(table: str, mapping: TableMapping, types: Mapping[str, ColumnType]) -> str | None:
     """The one line that refuses the table for the types of its columns, or None."""
     found = problems(mapping, types)
-    return f"{table}: {'; '.join(found)}; nothing done" if found else None
+    return f"{table}: {'; '.join(found)}" if found else None
 
 
 # ---------------------------------------------------------------- the SQL, per type

@@ -114,15 +114,14 @@ class Match:
     library: Library
     evidence: tuple[str, ...]  # what gave it away, for the refusal
 
-    def refusal(self, qualified: str, *, changing: bool = True) -> str:
-        """The one line that refuses the table (exit 2); ``changing``: a command that would
-        have changed it, so the line ends saying nothing was done."""
+    def refusal(self, qualified: str) -> str:
+        """Why jobctl refuses the table (exit 2): a command that would have changed it adds
+        that nothing was done (``errors.NothingDone``)."""
         lib = self.library
         return (
             f"{qualified} is {lib.name}'s jobs table ({'; '.join(self.evidence)}): {lib.name} "
             f"rescues its own jobs ({lib.rescues}) and jobctl would fight it, with any "
             f"--column/--status mapping; use {lib.name}'s own tools: {lib.tools}"
-            + ("; nothing done" if changing else "")
         )
 
 
