@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -127,6 +127,10 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
+    notify_urls: cli_monitoring.NotifyUrls = None,
+    notify_env: cli_monitoring.NotifyEnv = None,
+    notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
+    notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -146,6 +150,8 @@ def stuck(
         )
     where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
     fleet = context.across(ctx)
+    if fleet is not None and (notify_urls or notify_env):
+        raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
     if fleet is not None:
         cli_fleet.stuck(
             ctx,
@@ -161,10 +167,31 @@ def stuck(
             fmt=fmt,
         )
         return
-    watching = (every, count) if watch else None
-    shown = _stuck_here(
-        ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
-    )
+    made = None
+    if notify_urls or notify_env:  # expiry_burst when --notify-burst leases are stuck
+        here = context.address(ctx)
+        if not watch or not isinstance(here, db.Settings):
+            raise errors.UsageError(
+                "--notify and --notify-env are for stuck --watch on one database"
+            )
+        made = cli_monitoring.notifier(
+            notify_urls,
+            notify_env,
+            notify_format,
+            notify_burst,
+            table=here.table,
+            target=here.target,
+            command="stuck --watch",
+            log=terminal.say,
+        )
+    watching = (every, count, made[1] if made else None) if watch else None
+    try:
+        shown = _stuck_here(
+            ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
+        )
+    finally:
+        if made:
+            made[0].close()
     if shown is None:  # a watch: it ended with Ctrl-C or its --count
         return
     found, waiting = shown
@@ -188,7 +215,7 @@ def _stuck_here(
     expiring_within: dt.timedelta | None,
     trust_replica: bool,
     ready_after: dt.timedelta,
-    watching: tuple[dt.timedelta, int | None] | None,
+    watching: tuple[dt.timedelta, int | None, Any] | None,
     out: output.Output,
     fmt: str | None,
 ) -> tuple[int, rows.Row | None] | None:
@@ -211,10 +238,14 @@ def _stuck_here(
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)
         if watching is not None:
-            every, count = watching
+            every, count, notices = watching
 
             def refreshed() -> output.Document:
-                return views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
+                seen = list(rows_of(s))
+                if notices is not None:  # ops.notify.Watch: only queued, never waited on
+                    expired = [r for r in seen if r.get("lease_state", "expired") == "expired"]
+                    notices.burst_seen(len(expired), [r["id"] for r in expired])
+                return views.stuck(seen, columns, at_risk=at_risk)
 
             context.run_watch(ctx, s, refreshed, every, count, out, fmt)
             return None

@@ -12,12 +12,16 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from jobctl import db, errors
 from jobctl.db import session
 from jobctl.ops import reclaim, replica, triage
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render.rows import ReclaimRow
+
+if TYPE_CHECKING:
+    from jobctl.ops.notify import Watch
 
 MAX_BACKOFF_S = 30.0
 
@@ -30,16 +34,25 @@ def run(
     every: dt.timedelta,
     on_batch: Callable[[list[ReclaimRow]], None],
     log: Callable[[str], None],
+    watch: Watch | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT: each batch that applied rows goes to ``on_batch``
-    (its applied rows only), and a summary line and every incident to ``log``."""
+    (its applied rows only), and a summary line and every incident to ``log``; ``watch``:
+    what to notify (``ops.notify``), told of every batch, pass, loss and stop."""
     stop = _stopped_by_signals(log)
     log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    batches = serve(settings, which, batch_size=batch_size, every=every, stop=stop, log=log)
-    for batch, park_status in batches:
-        applied = [row for row in batch if row["applied"]]
-        on_batch(applied)
-        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    batches = serve(
+        settings, which, batch_size=batch_size, every=every, stop=stop, log=log, watch=watch
+    )
+    try:
+        for batch, park_status in batches:
+            applied = [row for row in batch if row["applied"]]
+            on_batch(applied)
+            log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    except errors.JobctlError as exc:
+        if watch is not None:
+            watch.stopped(db.redact(exc.message, settings.dsn))
+        raise
     log("reclaimer: stopped")
 
 
@@ -121,6 +134,7 @@ def serve(
     stop: threading.Event,
     log: Callable[[str], None],
     max_backoff_s: float = MAX_BACKOFF_S,
+    watch: Watch | None = None,
 ) -> Iterator[tuple[list[ReclaimRow], str | None]]:
     """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set. Each
     batch that applied rows comes with the table's park status (schema apply --park-status).
@@ -145,7 +159,12 @@ def serve(
                     _tell_poisoned(batch, told, log)
                     if any(row["applied"] for row in batch):
                         done += sum(1 for row in batch if row["applied"])
+                        if watch is not None:  # only queued: a webhook never delays this
+                            applied = [row for row in batch if row["applied"]]
+                            watch.reclaimed(applied, current.table.mapping.park_status)
                         yield batch, current.table.mapping.park_status
+                if watch is not None:
+                    watch.pass_done(review=_review_count(current))
             backoff = 0.5
             stop.wait(every.total_seconds())
         except (
@@ -158,6 +177,8 @@ def serve(
             if isinstance(exc, errors.ConnectError) and done:
                 lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
             log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
+            if watch is not None:
+                watch.down_seen(db.redact(exc.message, settings.dsn))
             if current is not None:
                 current.conn.close()
                 current = None
@@ -165,6 +186,16 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _review_count(s: session.Session) -> Callable[[], int]:
+    """How many jobs wait for a human (what ``review`` lists), read when called."""
+
+    def count() -> int:
+        with s.transaction(read_only=True):
+            return int(s.one("review_count")["awaiting_review"])
+
+    return count
 
 
 def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from jobctl import errors, targets
 from jobctl.cli import context, terminal
 from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.commands import monitoring
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ def reclaim_command(
     plan: opt.ApplyPlan = None,
     every: opt.ServeEvery = None,
     trust_replica: opt.TrustReplica = False,
+    notify_urls: monitoring.NotifyUrls = None,
+    notify_env: monitoring.NotifyEnv = None,
+    notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
+    notify_burst: monitoring.NotifyBurst = monitoring.BURST,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -70,16 +75,34 @@ def reclaim_command(
     if fleet is not None:
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
         return
+    if (notify_urls or notify_env) and (every is None or fleet is not None):
+        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
     if every is not None:
         context.warn_password_on_command_line(ctx)
-        service.run(
-            targets.one_database(context.address(ctx), ctx.command_path),
-            which,
-            batch_size=batch_size,
-            every=every,
-            on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
+        settings = targets.one_database(context.address(ctx), ctx.command_path)
+        made = monitoring.notifier(
+            notify_urls,
+            notify_env,
+            notify_format,
+            notify_burst,
+            table=settings.table,
+            target=settings.target,
+            command="reclaim --every",
             log=terminal.say,
         )
+        try:
+            service.run(
+                settings,
+                which,
+                batch_size=batch_size,
+                every=every,
+                on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
+                log=terminal.say,
+                watch=made[1] if made else None,
+            )
+        finally:
+            if made:
+                made[0].close()
         return
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)
