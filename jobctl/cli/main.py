@@ -281,6 +281,7 @@ def summary(
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
+    from jobctl.ops import metrics as core_metrics
     from jobctl.ops import triage
 
     fleet = context.across(ctx)
@@ -310,7 +311,9 @@ def summary(
             return
         with s.transaction(read_only=True):
             doc = views.summary(triage.summary(s, expiring_within, exact=exact))
+            silent = core_metrics.reclaimer_silent(core_metrics.reclaimer(s))
     terminal.emit(context.marked(ctx, doc), out, fmt)
+    context.say_if(silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
 
 
 @app.command()

@@ -180,6 +180,7 @@ class Watch:
         self.active: set[str] = set()  # conditions told and not yet resolved
         self.pending: dict[str, dict[str, Any]] = {}  # one-shot events gathered since told
         self.pass_rows = 0
+        self.pass_ids: list[str] = []  # this pass's first ids (an expiry burst names them)
         self.last_review = -1e18
 
     @property
@@ -220,6 +221,8 @@ class Watch:
             gathered["jobs"] += 1
             if len(gathered["ids"]) <= notifications.MAX_IDS:
                 gathered["ids"].append(str(row["id"]))
+            if len(self.pass_ids) < notifications.MAX_IDS + 1:
+                self.pass_ids.append(str(row["id"]))
         self.pass_rows += len(applied)
 
     def _flush(self) -> None:
@@ -288,8 +291,8 @@ class Watch:
         """The end of a reclaimer pass: a burst judged, the review count read (at most every
         REVIEW_EVERY_S), what is due told, and a down database's resolved."""
         self.down_seen(None)
-        self.burst_seen(self.pass_rows)
-        self.pass_rows = 0
+        self.burst_seen(self.pass_rows, self.pass_ids)
+        self.pass_rows, self.pass_ids = 0, []
         if review is not None and self.clock() - self.last_review >= REVIEW_EVERY_S:
             self.last_review = self.clock()
             try:

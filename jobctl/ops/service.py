@@ -7,12 +7,17 @@ and the attempt-token fence keep them from ever reclaiming one lease twice.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
+
+import psycopg
 
 from jobctl import db, errors
 from jobctl.db import session
@@ -146,6 +151,8 @@ def serve(
     backoff = 0.5
     connections = 0
     told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
+    pass_counts: collections.Counter[str] = collections.Counter()  # this pass: requeue, fail
+    recorded: bool | None = None  # the pass record works (None: not tried yet)
     while not stop.is_set():
         done = 0  # jobs reclaimed in this pass, for the line if the server is lost
         try:
@@ -157,12 +164,15 @@ def serve(
                     current, which, batch_size=batch_size, limit=None, stop=stop
                 ):
                     _tell_poisoned(batch, told, log)
+                    pass_counts.update(reclaim.tally([r for r in batch if r["applied"]]))
                     if any(row["applied"] for row in batch):
                         done += sum(1 for row in batch if row["applied"])
                         if watch is not None:  # only queued: a webhook never delays this
                             applied = [row for row in batch if row["applied"]]
                             watch.reclaimed(applied, current.table.mapping.park_status)
                         yield batch, current.table.mapping.park_status
+                recorded = _record_pass(current, settings, every, pass_counts, recorded, log)
+                pass_counts.clear()
                 if watch is not None:
                     watch.pass_done(review=_review_count(current))
             backoff = 0.5
@@ -186,6 +196,41 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _record_pass(
+    s: session.Session,
+    settings: db.Settings,
+    every: dt.timedelta,
+    counts: collections.Counter[str],
+    recorded: bool | None,
+    log: Callable[[str], None],
+) -> bool:
+    """The pass recorded in jobctl.reclaimer_passes (the heartbeat metrics and summary
+    read); a database without it (migration 006) or a role without its grant: said once,
+    and the service goes on (the record is for watching it, never a reason to stop)."""
+    if recorded is False:
+        return False
+    params = {
+        "job_table": s.table.qualified,
+        "reclaimer": settings.actor,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "every_s": every.total_seconds(),
+        "requeued": counts["requeue"],
+        "parked": counts["fail"],
+    }
+    try:
+        with s.transaction():
+            s.execute("record_reclaimer_pass", params)
+        return True
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InsufficientPrivilege) as exc:
+        why = " ".join(str(exc).split())
+        log(
+            f"reclaimer: its passes are not recorded ({why}): metrics and summary "
+            "cannot tell it runs; schema apply (history 006) and schema grants --operator fix it"
+        )
+        return False
 
 
 def _review_count(s: session.Session) -> Callable[[], int]:
