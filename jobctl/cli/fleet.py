@@ -320,7 +320,7 @@ def _dry_run(
         note = replica.dry_run_note(st)
         if note:
             say(note)
-        parks[s.settings.target or ""] = s.table.mapping.park_status
+        parks[s.settings.target or ""] = s.table.mapping.named_park
         return s.origin(), found
 
     outcomes = _read(ctx, targets, read)
@@ -367,6 +367,16 @@ def _tallies(
         some_parked = any(parks.get(name) for name in counts)
         line = core.summary_line(total, committed, some_parked=some_parked)
         terminal.say(f"all {len(counts)} targets: {line}")
+    total = sum(counts.values(), collections.Counter())
+    names = list(counts)
+    step = core.next_step(
+        total,
+        committed,
+        park_status=parks.get(names[0]) if len(names) == 1 else None,
+        some_parked=len(names) > 1 and any(parks.get(name) for name in names),
+    )
+    if step is not None:
+        terminal.say(f"{step} (with the same target options)")
 
 
 def _commit(

@@ -18,14 +18,15 @@ import typer
 
 from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.click_api import LazyGroup
 from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
+from jobctl.cli.top import command as cli_top
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ app = typer.Typer(
     name="jobctl",
     help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
     "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -84,8 +86,14 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     run.address = targets.address(
-        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-        target or ([] if dsn or all_targets else targets.from_environment()),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
+        # the demo runs in its own database whatever it says
+        target
+        or (
+            []
+            if dsn or all_targets or ctx.invoked_subcommand == "demo"
+            else targets.from_environment()
+        ),
         all_targets,
         dsn=dsn,
         one=db.Settings(
@@ -127,6 +135,9 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     notify_urls: cli_monitoring.NotifyUrls = None,
     notify_env: cli_monitoring.NotifyEnv = None,
     notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
@@ -148,11 +159,22 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = triage.ExpiredFilter(worker=worker, policy=context.policy_option(policy), grace=grace)
+    what = opt.slice_of(kind, queue, error)
+    where = triage.ExpiredFilter(
+        worker=worker,
+        policy=context.policy_option(policy),
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
+    )
+    made = cli_monitoring.for_stuck_watch(
+        context.address(ctx), watch, notify_urls, notify_env, notify_format, notify_burst
+    )
     fleet = context.across(ctx)
-    if fleet is not None and (notify_urls or notify_env):
-        raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.stuck(
             ctx,
             fleet,
@@ -167,23 +189,6 @@ def stuck(
             fmt=fmt,
         )
         return
-    made = None
-    if notify_urls or notify_env:  # expiry_burst when --notify-burst leases are stuck
-        here = context.address(ctx)
-        if not watch or not isinstance(here, db.Settings):
-            raise errors.UsageError(
-                "--notify and --notify-env are for stuck --watch on one database"
-            )
-        made = cli_monitoring.notifier(
-            notify_urls,
-            notify_env,
-            notify_format,
-            notify_burst,
-            table=here.table,
-            target=here.target,
-            command="stuck --watch",
-            log=terminal.say,
-        )
     watching = (every, count, made[1] if made else None) if watch else None
     try:
         shown = _stuck_here(
@@ -227,12 +232,13 @@ def _stuck_here(
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
-    found = 0
+    found = no_lease = 0
 
     def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
-        nonlocal found
+        nonlocal found, no_lease
         for row in stuck_read.rows(s, standing, ask):
             found += 1
+            no_lease += row.get("lease_state") == "none"
             yield row
 
     with context.open_session(ctx) as s:
@@ -242,9 +248,7 @@ def _stuck_here(
 
             def refreshed() -> output.Document:
                 seen = list(rows_of(s))
-                if notices is not None:  # ops.notify.Watch: only queued, never waited on
-                    expired = [r for r in seen if r.get("lease_state", "expired") == "expired"]
-                    notices.burst_seen(len(expired), [r["id"] for r in expired])
+                cli_monitoring.refreshed(notices, seen)  # notices only queued, never waited on
                 return views.stuck(seen, columns, at_risk=at_risk)
 
             context.run_watch(ctx, s, refreshed, every, count, out, fmt)
@@ -254,9 +258,11 @@ def _stuck_here(
                 doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
             else:
                 streamed = rows_of(s)
-                doc = views.table(streamed, streamed, columns)
+                shown = rows.with_optional(columns, s.table.mapping.mapped_optional)
+                doc = views.table(streamed, streamed, shown)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
+            context.say_if(views.no_lease_line(no_lease))
             waiting = None if found else triage.ready_waiting(s, ready_after)
     return found, waiting
 
@@ -271,21 +277,40 @@ def summary(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            metavar="kind|queue|worker|error",
+            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+            "and ids normalized) instead.",
+        ),
+    ] = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Counts by status; processing split live / expiring soon / expired; workers.
 
-    A deploy that killed a worker shows as one burst of expiries under its name; a dying
-    worker shows as a growing heartbeat lag. On tables of a million rows or more, done and
+    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
+    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
+    lag. On tables of a million rows or more, done and
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
     from jobctl.ops import metrics as core_metrics
     from jobctl.ops import triage
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
+        if what or by:
+            raise errors.UsageError(
+                "summary --by/--kind/--queue/--error: give one --target (or none)"
+            )
         cli_fleet.summary(
             ctx,
             fleet,
@@ -297,12 +322,18 @@ def summary(
             fmt=fmt,
         )
         return
+
+    def read(s: Session) -> output.Document:
+        if by is not None:
+            return views.summary_by(triage.summary_by(s, by, expiring_within, what=what))
+        return views.summary(triage.summary(s, expiring_within, exact=exact, what=what))
+
     with context.open_session(ctx) as s:
         if watch:
             context.run_watch(
                 ctx,
                 s,
-                lambda: views.summary(triage.summary(s, expiring_within, exact=exact)),
+                lambda: read(s),
                 every,
                 count,
                 out,
@@ -310,9 +341,18 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            doc = views.summary(triage.summary(s, expiring_within, exact=exact))
+            if by is not None:
+                doc, no_lease = (
+                    views.summary_by(triage.summary_by(s, by, expiring_within, what=what)),
+                    None,
+                )
+            else:
+                found = triage.summary(s, expiring_within, exact=exact, what=what)
+                doc, no_lease = views.summary(found), found["processing"]["no_lease"]
             silent = core_metrics.reclaimer_silent(core_metrics.reclaimer(s))
     terminal.emit(context.marked(ctx, doc), out, fmt)
+    if no_lease is not None:
+        context.say_if(views.no_lease_line(no_lease))
     context.say_if(silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
 
 
@@ -379,6 +419,7 @@ def explain(
             triage.history(s, job_id, full=full),
             parked=mapping.parked,
             failed=mapping.status("failed"),
+            processing=mapping.status("processing"),
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None
@@ -397,7 +438,8 @@ def metrics(
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
-        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
     ] = None,
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
@@ -415,6 +457,8 @@ def metrics(
 
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.metrics(
             ctx,
             fleet,
@@ -466,6 +510,9 @@ app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(
+    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
+)(cli_top.top)
 
 
 # ---------------------------------------------------------------- demo
@@ -497,7 +544,12 @@ app.command("completion", short_help="Print the shell completion script: bash, z
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from jobctl.cli.click_api import ClickException, MissingParameter, NoArgsIsHelpError
+    from jobctl.cli.click_api import (
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+        lazy_group,
+    )
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
         from jobctl.cli import completion
@@ -505,7 +557,8 @@ def main(argv: list[str] | None = None) -> int:
         completion.register()
     run = context.Invocation()
     try:
-        result = app(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
+        group = lazy_group(app)  # builds only the command that runs
+        result = group.main(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
     except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())

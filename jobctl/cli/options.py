@@ -28,8 +28,12 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
 
 
 def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
-    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
-    the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s": the help
+    says ``[default: 2s]``, as a value, where typer would say ``(2s)``); ``floor``: the
+    shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    if isinstance(kwargs.get("show_default"), str):
+        help = f"{help}  [default: {kwargs.pop('show_default')}]"
+        kwargs["show_default"] = False
     if floor is None:
         return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
     least, why = floor
@@ -75,6 +79,7 @@ Out = Annotated[
     typer.Option(
         "--output",
         "-o",
+        metavar="|".join(o.value for o in output.Output),
         callback=_format_with_output,
         help="table (fitted to a terminal's width, every column when piped), wide (every "
         "column on a terminal too), json, jsonl, csv, tsv.",
@@ -129,7 +134,7 @@ Count = Annotated[
     int | None,
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
-Reason = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+Reason = Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded in the history.")]
 
 
 def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
@@ -184,7 +189,9 @@ ColumnMappings = Annotated[
         "--column",
         metavar="DESIGN=ACTUAL",
         help="The table's own name for one of the lease design's columns, e.g. "
-        "status=state (repeatable). Recorded in the database for every command.",
+        "status=state (repeatable). Recorded in the database for every command. "
+        "kind=COL and queue=COL (optional) name what the job is: reads show them and "
+        "--kind/--queue narrow by them.",
     ),
 ]
 StatusMappings = Annotated[
@@ -279,6 +286,7 @@ Actor = Annotated[
     str | None,
     typer.Option(
         envvar="JOBCTL_ACTOR",
+        metavar="NAME",
         help="Who acts, for the audit trail. Default: user@host.",
         show_default=False,
     ),
@@ -382,8 +390,8 @@ ReviewPlan = Annotated[
 Commit = Annotated[
     bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
 ]
-BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
-Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
+BatchSize = Annotated[int, typer.Option(metavar="N", help="Rows per transaction (1-10000).")]
+Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many rows.")]
 OnlyIds = Annotated[
     list[str] | None,
     typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),
@@ -401,5 +409,91 @@ ServeEvery = Annotated[
     Duration(
         "Repeat every DURATION (100ms at least): the reclaimer service (needs --commit --yes).",
         floor=SERVICE_FLOOR,
+    ),
+]
+
+# what the job is (issue 35): the table's mapped kind and queue columns, its last error
+Kinds = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kind",
+        metavar="K",
+        help="Only jobs of this kind (repeatable; the mapped kind column).",
+    ),
+]
+Queues = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--queue",
+        metavar="Q",
+        help="Only jobs of this queue (repeatable; the mapped queue column).",
+    ),
+]
+ErrorText = Annotated[
+    str | None,
+    typer.Option(
+        "--error",
+        metavar="TEXT",
+        help="Only jobs whose last error contains TEXT (any case).",
+    ),
+]
+
+
+def slice_of(kinds: list[str] | None, queues: list[str] | None, error: str | None) -> Any:
+    """The options --kind, --queue, --error as the core's ``Slice``."""
+    from jobctl.ops.slices import Slice
+
+    return Slice(tuple(kinds or ()), tuple(queues or ()), error or None)
+
+
+# requeue / fail on a filter (issue 35)
+BulkStatuses = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status",
+        metavar="queued|processing|failed|parked",
+        help="With a filter: only jobs in this status (repeatable; default: failed and the "
+        "park status).",
+    ),
+]
+BulkOlderThan = Annotated[
+    dt.timedelta | None,
+    Duration("With a filter: only jobs last changed longer ago than this."),
+]
+BulkLimit = Annotated[
+    int, typer.Option(min=1, metavar="N", help="With a filter: at most this many jobs.")
+]
+BulkSavePlan = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="With a filter: write the listed jobs to FILE as a plan, for --plan FILE.",
+    ),
+]
+
+# reclaim and requeue: the work returned paced (issue 35)
+Spread = Annotated[
+    dt.timedelta,
+    Duration(
+        "Return the requeued jobs spread evenly over this long (with jitter), not all at "
+        "once: no thundering herd on the workers that just recovered.",
+        show_default="0s",
+    ),
+]
+
+# reclaim: a deploy's orphans (issue 35)
+RefundAttempt = Annotated[
+    bool,
+    typer.Option(
+        "--refund-attempt",
+        help="Give the requeued jobs their killed attempt back (attempts - 1, never below 0; "
+        "recorded in the history): the deaths were a deploy's, not the jobs'.",
+    ),
+]
+ParkOlderThan = Annotated[
+    dt.timedelta | None,
+    Duration(
+        "Park (or fail) for review, not requeue, expired jobs claimed longer ago than this: "
+        "very old orphans are not run again silently."
     ),
 ]

@@ -334,5 +334,8 @@ def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
     )
     for line in outcome.problems():
         say(line)
+    totals = outcome.totals()
+    if totals is not None:
+        say(totals)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)

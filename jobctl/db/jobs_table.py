@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.db.connection import safe, under_user_search_path
+from jobctl.db.connection import batched, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
-from jobctl.table.mapping import COLUMNS, STATUSES, TableMapping
+from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, STATUSES, TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -86,6 +86,39 @@ def spelling(
             types or {}, fragments, queries.query("reclaim_error"), mapping.units
         )
     )
+    fragments.update(optional_fragments(mapping, types or {}))
+    return fragments
+
+
+def optional_fragments(
+    mapping: TableMapping, types: Mapping[str, column_types.ColumnType]
+) -> dict[str, sql.Composable]:
+    """The placeholders of the optional columns (kind, queue; issue 35): ``{kind_value}``
+    the row's kind as text (a text column as it is, so that an index on it serves ``--kind``;
+    any other type through its output function, as the status), NULL when unmapped; and
+    ``{mapped_columns}``: each mapped one ``AS kind,`` ... for a row's select list (empty
+    when none is mapped)."""
+    from psycopg import sql
+
+    fragments: dict[str, sql.Composable] = {}
+    shown: list[sql.Composable] = []
+    for design in OPTIONAL_COLUMNS:
+        actual = mapping.optional(design)
+        if actual is None:
+            fragments[f"{design}_value"] = sql.SQL("NULL::pg_catalog.text")
+            continue
+        column = sql.Identifier("j", actual)
+        found = types.get(design)
+        if found is not None and found.family == "string":
+            value: sql.Composable = sql.SQL("{}::pg_catalog.text").format(column)
+        else:
+            value = queries.query("optional_text", column=column)
+        fragments[f"{design}_value"] = value
+        shown.append(
+            queries.query("optional_column", value=value, column_name=sql.Identifier(design))
+        )
+    fragments["mapped_columns"] = sql.SQL(" ").join(shown)
+    fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     return fragments
 
 
@@ -96,18 +129,53 @@ def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
     host = info.host if not info.host.startswith("/") else f"the socket in {info.host}"
     where = f"database {info.dbname} on {host} port {info.port} as user {info.user}"
     return errors.TableNotFound(
-        f"table {name} does not exist in {where}: set --table or JOBCTL_TABLE, or --dsn or "
-        "JOBCTL_DSN for another database"
+        f"table {name} does not exist in {where}{_served_here(conn, name)}: set --table or "
+        "JOBCTL_TABLE, or --dsn or JOBCTL_DSN for another database"
     )
+
+
+def _served_here(conn: Any, name: str) -> str:
+    """What to name instead of a table that does not exist: the tables jobctl serves in this
+    database, the closest name first ("did you mean"); "" when it serves none (or the
+    catalog cannot say). Names from the catalog, made safe for a terminal."""
+    import difflib
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from jobctl.render import safe_text
+
+    try:
+        with conn.transaction():
+            cursor = conn.cursor(row_factory=dict_row)
+            served = list(cursor.execute(queries.query("served_tables"), {}).fetchall())
+    except psycopg.Error:
+        return ""
+    if not served:
+        return ""
+    bare = name.rsplit(".", 1)[-1].strip('"')
+    names = [str(r["name"]) for r in served] + [str(r["qualified"]) for r in served]
+    close = difflib.get_close_matches(bare, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, names, n=1, cutoff=0.6
+    )
+    listed = ", ".join(safe_text.visible(str(r["qualified"])) for r in served)
+    guess = f" (did you mean {safe_text.visible(close[0])}?)" if close else ""
+    return f"; jobctl serves {listed} here{guess}"
 
 
 def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     """The table named ``name`` as typed (a ``table_identity`` row), found through the
     session's own search_path, or None; the current transaction (or savepoint) is left on
     jobctl's safe one (see ``safe_search_path``)."""
+    with conn.transaction():
+        return _identified(conn, name)
+
+
+def _identified(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """``identify`` inside the caller's transaction."""
     from psycopg.rows import dict_row
 
-    with conn.transaction(), under_user_search_path(conn):
+    with under_user_search_path(conn):
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
         row: dict[str, Any] | None = cursor.execute(
             queries.query("table_identity"), {"name": name}
@@ -137,8 +205,8 @@ def resolve_table(
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    with conn.transaction():
-        row = identify(conn, name)  # the rest on jobctl's safe search_path
+    with batched(conn), conn.transaction():  # three round trips: identity, mapping, types
+        row = _identified(conn, name)  # the rest on jobctl's safe search_path
         if row is None:
             raise table_not_found(conn, name)
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
@@ -146,6 +214,7 @@ def resolve_table(
             mapping = recorded_mapping(cursor, row)
         id_name, status_name = mapping.column("id"), mapping.column("status")
         names = {mapping.column(design): design for design in COLUMNS}
+        names |= {mapping.columns[design]: design for design in mapping.mapped_optional}
         types = {
             r["name"]: r
             for r in cursor.execute(

@@ -92,15 +92,22 @@ class Session:
         return row
 
     def pipelined(
-        self, name: str, params: dict[str, Any], *, action: str | None = None
+        self,
+        name: str,
+        params: dict[str, Any],
+        *,
+        action: str | None = None,
+        reason: str | None = None,
+        **fragments: sql.Composable,
     ) -> list[Row]:
         """The named statement in its own short transaction, timeouts and actor (and the
         audit's ``action``) set transaction-locally, in one round trip (``db.pipelined``); its
         rows. The statement is composed once per session (a reclaim runs it for every batch)."""
-        text = self._texts.get(name)
+        key = "/".join([name, *sorted(fragments)])  # (a statement's own fragments: fixed)
+        text = self._texts.get(key)
         if text is None:
-            text = self._texts[name] = self.query(name).as_bytes(self.conn)
-        return db.pipelined(self.conn, self.settings, text, params, action=action)
+            text = self._texts[key] = self.query(name, **fragments).as_bytes(self.conn)
+        return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
 
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""

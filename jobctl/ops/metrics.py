@@ -7,6 +7,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from jobctl.db.session import Session
+from jobctl.ops.slices import Slice
 from jobctl.render.rows import Row
 
 if TYPE_CHECKING:
@@ -20,8 +21,8 @@ def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.tim
         | s.one("metrics_leases", {"soon": expiring_within})
         | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
         | s.one("metrics_manual_review")
-        | s.one("review_count")
-        | s.one("queue_ready")
+        | s.one("review_count", Slice().params())
+        | s.one("queue_ready", Slice().params())
         | {
             "expiring_within_s": expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),

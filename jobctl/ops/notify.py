@@ -97,7 +97,7 @@ class Sender:
         if self.thread.is_alive():  # a webhook still holding a POST: said, then left behind
             self.log(
                 f"notify: stopping with {self.pending.qsize() + 1} notice(s) undelivered: "
-                f"{self.busy} has not answered"
+                f"{self.busy} is still being posted to"
             )
 
     def _run(self) -> None:
@@ -120,14 +120,14 @@ class Sender:
             if why is None:
                 return True
             final = attempt == self.retries or (why.startswith("HTTP 4") and "429" not in why)
-            if final or self.stopping.is_set():
-                self.log(
-                    f"notify: {notice.event} to {shown(url)} failed after {attempt + 1} "
-                    f"attempt(s): {why}"
-                )
-                return False
-            self.stopping.wait(wait)
-            wait *= 2
+            if not final and not self.stopping.wait(wait):  # a stop ends the backoff at once
+                wait *= 2
+                continue
+            self.log(
+                f"notify: {notice.event} to {shown(url)} failed after {attempt + 1} "
+                f"attempt(s): {why}"
+            )
+            return False
         return False  # pragma: no cover
 
     def _attempt(self, url: str, data: bytes) -> str | None:

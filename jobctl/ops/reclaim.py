@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
 MIN_BATCH, MAX_BATCH = 1, 10_000
+REFUND_REASON = "attempt refunded (--refund-attempt): the worker was killed, not the job"
 MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, at most
 
 
@@ -59,7 +60,13 @@ class Request:
             raise errors.UsageError("--plan applies a saved plan: it needs --commit")
         if self.save_plan is not None and self.commit:
             raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
-        if self.plan is not None and (self.where != ExpiredFilter() or self.every):
+        narrowed = (
+            dataclasses.replace(
+                self.where, spread=dt.timedelta(0), refund_attempt=False, park_older_than=None
+            )
+            != ExpiredFilter()
+        )
+        if self.plan is not None and (narrowed or self.every):
             raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
 
 
@@ -88,6 +95,7 @@ def start(
     run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
     lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
+    request.where.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     if not request.commit:
         from jobctl.ops import replica
 
@@ -126,7 +134,7 @@ def committed(
     """A commit's batches: a reviewed plan's rows (``planned``, fenced on what was reviewed),
     else the expired rows ``request.where`` finds — one database's, or one target's of several."""
     if planned is not None:
-        return commit_plan(s, planned, batch_size=request.batch_size)
+        return commit_plan(s, planned, batch_size=request.batch_size, how=request.where)
     return commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
 
 
@@ -173,14 +181,54 @@ def summary_line(
     what it does not retry goes instead of failed (schema apply --park-status), if set;
     ``some_parked``: a total over targets some of which park (failed or parked)."""
     requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
-    failed = f"parked in {park_status}" if park_status else "failed"
-    if some_parked and not park_status:
-        failed = "failed or parked"
+    failed = _failed_word(park_status, some_parked)
+    why = f" ({SKIPPED_WHY})" if skipped else ""
     if committed:
-        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
-    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
+        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped{why}"
+    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped{why}"
     line += "; nothing changed"
     return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+SKIPPED_WHY = "nothing written for them: each row's skipped says why"
+
+
+def _failed_word(park_status: str | None, some_parked: bool) -> str:
+    if some_parked and not park_status:
+        return "failed or parked"
+    return f"parked in {park_status}" if park_status else "failed"
+
+
+def next_step(
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None = None,
+    some_parked: bool = False,
+) -> str | None:
+    """After a commit that failed or parked jobs, the next step (one line for stderr): they
+    now wait for a human, and ``jobctl review`` lists them. None when there is none."""
+    fail = counts["fail"]
+    if not committed or not fail:
+        return None
+    failed = _failed_word(park_status, some_parked)
+    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
+
+
+def spread_line(
+    counts: collections.Counter[str], spread: dt.timedelta, committed: bool
+) -> str | None:
+    """With --spread: when the requeued jobs return (each batch's spread evenly over it)."""
+    requeue = counts["requeue"]
+    if not spread or not requeue:
+        return None
+    seconds = spread.total_seconds()
+    rate = f"about {requeue / seconds:.1f} per second" if seconds else "at once"
+    verb = "return" if committed else "would return"
+    return (
+        f"paced: the {requeue} requeued job(s) {verb} spread evenly over the next "
+        f"{seconds:g}s with jitter ({rate}), not all at once"
+    )
 
 
 # ---------------------------------------------------------------- dry run and commit
@@ -236,7 +284,7 @@ def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
 
 def preview(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
-    for row in stuck(s, which, limit):
+    for row in stuck(s, which, limit, no_lease=False):  # reclaim never touches those
         yield cast(ReclaimRow, {**row, "applied": False})
 
 
@@ -305,7 +353,14 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
     # the action declared: the history then knows jobctl_action='reclaimed' is this write's
-    rows = s.pipelined("reclaim_batch", {**which.params(), "limit": size}, action="reclaimed")
+    params = {**which.params(), "limit": size}
+    if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
+        refund = s.query("refund_attempt")
+        rows = s.pipelined(
+            "reclaim_batch", params, action="reclaimed", reason=REFUND_REASON, refund_set=refund
+        )
+    else:
+        rows = s.pipelined("reclaim_batch", params, action="reclaimed")
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)
@@ -351,7 +406,13 @@ def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
     )
 
 
-def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterator[list[ReclaimRow]]:
+def commit_plan(
+    s: Session,
+    plan_rows: list[Row],
+    *,
+    batch_size: int,
+    how: ExpiredFilter | None = None,
+) -> Iterator[list[ReclaimRow]]:
     """Apply only the planned rows, each exactly as reviewed; the others come back unapplied.
 
     Exactly as reviewed: same attempt token, same lease_expires_at (a heartbeat since the
@@ -361,7 +422,10 @@ def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterato
     for start in range(0, len(plan_rows), batch_size):
         chunk = plan_rows[start : start + batch_size]
         reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
-        which = ExpiredFilter(ids=[r["id"] for r in chunk], plan=output.to_json(reviewed))
+        # how the rows return (--spread, --refund-attempt, --park-older-than): the request's
+        which = dataclasses.replace(
+            how or ExpiredFilter(), ids=[r["id"] for r in chunk], plan=output.to_json(reviewed)
+        )
         applied = [
             row
             for batch in commit(s, which, batch_size=len(chunk), limit=len(chunk))
@@ -369,15 +433,18 @@ def commit_plan(s: Session, plan_rows: list[Row], *, batch_size: int) -> Iterato
         ]
         done = {str(row["id"]) for row in applied}
         missed = [r for r in chunk if str(r["id"]) not in done]
-        yield applied + _why_not_applied(s, missed)
+        order = {str(r["id"]): n for n, r in enumerate(chunk)}  # the plan's order, as reviewed
+        batch = applied + _why_not_applied(s, missed, which)
+        yield sorted(batch, key=lambda row: order.get(str(row["id"]), len(order)))
 
 
-def _why_not_applied(s: Session, missed: list[Row]) -> list[ReclaimRow]:
+def _why_not_applied(s: Session, missed: list[Row], which: ExpiredFilter) -> list[ReclaimRow]:
     if not missed:
         return []
     with s.transaction(read_only=True):
         ids = [str(r["id"]) for r in missed]
-        now = {str(r["id"]): r for r in s.rows("plan_row_state", {"ids": ids})}
+        state = {"ids": ids, "park_older_than": which.park_older_than}
+        now = {str(r["id"]): r for r in s.rows("plan_row_state", state)}
     processing = s.table.mapping.status("processing")
     return [
         cast(

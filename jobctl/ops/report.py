@@ -18,6 +18,7 @@ from typing import cast
 from jobctl.db.session import Session
 from jobctl.ops import events
 from jobctl.ops import review as awaiting
+from jobctl.ops.slices import Slice
 from jobctl.render.rows import IncidentReport, Row
 
 LISTED = 20  # rows named one by one in a section; the rest counted by the server
@@ -63,6 +64,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
             "changes": int(others_rows[0]["all_changes"]) if others_rows else 0,
         },
         "still_expired": leases["stuck_auto"] + leases["stuck_manual"],
+        "no_lease": leases["no_lease"],
         "reclaims": reclaims,
         "reclaim_groups": reclaim_groups,
         "reclaimed_repeatedly": repeats,
@@ -70,7 +72,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
         "people": people,
         "people_groups": people_groups,
         "awaiting_review": {"jobs": sum(by_why.values()), "by_why": by_why, "oldest": oldest},
-        "latency": s.one("report_latency", params) | s.one("queue_ready"),
+        "latency": s.one("report_latency", params) | s.one("queue_ready", Slice().params()),
         "parked": s.table.mapping.parked,
         "queued": s.table.mapping.status("queued"),
     }

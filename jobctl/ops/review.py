@@ -21,6 +21,7 @@ from typing import Any, cast
 from jobctl import errors
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import manual, plans
+from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import ReviewRow, Row
 
 PLAN_FORMAT = "jobctl-review-plan/1"
@@ -34,6 +35,7 @@ class ReviewFilter:
     worker: str | None = None  # the worker whose lease expired (the reclaim's, in the history)
     since: dt.timedelta | None = None  # reclaimed within this long
     older_than: dt.timedelta | None = None  # waiting for longer than this
+    what: Slice = EVERY  # what the job is: kinds, queues, an error's text (issue 35)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -41,15 +43,16 @@ class ReviewFilter:
             "worker": self.worker,
             "since": self.since,
             "older_than": self.older_than,
+            **self.what.params(),
         }
 
 
 def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
     """The jobs awaiting review, longest waiting first, streamed (the caller holds a
     read-only transaction)."""
+    which.what.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "limit": limit, "job_table": s.table.qualified}
-    for row in s.stream("review", params):
-        yield cast(ReviewRow, row)
+    return (cast(ReviewRow, row) for row in s.stream("review", params))
 
 
 # ---------------------------------------------------------------- plans
@@ -96,6 +99,7 @@ def apply_plan(
     delay: dt.timedelta,
     force: bool = False,
     confirm: Confirm | None,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> manual.Report:
     """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
     direct command and written fenced on the row as reviewed; a row changed since (by the
@@ -109,13 +113,12 @@ def apply_plan(
     planned = load_plan(path, location)
     decisions = planned_decisions(s, action, planned, force=force)
     undecided = [d.outcome is None for d in decisions]  # eligible, as reviewed, when read
-    report = manual.act(
-        s,
-        action,
-        decisions,
-        lambda d: manual.apply(s, d, action, reason=reason, delay=delay),
-        confirm,
+    write = (
+        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
+        if action == "requeue"
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
     )
+    report = manual.act(s, action, decisions, write, confirm)
     for result, row, eligible in zip(report.results, planned, undecided, strict=True):
         if eligible and result["outcome"] == "conflict":  # it changed between read and write
             result["detail"] = conflict_detail(s, result["id"], row)

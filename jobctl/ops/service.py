@@ -22,6 +22,7 @@ import psycopg
 from jobctl import db, errors
 from jobctl.db import session
 from jobctl.ops import reclaim, replica, triage
+from jobctl.ops.slices import Slice
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render.rows import ReclaimRow
 
@@ -169,8 +170,8 @@ def serve(
                         done += sum(1 for row in batch if row["applied"])
                         if watch is not None:  # only queued: a webhook never delays this
                             applied = [row for row in batch if row["applied"]]
-                            watch.reclaimed(applied, current.table.mapping.park_status)
-                        yield batch, current.table.mapping.park_status
+                            watch.reclaimed(applied, current.table.mapping.named_park)
+                        yield batch, current.table.mapping.named_park
                 recorded = _record_pass(current, settings, every, pass_counts, recorded, log)
                 pass_counts.clear()
                 if watch is not None:
@@ -238,7 +239,7 @@ def _review_count(s: session.Session) -> Callable[[], int]:
 
     def count() -> int:
         with s.transaction(read_only=True):
-            return int(s.one("review_count")["awaiting_review"])
+            return int(s.one("review_count", Slice().params())["awaiting_review"])
 
     return count
 

@@ -13,6 +13,7 @@ from jobctl import errors
 from jobctl.db import loaders
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
+from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.sql import queries
 from jobctl.table.mapping import COLUMNS, TableMapping
@@ -36,27 +37,52 @@ class ExpiredFilter:
     grace: dt.timedelta = dt.timedelta(0)
     plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
     exclude: Sequence[Any] | None = None  # rows a batch must pass over (they raised before)
+    # what the job is (issue 35): any of these kinds, queues (mapped columns), an error's text
+    kinds: Sequence[str] = ()
+    queues: Sequence[str] = ()
+    error: str | None = None
+    # not which rows but how the requeued return (reclaim --spread): their available_at
+    # spread evenly over [now, now + spread], with jitter (reclaim_batch's paced)
+    spread: dt.timedelta = dt.timedelta(0)
+    # reclaim's choices about a deploy's orphans (issue 35): the requeued get their killed
+    # attempt back (refund_attempt); an orphan claimed longer ago than this is parked
+    # (reclaim_action: the dry run's decision as the commit's)
+    refund_attempt: bool = False
+    park_older_than: dt.timedelta | None = None
 
     def params(self) -> dict[str, Any]:
         return {
+            "spread": self.spread,
+            "park_older_than": self.park_older_than,
             "worker": self.worker,
             "policy": self.policy,
             "ids": [str(i) for i in self.ids] if self.ids else None,
             "grace": self.grace,
             "plan": self.plan,
             "exclude": [str(i) for i in self.exclude] if self.exclude else None,
+            **Slice(self.kinds, self.queues, self.error).params(),
         }
 
+    def check(self, mapping: TableMapping) -> None:
+        """UsageError (exit 2) when --kind or --queue is given on a table that maps none."""
+        Slice(self.kinds, self.queues, self.error).check(mapping)
 
-def stuck(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
+
+def stuck(
+    s: Session, which: ExpiredFilter, limit: int | None, *, no_lease: bool = True
+) -> Iterator[LeaseRow]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
-    Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
+    Then the processing jobs with no lease (``lease_state`` none, ``action`` none: claimed by
+    code that sets none; reclaim never touches them), longest claimed first, with
+    ``claimed_age_s`` (``no_lease=False``: only the expired ones, as reclaim's dry run
+    shows them). Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
     ``skipped``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
-    for row in s.stream("stuck", {**which.params(), "limit": limit}):
-        yield cast(LeaseRow, note_locked(row))
+    which.check(s.table.mapping)  # before the first row is asked for
+    params = {**which.params(), "limit": limit, "no_lease": no_lease}
+    return (cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params))
 
 
 def at_risk(
@@ -64,13 +90,13 @@ def at_risk(
 ) -> Iterator[AtRiskRow]:
     """Expired leases plus live ones that expire within ``window``, oldest expiry first.
 
-    Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
-    time since its worker's latest sign of life on any job, so a dying worker shows before
-    its leases run out.
+    Each row carries ``lease_state`` (expired, expiring, none: no lease, as ``stuck``) and
+    ``worker_heartbeat_lag_s``: the time since its worker's latest sign of life on any job,
+    so a dying worker shows before its leases run out.
     """
+    which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "window": window, "limit": limit}
-    for row in s.stream("at_risk", params):
-        yield cast(AtRiskRow, note_locked(row))
+    return (cast(AtRiskRow, note_locked(row)) for row in s.stream("at_risk", params))
 
 
 def note_locked(row: Row) -> Row:
@@ -82,28 +108,40 @@ def note_locked(row: Row) -> Row:
     row["skipped"] = f"locked by {locked_by}" if locked_by else None
     if poisoned:
         row["skipped"] = f"{POISONED}: {poisoned}; left for a human to fix"
+    if row.get("lease_state") == "none":  # claimed with no lease: reclaim never sees it
+        row["action"] = "none"
+        row["skipped"] = NO_LEASE
     return row
+
+
+# a row's skipped reason when it is processing with no lease (stuck, stuck --expiring-within)
+NO_LEASE = "no lease: reclaim never touches it (jobctl explain ID says what to do)"
 
 
 # a row's skipped reason when its lease times are unusable (stuck, the dry run, the service)
 POISONED = "lease times out of range"
 
 
-def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -> Row:
+def summary(
+    s: Session, expiring_within: dt.timedelta, *, exact: bool = False, what: Slice = EVERY
+) -> Row:
     """Counts by status, processing split by lease state, processing jobs per worker.
 
     On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
     (done, failed) are estimated from the statistics instead of counted by a full scan;
-    queued and processing are always counted. ``exact`` counts everything.
+    queued and processing are always counted. ``exact`` counts everything, as does a
+    narrowing by ``what`` (kind, queue, error: the statistics know nothing of it).
     """
+    what.check(s.table.mapping)
+    narrowed = what.params()
     size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
     statuses = s.table.mapping.written_statuses()  # the table's values, design order
     finished = [v for v in statuses if s.table.mapping.role(v) in ("done", "failed", "parked")]
     estimated: list[str] = []
-    if exact or size < EXACT_COUNT_LIMIT:
-        by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status")}
+    if exact or what or size < EXACT_COUNT_LIMIT:
+        by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status", narrowed)}
     else:
-        live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live")}
+        live = {r["status"]: r["jobs"] for r in s.rows("summary_status_live", narrowed)}
         guess = {
             r["status"]: r["jobs"]
             for r in s.rows(
@@ -113,22 +151,60 @@ def summary(s: Session, expiring_within: dt.timedelta, *, exact: bool = False) -
         }
         estimated = sorted(set(guess) - set(live) | (set(finished) - set(live)))
         by_status = {status: guess.get(status, 0) for status in estimated} | live
+    soon = {"soon": expiring_within, **narrowed}
     return {
         "table": s.table.qualified,
         "status": {status: by_status.get(status, 0) for status in statuses} | by_status,
         "estimated": estimated,
-        "processing": s.one("summary_processing", {"soon": expiring_within}),
+        "processing": s.one("summary_processing", soon),
         "expiring_within_s": expiring_within.total_seconds(),
-        "workers": s.rows("summary_workers", {"soon": expiring_within}),
-        "awaiting_review": s.one("review_count")["awaiting_review"],
-        **s.one("queue_ready"),
+        "workers": s.rows("summary_workers", soon),
+        "awaiting_review": s.one("review_count", narrowed)["awaiting_review"],
+        **s.one("queue_ready", narrowed),
+    }
+
+
+GROUPS = ("kind", "queue", "worker", "error")  # what summary --by groups by
+GROUP_LIMIT = 1_000  # groups listed at most, the most stuck first
+
+
+def summary_by(
+    s: Session,
+    by: str,
+    expiring_within: dt.timedelta,
+    *,
+    what: Slice = EVERY,
+    limit: int = GROUP_LIMIT,
+) -> Row:
+    """``summary --by``: per kind, queue, worker or kind of error (the error's first line,
+    numbers and ids normalized: ``error_group``), the processing jobs by lease state, the
+    stuck ones, those awaiting review, the ready ones and the oldest wait; one statement."""
+    if by not in GROUPS:
+        raise errors.UsageError(f"--by {by!r}: give one of {', '.join(GROUPS)}")
+    if by in ("kind", "queue"):
+        s.table.mapping.require(by, f"--by {by}")
+    what.check(s.table.mapping)
+    fragments = s.table.fragments
+    key: sql.Composable = {
+        "kind": fragments["kind_value"],
+        "queue": fragments["queue_value"],
+        "worker": sql.SQL("j.{}::pg_catalog.text").format(fragments["reserved_by"]),
+        "error": queries.query("error_group", **fragments),
+    }[by]
+    params = {"soon": expiring_within, "limit": limit, **what.params()}
+    found = s.conn.execute(s.query("summary_groups", group_key=key), params).fetchall()
+    return {
+        "table": s.table.qualified,
+        "by": by,
+        "expiring_within_s": expiring_within.total_seconds(),
+        "groups": [{by: r.pop("grp"), **r} for r in found],
     }
 
 
 def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     """The jobs ready to run (queued, available, unclaimed) when the oldest has waited longer
     than ``after``: how many, and its age; else None."""
-    ready = s.one("queue_ready")
+    ready = s.one("queue_ready", Slice().params())
     oldest = ready["oldest_ready_s"]
     if oldest is None or oldest <= after.total_seconds():
         return None
@@ -197,14 +273,16 @@ def _with_cut_values(row: Row) -> Row:
 def design_names(row: Row, mapping: TableMapping) -> Row:
     """A row of every column with the lease design's names for the columns that play its
     parts (the JSON contract), the table's other columns as they are, in the table's order."""
-    design = {mapping.column(d): d for d in COLUMNS if mapping.column(d) != d}
+    plays = {d: mapping.column(d) for d in COLUMNS}
+    plays |= {d: mapping.columns[d] for d in mapping.mapped_optional}
+    design = {actual: d for d, actual in plays.items() if actual != d}
     if not design:
         return row
     return {
         design.get(k, k): v
         for k, v in row.items()
         # a column named like a design column that plays no part here would collide: left out
-        if k in design or k not in COLUMNS or mapping.column(k) == k
+        if k in design or plays.get(k, k) == k
     }
 
 

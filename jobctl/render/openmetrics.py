@@ -192,12 +192,20 @@ def _lease_families(figures: Row, t: str) -> list[Family]:
         (
             "jobctl_processing_jobs",
             "gauge",
-            "Processing jobs by lease state.",
+            "Processing jobs by lease state (none: claimed by code that sets no lease, which "
+            "reclaim never touches).",
             [
                 (f'{t},lease="live"', figures["live"]),
                 (f'{t},lease="expired"', figures["stuck_auto"] + figures["stuck_manual"]),
                 (f'{t},lease="none"', figures["no_lease"]),
             ],
+        ),
+        (
+            "jobctl_oldest_no_lease_claim_seconds",
+            "gauge",
+            "How long ago the longest-claimed processing job with no lease was claimed "
+            "(0 when none).",
+            [(t, figures.get("oldest_no_lease_claimed_s", 0.0))],
         ),
         (
             "jobctl_expiring_soon_jobs",

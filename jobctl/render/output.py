@@ -492,6 +492,16 @@ def screen_group(
     return Group(*parts)
 
 
+def _generic_column(key: str) -> Any:
+    """A terminal column for a key no view names: a ``*_s`` key is a duration (``OLDEST
+    READY`` shows 1m45s, not ``OLDEST READY S`` 104.7); the machine formats keep seconds."""
+    from jobctl.render import screen
+
+    if key.endswith("_s"):
+        return screen.Column(key, key[:-2].replace("_", " ").upper(), kind="seconds")
+    return screen.Column(key, key.replace("_", " ").upper())
+
+
 def _section_lines(
     section: Section, rows: list[Row], width: int | None, room: int | None, line: Any
 ) -> list[Any]:
@@ -499,7 +509,7 @@ def _section_lines(
 
     from jobctl.render import screen
 
-    view = section.view or [screen.Column(c, c.replace("_", " ").upper()) for c in section.header()]
+    view = section.view or [_generic_column(c) for c in section.header()]
     shown = rows
     if room is not None:
         fixed = (1 if section.title else 0) + 2 + bool(section.note)  # and the notes

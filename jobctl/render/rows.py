@@ -37,7 +37,7 @@ class LeaseRow(TypedDict):
 class AtRiskRow(LeaseRow):
     """``stuck --expiring-within``: a lease expired or about to, with its worker's lag."""
 
-    lease_state: str  # expired or expiring
+    lease_state: str  # expired, expiring, or none (processing with no lease)
     worker_heartbeat_lag_s: float | None
 
 
@@ -245,6 +245,7 @@ class IncidentReport(TypedDict):
     expired_totals: ExpiredTotals
     not_jobctl_reclaims: OtherReclaims
     still_expired: int
+    no_lease: int  # processing jobs with no lease now (reclaim never touches them)
     reclaims: list[ReclaimGroup]
     reclaim_groups: int
     reclaimed_repeatedly: list[RepeatedReclaim]
@@ -261,6 +262,20 @@ class IncidentReport(TypedDict):
 # every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
 # (a row's own keys are the header when one comes: output.delimited_header)
 RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
+OPTIONAL_KEYS = ("kind", "queue")  # what the job is, where the table maps it (issue 35)
+
+
+def with_optional(columns: list[str], found: Any) -> list[str]:
+    """``columns`` with the optional keys (kind, queue) after the id: those that ``found``
+    (rows, or the keys themselves) carries."""
+    keys = set(found) if all(isinstance(k, str) for k in found) else {k for r in found for k in r}
+    extra = [k for k in OPTIONAL_KEYS if k in keys and k not in columns]
+    if not extra:
+        return list(columns)
+    at = columns.index("id") + 1 if "id" in columns else 0
+    return [*columns[:at], *extra, *columns[at:]]
+
+
 STUCK_COLUMNS = [
     "id",
     "reserved_by",
@@ -272,8 +287,10 @@ STUCK_COLUMNS = [
     "lease_overdue_s",
     "heartbeat_age_s",
     "action",
+    "lease_state",
+    "claimed_age_s",
 ]
-AT_RISK_COLUMNS = [*STUCK_COLUMNS, "lease_state", "worker_heartbeat_lag_s"]
+AT_RISK_COLUMNS = [*STUCK_COLUMNS, "worker_heartbeat_lag_s"]
 RECLAIM_COLUMNS = [
     "id",
     "reserved_by",
@@ -372,4 +389,26 @@ SUMMARY_WORKER_COLUMNS = [
     "last_expiry",
     "last_seen_at",
     "heartbeat_lag_s",
+]
+SUMMARY_GROUP_COLUMNS = [  # summary --by: after the group's own column (kind, queue, ...)
+    "processing",
+    "live",
+    "expiring_soon",
+    "stuck",
+    "stuck_manual",
+    "no_lease",
+    "awaiting_review",
+    "ready",
+    "oldest_ready_s",
+]
+BULK_COLUMNS = [  # requeue / fail on a filter: the jobs it matched, before anything is done
+    "id",
+    "status",
+    "reserved_by",
+    "recovery_policy",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "lease_state",
+    "last_error",
 ]

@@ -21,7 +21,9 @@ def _paint(styles: dict[str, str]) -> Any:
 
 
 ACTION_STYLE = _paint({"requeue": "green", "fail": "red"})
-STATE_STYLE = _paint({"expired": "red", "expiring": "yellow", "live": "green"})
+STATE_STYLE = _paint(
+    {"expired": "red", "expiring": "yellow", "live": "green", "no lease": "magenta"}
+)
 OUTCOME_STYLE = _paint(
     {
         "requeued": "green",
@@ -44,20 +46,43 @@ def _skipped(found: Sequence[Any]) -> bool:
     return any(r.get("skipped") for r in found)
 
 
+def _no_lease(found: Sequence[Any]) -> bool:
+    return any(r.get("lease_state") == "none" for r in found)
+
+
+def _state(row: Any) -> str:
+    """A lease state as a table shows it: ``none`` (processing with no lease) as no lease."""
+    state = row.get("lease_state")
+    return "no lease" if state == "none" else str(state or "")
+
+
 ID = Column("id", "ID", whole=True)
 WORKER = Column("reserved_by", "WORKER", whole=True)
+
+
+def _has(key: str) -> Any:
+    return lambda found: any(key in r for r in found)
+
+
+# what the job is, where the table maps it (issue 35): beside the id, as the width allows
+KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
+QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
 STUCK_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("lease_expires_at", "EXPIRED AT", priority=3, kind="time"),
-    Column("reserved_at", "CLAIMED AT", priority=4, kind="time"),
-    Column("attempt_token", "TOKEN", priority=5, whole=True),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
+    Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
+    Column("attempt_token", "TOKEN", priority=7, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 
@@ -69,25 +94,30 @@ def _pending(row: Any) -> str:
 
 AT_RISK_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
-    Column("lease_state", "STATE", whole=True, style=STATE_STYLE),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
-    Column("recovery_policy", "POLICY", priority=1),
-    Column("attempts", "ATTEMPTS", priority=2, value=_attempts),
-    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=3, kind="seconds"),
-    Column("reclaim_count", "RECLAIMS", priority=4),
-    Column("lease_expires_at", "EXPIRES AT", priority=5, kind="time"),
-    Column("attempt_token", "TOKEN", priority=6, whole=True),
+    Column("recovery_policy", "POLICY", priority=3),
+    Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
+    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=5, kind="seconds"),
+    Column("reclaim_count", "RECLAIMS", priority=6),
+    Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
+    Column("attempt_token", "TOKEN", priority=8, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("applied", "APPLIED", when=lambda found: any(r.get("applied") for r in found)),
@@ -104,13 +134,28 @@ MANUAL_VIEW = [
 ]
 PREVIEW_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     Column("status", "STATUS", whole=True),
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("lease_state", "LEASE", style=STATE_STYLE),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("attempt_token", "TOKEN", priority=5, whole=True),
+]
+
+
+BULK_VIEW = [  # requeue / fail on a filter: what it matched
+    ID,
+    KIND,
+    QUEUE,
+    Column("status", "STATUS", whole=True),
+    Column("recovery_policy", "POLICY", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=5),
+    Column("lease_state", "LEASE", priority=6, style=STATE_STYLE),
+    Column("last_error", "LAST ERROR"),
 ]
 
 
@@ -132,11 +177,11 @@ EVENT_VIEW = [
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
-    Column("db_role", "ROLE", priority=1),
+    Column("db_role", "ROLE", priority=2),
     # what a role that is not jobctl's declared (a forged manual action): never hidden
     Column("claimed", "CLAIMED", value=lambda r: claimed(r["claimed"]), when=_any_claimed),
-    Column("reason", "REASON", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("reason", "REASON", priority=3),
+    Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
@@ -152,6 +197,8 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
 ]
 HISTORY_HEAD_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     Column("status", "STATUS", whole=True),
     Column("lease_state", "LEASE", style=STATE_STYLE),
     Column("attempts", "ATTEMPTS", value=_attempts),
@@ -182,13 +229,15 @@ SUMMARY_WORKER_VIEW = [
 
 REVIEW_VIEW = [
     ID,
+    KIND,
+    QUEUE,
     Column("why", "WHY", whole=True),
     Column("last_worker", "LAST WORKER", whole=True),
     Column("waited_s", "WAITED", kind="seconds"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("reclaimed_at", "RECLAIMED AT", priority=3, kind="time"),
-    Column("last_error", "LAST ERROR", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("reclaimed_at", "RECLAIMED AT", priority=5, kind="time"),
+    Column("last_error", "LAST ERROR", priority=6),
 ]
 
 JOB_EVENT_VIEW = [
@@ -234,12 +283,25 @@ def some_rows(
 
 def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Document:
     """Stuck rows; a ``skipped`` column only when some row is locked by another session."""
-    shown = columns + (["skipped"] if any(r["skipped"] for r in found) else [])
+    shown = rows.with_optional(columns, found)
+    shown += ["skipped"] if any(r["skipped"] for r in found) else []
     if not at_risk:
         return table(found, found, shown, STUCK_VIEW)
     live = any(r.get("lease_state") == "expiring" for r in found)
     return Document(
         found, [Section(None, found, shown, AT_RISK_VIEW, AT_RISK_NOTE if live else None)]
+    )
+
+
+def no_lease_line(count: int) -> str | None:
+    """What an operator reads under a list or a count holding processing jobs with no lease
+    (None: there are none)."""
+    if not count:
+        return None
+    return (
+        f"{count} processing job(s) have no lease (claimed by code that sets none): reclaim "
+        "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
+        "to do, jobctl doctor finds the writer"
     )
 
 
@@ -271,6 +333,35 @@ def summary(result: rows.Row) -> Document:
     )
 
 
+def summary_by(result: rows.Row) -> Document:
+    """``summary --by``: a row per group, the most stuck first."""
+    by = result["by"]
+    view = [
+        Column(by, by.upper(), whole=by != "error", value=lambda r: _group(r[by])),
+        *SUMMARY_GROUP_VIEW,
+    ]
+    title = f"by {by} (most stuck first)"
+    columns = [by, *rows.SUMMARY_GROUP_COLUMNS]
+    return Document(result, [Section(title, result["groups"], columns, view)])
+
+
+def _group(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+SUMMARY_GROUP_VIEW = [
+    Column("processing", "PROCESSING", kind="count"),
+    Column("stuck", "STUCK", kind="count"),
+    Column("awaiting_review", "REVIEW", kind="count"),
+    Column("ready", "READY", kind="count"),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=1),
+    Column("live", "LIVE", kind="count", priority=2),
+    Column("expiring_soon", "SOON", kind="count", priority=3),
+    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=4),
+    Column("no_lease", "NO LEASE", kind="count", priority=5),
+]
+
+
 def show(job: rows.Row, job_id: object) -> Document:
     """The job's fields as a two-column table, then its latest events."""
     fields = {k: v for k, v in job.items() if k != "events"}
@@ -284,7 +375,10 @@ def show(job: rows.Row, job_id: object) -> Document:
 
 
 def history(result: rows.History, job_id: object) -> Document:
-    head = {k: result["job"].get(k) for k in rows.HISTORY_HEAD_COLUMNS}
+    head = {
+        k: result["job"].get(k)
+        for k in rows.with_optional(rows.HISTORY_HEAD_COLUMNS, [result["job"]])
+    }
     return Document(
         result,
         [
@@ -306,13 +400,13 @@ SUMMARY_TARGETS_VIEW = [
     Column("queued", "QUEUED", kind="count"),
     Column("processing", "PROCESSING", kind="count"),
     Column("expired", "EXPIRED", kind="count"),
-    Column("expiring_soon", "EXPIRING", kind="count", priority=1),
-    Column("ready", "READY", kind="count", priority=2),
-    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=3),
+    Column("expiring_soon", "EXPIRING", kind="count", priority=3),
+    Column("ready", "READY", kind="count", priority=4),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=5),
     Column("awaiting_review", "REVIEW", kind="count"),
-    Column("failed", "FAILED", kind="count", priority=4),
-    Column("done", "DONE", kind="count", priority=5),
-    Column("table", "TABLE", priority=6),
+    Column("failed", "FAILED", kind="count", priority=6),
+    Column("done", "DONE", kind="count", priority=7),
+    Column("table", "TABLE", priority=8),
 ]
 
 

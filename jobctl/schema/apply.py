@@ -184,6 +184,13 @@ def _refuse_unserved(
             + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
             + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
         )
+    absent = [d for d in mapping.mapped_optional if mapping.columns[d] not in found.columns]
+    if absent:
+        raise errors.Refused(
+            f"{table.qualified} has no column "
+            + ", ".join(f"{mapping.columns[d]!r} (--column {d}=...)" for d in absent)
+            + "; nothing done"
+        )
     why = column_types.refusal(table.qualified, mapping, table.types)
     if why is not None:  # the history's function or a statement would fail on it
         raise errors.Refused(why)
@@ -349,6 +356,7 @@ OPERATOR_COLUMNS = (
     "finished_at",
     "updated_at",
     "recovery_policy",  # quarantine and policy
+    "attempts",  # reclaim --refund-attempt (issue 35)
     "jobctl_action",  # names jobctl's own write for its audit (see jobctl.history)
 )
 

@@ -18,6 +18,12 @@
 -- function named with its schema, tests/unit/test_sql_search_path.py)
 CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
           AND j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}
+          -- reclaim --park-older-than (issue 35): an orphan claimed longer ago than that is
+          -- parked for review, not run again (an unknown claim time is not judged old)
+          AND (%(park_older_than)s::pg_catalog.interval IS NULL OR j.{reserved_at} IS NULL
+               OR j.{reserved_at} OPERATOR(pg_catalog.>=)
+                  (pg_catalog.now()
+                   OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
 
 -- name: reclaim_error
@@ -29,7 +35,8 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
 -- writes it (format: no cast an application could define for its ENUM, pg_cast); the
 -- worker's as text (a built-in type's cast: no other role can define one); a lease time
 -- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned)
-j.{id} AS id, {status_text} AS status, j.{reserved_by}::pg_catalog.text AS reserved_by,
+j.{id} AS id, {mapped_columns} {status_text} AS status,
+j.{reserved_by}::pg_catalog.text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
 CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
@@ -55,6 +62,27 @@ AND (%(ids)s::pg_catalog.text[] IS NULL
      OR j.{id} OPERATOR(pg_catalog.=) ANY(%(ids)s::pg_catalog.text[]::{id_type}[]))
 AND (%(exclude)s::pg_catalog.text[] IS NULL
      OR j.{id} OPERATOR(pg_catalog.<>) ALL(%(exclude)s::pg_catalog.text[]::{id_type}[]))
+AND {mapped_filter}
+
+-- name: mapped_filter
+-- the operator's narrowing by what the job is (issue 35): its kind and queue (the mapped
+-- columns as text, kind_value: any of those given), and a case-insensitive substring of its
+-- last error (%(error)s: an ILIKE pattern whose %% and _ jobctl escaped, triage.error_pattern)
+(%(kinds)s::pg_catalog.text[] IS NULL
+ OR {kind_value} OPERATOR(pg_catalog.=) ANY(%(kinds)s::pg_catalog.text[]))
+AND (%(queues)s::pg_catalog.text[] IS NULL
+     OR {queue_value} OPERATOR(pg_catalog.=) ANY(%(queues)s::pg_catalog.text[]))
+AND (%(error)s::pg_catalog.text IS NULL
+     OR {last_error_text}::pg_catalog.text OPERATOR(pg_catalog.~~*) %(error)s::pg_catalog.text)
+
+-- name: optional_text
+-- an optional column's value (kind, queue) of a type other than text, written by its type's
+-- output function (as status_text: no cast an application could define is looked up)
+pg_catalog.format('%%s', {column})
+
+-- name: optional_column
+-- an optional column (kind, queue) in a row's select list, named as the design names it
+{value} AS {column_name},
 
 -- name: status_text
 -- the status column's value as text, written by its type's output function: no cast is
@@ -105,15 +133,39 @@ CASE WHEN {lease_times_poisoned} THEN pg_catalog.concat_ws(', ',
     CASE WHEN NOT {reserved_at_usable}
          THEN pg_catalog.format('reserved_at %%s', j.{reserved_at}) END) END
 
+-- name: lease_missing
+-- a processing row with no lease in its own state (no expiry or no attempt token): claimed
+-- by code that sets none, a row reclaim can never see (its fence needs both). The one place
+-- the test is written: stuck, at_risk, summary, metrics, schema check and lease_state use it
+(j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL)
+
+-- name: no_lease_filter
+-- the processing rows with no lease that stuck lists beside the expired ones (reclaim never
+-- touches them), narrowed by the operator's filters; never part of a plan or of reclaim's
+-- dry run (%(no_lease)s false)
+(%(no_lease)s::pg_catalog.bool
+ AND j.{status} OPERATOR(pg_catalog.=) {processing} AND {lease_missing} AND {operator_filter}
+ AND %(plan)s::pg_catalog.jsonb IS NULL)
+
+-- name: claimed_age_s
+-- how long ago a row was claimed (reserved_at), in seconds, where jobctl can subtract it
+CASE WHEN {reserved_at_usable}
+     THEN pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{reserved_at})
+END
+
 -- name: lease_state
--- a job's lease as an operator sees it: live, expired, or none
-CASE WHEN j.{status} <> {processing} OR j.{lease_expires_at} IS NULL THEN 'none'
+-- a job's lease as an operator sees it: live, expired, or none (not processing, or
+-- processing with no lease: lease_missing)
+CASE WHEN j.{status} <> {processing} OR {lease_missing} THEN 'none'
      WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'live' END
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
--- matched column by column: a row IN (...) looks its operators up by name)
+-- matched column by column: a row IN (...) looks its operators up by name). A row with no
+-- attempt token is not one (lease_missing: reclaim's fence needs the token; stuck lists it
+-- apart), so the dry run shows what the commit does
 j.{status} OPERATOR(pg_catalog.=) {processing}
+AND j.{attempt_token} IS NOT NULL
 AND j.{lease_expires_at}
     OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
 AND {operator_filter}
@@ -143,11 +195,15 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
 
 -- name: stuck
 -- expired leases, oldest expiry first, each with what reclaim would do (read only); a row
--- with lease times jobctl cannot use names them (reclaim leaves it: skipped)
-SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned
+-- with lease times jobctl cannot use names them (reclaim leaves it: skipped); then the
+-- processing rows with no lease (lease_state none, longest claimed first), which reclaim
+-- never touches
+SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned,
+       CASE WHEN {lease_missing} THEN 'none' ELSE 'expired' END AS lease_state,
+       {claimed_age_s} AS claimed_age_s
 FROM {table} j
-WHERE {expired_filter}
-ORDER BY j.{lease_expires_at}, j.{id}
+WHERE {expired_filter} OR {no_lease_filter}
+ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: at_risk
@@ -161,15 +217,16 @@ WITH lag AS (
 )
 SELECT {lease_columns},
        -- grace: on a standby, its replay lag (a lease that expired within it may be live)
-       CASE WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
+       CASE WHEN {lease_missing} THEN 'none'
+            WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by,
-       {poisoned_lease_times} AS poisoned
+       {poisoned_lease_times} AS poisoned, {claimed_age_s} AS claimed_age_s
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
 WHERE j.{status} = {processing}
-  AND j.{lease_expires_at} < now() + %(window)s::interval
+  AND (j.{lease_expires_at} < now() + %(window)s::interval OR {lease_missing})
   AND {operator_filter}
-ORDER BY j.{lease_expires_at}, j.{id}
+ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: reclaim_batch
@@ -186,12 +243,24 @@ WITH expired AS (
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), paced AS (
+    -- --spread (issue 35): the k-th of n rows returns at now() + spread * (k - 1 + jitter) / n
+    SELECT expired.id,
+           pg_catalog.now() OPERATOR(pg_catalog.+)
+               (%(spread)s::pg_catalog.interval OPERATOR(pg_catalog.*)
+                ((((pg_catalog.row_number() OVER (ORDER BY expired.lease_expires_at,
+                                                           expired.id)
+                    OPERATOR(pg_catalog.-) 1)::pg_catalog.float8)
+                  OPERATOR(pg_catalog.+) pg_catalog.random())
+                 OPERATOR(pg_catalog./) (pg_catalog.count(*) OVER ())::pg_catalog.float8))
+               AS available_at
+    FROM expired
 )
 UPDATE {table} AS j
 SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                     THEN {queued} ELSE {parked} END,
     {available_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
-                          THEN pg_catalog.now() ELSE j.{available_at} END,
+                          THEN paced.available_at ELSE j.{available_at} END,
     {reserved_by} = NULL,
     {reserved_at} = NULL,
     {heartbeat_at} = NULL,
@@ -202,13 +271,22 @@ SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_cat
     {finished_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                          THEN NULL ELSE pg_catalog.now() END,
     {updated_at} = {updated_at_now},
-    jobctl_action = 'reclaimed'
-FROM expired
+    jobctl_action = 'reclaimed'{refund_set}
+FROM expired JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
 WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
   AND {status_text} OPERATOR(pg_catalog.=) expired.status
 RETURNING expired.*
+
+-- name: refund_attempt
+-- reclaim --refund-attempt (issue 35), reclaim_batch's {refund_set}: a requeued job's killed
+-- attempt given back (a deploy's kill is not the job's failure), never below 0; empty without
+-- it, so that an operator role granted no UPDATE of attempts reclaims as before
+, {attempts} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
+                     AND j.{attempts} OPERATOR(pg_catalog.>) 0
+                    THEN j.{attempts} OPERATOR(pg_catalog.-) 1
+                    ELSE j.{attempts} END
 
 -- name: plan_row_state
 -- what became of planned rows that a plan's commit did not apply
@@ -222,10 +300,10 @@ WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 
 -- name: metrics_leases
 -- the queue's lease health, one pass over processing rows (reclaim index)
-SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto')
-           AS stuck_auto,
-       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
-           AS stuck_manual,
+SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto'
+                          AND NOT {lease_missing}) AS stuck_auto,
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual'
+                          AND NOT {lease_missing}) AS stuck_manual,
        coalesce(extract(epoch FROM now() - min({lease_expires_at})
                         FILTER (WHERE {lease_expires_at} < now()
                                   AND {lease_expires_at_usable})), 0)::float8
@@ -233,7 +311,9 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
        count(*) FILTER (WHERE {lease_expires_at} >= now()) AS live,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_expires_at} IS NULL) AS no_lease
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease,
+       coalesce(max({claimed_age_s}) FILTER (WHERE {lease_missing}), 0)::float8
+           AS oldest_no_lease_claimed_s
 FROM {table} j WHERE {status} = {processing}
 
 -- name: metrics_reclaims
@@ -253,15 +333,17 @@ WHERE {status} = {parked} AND {recovery_policy} = 'manual'
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
-SELECT pg_catalog.format('%%s', {status}) AS status, count(*) AS jobs FROM {table}
+SELECT pg_catalog.format('%%s', {status}) AS status, count(*) AS jobs FROM {table} j
+WHERE {mapped_filter}
 GROUP BY 1 ORDER BY 1
 
 -- name: summary_status_live
 -- queued and processing jobs, counted (index-driven with a queue index)
-SELECT pg_catalog.format('%%s', {queued}) AS status, count(*) AS jobs FROM {table}
-WHERE {status} = {queued}
+SELECT pg_catalog.format('%%s', {queued}) AS status, count(*) AS jobs FROM {table} j
+WHERE {status} = {queued} AND {mapped_filter}
 UNION ALL
-SELECT pg_catalog.format('%%s', {processing}), count(*) FROM {table} WHERE {status} = {processing}
+SELECT pg_catalog.format('%%s', {processing}), count(*) FROM {table} j
+WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_status_estimate
 -- jobs per status estimated from the planner's statistics
@@ -283,9 +365,9 @@ SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oi
 SELECT count(*) FILTER (WHERE {lease_expires_at} >= now() + %(soon)s::interval) AS live,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
-       count(*) FILTER (WHERE {lease_expires_at} IS NULL OR {attempt_token} IS NULL) AS no_lease
-FROM {table} WHERE {status} = {processing}
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND NOT {lease_missing}) AS expired,
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease
+FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_workers
 -- processing jobs per worker: lease states, the expiry burst, heartbeat lag
@@ -305,10 +387,54 @@ SELECT {reserved_by}::text AS worker, count(*) AS processing,
                                   FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}))
            ::float8 AS heartbeat_lag_s
 FROM {table} j
-WHERE {status} = {processing}
+WHERE {status} = {processing} AND {mapped_filter}
 GROUP BY {reserved_by}
 ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,
          min({lease_expires_at}), {reserved_by}
+
+-- name: summary_groups
+-- summary --by (issue 35): per group ({group_key}: the kind, the queue, the worker or the
+-- error's kind, error_group) the processing rows by lease state, the stuck ones (expired),
+-- those awaiting review, the ready ones and the oldest wait; the most stuck first
+SELECT {group_key} AS grp,
+       count(*) FILTER (WHERE j.{status} = {processing}) AS processing,
+       count(*) FILTER (WHERE j.{status} = {processing}
+                          AND j.{lease_expires_at} >= now() + %(soon)s::interval) AS live,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} >= now()
+                          AND j.{lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now())
+           AS stuck,
+       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now()
+                          AND j.{recovery_policy} = 'manual') AS stuck_manual,
+       count(*) FILTER (WHERE j.{status} = {processing}
+                          AND (j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL))
+           AS no_lease,
+       count(*) FILTER (WHERE {awaiting_review}) AS awaiting_review,
+       count(*) FILTER (WHERE j.{status} = {queued} AND j.{available_at} <= now()) AS ready,
+       extract(epoch FROM now() - min(j.{available_at})
+                                  FILTER (WHERE j.{status} = {queued}
+                                            AND j.{available_at} <= now()
+                                            AND j.{available_at} >= {earliest_time}))::float8
+           AS oldest_ready_s
+FROM {table} j
+WHERE (j.{status} = {processing}
+       OR (j.{status} = {queued} AND j.{available_at} <= now())
+       OR ({awaiting_review}))
+  AND {mapped_filter}
+GROUP BY 1
+ORDER BY 5 DESC, 2 DESC, 1
+LIMIT %(limit)s
+
+-- name: error_group
+-- the kind of a job's last error, for summary --by error: its first line, cut to 200
+-- characters, with uuids and long hex ids as <id> and every number as N (so that "timeout
+-- after 30s on job 812" and "timeout after 31s on job 977" are one group)
+pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.regexp_replace(
+    pg_catalog.split_part({last_error_text}::pg_catalog.text, E'\n', 1),
+    '[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+-[0-9a-fA-F]+',
+    '<id>', 'g'),
+    '\m(0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*\M', 'N', 'g'),
+    '[0-9]+', 'N', 'g'), 200)
 
 -- name: job_row
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
@@ -443,6 +569,23 @@ FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
 
+-- name: bulk_candidates
+-- requeue/fail on a filter (issue 35): the jobs it matches, read as manual_read reads one
+-- (its fence: status, token, version), with their kind and queue; by status (the table's
+-- values), the worker holding it, how long since it last changed, and what the job is
+SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
+       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
+FROM {table} j
+WHERE j.{status} OPERATOR(pg_catalog.=) ANY(%(statuses)s::pg_catalog.text[]::{status_type}[])
+  AND (%(worker)s::pg_catalog.text IS NULL
+       OR j.{reserved_by}::pg_catalog.text OPERATOR(pg_catalog.=) %(worker)s::pg_catalog.text)
+  AND (%(older_than)s::pg_catalog.interval IS NULL
+       OR {j_updated_at_time} OPERATOR(pg_catalog.<)
+          (pg_catalog.now() OPERATOR(pg_catalog.-) %(older_than)s::pg_catalog.interval))
+  AND {mapped_filter}
+ORDER BY j.{id}
+LIMIT %(limit)s
+
 -- name: quarantine_candidates
 -- auto jobs reclaimed at least N times and not done, with their fence
 SELECT {fence_columns}
@@ -473,7 +616,7 @@ CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exh
 -- time and worker from the history, by the job's own index; finished_at, else updated_at as a
 -- time (one kept in epoch milliseconds too), where it has none)
 -- and its fence (status, token, version) for a saved plan
-SELECT j.{id} AS id, {review_why} AS why, {status_text} AS status,
+SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS status,
        r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
        extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
            AS waited_s,
@@ -488,7 +631,7 @@ LEFT JOIN LATERAL (
       AND e.event = 'reclaimed'
     ORDER BY e.event_id DESC LIMIT 1
 ) r ON true
-WHERE {awaiting_review}
+WHERE {awaiting_review} AND {mapped_filter}
   AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
@@ -500,7 +643,7 @@ LIMIT %(limit)s
 
 -- name: review_count
 -- how many jobs await review (summary, metrics)
-SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review}
+SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 
 -- name: queue_ready
 -- jobs ready to run (queued and available, not yet claimed): how many, and how long the
@@ -510,7 +653,7 @@ SELECT count(*) AS ready,
        extract(epoch FROM now() - min({available_at})
                                   FILTER (WHERE {available_at} >= {earliest_time}))::float8
            AS oldest_ready_s
-FROM {table} WHERE {status} = {queued} AND {available_at} <= now()
+FROM {table} j WHERE {status} = {queued} AND {available_at} <= now() AND {mapped_filter}
 
 -- name: events_window
 -- the history's events of the jobs table in a time window, narrowed by the operator's filters;
@@ -810,12 +953,10 @@ SELECT EXISTS (SELECT FROM {table}) AS e
 
 -- name: lease_consistency
 -- processing rows reclaim can never see (no lease or no token), and token/status mismatches
-SELECT count(*) FILTER (WHERE {status} = {processing}
-                          AND ({lease_expires_at} IS NULL OR {attempt_token} IS NULL))
-           AS invisible,
+SELECT count(*) FILTER (WHERE {status} = {processing} AND {lease_missing}) AS invisible,
        count(*) FILTER (WHERE ({status} = {processing}) <> ({attempt_token} IS NOT NULL))
            AS inconsistent
-FROM {table}
+FROM {table} j
 
 -- name: local_lock_timeout
 -- lock_timeout for the current transaction only (a step's short try)

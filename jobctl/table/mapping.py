@@ -42,6 +42,9 @@ LEASE_COLUMNS = (
     "reclaim_count",
 )
 COLUMNS = EXISTING_COLUMNS + LEASE_COLUMNS
+# what the job is, where the table says so (issue 35): optional, shown and filtered on when
+# mapped (--column kind=COL --column queue=COL), never written
+OPTIONAL_COLUMNS = ("kind", "queue")
 STATUSES = ("queued", "processing", "done", "failed")
 UNITS = ("s", "ms")  # of a time kept as a number: seconds or milliseconds since the epoch
 
@@ -68,10 +71,36 @@ class TableMapping:
             raise KeyError(design)
         return self.statuses.get(design, design)
 
+    def optional(self, design: str) -> str | None:
+        """The table's column playing the optional ``design`` (kind, queue), or None."""
+        if design not in OPTIONAL_COLUMNS:
+            raise KeyError(design)
+        return self.columns.get(design)
+
+    @property
+    def mapped_optional(self) -> tuple[str, ...]:
+        """The optional columns this table maps (kind, queue), in that order."""
+        return tuple(d for d in OPTIONAL_COLUMNS if d in self.columns)
+
+    def require(self, design: str, option: str) -> None:
+        """UsageError (exit 2) when ``option`` needs the optional column ``design`` unmapped."""
+        if self.optional(design) is None:
+            raise errors.UsageError(
+                f"{option} needs the table's {design} column: map it with jobctl schema apply "
+                f"--column {design}=COLUMN (with the rest of the mapping)"
+            )
+
     @property
     def parked(self) -> str:
         """The status reclaim gives a job it will not retry."""
         return self.park_status or self.status("failed")
+
+    @property
+    def named_park(self) -> str | None:
+        """Where reclaim sends what it will not retry, when that is not plain ``failed`` (the
+        park status, or the table's own name for failed): what its commit line and the
+        report both name ("parked in errored"); None for ``failed``."""
+        return None if self.parked == "failed" else self.parked
 
     def role(self, value: str | None) -> str | None:
         """The part a status value of the table plays: one of STATUSES, ``parked``, or None
@@ -97,9 +126,16 @@ class TableMapping:
         units: Iterable[str] = (),
     ) -> TableMapping:
         """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
-        column_map = _pairs(columns, COLUMNS, "--column")
+        given = list(columns)
+        optional = [c for c in given if c.partition("=")[0].strip() in OPTIONAL_COLUMNS]
+        column_map = _pairs([c for c in given if c not in optional], COLUMNS, "--column")
+        column_map |= _pairs(
+            optional, OPTIONAL_COLUMNS, "--column", keep_same=True, shape="kind=COLUMN"
+        )
         status_map = _pairs(statuses, STATUSES, "--status")
-        unit_map = _pairs(units, COLUMNS, "--column-unit", keep_same=True)
+        unit_map = _pairs(
+            units, COLUMNS, "--column-unit", keep_same=True, shape="DESIGN=UNIT, e.g. updated_at=ms"
+        )
         for design, unit in unit_map.items():
             if unit not in UNITS:
                 raise errors.UsageError(
@@ -112,7 +148,12 @@ class TableMapping:
 
     def check(self) -> None:
         """No two parts on one column or one status; a park status that is not another's."""
-        _distinct({d: self.column(d) for d in COLUMNS}, "--column", "column")
+        _distinct(
+            {d: self.column(d) for d in COLUMNS}
+            | {d: self.columns[d] for d in self.mapped_optional},
+            "--column",
+            "column",
+        )
         _distinct({d: self.status(d) for d in STATUSES}, "--status", "status value")
         if self.park_status is not None:
             if not self.park_status.strip():
@@ -148,7 +189,12 @@ class TableMapping:
 
     def describe(self) -> list[str]:
         """The mapping in lines an operator reads (``schema check``), design = table."""
-        lines = [f"{d} = {a}" for d, a in sorted(self.columns.items()) if a != d]
+        lines = [
+            f"{d} = {a}"
+            for d, a in sorted(self.columns.items())
+            if a != d and d not in OPTIONAL_COLUMNS
+        ]
+        lines += [f"{d} = {self.columns[d]}" for d in self.mapped_optional]
         lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
         if self.park_status:
             lines.append(f"parked jobs go to {self.park_status}")
@@ -160,22 +206,23 @@ class TableMapping:
 
 
 def _pairs(
-    values: Iterable[str], allowed: tuple[str, ...], option: str, *, keep_same: bool = False
+    values: Iterable[str],
+    allowed: tuple[str, ...],
+    option: str,
+    *,
+    keep_same: bool = False,
+    shape: str = "DESIGN=ACTUAL, e.g. status=state",
 ) -> dict[str, str]:
     result: dict[str, str] = {}
     for value in values:
         design, sep, actual = value.partition("=")
         design, actual = design.strip(), actual.strip()
         if not sep or not design or not actual:
-            shape = (
-                "DESIGN=UNIT, e.g. updated_at=ms"
-                if keep_same
-                else "DESIGN=ACTUAL, e.g. status=state"
-            )
             raise errors.UsageError(f"{option} {value!r}: give {shape}")
         if design not in allowed:
+            named = allowed + (OPTIONAL_COLUMNS if option == "--column" else ())
             raise errors.UsageError(
-                f"{option} {value!r}: {design!r} is not one of {', '.join(allowed)}"
+                f"{option} {value!r}: {design!r} is not one of {', '.join(named)}"
             )
         if design in result and result[design] != actual:
             raise errors.UsageError(f"{option}: {design} given twice ({result[design]}, {actual})")

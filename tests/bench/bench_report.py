@@ -107,7 +107,9 @@ def statement_times(dsn: str, name: str) -> list[dict[str, str]]:
 
     window = events.Window(since=events.bound("2h"))
     params = {**window.params(), "job_table": f"public.{name}", "listed": report.LISTED}
-    review = {"policy": None, "worker": None, "since": None, "older_than": None}
+    from jobctl.ops.review import ReviewFilter
+
+    review = ReviewFilter().params()
     found = []
     for statement in STATEMENTS:
         own = {**params, **review, "limit": report.LISTED} if statement == "review" else params

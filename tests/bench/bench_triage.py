@@ -36,6 +36,7 @@ with psycopg.connect(sys.argv[1]) as conn:
 def statements(dsn: str, name: str, job_id: int) -> dict[str, list[str]]:
     """The SQL each jobctl command runs, parameters inlined (the same text jobctl sends)."""
     where = triage.ExpiredFilter().params()
+    every = triage.EVERY.params()  # no --kind, --queue, --error
     soon = dt.timedelta(seconds=30)
     with psycopg.connect(dsn) as conn:
         oid = conn.execute("SELECT %s::regclass::oid::int", (name,)).fetchone()[0]
@@ -44,12 +45,12 @@ def statements(dsn: str, name: str, job_id: int) -> dict[str, list[str]]:
     return {
         "stuck": [literal_sql(dsn, "stuck", name, {**where, "limit": 100_000})],
         "summary": [
-            literal_sql(dsn, q, name, {"oid": oid, "status_column": "status"})
+            literal_sql(dsn, q, name, {"oid": oid, "status_column": "status", **every})
             for q in ["table_size_estimate", *status]
         ]
         + [
-            literal_sql(dsn, "summary_processing", name, {"soon": soon}),
-            literal_sql(dsn, "summary_workers", name, {"soon": soon}),
+            literal_sql(dsn, "summary_processing", name, {"soon": soon, **every}),
+            literal_sql(dsn, "summary_workers", name, {"soon": soon, **every}),
         ],
         "show": [
             literal_sql(dsn, "job_row", name, {"id": job_id}),

@@ -76,6 +76,7 @@ FRAGMENTS = {
     "drops": sql.SQL("DROP COLUMN IF EXISTS attempt_token"),
     "functions": sql.SQL(""),
     "tag": sql.SQL("$jobctl$"),
+    "group_key": sql.SQL("j.kind"),
 }
 
 

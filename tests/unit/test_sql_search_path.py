@@ -49,7 +49,7 @@ UNDER_USER_PATH = (
 )
 # jobctl's writes to the jobs table: the statements run with an action declared (found in
 # the code by write_statements_in_the_code; a new one must be added here, and is linted)
-WRITES = ("reclaim_batch", "manual_requeue", "manual_fail", "set_policy")
+WRITES = ("reclaim_batch", "refund_attempt", "manual_requeue", "manual_fail", "set_policy")
 # the catalog reads inside the writes' transactions (manual._require_audit, before the write)
 IN_WRITE_TRANSACTIONS = ("history_triggers", "table_columns")
 JOBCTL = Path(__file__).resolve().parents[2] / "jobctl"
@@ -70,6 +70,7 @@ KEYWORDS = {
     "coalesce",  # no function: the arguments' common type, no operator
     "greatest",  # the type's default btree operator class (only a superuser makes one)
     "least",
+    "over",  # a window clause (reclaim --spread's row_number() OVER (...)): no function
 }
 # constructs that look their operator up by name, whatever the search path finds
 BY_NAME = {
@@ -88,6 +89,8 @@ def _without_assignments(text: str) -> str:
     def strip(match: re.Match[str]) -> str:
         return re.sub(r"(SET|,)(\s*)(\{[a-z_]+\}|jobctl_action)\s*=", r"\1\2", match[0])
 
+    # a block that is a part of a SET list (reclaim_batch's {refund_set}: ", {attempts} = ...")
+    text = re.sub(r"\A(\s*,\s*)(\{[a-z_]+\})\s*=", r"\1\2", text)
     return re.sub(r"\bSET\b.*?(?=\bFROM\b|\bWHERE\b|\bRETURNING\b|\Z)", strip, text, flags=re.S)
 
 

@@ -87,6 +87,7 @@ NotifyAs = Annotated[
     NotifyFormat,
     typer.Option(
         "--notify-format",
+        metavar="json|slack|pagerduty",
         help="The body: jobctl's JSON (schema jobctl.notification/1), Slack's incoming "
         "webhook, or PagerDuty Events v2 (routing key from JOBCTL_PAGERDUTY_ROUTING_KEY).",
     ),
@@ -137,3 +138,40 @@ def notifier(
     names = ", ".join(notify.shown(url) for url in found)
     log(f"notify: {fmt.value} notifications to {names}")
     return sender, watch
+
+
+def for_stuck_watch(
+    here: Any,
+    watch: bool,
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+) -> tuple[Any, Any] | None:
+    """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
+    refresh), on one database only (``here``: its settings; a fleet is exit 2)."""
+    from jobctl import db
+    from jobctl.cli import terminal
+
+    if not (urls or env_vars):
+        return None
+    if not watch or not isinstance(here, db.Settings):
+        raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
+    return notifier(
+        urls,
+        env_vars,
+        fmt,
+        burst,
+        table=here.table,
+        target=here.target,
+        command="stuck --watch",
+        log=terminal.say,
+    )
+
+
+def refreshed(watch: Any, seen: list[Any]) -> None:
+    """A refresh of ``stuck --watch`` told to its notifications (``ops.notify.Watch``, or
+    None): the expired leases it shows (not those only expiring soon)."""
+    if watch is not None:
+        expired = [r for r in seen if r.get("lease_state", "expired") == "expired"]
+        watch.burst_seen(len(expired), [r["id"] for r in expired])

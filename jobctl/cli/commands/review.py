@@ -16,7 +16,6 @@ import typer
 
 from jobctl import errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.render import output, rows, views
 
@@ -44,6 +43,9 @@ def review(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
     ] = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -57,7 +59,11 @@ def review(
     from jobctl.ops import review as core
 
     which = core.ReviewFilter(
-        policy=context.policy_option(policy), worker=worker, since=since, older_than=older_than
+        policy=context.policy_option(policy),
+        worker=worker,
+        since=since,
+        older_than=older_than,
+        what=opt.slice_of(kind, queue, error),
     )
     fleet = context.across(ctx)
     if fleet is not None:
@@ -66,13 +72,16 @@ def review(
                 "review --save-plan: requeue/fail --plan apply to one database: save a plan "
                 "per --target"
             )
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.review(ctx, fleet, which, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
         return
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         found = list(core.awaiting(s, which, limit))
         if save_plan is not None:
             core.save_plan(save_plan, s.origin(), found)
-    terminal.emit(views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW), out, fmt)
+    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
+    terminal.emit(views.table(found, found, shown, views.REVIEW_VIEW), out, fmt)
     if save_plan is not None:
         terminal.say(
             f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "

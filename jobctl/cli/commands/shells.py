@@ -18,7 +18,9 @@ class Shell(str, enum.Enum):
 
 def completion_command(
     ctx: typer.Context,
-    shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.", show_default=False)],
+    shell: Annotated[
+        Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)
+    ],
 ) -> None:
     """Print the completion script for SHELL: candidates are data, never evaluated; nothing
     is offered when nothing applies; a TAB waits at most 1s on a database.

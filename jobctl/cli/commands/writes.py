@@ -16,7 +16,6 @@ import typer
 
 from jobctl import errors, targets
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
 from jobctl.render import output, rows, views
@@ -24,7 +23,7 @@ from jobctl.render import output, rows, views
 if TYPE_CHECKING:
     import uuid
 
-    from jobctl.ops import manual
+    from jobctl.ops import bulk, manual
 
 
 # ---------------------------------------------------------------- reclaim
@@ -42,6 +41,12 @@ def reclaim_command(
     plan: opt.ApplyPlan = None,
     every: opt.ServeEvery = None,
     trust_replica: opt.TrustReplica = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    spread: opt.Spread = dt.timedelta(0),
+    refund_attempt: opt.RefundAttempt = False,
+    park_older_than: opt.ParkOlderThan = None,
     notify_urls: monitoring.NotifyUrls = None,
     notify_env: monitoring.NotifyEnv = None,
     notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
@@ -58,8 +63,18 @@ def reclaim_command(
     """
     from jobctl.ops import reclaim, replica, service, triage
 
+    what = opt.slice_of(kind, queue, error)
     which = triage.ExpiredFilter(
-        worker=worker, policy=context.policy_option(policy), ids=job_ids or None, grace=grace
+        worker=worker,
+        policy=context.policy_option(policy),
+        ids=job_ids or None,
+        grace=grace,
+        kinds=what.kinds,
+        queues=what.queues,
+        error=what.error,
+        spread=spread,
+        refund_attempt=refund_attempt,
+        park_older_than=park_older_than,
     )
     request = reclaim.Request(
         commit=commit,
@@ -72,11 +87,13 @@ def reclaim_command(
         yes=yes,
     )
     fleet = context.across(ctx)
-    if fleet is not None:
-        cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
-        return
     if (notify_urls or notify_env) and (every is None or fleet is not None):
         raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
+    if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
+        cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
+        return
     if every is not None:
         context.warn_password_on_command_line(ctx)
         settings = targets.one_database(context.address(ctx), ctx.command_path)
@@ -111,9 +128,11 @@ def reclaim_command(
         )
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
         found, counts = terminal.drain(run, out, fmt)
-        park_status = s.table.mapping.park_status
+        park_status = s.table.mapping.named_park
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    context.say_if(reclaim.next_step(counts, commit, park_status=park_status))
+    context.say_if(reclaim.spread_line(counts, spread, commit))
     context.say_if(replica.dry_run_note(standing) if not commit else None)
     if save_plan is not None:
         terminal.say(
@@ -133,15 +152,32 @@ def requeue(
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    status: opt.BulkStatuses = None,
+    worker: opt.Worker = None,
+    older_than: opt.BulkOlderThan = None,
+    limit: opt.BulkLimit = 10_000,
+    save_plan: opt.BulkSavePlan = None,
+    spread: opt.Spread = dt.timedelta(0),
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Requeue jobs by hand (status queued, lease and token cleared), fenced and audited.
 
     --plan FILE requeues the rows of a saved review plan, each only if unchanged since the
-    review; - reads ids from stdin (one per line, or JSON lines with an id).
+    review; - reads ids from stdin (one per line, or JSON lines with an id). A filter
+    (--kind, --queue, --error, --status, --worker, --older-than) instead of ids lists the
+    jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    if which or not (job_ids or plan):
+        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread)
+        return
+    _no_save_plan_without_a_filter(save_plan)
     report = _by_hand(
         ctx,
         "requeue",
@@ -152,6 +188,7 @@ def requeue(
         expect_token=expect_token,
         force=force,
         yes=yes,
+        spread=spread,
     )
     terminal.report(report, out, fmt)
 
@@ -160,10 +197,20 @@ def fail(
     ctx: typer.Context,
     job_ids: opt.JobIdsOrStdin = None,
     plan: opt.ReviewPlan = None,
-    reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
+    reason: Annotated[
+        str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
+    ] = "",
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    status: opt.BulkStatuses = None,
+    worker: opt.Worker = None,
+    older_than: opt.BulkOlderThan = None,
+    limit: opt.BulkLimit = 10_000,
+    save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -171,9 +218,16 @@ def fail(
 
     A job reclaim failed that awaits review may be failed for good. --plan FILE fails the
     rows of a saved review plan, each only if unchanged since the review; - reads ids from
-    stdin (one per line, or JSON lines with an id).
+    stdin (one per line, or JSON lines with an id). A filter instead of ids lists the jobs
+    it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    if which or not (job_ids or plan):
+        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        _bulk(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
+        return
+    _no_save_plan_without_a_filter(save_plan)
     report = _by_hand(
         ctx,
         "fail",
@@ -188,6 +242,100 @@ def fail(
     terminal.report(report, out, fmt)
 
 
+def _bulk_filter(
+    kind: list[str] | None,
+    queue: list[str] | None,
+    error: str | None,
+    status: list[str] | None,
+    worker: str | None,
+    older_than: dt.timedelta | None,
+    limit: int,
+) -> bulk.BulkFilter:
+    from jobctl.ops import bulk
+
+    return bulk.BulkFilter(
+        opt.slice_of(kind, queue, error), tuple(status or ()), worker, older_than, limit
+    )
+
+
+def _ids_or_plan_not_with_a_filter(
+    job_ids: list[str] | None, plan: Path | None, expect_token: object
+) -> None:
+    if job_ids or plan is not None or expect_token is not None:
+        raise errors.UsageError(
+            "give job ids (or --plan FILE) or a filter (--kind, --queue, --error, --status, "
+            "--worker, --older-than), not both"
+        )
+
+
+def _no_save_plan_without_a_filter(save_plan: Path | None) -> None:
+    if save_plan is not None:
+        raise errors.UsageError(
+            "--save-plan saves the jobs a filter lists (--kind, --queue, --error ...): "
+            "with ids, act on them directly"
+        )
+
+
+def _bulk(
+    ctx: typer.Context,
+    action: manual.Action,
+    which: bulk.BulkFilter,
+    reason: str | None,
+    delay: dt.timedelta,
+    force: bool,
+    yes: bool,
+    save_plan: Path | None,
+    out: output.Output,
+    fmt: str | None,
+    *,
+    spread: dt.timedelta = dt.timedelta(0),
+) -> None:
+    """``requeue`` / ``fail`` on a filter: list the jobs it matches and their count; then
+    save them as a plan, or (--yes) write exactly those, each fenced as listed."""
+    from jobctl.ops import bulk
+    from jobctl.ops import review as core
+
+    if save_plan is not None and yes:
+        raise errors.UsageError(
+            "--save-plan lists and saves, --yes writes: give one (apply a plan with --plan)"
+        )
+    if action == "fail" and yes and not (reason or "").strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    with context.open_session(ctx) as s:
+        listed = bulk.candidates(s, action, which, force=force)
+        found = listed.rows
+        if not found:
+            context.say_if(listed.refused_line())
+            terminal.say(f"no job matches the filter: nothing to {action}")
+            return
+        if save_plan is not None:
+            with s.transaction(read_only=True):
+                core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
+        elif yes:
+            report = bulk.commit(
+                s, action, listed.eligible, reason=reason, delay=delay, spread=spread
+            )
+    if yes:
+        context.say_if(listed.refused_line())
+        terminal.say(f"{len(found)} job(s) matched the filter, each written fenced as listed")
+        terminal.report(report, out, fmt)
+        return
+    shown = rows.with_optional(rows.BULK_COLUMNS, found)
+    terminal.emit(views.table(found, found, shown, views.BULK_VIEW), out, fmt)
+    context.say_if(listed.refused_line())
+    more = f" (the first {which.limit}: --limit N for more)" if listed.at_limit else ""
+    if save_plan is not None:
+        terminal.say(
+            f"{len(found)} job(s) match{more}; plan saved to {save_plan}: apply it with "
+            f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action == "fail" else "")
+        )
+        return
+    terminal.say(
+        f"{len(found)} job(s) match{more}; nothing changed: --yes to {action} exactly these, "
+        f"or --save-plan FILE to review them first"
+    )
+
+
 def _by_hand(
     ctx: typer.Context,
     action: manual.Action,
@@ -199,6 +347,7 @@ def _by_hand(
     expect_token: uuid.UUID | None,
     force: bool,
     yes: bool,
+    spread: dt.timedelta = dt.timedelta(0),
 ) -> manual.Report:
     """``requeue`` / ``fail``: the rows of a saved review plan, or the ids given."""
     from jobctl.ops import manual
@@ -209,7 +358,14 @@ def _by_hand(
     with context.open_session(ctx) as s:
         if plan is not None:
             return core.apply_plan(
-                s, action, plan, reason=reason, delay=delay, force=force, confirm=confirm
+                s,
+                action,
+                plan,
+                reason=reason,
+                delay=delay,
+                force=force,
+                confirm=confirm,
+                spread=spread,
             )
         if action == "requeue":
             return manual.requeue(
@@ -220,6 +376,7 @@ def _by_hand(
                 expect_token=expect_token,
                 force=force,
                 confirm=confirm,
+                spread=spread,
             )
         return manual.fail(
             s, ids, reason=reason or "", expect_token=expect_token, force=force, confirm=confirm
@@ -246,12 +403,12 @@ def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: obj
 def quarantine(
     ctx: typer.Context,
     min_reclaims: Annotated[
-        int, typer.Option(min=1, help="Auto jobs reclaimed at least this many times.")
+        int, typer.Option(min=1, metavar="N", help="Auto jobs reclaimed at least this many times.")
     ] = 3,
     commit: Annotated[
         bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
     ] = False,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 1000,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="At most this many jobs.")] = 1000,
     reason: opt.Reason = None,
     yes: opt.Yes = False,
     out: opt.Out = output.Output.table,

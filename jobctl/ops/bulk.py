@@ -1,0 +1,133 @@
+"""``requeue`` / ``fail`` on a filter instead of ids (issue 35): the jobs a slice matches (by
+kind, queue, error, status, worker, age), listed with their count and decided by the rules of
+a direct command; then saved as a review plan (applied by ``--plan``, each row fenced on the
+row as listed) or, with ``--yes``, written: exactly the rows listed, each fenced as read, so a
+row that changed since it was listed is a conflict (exit 3) and nothing is written for it.
+Example::
+
+    which = BulkFilter(Slice(kinds=("send_email",)), statuses=("failed",))
+    listed = bulk.candidates(s, "requeue", which, force=False)
+    report = bulk.commit(s, "requeue", listed.eligible, reason="smtp fixed", delay=...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from jobctl import errors
+from jobctl.db.session import Session
+from jobctl.ops import manual
+from jobctl.ops.slices import EVERY, Slice
+from jobctl.render.rows import Row
+
+BULK_LIMIT = 10_000  # rows listed (and written) at most unless --limit says otherwise
+STATUSES = ("queued", "processing", "failed", "parked")  # --status: the design's names
+DEFAULT_STATUSES = ("failed", "parked")  # the jobs left for a human, unless --status
+
+
+@dataclasses.dataclass(frozen=True)
+class BulkFilter:
+    """Which jobs a bulk requeue/fail acts on. Values are always query parameters."""
+
+    what: Slice = EVERY
+    statuses: Sequence[str] = ()  # the design's names (STATUSES); none: DEFAULT_STATUSES
+    worker: str | None = None  # the worker holding it (a processing job's reserved_by)
+    older_than: dt.timedelta | None = None  # last changed (updated_at) longer ago than this
+    limit: int = BULK_LIMIT
+
+    def __bool__(self) -> bool:
+        return bool(self.what or self.statuses or self.worker or self.older_than)
+
+    def params(self, s: Session) -> dict[str, Any]:
+        mapping = s.table.mapping
+        for status in self.statuses:
+            if status not in STATUSES:
+                raise errors.UsageError(f"--status {status!r}: give one of {', '.join(STATUSES)}")
+        values = [
+            mapping.parked if d == "parked" else mapping.status(d)
+            for d in (self.statuses or DEFAULT_STATUSES)
+        ]
+        return {
+            "statuses": sorted(set(values)),
+            "worker": self.worker,
+            "older_than": self.older_than,
+            "limit": self.limit,
+            **self.what.params(),
+        }
+
+
+@dataclasses.dataclass
+class Listed:
+    """The jobs a filter matched: those the action may go ahead on, and those the rules
+    refuse (a live lease without --force, a job already queued for a requeue ...)."""
+
+    eligible: list[manual.Decision]
+    refused: list[manual.Decision]
+    limit: int
+
+    @property
+    def rows(self) -> list[Row]:
+        return [d.seen for d in self.eligible if d.seen is not None]
+
+    @property
+    def at_limit(self) -> bool:
+        return len(self.eligible) + len(self.refused) >= self.limit
+
+    def refused_line(self) -> str | None:
+        """One line naming how many matched jobs the rules leave out, and the first reason."""
+        if not self.refused:
+            return None
+        first = self.refused[0]
+        return (
+            f"{len(self.refused)} matching job(s) left out: the rules refuse them "
+            f"(job {first.id}: {first.detail})"
+        )
+
+
+def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: bool) -> Listed:
+    """The jobs ``which`` matches, read in one read-only transaction (each with its fence, as
+    ``manual_read`` reads one) and decided by the rules of a direct command (``refusal``)."""
+    if not which:
+        raise errors.UsageError(
+            f"{action} needs job ids, - (stdin), --plan FILE or a filter (--kind, --queue, "
+            "--error, --status, --worker, --older-than)"
+        )
+    which.what.check(s.table.mapping)
+    params = which.params(s)
+    with s.transaction(read_only=True):
+        found = s.rows("bulk_candidates", params)
+    eligible: list[manual.Decision] = []
+    refused: list[manual.Decision] = []
+    for row in found:
+        decision = manual.Decision(row["id"], row)
+        decision.outcome, decision.detail = manual.refusal(
+            row, action, force=force, expect_token=None, mapping=s.table.mapping
+        )
+        (eligible if decision.outcome is None else refused).append(decision)
+    return Listed(eligible, refused, which.limit)
+
+
+def commit(
+    s: Session,
+    action: manual.Action,
+    listed: Sequence[manual.Decision],
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    spread: dt.timedelta = dt.timedelta(0),
+) -> manual.Report:
+    """Write exactly the ``listed`` rows, each fenced on the row as it was listed (status,
+    token, updated_at, row version): one that changed since is a conflict, nothing written
+    for it (exit 3); the others are written. Confirmed already (``--yes``)."""
+    if action == "fail" and not (reason or "").strip():
+        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    decisions = list(listed)
+    write = (
+        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
+        if action == "requeue"
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
+    )
+    return manual.act(s, action, decisions, write, None)
