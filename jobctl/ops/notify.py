@@ -51,6 +51,10 @@ def shown(url: str) -> str:
 class Sender:
     """Posts notices to every URL from one thread; ``send`` never blocks."""
 
+    def delivery(self) -> tuple[int, int]:
+        """Notices delivered, and failed or dropped, so far (per URL)."""
+        return self.sent, self.failed + self.dropped
+
     def __init__(
         self,
         urls: Sequence[str],
@@ -171,8 +175,10 @@ class Watch:
         burst: int = BURST,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
+        delivery: Callable[[], tuple[int, int]] = lambda: (0, 0),
     ) -> None:
         self.send, self.table, self.target, self.command = send, table, target, command
+        self.delivery = delivery  # (sent, failed or dropped) so far: the pass record keeps them
         self.host = host or socket.gethostname()
         self.interval_s, self.burst, self.clock, self.now = interval_s, burst, clock, now
         self.last_sent: dict[str, float] = {}

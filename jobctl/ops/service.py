@@ -172,7 +172,7 @@ def serve(
                             applied = [row for row in batch if row["applied"]]
                             watch.reclaimed(applied, current.table.mapping.named_park)
                         yield batch, current.table.mapping.named_park
-                recorded = _record_pass(current, settings, every, pass_counts, recorded, log)
+                recorded = _record_pass(current, settings, every, pass_counts, recorded, log, watch)
                 pass_counts.clear()
                 if watch is not None:
                     watch.pass_done(review=_review_count(current))
@@ -206,13 +206,17 @@ def _record_pass(
     counts: collections.Counter[str],
     recorded: bool | None,
     log: Callable[[str], None],
+    watch: Watch | None = None,
 ) -> bool:
     """The pass recorded in jobctl.reclaimer_passes (the heartbeat metrics and summary
     read); a database without it (migration 006) or a role without its grant: said once,
     and the service goes on (the record is for watching it, never a reason to stop)."""
     if recorded is False:
         return False
+    sent, failed = watch.delivery() if watch is not None else (0, 0)
     params = {
+        "sent": sent,
+        "failed": failed,
         "job_table": s.table.qualified,
         "reclaimer": settings.actor,
         "host": socket.gethostname(),

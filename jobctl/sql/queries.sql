@@ -1074,9 +1074,9 @@ pg_catalog.current_setting(
 -- (jobctl.reclaimer_passes, history migration 006)
 INSERT INTO jobctl.reclaimer_passes AS p
     (job_table, reclaimer, host, pid, every_s, last_requeued, last_parked, requeued_total,
-     parked_total)
+     parked_total, notices_sent, notices_failed)
 VALUES (%(job_table)s, %(reclaimer)s, %(host)s, %(pid)s, %(every_s)s, %(requeued)s,
-        %(parked)s, %(requeued)s, %(parked)s)
+        %(parked)s, %(requeued)s, %(parked)s, %(sent)s, %(failed)s)
 ON CONFLICT (job_table, reclaimer) DO UPDATE SET
     host = excluded.host,
     pid = excluded.pid,
@@ -1090,7 +1090,9 @@ ON CONFLICT (job_table, reclaimer) DO UPDATE SET
     last_requeued = excluded.last_requeued,
     last_parked = excluded.last_parked,
     requeued_total = p.requeued_total OPERATOR(pg_catalog.+) excluded.last_requeued,
-    parked_total = p.parked_total OPERATOR(pg_catalog.+) excluded.last_parked
+    parked_total = p.parked_total OPERATOR(pg_catalog.+) excluded.last_parked,
+    notices_sent = excluded.notices_sent,
+    notices_failed = excluded.notices_failed
 
 -- name: reclaimer_passes_readable
 -- whether this database has the reclaimer's record (migration 006) and this role may read it
@@ -1104,5 +1106,6 @@ SELECT CASE WHEN pg_catalog.to_regclass('jobctl.reclaimer_passes') IS NULL THEN 
 SELECT coalesce(sum(passes), 0)::bigint AS reclaimer_passes,
        coalesce(extract(epoch FROM max(last_pass_at)), 0)::float8 AS reclaimer_last_pass,
        extract(epoch FROM now() - max(last_pass_at))::float8 AS reclaimer_idle_s,
-       min(every_s) AS reclaimer_every_s
+       min(every_s) AS reclaimer_every_s,
+       coalesce(sum(notices_failed), 0)::bigint AS notices_failed
 FROM jobctl.reclaimer_passes WHERE job_table = %(job_table)s

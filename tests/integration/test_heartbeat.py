@@ -46,6 +46,7 @@ def test_each_pass_is_recorded_and_exported(conn, dsn, run):
     assert row["pid"] == proc.pid and row["db_role"] == "postgres", err
     after = prometheus.samples(run("metrics").out)
     assert after[("jobctl_reclaimer_passes_total", table)] == row["passes"]
+    assert after[("jobctl_notifications_failed_total", table)] == 0  # none asked for
     assert abs(after[("jobctl_reclaimer_last_pass_timestamp_seconds", table)] - time.time()) < 30
     assert run("summary").err == ""  # it ran a moment ago
     conn.execute("UPDATE jobctl.reclaimer_passes SET last_pass_at = now() - interval '10 min'")

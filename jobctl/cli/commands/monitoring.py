@@ -134,7 +134,14 @@ def notifier(
     if fmt is NotifyFormat.pagerduty and not key:
         raise errors.UsageError(f"--notify-format pagerduty needs ${ROUTING_KEY_VAR}")
     sender = notify.Sender(found, fmt.value, log=log, routing_key=key)
-    watch = notify.Watch(sender.send, table=table, target=target, command=command, burst=burst)
+    watch = notify.Watch(
+        sender.send,
+        table=table,
+        target=target,
+        command=command,
+        burst=burst,
+        delivery=sender.delivery,
+    )
     names = ", ".join(notify.shown(url) for url in found)
     log(f"notify: {fmt.value} notifications to {names}")
     return sender, watch

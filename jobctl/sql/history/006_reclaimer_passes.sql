@@ -5,7 +5,8 @@
 --
 -- who: `reclaimer` (the service's actor, JOBCTL_ACTOR: e.g. reclaimer@host), its role and pid;
 -- where: the host; when: started_at, last_pass_at (the database's clock); what it did: the last
--- pass's requeued and parked jobs, the totals since started_at, and its interval (--every).
+-- pass's requeued and parked jobs, the totals since started_at, its interval (--every), and
+-- how its notifications fared.
 CREATE TABLE jobctl.reclaimer_passes (
     job_table       text NOT NULL,           -- format('%I.%I', schema, name), as the history
     reclaimer       text NOT NULL,           -- the service's actor
@@ -20,6 +21,8 @@ CREATE TABLE jobctl.reclaimer_passes (
     last_parked     integer NOT NULL DEFAULT 0,
     requeued_total  bigint NOT NULL DEFAULT 0,
     parked_total    bigint NOT NULL DEFAULT 0,
+    notices_sent    bigint NOT NULL DEFAULT 0,  -- its notifications (--notify) since started_at:
+    notices_failed  bigint NOT NULL DEFAULT 0,  -- delivered, and failed or dropped
     PRIMARY KEY (job_table, reclaimer)
 );
 
