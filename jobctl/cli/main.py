@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -139,6 +139,10 @@ def stuck(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
+    notify_urls: cli_monitoring.NotifyUrls = None,
+    notify_env: cli_monitoring.NotifyEnv = None,
+    notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
+    notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -165,6 +169,9 @@ def stuck(
         queues=what.queues,
         error=what.error,
     )
+    made = cli_monitoring.for_stuck_watch(
+        context.address(ctx), watch, notify_urls, notify_env, notify_format, notify_burst
+    )
     fleet = context.across(ctx)
     if fleet is not None:
         from jobctl.cli import fleet as cli_fleet
@@ -183,10 +190,14 @@ def stuck(
             fmt=fmt,
         )
         return
-    watching = (every, count) if watch else None
-    shown = _stuck_here(
-        ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
-    )
+    watching = (every, count, made[1] if made else None) if watch else None
+    try:
+        shown = _stuck_here(
+            ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
+        )
+    finally:
+        if made:
+            made[0].close()
     if shown is None:  # a watch: it ended with Ctrl-C or its --count
         return
     found, waiting = shown
@@ -210,7 +221,7 @@ def _stuck_here(
     expiring_within: dt.timedelta | None,
     trust_replica: bool,
     ready_after: dt.timedelta,
-    watching: tuple[dt.timedelta, int | None] | None,
+    watching: tuple[dt.timedelta, int | None, Any] | None,
     out: output.Output,
     fmt: str | None,
 ) -> tuple[int, rows.Row | None] | None:
@@ -234,10 +245,12 @@ def _stuck_here(
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)
         if watching is not None:
-            every, count = watching
+            every, count, notices = watching
 
             def refreshed() -> output.Document:
-                return views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
+                seen = list(rows_of(s))
+                cli_monitoring.refreshed(notices, seen)  # notices only queued, never waited on
+                return views.stuck(seen, columns, at_risk=at_risk)
 
             context.run_watch(ctx, s, refreshed, every, count, out, fmt)
             return None
@@ -287,6 +300,7 @@ def summary(
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
+    from jobctl.ops import metrics as core_metrics
     from jobctl.ops import triage
 
     what = opt.slice_of(kind, queue, error)
@@ -336,9 +350,11 @@ def summary(
             else:
                 found = triage.summary(s, expiring_within, exact=exact, what=what)
                 doc, no_lease = views.summary(found), found["processing"]["no_lease"]
+            silent = core_metrics.reclaimer_silent(core_metrics.reclaimer(s))
     terminal.emit(context.marked(ctx, doc), out, fmt)
     if no_lease is not None:
         context.say_if(views.no_lease_line(no_lease))
+    context.say_if(silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
 
 
 @app.command()

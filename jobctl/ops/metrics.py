@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.timedelta) -> Row:
     """The figures: stuck jobs by policy, oldest expired lease, live/expiring, reclaims, review."""
     return (
-        s.one("metrics_leases", {"soon": expiring_within})
+        reclaimer(s)
+        | s.one("metrics_leases", {"soon": expiring_within})
         | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
         | s.one("metrics_manual_review")
         | s.one("review_count", Slice().params())
@@ -56,3 +57,28 @@ def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta |
             f"{max_overdue.total_seconds():g}s"
         )
     return found
+
+
+def reclaimer(s: Session) -> Row:
+    """The table's reclaimer passes (history migration 006): their count, the last one's
+    Unix time (0: never), how long ago, the reclaimers' interval; {} where the record is
+    not installed or not readable by this role (metrics then say nothing of them)."""
+    if not s.one("reclaimer_passes_readable")["readable"]:
+        return {}
+    return s.one("metrics_reclaimer", {"job_table": s.table.qualified})
+
+
+def reclaimer_silent(figures: Row, *, intervals: int = 3) -> str | None:
+    """A line when the table's reclaimers (``reclaim --every``) have not finished a pass for
+    ``intervals`` of their interval (at least a minute), else None: what summary says. A
+    table no service ever ran on says nothing (a reclaim from cron is not one); its metrics
+    say passes 0, last pass 0, for an alert that wants one."""
+    if not figures.get("reclaimer_passes"):
+        return None
+    idle, every = figures["reclaimer_idle_s"], figures["reclaimer_every_s"] or 0.0
+    if idle is not None and idle > max(intervals * every, 60.0):
+        return (
+            f"no reclaimer pass for {idle:.0f}s (its interval: {every:g}s): is jobctl reclaim "
+            "--every still running? (journalctl -u jobctl-reclaimer)"
+        )
+    return None

@@ -7,17 +7,27 @@ and the attempt-token fence keep them from ever reclaiming one lease twice.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
+
+import psycopg
 
 from jobctl import db, errors
 from jobctl.db import session
 from jobctl.ops import reclaim, replica, triage
+from jobctl.ops.slices import Slice
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render.rows import ReclaimRow
+
+if TYPE_CHECKING:
+    from jobctl.ops.notify import Watch
 
 MAX_BACKOFF_S = 30.0
 
@@ -30,16 +40,25 @@ def run(
     every: dt.timedelta,
     on_batch: Callable[[list[ReclaimRow]], None],
     log: Callable[[str], None],
+    watch: Watch | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT: each batch that applied rows goes to ``on_batch``
-    (its applied rows only), and a summary line and every incident to ``log``."""
+    (its applied rows only), and a summary line and every incident to ``log``; ``watch``:
+    what to notify (``ops.notify``), told of every batch, pass, loss and stop."""
     stop = _stopped_by_signals(log)
     log(f"reclaimer: every {every.total_seconds():g}s, batch {batch_size}, table {settings.table}")
-    batches = serve(settings, which, batch_size=batch_size, every=every, stop=stop, log=log)
-    for batch, park_status in batches:
-        applied = [row for row in batch if row["applied"]]
-        on_batch(applied)
-        log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    batches = serve(
+        settings, which, batch_size=batch_size, every=every, stop=stop, log=log, watch=watch
+    )
+    try:
+        for batch, park_status in batches:
+            applied = [row for row in batch if row["applied"]]
+            on_batch(applied)
+            log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+    except errors.JobctlError as exc:
+        if watch is not None:
+            watch.stopped(db.redact(exc.message, settings.dsn))
+        raise
     log("reclaimer: stopped")
 
 
@@ -121,6 +140,7 @@ def serve(
     stop: threading.Event,
     log: Callable[[str], None],
     max_backoff_s: float = MAX_BACKOFF_S,
+    watch: Watch | None = None,
 ) -> Iterator[tuple[list[ReclaimRow], str | None]]:
     """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set. Each
     batch that applied rows comes with the table's park status (schema apply --park-status).
@@ -132,6 +152,8 @@ def serve(
     backoff = 0.5
     connections = 0
     told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
+    pass_counts: collections.Counter[str] = collections.Counter()  # this pass: requeue, fail
+    recorded: bool | None = None  # the pass record works (None: not tried yet)
     while not stop.is_set():
         done = 0  # jobs reclaimed in this pass, for the line if the server is lost
         try:
@@ -143,9 +165,17 @@ def serve(
                     current, which, batch_size=batch_size, limit=None, stop=stop
                 ):
                     _tell_poisoned(batch, told, log)
+                    pass_counts.update(reclaim.tally([r for r in batch if r["applied"]]))
                     if any(row["applied"] for row in batch):
                         done += sum(1 for row in batch if row["applied"])
+                        if watch is not None:  # only queued: a webhook never delays this
+                            applied = [row for row in batch if row["applied"]]
+                            watch.reclaimed(applied, current.table.mapping.named_park)
                         yield batch, current.table.mapping.named_park
+                recorded = _record_pass(current, settings, every, pass_counts, recorded, log, watch)
+                pass_counts.clear()
+                if watch is not None:
+                    watch.pass_done(review=_review_count(current))
             backoff = 0.5
             stop.wait(every.total_seconds())
         except (
@@ -158,6 +188,8 @@ def serve(
             if isinstance(exc, errors.ConnectError) and done:
                 lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
             log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
+            if watch is not None:
+                watch.down_seen(db.redact(exc.message, settings.dsn))
             if current is not None:
                 current.conn.close()
                 current = None
@@ -165,6 +197,55 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _record_pass(
+    s: session.Session,
+    settings: db.Settings,
+    every: dt.timedelta,
+    counts: collections.Counter[str],
+    recorded: bool | None,
+    log: Callable[[str], None],
+    watch: Watch | None = None,
+) -> bool:
+    """The pass recorded in jobctl.reclaimer_passes (the heartbeat metrics and summary
+    read); a database without it (migration 006) or a role without its grant: said once,
+    and the service goes on (the record is for watching it, never a reason to stop)."""
+    if recorded is False:
+        return False
+    sent, failed = watch.delivery() if watch is not None else (0, 0)
+    params = {
+        "sent": sent,
+        "failed": failed,
+        "job_table": s.table.qualified,
+        "reclaimer": settings.actor,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "every_s": every.total_seconds(),
+        "requeued": counts["requeue"],
+        "parked": counts["fail"],
+    }
+    try:
+        with s.transaction():
+            s.execute("record_reclaimer_pass", params)
+        return True
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InsufficientPrivilege) as exc:
+        why = " ".join(str(exc).split())
+        log(
+            f"reclaimer: its passes are not recorded ({why}): metrics and summary "
+            "cannot tell it runs; schema apply (history 006) and schema grants --operator fix it"
+        )
+        return False
+
+
+def _review_count(s: session.Session) -> Callable[[], int]:
+    """How many jobs wait for a human (what ``review`` lists), read when called."""
+
+    def count() -> int:
+        with s.transaction(read_only=True):
+            return int(s.one("review_count", Slice().params())["awaiting_review"])
+
+    return count
 
 
 def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:

@@ -104,12 +104,14 @@ def _ids(group: PeopleGroup) -> Rendered:
 
 
 # ---------------------------------------------------------------- the page
-def report(incident: IncidentReport) -> str:
-    """The incident as one page of Markdown, to paste into an incident document."""
+def report(incident: IncidentReport, *, target: str | None = None) -> str:
+    """The incident as one page of Markdown, to paste into an incident document: its title
+    names the table and ``target`` (the config file's name of the database, if any), each
+    sentence is a paragraph of its own, every command a code span."""
     bounds = (("since", incident["since"]), ("until", incident["until"]))
     window = " ".join(f"--{name} {at.isoformat()}" for name, at in bounds if at)
     out = [
-        *_title(incident),
+        *_title(incident, target),
         *_expired(incident, window),
         *_not_counted(incident, window),
         *_still_expired(incident),
@@ -121,10 +123,11 @@ def report(incident: IncidentReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def _title(report: IncidentReport) -> list[str]:
+def _title(report: IncidentReport, target: str | None) -> list[str]:
     since, until = _text(report["since"]) or "the history's start", _text(report["until"])
+    on = f" on {_said(target)}" if target else ""
     return [
-        f"# Incident report: {_said(report['table'])}",
+        f"# Incident report: {_said(report['table'])}{on}",
         "",
         f"From {since} to {until} (database time), from jobctl's history.",
     ]
@@ -135,9 +138,7 @@ def _expired(report: IncidentReport, window: str) -> list[str]:
     expired, totals = report["expired"], report["expired_totals"]
     if not expired:
         return [*out, "No lease expired and was reclaimed by jobctl in the window."]
-    out.append(
-        f"{totals['jobs']} job(s) had their lease expire and jobctl reclaimed them, by worker:"
-    )
+    out.append(f"{totals['jobs']} job(s) whose lease expired were reclaimed by jobctl; by worker:")
     out.append("")
     out += _table(
         ["worker", "jobs", "leases expired", "reclaimed"],
@@ -262,7 +263,7 @@ def _review(report: IncidentReport) -> list[str]:
     review = report["awaiting_review"]
     if not review["jobs"]:
         return [*out, "No job waits for review."]
-    why = ", ".join(f"{n} {w.replace('_', ' ')}" for w, n in sorted(review["by_why"].items()))
+    why = ", ".join(f"{w.replace('_', ' ')}: {n}" for w, n in sorted(review["by_why"].items()))
     out.append(f"{review['jobs']} job(s) wait for a human ({why}); the longest waiting:")
     out.append("")
     out += _table(
@@ -300,6 +301,7 @@ def _latency(report: IncidentReport) -> list[str]:
             + "."
         )
         if lat["claimed"]:
+            out.append("")  # each figure a paragraph: plain Markdown joins adjacent lines
             out.append(
                 f"Time to the next claim: median {_seconds(lat['p50_s'])}, "
                 f"95th percentile {_seconds(lat['p95_s'])}, longest {_seconds(lat['max_s'])}."
@@ -308,5 +310,7 @@ def _latency(report: IncidentReport) -> list[str]:
         out.append("No job went back to the queue in the window.")
     ready = lat["ready"]
     oldest = f", the oldest for {_seconds(lat['oldest_ready_s'])}" if ready else ""
+    if len(out) > 3:
+        out.append("")
     out.append(f"Now: {ready} job(s) ready to run{oldest}.")
     return out

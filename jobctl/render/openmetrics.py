@@ -162,6 +162,13 @@ def _reclaimer_families(figures: Row, t: str) -> list[Family]:
                 [(t, figures["reclaimer_passes"])],
             ),
             (
+                "jobctl_notifications_failed_total",
+                "counter",
+                "Notifications the table's reclaimers failed to deliver or dropped (--notify), "
+                "since each started.",
+                [(t, figures.get("notices_failed", 0))],
+            ),
+            (
                 "jobctl_reclaimer_last_pass_timestamp_seconds",
                 "gauge",
                 "When a reclaimer last finished a pass on the table (Unix time; 0: never).",

@@ -1068,3 +1068,44 @@ pg_catalog.current_setting(
          ELSE 'jobctl refuses session_replication_role '
               OPERATOR(pg_catalog.||) pg_catalog.current_setting('session_replication_role')
     END) AS replication_role,
+
+-- name: record_reclaimer_pass
+-- the reclaimer's heartbeat: one row per reclaimer of a table, its pass counted and dated
+-- (jobctl.reclaimer_passes, history migration 006)
+INSERT INTO jobctl.reclaimer_passes AS p
+    (job_table, reclaimer, host, pid, every_s, last_requeued, last_parked, requeued_total,
+     parked_total, notices_sent, notices_failed)
+VALUES (%(job_table)s, %(reclaimer)s, %(host)s, %(pid)s, %(every_s)s, %(requeued)s,
+        %(parked)s, %(requeued)s, %(parked)s, %(sent)s, %(failed)s)
+ON CONFLICT (job_table, reclaimer) DO UPDATE SET
+    host = excluded.host,
+    pid = excluded.pid,
+    db_role = current_user,
+    every_s = excluded.every_s,
+    started_at = CASE WHEN p.pid OPERATOR(pg_catalog.=) excluded.pid
+                       AND p.host OPERATOR(pg_catalog.=) excluded.host
+                      THEN p.started_at ELSE pg_catalog.now() END,
+    last_pass_at = pg_catalog.now(),
+    passes = p.passes OPERATOR(pg_catalog.+) 1,
+    last_requeued = excluded.last_requeued,
+    last_parked = excluded.last_parked,
+    requeued_total = p.requeued_total OPERATOR(pg_catalog.+) excluded.last_requeued,
+    parked_total = p.parked_total OPERATOR(pg_catalog.+) excluded.last_parked,
+    notices_sent = excluded.notices_sent,
+    notices_failed = excluded.notices_failed
+
+-- name: reclaimer_passes_readable
+-- whether this database has the reclaimer's record (migration 006) and this role may read it
+SELECT CASE WHEN pg_catalog.to_regclass('jobctl.reclaimer_passes') IS NULL THEN false
+            ELSE pg_catalog.has_table_privilege('jobctl.reclaimer_passes', 'SELECT') END
+       AS readable
+
+-- name: metrics_reclaimer
+-- the table's reclaimer passes: how many, the last one's time (0: never) and the shortest
+-- interval of its reclaimers, for metrics and summary
+SELECT coalesce(sum(passes), 0)::bigint AS reclaimer_passes,
+       coalesce(extract(epoch FROM max(last_pass_at)), 0)::float8 AS reclaimer_last_pass,
+       extract(epoch FROM now() - max(last_pass_at))::float8 AS reclaimer_idle_s,
+       min(every_s) AS reclaimer_every_s,
+       coalesce(sum(notices_failed), 0)::bigint AS notices_failed
+FROM jobctl.reclaimer_passes WHERE job_table = %(job_table)s

@@ -67,8 +67,9 @@ GRANT SELECT ON {table} TO {role};
 GRANT SELECT ON jobctl.events, jobctl.attempts, jobctl.migrations, jobctl.tables TO {role}
 
 -- name: grant_update
--- an operator's UPDATE of the columns jobctl writes
-GRANT UPDATE ({columns}) ON {table} TO {role}
+-- an operator's UPDATE of the columns jobctl writes, and the reclaimer's record of its passes
+GRANT UPDATE ({columns}) ON {table} TO {role};
+GRANT INSERT, UPDATE ON jobctl.reclaimer_passes TO {role}
 
 -- name: history_schema
 -- the history's schema, made by the role that applies the first migration (never IF NOT

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import uuid
 
 import psycopg
@@ -11,7 +13,8 @@ import rendered
 from helpers import add_jobs, claim_all
 from psycopg import conninfo
 
-from jobctl import lease
+from jobctl import db, lease
+from jobctl.db import session
 
 # what an application writes in its rows to forge a postmortem (issue 32, finding 4)
 HEADING = "</td></tr></table><h1>Fake heading: incident resolved</h1>"
@@ -97,12 +100,18 @@ def test_report_of_a_staged_incident(conn, dsn, run):
         "## Queue latency",
     ):
         assert heading in md
-    assert "7 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "7 job(s) whose lease expired were reclaimed by jobctl" in md
     assert "| `web-2` | 5 |" in md
     assert f"Reclaimed more than once: {jobs['again'][0]} (2 times: `web-2, web-4`)." in md
     assert f"| `bob@ops` | requeued | 1 | `safe` | {jobs['manual'][0]} |" in md
-    assert "1 job(s) wait for a human (1 attempts exhausted)" in md
+    assert "1 job(s) wait for a human (attempts exhausted: 1)" in md
     assert "5 return(s) to the queue" in md
+    # a page in any Markdown (issue 37, item 7): every command a code span (pandoc's plain
+    # Markdown makes -- an en dash outside one), each latency figure a paragraph of its own
+    prose = re.sub(r"`[^`]*`", "", md)
+    assert "--" not in prose.replace("|---", "").replace("---|", ""), prose
+    assert not re.search(r"\bjobctl [a-z]", prose), prose
+    assert "\n\nTime to the next claim:" in md and "\n\nNow: " in md
     # a window before the incident: nothing happened
     empty = run("report", "--since", "3h", "--until", "2h").out
     assert "No lease expired and was reclaimed by jobctl in the window." in empty
@@ -218,7 +227,7 @@ def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
         (role, 2, 2, 1)
     ]
     md = run("report", "--since", "1h").out
-    assert "1 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "1 job(s) whose lease expired were reclaimed by jobctl" in md
     assert "Not counted: 2 change(s) the history records as reclaimed" in md
     assert f"by role `{role}` (2 change(s) of 2 job(s), 1 of a live lease)" in md
     assert "alice@ops" not in md
@@ -238,7 +247,19 @@ def test_each_section_names_at_most_twenty_and_counts_the_rest(conn, dsn, run):
     assert review["jobs"] == 25 and review["by_why"] == {"manual_policy": 25}
     assert len(review["oldest"]) == 20
     md = run("report", "--since", "1h").out
-    assert "25 job(s) had their lease expire and jobctl reclaimed them" in md
+    assert "25 job(s) whose lease expired were reclaimed by jobctl" in md
     assert "... and 5 more worker(s) not listed: `jobctl events --event reclaimed --since " in md
     assert "... and 5 more job(s) not listed: `jobctl review -o jsonl` has them all." in md
-    assert "25 job(s) wait for a human (25 manual policy)" in md
+    assert "25 job(s) wait for a human (manual policy: 25)" in md
+
+
+def test_the_title_names_the_target(conn, dsn, run):
+    from jobctl.ops import events
+    from jobctl.ops import report as core
+    from jobctl.render import markdown
+
+    with session.open(db.Settings(dsn=dsn)) as s, s.transaction(read_only=True):
+        found = core.collect(s, events.Window(since=dt.timedelta(hours=1)))
+    page = markdown.report(found, target="search")
+    assert page.startswith("# Incident report: `public.jobs` on `search`\n")
+    assert markdown.report(found).startswith("# Incident report: `public.jobs`\n")

@@ -50,6 +50,7 @@ FIGURES = {
     "standby": 0,
     "reclaimer_passes": 0,
     "reclaimer_last_pass": 0.0,
+    "notices_failed": 0,
 }
 
 

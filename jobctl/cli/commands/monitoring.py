@@ -1,4 +1,5 @@
-"""What ``metrics`` (and the reclaimer's notifications) share: where an exposition goes.
+"""What ``metrics`` and the reclaimer's notifications need of the CLI: where an exposition
+goes (``--textfile``), and the ``--notify`` options (``ops.notify`` does the rest).
 
 ``--textfile PATH`` writes the exposition the way node_exporter's textfile collector wants a
 file replaced: into a temporary file in the same directory (a name the collector skips, not
@@ -9,11 +10,13 @@ the old file or the new one, never half of one; and it is written whatever the e
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -51,3 +54,131 @@ def publish(textfile: Path | None, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+# ---------------------------------------------------------------- notifications
+NotifyUrls = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="POST a notification to URL (repeatable; with reclaim --every or stuck --watch). "
+        "A URL holding a secret: --notify-env instead, never on a command line.",
+    ),
+]
+NotifyEnv = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify-env",
+        metavar="VAR",
+        help="POST notifications to the URL in environment variable VAR (repeatable; unset "
+        "or empty: none, said once).",
+    ),
+]
+
+
+class NotifyFormat(str, enum.Enum):
+    json = "json"
+    slack = "slack"
+    pagerduty = "pagerduty"
+
+
+NotifyAs = Annotated[
+    NotifyFormat,
+    typer.Option(
+        "--notify-format",
+        metavar="json|slack|pagerduty",
+        help="The body: jobctl's JSON (schema jobctl.notification/1), Slack's incoming "
+        "webhook, or PagerDuty Events v2 (routing key from JOBCTL_PAGERDUTY_ROUTING_KEY).",
+    ),
+]
+NotifyBurst = Annotated[
+    int,
+    typer.Option(
+        "--notify-burst",
+        min=1,
+        metavar="N",
+        help="expiry_burst when N or more leases expired in one pass (or one refresh).",
+    ),
+]
+ROUTING_KEY_VAR = "JOBCTL_PAGERDUTY_ROUTING_KEY"
+BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify_rules.py)
+
+
+def notifier(
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+    *,
+    table: str,
+    target: str | None,
+    command: str,
+    log: Callable[[str], None],
+) -> tuple[Any, Any] | None:
+    """The notifications' sender and watch (``ops.notify``), or None when no URL is given;
+    bad input (not an http(s) URL, PagerDuty without its routing key) is exit 2, before the
+    service starts."""
+    from jobctl.ops import notify
+
+    found = [notify.check_url(url) for url in urls or []]
+    for var in env_vars or []:
+        value = os.environ.get(var, "").strip()
+        if value:
+            found.append(notify.check_url(value))
+        else:
+            log(f"notify: ${var} is unset or empty: no notifications to it")
+    if not found:
+        return None
+    key = os.environ.get(ROUTING_KEY_VAR, "")
+    if fmt is NotifyFormat.pagerduty and not key:
+        raise errors.UsageError(f"--notify-format pagerduty needs ${ROUTING_KEY_VAR}")
+    sender = notify.Sender(found, fmt.value, log=log, routing_key=key)
+    watch = notify.Watch(
+        sender.send,
+        table=table,
+        target=target,
+        command=command,
+        burst=burst,
+        delivery=sender.delivery,
+    )
+    names = ", ".join(notify.shown(url) for url in found)
+    log(f"notify: {fmt.value} notifications to {names}")
+    return sender, watch
+
+
+def for_stuck_watch(
+    here: Any,
+    watch: bool,
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+) -> tuple[Any, Any] | None:
+    """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
+    refresh), on one database only (``here``: its settings; a fleet is exit 2)."""
+    from jobctl import db
+    from jobctl.cli import terminal
+
+    if not (urls or env_vars):
+        return None
+    if not watch or not isinstance(here, db.Settings):
+        raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
+    return notifier(
+        urls,
+        env_vars,
+        fmt,
+        burst,
+        table=here.table,
+        target=here.target,
+        command="stuck --watch",
+        log=terminal.say,
+    )
+
+
+def refreshed(watch: Any, seen: list[Any]) -> None:
+    """A refresh of ``stuck --watch`` told to its notifications (``ops.notify.Watch``, or
+    None): the expired leases it shows (not those only expiring soon)."""
+    if watch is not None:
+        expired = [r for r in seen if r.get("lease_state", "expired") == "expired"]
+        watch.burst_seen(len(expired), [r["id"] for r in expired])

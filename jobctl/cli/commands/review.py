@@ -178,9 +178,10 @@ def report(
     window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = core.collect(s, window)
+        target = s.settings.target
     if out in (output.Output.json, output.Output.jsonl):
         terminal.emit(output.Document(result, []), out, None)
     elif out.tabular:
-        sys.stdout.write(markdown.report(result))
+        sys.stdout.write(markdown.report(result, target=target))
     else:
         raise errors.UsageError("report prints Markdown (-o table) or JSON (-o json, jsonl)")

@@ -17,6 +17,7 @@ import typer
 from jobctl import errors, targets
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
+from jobctl.cli.commands import monitoring
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ def reclaim_command(
     spread: opt.Spread = dt.timedelta(0),
     refund_attempt: opt.RefundAttempt = False,
     park_older_than: opt.ParkOlderThan = None,
+    notify_urls: monitoring.NotifyUrls = None,
+    notify_env: monitoring.NotifyEnv = None,
+    notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
+    notify_burst: monitoring.NotifyBurst = monitoring.BURST,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -82,6 +87,8 @@ def reclaim_command(
         yes=yes,
     )
     fleet = context.across(ctx)
+    if (notify_urls or notify_env) and (every is None or fleet is not None):
+        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
     if fleet is not None:
         from jobctl.cli import fleet as cli_fleet
 
@@ -89,14 +96,30 @@ def reclaim_command(
         return
     if every is not None:
         context.warn_password_on_command_line(ctx)
-        service.run(
-            targets.one_database(context.address(ctx), ctx.command_path),
-            which,
-            batch_size=batch_size,
-            every=every,
-            on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
+        settings = targets.one_database(context.address(ctx), ctx.command_path)
+        made = monitoring.notifier(
+            notify_urls,
+            notify_env,
+            notify_format,
+            notify_burst,
+            table=settings.table,
+            target=settings.target,
+            command="reclaim --every",
             log=terminal.say,
         )
+        try:
+            service.run(
+                settings,
+                which,
+                batch_size=batch_size,
+                every=every,
+                on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
+                log=terminal.say,
+                watch=made[1] if made else None,
+            )
+        finally:
+            if made:
+                made[0].close()
         return
     with context.open_session(ctx) as s:
         standing = context.standing(ctx)

@@ -1,0 +1,162 @@
+"""The reclaimer's notifications as each receiver wants them: jobctl's own JSON (one
+versioned schema, ``jobctl.notification/1``), Slack's incoming-webhook message, PagerDuty's
+Events API v2 (``trigger`` and ``resolve`` by dedup key). Pure: no network, no clock.
+
+A ``Notice`` is one thing worth telling (docs/monitoring.md#notifications):
+
+* ``reclaimed``: jobs the reclaimer requeued (counts since the last notice of it);
+* ``parked``: jobs it failed or parked for a human (manual policy, attempts exhausted);
+* ``expiry_burst``: many leases expired at once (workers died together); a condition;
+* ``review_waiting``: jobs wait for a human (``jobctl review``); a condition;
+* ``target_down``: the database does not answer; a condition;
+* ``reclaimer_error``: the reclaimer stopped on an error it does not retry;
+* ``resolved``: a condition (``condition``) cleared.
+
+Text from rows (ids, the table's name, an error) is made visible (``safe_text``) in every
+human-readable field, and Slack's ``<``, ``>`` and ``&`` are escaped (no link or mention can
+come of a worker's name); the JSON's ``ids`` keep the values exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+from jobctl.render import safe_text
+
+SCHEMA = "jobctl.notification/1"
+EVENTS = (
+    "reclaimed",
+    "parked",
+    "expiry_burst",
+    "review_waiting",
+    "target_down",
+    "reclaimer_error",
+    "resolved",
+)
+CONDITIONS = ("expiry_burst", "review_waiting", "target_down")  # these resolve
+FORMATS = ("json", "slack", "pagerduty")
+MAX_IDS = 20  # the ids a notice carries at most (``ids_truncated`` says when there were more)
+SEVERITY = {
+    "reclaimed": "info",
+    "parked": "warning",
+    "expiry_burst": "warning",
+    "review_waiting": "warning",
+    "target_down": "critical",
+    "reclaimer_error": "critical",
+    "resolved": "info",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    event: str  # one of EVENTS
+    condition: str  # what it is about: the event itself, or the condition a resolved clears
+    summary: str  # one line for a person
+    table: str
+    target: str | None
+    at: dt.datetime
+    host: str  # where the reclaimer (or the watch) runs
+    command: str  # reclaim --every, stuck --watch
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    ids: list[str] = dataclasses.field(default_factory=list)
+    next: list[str] = dataclasses.field(default_factory=list)  # the commands to run next
+    suppressed: int = 0  # notices of this condition held back by the rate limit since the last
+
+    @property
+    def dedup_key(self) -> str:
+        """The same for every notice of one condition on one table of one target: what a
+        receiver groups by, and what PagerDuty resolves by."""
+        return f"jobctl/{self.target or '-'}/{self.table}/{self.condition}"
+
+    @property
+    def severity(self) -> str:
+        return SEVERITY[self.event]
+
+
+def as_json(n: Notice) -> dict[str, Any]:
+    """jobctl's own payload (schema ``jobctl.notification/1``)."""
+    return {
+        "schema": SCHEMA,
+        "event": n.event,
+        "condition": n.condition,
+        "status": "resolved" if n.event == "resolved" else "firing",
+        "severity": n.severity,
+        "summary": n.summary,
+        "dedup_key": n.dedup_key,
+        "at": n.at.isoformat(),
+        "target": n.target,
+        "table": n.table,
+        "source": {"host": n.host, "command": n.command},
+        "counts": n.counts,
+        "ids": [str(i) for i in n.ids[:MAX_IDS]],
+        "ids_truncated": len(n.ids) > MAX_IDS,
+        "suppressed": n.suppressed,
+        "next": n.next,
+    }
+
+
+def _slack_text(text: str) -> str:
+    """Text for Slack's mrkdwn: visible, and no ``<``/``>``/``&`` (links, mentions)."""
+    return safe_text.visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_code(text: str) -> str:
+    return "`" + _slack_text(text).replace("`", "'") + "`"
+
+
+def as_slack(n: Notice) -> dict[str, Any]:
+    """An incoming-webhook message: the summary as its text, the details in a block."""
+    mark = {"critical": ":red_circle:", "warning": ":warning:", "info": ":information_source:"}
+    icon = ":white_check_mark:" if n.event == "resolved" else mark[n.severity]
+    where = _slack_code(n.table) + (f" on {_slack_code(n.target)}" if n.target else "")
+    lines = [f"{icon} *{_slack_text(n.summary)}*", f"{n.event} in {where}"]
+    if n.counts:
+        lines.append(", ".join(f"{k}: {v}" for k, v in n.counts.items()))
+    if n.ids:
+        more = f" and {len(n.ids) - MAX_IDS} more" if len(n.ids) > MAX_IDS else ""
+        lines.append("ids: " + ", ".join(_slack_code(str(i)) for i in n.ids[:MAX_IDS]) + more)
+    if n.suppressed:
+        lines.append(f"({n.suppressed} earlier notice(s) held back by the rate limit)")
+    if n.next:
+        lines.append("next: " + "; ".join(_slack_code(c) for c in n.next))
+    text = "\n".join(lines)
+    return {
+        "text": f"{icon} {_slack_text(n.summary)}",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+    }
+
+
+def as_pagerduty(n: Notice, routing_key: str) -> dict[str, Any]:
+    """An Events API v2 event: ``trigger`` (by the notice's dedup key), or ``resolve`` for a
+    resolved condition."""
+    if n.event == "resolved":
+        return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": n.dedup_key}
+    return {
+        "routing_key": routing_key,
+        "event_action": "trigger",
+        "dedup_key": n.dedup_key,
+        "payload": {
+            "summary": safe_text.visible(n.summary)[:1024],
+            "source": n.host,
+            "severity": n.severity,
+            "timestamp": n.at.isoformat(),
+            "component": safe_text.visible(n.table),
+            "group": safe_text.visible(n.target or ""),
+            "class": n.event,
+            "custom_details": as_json(n),
+        },
+    }
+
+
+def body(n: Notice, fmt: str, *, routing_key: str = "") -> bytes:
+    """The HTTP body for ``fmt`` (json, slack, pagerduty), UTF-8 JSON."""
+    if fmt == "slack":
+        made = as_slack(n)
+    elif fmt == "pagerduty":
+        made = as_pagerduty(n, routing_key)
+    else:
+        made = as_json(n)
+    return json.dumps(made, ensure_ascii=False).encode()
