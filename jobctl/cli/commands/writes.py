@@ -103,7 +103,8 @@ def reclaim_command(
             s, request, terminal.confirm, standing=standing, trust_replica=trust_replica
         )
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
-        found, counts = terminal.drain(run, out, fmt)
+        columns = rows.with_optional(rows.RECLAIM_COLUMNS, s.table.mapping.mapped_optional)
+        found, counts = terminal.drain(run, out, fmt, columns=columns)
         park_status = s.table.mapping.park_status
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
