@@ -400,6 +400,18 @@ def metrics(
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    label_top: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Label the job counts by kind and queue (when mapped) for the top N of each "
+            "by count; the rest as other.",
+        ),
+    ] = 10,
 ) -> None:
     """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
     a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
@@ -409,8 +421,11 @@ def metrics(
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        if what:
+            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
         cli_fleet.metrics(
             ctx,
             fleet,
@@ -426,6 +441,8 @@ def metrics(
             context.standing(ctx),
             expiring_within=expiring_within,
             reclaim_window=reclaim_window,
+            what=what,
+            top=label_top,
         )
         table = s.table.qualified
     sys.stdout.write(openmetrics.exposition(figures, table))

@@ -283,7 +283,7 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
        count(*) FILTER (WHERE {lease_expires_at} IS NULL) AS no_lease
-FROM {table} j WHERE {status} = {processing}
+FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: metrics_reclaims
 -- reclaims the history recorded in the last window
@@ -293,9 +293,9 @@ WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event 
 -- name: metrics_manual_review
 -- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
 -- compared as text, as reclaim wrote it: a JSON string, or cut to a varchar's length)
-SELECT count(*) AS awaiting FROM {table}
+SELECT count(*) AS awaiting FROM {table} j
 WHERE {status} = {parked} AND {recovery_policy} = 'manual'
-  AND {last_error_text} = {reclaim_error_text}
+  AND {last_error_text} = {reclaim_error_text} AND {mapped_filter}
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
@@ -631,6 +631,10 @@ AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
 AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
 AND (%(worker)s::text IS NULL OR e.worker = %(worker)s)
 AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
+-- what the job is now (issue 35: --kind, --queue, --error), by the job's row (its id index)
+AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL AND %(error)s::text IS NULL)
+     OR EXISTS (SELECT FROM {table} j
+                WHERE j.{id} = e.job_id::{id_type} AND {mapped_filter}))
 
 -- name: event_columns
 -- one event across jobs as jobctl events shows it (the job's id back in the id column's type;
@@ -752,7 +756,7 @@ LIMIT %(listed)s
 -- how many jobs await review, by why (counted by the server: the report fetches only the
 -- longest waiting of them, through the review block)
 SELECT {review_why} AS why, count(*) AS jobs
-FROM {table} j WHERE {awaiting_review}
+FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 GROUP BY 1 ORDER BY 1
 
 -- name: report_latency

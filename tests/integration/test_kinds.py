@@ -429,3 +429,63 @@ def test_park_older_than_parks_old_orphans_in_the_dry_run_and_the_commit(conn, d
     assert {statuses(conn)[i] for i in old} == {"failed"}
     waiting = json.loads(run("review", "-o", "json").out)
     assert sorted(r["id"] for r in waiting) == []  # auto with attempts left: not review's
+
+
+# ---------------------------------------------------------------- events, report, metrics
+def stuck_jobs(exposition: str) -> float:
+    """The sum of jobctl_stuck_jobs over its policies, from metrics' text."""
+    values = [
+        float(line.split()[-1])
+        for line in exposition.splitlines()
+        if line.startswith("jobctl_stuck_jobs{")
+    ]
+    assert values, exposition
+    return sum(values)
+
+
+def test_events_report_and_metrics_narrowed_by_kind(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    events = json.loads(run("events", "--kind", "charge_card", "-o", "json").out)
+    assert {e["id"] for e in events} == set(ids["charge_card"])
+    assert {e["event"] for e in events} == {"reclaimed"}
+    everything = json.loads(run("events", "-o", "json").out)
+    assert len(everything) == 6
+    report = json.loads(run("report", "--queue", "mail", "-o", "json").out)
+    assert report["expired_totals"]["jobs"] == 3
+    whole = json.loads(run("report", "-o", "json").out)
+    assert whole["expired_totals"]["jobs"] == 6
+    expire_all(dsn, 6)
+    assert stuck_jobs(run("metrics", "--kind", "send_email").out) == 3
+    assert stuck_jobs(run("metrics").out) == 6
+    assert run("events", "--kind", "x", dsn=dsn).code == 0
+    conn.execute("UPDATE jobctl.tables SET mapping = '{}'::jsonb")
+    for command in (
+        ["events", "--kind", "x"],
+        ["report", "--kind", "x"],
+        ["metrics", "--kind", "x"],
+    ):
+        assert run(*command).code == 2, command
+
+
+def test_metrics_label_job_counts_by_kind_bounded(conn, dsn, run):
+    kinded(conn, run, kinds=("a", "b", "c", "d"), per_kind=2)
+    conn.execute("UPDATE jobs SET kind = 'a' WHERE id IN (3, 5)")  # a: 4, b: 1, c: 1, d: 2
+    expire_all(dsn, 8)
+    text = run("metrics", "--label-top", "2").out
+    samples = {
+        line.split()[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("jobctl_jobs_by_kind{")
+    }
+    kinds = {key.split('kind="')[1].split('"')[0] for key in samples}
+    assert kinds == {"a", "d", "other"}
+    stuck = {
+        key.split('kind="')[1].split('"')[0]: value
+        for key, value in samples.items()
+        if 'state="stuck"' in key
+    }
+    assert stuck == {"a": 4, "d": 2, "other": 2}
+    assert "jobctl_jobs_by_queue{" in text
+    assert text.endswith("# EOF\n")
