@@ -258,7 +258,7 @@ class IncidentReport(TypedDict):
 
 
 # ---------------------------------------------------------------- what tables show
-OPTIONAL_KEYS = ("kind", "queue")  # what the job is, where the table maps it (issue 35)
+OPTIONAL_KEYS = ("kind", "queue", "policy_from")  # what the job is, when mapped (issue 35)
 
 
 def with_optional(columns: list[str], found: Any) -> list[str]:

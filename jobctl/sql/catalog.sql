@@ -8,7 +8,8 @@
 SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        c.relkind::pg_catalog.text AS relkind,
        pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
-       pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings
+       pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
+       pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)

@@ -24,7 +24,65 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
                OR j.{reserved_at} OPERATOR(pg_catalog.>=)
                   (pg_catalog.now()
                    OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
+          -- a policy per kind or queue (jobctl policy --kind K --manual): manual wins
+          AND NOT {kind_manual}
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
+
+-- name: kind_policy_of
+-- the dimension (kind, queue) whose recorded policy makes this job manual, or NULL (issue 35;
+-- {policy_table}: the jobs table as jobctl.kind_policies names it)
+(SELECT p.dimension FROM jobctl.kind_policies p
+ WHERE p.job_table OPERATOR(pg_catalog.=) {policy_table}
+   AND p.policy OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text
+   AND ((p.dimension OPERATOR(pg_catalog.=) 'kind'::pg_catalog.text
+         AND p.value OPERATOR(pg_catalog.=) {kind_value})
+        OR (p.dimension OPERATOR(pg_catalog.=) 'queue'::pg_catalog.text
+            AND p.value OPERATOR(pg_catalog.=) {queue_value}))
+ ORDER BY p.dimension LIMIT 1)
+
+-- name: policy_from_column
+-- where a job's policy comes from, in a row's select list: its row (its recovery_policy), or
+-- the kind or queue whose recorded policy makes it manual
+CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text THEN 'row'
+     ELSE coalesce({kind_policy_of}, 'row'::pg_catalog.text) END AS policy_from,
+
+-- name: kind_policy_set
+-- jobctl policy --kind K --manual|--auto: the table's policy for a kind or queue, recorded
+-- with who and why, and the change beside it (one statement: both or neither)
+WITH set AS (
+    INSERT INTO jobctl.kind_policies AS p (job_table, dimension, value, policy, reason, actor)
+    VALUES (%(job_table)s, %(dimension)s, %(value)s, %(policy)s, %(reason)s,
+            pg_catalog.current_setting('jobctl.actor', true))
+    ON CONFLICT (job_table, dimension, value) DO UPDATE
+    SET policy = EXCLUDED.policy, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+        db_role = EXCLUDED.db_role, set_at = EXCLUDED.set_at
+    RETURNING p.job_table, p.dimension, p.value, p.policy, p.reason, p.actor
+)
+INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
+SELECT set.job_table, set.dimension, set.value, set.policy, set.reason, set.actor FROM set
+RETURNING dimension, value, policy
+
+-- name: kind_policy_remove
+-- jobctl policy --kind K --remove: the kind's policy gone (its jobs' rows decide again), and
+-- the change recorded
+WITH gone AS (
+    DELETE FROM jobctl.kind_policies p
+    WHERE p.job_table OPERATOR(pg_catalog.=) %(job_table)s
+      AND p.dimension OPERATOR(pg_catalog.=) %(dimension)s
+      AND p.value OPERATOR(pg_catalog.=) %(value)s
+    RETURNING p.job_table, p.dimension, p.value
+)
+INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
+SELECT gone.job_table, gone.dimension, gone.value, NULL, %(reason)s,
+       pg_catalog.current_setting('jobctl.actor', true)
+FROM gone
+RETURNING dimension, value
+
+-- name: kind_policy_list
+-- the table's policies per kind and queue, as recorded
+SELECT p.dimension, p.value, p.policy, p.reason, p.actor, p.db_role, p.set_at
+FROM jobctl.kind_policies p WHERE p.job_table = %(job_table)s
+ORDER BY p.dimension, p.value
 
 -- name: reclaim_error
 -- the last_error reclaim leaves on a job

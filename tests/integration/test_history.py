@@ -418,7 +418,7 @@ def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
     assert applied.code == 0, applied.err
     assert run("schema", "check").code == 0
     versions = conn.execute("SELECT version FROM jobctl.migrations ORDER BY 1").fetchall()
-    assert [v["version"] for v in versions] == [1, 2, 3, 4, 5]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4, 5, 6]
     assert "history" not in run("schema", "apply", "--sql").out  # nothing left to do
 
     kept = conn.execute("SELECT * FROM jobctl.events ORDER BY event_id").fetchall()

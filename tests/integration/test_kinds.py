@@ -489,3 +489,67 @@ def test_metrics_label_job_counts_by_kind_bounded(conn, dsn, run):
     assert stuck == {"a": 4, "d": 2, "other": 2}
     assert "jobctl_jobs_by_queue{" in text
     assert text.endswith("# EOF\n")
+
+
+# ---------------------------------------------------------------- a policy per kind
+def test_a_policy_per_kind_steers_reclaim_and_stuck_says_so(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    set_ = run("policy", "--kind", "send_email", "--manual", "--reason", "double sends")
+    assert set_.code == 0, set_.err
+    result = run("stuck", "-o", "json")
+    assert result.code == 0, result.err
+    by_id = {r["id"]: r for r in json.loads(result.out)}
+    assert {by_id[i]["action"] for i in ids["send_email"]} == {"fail"}
+    assert {by_id[i]["policy_from"] for i in ids["send_email"]} == {"kind"}
+    assert {by_id[i]["action"] for i in ids["charge_card"]} == {"requeue"}
+    assert {by_id[i]["policy_from"] for i in ids["charge_card"]} == {"row"}
+    assert "manual (kind)" in run("stuck", "-o", "wide").out
+    listed = json.loads(run("policy", "--list", "-o", "json").out)
+    assert [(p["dimension"], p["value"], p["policy"], p["reason"]) for p in listed] == [
+        ("kind", "send_email", "manual", "double sends")
+    ]
+    dry = json.loads(run("reclaim", "-o", "json").out)
+    done = json.loads(run("reclaim", "--commit", "--yes", "-o", "json").out)
+    assert sorted((r["id"], r["action"]) for r in done) == sorted(
+        (r["id"], r["action"]) for r in dry
+    )
+    now = statuses(conn)
+    assert {now[i] for i in ids["send_email"]} == {"failed"}
+    assert {now[i] for i in ids["charge_card"]} == {"queued"}
+    # removed: the rows decide again; every change in the history
+    assert run("policy", "--kind", "send_email", "--remove", "--reason", "fixed").code == 0
+    assert json.loads(run("policy", "--list", "-o", "json").out) == []
+    history = conn.execute(
+        "SELECT value, policy, reason, actor FROM jobctl.kind_policy_events ORDER BY event_id"
+    ).fetchall()
+    assert [(h["value"], h["policy"], h["reason"]) for h in history] == [
+        ("send_email", "manual", "double sends"),
+        ("send_email", None, "fixed"),
+    ]
+    assert history[0]["actor"] == "tester@ci"
+    assert run("policy", "--kind", "x", "1").code == 2
+
+
+def test_a_policy_per_queue_and_without_the_mapping(conn, dsn, run):
+    assert run("policy", "--kind", "x", "--manual").code == 2  # no kind column mapped
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("policy", "--queue", "payments", "--manual").code == 0
+    found = {r["id"]: r for r in json.loads(run("stuck", "-o", "json").out)}
+    assert {found[i]["policy_from"] for i in ids["charge_card"]} == {"queue"}
+    assert {found[i]["action"] for i in ids["charge_card"]} == {"fail"}
+
+
+def test_only_jobctls_owner_records_a_policy_per_kind(roles, conn, dsn, run):
+    from helpers import grant_roles
+    from psycopg import conninfo
+
+    kinded(conn, run)
+    assert grant_roles(run, roles).code == 0
+    operator = conninfo.make_conninfo(dsn, user=roles["operator"])
+    refused = run("policy", "--kind", "send_email", "--manual", dsn=operator)
+    assert refused.code == 2, refused.err
+    assert "only its owner writes" in refused.err
+    assert run("policy", "--list", dsn=operator).code == 0  # everyone reads them
+    assert run("stuck", dsn=conninfo.make_conninfo(dsn, user=roles["readonly"])).code == 0
