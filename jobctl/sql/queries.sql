@@ -810,6 +810,31 @@ GROUP BY e.actor, e.event, e.reason
 ORDER BY min(e.at), e.actor, e.event
 LIMIT %(listed)s
 
+-- name: report_by_group
+-- report by kind or queue (issue 35; {group_key}: the mapped column of the job's row now):
+-- the jobs whose lease jobctl's reclaim found expired in the window and what it made of them,
+-- and the jobs still waiting for review; the first %(listed)s groups, with how many in all
+SELECT g.grp, sum(g.expired_jobs)::pg_catalog.int8 AS expired_jobs,
+       sum(g.requeued)::pg_catalog.int8 AS requeued, sum(g.parked)::pg_catalog.int8 AS parked,
+       sum(g.awaiting_review)::pg_catalog.int8 AS awaiting_review,
+       count(*) OVER () AS all_groups
+FROM (
+    SELECT {group_key} AS grp, count(DISTINCT e.job_id) AS expired_jobs,
+           count(*) FILTER (WHERE e.to_status = pg_catalog.format('%%s', {queued})) AS requeued,
+           count(*) FILTER (WHERE e.to_status <> pg_catalog.format('%%s', {queued})) AS parked,
+           0 AS awaiting_review
+    FROM jobctl.events e JOIN {table} j ON j.{id} = e.job_id::{id_type}
+    WHERE {events_window} AND {report_jobctl_reclaim}
+    GROUP BY 1
+    UNION ALL
+    SELECT {group_key}, 0, 0, 0, count(*) FROM {table} j
+    WHERE {awaiting_review} AND {mapped_filter}
+    GROUP BY 1
+) g
+GROUP BY g.grp
+ORDER BY 2 DESC, 5 DESC, 1
+LIMIT %(listed)s
+
 -- name: report_review
 -- how many jobs await review, by why (counted by the server: the report fetches only the
 -- longest waiting of them, through the review block)

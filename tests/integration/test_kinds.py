@@ -553,3 +553,23 @@ def test_only_jobctls_owner_records_a_policy_per_kind(roles, conn, dsn, run):
     assert "only its owner writes" in refused.err
     assert run("policy", "--list", dsn=operator).code == 0  # everyone reads them
     assert run("stuck", dsn=conninfo.make_conninfo(dsn, user=roles["readonly"])).code == 0
+
+
+def test_report_breaks_the_incident_down_by_kind_and_queue(conn, dsn, run):
+    conn.execute("ALTER TABLE jobs ALTER COLUMN recovery_policy SET DEFAULT 'manual'")
+    ids = kinded(conn, run)
+    conn.execute(
+        "UPDATE jobs SET recovery_policy = 'auto' WHERE id = ANY(%s)", (ids["send_email"],)
+    )
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    found = json.loads(run("report", "-o", "json").out)
+    by_kind = {g["kind"]: g for g in found["by_kind"]}
+    assert by_kind["send_email"]["expired_jobs"] == 3 and by_kind["send_email"]["requeued"] == 3
+    assert by_kind["charge_card"]["parked"] == 3
+    assert by_kind["charge_card"]["awaiting_review"] == 3
+    assert {g["queue"] for g in found["by_queue"]} == {"mail", "payments"}
+    page = run("report").out
+    assert "## By kind" in page and "## By queue" in page and "charge_card" in page
+    narrowed = json.loads(run("report", "--kind", "send_email", "-o", "json").out)
+    assert [g["kind"] for g in narrowed["by_kind"]] == ["send_email"]
