@@ -377,6 +377,7 @@ def explain(
             triage.history(s, job_id, full=full),
             parked=mapping.parked,
             failed=mapping.status("failed"),
+            mapped=mapping.mapped_optional,
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None

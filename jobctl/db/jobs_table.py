@@ -99,6 +99,15 @@ def spelling(
         )
     )
     fragments.update(optional_fragments(mapping, types or {}))
+    fragments["event_mapped_columns"] = sql.SQL(" ").join(
+        queries.query(
+            "event_optional_column",
+            **fragments,
+            value=fragments[f"{design}_value"],
+            column_name=sql.Identifier(design),
+        )
+        for design in mapping.mapped_optional
+    )
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
     # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
     fragments["policy_table"] = sql.Literal(policy_table)

@@ -240,6 +240,8 @@ REVIEW_VIEW = [
 JOB_EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("id", "ID", whole=True),
+    KIND,
+    QUEUE,
     Column("event", "EVENT", whole=True),
     Column("to_status", "BECAME"),
     Column("worker", "WORKER", whole=True),

@@ -697,9 +697,15 @@ AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL AND %(error)s::te
 -- name: event_columns
 -- one event across jobs as jobctl events shows it (the job's id back in the id column's type;
 -- the texts a row or a role wrote cut for display, {shown_worker} ...: display_text)
-e.at, e.job_id::{id_type} AS id, e.event, e.from_status, e.to_status, e.attempt,
+e.at, e.job_id::{id_type} AS id, {event_mapped_columns} e.event, e.from_status, e.to_status,
+e.attempt,
 e.attempt_token, {shown_worker} AS worker, {shown_actor} AS actor, e.db_role,
 {shown_reason} AS reason
+
+-- name: event_optional_column
+-- an optional column (kind, queue) of an event's job as its row says now, by the id index
+-- ({value}: kind_value ...; none when the job is gone), in event_columns' select list
+(SELECT {value} FROM {table} j WHERE j.{id} = e.job_id::{id_type}) AS {column_name},
 
 -- name: events_newest
 -- the history's events across jobs, newest first, streamed (the event time's index)

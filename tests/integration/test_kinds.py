@@ -573,3 +573,18 @@ def test_report_breaks_the_incident_down_by_kind_and_queue(conn, dsn, run):
     assert "## By kind" in page and "## By queue" in page and "charge_card" in page
     narrowed = json.loads(run("report", "--kind", "send_email", "-o", "json").out)
     assert [g["kind"] for g in narrowed["by_kind"]] == ["send_email"]
+
+
+def test_events_and_explain_name_the_kind(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    found = json.loads(run("events", "-o", "json").out)
+    assert {(e["id"], e["kind"], e["queue"]) for e in found} >= {
+        (ids["send_email"][0], "send_email", "mail")
+    }
+    piped = run("events", "-o", "tsv").out.splitlines()[0].split("\t")
+    assert piped[:4] == ["at", "id", "kind", "queue"]
+    assert "KIND" in run("events", "-o", "wide").out
+    story = run("explain", str(ids["charge_card"][0])).out
+    assert f"Job {ids['charge_card'][0]} (kind charge_card, queue payments) is" in story

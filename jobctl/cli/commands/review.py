@@ -149,10 +149,14 @@ def events(
                 )
                 more = len(found) > cap
                 found = found[:cap]
-                doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
+                shown = rows.with_optional(rows.JOB_EVENT_COLUMNS, found)
+                doc = views.table(found, found, shown, views.JOB_EVENT_VIEW)
             else:
                 streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
-                doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
+                mapped = s.table.mapping.mapped_optional
+                doc = views.table(
+                    streamed, streamed, rows.with_optional(rows.JOB_EVENT_COLUMNS, mapped)
+                )
                 more = False
             terminal.emit(doc, out, fmt)
     if more:
