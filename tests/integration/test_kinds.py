@@ -588,3 +588,8 @@ def test_events_and_explain_name_the_kind(conn, dsn, run):
     assert "KIND" in run("events", "-o", "wide").out
     story = run("explain", str(ids["charge_card"][0])).out
     assert f"Job {ids['charge_card'][0]} (kind charge_card, queue payments) is" in story
+
+
+def test_the_service_takes_the_filters_and_says_how_to_map_kind(conn, dsn, run):
+    result = run("reclaim", "--commit", "--yes", "--every", "1s", "--kind", "x")
+    assert result.code == 2 and "--column kind=COLUMN" in result.err
