@@ -216,6 +216,24 @@ def roles(server_dsn: str) -> Iterator[dict[str, str]]:
             admin.execute(f"DROP ROLE IF EXISTS {name}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_demo_dir() -> Iterator[str]:
+    """The test session's own demo directory ($JOBCTL_DEMO_DIR, which the demo honours): its
+    tests, in-process or in a subprocess, never stop or wipe a demo a person kept with
+    ``jobctl demo --keep`` (issue 36). Short: a kept demo's socket would live there."""
+    path = tempfile.mkdtemp(prefix="jd-")
+    before = os.environ.get("JOBCTL_DEMO_DIR")
+    os.environ["JOBCTL_DEMO_DIR"] = path
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop("JOBCTL_DEMO_DIR", None)
+        else:
+            os.environ["JOBCTL_DEMO_DIR"] = before
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture
 def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(dsn, autocommit=True, row_factory=rows.dict_row) as c:

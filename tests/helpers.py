@@ -60,6 +60,8 @@ READ_COMMANDS = (
     ["quarantine"],
     ["review"],
     ["schema", "check"],
+    ["schema", "statements"],
+    ["doctor"],
 )
 
 

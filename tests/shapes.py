@@ -280,6 +280,42 @@ OWN_NAMES_PARKED = Shape(
     done="completed",
 )
 
+# a Rails-style table (issue 34): varchar state pending/running/succeeded/errored, tries,
+# run_at, locked_by/locked_at, error_message (not in SHAPES: tests/integration/test_no_lease.py,
+# test_statements.py and test_doctor.py use it)
+BACKGROUND_TASKS = Shape(
+    name="a Rails-style background_tasks: varchar state pending/running/succeeded/errored",
+    table="background_tasks",
+    ddl="""
+    CREATE TABLE background_tasks (
+        id bigserial PRIMARY KEY,
+        state varchar(20) NOT NULL DEFAULT 'pending',
+        tries int NOT NULL DEFAULT 0,
+        max_tries int NOT NULL DEFAULT 5,
+        run_at timestamp NOT NULL DEFAULT now(),
+        locked_by varchar(255), locked_at timestamp, error_message text,
+        finished_at timestamp,
+        created_at timestamp NOT NULL DEFAULT now(),
+        updated_at timestamp NOT NULL DEFAULT now()
+    )""",
+    new_job="INSERT INTO background_tasks DEFAULT VALUES RETURNING id",
+    columns=(
+        "status=state",
+        "attempts=tries",
+        "max_attempts=max_tries",
+        "available_at=run_at",
+        "reserved_by=locked_by",
+        "reserved_at=locked_at",
+        "last_error=error_message",
+    ),
+    statuses=("queued=pending", "processing=running", "done=succeeded", "failed=errored"),
+    status_column="state",
+    queued="pending",
+    processing="running",
+    done="succeeded",
+    failed="errored",
+)
+
 SHAPES = (
     UUID_TEXT_CHECK,
     BIGINT_ENUM,

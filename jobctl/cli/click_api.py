@@ -2,17 +2,108 @@
 vendors click as ``typer._click``, a private module. They are imported here and nowhere else
 (``tests/unit/test_layers.py``), with typer's versions pinned in pyproject.toml, and what
 jobctl relies on of each is tested (``tests/unit/test_click_api.py``): a new typer that moves
-them fails there, in one place."""
+them fails there, in one place.
 
-from typer._click.core import ParameterSource
+``lazy_group`` is the one thing here that is jobctl's own: typer turns every registered
+command into a click command (reading each signature's annotations) before it parses the
+first argument; the lazy group builds only the command that runs (``--help`` and completion
+still list them all, in order)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, MutableMapping
+
+import typer
+from typer._click.core import Command, Context, ParameterSource
 from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
-from typer._click.shell_completion import CompletionItem, add_completion_class
+from typer._click.shell_completion import (
+    CompletionItem,
+    _resolve_context,
+    _resolve_incomplete,
+    add_completion_class,
+    split_arg_string,
+)
+
+# what a shell's completion is about: the command and its parameter (or command) at the cursor
+resolve_context, resolve_incomplete = _resolve_context, _resolve_incomplete
 
 __all__ = [
     "ClickException",
     "CompletionItem",
+    "LazyGroup",
     "MissingParameter",
     "NoArgsIsHelpError",
     "ParameterSource",
     "add_completion_class",
+    "lazy_group",
+    "resolve_context",
+    "resolve_incomplete",
+    "split_arg_string",
 ]
+
+
+class _Commands(MutableMapping[str, Command]):
+    """A group's commands by name, in registration order, each built when first looked up."""
+
+    def __init__(self, builders: dict[str, Callable[[], Command]]) -> None:
+        self._builders = builders
+        self._built: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            self._built[name] = self._builders[name]()  # KeyError: not a command
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._builders.setdefault(name, lambda: command)
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._builders[name]
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """typer's group, listing its commands by name without building them."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+
+def lazy_group(app: typer.Typer) -> typer.core.TyperGroup:
+    """``app`` as a click group whose commands (and sub-apps) are built on first use."""
+    commands, groups = app.registered_commands, app.registered_groups
+    short, markup = app.pretty_exceptions_short, app.rich_markup_mode
+    builders: dict[str, Callable[[], Command]] = {}
+    for info in commands:
+        assert info.callback is not None
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        builders[name] = functools.partial(
+            typer.main.get_command_from_info,
+            info,
+            pretty_exceptions_short=short,
+            rich_markup_mode=markup,
+        )
+    for sub in groups:
+        assert sub.name, "every sub-app is named"
+        builders[sub.name] = functools.partial(
+            typer.main.get_group_from_info,
+            sub,
+            pretty_exceptions_short=short,
+            rich_markup_mode=markup,
+            suggest_commands=app.suggest_commands,
+        )
+    app.registered_commands, app.registered_groups = [], []
+    try:  # the group itself: its callback's options, built by typer as ever
+        group = typer.main.get_group(app)
+    finally:
+        app.registered_commands, app.registered_groups = commands, groups
+    group.commands = _Commands(builders)
+    return group

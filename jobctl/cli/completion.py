@@ -5,7 +5,7 @@ A candidate may come from the database (job ids, ``--worker`` names) or the conf
 quotes, backslashes, newlines, escape sequences. typer's own scripts let such text reach a
 shell's parser (zsh ``eval``s its ``_arguments`` spec, and a backslash typer leaves unescaped
 undoes its ``\\$``; bash inserts a candidate verbatim into the command line, which runs it on
-Enter). Here, two rules (see docs/commands.md, "Shell completions"):
+Enter). Here, two rules (see docs/commands.md, "jobctl completion SHELL"):
 
 * A candidate holding a character ``safe_text.visible`` would escape (C0/C1 controls and DEL,
   newlines and tabs among them, bidi and invisible characters) is not offered at all: such a
@@ -23,11 +23,20 @@ Only these three shells are registered: jobctl ships no PowerShell completion.
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
 from typer._completion_classes import BashComplete, FishComplete, ZshComplete
+from typer.models import TyperPath as PathType
 
-from jobctl.cli.click_api import CompletionItem, add_completion_class
+from jobctl.cli.click_api import (
+    CompletionItem,
+    add_completion_class,
+    resolve_context,
+    resolve_incomplete,
+    split_arg_string,
+)
 from jobctl.render import safe_text
 
 # what bash leaves alone in a word: anything else is escaped with a backslash (ASCII only:
@@ -56,8 +65,85 @@ def description(item: CompletionItem) -> str:
     return safe_text.visible(" ".join(str(item.help).split()))
 
 
-def _offered(items: list[CompletionItem]) -> list[CompletionItem]:
+def paths(incomplete: str, *, dirs_only: bool = False) -> list[CompletionItem]:
+    """The files (or folders) whose path starts with ``incomplete``, a folder with a ``/``:
+    what a PATH option completes (listed here, so no script falls back to files where no
+    file applies). Hidden ones only when ``incomplete``'s last part starts with a dot."""
+    folder, _, start = incomplete.rpartition("/")
+    where = os.path.expanduser(folder + "/" if folder else ".") if folder or not start else "."
+    if folder == "" and incomplete.startswith("/"):
+        where = "/"
+    try:
+        names = sorted(os.listdir(where or "/"))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.startswith(start) or (name.startswith(".") and not start.startswith(".")):
+            continue
+        is_dir = os.path.isdir(os.path.join(where or "/", name))
+        if dirs_only and not is_dir:
+            continue
+        value = (f"{folder}/" if folder or incomplete.startswith("/") else "") + name
+        found.append(CompletionItem(value + ("/" if is_dir else "")))
+    return found
+
+
+def candidates(shell: Any, args: list[str], incomplete: str) -> list[CompletionItem]:
+    """What the parameter (or command) at the cursor offers, as click finds it (``--opt=value``
+    included: click splits it), a PATH option's files listed here (typer's offer none), and
+    then only those ``offered`` allows."""
+    ctx = resolve_context(shell.cli, shell.ctx_args, shell.prog_name, args)
+    where, value = resolve_incomplete(ctx, args, incomplete)
+    kind = getattr(where, "type", None)
+    if isinstance(kind, PathType):
+        items = paths(value, dirs_only=bool(kind.dir_okay and not kind.file_okay))
+    else:
+        items = where.shell_complete(ctx, value)
     return [item for item in items if offered(str(item.value))]
+
+
+def _is_option_value(word: str) -> bool:
+    """``--opt=value``: a long option and its value in one word."""
+    return word.startswith("--") and "=" in word
+
+
+def option_prefix(word: str) -> str:
+    """``--opt=`` of a ``--opt=value`` word ('' otherwise): what fish's candidates repeat."""
+    return word.partition("=")[0] + "=" if _is_option_value(word) else ""
+
+
+def bash_words(words: list[str], current: int) -> tuple[list[str], str, str]:
+    """bash's words (split at ``=``, which COMP_WORDBREAKS holds: ``--output=j`` arrives as
+    ``--output``, ``=``, ``j``) as click reads them: (args, incomplete, prefix). ``prefix``
+    is ``=`` when the word being completed is the ``=`` itself (the cursor right after it):
+    bash replaces that word, so each candidate must start with it."""
+    joined: list[str] = []
+    at = 0
+    prefix = ""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "=" and joined and joined[-1].startswith("--") and "=" not in joined[-1]:
+            joined[-1] += "="
+            if i == current:
+                prefix = "="
+            elif i + 1 < len(words) and i + 1 <= current:
+                joined[-1] += words[i + 1]
+                i += 1
+            if i >= current and not at:
+                at = len(joined) - 1
+            i += 1
+            continue
+        joined.append(word)
+        if i == current:
+            at = len(joined) - 1
+        i += 1
+    if current >= len(words):
+        joined.append("")
+        at = len(joined) - 1
+    incomplete = joined[at] if at < len(joined) else ""
+    return joined[1:at], incomplete, prefix
 
 
 class Bash(BashComplete):
@@ -66,21 +152,35 @@ class Bash(BashComplete):
     source_template = """\
 # jobctl's bash completion: jobctl prints one candidate per line, already escaped as a bash
 # word, and they are read with mapfile (no splitting, no globbing): nothing is evaluated.
+# Nothing applies (no candidate): nothing is offered, never the files of the directory (no
+# -o default); a PATH option's files come from jobctl itself. A folder keeps the cursor on it.
 %(complete_func)s() {
     COMPREPLY=()
     mapfile -t COMPREPLY < <(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD="$COMP_CWORD" \\
         %(autocomplete_var)s=complete_bash "$1")
+    if [[ ${#COMPREPLY[@]} -eq 1 && -z ${COMPREPLY[0]} ]]; then
+        COMPREPLY=()
+    elif [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == */ ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
     return 0
 }
 
-complete -o default -F %(complete_func)s %(prog_name)s
+complete -F %(complete_func)s %(prog_name)s
 """
 
+    prefix = ""
+
+    def get_completion_args(self) -> tuple[list[str], str]:
+        words = split_arg_string(os.environ["COMP_WORDS"])
+        args, incomplete, self.prefix = bash_words(words, int(os.environ["COMP_CWORD"]))
+        return args, incomplete
+
     def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
-        return _offered(super().get_completions(args, incomplete))
+        return candidates(self, args, incomplete)
 
     def format_completion(self, item: CompletionItem) -> str:
-        return bash_word(str(item.value))
+        return self.prefix + bash_word(str(item.value))
 
 
 class Zsh(ZshComplete):
@@ -98,6 +198,8 @@ _%(prog_name)s() {
   local -a values helps shown
   local line
   local -i i width=0
+  # --opt=value: the candidates are values, inserted after the --opt= kept as it is
+  [[ $PREFIX == --*=* ]] && compset -P '*='
   for line in "${(@f)$(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" \\
       %(autocomplete_var)s=complete_zsh %(prog_name)s)}"; do
     [[ -n $line ]] || continue
@@ -106,7 +208,7 @@ _%(prog_name)s() {
     (( ${#values[-1]} > width )) && width=${#values[-1]}
   done
   if (( ! ${#values} )); then
-    _files
+    return 1  # nothing applies: nothing offered (a PATH option's files come from jobctl)
   elif [[ -z ${(j::)helps} ]]; then
     compadd -- "${values[@]}"
   else
@@ -124,7 +226,7 @@ fi
 """
 
     def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
-        return _offered(super().get_completions(args, incomplete))
+        return candidates(self, args, incomplete)
 
     def format_completion(self, item: CompletionItem) -> str:
         help_text = description(item)
@@ -137,16 +239,39 @@ fi
 
 
 class Fish(FishComplete):
-    """fish: raw candidates, a tab, their description (typer's script: fish escapes each
-    candidate itself when it inserts it, and never expands a command substitution's output)."""
+    """fish: raw candidates, a tab, their description (fish escapes each candidate itself
+    when it inserts it, and never expands a command substitution's output). Its script has
+    no condition: nothing applies, nothing is offered (typer's fell back to files); a
+    ``--opt=value`` word's candidates repeat its ``--opt=`` (fish matches the whole word)."""
+
+    source_template = """\
+# jobctl's fish completion: jobctl prints one candidate per line (a tab, then its
+# description); fish quotes each as it inserts it. No files unless jobctl lists them.
+complete --command %(prog_name)s --no-files --arguments \\
+    "(env %(autocomplete_var)s=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args \\
+    _TYPER_COMPLETE_ARGS=(commandline -cp) %(prog_name)s)"
+"""
+
+    prefix = ""
 
     def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
-        return _offered(super().get_completions(args, incomplete))
+        self.prefix = option_prefix(incomplete)
+        return candidates(self, args, incomplete)
 
     def format_completion(self, item: CompletionItem) -> str:
         help_text = description(item)
-        value = str(item.value)
+        value = self.prefix + str(item.value)
         return f"{value}\t{help_text}" if help_text else value
+
+
+SHELLS: dict[str, type[Bash | Zsh | Fish]] = {"bash": Bash, "zsh": Zsh, "fish": Fish}
+
+
+def script(shell: str, command: Any) -> str:
+    """``shell``'s completion script for ``command`` (the app's click command): what
+    ``jobctl completion SHELL`` prints, byte for byte ``_JOBCTL_COMPLETE=source_SHELL``'s."""
+    made = SHELLS[shell](command, {}, "jobctl", "_JOBCTL_COMPLETE")
+    return str(made.source()) + "\n"
 
 
 def register() -> None:

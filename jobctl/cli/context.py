@@ -38,6 +38,7 @@ WRITES: dict[str, str | None] = {
     "apply": None,  # schema apply
     "grants": None,  # schema grants
     "remove": None,  # schema remove
+    "top": "allow_writes",
 }
 WIDENED = ("stuck", "reclaim")  # the commands that widen their judgement by a standby's lag
 

@@ -24,6 +24,8 @@ from jobctl.render import output, rows, views
 from jobctl.targets import Target
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jobctl.db.session import Session
     from jobctl.ops.reclaim import Request
     from jobctl.ops.replica import Standing
@@ -237,9 +239,14 @@ def metrics(
     reclaim_window: dt.timedelta,
     max_stuck: int | None,
     max_overdue: dt.timedelta | None,
+    textfile: Path | None = None,
 ) -> None:
     """``metrics`` on every target: one exposition, each sample labelled with its target, and
-    ``jobctl_target_up`` saying which targets answered."""
+    ``jobctl_target_up`` saying which targets answered (printed, or ``textfile`` replaced,
+    whatever the exit code: a target down is published as its up 0)."""
+    import time
+
+    from jobctl.cli.commands import monitoring
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
@@ -251,11 +258,13 @@ def metrics(
         return s.table.qualified, figures
 
     outcomes = _read(ctx, targets, read)
-    sys.stdout.write(
+    monitoring.publish(
+        textfile,
         openmetrics.exposition_across(
             [(o.target.name, o.value) for o in outcomes if o.value],
             {o.target.name: o.ok for o in outcomes},
-        )
+            collected_at=time.time(),
+        ),
     )
     code = _said(outcomes)
     breached = False
@@ -311,7 +320,7 @@ def _dry_run(
         note = replica.dry_run_note(st)
         if note:
             say(note)
-        parks[s.settings.target or ""] = s.table.mapping.park_status
+        parks[s.settings.target or ""] = s.table.mapping.named_park
         return s.origin(), found
 
     outcomes = _read(ctx, targets, read)
@@ -358,6 +367,16 @@ def _tallies(
         some_parked = any(parks.get(name) for name in counts)
         line = core.summary_line(total, committed, some_parked=some_parked)
         terminal.say(f"all {len(counts)} targets: {line}")
+    total = sum(counts.values(), collections.Counter())
+    names = list(counts)
+    step = core.next_step(
+        total,
+        committed,
+        park_status=parks.get(names[0]) if len(names) == 1 else None,
+        some_parked=len(names) > 1 and any(parks.get(name) for name in names),
+    )
+    if step is not None:
+        terminal.say(f"{step} (with the same target options)")
 
 
 def _commit(
@@ -382,7 +401,7 @@ def _commit(
     if not run.targets:
         _exit(fleet.exit_code(run.unreachable))
     batches = reclaim.Run(run.batches, run.total)
-    kept, counts = terminal.drain(batches, out, fmt, columns=["target", *rows.RECLAIM_COLUMNS])
+    kept, counts = terminal.drain(batches, out, fmt, columns=["target", *rows.RECLAIM_KEYS])
     if out.tabular:
         shown = sum(counts.values())
         doc = views.some_rows(kept, shown, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)

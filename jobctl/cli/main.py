@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,12 +18,16 @@ import typer
 
 from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
+from jobctl.cli.click_api import LazyGroup
+from jobctl.cli.commands import doctor as cli_doctor
+from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
+from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
+from jobctl.cli.top import command as cli_top
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -33,6 +38,7 @@ app = typer.Typer(
     name="jobctl",
     help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
     "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -81,8 +87,14 @@ def main_options(
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     run.address = targets.address(
-        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it
-        target or ([] if dsn or all_targets else targets.from_environment()),
+        # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
+        # the demo runs in its own database whatever it says
+        target
+        or (
+            []
+            if dsn or all_targets or ctx.invoked_subcommand == "demo"
+            else targets.from_environment()
+        ),
         all_targets,
         dsn=dsn,
         one=db.Settings(
@@ -155,6 +167,8 @@ def stuck(
     )
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.stuck(
             ctx,
             fleet,
@@ -208,12 +222,13 @@ def _stuck_here(
     at_risk = expiring_within is not None
     columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
     ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
-    found = 0
+    found = no_lease = 0
 
     def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
-        nonlocal found
+        nonlocal found, no_lease
         for row in stuck_read.rows(s, standing, ask):
             found += 1
+            no_lease += row.get("lease_state") == "none"
             yield row
 
     with context.open_session(ctx) as s:
@@ -235,6 +250,7 @@ def _stuck_here(
                 doc = views.table(streamed, streamed, shown)
             terminal.emit(replica.mark(doc, standing), out, fmt)
             context.say_if(stuck_read.held_back(s, standing, ask))
+            context.say_if(views.no_lease_line(no_lease))
             waiting = None if found else triage.ready_waiting(s, ready_after)
     return found, waiting
 
@@ -252,14 +268,7 @@ def summary(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
-    by: Annotated[
-        str | None,
-        typer.Option(
-            metavar="kind|queue|worker|error",
-            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
-            "and ids as N and <id>) instead.",
-        ),
-    ] = None,
+    by: opt.SummaryBy = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -276,6 +285,8 @@ def summary(
     what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         if what or by:
             raise errors.UsageError(
                 "summary --by/--kind/--queue/--error: give one --target (or none)"
@@ -310,8 +321,17 @@ def summary(
             )
             return
         with s.transaction(read_only=True):
-            doc = read(s)
+            if by is not None:
+                doc, no_lease = (
+                    views.summary_by(triage.summary_by(s, by, expiring_within, what=what)),
+                    None,
+                )
+            else:
+                found = triage.summary(s, expiring_within, exact=exact, what=what)
+                doc, no_lease = views.summary(found), found["processing"]["no_lease"]
     terminal.emit(context.marked(ctx, doc), out, fmt)
+    if no_lease is not None:
+        context.say_if(views.no_lease_line(no_lease))
 
 
 @app.command()
@@ -377,6 +397,7 @@ def explain(
             triage.history(s, job_id, full=full),
             parked=mapping.parked,
             failed=mapping.status("failed"),
+            processing=mapping.status("processing"),
             mapped=mapping.mapped_optional,
         )
     if out.tabular and fmt is None:
@@ -387,7 +408,7 @@ def explain(
 
 
 @app.command(
-    short_help="Lease health as OpenMetrics text, for node_exporter, cron or a Nagios-style check."
+    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
 )
 def metrics(
     ctx: typer.Context,
@@ -396,7 +417,8 @@ def metrics(
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),
     max_stuck: Annotated[
-        int | None, typer.Option(min=0, help="Exit 4 when more jobs than this are stuck.")
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
     ] = None,
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
@@ -404,20 +426,14 @@ def metrics(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
-    label_top: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Label the job counts by kind and queue (when mapped) for the top N of each "
-            "by count; the rest as other.",
-        ),
-    ] = 10,
+    label_top: opt.LabelTop = 10,
+    textfile: cli_monitoring.Textfile = None,
 ) -> None:
-    """Lease health in the OpenMetrics text format, for the node_exporter textfile collector,
+    """Lease health in the Prometheus text format, for the node_exporter textfile collector,
     a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+    A database down: jobctl_up 0 is still printed, exit 1.
 
-    Example: jobctl metrics > /var/lib/node_exporter/textfile/jobctl.prom
+    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
     """
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
@@ -427,6 +443,8 @@ def metrics(
     if fleet is not None:
         if what:
             raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.metrics(
             ctx,
             fleet,
@@ -434,19 +452,29 @@ def metrics(
             reclaim_window=reclaim_window,
             max_stuck=max_stuck,
             max_overdue=max_overdue,
+            textfile=textfile,
         )
         return
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        figures = core.on_server(
-            s,
-            context.standing(ctx),
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-            what=what,
-            top=label_top,
-        )
-        table = s.table.qualified
-    sys.stdout.write(openmetrics.exposition(figures, table))
+    where = context.address(ctx)
+    target = where.target if isinstance(where, db.Settings) else None
+    try:
+        with context.open_session(ctx) as s, s.transaction(read_only=True):
+            figures = core.on_server(
+                s,
+                context.standing(ctx),
+                expiring_within=expiring_within,
+                reclaim_window=reclaim_window,
+                what=what,
+                top=label_top,
+            )
+            table = s.table.qualified
+    except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
+        cli_monitoring.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        raise
+    cli_monitoring.publish(
+        textfile,
+        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    )
     breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
     for line in breached:
         terminal.say(f"jobctl: CRITICAL: {line}")
@@ -470,6 +498,12 @@ app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(
+    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
+)(cli_top.top)
+app.command(short_help="The lease design's pre-launch checks against what the application runs.")(
+    cli_doctor.doctor
+)
 
 
 # ---------------------------------------------------------------- demo
@@ -493,12 +527,20 @@ def demo(
 app.command(
     "targets", short_help="The named databases of the config file; --check connects to each."
 )(cli_targets.targets_command)
+app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
+    cli_shells.completion_command
+)
 
 
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from jobctl.cli.click_api import ClickException, MissingParameter, NoArgsIsHelpError
+    from jobctl.cli.click_api import (
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+        lazy_group,
+    )
 
     if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
         from jobctl.cli import completion
@@ -506,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         completion.register()
     run = context.Invocation()
     try:
-        result = app(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
+        group = lazy_group(app)  # builds only the command that runs
+        result = group.main(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
     except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())

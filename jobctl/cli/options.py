@@ -28,8 +28,12 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
 
 
 def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
-    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s"); ``floor``:
-    the shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s": the help
+    says ``[default: 2s]``, as a value, where typer would say ``(2s)``); ``floor``: the
+    shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    if isinstance(kwargs.get("show_default"), str):
+        help = f"{help}  [default: {kwargs.pop('show_default')}]"
+        kwargs["show_default"] = False
     if floor is None:
         return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
     least, why = floor
@@ -54,11 +58,29 @@ SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads 
 WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
 
 
+def _format_with_output(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """--format is for -o table: with any other -o it would be ignored, so it is refused (exit
+    2) before the command runs. Each of the two options checks when the other is parsed."""
+    other = "fmt" if param.name == "out" else "out"
+    if other in ctx.params:
+        out, fmt = (value, ctx.params[other]) if param.name == "out" else (ctx.params[other], value)
+        chosen = None if out is None else output.Output(out)
+        if fmt is not None and chosen is not None and chosen is not output.Output.table:
+            raise typer.BadParameter(
+                f"--format {fmt} is for -o table; -o {chosen.value} has no table format",
+                param_hint="'--format'",
+            )
+    # typer converts the value again after a callback: the enum's text, not the enum
+    return value.value if isinstance(value, output.Output) else value
+
+
 Out = Annotated[
     output.Output,
     typer.Option(
         "--output",
         "-o",
+        metavar="|".join(o.value for o in output.Output),
+        callback=_format_with_output,
         help="table (fitted to a terminal's width, every column when piped), wide (every "
         "column on a terminal too), json, jsonl, csv, tsv.",
     ),
@@ -68,6 +90,7 @@ Format = Annotated[
     typer.Option(
         "--format",
         metavar="FORMAT",
+        callback=_format_with_output,
         help="Any tabulate table format for -o table: plain, github, psql, ...",
     ),
 ]
@@ -111,7 +134,7 @@ Count = Annotated[
     int | None,
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
-Reason = Annotated[str | None, typer.Option(help="Why: recorded in the history.")]
+Reason = Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded in the history.")]
 
 
 def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
@@ -263,6 +286,7 @@ Actor = Annotated[
     str | None,
     typer.Option(
         envvar="JOBCTL_ACTOR",
+        metavar="NAME",
         help="Who acts, for the audit trail. Default: user@host.",
         show_default=False,
     ),
@@ -280,9 +304,26 @@ def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     return from_database(ctx, "complete_ids", incomplete)
 
 
+COMPLETION_WAIT_S = 1.0  # the longest a TAB waits on a database (docs/commands.md)
+
+
 def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
     """The first column of a completion statement's rows (job ids, workers): nothing (and no
-    error) without a database."""
+    error) without a database, or when it has not answered within ``COMPLETION_WAIT_S``
+    (a server that accepts and never answers: the read is left behind in a daemon thread,
+    which ends with the completion's process)."""
+    import threading
+
+    found: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: found.append(_from_database(ctx, statement, incomplete)), daemon=True
+    )
+    reader.start()
+    reader.join(COMPLETION_WAIT_S)
+    return found[0] if found else []
+
+
+def _from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
     try:
         import os
 
@@ -304,6 +345,12 @@ def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[s
             settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
         if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
             return []
+        import dataclasses
+        import datetime as dt
+
+        # bounded on the server too: the statement (and a lock) give up within the wait
+        wait = dt.timedelta(seconds=COMPLETION_WAIT_S)
+        settings = dataclasses.replace(settings, statement_timeout=wait, lock_timeout=wait)
         with session.open(settings) as s, s.transaction(read_only=True):
             return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
     except Exception:
@@ -343,8 +390,8 @@ ReviewPlan = Annotated[
 Commit = Annotated[
     bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
 ]
-BatchSize = Annotated[int, typer.Option(help="Rows per transaction (1-10000).")]
-Limit = Annotated[int | None, typer.Option(min=1, help="At most this many rows.")]
+BatchSize = Annotated[int, typer.Option(metavar="N", help="Rows per transaction (1-10000).")]
+Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many rows.")]
 OnlyIds = Annotated[
     list[str] | None,
     typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),
@@ -448,5 +495,24 @@ ParkOlderThan = Annotated[
     Duration(
         "Park (or fail) for review, not requeue, expired jobs claimed longer ago than this: "
         "very old orphans are not run again silently."
+    ),
+]
+
+# summary --by and metrics' labels (issue 35)
+SummaryBy = Annotated[
+    str | None,
+    typer.Option(
+        metavar="kind|queue|worker|error",
+        help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+        "and ids normalized) instead.",
+    ),
+]
+LabelTop = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Label the job counts by kind and queue (when mapped) for the top N of each "
+        "by count; the rest as other.",
     ),
 ]

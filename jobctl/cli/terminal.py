@@ -201,7 +201,7 @@ def drain(
     out: output.Output,
     fmt: str | None,
     *,
-    columns: Sequence[str] = rows.RECLAIM_COLUMNS,
+    columns: Sequence[str] = rows.RECLAIM_KEYS,
 ) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
     """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
     one write, and keeps no rows; so do json, as the elements of one array (left unclosed when
@@ -336,5 +336,8 @@ def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
     )
     for line in outcome.problems():
         say(line)
+    totals = outcome.totals()
+    if totals is not None:
+        say(totals)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)

@@ -100,15 +100,29 @@ def under_user_search_path(conn: psycopg.Connection[Any]) -> Iterator[None]:
     conn.execute(queries.query("user_search_path"))
     try:
         yield
-    finally:
-        if not conn.closed and conn.info.transaction_status == _in_transaction():
+    finally:  # ACTIVE: in a pipeline (``batched``), statements still on their way
+        if not conn.closed and conn.info.transaction_status in _in_transaction():
             conn.execute(queries.query("safe_search_path"))
 
 
-def _in_transaction() -> Any:
+def _in_transaction() -> tuple[Any, ...]:
     from psycopg import pq
 
-    return pq.TransactionStatus.INTRANS
+    return (pq.TransactionStatus.INTRANS, pq.TransactionStatus.ACTIVE)
+
+
+@contextlib.contextmanager
+def batched(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """The statements inside sent in pipeline mode: a statement whose rows are not read goes
+    out with the next, and a round trip happens only where rows are read (and at the end);
+    the same statements, in the same order, one round trip each with a libpq older than 14."""
+    import psycopg
+
+    if not psycopg.Pipeline.is_supported():
+        yield conn
+        return
+    with conn.pipeline():
+        yield conn
 
 
 @contextlib.contextmanager
@@ -116,7 +130,7 @@ def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
     styles it parses, for the catalog reads that need no timeouts of their own (inside a
     command's transaction, or alone: ``replica.probe``)."""
-    with conn.transaction():
+    with batched(conn), conn.transaction():  # the settings go out with the first read
         conn.execute(queries.query("safe_transaction_settings"))
         yield conn
 

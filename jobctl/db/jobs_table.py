@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.db.connection import safe, under_user_search_path
+from jobctl.db.connection import batched, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
 from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, STATUSES, TableMapping
@@ -159,18 +159,53 @@ def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
     host = info.host if not info.host.startswith("/") else f"the socket in {info.host}"
     where = f"database {info.dbname} on {host} port {info.port} as user {info.user}"
     return errors.TableNotFound(
-        f"table {name} does not exist in {where}: set --table or JOBCTL_TABLE, or --dsn or "
-        "JOBCTL_DSN for another database"
+        f"table {name} does not exist in {where}{_served_here(conn, name)}: set --table or "
+        "JOBCTL_TABLE, or --dsn or JOBCTL_DSN for another database"
     )
+
+
+def _served_here(conn: Any, name: str) -> str:
+    """What to name instead of a table that does not exist: the tables jobctl serves in this
+    database, the closest name first ("did you mean"); "" when it serves none (or the
+    catalog cannot say). Names from the catalog, made safe for a terminal."""
+    import difflib
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from jobctl.render import safe_text
+
+    try:
+        with conn.transaction():
+            cursor = conn.cursor(row_factory=dict_row)
+            served = list(cursor.execute(queries.query("served_tables"), {}).fetchall())
+    except psycopg.Error:
+        return ""
+    if not served:
+        return ""
+    bare = name.rsplit(".", 1)[-1].strip('"')
+    names = [str(r["name"]) for r in served] + [str(r["qualified"]) for r in served]
+    close = difflib.get_close_matches(bare, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, names, n=1, cutoff=0.6
+    )
+    listed = ", ".join(safe_text.visible(str(r["qualified"])) for r in served)
+    guess = f" (did you mean {safe_text.visible(close[0])}?)" if close else ""
+    return f"; jobctl serves {listed} here{guess}"
 
 
 def identify(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
     """The table named ``name`` as typed (a ``table_identity`` row), found through the
     session's own search_path, or None; the current transaction (or savepoint) is left on
     jobctl's safe one (see ``safe_search_path``)."""
+    with conn.transaction():
+        return _identified(conn, name)
+
+
+def _identified(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
+    """``identify`` inside the caller's transaction."""
     from psycopg.rows import dict_row
 
-    with conn.transaction(), under_user_search_path(conn):
+    with under_user_search_path(conn):
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
         row: dict[str, Any] | None = cursor.execute(
             queries.query("table_identity"), {"name": name}
@@ -200,8 +235,8 @@ def resolve_table(
 
     if not _TABLE_NAME.match(name):
         raise errors.UsageError(f"--table {name!r} is not a table name")
-    with conn.transaction():
-        row = identify(conn, name)  # the rest on jobctl's safe search_path
+    with batched(conn), conn.transaction():  # three round trips: identity, mapping, types
+        row = _identified(conn, name)  # the rest on jobctl's safe search_path
         if row is None:
             raise table_not_found(conn, name)
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes

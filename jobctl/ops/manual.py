@@ -71,6 +71,15 @@ class Report:
     def exit_code(self) -> int:
         return errors.worst_exit_code([OUTCOME_EXIT[str(r["outcome"])] for r in self.results])
 
+    def totals(self) -> str | None:
+        """One line for stderr when anything was not written (a conflict, a refusal, a lock,
+        a missing job): every outcome counted, each kind not written with why, e.g. ``2
+        requeued, 1 conflict (changed since the review; nothing written for it)``. None
+        when every job was done, or when one job's line (``problems``) said it all."""
+        if len(self.results) == 1 and self.problems():
+            return None
+        return totals([r["outcome"] for r in self.results], [r["detail"] for r in self.results])
+
     def problems(self) -> list[str]:
         """Lines for stderr, where a redirected stdout would hide them: locked, not found."""
         lines = []
@@ -80,6 +89,52 @@ class Report:
             elif result["outcome"] == "not_found":
                 lines.append(f"jobctl: {result['detail']}")
         return lines
+
+
+# outcome -> (singular, plural), in the order a totals line names them
+_COUNTED = {
+    "requeued": ("requeued", "requeued"),
+    "failed": ("failed", "failed"),
+    "quarantined": ("quarantined", "quarantined"),
+    "policy_changed": ("policy changed", "policies changed"),
+    "conflict": ("conflict", "conflicts"),
+    "refused": ("refused", "refused"),
+    "locked": ("locked", "locked"),
+    "not_found": ("not found", "not found"),
+}
+
+
+def totals(outcomes: Sequence[str | None], details: Sequence[str]) -> str | None:
+    """The totals line of an operator write (see ``Report.totals``); pure."""
+    counts = {o: outcomes.count(o) for o in _COUNTED if o in outcomes}
+    if all(OUTCOME_EXIT[o] == errors.EXIT_OK for o in counts):
+        return None
+    parts = []
+    for outcome, n in counts.items():
+        one, many = _COUNTED[outcome]
+        text = f"{n} {one if n == 1 else many}"
+        if OUTCOME_EXIT[outcome] != errors.EXIT_OK:
+            said = {d for o, d in zip(outcomes, details, strict=True) if o == outcome}
+            text += f" ({_why(outcome, said)}; nothing written for {'it' if n == 1 else 'them'})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _why(outcome: str, details: set[str]) -> str:
+    """Why the jobs of one outcome were not written, in a few words."""
+    if outcome == "conflict":
+        if all(d.startswith("attempt token is") for d in details):
+            return "not the attempt token expected"
+        review = all("review" in d for d in details)
+        return "changed since the review" if review else "changed since it was read"
+    if outcome == "locked":
+        return "row locked by another session"
+    if outcome == "not_found":
+        return "no such job"
+    if len(details) == 1:  # refused, all for one reason
+        (detail,) = details
+        return detail.split(" (", 1)[0].split(":", 1)[0]
+    return "see each row's detail"
 
 
 # ---------------------------------------------------------------- the workflows
@@ -292,13 +347,14 @@ def refusal(
             f"status {seen['status']!r} is the application's own, not one of the lease "
             "design's: jobctl leaves the job alone"
         )
+    status = seen["status"]  # named as the table has it: "already pending", not "queued"
     if role == "done":
-        return "refused", "job is done"
+        return "refused", "job is done" if status == "done" else f"job is done ({status})"
     if action == "requeue" and role == "queued":
-        return "refused", "job is already queued"
+        return "refused", f"job is already {status}"
     if action == "fail" and role == "failed" and not seen.get("awaiting_review"):
         # (a job reclaim failed that awaits review may be failed for good, with a reason)
-        return "refused", "job is already failed"
+        return "refused", f"job is already {status}"
     if seen["lease_state"] == "live" and not force:
         until = seen["lease_expires_at"].isoformat(sep=" ", timespec="seconds")
         return "refused", (
@@ -348,7 +404,8 @@ def policy_refusal(
 ) -> tuple[str | None, str]:
     """Why a switch to ``policy`` may not go ahead: (outcome, detail), or (None, "")."""
     if mapping.role(seen["status"]) == "done":
-        return "refused", "job is done"
+        status = seen["status"]
+        return "refused", "job is done" if status == "done" else f"job is done ({status})"
     if seen["recovery_policy"] == policy:
         return "refused", f"policy is already {policy}"
     return None, ""

@@ -181,14 +181,38 @@ def summary_line(
     what it does not retry goes instead of failed (schema apply --park-status), if set;
     ``some_parked``: a total over targets some of which park (failed or parked)."""
     requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
-    failed = f"parked in {park_status}" if park_status else "failed"
-    if some_parked and not park_status:
-        failed = "failed or parked"
+    failed = _failed_word(park_status, some_parked)
+    why = f" ({SKIPPED_WHY})" if skipped else ""
     if committed:
-        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped"
-    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped"
+        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped{why}"
+    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped{why}"
     line += "; nothing changed"
     return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+SKIPPED_WHY = "nothing written for them: each row's skipped says why"
+
+
+def _failed_word(park_status: str | None, some_parked: bool) -> str:
+    if some_parked and not park_status:
+        return "failed or parked"
+    return f"parked in {park_status}" if park_status else "failed"
+
+
+def next_step(
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None = None,
+    some_parked: bool = False,
+) -> str | None:
+    """After a commit that failed or parked jobs, the next step (one line for stderr): they
+    now wait for a human, and ``jobctl review`` lists them. None when there is none."""
+    fail = counts["fail"]
+    if not committed or not fail:
+        return None
+    failed = _failed_word(park_status, some_parked)
+    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
 
 
 def spread_line(
@@ -260,7 +284,7 @@ def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
 
 def preview(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
     """The dry run's rows, streamed; the caller holds a read-only transaction."""
-    for row in stuck(s, which, limit):
+    for row in stuck(s, which, limit, no_lease=False):  # reclaim never touches those
         yield cast(ReclaimRow, {**row, "applied": False})
 
 
@@ -409,7 +433,9 @@ def commit_plan(
         ]
         done = {str(row["id"]) for row in applied}
         missed = [r for r in chunk if str(r["id"]) not in done]
-        yield applied + _why_not_applied(s, missed, which)
+        order = {str(r["id"]): n for n, r in enumerate(chunk)}  # the plan's order, as reviewed
+        batch = applied + _why_not_applied(s, missed, which)
+        yield sorted(batch, key=lambda row: order.get(str(row["id"]), len(order)))
 
 
 def _why_not_applied(s: Session, missed: list[Row], which: ExpiredFilter) -> list[ReclaimRow]:

@@ -172,7 +172,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
             if target.problem:
                 raise errors.JobctlError(target.problem)
             with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
-                run.parks[target.name] = s.table.mapping.park_status
+                run.parks[target.name] = s.table.mapping.named_park
                 plan_rows = None
                 if request.plan is not None and target.name in planned:
                     made, plan_rows = planned[target.name]

@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import db, errors
+from jobctl import db, durations, errors
 from jobctl.render import output
 from jobctl.sql import queries
 
@@ -99,7 +99,7 @@ def standing(host: str, port: str, row: Mapping[str, Any]) -> Standing:
 
 
 def seconds(value: float | None) -> str:
-    return "an unknown time" if value is None else f"{value:.1f} s"
+    return "an unknown time" if value is None else durations.human(value)
 
 
 def notice(st: Standing, *, widened: bool) -> str | None:

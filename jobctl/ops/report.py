@@ -66,6 +66,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
             "changes": int(others_rows[0]["all_changes"]) if others_rows else 0,
         },
         "still_expired": leases["stuck_auto"] + leases["stuck_manual"],
+        "no_lease": leases["no_lease"],
         "reclaims": reclaims,
         "reclaim_groups": reclaim_groups,
         "reclaimed_repeatedly": repeats,

@@ -150,7 +150,7 @@ def serve(
                     _tell_poisoned(batch, told, log)
                     if any(row["applied"] for row in batch):
                         done += sum(1 for row in batch if row["applied"])
-                        yield batch, current.table.mapping.park_status
+                        yield batch, current.table.mapping.named_park
             backoff = 0.5
             stop.wait(every.total_seconds())
         except (

@@ -68,18 +68,21 @@ class ExpiredFilter:
         Slice(self.kinds, self.queues, self.error).check(mapping)
 
 
-def stuck(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[LeaseRow]:
+def stuck(
+    s: Session, which: ExpiredFilter, limit: int | None, *, no_lease: bool = True
+) -> Iterator[LeaseRow]:
     """Processing jobs whose lease expired, oldest expiry first, with reclaim's action.
 
-    Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
+    Then the processing jobs with no lease (``lease_state`` none, ``action`` none: claimed by
+    code that sets none; reclaim never touches them), longest claimed first, with
+    ``claimed_age_s`` (``no_lease=False``: only the expired ones, as reclaim's dry run
+    shows them). Rows another session holds locked (reclaim's SKIP LOCKED would pass them by) carry
     ``skipped``, naming the session where the database can tell. Streamed through a
     server-side cursor (the caller holds the transaction), so memory stays flat.
     """
     which.check(s.table.mapping)  # before the first row is asked for
-    return (
-        cast(LeaseRow, note_locked(row))
-        for row in s.stream("stuck", {**which.params(), "limit": limit})
-    )
+    params = {**which.params(), "limit": limit, "no_lease": no_lease}
+    return (cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params))
 
 
 def at_risk(
@@ -87,9 +90,9 @@ def at_risk(
 ) -> Iterator[AtRiskRow]:
     """Expired leases plus live ones that expire within ``window``, oldest expiry first.
 
-    Each row carries ``lease_state`` (expired, expiring) and ``worker_heartbeat_lag_s``: the
-    time since its worker's latest sign of life on any job, so a dying worker shows before
-    its leases run out.
+    Each row carries ``lease_state`` (expired, expiring, none: no lease, as ``stuck``) and
+    ``worker_heartbeat_lag_s``: the time since its worker's latest sign of life on any job,
+    so a dying worker shows before its leases run out.
     """
     which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "window": window, "limit": limit}
@@ -105,7 +108,14 @@ def note_locked(row: Row) -> Row:
     row["skipped"] = f"locked by {locked_by}" if locked_by else None
     if poisoned:
         row["skipped"] = f"{POISONED}: {poisoned}; left for a human to fix"
+    if row.get("lease_state") == "none":  # claimed with no lease: reclaim never sees it
+        row["action"] = "none"
+        row["skipped"] = NO_LEASE
     return row
+
+
+# a row's skipped reason when it is processing with no lease (stuck, stuck --expiring-within)
+NO_LEASE = "no lease: reclaim never touches it (jobctl explain ID says what to do)"
 
 
 # a row's skipped reason when its lease times are unusable (stuck, the dry run, the service)

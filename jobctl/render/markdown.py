@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from jobctl import durations
 from jobctl.render import output
 from jobctl.render.rows import IncidentReport, PeopleGroup
 
@@ -62,11 +63,7 @@ def _command(text: str) -> str:
 def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
-    if value < 120:
-        return f"{value:.1f} s"
-    if value < 7200:
-        return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
+    return durations.human(value)
 
 
 def _span(first: Any, last: Any) -> Rendered:
@@ -186,13 +183,22 @@ def _not_counted(report: IncidentReport, window: str) -> list[str]:
 
 
 def _still_expired(report: IncidentReport) -> list[str]:
-    if not report["still_expired"]:
-        return []
-    return [
-        "",
-        f"Now: {report['still_expired']} expired lease(s) not reclaimed yet "
-        f"({_command('jobctl stuck')} lists them).",
-    ]
+    out = []
+    if report["still_expired"]:
+        out += [
+            "",
+            f"Now: {report['still_expired']} expired lease(s) not reclaimed yet "
+            f"({_command('jobctl stuck')} lists them).",
+        ]
+    if report.get("no_lease"):
+        out += [
+            "",
+            f"Now: {report['no_lease']} processing job(s) with no lease, claimed by code "
+            "that sets none: reclaim never touches them ("
+            f"{_command('jobctl stuck')} lists them, {_command('jobctl doctor')} finds the "
+            "writer).",
+        ]
+    return out
 
 
 def _reclaimed(report: IncidentReport) -> list[str]:

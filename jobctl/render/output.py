@@ -342,28 +342,68 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
     put("[]\n" if first else "\n]\n")
 
 
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_field(value: Any) -> str:
+    """A value as one TSV field, escaped as PostgreSQL's ``COPY ... (FORMAT text)`` writes it:
+    backslash as ``\\\\``, tab as ``\\t``, newline as ``\\n``, carriage return as ``\\r``
+    (a null is an empty field), so a field never holds the delimiter or a line end and every
+    row has the header's count of fields (``mlr --itsv``, ``awk -F'\\t'``)."""
+    return str(value).translate(_TSV_ESCAPES)
+
+
+def delimited_header(columns: Sequence[str], first: Row | None) -> list[str]:
+    """The columns of a CSV or TSV: every key JSON carries, in JSON's order (the first row's
+    keys), then any listed column that row lacks; no row: the listed columns."""
+    if first is None:
+        return list(columns)
+    keys = list(first.keys())
+    return keys + [c for c in columns if c not in first]
+
+
 @contextlib.contextmanager
 def delimited_rows(
     stream: IO[str], columns: Sequence[str], delimiter: str
 ) -> Iterator[Callable[[Iterable[Row]], None]]:
-    """CSV (or TSV) written as its rows come, a batch per write, the header first (written
-    even when no row comes, as the whole-document writer does). Exact when piped; on a
-    terminal each value is shown as safe_text.visible shows it (one line, nothing obeyed)."""
+    """CSV (or TSV) written as its rows come, a batch per write, the header first: every
+    column JSON carries (``delimited_header``, known at the first row; the listed ``columns``
+    when no row comes, as the whole-document writer does). Exact when piped; on a terminal
+    each value is shown as safe_text.visible shows it (one line, nothing obeyed). Piped, TSV
+    is escaped as COPY's text format (``tsv_field``); CSV is quoted as RFC 4180."""
     import csv
 
-    flat = _flat_visible if stream.isatty() else _flat
+    person = stream.isatty()
+    flat = _flat_visible if person else _flat
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
-    writer.writerow([flat(c) for c in columns])
-    stream.write(buffer.getvalue())
+    header: list[str] | None = None
 
-    def write(rows: Iterable[Row]) -> None:
+    def put(lines: Iterable[Sequence[Any]]) -> None:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerows([flat(row.get(c)) for c in columns] for row in rows)
+        if delimiter == "\t" and person:  # visible text: no tab or line end left to escape
+            buffer.write("".join("\t".join(str(v) for v in line) + "\n" for line in lines))
+        elif delimiter == "\t":
+            buffer.write("".join("\t".join(tsv_field(v) for v in line) + "\n" for line in lines))
+        else:
+            writer.writerows(lines)
         stream.write(buffer.getvalue())
 
+    def write(rows: Iterable[Row]) -> None:
+        nonlocal header
+        batch = list(rows)
+        if not batch:
+            return
+        if header is None:
+            header = delimited_header(columns, batch[0])
+            put([[flat(c) for c in header]])
+        names = header
+        put([flat(row.get(c)) for c in names] for row in batch)
+
     yield write
+    if header is None:
+        put([[flat(c) for c in columns]])
 
 
 def format_tables(sections: Sequence[Section], fmt: str) -> str:
@@ -452,6 +492,16 @@ def screen_group(
     return Group(*parts)
 
 
+def _generic_column(key: str) -> Any:
+    """A terminal column for a key no view names: a ``*_s`` key is a duration (``OLDEST
+    READY`` shows 1m45s, not ``OLDEST READY S`` 104.7); the machine formats keep seconds."""
+    from jobctl.render import screen
+
+    if key.endswith("_s"):
+        return screen.Column(key, key[:-2].replace("_", " ").upper(), kind="seconds")
+    return screen.Column(key, key.replace("_", " ").upper())
+
+
 def _section_lines(
     section: Section, rows: list[Row], width: int | None, room: int | None, line: Any
 ) -> list[Any]:
@@ -459,7 +509,7 @@ def _section_lines(
 
     from jobctl.render import screen
 
-    view = section.view or [screen.Column(c, c.replace("_", " ").upper()) for c in section.header()]
+    view = section.view or [_generic_column(c) for c in section.header()]
     shown = rows
     if room is not None:
         fixed = (1 if section.title else 0) + 2 + bool(section.note)  # and the notes

@@ -37,7 +37,7 @@ class LeaseRow(TypedDict):
 class AtRiskRow(LeaseRow):
     """``stuck --expiring-within``: a lease expired or about to, with its worker's lag."""
 
-    lease_state: str  # expired or expiring
+    lease_state: str  # expired, expiring, or none (processing with no lease)
     worker_heartbeat_lag_s: float | None
 
 
@@ -245,6 +245,7 @@ class IncidentReport(TypedDict):
     expired_totals: ExpiredTotals
     not_jobctl_reclaims: OtherReclaims
     still_expired: int
+    no_lease: int  # processing jobs with no lease now (reclaim never touches them)
     reclaims: list[ReclaimGroup]
     reclaim_groups: int
     reclaimed_repeatedly: list[RepeatedReclaim]
@@ -258,6 +259,9 @@ class IncidentReport(TypedDict):
 
 
 # ---------------------------------------------------------------- what tables show
+# every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
+# (a row's own keys are the header when one comes: output.delimited_header)
+RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
 OPTIONAL_KEYS = ("kind", "queue", "policy_from")  # what the job is, when mapped (issue 35)
 
 
@@ -283,8 +287,10 @@ STUCK_COLUMNS = [
     "lease_overdue_s",
     "heartbeat_age_s",
     "action",
+    "lease_state",
+    "claimed_age_s",
 ]
-AT_RISK_COLUMNS = [*STUCK_COLUMNS, "lease_state", "worker_heartbeat_lag_s"]
+AT_RISK_COLUMNS = [*STUCK_COLUMNS, "worker_heartbeat_lag_s"]
 RECLAIM_COLUMNS = [
     "id",
     "reserved_by",

@@ -18,6 +18,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from jobctl import durations
+
 Row = Mapping[str, Any]
 GAP = 2  # spaces between columns
 MIN_CUT = 6  # a cut column keeps at least this many cells (or its header's)
@@ -47,27 +49,8 @@ class Column:
 
 
 def seconds(value: float | dt.timedelta | None) -> str:
-    """A duration as people read it: 0.4s, 48s, 5m20s, 2h, 2h5m, 3d4h."""
-    if value is None:
-        return ""
-    total = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    sign, total = ("-" if total < 0 else ""), abs(total)
-    if total < 10:
-        text = f"{total:.1f}s".replace(".0s", "s")
-    elif total < 60:
-        text = f"{total:.0f}s"
-    else:
-        whole = round(total)
-        days, rest = divmod(whole, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, secs = divmod(rest, 60)
-        if days:
-            text = f"{days}d{hours}h" if hours else f"{days}d"
-        elif hours:
-            text = f"{hours}h{minutes}m" if minutes else f"{hours}h"
-        else:
-            text = f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    return sign + text
+    """A duration as people read it: 0.4s, 48s, 5m20s, 2h, 2h5m, 3d4h (``durations.human``)."""
+    return durations.human(value)
 
 
 def short_time(value: dt.datetime | None, today: dt.date | None = None) -> str:
@@ -164,19 +147,36 @@ def layout(
     if width is None:
         chosen = wanted
     else:
+        # by priority, never by the data: the columns shown are always the first ones in the
+        # priority order (a column never shows while one before it does not), and a text
+        # column that may be cut costs at most TEXT_BUDGET cells here (then cut to fit)
         chosen = [c for c in wanted if c.priority == 0]
         used = sum(natural[id(c)] for c in chosen) + GAP * max(len(chosen) - 1, 0)
         for column in sorted((c for c in wanted if c.priority > 0), key=lambda c: c.priority):
-            extra = natural[id(column)] + GAP
-            if used + extra <= width:
-                chosen.append(column)
-                used += extra
+            extra = _budget(column, natural[id(column)]) + GAP
+            if used + extra > width:
+                break
+            chosen.append(column)
+            used += extra
         chosen = [c for c in wanted if c in chosen]  # the declared order
     widths = [natural[id(c)] for c in chosen]
     if width is not None:
         widths = _shrink(chosen, widths, width)
     cells = [[texts[id(c)][i] for c in chosen] for i in range(len(rows))]
     return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
+
+
+TEXT_BUDGET = 20  # what a text column that may be cut costs when the columns are chosen
+
+
+def _budget(column: Column, natural: int) -> int:
+    """The cells ``column`` takes when the columns are chosen: its natural width, but a text
+    column that may be cut (an actor, a reason) at most TEXT_BUDGET (or its header's)."""
+    from rich.cells import cell_len
+
+    if column.whole or column.copy or column.kind != "text" or column.value is not None:
+        return natural
+    return min(natural, max(TEXT_BUDGET, cell_len(column.header)))
 
 
 def _shrink(columns: Sequence[Column], widths: list[int], width: int) -> list[int]:

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobctl import durations
 from jobctl.render.rows import History, Row
 
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
@@ -28,7 +29,7 @@ def _at(value: dt.datetime | str | None) -> str:
 
 
 def _s(seconds: float | None) -> str:
-    return "?" if seconds is None else f"{seconds:.1f}s"
+    return "?" if seconds is None else durations.human(seconds)
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything but itself
@@ -75,15 +76,16 @@ def explain(
     history: History,
     parked: str = "failed",
     failed: str = "failed",
+    processing: str = "processing",
     mapped: Sequence[str] = (),
 ) -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them.
 
     ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
-    ``mapped``: the optional columns the table maps (kind, queue), named in the first line;
-    ``failed``: the table's failed status. A command the story suggests is one jobctl
-    accepts for the job as it is (``manual.refusal``): no fail of a job already failed,
-    unless it awaits review."""
+    ``failed``: the table's failed status; ``processing``: its processing status;
+    ``mapped``: the optional columns the table maps (kind, queue), named in the first line.
+    A command the story suggests is one jobctl accepts for the job as it is
+    (``manual.refusal``): no fail of a job already failed, unless it awaits review."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue (issue 35)
@@ -102,6 +104,8 @@ def explain(
             f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
             "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
         )
+    if job.get("lease_state") == "none" and job["status"] == processing:
+        story.extend(no_lease_sentences(job))
     reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
     exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
     if (
@@ -136,6 +140,24 @@ def explain(
         "events": events,
         "lease_too_short": bool(warnings),
     }
+
+
+def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
+    """What a processing job with no lease (no expiry or no attempt token) is, and what to do."""
+    missing = "no lease expiry" if job.get("lease_expires_at") is None else "no attempt token"
+    claimed = job.get("reserved_at")
+    by = job.get("reserved_by")
+    return [
+        f"It is processing with {missing}: code that sets no lease claimed it"
+        + (f" at {_at(claimed)}" if claimed is not None else "")
+        + (f" as worker {_said(by)}" if by is not None else "")
+        + ". jobctl cannot tell a slow worker from a dead one, and reclaim never touches it, "
+        "by design.",
+        "Find the writer that claims without a lease with jobctl doctor. If its worker is gone, "
+        f"{_arguments('requeue', job['id'], '--reason ...')} runs it again and "
+        f"{_arguments('fail', job['id'], '--reason ...')} gives it up; either "
+        "write is fenced on the row's version as read, since there is no token to fence on.",
+    ]
 
 
 def _uncounted(attempt: Row, stats: str) -> str:

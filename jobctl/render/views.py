@@ -21,7 +21,9 @@ def _paint(styles: dict[str, str]) -> Any:
 
 
 ACTION_STYLE = _paint({"requeue": "green", "fail": "red"})
-STATE_STYLE = _paint({"expired": "red", "expiring": "yellow", "live": "green"})
+STATE_STYLE = _paint(
+    {"expired": "red", "expiring": "yellow", "live": "green", "no lease": "magenta"}
+)
 OUTCOME_STYLE = _paint(
     {
         "requeued": "green",
@@ -42,6 +44,16 @@ def _attempts(row: Any) -> str:
 
 def _skipped(found: Sequence[Any]) -> bool:
     return any(r.get("skipped") for r in found)
+
+
+def _no_lease(found: Sequence[Any]) -> bool:
+    return any(r.get("lease_state") == "none" for r in found)
+
+
+def _state(row: Any) -> str:
+    """A lease state as a table shows it: ``none`` (processing with no lease) as no lease."""
+    state = row.get("lease_state")
+    return "no lease" if state == "none" else str(state or "")
 
 
 ID = Column("id", "ID", whole=True)
@@ -71,14 +83,16 @@ STUCK_VIEW = [
     QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY", value=_policy),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("lease_expires_at", "EXPIRED AT", priority=3, kind="time"),
-    Column("reserved_at", "CLAIMED AT", priority=4, kind="time"),
-    Column("attempt_token", "TOKEN", priority=5, whole=True),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
+    Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
+    Column("attempt_token", "TOKEN", priority=7, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 
@@ -93,16 +107,17 @@ AT_RISK_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("lease_state", "STATE", whole=True, style=STATE_STYLE),
+    Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
-    Column("recovery_policy", "POLICY", priority=1),
-    Column("attempts", "ATTEMPTS", priority=2, value=_attempts),
-    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=3, kind="seconds"),
-    Column("reclaim_count", "RECLAIMS", priority=4),
-    Column("lease_expires_at", "EXPIRES AT", priority=5, kind="time"),
-    Column("attempt_token", "TOKEN", priority=6, whole=True),
+    Column("recovery_policy", "POLICY", priority=3),
+    Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
+    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=5, kind="seconds"),
+    Column("reclaim_count", "RECLAIMS", priority=6),
+    Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
+    Column("attempt_token", "TOKEN", priority=8, whole=True),
     Column("skipped", "SKIPPED", when=_skipped),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
@@ -112,7 +127,7 @@ RECLAIM_VIEW = [
     QUEUE,
     WORKER,
     Column("recovery_policy", "POLICY"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("applied", "APPLIED", when=lambda found: any(r.get("applied") for r in found)),
@@ -131,15 +146,13 @@ PREVIEW_VIEW = [
     ID,
     KIND,
     QUEUE,
-    KIND,
-    QUEUE,
     Column("status", "STATUS", whole=True),
     WORKER,
     Column("recovery_policy", "POLICY"),
     Column("lease_state", "LEASE", style=STATE_STYLE),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("attempt_token", "TOKEN", priority=5, whole=True),
 ]
 
 
@@ -148,10 +161,10 @@ BULK_VIEW = [  # requeue / fail on a filter: what it matched
     KIND,
     QUEUE,
     Column("status", "STATUS", whole=True),
-    Column("recovery_policy", "POLICY", priority=2),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=3),
-    Column("lease_state", "LEASE", priority=3, style=STATE_STYLE),
+    Column("recovery_policy", "POLICY", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=5),
+    Column("lease_state", "LEASE", priority=6, style=STATE_STYLE),
     Column("last_error", "LAST ERROR"),
 ]
 
@@ -174,11 +187,11 @@ EVENT_VIEW = [
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
-    Column("db_role", "ROLE", priority=1),
+    Column("db_role", "ROLE", priority=2),
     # what a role that is not jobctl's declared (a forged manual action): never hidden
     Column("claimed", "CLAIMED", value=lambda r: claimed(r["claimed"]), when=_any_claimed),
-    Column("reason", "REASON", priority=2),
-    Column("attempt_token", "TOKEN", priority=3, whole=True),
+    Column("reason", "REASON", priority=3),
+    Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
@@ -231,17 +244,17 @@ REVIEW_VIEW = [
     Column("why", "WHY", whole=True),
     Column("last_worker", "LAST WORKER", whole=True),
     Column("waited_s", "WAITED", kind="seconds"),
-    Column("attempts", "ATTEMPTS", priority=1, value=_attempts),
-    Column("reclaim_count", "RECLAIMS", priority=2),
-    Column("reclaimed_at", "RECLAIMED AT", priority=3, kind="time"),
-    Column("last_error", "LAST ERROR", priority=4),
+    Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    Column("reclaim_count", "RECLAIMS", priority=4),
+    Column("reclaimed_at", "RECLAIMED AT", priority=5, kind="time"),
+    Column("last_error", "LAST ERROR", priority=6),
 ]
 
 JOB_EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("id", "ID", whole=True),
-    KIND,
-    QUEUE,
+    Column("kind", "KIND", priority=6, when=_has("kind")),  # after the history's own
+    Column("queue", "QUEUE", priority=7, when=_has("queue")),
     Column("event", "EVENT", whole=True),
     Column("to_status", "BECAME"),
     Column("worker", "WORKER", whole=True),
@@ -289,6 +302,18 @@ def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Doc
     live = any(r.get("lease_state") == "expiring" for r in found)
     return Document(
         found, [Section(None, found, shown, AT_RISK_VIEW, AT_RISK_NOTE if live else None)]
+    )
+
+
+def no_lease_line(count: int) -> str | None:
+    """What an operator reads under a list or a count holding processing jobs with no lease
+    (None: there are none)."""
+    if not count:
+        return None
+    return (
+        f"{count} processing job(s) have no lease (claimed by code that sets none): reclaim "
+        "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
+        "to do, jobctl doctor finds the writer"
     )
 
 
@@ -343,9 +368,9 @@ SUMMARY_GROUP_VIEW = [
     Column("ready", "READY", kind="count"),
     Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=1),
     Column("live", "LIVE", kind="count", priority=2),
-    Column("expiring_soon", "SOON", kind="count", priority=2),
-    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=3),
-    Column("no_lease", "NO LEASE", kind="count", priority=4),
+    Column("expiring_soon", "SOON", kind="count", priority=3),
+    Column("stuck_manual", "STUCK MANUAL", kind="count", priority=4),
+    Column("no_lease", "NO LEASE", kind="count", priority=5),
 ]
 
 
@@ -387,13 +412,13 @@ SUMMARY_TARGETS_VIEW = [
     Column("queued", "QUEUED", kind="count"),
     Column("processing", "PROCESSING", kind="count"),
     Column("expired", "EXPIRED", kind="count"),
-    Column("expiring_soon", "EXPIRING", kind="count", priority=1),
-    Column("ready", "READY", kind="count", priority=2),
-    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=3),
+    Column("expiring_soon", "EXPIRING", kind="count", priority=3),
+    Column("ready", "READY", kind="count", priority=4),
+    Column("oldest_ready_s", "OLDEST READY", kind="seconds", priority=5),
     Column("awaiting_review", "REVIEW", kind="count"),
-    Column("failed", "FAILED", kind="count", priority=4),
-    Column("done", "DONE", kind="count", priority=5),
-    Column("table", "TABLE", priority=6),
+    Column("failed", "FAILED", kind="count", priority=6),
+    Column("done", "DONE", kind="count", priority=7),
+    Column("table", "TABLE", priority=8),
 ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from jobctl import db, errors
+from jobctl import db, durations, errors
 from jobctl.db import locks
 from jobctl.render import safe_text
 from jobctl.sql import printable, queries
@@ -265,5 +265,4 @@ def _held_up(
 
 
 def _span(duration: dt.timedelta) -> str:
-    seconds = duration.total_seconds()
-    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g}s"
+    return durations.human(duration)

@@ -14,6 +14,19 @@ FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)
 
+-- name: served_tables
+-- the tables jobctl serves in this database (its triggers on them; a partition's are its
+-- parent's), for the answer to a table that does not exist: which to name instead
+SELECT DISTINCT pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
+       c.relname::pg_catalog.text AS name
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE pg_catalog.starts_with(t.tgname::pg_catalog.text, 'jobctl')
+  AND NOT t.tgisinternal AND NOT c.relispartition
+ORDER BY 1
+LIMIT 20
+
 -- name: partition_probe
 -- could a row of this status ({value}) be stored: which partitions the planner keeps for it
 EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE {column} = {value}::{type}

@@ -25,7 +25,7 @@ _BLOCK_START = re.compile(
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql")  # ...; DDL; schema remove
+FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql", "doctor.sql")
 
 
 @functools.cache
@@ -33,12 +33,30 @@ def blocks() -> dict[str, str]:
     """Every named block of the statement files: name -> SQL text (names are unique)."""
     result: dict[str, str] = {}
     for file in FILES:
-        text = resources.files("jobctl").joinpath(f"sql/{file}").read_text(encoding="utf-8")
+        path = resources.files("jobctl").joinpath(f"sql/{file}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise _shadowed(file) from None
         for name, statement in parse(text).items():
             if name in result:
                 raise ValueError(f"sql/{file}: block {name} is defined twice")
             result[name] = statement
     return result
+
+
+def _shadowed(file: str) -> Exception:
+    """The one line for jobctl's own SQL missing: the ``jobctl`` Python imported is not the
+    installed package but a directory of that name (a clone's, a copy) on ``sys.path``,
+    the current directory first for a script: say so, and where, not FileNotFoundError."""
+    import jobctl
+    from jobctl import errors
+
+    where = ", ".join(getattr(jobctl, "__path__", [])) or "?"
+    return errors.JobctlError(
+        f"jobctl's own sql/{file} is missing from {where}: a directory named jobctl there "
+        "shadows the installed package (run from another directory, or reinstall jobctl)"
+    )
 
 
 def parse(text: str) -> dict[str, str]:

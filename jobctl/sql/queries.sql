@@ -191,15 +191,39 @@ CASE WHEN {lease_times_poisoned} THEN pg_catalog.concat_ws(', ',
     CASE WHEN NOT {reserved_at_usable}
          THEN pg_catalog.format('reserved_at %%s', j.{reserved_at}) END) END
 
+-- name: lease_missing
+-- a processing row with no lease in its own state (no expiry or no attempt token): claimed
+-- by code that sets none, a row reclaim can never see (its fence needs both). The one place
+-- the test is written: stuck, at_risk, summary, metrics, schema check and lease_state use it
+(j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL)
+
+-- name: no_lease_filter
+-- the processing rows with no lease that stuck lists beside the expired ones (reclaim never
+-- touches them), narrowed by the operator's filters; never part of a plan or of reclaim's
+-- dry run (%(no_lease)s false)
+(%(no_lease)s::pg_catalog.bool
+ AND j.{status} OPERATOR(pg_catalog.=) {processing} AND {lease_missing} AND {operator_filter}
+ AND %(plan)s::pg_catalog.jsonb IS NULL)
+
+-- name: claimed_age_s
+-- how long ago a row was claimed (reserved_at), in seconds, where jobctl can subtract it
+CASE WHEN {reserved_at_usable}
+     THEN pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{reserved_at})
+END
+
 -- name: lease_state
--- a job's lease as an operator sees it: live, expired, or none
-CASE WHEN j.{status} <> {processing} OR j.{lease_expires_at} IS NULL THEN 'none'
+-- a job's lease as an operator sees it: live, expired, or none (not processing, or
+-- processing with no lease: lease_missing)
+CASE WHEN j.{status} <> {processing} OR {lease_missing} THEN 'none'
      WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'live' END
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
--- matched column by column: a row IN (...) looks its operators up by name)
+-- matched column by column: a row IN (...) looks its operators up by name). A row with no
+-- attempt token is not one (lease_missing: reclaim's fence needs the token; stuck lists it
+-- apart), so the dry run shows what the commit does
 j.{status} OPERATOR(pg_catalog.=) {processing}
+AND j.{attempt_token} IS NOT NULL
 AND j.{lease_expires_at}
     OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
 AND {operator_filter}
@@ -229,11 +253,15 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
 
 -- name: stuck
 -- expired leases, oldest expiry first, each with what reclaim would do (read only); a row
--- with lease times jobctl cannot use names them (reclaim leaves it: skipped)
-SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned
+-- with lease times jobctl cannot use names them (reclaim leaves it: skipped); then the
+-- processing rows with no lease (lease_state none, longest claimed first), which reclaim
+-- never touches
+SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned,
+       CASE WHEN {lease_missing} THEN 'none' ELSE 'expired' END AS lease_state,
+       {claimed_age_s} AS claimed_age_s
 FROM {table} j
-WHERE {expired_filter}
-ORDER BY j.{lease_expires_at}, j.{id}
+WHERE {expired_filter} OR {no_lease_filter}
+ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: at_risk
@@ -247,15 +275,16 @@ WITH lag AS (
 )
 SELECT {lease_columns},
        -- grace: on a standby, its replay lag (a lease that expired within it may be live)
-       CASE WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
+       CASE WHEN {lease_missing} THEN 'none'
+            WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by,
-       {poisoned_lease_times} AS poisoned
+       {poisoned_lease_times} AS poisoned, {claimed_age_s} AS claimed_age_s
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
 WHERE j.{status} = {processing}
-  AND j.{lease_expires_at} < now() + %(window)s::interval
+  AND (j.{lease_expires_at} < now() + %(window)s::interval OR {lease_missing})
   AND {operator_filter}
-ORDER BY j.{lease_expires_at}, j.{id}
+ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: reclaim_batch
@@ -329,10 +358,10 @@ WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 
 -- name: metrics_leases
 -- the queue's lease health, one pass over processing rows (reclaim index)
-SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto')
-           AS stuck_auto,
-       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
-           AS stuck_manual,
+SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto'
+                          AND NOT {lease_missing}) AS stuck_auto,
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual'
+                          AND NOT {lease_missing}) AS stuck_manual,
        coalesce(extract(epoch FROM now() - min({lease_expires_at})
                         FILTER (WHERE {lease_expires_at} < now()
                                   AND {lease_expires_at_usable})), 0)::float8
@@ -340,13 +369,18 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
        count(*) FILTER (WHERE {lease_expires_at} >= now()) AS live,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_expires_at} IS NULL) AS no_lease
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease,
+       coalesce(max({claimed_age_s}) FILTER (WHERE {lease_missing}), 0)::float8
+           AS oldest_no_lease_claimed_s
 FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: metrics_reclaims
--- reclaims the history recorded in the last window
-SELECT count(*) AS reclaims FROM jobctl.events
-WHERE at > now() - %(window)s::interval AND job_table = %(job_table)s AND event = 'reclaimed'
+-- reclaims the history recorded in the last window, and every one it holds for the table
+-- (jobctl_reclaims_total, a counter: one pass over the table's reclaimed events)
+SELECT count(*) FILTER (WHERE at > now() - %(window)s::interval) AS reclaims,
+       count(*) AS reclaims_total
+FROM jobctl.events
+WHERE job_table = %(job_table)s AND event = 'reclaimed'
 
 -- name: metrics_manual_review
 -- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
@@ -389,8 +423,8 @@ SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oi
 SELECT count(*) FILTER (WHERE {lease_expires_at} >= now() + %(soon)s::interval) AS live,
        count(*) FILTER (WHERE {lease_expires_at} >= now()
                           AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
-       count(*) FILTER (WHERE {lease_expires_at} IS NULL OR {attempt_token} IS NULL) AS no_lease
+       count(*) FILTER (WHERE {lease_expires_at} < now() AND NOT {lease_missing}) AS expired,
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease
 FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_workers
@@ -1012,12 +1046,10 @@ SELECT EXISTS (SELECT FROM {table}) AS e
 
 -- name: lease_consistency
 -- processing rows reclaim can never see (no lease or no token), and token/status mismatches
-SELECT count(*) FILTER (WHERE {status} = {processing}
-                          AND ({lease_expires_at} IS NULL OR {attempt_token} IS NULL))
-           AS invisible,
+SELECT count(*) FILTER (WHERE {status} = {processing} AND {lease_missing}) AS invisible,
        count(*) FILTER (WHERE ({status} = {processing}) <> ({attempt_token} IS NOT NULL))
            AS inconsistent
-FROM {table}
+FROM {table} j
 
 -- name: local_lock_timeout
 -- lock_timeout for the current transaction only (a step's short try)

@@ -95,6 +95,13 @@ class TableMapping:
         """The status reclaim gives a job it will not retry."""
         return self.park_status or self.status("failed")
 
+    @property
+    def named_park(self) -> str | None:
+        """Where reclaim sends what it will not retry, when that is not plain ``failed`` (the
+        park status, or the table's own name for failed): what its commit line and the
+        report both name ("parked in errored"); None for ``failed``."""
+        return None if self.parked == "failed" else self.parked
+
     def role(self, value: str | None) -> str | None:
         """The part a status value of the table plays: one of STATUSES, ``parked``, or None
         (a status of the application's own that jobctl does not touch)."""

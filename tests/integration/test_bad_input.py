@@ -161,3 +161,26 @@ def test_help_does_not_import_psycopg_or_tabulate():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+def test_a_mistyped_table_is_answered_with_the_tables_jobctl_serves(conn, run):
+    """Issue 36, trip 4: the tables jobctl serves in that database, and the closest name."""
+    assert_one_line(
+        run("--table", "jbos", "stuck"),
+        1,
+        "table jbos does not exist in database",
+        "; jobctl serves public.jobs here (did you mean jobs?): set --table or JOBCTL_TABLE",
+    )
+
+
+def test_a_forgotten_jobctl_table_names_the_table_served(conn, run, monkeypatch):
+    """The default table (jobs) missing, the person's own served: named, no guess needed."""
+    conn.execute("ALTER TABLE jobs RENAME TO background_tasks")
+    monkeypatch.delenv("JOBCTL_TABLE", raising=False)
+    result = run("summary")
+    assert_one_line(result, 1, "table jobs does not exist", "jobctl serves public.background_tasks")
+    assert_one_line(
+        run("--table", "backgroud_tasks", "summary"),
+        1,
+        "jobctl serves public.background_tasks here (did you mean background_tasks?)",
+    )

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import fleet as staging
+import prometheus
 import psycopg
 import pytest
 from helpers import wait_until
@@ -86,12 +87,9 @@ def test_one_target_is_exactly_that_database(staged, run):
     _, by_dsn, _ = run(
         "--dsn", staged.dsns["billing"], "--table", staged.tables["billing"], "stuck", "-o", "json"
     )
-    strip = [
-        {k: v for k, v in r.items() if k not in ("lease_overdue_s",)} for r in json.loads(by_name)
-    ]
-    assert strip == [
-        {k: v for k, v in r.items() if k != "lease_overdue_s"} for r in json.loads(by_dsn)
-    ]
+    ages = ("lease_overdue_s", "claimed_age_s")  # read a moment apart
+    strip = [{k: v for k, v in r.items() if k not in ages} for r in json.loads(by_name)]
+    assert strip == [{k: v for k, v in r.items() if k not in ages} for r in json.loads(by_dsn)]
     assert "target" not in json.loads(by_name)[0]
 
 
@@ -115,7 +113,7 @@ def test_summary_per_target_and_a_total(staged, run):
 
 
 def test_metrics_across_targets_one_exposition_with_a_target_label(staged, run):
-    from prometheus_client.openmetrics import parser
+    from prometheus_client import parser
 
     code, out, err = run("--all-targets", "metrics", "--max-stuck", "2")
     families = {f.name: f for f in parser.text_string_to_metric_families(out)}
@@ -127,6 +125,23 @@ def test_metrics_across_targets_one_exposition_with_a_target_label(staged, run):
     assert stuck == staged.stuck
     assert "jobctl: CRITICAL: target orders: 3 stuck jobs > --max-stuck 2" in err
     assert code == 1  # a target failed: worse than the breach (4)
+    assert families["jobctl_up"].samples[0].value == 0  # not every database answered
+    prometheus.check_metrics(out)
+
+
+def test_metrics_of_one_target_label_it_and_say_when_it_is_down(staged, run):
+    code, out, err = run("--target", "orders", "metrics")
+    assert code == 0, err
+    prometheus.check_metrics(out)
+    samples = prometheus.samples(out)
+    assert samples[("jobctl_up", (("target", "orders"),))] == 1
+    assert samples[("jobctl_target_up", (("target", "orders"),))] == 1
+    assert all(dict(labels).get("target") == "orders" for _, labels in samples)
+    code, out, err = run("--target", staged.down, "metrics")
+    assert code == 1 and "jobctl: error:" in err
+    down = prometheus.samples(out)
+    assert down[("jobctl_up", (("target", staged.down),))] == 0
+    assert down[("jobctl_target_up", (("target", staged.down),))] == 0
 
 
 def test_a_read_across_targets_waits_on_every_target_at_once(staged, run, server_dsn):

@@ -1,36 +1,61 @@
-"""metrics: OpenMetrics text parsed by prometheus_client, and the alert thresholds."""
+"""metrics: the exposition parsed as Prometheus text (and checked by promtool), the alert
+thresholds, up 0 published when the database is down, --textfile's one-rename write."""
 
 from __future__ import annotations
 
+import prometheus
 from helpers import add_jobs, claim_all
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 
-def test_metrics_parse_as_openmetrics_and_thresholds(conn, dsn, run):
+def test_metrics_parse_as_prometheus_text_and_thresholds(conn, dsn, run):
     add_jobs(conn, 4)
     add_jobs(conn, 2, policy="manual")
     claim_all(dsn, 3, lease_seconds=-120)
     claim_all(dsn, 1, lease_seconds=10)
     result = run("metrics")
     assert result.code == 0, result.err
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(result.out)
-        for s in family.samples
-    }
+    prometheus.check_metrics(result.out)
+    samples = prometheus.samples(result.out)
     table = ("table", "public.jobs")
+    assert samples[("jobctl_up", ())] == 1
     assert samples[("jobctl_stuck_jobs", (("policy", "auto"), table))] == 3
     assert samples[("jobctl_stuck_jobs", (("policy", "manual"), table))] == 0
     assert samples[("jobctl_oldest_expired_lease_seconds", (table,))] >= 120
-    assert samples[("jobctl_expiring_soon_jobs", (table, ("within_seconds", "30")))] == 1
+    assert samples[("jobctl_expiring_soon_jobs", (table,))] == 1
+    assert samples[("jobctl_reclaims_total", (table,))] == 0
     breached = run("metrics", "--max-stuck", "2", "--max-overdue", "1m")
     assert breached.code == 4 and breached.err.count("CRITICAL") == 2
     assert run("metrics", "--max-stuck", "3", "--max-overdue", "1h").code == 0
     assert run("reclaim", "--commit", "--yes").code == 0
-    after = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(run("metrics").out)
-        for s in family.samples
-    }
-    assert after[("jobctl_recent_reclaims", (table, ("window_seconds", "300")))] == 3
+    after = prometheus.samples(run("metrics", "--reclaim-window", "1m").out)
+    assert after[("jobctl_recent_reclaims", (table,))] == 3  # the same series, any window
+    assert after[("jobctl_reclaim_window_seconds", (table,))] == 60
+    assert after[("jobctl_reclaims_total", (table,))] == 3
     assert after[("jobctl_oldest_expired_lease_seconds", (table,))] == 0
+
+
+def test_a_database_down_still_prints_up_0(run, tmp_path):
+    down = "host=127.0.0.1 port=1 connect_timeout=2 user=nobody dbname=none"
+    result = run("--dsn", down, "metrics")
+    assert result.code == 1 and "jobctl: error:" in result.err
+    assert prometheus.samples(result.out)[("jobctl_up", ())] == 0
+    assert result.out.endswith("# EOF\n")
+    prometheus.check_metrics(result.out)
+    published = tmp_path / "jobctl.prom"
+    published.write_text("jobctl_up 1\n# EOF\n")  # the last good file
+    again = run("--dsn", down, "metrics", "--textfile", str(published))
+    assert again.code == 1 and again.out == ""
+    assert prometheus.samples(published.read_text())[("jobctl_up", ())] == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["jobctl.prom"]  # no temporary left
+
+
+def test_textfile_replaces_the_file_in_one_rename(conn, run, tmp_path):
+    published = tmp_path / "jobctl.prom"
+    published.write_text("old\n")
+    inode = published.stat().st_ino
+    result = run("metrics", "--textfile", str(published))
+    assert result.code == 0 and result.out == "", result.err
+    assert published.read_text().endswith("# EOF\n") and published.stat().st_ino != inode
+    assert oct(published.stat().st_mode & 0o777) == "0o644"
+    missing = run("metrics", "--textfile", str(tmp_path / "no" / "such.prom"))
+    assert missing.code == 2 and "--textfile" in missing.err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from helpers import add_jobs, claim_all
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def gauge(text: str, name: str) -> float:

@@ -75,10 +75,15 @@ def test_stuck_formats(conn, dsn, run):
     claim_all(dsn, 2, worker='w,"x"\tq')
     plain = run("stuck")
     assert plain.code == 0 and "\x1b[" not in plain.out and "requeue" in plain.out
+    keys = list(json.loads(run("stuck", "-o", "json").out)[0])
     csv_out = run("stuck", "-o", "csv").out.splitlines()
-    assert csv_out[0].startswith("id,reserved_by,") and '"w,""x""' in csv_out[1]
+    assert csv_out[0] == ",".join(keys) and '"w,""x""' in csv_out[1]  # every JSON key, in order
     tsv_out = run("stuck", "-o", "tsv").out.splitlines()
-    assert '"w,""x""\tq"' in tsv_out[1]  # a tab inside a value is quoted, not a new column
+    assert tsv_out[0] == "\t".join(keys)
+    assert '\tw,"x"\\tq\t' in tsv_out[1]  # a tab inside a value is \t (COPY's text format)
+    assert {len(line.split("\t")) for line in tsv_out} == {len(keys)}
+    refused = run("stuck", "-o", "json", "--format", "github")
+    assert refused.code == 2 and "--format github is for -o table" in refused.err
     jsonl = run("stuck", "-o", "jsonl").out.splitlines()
     assert len(jsonl) == 2 and json.loads(jsonl[0])["reserved_by"] == 'w,"x"\tq'
     github = run("stuck", "--format", "github").out

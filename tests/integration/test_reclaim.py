@@ -199,6 +199,9 @@ def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Pat
     (late,) = claim_all(dsn, 1)  # expired, but not in the plan
     result = run("reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "json")
     assert result.code == 0, result.err
+    # the plan's order kept (issue 36, trip 6), and what was skipped said on stderr
+    assert [r["id"] for r in json.loads(result.out)] == [r["id"] for r in saved["rows"]]
+    assert "1 requeued, 0 failed, 3 skipped (nothing written for them" in result.err
     rows = {r["id"]: r for r in json.loads(result.out)}
     assert rows[keep.id]["applied"] is True
     assert "heartbeat since the review" in rows[beat.id]["skipped"]
@@ -366,12 +369,12 @@ def test_reclaim_streams_csv_under_one_header(conn, dsn, run, out, delimiter):
     result = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", out)
     assert result.code == 0, result.err
     table = list(csv.reader(io.StringIO(result.out), delimiter=delimiter))
-    assert table[0] == rows.RECLAIM_COLUMNS
+    assert table[0] == rows.RECLAIM_KEYS  # every key JSON carries, in its order
     assert sorted(int(r[0]) for r in table[1:]) == list(range(1, 8))
     by_column = [dict(zip(table[0], r, strict=True)) for r in table[1:]]
     assert {(r["action"], r["applied"], r["skipped"]) for r in by_column} == {("fail", "True", "")}
     nothing = run("reclaim", "--commit", "--yes", "-o", out)
-    assert nothing.code == 0 and nothing.out == delimiter.join(rows.RECLAIM_COLUMNS) + "\n"
+    assert nothing.code == 0 and nothing.out == delimiter.join(rows.RECLAIM_KEYS) + "\n"
 
 
 def test_service_names_the_park_status(conn, dsn, run):

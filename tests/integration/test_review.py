@@ -120,7 +120,14 @@ def test_park_status_on_a_mapped_table(conn, dsn, run):
     (manual,) = add_jobs(conn, 1, policy="manual")
     (auto,) = add_jobs(conn, 1, policy="auto")
     claim_all(dsn, 2, lease_seconds=-60)
-    assert run("reclaim", "--commit", "--yes").code == 0
+    committed = run("reclaim", "--commit", "--yes")
+    assert committed.code == 0
+    # the next step named (issue 36, trip 6)
+    assert "reclaimed: 1 requeued, 1 parked in manual_review, 0 skipped" in committed.err
+    assert (
+        "next: 1 job(s) parked in manual_review by this reclaim await a human: "
+        "jobctl review lists them" in committed.err
+    )
     (row,) = review_json(run)
     assert row["id"] == manual and row["status"] == "manual_review"
     assert row["why"] == "manual_policy"
@@ -162,6 +169,10 @@ def test_bulk_requeue_from_a_plan_writes_only_untouched_rows(conn, dsn, run, tmp
 
     result = run("requeue", "--plan", str(plan), "--reason", "deploy fixed", "--yes", "-o", "json")
     assert result.code == 3, result.err
+    # the totals line on stderr (issue 36, trip 2): what was and was not written
+    assert result.err.strip().splitlines()[-1] == (
+        "2 requeued, 3 conflicts (changed since the review; nothing written for them)"
+    )
     outcome = {r["id"]: r for r in json.loads(result.out)}
     assert {i: r["outcome"] for i, r in outcome.items()} == {
         jobs["manual_a"]: "conflict",
@@ -187,6 +198,7 @@ def test_bulk_requeue_from_a_plan_writes_only_untouched_rows(conn, dsn, run, tmp
     again = run("requeue", "--plan", str(plan), "--yes", "-o", "json")
     assert again.code == 3
     assert {r["outcome"] for r in json.loads(again.out)} == {"conflict"}
+    assert "5 conflicts (changed since the review; nothing written for them)" in again.err
 
 
 def test_bulk_fail_from_a_plan(conn, dsn, run, tmp_path):

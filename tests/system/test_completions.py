@@ -43,6 +43,17 @@ def test_committed_completion_scripts_are_current(shell):
     )
 
 
+@pytest.mark.parametrize("shell", sorted(SCRIPTS))
+def test_jobctl_completion_prints_the_committed_script(shell):
+    done = subprocess.run(
+        [sys.executable, "-m", "jobctl", "completion", shell], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == (ROOT / "completions" / SCRIPTS[shell]).read_text()
+    if shell == "zsh":  # autoloadable from $fpath: the #compdef line comes first
+        assert done.stdout.startswith("#compdef jobctl\n")
+
+
 def bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
     script = ROOT / "completions" / "jobctl.bash"
     line = " ".join(f"'{w}'" for w in words)
@@ -75,7 +86,7 @@ def test_bash_completes_commands_options_and_job_ids(conn, dsn):
         text=True,
         check=True,
     ).stdout
-    assert registered.strip() == "complete -o default -F _jobctl_completion jobctl"
+    assert registered.strip() == "complete -F _jobctl_completion jobctl"  # no file fallback
     assert {"reclaim", "requeue"} <= set(bash_complete(["jobctl", "re"], env))
     assert "--batch-size" in bash_complete(["jobctl", "reclaim", "--ba"], env)
     assert bash_complete(["jobctl", "show", ""], env) == []  # no DSN: nothing, no error
@@ -375,3 +386,68 @@ def test_bash_reads_every_escaped_candidate_back_as_the_value(tmp_path):
     )
     assert result.stdout.decode().split("\0")[:-1] == values
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- what the issue found (37)
+def need(shell: str) -> None:
+    if shutil.which(shell) is None:
+        if os.environ.get("JOBCTL_REQUIRE_SHELLS") == "1":
+            pytest.fail(f"{shell} is not installed and JOBCTL_REQUIRE_SHELLS=1")
+        pytest.skip(f"{shell} is not installed (apt-get install {shell})")
+    if shutil.which("jobctl", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("jobctl is not installed in this environment")
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_opt_equals_value_forms_and_nothing_when_nothing_applies(shell, conn, dsn, tmp_path):
+    """--output=j<TAB> and --target=o<TAB> complete the value after the =; a worker's name
+    with spaces is inserted quoted; where nothing applies (no database for ids) nothing is
+    offered, never the files of the directory (there are some: the shell's rc files, and
+    README.md); a PATH option does complete files."""
+    need(shell)
+    (tmp_path / "README.md").write_text("not a job id\n")
+    (tmp_path / "plan-7.json").write_text("{}\n")
+    config = tmp_path / "targets.toml"
+    config.write_text(f'[targets.orders]\ndsn = "{dsn}"\n\n[targets.billing]\ndsn = "x"\n')
+    add_jobs(conn, 2)
+    claim_all(dsn, 2, worker="night shift 'b'")
+    lines = [
+        "jobctl stuck --output=jsonl",  # complete already: TAB adds nothing but a space
+        "jobctl stuck --output=cs",
+        "jobctl --target=or",
+        "jobctl --target orders stuck --worker nig",
+        "jobctl show R",  # README.md is the one file starting so: a fallback would insert it
+        "jobctl reclaim --plan pla",
+    ]
+    env = {"JOBCTL_CONFIG": str(config)}
+    got = typed_with_tab(shell, lines, env, tmp_path)
+    assert got[0] == ["stuck", "--output=jsonl"]
+    assert got[1] == ["stuck", "--output=csv"]
+    assert got[2] == ["--target=orders"]
+    assert got[3] == ["--target", "orders", "stuck", "--worker", "night shift 'b'"]
+    assert got[4] == ["show", "R"]  # no database: nothing, and no file name
+    assert got[5] == ["reclaim", "--plan", "plan-7.json"]
+
+
+def test_a_tab_never_waits_long_on_a_server_that_never_answers(tmp_path):
+    """A server that accepts the connection and never says a word: the TAB gives nothing,
+    in about a second (COMPLETION_WAIT_S), not libpq's connect timeout."""
+    import socket
+
+    need("bash")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBCTL_")}
+    env["JOBCTL_DSN"] = f"host=127.0.0.1 port={port} user=x dbname=x connect_timeout=30"
+    try:
+        started = time.monotonic()
+        assert bash_complete(["jobctl", "show", "1"], env) == []
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    startup = time.monotonic()
+    bash_complete(["jobctl", "re"], {k: v for k, v in env.items() if k != "JOBCTL_DSN"})
+    startup = time.monotonic() - startup  # what any completion costs: starting jobctl
+    assert took < startup + 1.5, (took, startup)

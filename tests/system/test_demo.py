@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
@@ -52,9 +54,72 @@ def test_demo_shows_the_incident_and_cleans_up():
     assert left_behind == []
 
 
-def test_demo_stop_without_a_kept_server(run):
+def test_demo_stop_without_a_kept_server(run, own_demo_dir):
+    """In the test session's own demo directory (tests/conftest.py), never the person's."""
     result = run("demo", "--stop")
     assert result.code == 0 and "no demo server" in result.err
+    assert own_demo_dir in result.err
+
+
+def test_the_tests_never_touch_a_persons_kept_demo(tmp_path):
+    """Issue 36, trip 1: ``jobctl demo --keep`` then ``pytest``: the test of ``demo --stop``
+    stopped the person's kept demo. A person's kept demo (where the demo keeps one by default,
+    under a TMPDIR of this test's) is left alone by a test session's ``demo --stop``."""
+    persons = tmp_path / f"jobctl-demo-{os.getuid()}" / "pgdata"
+    persons.mkdir(parents=True)
+    (persons / "PG_VERSION").write_text("15\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # JOBCTL_DEMO_DIR: the session's own
+    result = subprocess.run(
+        [sys.executable, "-m", "jobctl", "demo", "--stop"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no demo server is running in " + os.environ["JOBCTL_DEMO_DIR"] in result.stderr
+    assert (persons / "PG_VERSION").exists()
+
+
+@pytest.mark.slow
+def test_kept_demo_on_a_terminal_whatever_the_shell_says(tmp_path):
+    """Issue 36, trips 5 and 7, and 1's ``--stop``: with the person's own JOBCTL_TABLE and
+    JOBCTL_TARGET set, the demo still runs in its own database and table; on an 80-column
+    terminal it shows the fitted screens the person sees next (upper-case headers, nothing
+    wider than the terminal), its export line is one line, and ``--stop`` says whose demo
+    it stopped."""
+    pytest.importorskip("pyte")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import screens
+
+    kept = tempfile.mkdtemp(prefix="jd-")  # short: the kept server's socket lives there
+    mine = {"JOBCTL_DEMO_DIR": kept, "JOBCTL_TABLE": "background_tasks", "JOBCTL_TARGET": "x"}
+    try:
+        shot = screens.scrolled(["demo", "--keep"], columns=80, env=mine, timeout=150)
+        assert shot.code == 0, shot.text[-2000:]
+        assert "Traceback" not in shot.raw and "does not exist" not in shot.raw
+        lines = shot.written_lines()
+        exports = [line for line in lines if line.startswith("  export JOBCTL_DSN=")]
+        assert len(exports) == 1 and exports[0].endswith(" JOBCTL_TABLE=jobs"), exports
+        assert f"  . {kept}/env" in lines
+        assert "STATUS      JOBS  COUNTED" in lines  # summary's fitted screen, not piped
+        assert "ID  WORKER   POLICY  ATTEMPTS  OVERDUE  ACTION" in "\n".join(lines)
+        wide = [line for line in lines if len(line) > 80 and not line.startswith(("  export", "$"))]
+        assert wide == []
+        stop = screens.on_terminal(["demo", "--stop"], env={"JOBCTL_DEMO_DIR": kept})
+        said = " ".join(stop.text.split())
+        assert (
+            stop.code == 0 and "stopped the demo" in said and "kept with jobctl demo --keep" in said
+        )
+        assert not (Path(kept) / "pgdata").exists()
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "jobctl", "demo", "--stop"],
+            env={**os.environ, "JOBCTL_DEMO_DIR": kept},
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):

@@ -53,3 +53,32 @@ def test_a_description_is_one_line_with_nothing_a_terminal_obeys():
     item = CompletionItem("--x", help="Rows per\ntransaction \x1b[2J (1-10000).")
     assert completion.description(item) == "Rows per transaction \\x1b[2J (1-10000)."
     assert completion.description(CompletionItem("x")) == ""
+
+
+@pytest.mark.parametrize(
+    ("words", "current", "wanted"),
+    [
+        # bash splits --opt=value at '=' (COMP_WORDBREAKS): click gets it whole
+        (["jobctl", "stuck", "--output", "=", "j"], 4, (["stuck"], "--output=j", "")),
+        # the cursor right after '=': that word is replaced, so candidates start with '='
+        (["jobctl", "stuck", "--output", "="], 3, (["stuck"], "--output=", "=")),
+        (["jobctl", "--target", "=", "a", "show", ""], 5, (["--target=a", "show"], "", "")),
+        (["jobctl", "show", "1"], 2, (["show"], "1", "")),
+        (["jobctl", "x", "=", "y"], 3, (["x", "="], "y", "")),  # not an option: as it is
+    ],
+)
+def test_bash_words_join_an_option_and_its_value(words, current, wanted):
+    assert completion.bash_words(words, current) == wanted
+
+
+def test_paths_list_files_and_folders_with_a_slash(tmp_path, monkeypatch):
+    (tmp_path / "plan.json").write_text("{}")
+    (tmp_path / "plans").mkdir()
+    (tmp_path / ".hidden").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert [i.value for i in completion.paths("pl")] == ["plan.json", "plans/"]
+    assert [i.value for i in completion.paths("pl", dirs_only=True)] == ["plans/"]
+    assert [i.value for i in completion.paths("")] == ["plan.json", "plans/"]
+    assert [i.value for i in completion.paths(".h")] == [".hidden"]
+    assert [i.value for i in completion.paths(f"{tmp_path}/plan.")] == [f"{tmp_path}/plan.json"]
+    assert completion.paths("nowhere/x") == []

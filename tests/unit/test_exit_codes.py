@@ -45,7 +45,7 @@ def test_demo_keep_never_wipes_a_kept_demo(tmp_path, monkeypatch, capsys):
 
     (tmp_path / "pgdata").mkdir()
     (tmp_path / "pgdata" / "PG_VERSION").write_text("15\n")
-    monkeypatch.setattr(demo, "KEEP_DIR", tmp_path)
+    monkeypatch.setenv(demo.DIR_VARIABLE, str(tmp_path))
     assert cli.main(["demo", "--keep"]) == 2
     err = capsys.readouterr().err
     assert "jobctl demo --stop" in err and "nothing changed" in err

@@ -31,6 +31,7 @@ LAYERS = {
     "__init__": -1,
 }
 RICH_ALLOWED = {"render", "cli"}  # rich measures and paints cells in render, prints in cli
+TEXTUAL_ALLOWED = "jobctl.cli.top."  # the console's app only (jobctl top, an optional extra)
 MAX_LINES = 600
 MAX_FLAT = 6
 
@@ -96,6 +97,7 @@ def test_imports_go_down_only(module):
     if LAYERS[mine] < LAYERS["cli"]:
         assert "typer" not in outer and "click" not in outer, module
         assert "rich" not in outer or mine in RICH_ALLOWED, module
+    assert "textual" not in outer or module.startswith(TEXTUAL_ALLOWED), module
 
 
 def test_only_click_api_imports_typers_private_click():

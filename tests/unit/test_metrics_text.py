@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
+import prometheus
+import pytest
 
 from jobctl.ops import metrics
 from jobctl.render import openmetrics
@@ -23,27 +24,75 @@ FIGURES = {
     "oldest_ready_s": 2400.5,
     "expiring_within_s": 30.0,
     "reclaim_window_s": 300.0,
+    "reclaims_total": 42,
 }
 
 
-def test_openmetrics_parses_and_escapes_the_table_label():
-    text = openmetrics.exposition(FIGURES, 'queue."we\\ird"')
+def test_exposition_parses_and_escapes_the_table_label():
+    text = openmetrics.exposition(FIGURES, 'queue."we\\ird"', collected_at=1767225600.0)
     assert text.endswith("# EOF\n")
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    samples = prometheus.samples(text)
     table = ("table", 'queue."we\\ird"')
+    assert samples[("jobctl_up", ())] == 1
+    assert samples[("jobctl_collected_timestamp_seconds", ())] == 1767225600.0
     assert samples[("jobctl_stuck_jobs", (("policy", "auto"), table))] == 3
     assert samples[("jobctl_processing_jobs", (("lease", "expired"), table))] == 4
     assert samples[("jobctl_oldest_expired_lease_seconds", (table,))] == 125.5
-    assert samples[("jobctl_recent_reclaims", (table, ("window_seconds", "300")))] == 5
+    assert samples[("jobctl_recent_reclaims", (table,))] == 5  # no window label
+    assert samples[("jobctl_reclaim_window_seconds", (table,))] == 300
+    assert samples[("jobctl_expiring_soon_jobs", (table,))] == 2
+    assert samples[("jobctl_expiring_within_seconds", (table,))] == 30
+    assert samples[("jobctl_reclaims_total", (table,))] == 42
     assert samples[("jobctl_awaiting_review_jobs", (table,))] == 2
     assert samples[("jobctl_ready_jobs", (table,))] == 6
     assert samples[("jobctl_oldest_ready_job_seconds", (table,))] == 2400.5
+    assert prometheus.families(text)["jobctl_reclaims"].type == "counter"
     empty = openmetrics.exposition(FIGURES | {"ready": 0, "oldest_ready_s": None}, "jobs")
     assert 'jobctl_oldest_ready_job_seconds{table="jobs"} 0.0' in empty
+
+
+def test_no_label_holds_an_option_value_or_the_servers_role():
+    text = openmetrics.exposition(FIGURES | {"replica_lag_s": 1.5, "standby": 1}, "jobs")
+    names = {name for name, labels in prometheus.samples(text) for name in [name]}
+    labels = {key for _, pairs in prometheus.samples(text) for key, _ in pairs}
+    assert labels == {"table", "policy", "lease"}  # where a series is, never how it was read
+    assert "jobctl_server_standby" in names and "jobctl_replica_lag_seconds" in names
+
+
+def test_a_target_labels_every_sample_and_says_up():
+    text = openmetrics.exposition(FIGURES, "public.jobs", target="search", collected_at=1.0)
+    samples = prometheus.samples(text)
+    assert all(dict(labels).get("target") == "search" for _, labels in samples)
+    assert samples[("jobctl_up", (("target", "search"),))] == 1
+    assert samples[("jobctl_target_up", (("target", "search"),))] == 1
+
+
+@pytest.mark.parametrize("target", [None, "search"])
+def test_a_database_down_is_up_0(target):
+    text = openmetrics.down(target, collected_at=2.0)
+    labels = () if target is None else (("target", target),)
+    samples = prometheus.samples(text)
+    assert samples[("jobctl_up", labels)] == 0 and text.endswith("# EOF\n")
+    assert (("jobctl_target_up", labels) in samples) is (target is not None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        openmetrics.exposition(FIGURES | {"replica_lag_s": 0.0, "standby": 0}, "public.jobs"),
+        openmetrics.exposition(FIGURES, "public.jobs", target="search", collected_at=1.0),
+        openmetrics.down("search", collected_at=1.0),
+        openmetrics.down(None),
+        openmetrics.exposition_across(
+            [("a", ("public.jobs", FIGURES)), ("b", ("public.jobs", FIGURES))],
+            {"a": True, "b": True, "c": False},
+            collected_at=1.0,
+        ),
+    ],
+    ids=["one", "target", "target-down", "down", "across"],
+)
+def test_promtool_check_metrics_accepts_every_exposition(text):
+    prometheus.check_metrics(text)
 
 
 def test_breaches():

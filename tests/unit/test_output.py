@@ -59,7 +59,67 @@ def test_json_contract_types():
 def test_csv_and_tsv_quote_delimiters():
     assert render(output.Output.csv).splitlines()[0] == "id,worker,at,token,note,age_s,ok"
     tsv = render(output.Output.tsv).splitlines()
-    assert len(tsv) == 2 and '"tab\there\x1b[31m"' in tsv[1]
+    assert len(tsv) == 2 and "\ttab\\there\x1b[31m\t" in tsv[1]  # COPY's escape, not quotes
+
+
+def copy_text_fields(line: str) -> list[str]:
+    """A line of PostgreSQL's COPY text format read back: split on tabs, then unescaped."""
+    unescape = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
+    fields = []
+    for raw in line.split("\t"):
+        text, i = [], 0
+        while i < len(raw):
+            if raw[i] == "\\":
+                text.append(unescape[raw[i + 1]])
+                i += 2
+            else:
+                text.append(raw[i])
+                i += 1
+        fields.append("".join(text))
+    return fields
+
+
+HOSTILE = 'a\tb\nc\r\nd\\t "q", e\\'  # a tab, newlines, a CR, backslashes, quotes, a comma
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tsv_escapes_as_copy_text_and_reads_back(streamed):
+    rows = [{"id": 1, "worker": HOSTILE, "n": None}, {"id": 2, "worker": "plain", "n": 3}]
+    stream = io.StringIO()
+    payload = iter(rows) if streamed else rows
+    section = output.Section(None, iter(rows) if streamed else rows, ["id"])
+    output.render(output.Document(payload, [section]), output.Output.tsv, None, stream)
+    lines = stream.getvalue().split("\n")
+    assert lines[-1] == "" and len(lines) == 4  # one line per row: no line end inside a field
+    table = [copy_text_fields(line) for line in lines[:-1]]
+    assert {len(fields) for fields in table} == {3}  # every row the header's count of fields
+    assert table[0] == ["id", "worker", "n"]  # every key JSON carries, in its order
+    assert table[1] == ["1", HOSTILE, ""] and table[2] == ["2", "plain", "3"]
+
+
+def test_csv_carries_every_json_key_in_order():
+    rows = [{"id": 1, "worker": HOSTILE, "extra": {"k": [1]}}]
+    stream = io.StringIO()
+    doc = output.Document(rows, [output.Section(None, rows, ["id", "worker"])])
+    output.render(doc, output.Output.csv, None, stream)
+    import csv
+
+    table = list(csv.reader(io.StringIO(stream.getvalue(), newline="")))
+    assert table == [["id", "worker", "extra"], ["1", HOSTILE, '{"k": [1]}']]
+    assert table[0] == list(json.loads(render_json(rows))[0])
+
+
+def render_json(rows):
+    stream = io.StringIO()
+    output.render(output.Document(rows, []), output.Output.json, None, stream)
+    return stream.getvalue()
+
+
+def test_an_empty_tsv_is_its_header():
+    stream = io.StringIO()
+    with output.delimited_rows(stream, ["a", "b"], "\t") as write:
+        write([])
+    assert stream.getvalue() == "a\tb\n"
 
 
 def test_any_tabulate_format():

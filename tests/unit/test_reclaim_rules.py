@@ -91,9 +91,10 @@ def test_a_missing_plan_is_one_line(tmp_path):
 
 def test_summary_line():
     counts = collections.Counter({"requeue": 3, "fail": 1, "skipped": 2})
-    assert reclaim.summary_line(counts, True) == "reclaimed: 3 requeued, 1 failed, 2 skipped"
+    why = " (nothing written for them: each row's skipped says why)"
+    assert reclaim.summary_line(counts, True) == f"reclaimed: 3 requeued, 1 failed, 2 skipped{why}"
     assert reclaim.summary_line(counts, False) == (
-        "dry run: 3 would be requeued, 1 failed, 2 skipped; nothing changed"
+        f"dry run: 3 would be requeued, 1 failed, 2 skipped{why}; nothing changed"
     )
     assert reclaim.summary_line(collections.Counter(), False).endswith("; nothing to reclaim")
 
@@ -146,3 +147,28 @@ def test_the_summary_line_names_where_jobs_not_retried_go():
     assert reclaim.summary_line(counts, False, some_parked=True) == (
         "dry run: 2 would be requeued, 1 failed or parked, 0 skipped; nothing changed"
     )
+
+
+def test_a_commit_that_failed_or_parked_jobs_names_the_next_step():
+    """Issue 36, trip 6: "reclaimed: 7 requeued, 4 failed" said nothing of the 4 waiting."""
+    counts = collections.Counter({"requeue": 7, "fail": 4})
+    step = reclaim.next_step(counts, True)
+    assert (
+        step is not None and "4 job(s) failed by this reclaim" in step and "jobctl review" in step
+    )
+    parked = reclaim.next_step(counts, True, park_status="errored")
+    assert parked is not None and "parked in errored" in parked
+    assert reclaim.next_step(counts, False) is None  # a dry run did nothing
+    assert reclaim.next_step(collections.Counter({"requeue": 3}), True) is None
+
+
+def test_the_commit_names_the_tables_own_failed_status_as_the_report_does():
+    """failed mapped to errored: the commit said "4 failed", the report "parked in errored"."""
+    from jobctl.table.mapping import TableMapping
+
+    assert TableMapping().named_park is None
+    assert TableMapping(statuses={"failed": "errored"}).named_park == "errored"
+    assert TableMapping(park_status="manual_review").named_park == "manual_review"
+    counts = collections.Counter({"fail": 4})
+    line = reclaim.summary_line(counts, True, park_status="errored")
+    assert "4 parked in errored" in line

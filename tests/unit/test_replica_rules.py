@@ -38,8 +38,8 @@ def test_the_lag_is_the_replay_age_unless_replay_caught_up_with_a_streaming_prim
 def test_the_notice_says_the_lag_and_what_it_means_for_leases():
     line = replica.notice(standing(paused=True), widened=True)
     assert line is not None and "\n" not in line
-    assert line.startswith("jobctl: reading standby 10.0.0.2:5433 (replay paused, 9.5 s behind)")
-    assert "leases that expire within 9.5 s of now may have been extended on the primary" in line
+    assert line.startswith("jobctl: reading standby 10.0.0.2:5433 (replay paused, 9.5s behind)")
+    assert "leases that expire within 9.5s of now may have been extended on the primary" in line
     assert "--trust-replica" in line
     assert "--trust-replica" not in (replica.notice(standing(), widened=False) or "")
     assert "caught up" in (replica.notice(standing(caught_up=True), widened=True) or "")

@@ -74,12 +74,11 @@ def test_the_story_in_order():
     assert result["story"] == [
         "Job 42 is failed (manual policy, 2 of 3 attempts used, reclaimed 1 time(s)).",
         "At 2026-11-30 03:00:00+00:00 worker w1 claimed it (attempt 1).",
-        "It heartbeat 4 time(s), typically every 10.0s, at most 10.0s apart, against a lease "
-        "of 30.0s.",
+        "It heartbeat 4 time(s), typically every 10s, at most 10s apart, against a lease of 30s.",
         "Its lease ran out at 2026-11-30 03:01:00+00:00; at 2026-11-30 03:01:30+00:00 "
         "reclaimer@host reclaimed it and it became queued.",
         "At 2026-11-30 03:01:40+00:00 worker w2 claimed it (attempt 2).",
-        "It never heartbeat (lease 30.0s).",
+        "It never heartbeat (lease 30s).",
         'At 2026-11-30 03:02:30+00:00 ann failed it by hand: "dup".',
     ]
     assert result["lease_too_short"] is False
@@ -90,7 +89,7 @@ def test_a_gap_close_to_the_lease_is_a_warning():
     risky = {**HISTORY, "attempts": [attempt(1, FIRST, "w1", 2, 50, 27.0, 30.0, 90, "done")]}
     result = story.explain(risky)
     assert result["lease_too_short"] is True
-    assert result["story"][-1].startswith("Warning: attempt 1's largest heartbeat gap (27.0s)")
+    assert result["story"][-1].startswith("Warning: attempt 1's largest heartbeat gap (27s)")
 
 
 def test_an_expired_lease_not_yet_reclaimed_says_what_to_run():

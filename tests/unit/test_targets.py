@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from prometheus_client.openmetrics import parser
+from prometheus_client import parser
 
 from jobctl import errors, targets
 from jobctl.ops import fleet

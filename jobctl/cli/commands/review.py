@@ -16,7 +16,6 @@ import typer
 
 from jobctl import errors
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.render import output, rows, views
 
@@ -73,6 +72,8 @@ def review(
                 "review --save-plan: requeue/fail --plan apply to one database: save a plan "
                 "per --target"
             )
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.review(ctx, fleet, which, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
         return
     with context.open_session(ctx) as s, s.transaction(read_only=True):

@@ -258,3 +258,37 @@ def schema_check(
             terminal.say(f"{failed['check']}: {failed['detail']}")
     if not all(r["ok"] for r in results):
         raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+@app.command("statements")
+def schema_statements(
+    ctx: typer.Context,
+    prepare: Annotated[
+        bool,
+        typer.Option(
+            "--prepare",
+            help="Each as PREPARE name AS ...; (for psql: then EXECUTE claim(...)).",
+        ),
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The lease design's worker statements (claim, heartbeat, complete, fail) for the table
+    as mapped: its names, status values and types, with $n placeholders, for a worker in any
+    language (libpq, pgx, node-postgres, asyncpg, PDO; PREPARE ... AS works). The same SQL
+    lease.Worker runs. -o json: a list of {name, sql, params}.
+
+    Example: jobctl --table background_tasks schema statements > worker.sql
+    """
+    from jobctl.schema import statements
+
+    settings = targets.one_database(context.address(ctx), ctx.command_path)
+    with db.connected(settings) as conn:
+        with db.transaction(conn, settings, read_only=True):
+            table = db.resolve_table(conn, settings.table)
+            rendered = statements.render(conn, table)
+    if out.tabular and fmt is None:
+        sys.stdout.write(statements.as_script(rendered, table.qualified, prepare=prepare))
+        return
+    found = statements.as_json(rendered)
+    terminal.emit(views.table(found, found, ["name", "params", "sql"]), out, fmt)

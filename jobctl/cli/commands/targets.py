@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.ops import fleet
 from jobctl.render import output, views
 from jobctl.targets import Fleet, Target
+
+if TYPE_CHECKING:
+    from jobctl.ops import fleet
 
 
 def targets_command(
@@ -59,6 +61,8 @@ def targets_command(
     ]
     code = 0
     if check:
+        from jobctl.ops import fleet
+
         outcomes = fleet.across(chosen, _checked)
         for row, o in zip(found, outcomes, strict=True):
             row |= o.value or {

@@ -16,7 +16,6 @@ import typer
 
 from jobctl import errors, targets
 from jobctl.cli import context, terminal
-from jobctl.cli import fleet as cli_fleet
 from jobctl.cli import options as opt
 from jobctl.render import output, rows, views
 
@@ -84,6 +83,8 @@ def reclaim_command(
     )
     fleet = context.across(ctx)
     if fleet is not None:
+        from jobctl.cli import fleet as cli_fleet
+
         cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
         return
     if every is not None:
@@ -103,11 +104,11 @@ def reclaim_command(
             s, request, terminal.confirm, standing=standing, trust_replica=trust_replica
         )
         run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
-        columns = rows.with_optional(rows.RECLAIM_COLUMNS, s.table.mapping.mapped_optional)
-        found, counts = terminal.drain(run, out, fmt, columns=columns)
-        park_status = s.table.mapping.park_status
+        found, counts = terminal.drain(run, out, fmt)
+        park_status = s.table.mapping.named_park
     terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
     terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
+    context.say_if(reclaim.next_step(counts, commit, park_status=park_status))
     context.say_if(reclaim.spread_line(counts, spread, commit))
     context.say_if(replica.dry_run_note(standing) if not commit else None)
     if save_plan is not None:
@@ -173,7 +174,9 @@ def fail(
     ctx: typer.Context,
     job_ids: opt.JobIdsOrStdin = None,
     plan: opt.ReviewPlan = None,
-    reason: Annotated[str, typer.Option(help="Why (required): becomes last_error.")] = "",
+    reason: Annotated[
+        str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
+    ] = "",
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
@@ -377,12 +380,12 @@ def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: obj
 def quarantine(
     ctx: typer.Context,
     min_reclaims: Annotated[
-        int, typer.Option(min=1, help="Auto jobs reclaimed at least this many times.")
+        int, typer.Option(min=1, metavar="N", help="Auto jobs reclaimed at least this many times.")
     ] = 3,
     commit: Annotated[
         bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
     ] = False,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 1000,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="At most this many jobs.")] = 1000,
     reason: opt.Reason = None,
     yes: opt.Yes = False,
     out: opt.Out = output.Output.table,

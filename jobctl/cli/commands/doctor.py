@@ -1,0 +1,52 @@
+"""``jobctl doctor``: the lease design's four pre-launch checks against what the application
+runs (ops/doctor), read only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Annotated
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import context, terminal
+from jobctl.cli import options as opt
+from jobctl.render import output
+
+
+def doctor(
+    ctx: typer.Context,
+    window: Annotated[
+        dt.timedelta,
+        opt.Duration("How far back the history is read (leases, reruns).", show_default="7d"),
+    ] = dt.timedelta(days=7),
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 4 when any check fails.")
+    ] = False,
+    out: opt.Out = output.Output.table,
+    fmt: opt.Format = None,
+) -> None:
+    """The lease design's pre-launch checklist against the live system, read only: the
+    statements that write the jobs table (pg_stat_statements, parsed by PostgreSQL's own
+    parser) judged against the design (a sweeper by age, an unfenced update, a hand requeue,
+    a DELETE of processing rows, a claim without SKIP LOCKED or a lease), the stale writes the
+    fence refused, the lease against the heartbeats, reruns of auto jobs, the review queue.
+    Each check ok, warn, fail or unknown, with its evidence.
+
+    Example: jobctl doctor --exit-code
+    """
+    from jobctl.ops import doctor as core
+    from jobctl.render import checklist
+
+    with context.open_session(ctx) as s, s.transaction(read_only=True):
+        report = core.collect(s, window=window)
+    if any(c["evidence"] == core.ENABLE for c in report["checks"]):
+        terminal.say(f"jobctl: {core.ENABLE}")
+    if out.tabular and fmt is None:
+        width = terminal.width() if out is output.Output.table else 100
+        sys.stdout.write(checklist.text(report, width or 100))
+    else:
+        terminal.emit(checklist.document(report), out, fmt)
+    if exit_code and core.failed(report):
+        raise typer.Exit(errors.EXIT_FINDINGS)

@@ -1,0 +1,89 @@
+"""The ``top`` command: checks what it needs (Textual, a terminal, one database), opens the
+command's session (``--allow-writes`` makes it a writer: refused on a standby before
+anything shows) and runs the console until ``q``. Textual is imported here only when the
+command runs, so ``jobctl --help`` and every other command never load it."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib.util
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from jobctl import errors
+from jobctl.cli import context, terminal
+from jobctl.cli import options as opt
+
+if TYPE_CHECKING:
+    from jobctl.cli.top.data import Source
+    from jobctl.ops import console
+
+INSTALL = "jobctl top needs Textual: pip install 'jobctl[tui]'"
+
+
+def top(
+    ctx: typer.Context,
+    every: Annotated[
+        dt.timedelta,
+        opt.Duration("Refresh every (100ms at least).", show_default="2s", floor=opt.WATCH_FLOOR),
+    ] = dt.timedelta(seconds=2),
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    limit: Annotated[
+        int,
+        typer.Option(min=1, max=10_000, metavar="N", help="Rows read per view (the rest counted)."),
+    ] = 200,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-writes", help="Let r/f requeue or fail (fenced, confirmed, audited)."
+        ),
+    ] = False,
+) -> None:
+    """An interactive console for the incident: stuck and awaiting-review jobs, refreshed
+    live; move with the arrows or j/k, Enter for a job's history, space marks, / filters.
+    Read-only unless --allow-writes: then r/f requeue or fail the marked jobs, each write
+    confirmed and fenced on the row as the screen read it. Needs: pip install 'jobctl[tui]'.
+    Example: jobctl --actor alice top --allow-writes
+    """
+    if importlib.util.find_spec("textual") is None:
+        raise errors.UsageError(INSTALL)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise errors.UsageError(
+            "jobctl top needs a terminal: for a script, jobctl stuck --watch or -o jsonl"
+        )
+    from jobctl.cli.top.app import TopApp
+    from jobctl.ops import console
+
+    context.warn_password_on_command_line(ctx)
+    ask = console.Ask(expiring_within, limit)
+    with _sources(ctx, ask, allow_writes) as source:
+        code = TopApp(source, every).run()
+    raise typer.Exit(code or 0)
+
+
+@contextlib.contextmanager
+def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Source]:
+    """The console's sessions: the command's one, or one per target (each opened as a
+    command's is, a writer refused on a standby), all open until the console ends."""
+    from jobctl.cli.top.data import Site, Source
+    from jobctl.ops import gateway
+
+    fleet = context.across(ctx)
+    if fleet is None:
+        with context.open_session(ctx) as s:
+            yield Source.one(s, context.standing(ctx), ask, writes=writes)
+        return
+    access = gateway.Access("top", writes=writes)
+    with contextlib.ExitStack() as stack:
+        sites = []
+        for target in fleet:
+            target.check()
+            s, standing = stack.enter_context(
+                gateway.open(target.settings, access, say=terminal.say)
+            )
+            sites.append(Site(s, standing, target.name))
+        yield Source(sites, ask, writes)

@@ -1,0 +1,281 @@
+"""``jobctl doctor``: the lease design's four pre-launch checks against what the application
+really runs, read only. The design's promise holds only if every writer follows it; doctor
+reads the statements the application runs (pg_stat_statements; judged by
+``doctor_statements``), the fence's rejections, and the history, and says per check ok, warn,
+fail or unknown, with its evidence. Example::
+
+    with s.transaction(read_only=True):
+        report = collect(s, window=dt.timedelta(days=7))
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import TYPE_CHECKING
+
+from jobctl.ops import doctor_statements as judge
+from jobctl.render.rows import Row
+from jobctl.schema import statements as rendered
+from jobctl.sql import queries
+
+if TYPE_CHECKING:
+    from jobctl.db.session import Session
+
+# the checks, in the order the checklist shows them: name -> title
+CHECKS = {
+    "timeout_by_lease": "1. the timeout is judged by lease_expires_at alone",
+    "fenced_writes": "2. every claim, heartbeat, reclaim and completion is fenced by attempt_token",
+    "fence_rejections": "   the fence's rejections (stale heartbeats and completions refused)",
+    "lease_length": "   the lease against the heartbeats",
+    "auto_reruns": "3. jobs reclaimed automatically are safe to run twice",
+    "manual_review": "4. jobs not reclaimed automatically have a place and someone who looks",
+}
+ENABLE = (
+    "pg_stat_statements is not installed, so doctor cannot see the application's statements: "
+    "set shared_preload_libraries = 'pg_stat_statements' in postgresql.conf, restart, run "
+    "CREATE EXTENSION pg_stat_statements in this database, and grant pg_read_all_stats to the "
+    "role doctor runs as to see other roles' statements"
+)
+GAP_WARNING = 0.8  # a p99 heartbeat gap this close to the lease: raise it, or beat more often
+REVIEW_WAIT_WARNING = dt.timedelta(days=1)
+HIDDEN = "<insufficient privilege>"
+
+
+def _check(name: str, status: str, evidence: str, findings: list[Row] | None = None) -> Row:
+    return {
+        "check": name,
+        "title": CHECKS[name].strip(),
+        "status": status,
+        "evidence": evidence,
+        "findings": findings or [],
+    }
+
+
+def own_fingerprints(s: Session) -> set[str]:
+    """The fingerprints of every statement jobctl runs on this table (each block of its
+    statement files, composed for it) and of the design's worker statements as ``schema
+    statements`` renders them: never findings."""
+    found = set()
+    for name in queries.blocks():
+        try:
+            text = queries.query(name, **s.table.fragments).as_string(s.conn)
+        except (KeyError, ValueError, TypeError):
+            continue  # a fragment, or a block needing the caller's own fragments
+        text = re.sub(r"%\(\w+\)s", "$1", text).replace("%%", "%")
+        print_ = judge.fingerprint(text)
+        if print_ is not None:
+            found.add(print_)
+    for statement in rendered.render(s.conn, s.table):
+        print_ = judge.fingerprint(statement.sql)
+        if print_ is not None:
+            found.add(print_)
+    return found
+
+
+def _table(s: Session) -> judge.Table:
+    mapping = s.table.mapping
+    columns = {design: mapping.column(design) for design in judge.PROCESSING_ONLY}
+    for design in ("id", "status", "attempts", "available_at", "updated_at", "finished_at"):
+        columns[design] = mapping.column(design)
+    return judge.Table(s.table.name, s.table.schema, columns)
+
+
+def statistics(s: Session) -> tuple[list[Row] | None, Row]:
+    """The statistics' rows for the jobs table (None: pg_stat_statements is not installed
+    here) and what is known of them (schema, stats_reset, whether other roles are seen)."""
+    import psycopg
+    from psycopg import sql
+
+    info = s.one("doctor_statistics_schema")
+    if info["schema"] is None:
+        return None, info
+    schema = sql.Identifier(info["schema"])
+    try:
+        with s.conn.transaction():  # a savepoint: the rest of the checks still run
+            found = s.conn.execute(
+                queries.query("doctor_statistics", schema=schema), {"relname": s.table.name}
+            ).fetchall()
+            reset = s.conn.execute(
+                queries.query("doctor_statistics_reset", schema=schema)
+            ).fetchone()
+    except psycopg.errors.ObjectNotInPrerequisiteState:  # created, but not preloaded
+        return None, {"schema": None}
+    return found, {**info, "stats_reset": reset["stats_reset"] if reset else None}
+
+
+def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = None) -> Row:
+    """The checklist (``{checks: [...]}``); the caller holds a read-only transaction.
+    ``statements``: the statistics' rows to judge instead of reading them (the benchmark)."""
+    info: Row = {}
+    if statements is None:
+        statements, info = statistics(s)
+    history = bool(s.one("doctor_history_installed")["installed"])
+    params = {
+        "job_table": s.table.qualified,
+        "window": window,
+        "queued": s.table.mapping.status("queued"),
+    }
+    checks = _statement_checks(s, statements, info)
+    checks.append(_lease_check(s, params, history))
+    checks.append(_auto_check(s, params, history))
+    checks.append(_review_check(s, params, history))
+    order = list(CHECKS)
+    checks.sort(key=lambda c: order.index(c["check"]))
+    return {
+        "table": s.table.qualified,
+        "window_s": window.total_seconds(),
+        "stats_reset": info.get("stats_reset"),
+        "checks": checks,
+    }
+
+
+def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row]:
+    from jobctl.ops.slices import Slice
+
+    every = {"soon": dt.timedelta(0), **Slice().params()}  # every kind and queue
+    no_lease = int(s.one("summary_processing", every)["no_lease"])
+    lease_rows = []
+    if no_lease:
+        lease_rows.append(
+            {
+                "kind": "claimed_without_lease",
+                "jobs": no_lease,
+                "wrong": f"{no_lease} processing job(s) have no lease: some writer claims "
+                "without one (jobctl stuck lists them, reclaim never touches them)",
+                "fix": "claim",
+            }
+        )
+    if rows is None:
+        fenced_status = "warn" if no_lease else "unknown"
+        missing = "pg_stat_statements is not installed here (how to: the first check)"
+        return [
+            _check("timeout_by_lease", "unknown", ENABLE),
+            _check("fenced_writes", fenced_status, missing, lease_rows),
+            _check("fence_rejections", "unknown", missing),
+        ]
+    hidden = sum(1 for r in rows if r["query"] in (None, HIDDEN))
+    visible = [r for r in rows if r["query"] not in (None, HIDDEN)]
+    found, rejected, judged = judge.findings(visible, _table(s), own_fingerprints(s))
+    sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
+    for f in found:
+        if f.get("fix") in sql_of:
+            f["fix_sql"] = sql_of[f["fix"]]
+    by_check: dict[str, list[Row]] = {"timeout_by_lease": [], "fenced_writes": []}
+    refusals = [f for f in found if "rejected" in f]
+    for f in found:
+        if "rejected" not in f:
+            by_check[f["check"]].append(f)
+    seen = f"{judged} distinct statement(s) naming {s.table.qualified} judged"
+    if hidden:
+        seen += (
+            f"; {hidden} of other roles hidden from this role (grant pg_read_all_stats to see them)"
+        )
+    sweepers = by_check["timeout_by_lease"]
+    writes = by_check["fenced_writes"]
+    since = info.get("stats_reset")
+    window = f"since the statistics' reset at {since:%Y-%m-%d %H:%M:%S%z}" if since else ""
+    total = rejected["heartbeat"] + rejected["completion"]
+    rejections = (
+        f"{rejected['heartbeat']} heartbeat(s) and {rejected['completion']} completion(s) or "
+        f"fail(s) refused by the fence {window}".strip()
+        + (
+            ": workers whose jobs were reclaimed kept writing (zombies), or the lease is too "
+            "short for the work"
+            if total
+            else ""
+        )
+    )
+    return [
+        _check(
+            "timeout_by_lease",
+            "fail" if sweepers else ("warn" if hidden else "ok"),
+            seen + (f"; {len(sweepers)} sweeper(s) by age" if sweepers else "; no sweeper by age"),
+            sweepers,
+        ),
+        _check(
+            "fenced_writes",
+            "fail" if writes else ("warn" if hidden or lease_rows else "ok"),
+            seen + (f"; {len(writes)} unfenced" if writes else "; every write fenced"),
+            writes + lease_rows,
+        ),
+        _check(
+            "fence_rejections",
+            "warn" if total else "ok",
+            rejections,
+            refusals,
+        ),
+    ]
+
+
+def _lease_check(s: Session, params: Row, history: bool) -> Row:
+    if not history:
+        return _check("lease_length", "unknown", "the history is not installed (schema apply)")
+    workers = s.rows("doctor_lease_history", params)
+    if not workers:
+        return _check("lease_length", "unknown", "no attempt in the history's window")
+    findings = []
+    for w in workers:
+        lease, gap = w["lease_s"], w["p99_gap_s"]
+        advice = []
+        if lease and gap is not None and gap >= GAP_WARNING * lease:
+            advice.append(
+                f"lease {lease:g} s, p99 gap {gap:.0f} s: raise the lease or heartbeat more often"
+            )
+        if w["outlived"]:
+            advice.append(f"{w['outlived']} attempt(s) ended after their lease ran out")
+        if w["reclaimed_while_beating"]:
+            advice.append(
+                f"{w['reclaimed_while_beating']} attempt(s) reclaimed within two leases of "
+                "their last heartbeat: the worker was likely alive"
+            )
+        findings.append({**w, "advice": advice})
+    flagged = [f for f in findings if f["advice"]]
+    evidence = f"{sum(w['attempts'] for w in workers)} attempt(s) of {len(workers)} worker(s)"
+    if any("exact" not in (w["heartbeat_stats"] or "") for w in workers):
+        evidence += " (gaps counted only when late: history mode late)"
+    return _check("lease_length", "warn" if flagged else "ok", evidence, findings)
+
+
+def _auto_check(s: Session, params: Row, history: bool) -> Row:
+    if not history:
+        return _check("auto_reruns", "unknown", "the history is not installed (schema apply)")
+    got = s.one("doctor_auto_reruns", params)
+    if not got["reclaims"]:
+        return _check("auto_reruns", "ok", "no auto-policy job was reclaimed in the window")
+    return _check(
+        "auto_reruns",
+        "warn",
+        f"{got['reclaims']} reclaim(s) gave {got['jobs']} auto-policy job(s) back to run "
+        "again: the database fence cannot stop a second email or charge, so each must be "
+        "idempotent (an idempotency key, or business deduplication); a job that is not goes "
+        "to manual (jobctl policy ID manual)",
+        [dict(got)],
+    )
+
+
+def _review_check(s: Session, params: Row, history: bool) -> Row:
+    from jobctl.ops import review
+    from jobctl.ops.slices import Slice
+
+    awaiting = int(s.one("review_count", Slice().params())["awaiting_review"])
+    parked = s.table.mapping.parked
+    oldest = next(iter(review.awaiting(s, review.ReviewFilter(), 1)), None) if awaiting else None
+    human = s.one("doctor_last_human_action", params) if history else {"at": None, "actor": None}
+    evidence = f"park status {parked}; {awaiting} job(s) awaiting review (jobctl review)"
+    wait = oldest["waited_s"] if oldest else None
+    if wait is not None:
+        evidence += f", the oldest waiting {wait / 3600:.1f} h"
+    if human["at"] is not None:
+        evidence += f"; a person last acted at {human['at']:%Y-%m-%d %H:%M:%S%z}"
+    else:
+        evidence += "; no person has acted on a job yet"
+    late = wait is not None and wait > REVIEW_WAIT_WARNING.total_seconds()
+    status = "warn" if awaiting and (late or human["at"] is None) else "ok"
+    finding = {"awaiting": awaiting, "oldest_wait_s": wait, "last_human_action": human}
+    return _check("manual_review", status, evidence, [finding])
+
+
+def failed(report: Row) -> bool:
+    return any(c["status"] == "fail" for c in report["checks"])

@@ -1,0 +1,85 @@
+"""``jobctl doctor``'s checklist as people read it: each check's status and evidence, then its
+findings (the statement as normalized, its role, calls and rows, what is wrong, the fix).
+Every text from the database (a statement, a role, a worker) made safe first (safe_text).
+Pure (layer 0)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from jobctl.render import safe_text
+from jobctl.render.output import Document, Section
+from jobctl.render.rows import Row
+
+MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "??"}
+STATEMENT_CHARS = 300  # of a long statement, the start (-o json has it whole)
+
+
+def _s(value: Any) -> str:
+    return safe_text.visible(str(value))
+
+
+def text(report: Row, width: int = 100) -> str:
+    """The checklist: one line per check, its findings indented under it."""
+    out = [f"jobctl doctor: {_s(report['table'])}"]
+    for check in report["checks"]:
+        out.append("")
+        out.append(f"{MARK[check['status']]:<5} {check['title']}")
+        out += _wrapped(_s(check["evidence"]), width, "      ")
+        for finding in check["findings"]:
+            out += _finding(finding, width)
+    return "\n".join(out) + "\n"
+
+
+def _finding(f: Row, width: int) -> list[str]:
+    if "rejected" in f:
+        head = (
+            f"- {f['rejected']} {f['kind']}(s) refused: queryid {f['queryid']}, role "
+            f"{_s(f['role'])}, {f['calls']} call(s), {f['rows']} row(s)"
+        )
+        return _wrapped(head, width, "      ")
+    if "statement" in f:
+        statement = " ".join(str(f["statement"]).split())
+        if len(statement) > STATEMENT_CHARS:
+            statement = statement[:STATEMENT_CHARS] + " ..."
+        head = (
+            f"- {f['kind']}: queryid {f['queryid']}, role {_s(f['role'])}, "
+            f"{f['calls']} call(s), {f['rows']} row(s)"
+        )
+        return [
+            *_wrapped(head, width, "      "),
+            *_wrapped(_s(statement), width, "          "),
+            *_wrapped(f"wrong: {f['wrong']}", width, "        "),
+            *_wrapped(
+                f"fix: {f['fix']}"
+                + (" (jobctl schema statements prints it)" if "fix_sql" in f else ""),
+                width,
+                "        ",
+            ),
+        ]
+    if "wrong" in f:
+        return _wrapped(f"- {f['wrong']}; fix: {f['fix']}", width, "      ")
+    if f.get("advice"):
+        return _wrapped(f"- worker {_s(f['worker'])}: " + "; ".join(f["advice"]), width, "      ")
+    return []
+
+
+def _wrapped(line: str, width: int, indent: str) -> list[str]:
+    return textwrap.wrap(
+        line, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+    ) or [indent]
+
+
+def document(report: Row) -> Document:
+    """``-o json`` the report whole; csv/tsv one row per check."""
+    shown = [
+        {
+            "check": c["check"],
+            "status": c["status"],
+            "findings": len(c["findings"]),
+            "evidence": c["evidence"],
+        }
+        for c in report["checks"]
+    ]
+    return Document(report, [Section(None, shown, ["check", "status", "findings", "evidence"])])

@@ -1,0 +1,325 @@
+"""jobctl doctor (issue 34) on a PostgreSQL with pg_stat_statements preloaded, which the test
+session starts itself from the run's server binaries (tests/cluster.py, as the replica tests
+do): the application's statements driven through it — good ones (the worker API, jobctl's
+own) and each bad kind — on the reference table and a Rails-style one, and the findings
+asserted. Each test has a database of its own (the statistics are read per database)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+
+import cluster
+import psycopg
+import pytest
+from shapes import BACKGROUND_TASKS
+
+from jobctl import lease
+from jobctl.cli import main as cli
+
+
+@pytest.fixture(scope="session")
+def statistics_server(server_dsn: str) -> Iterator[cluster.Server]:
+    """A primary of the run's major version with pg_stat_statements preloaded."""
+    with psycopg.connect(server_dsn) as c:
+        major = int(c.execute("SHOW server_version_num").fetchone()[0]) // 10_000  # type: ignore[index]
+    bindir = cluster.bindir_for(major)
+    if bindir is None:
+        reason = f"no PostgreSQL {major} server binaries here"
+        if os.environ.get("JOBCTL_REQUIRE_REPLICA") == "1":
+            pytest.fail(f"{reason}, and JOBCTL_REQUIRE_REPLICA=1")
+        pytest.skip(reason)
+    with cluster.replicated(bindir) as made:
+        server = made.primary
+        server.conf(
+            "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = 'all'\n"
+        )
+        server.stop()
+        server.start()
+        with server.connect() as c:
+            preloaded = c.execute("SHOW shared_preload_libraries").fetchone()[0]  # type: ignore[index]
+        if "pg_stat_statements" not in preloaded:
+            pytest.skip("pg_stat_statements did not load")
+        yield server
+
+
+_databases = iter(range(1, 10_000))
+
+
+def database(server: cluster.Server, *, extension: bool = True) -> str:
+    name = f"app{next(_databases)}"
+    with server.connect() as c:
+        c.execute(f"CREATE DATABASE {name}")
+    dsn = f"host=127.0.0.1 port={server.port} user=postgres dbname={name}"
+    if extension:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            try:
+                c.execute("CREATE EXTENSION pg_stat_statements")
+            except psycopg.errors.UndefinedFile:
+                pytest.skip("the server binaries have no pg_stat_statements")
+    return dsn
+
+
+@pytest.fixture
+def jobctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("JOBCTL_ACTOR", "tester@ci")
+    for name in ("JOBCTL_DSN", "DATABASE_URL", "JOBCTL_TABLE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def invoke(dsn: str, *args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+        code = cli.main(["--dsn", dsn, *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def report(jobctl, dsn: str, *table: str) -> dict:
+    code, out, err = jobctl(dsn, *table, "doctor", "-o", "json")
+    assert code == 0, err
+    return {c["check"]: c for c in json.loads(out)["checks"]}
+
+
+def kinds(checks: dict) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for check in checks.values():
+        for f in check["findings"]:
+            if "kind" in f and "statement" in f and "rejected" not in f:
+                found.setdefault(f["kind"], []).append(f)
+    return found
+
+
+def good_traffic(dsn: str, table: str, jobctl) -> None:
+    """The design's own statements: the worker API's claim, heartbeat, complete and fail,
+    a stale heartbeat the fence refuses, jobctl's reclaim and requeue."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        worker = lease.Worker(conn, "w-good", lease_seconds=30, table=table)
+        job = worker.claim()
+        assert job is not None
+        worker.heartbeat(job)
+        worker.complete(job)
+        job = worker.claim()
+        assert job is not None
+        worker.fail(job, "boom", retry_delay=0)
+        stale = lease.Worker(conn, "w-zombie", lease_seconds=-1, table=table)
+        gone = stale.claim()
+        assert gone is not None
+    code, _, err = jobctl(dsn, "--table", table, "reclaim", "--commit", "--yes")
+    assert code == 0, err
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        zombie = lease.Worker(conn, "w-zombie", lease_seconds=30, table=table)
+        for _ in range(3):  # the zombie's heartbeats, refused by the fence
+            with pytest.raises(lease.LeaseLost):
+                zombie.heartbeat(gone)
+
+
+BAD = {
+    "unfenced_update": "UPDATE {t} SET {status} = '{done}' WHERE id = {id}",
+    "sweeper_by_age": (
+        "UPDATE {t} SET {status} = '{queued}', {reserved_by} = NULL WHERE {status} = "
+        "'{processing}' AND {reserved_at} < now() - interval '5 minutes'"
+    ),
+    "delete_processing": (
+        "DELETE FROM {t} WHERE {status} = '{processing}' "
+        "AND {reserved_at} < now() - interval '1 hour'"
+    ),
+    "hand_requeue": (
+        "UPDATE {t} SET {status} = '{queued}', attempt_token = NULL, lease_expires_at = NULL "
+        "WHERE id = {id}"
+    ),
+    "claim_without_skip_locked": (
+        "UPDATE {t} SET {status} = '{processing}', {reserved_by} = 'old-code', "
+        "{reserved_at} = now() "
+        "WHERE id = (SELECT id FROM {t} WHERE {status} = '{queued}' ORDER BY id LIMIT 1)"
+    ),
+}
+
+
+def bad_traffic(dsn: str, names: dict[str, str]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in BAD.values():
+            conn.execute(statement.format(**names, id=1))  # type: ignore[arg-type]
+
+
+REFERENCE = {
+    "t": "jobs",
+    "status": "status",
+    "reserved_by": "reserved_by",
+    "reserved_at": "reserved_at",
+    "queued": "queued",
+    "processing": "processing",
+    "done": "done",
+}
+RAILS = {
+    "t": "background_tasks",
+    "status": "state",
+    "reserved_by": "locked_by",
+    "reserved_at": "locked_at",
+    "queued": "pending",
+    "processing": "running",
+    "done": "succeeded",
+}
+
+
+def reference_database(server, jobctl) -> str:
+    dsn = database(server)
+    code, _, err = jobctl(dsn, "schema", "apply", "--create", "--yes")
+    assert code == 0, err
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("INSERT INTO jobs (recovery_policy) SELECT 'auto' FROM generate_series(1, 20)")
+    return dsn
+
+
+def rails_database(server, jobctl) -> str:
+    dsn = database(server)
+    s = BACKGROUND_TASKS
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(s.ddl)
+        c.execute("INSERT INTO background_tasks SELECT FROM generate_series(1, 20)")
+    code, _, err = jobctl(dsn, "--table", s.table, "schema", "apply", "--yes", *s.mapping_args())
+    assert code == 0, err
+    return dsn
+
+
+def test_only_good_statements_are_not_findings(statistics_server, jobctl):
+    dsn = reference_database(statistics_server, jobctl)
+    good_traffic(dsn, "jobs", jobctl)
+    checks = report(jobctl, dsn)
+    assert kinds(checks) == {}, kinds(checks)
+    assert checks["timeout_by_lease"]["status"] == "ok"
+    assert checks["fenced_writes"]["status"] == "ok"
+    rejections = checks["fence_rejections"]
+    assert rejections["status"] == "warn" and "3 heartbeat(s)" in rejections["evidence"]
+    assert "since the statistics' reset" in rejections["evidence"]
+    (refused,) = rejections["findings"]
+    assert refused["kind"] == "heartbeat" and refused["rejected"] == 3 and refused["queryid"]
+    code, _, _ = jobctl(dsn, "doctor", "--exit-code")
+    assert code == 0
+
+
+@pytest.mark.parametrize("shape", ["reference", "rails"])
+def test_each_bad_kind_is_found(statistics_server, jobctl, shape):
+    if shape == "reference":
+        dsn, names, table = reference_database(statistics_server, jobctl), REFERENCE, ()
+    else:
+        dsn, names, table = (
+            rails_database(statistics_server, jobctl),
+            RAILS,
+            ("--table", RAILS["t"]),
+        )
+    good_traffic(dsn, names["t"], jobctl)
+    bad_traffic(dsn, names)
+    checks = report(jobctl, dsn, *table)
+    found = kinds(checks)
+    assert set(found) == {*BAD, "claim_without_lease"}, found
+    for kind, statement in BAD.items():
+        (f,) = found[kind]
+        assert f["role"] == "postgres" and f["calls"] >= 1 and f["queryid"] is not None
+        assert f["statement"].split()[0] == statement.split()[0]
+        assert f["fix"] and f["wrong"]
+    assert "$1" in found["unfenced_update"][0]["statement"]  # normalized, as the statistics hold it
+    assert "FOR UPDATE SKIP LOCKED" in found["claim_without_skip_locked"][0]["fix_sql"]
+    assert f'"{names["status"]}"' in found["claim_without_lease"][0]["fix_sql"]
+    assert checks["timeout_by_lease"]["status"] == "fail"
+    assert checks["fenced_writes"]["status"] == "fail"
+    # the claim without a lease left a processing job with none
+    assert any(
+        f.get("kind") == "claimed_without_lease" for f in checks["fenced_writes"]["findings"]
+    )
+    code, out, _ = jobctl(dsn, *table, "doctor", "--exit-code")
+    assert code == 4
+    assert "FAIL  1. the timeout is judged by lease_expires_at alone" in out
+    assert "sweeper_by_age: queryid" in out
+
+
+def test_without_pg_stat_statements(statistics_server, jobctl):
+    dsn = database(statistics_server, extension=False)
+    jobctl(dsn, "schema", "apply", "--create", "--yes")
+    code, out, err = jobctl(dsn, "doctor")
+    assert code == 0
+    assert err.count("shared_preload_libraries = 'pg_stat_statements'") == 1
+    assert "CREATE EXTENSION pg_stat_statements" in err and "pg_read_all_stats" in err
+    assert "??    1. the timeout" in out and "4. jobs not reclaimed" in out  # the rest ran
+
+
+def test_cannot_read_is_one_line_and_exit_1(statistics_server, jobctl):
+    dsn = database(statistics_server)
+    code, out, err = jobctl(dsn, "doctor")  # no jobs table here
+    assert code != 0 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_extension_created_but_not_preloaded(conn, dsn, jobctl):
+    """On the run's own server (no preload there): CREATE EXTENSION alone is not enough; the
+    statement checks say unknown, the line says how, the other checks run."""
+    if (
+        "pg_stat_statements"
+        in conn.execute("SHOW shared_preload_libraries").fetchone()["shared_preload_libraries"]
+    ):
+        pytest.skip("this server preloads pg_stat_statements")
+    try:
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+    except psycopg.errors.UndefinedFile:
+        pytest.skip("no pg_stat_statements here")
+    code, out, err = jobctl(dsn, "doctor", "--exit-code")
+    assert code == 0, err
+    assert "shared_preload_libraries" in err and "??    1. the timeout" in out
+    assert "ok    3. jobs reclaimed automatically" in out
+
+
+def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
+    """Checks 3 and 4 and the lease advice, from the history (no statistics needed)."""
+    from helpers import add_jobs, claim_all
+
+    add_jobs(conn, 2, policy="auto")
+    add_jobs(conn, 1, policy="manual")
+    claim_all(dsn, 3)  # expired at once
+    code, _, err = jobctl(dsn, "reclaim", "--commit", "--yes")
+    assert code == 0, err
+    # an attempt whose largest heartbeat gap came within 80 % of its lease, another outlived it
+    conn.execute(
+        "INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, "
+        "claimed_at, heartbeats, max_heartbeat_gap, ended_at, outcome, lease, "
+        "lease_expires_at) VALUES "
+        "(gen_random_uuid(), 'public.jobs', '900', 1, 'w-slow', now() - interval '1 hour', 9, "
+        "interval '28 seconds', now() - interval '50 minutes', 'completed', "
+        "interval '30 seconds', now() - interval '51 minutes')"
+    )
+    # reclaimed 40 s after its last heartbeat on a 30 s lease: its worker was likely alive
+    conn.execute(
+        "INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, attempt, worker, "
+        "claimed_at, heartbeats, last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, "
+        "lease, lease_expires_at) VALUES "
+        "(gen_random_uuid(), 'public.jobs', '901', 1, 'w-slow', now() - interval '40 minutes', "
+        "3, now() - interval '30 minutes 40 seconds', interval '10 seconds', "
+        "now() - interval '30 minutes', 'reclaimed', interval '30 seconds', "
+        "now() - interval '30 minutes 10 seconds')"
+    )
+    code, out, err = jobctl(dsn, "doctor", "-o", "json")
+    assert code == 0, err
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    lease_check = checks["lease_length"]
+    assert lease_check["status"] == "warn"
+    (slow,) = [f for f in lease_check["findings"] if f["worker"] == "w-slow"]
+    assert slow["advice"] == [
+        "lease 30 s, p99 gap 28 s: raise the lease or heartbeat more often",
+        "1 attempt(s) ended after their lease ran out",
+        "1 attempt(s) reclaimed within two leases of their last heartbeat: the worker was "
+        "likely alive",
+    ]
+    reruns = checks["auto_reruns"]
+    assert reruns["status"] == "warn" and "2 auto-policy job(s)" in reruns["evidence"]
+    assert "second email or charge" in reruns["evidence"]
+    review = checks["manual_review"]
+    assert review["status"] == "warn" and "1 job(s) awaiting review" in review["evidence"]
+    assert "no person has acted" in review["evidence"]
+    (parked,) = json.loads(jobctl(dsn, "review", "-o", "json")[1])
+    code, _, err = jobctl(dsn, "fail", str(parked["id"]), "--reason", "refunded", "--yes")
+    assert code == 0, err
+    code, out, _ = jobctl(dsn, "doctor", "-o", "json")
+    review = {c["check"]: c for c in json.loads(out)["checks"]}["manual_review"]
+    assert review["status"] == "ok" and "a person last acted at" in review["evidence"]

@@ -1,0 +1,183 @@
+"""Jobs claimed without a lease (issue 34): code that claims with no lease and no token leaves
+processing rows reclaim can never see. stuck lists them (lease_state none), --exit-code counts
+them, explain says what they are and what to do, summary/metrics/report name them, reclaim
+never touches them, and requeue/fail work on them fenced on the row's version."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from helpers import add_jobs, claim_all
+from psycopg import rows
+from shapes import BACKGROUND_TASKS
+
+
+def unleased(conn, ids, *, table="jobs", status="processing", columns=None) -> None:
+    """Claim ``ids`` as old code does: processing, a worker and a claim time, no lease, no
+    token (the claim 20 minutes ago)."""
+    c = columns or {"status": "status", "reserved_by": "reserved_by", "reserved_at": "reserved_at"}
+    conn.execute(
+        psycopg.sql.SQL(
+            "UPDATE {t} SET {s} = %s, {w} = 'legacy-1', {r} = now() - interval '20 minutes' "
+            "WHERE id = ANY(%s)"
+        ).format(
+            t=psycopg.sql.Identifier(table),
+            s=psycopg.sql.Identifier(c["status"]),
+            w=psycopg.sql.Identifier(c["reserved_by"]),
+            r=psycopg.sql.Identifier(c["reserved_at"]),
+        ),
+        (status, list(ids)),
+    )
+
+
+def row_of(conn, job_id, table="jobs"):
+    return conn.execute(
+        psycopg.sql.SQL("SELECT j.*, j.xmin::text AS v FROM {} j WHERE id = %s").format(
+            psycopg.sql.Identifier(table)
+        ),
+        (job_id,),
+    ).fetchone()
+
+
+def test_stuck_lists_jobs_with_no_lease(conn, dsn, run):
+    ids = add_jobs(conn, 4)
+    unleased(conn, ids[:2])
+    (expired,) = claim_all(dsn, 1)  # one expired lease, claimed by the worker API
+    found = json.loads(run("stuck", "-o", "json").out)
+    by_id = {r["id"]: r for r in found}
+    assert found[0]["id"] == expired.id and by_id[expired.id]["lease_state"] == "expired"
+    for job_id in ids[:2]:
+        row = by_id[job_id]
+        assert row["lease_state"] == "none" and row["action"] == "none"
+        assert row["lease_expires_at"] is None and row["attempt_token"] is None
+        assert 1190 < row["claimed_age_s"] < 1300
+        assert "reclaim never touches it" in row["skipped"]
+    table = run("stuck")
+    # without a terminal: every column (a terminal's STATE column says "no lease")
+    assert table.code == 0 and "claimed_age_s" in table.out and "no lease:" in table.out
+    assert "2 processing job(s) have no lease" in table.err
+    at_risk = json.loads(run("stuck", "--expiring-within", "1m", "-o", "json").out)
+    assert sorted(r["lease_state"] for r in at_risk) == ["expired", "none", "none"]
+    # narrowed by the operator's filters like the rest
+    assert json.loads(run("stuck", "--worker", "legacy-1", "-o", "json").out)[0]["id"] in ids
+    assert json.loads(run("stuck", "--worker", "nobody", "-o", "json").out) == []
+
+
+def test_only_unleased_jobs_are_never_nothing_stuck(conn, run):
+    ids = add_jobs(conn, 2)
+    unleased(conn, ids[:1])
+    result = run("stuck", "--exit-code")
+    assert result.code == 4, result
+    assert "nothing stuck" not in result.err and "no lease" in result.out
+    # a token but no lease expiry is the same: reclaim's fence needs both
+    conn.execute("UPDATE jobs SET attempt_token = gen_random_uuid() WHERE id = %s", (ids[0],))
+    assert json.loads(run("stuck", "-o", "json").out)[0]["lease_state"] == "none"
+    conn.execute("UPDATE jobs SET status = 'queued', attempt_token = NULL")
+    assert run("stuck", "--exit-code").code == 0
+
+
+def test_reclaim_never_touches_them(conn, dsn, run):
+    ids = add_jobs(conn, 3, policy="auto")
+    unleased(conn, ids[:2])
+    # a lease that expired but no token: reclaim's fence cannot hold it either
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', lease_expires_at = now() - interval '1 minute' "
+        "WHERE id = %s",
+        (ids[2],),
+    )
+    before = [row_of(conn, i) for i in ids]
+    dry = json.loads(run("reclaim", "--dry-run", "-o", "json").out)
+    assert dry == [] or all(r["id"] not in ids for r in dry)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert [row_of(conn, i) for i in ids] == before
+    found = json.loads(run("stuck", "-o", "json").out)
+    assert sorted(r["id"] for r in found) == sorted(ids)  # each listed once, as no lease
+    assert {r["lease_state"] for r in found} == {"none"}
+
+
+def test_explain_says_what_they_are_and_what_to_do(conn, run):
+    (job_id,) = add_jobs(conn, 1)
+    unleased(conn, [job_id])
+    story = run("explain", str(job_id)).out
+    assert "processing with no lease expiry" in story
+    assert "reclaim never touches it" in story and "cannot tell a slow worker" in story
+    assert "jobctl doctor" in story
+    assert f"jobctl requeue {job_id} --reason" in story and f"jobctl fail {job_id}" in story
+    assert "fenced on the row's version" in story
+
+
+def test_summary_metrics_report_name_them(conn, dsn, run):
+    ids = add_jobs(conn, 3)
+    unleased(conn, ids[:2])
+    claim_all(dsn, 1)
+    summary = json.loads(run("summary", "-o", "json").out)
+    assert summary["processing"]["no_lease"] == 2 and summary["processing"]["expired"] == 1
+    assert "2 processing job(s) have no lease" in run("summary").err
+    metrics = run("metrics").out
+    assert 'jobctl_processing_jobs{table="public.jobs",lease="none"} 2' in metrics
+    assert 'jobctl_processing_jobs{table="public.jobs",lease="expired"} 1' in metrics
+    oldest = [x for x in metrics.splitlines() if x.startswith("jobctl_oldest_no_lease_claim")]
+    assert oldest and 1190 < float(oldest[0].split()[-1]) < 1300
+    report = run("report", "--since", "1h")
+    assert report.code == 0 and "2 processing job(s) with no lease" in report.out
+    assert json.loads(run("report", "--since", "1h", "-o", "json").out)["no_lease"] == 2
+    checked = json.loads(run("schema", "check", "-o", "json").out)
+    assert any("2 rows reclaim can never see" in str(c["detail"]) for c in checked)
+
+
+@pytest.mark.parametrize("action, status", [("requeue", "queued"), ("fail", "failed")])
+def test_requeue_and_fail_fenced_on_the_version(conn, run, action, status):
+    ids = add_jobs(conn, 1)
+    unleased(conn, ids)
+    result = run(action, str(ids[0]), "--reason", "legacy claim, worker gone", "--yes")
+    assert result.code == 0, result
+    assert row_of(conn, ids[0])["status"] == status
+
+
+def test_on_a_rails_style_table(empty_dsn, run):
+    s = BACKGROUND_TASKS
+    with psycopg.connect(empty_dsn, autocommit=True, row_factory=rows.dict_row) as conn:
+        conn.execute(s.ddl)
+        ids = [conn.execute(s.new_job).fetchone()["id"] for _ in range(9)]
+        applied = run(
+            "--table", s.table, "schema", "apply", "--yes", *s.mapping_args(), dsn=empty_dsn
+        )
+        assert applied.code == 0, applied.err
+        columns = {"status": "state", "reserved_by": "locked_by", "reserved_at": "locked_at"}
+        unleased(conn, ids[:8], table=s.table, status="running", columns=columns)
+
+        def jobctl(*args):
+            return run("--table", s.table, *args, dsn=empty_dsn)
+
+        found = json.loads(jobctl("stuck", "-o", "json").out)
+        assert len(found) == 8 and {r["lease_state"] for r in found} == {"none"}
+        assert jobctl("stuck", "--exit-code").code == 4
+        assert "code that sets no lease" in jobctl("explain", str(ids[0])).out
+        done = jobctl("requeue", str(ids[0]), "--reason", "legacy", "--yes")
+        assert done.code == 0, done
+        assert row_of(conn, ids[0], s.table)["state"] == "pending"
+
+
+def test_a_change_between_read_and_write_is_a_conflict(conn, dsn):
+    """No token to fence on: the row's version as read is the fence. A legacy worker that
+    touches the row meanwhile (status and token as they were: both fences but the version
+    would let it through) wins; the operator's requeue writes nothing."""
+    import datetime as dt
+
+    from jobctl import db
+    from jobctl.db import session
+    from jobctl.ops import manual
+
+    ids = add_jobs(conn, 1)
+    unleased(conn, ids)
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide(s, ids[0], "requeue", force=False, expect_token=None)
+        assert decision.outcome is None  # no live lease: not refused
+        conn.execute("UPDATE jobs SET reserved_by = 'legacy-2' WHERE id = %s", (ids[0],))
+        before = row_of(conn, ids[0])
+        result = manual.apply(s, decision, "requeue", reason="x", delay=dt.timedelta(0))
+    assert result.outcome == "conflict"
+    assert row_of(conn, ids[0]) == before

@@ -1,0 +1,200 @@
+"""jobctl doctor's judge of statements (ops/doctor_statements): strings as pg_stat_statements
+holds them (every constant, NULL too, as $n), parsed by PostgreSQL's parser; no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobctl.ops import doctor_statements as judge
+
+JOBS = judge.Table("jobs", "public", {})
+RAILS = judge.Table(
+    "background_tasks",
+    "public",
+    {
+        "status": "state",
+        "attempts": "tries",
+        "reserved_by": "locked_by",
+        "reserved_at": "locked_at",
+        "available_at": "run_at",
+    },
+)
+
+DESIGN_CLAIM = (
+    "WITH target AS (SELECT id FROM jobs WHERE status = $1 AND available_at <= now() "
+    "ORDER BY available_at, id FOR UPDATE SKIP LOCKED LIMIT $2) "
+    "UPDATE jobs AS j SET status = $3, reserved_by = $4, reserved_at = now(), "
+    "lease_expires_at = now() + $5::interval, attempt_token = $6, attempts = j.attempts + $7 "
+    "FROM target WHERE j.id = target.id RETURNING j.id, j.attempt_token"
+)
+
+
+@pytest.mark.parametrize(
+    "statement, kinds, fenced",
+    [
+        (DESIGN_CLAIM, (), None),
+        (
+            "UPDATE jobs SET heartbeat_at = now(), lease_expires_at = now() + $1::interval "
+            "WHERE id = $2 AND status = $3 AND reserved_by = $4 AND attempt_token = $5",
+            (),
+            "heartbeat",
+        ),
+        (
+            "UPDATE jobs SET status = $1, reserved_by = $2, attempt_token = $3, "
+            "finished_at = now() WHERE id = $4 AND status = $5 AND attempt_token = $6::uuid",
+            (),
+            "completion",
+        ),
+        # an unfenced completion
+        ("UPDATE jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        ("UPDATE jobs SET heartbeat_at = now() WHERE id = $1", ("unfenced_update",), None),
+        # the token under an OR is no fence
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND (attempt_token = $3 OR true)",
+            ("unfenced_update",),
+            None,
+        ),
+        # a sweeper by age
+        (
+            "UPDATE jobs SET status = $1, reserved_by = $2 WHERE status = $3 "
+            "AND reserved_at < now() - interval $4",
+            ("sweeper_by_age",),
+            None,
+        ),
+        (
+            "WITH old AS (SELECT id FROM jobs WHERE status = $1 AND heartbeat_at < now() - $2 "
+            "FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $3 FROM old WHERE j.id = old.id",
+            ("sweeper_by_age",),
+            None,
+        ),
+        # reclaim by the lease is no sweeper by age (updated_at written is not tested)
+        (
+            "UPDATE jobs SET status = $1, updated_at = now() WHERE status = $2 "
+            "AND lease_expires_at < now() AND attempt_token = $3",
+            (),
+            None,
+        ),
+        # a reclaim by the lease but with no token fence
+        (
+            "WITH expired AS (SELECT id FROM jobs WHERE status = $1 AND lease_expires_at < now() "
+            "FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $2, attempt_token = $3, "
+            "lease_expires_at = $4 FROM expired WHERE j.id = expired.id",
+            ("unfenced_update",),
+            None,
+        ),
+        # the design's reclaim: fenced on the token as the CTE read it
+        (
+            "WITH expired AS (SELECT id, attempt_token FROM jobs WHERE status = $1 AND "
+            "lease_expires_at < now() FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $2, "
+            "attempt_token = $3, lease_expires_at = $4, reclaim_count = j.reclaim_count + $5 "
+            "FROM expired WHERE j.id = expired.id AND j.attempt_token = expired.attempt_token",
+            (),
+            None,
+        ),
+        # a hand requeue
+        (
+            "UPDATE jobs SET status = $1, attempt_token = $2, lease_expires_at = $3 WHERE id = $4",
+            ("hand_requeue",),
+            None,
+        ),
+        # claims of old code
+        (
+            "UPDATE jobs SET status = $1, reserved_by = $2, reserved_at = now() "
+            "WHERE id = (SELECT id FROM jobs WHERE status = $3 ORDER BY id LIMIT $4)",
+            ("claim_without_skip_locked", "claim_without_lease"),
+            None,
+        ),
+        (
+            "UPDATE jobs SET status = $1, attempts = attempts + $2 WHERE id = (SELECT id FROM "
+            "jobs WHERE status = $3 LIMIT $4 FOR UPDATE SKIP LOCKED)",
+            ("claim_without_lease",),
+            None,
+        ),
+        # deletes
+        (
+            "DELETE FROM jobs WHERE status = $1 AND reserved_at < now() - $2",
+            ("delete_processing",),
+            None,
+        ),
+        ("DELETE FROM jobs WHERE id = $1", ("delete_processing",), None),
+        ("DELETE FROM public.jobs", ("delete_processing",), None),
+        ("DELETE FROM jobs WHERE status = $1 AND finished_at < now() - $2", (), None),
+        # writes in data-modifying CTEs, under another statement
+        (
+            "WITH moved AS (DELETE FROM jobs WHERE id = $1 RETURNING *) "
+            "INSERT INTO jobs_archive SELECT * FROM moved",
+            ("delete_processing",),
+            None,
+        ),
+        (
+            "WITH done AS (UPDATE jobs SET status = $1 WHERE id = $2 RETURNING id) "
+            "SELECT count(*) FROM done",
+            ("unfenced_update",),
+            None,
+        ),
+        # not the jobs table, or no write
+        ("UPDATE other.jobs SET status = $1", (), None),
+        ("UPDATE jobs_archive SET status = $1", (), None),
+        ("SELECT * FROM jobs WHERE status = $1", (), None),
+        ("INSERT INTO jobs (payload) VALUES ($1)", (), None),
+        ("UPDATE jobs SET payload = $1 WHERE id = $2", (), None),
+        ("not sql at all", (), None),
+    ],
+)
+def test_judge(statement, kinds, fenced):
+    verdict = judge.judge(statement, JOBS)
+    assert verdict.kinds == kinds
+    assert verdict.fenced == fenced
+
+
+def test_the_tables_own_names():
+    assert judge.judge(
+        "UPDATE background_tasks SET state = $1, locked_by = $2, locked_at = now() WHERE id = $3",
+        RAILS,
+    ).kinds == ("claim_without_skip_locked", "claim_without_lease")
+    assert judge.judge(
+        "UPDATE background_tasks SET state = $1 WHERE state = $2 AND locked_at < now() - $3",
+        RAILS,
+    ).kinds == ("sweeper_by_age",)
+    # the design's names mean nothing on a table that maps them
+    assert judge.judge("UPDATE background_tasks SET payload = $1 WHERE id = $2", RAILS).kinds == ()
+
+
+def test_findings_leave_out_own_statements_and_count_rejections():
+    own = {judge.fingerprint("UPDATE jobs SET status = 'x' WHERE id = 5")}
+    rows = [
+        {
+            "queryid": 1,
+            "query": "UPDATE jobs SET status = $1 WHERE id = $2",
+            "role": "app",
+            "calls": 10,
+            "rows": 10,
+        },
+        {
+            "queryid": 2,
+            "query": "UPDATE jobs SET reserved_at = $1 WHERE id = $2",
+            "role": "app",
+            "calls": 3,
+            "rows": 3,
+        },
+        {
+            "queryid": 3,
+            "query": "UPDATE jobs SET heartbeat_at = now() WHERE id = $1 AND attempt_token = $2",
+            "role": "worker",
+            "calls": 100,
+            "rows": 93,
+        },
+        {
+            "queryid": 4,
+            "query": "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token = $3",
+            "role": "worker",
+            "calls": 50,
+            "rows": 49,
+        },
+    ]
+    found, rejected, judged = judge.findings(rows, JOBS, {p for p in own if p})
+    assert [f["queryid"] for f in found] == [2, 3, 4]
+    assert found[0]["kind"] == "unfenced_update" and found[0]["role"] == "app"
+    assert [(f["kind"], f["rejected"]) for f in found[1:]] == [("heartbeat", 7), ("completion", 1)]
+    assert rejected == {"heartbeat": 7, "completion": 1}
+    assert judged == 4
