@@ -62,7 +62,7 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
     except psycopg.Error as exc:
         message = redact(" ".join(str(exc).split()), dsn)
         raise errors.ConnectError(
-            f"cannot connect: {message}{pooler_hint(message)}{unset_hint(dsn)}"
+            f"cannot connect: {message}{pooler_hint(message)}{unset_hint(dsn)}{demo_hint(info)}"
         ) from None
     from psycopg.types.json import set_json_loads
 
@@ -71,6 +71,24 @@ def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connectio
 
 
 _LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
+
+
+def demo_hint(info: str) -> str:
+    """When the DSN is a kept demo's (its database ``jobctl_demo``): whose it is, and the
+    way back, rather than libpq's words alone (its server stopped by ``jobctl demo --stop``)."""
+    import psycopg
+    from psycopg import conninfo
+
+    try:
+        dbname = conninfo.conninfo_to_dict(info).get("dbname")
+    except psycopg.ProgrammingError:
+        return ""
+    if dbname != "jobctl_demo":
+        return ""
+    return (
+        " (this is the database of a demo kept with jobctl demo --keep, whose server is not "
+        "running: jobctl demo --keep starts another; unset JOBCTL_DSN for your own)"
+    )
 
 
 def unset_hint(dsn: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.ops import manual, replica, review, triage
+from jobctl.ops import manual, replica, review, slices, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Ask:
 class Snapshot:
     """One refresh: the rows of each view (at most ``limit`` each) and the counts."""
 
-    stuck: list[Row]  # expired, then expiring soon (at_risk's order: oldest expiry first)
+    stuck: list[Row]  # expired, expiring soon, then no lease (at_risk's order)
     review: list[Row]  # awaiting review, longest waiting first
     expired: int  # every expired lease (the rows beyond ``limit`` counted, not read)
     expiring: int
@@ -61,13 +61,14 @@ class Snapshot:
     ready: int
     oldest_ready_s: float | None
     read_at: dt.datetime
+    no_lease: int = 0  # processing with no lease (claimed by code that sets none): shown last
     summaries: list[tuple[str | None, Row]] = dataclasses.field(default_factory=list)
     # triage.summary's when asked: (None, it), or each target's (name, it) across several
     standing: Standing | None = None  # the server, a standby's lag as of this refresh
 
     @property
     def more_stuck(self) -> int:
-        return max(0, self.expired + self.expiring - len(self.stuck))
+        return max(0, self.expired + self.expiring + self.no_lease - len(self.stuck))
 
     @property
     def more_review(self) -> int:
@@ -89,15 +90,17 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
             found = [dict(r) for r in stuck_read.rows(s, standing, which)]
         if ask.view == "review":
             waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit)]
-        processing = s.one("summary_processing", {"soon": ask.expiring_within})
-        awaiting = s.one("review_count")["awaiting_review"]
-        ready = s.one("queue_ready")
+        every = slices.EVERY.params()  # (the counts of every job: no slice)
+        processing = s.one("summary_processing", {"soon": ask.expiring_within, **every})
+        awaiting = s.one("review_count", every)["awaiting_review"]
+        ready = s.one("queue_ready", every)
         whole = triage.summary(s, ask.expiring_within) if ask.view == "summary" else None
     return Snapshot(
         stuck=found,
         review=waiting,
         expired=int(processing.get("expired") or 0),
         expiring=int(processing.get("expiring_soon") or 0),
+        no_lease=int(processing.get("no_lease") or 0),
         awaiting_review=int(awaiting or 0),
         ready=int(ready.get("ready") or 0),
         oldest_ready_s=ready.get("oldest_ready_s"),
@@ -121,6 +124,7 @@ def merged(snaps: Sequence[tuple[str, Snapshot]]) -> Snapshot:
         review=waiting,
         expired=sum(snap.expired for _, snap in snaps),
         expiring=sum(snap.expiring for _, snap in snaps),
+        no_lease=sum(snap.no_lease for _, snap in snaps),
         awaiting_review=sum(snap.awaiting_review for _, snap in snaps),
         ready=sum(snap.ready for _, snap in snaps),
         oldest_ready_s=max(oldest) if oldest else None,

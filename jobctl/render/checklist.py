@@ -12,7 +12,8 @@ from jobctl.render import safe_text
 from jobctl.render.output import Document, Section
 from jobctl.render.rows import Row
 
-MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "??"}
+MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
+INDENT = " " * 9  # under a check's title, past its mark
 STATEMENT_CHARS = 300  # of a long statement, the start (-o json has it whole)
 
 
@@ -25,8 +26,10 @@ def text(report: Row, width: int = 100) -> str:
     out = [f"jobctl doctor: {_s(report['table'])}"]
     for check in report["checks"]:
         out.append("")
-        out.append(f"{MARK[check['status']]:<5} {check['title']}")
-        out += _wrapped(_s(check["evidence"]), width, "      ")
+        title = _wrapped(check["title"], width, INDENT)  # at words, never mid-word
+        out.append(f"{MARK[check['status']]:<8} {title[0].lstrip()}")
+        out += title[1:]
+        out += _wrapped(_s(check["evidence"]), width, INDENT)
         for finding in check["findings"]:
             out += _finding(finding, width)
     return "\n".join(out) + "\n"
@@ -38,7 +41,7 @@ def _finding(f: Row, width: int) -> list[str]:
             f"- {f['rejected']} {f['kind']}(s) refused: queryid {f['queryid']}, role "
             f"{_s(f['role'])}, {f['calls']} call(s), {f['rows']} row(s)"
         )
-        return _wrapped(head, width, "      ")
+        return _wrapped(head, width, INDENT)
     if "statement" in f:
         statement = " ".join(str(f["statement"]).split())
         if len(statement) > STATEMENT_CHARS:
@@ -48,20 +51,20 @@ def _finding(f: Row, width: int) -> list[str]:
             f"{f['calls']} call(s), {f['rows']} row(s)"
         )
         return [
-            *_wrapped(head, width, "      "),
-            *_wrapped(_s(statement), width, "          "),
-            *_wrapped(f"wrong: {f['wrong']}", width, "        "),
+            *_wrapped(head, width, INDENT),
+            *_wrapped(_s(statement), width, INDENT + "    "),
+            *_wrapped(f"wrong: {f['wrong']}", width, INDENT + "  "),
             *_wrapped(
                 f"fix: {f['fix']}"
                 + (" (jobctl schema statements prints it)" if "fix_sql" in f else ""),
                 width,
-                "        ",
+                INDENT + "  ",
             ),
         ]
     if "wrong" in f:
-        return _wrapped(f"- {f['wrong']}; fix: {f['fix']}", width, "      ")
+        return _wrapped(f"- {f['wrong']}; fix: {f['fix']}", width, INDENT)
     if f.get("advice"):
-        return _wrapped(f"- worker {_s(f['worker'])}: " + "; ".join(f["advice"]), width, "      ")
+        return _wrapped(f"- worker {_s(f['worker'])}: " + "; ".join(f["advice"]), width, INDENT)
     return []
 
 

@@ -148,16 +148,20 @@ def layout(
         chosen = wanted
     else:
         # by priority, never by the data: the columns shown are always the first ones in the
-        # priority order (a column never shows while one before it does not), and a text
-        # column that may be cut costs at most TEXT_BUDGET cells here (then cut to fit)
+        # priority order (a column never shows while one before it does not); a text column
+        # that may be cut and does not fit whole comes in cut, to TEXT_BUDGET cells at least,
+        # as the last one (nothing after it is shown cutting it further)
         chosen = [c for c in wanted if c.priority == 0]
         used = sum(natural[id(c)] for c in chosen) + GAP * max(len(chosen) - 1, 0)
         for column in sorted((c for c in wanted if c.priority > 0), key=lambda c: c.priority):
-            extra = _budget(column, natural[id(column)]) + GAP
-            if used + extra > width:
-                break
-            chosen.append(column)
-            used += extra
+            whole = natural[id(column)] + GAP
+            if used + whole <= width:
+                chosen.append(column)
+                used += whole
+                continue
+            if used + _budget(column, natural[id(column)]) + GAP <= width:
+                chosen.append(column)  # cut to fit
+            break
         chosen = [c for c in wanted if c in chosen]  # the declared order
     widths = [natural[id(c)] for c in chosen]
     if width is not None:
@@ -166,12 +170,12 @@ def layout(
     return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
 
 
-TEXT_BUDGET = 20  # what a text column that may be cut costs when the columns are chosen
+TEXT_BUDGET = 20  # the least a text column brought in cut keeps (or its header's width)
 
 
 def _budget(column: Column, natural: int) -> int:
-    """The cells ``column`` takes when the columns are chosen: its natural width, but a text
-    column that may be cut (an actor, a reason) at most TEXT_BUDGET (or its header's)."""
+    """The cells ``column`` needs to be shown at all: its natural width, but a text column
+    that may be cut (an actor, a reason) at most TEXT_BUDGET (or its header's)."""
     from rich.cells import cell_len
 
     if column.whole or column.copy or column.kind != "text" or column.value is not None:
@@ -197,3 +201,24 @@ def _shrink(columns: Sequence[Column], widths: list[int], width: int) -> list[in
             widest = max(candidates, key=lambda i: widths[i])
             widths[widest] -= 1
     return widths
+
+
+def checklist(items: Sequence[tuple[str, str, str]], width: int) -> list[str]:
+    """A checklist for a terminal of ``width`` (``schema check``): each ``(mark, name,
+    detail)`` one row, ``yes  name: detail``, a detail too long for the row wrapped at spaces
+    under it, indented past the mark: never cut (each text already made safe by the caller)."""
+    import textwrap
+
+    mark_width = max((len(mark) for mark, _, _ in items), default=0) + GAP
+    lines: list[str] = []
+    for mark, name, detail in items:
+        head = f"{mark:<{mark_width}}"
+        lines += textwrap.wrap(
+            f"{name}: {detail}" if detail else name,
+            width=max(width, 30),
+            initial_indent=head,
+            subsequent_indent=" " * (mark_width + 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [head.rstrip()]
+    return lines

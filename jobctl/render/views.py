@@ -232,9 +232,9 @@ SUMMARY_WORKER_VIEW = [
     Column("expired_manual", "MANUAL"),
     Column("expiring_soon", "SOON"),
     Column("heartbeat_lag_s", "LAG", kind="seconds"),
-    Column("first_expiry", "FIRST EXPIRY", priority=1, kind="time"),
-    Column("last_expiry", "LAST EXPIRY", priority=2, kind="time"),
-    Column("last_seen_at", "LAST SEEN", priority=3, kind="time"),
+    Column("first_expiry", "FIRST EXPIRY", priority=2, kind="time"),
+    Column("last_expiry", "LAST EXPIRY", priority=3, kind="time"),
+    Column("last_seen_at", "LAST SEEN", priority=1, kind="time"),
 ]
 
 REVIEW_VIEW = [
@@ -259,8 +259,8 @@ JOB_EVENT_VIEW = [
     Column("to_status", "BECAME"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
-    Column("reason", "REASON", priority=2),
-    Column("attempt", "#", priority=3),
+    Column("reason", "REASON", priority=3),
+    Column("attempt", "#", priority=2),
     Column("db_role", "ROLE", priority=4),
     Column("from_status", "WAS", priority=5),
 ]
@@ -426,17 +426,30 @@ def _checked(found: Sequence[Any]) -> bool:
     return any("reachable" in r for r in found)
 
 
+def _database(row: Mapping[str, Any]) -> str:
+    """The database part of a target's ``where`` (host:port/dbname), or the whole of it."""
+    where = str(row.get("where") or "")
+    return where.rsplit("/", 1)[1] if "/" in where else where
+
+
+def _host(row: Mapping[str, Any]) -> str:
+    where = str(row.get("where") or "")
+    return where.rsplit("/", 1)[0] if "/" in where else ""
+
+
+# a terminal's columns: the database whole, the host where room is left; a problem is said
+# whole under the table (``targets``), so it is no column here (piped: every key)
 TARGETS_VIEW = [
     TARGET,
-    Column("where", "WHERE"),
+    Column("where", "DATABASE", whole=True, value=_database),
     Column("table", "TABLE", whole=True),
     Column("reachable", "UP", whole=True, when=_checked),
     Column("role", "ROLE", whole=True, when=_checked),
     Column("schema", "SCHEMA", whole=True, when=_checked),
     Column("stuck", "STUCK", kind="count", when=_checked),
-    Column("from", "FROM", priority=1),
-    Column("server", "SERVER", priority=2, when=_checked),
-    Column("problem", "PROBLEM", when=lambda found: any(r.get("problem") for r in found)),
+    Column("host", "HOST", priority=1, value=_host),
+    Column("from", "FROM", priority=2),
+    Column("server", "SERVER", priority=3, when=_checked),
 ]
 
 

@@ -167,6 +167,37 @@ def _existing_table(
     )
 
 
+# a design column a table may lack, as the reference table has it: the SQL that adds it
+# (a constant or stable default: no table rewrite); id and status are the table's own
+ADDABLE = {
+    "attempts": "integer NOT NULL DEFAULT 0",
+    "max_attempts": "integer NOT NULL DEFAULT 3",
+    "available_at": "timestamptz NOT NULL DEFAULT now()",
+    "reserved_by": "text",
+    "reserved_at": "timestamptz",
+    "last_error": "text",
+    "finished_at": "timestamptz",
+    "updated_at": "timestamptz NOT NULL DEFAULT now()",
+}
+
+
+def add_columns_hint(qualified: str, mapping: TableMapping, missing: list[str]) -> str:
+    """``, or add it: ALTER TABLE t ADD COLUMN finished_at timestamptz`` for the design
+    columns a table lacks that it may simply add (all of ``missing`` but id and status)."""
+    addable = [d for d in missing if d in ADDABLE]
+    if not addable:
+        return ""
+    adds = ", ".join(f"ADD COLUMN {_ident(mapping.column(d))} {ADDABLE[d]}" for d in addable)
+    it = "it" if len(addable) == 1 else "them"
+    return f", or add {it} when the table has none: ALTER TABLE {qualified} {adds}"
+
+
+def _ident(name: str) -> str:
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _refuse_unserved(
     conn: psycopg.Connection[Any],
     table: db.JobsTable,
@@ -182,7 +213,9 @@ def _refuse_unserved(
         raise errors.Refused(
             f"{table.qualified} has no column for the lease design's "
             + ", ".join(f"{d} ({mapping.column(d)!r})" for d in missing)
-            + ": name the table's own with --column DESIGN=ACTUAL; nothing done"
+            + ": name the table's own with --column DESIGN=ACTUAL"
+            + add_columns_hint(table.qualified, mapping, missing)
+            + "; nothing done"
         )
     absent = [d for d in mapping.mapped_optional if mapping.columns[d] not in found.columns]
     if absent:

@@ -147,7 +147,13 @@ def test_version_and_help_for_every_command(run):
         "report",
     } <= set(commands)
     schema = [f"schema {c.name}" for c in cli_schema.app.registered_commands]
-    assert set(schema) == {"schema apply", "schema remove", "schema grants", "schema check"}
+    assert set(schema) == {
+        "schema apply",
+        "schema remove",
+        "schema grants",
+        "schema check",
+        "schema statements",
+    }
     for name in [*commands, *schema]:
         result = run(*name.split(), "--help")
         assert result.code == 0 and "Example" in result.out, name

@@ -15,7 +15,6 @@ import pytest
 from helpers import add_jobs, claim_all
 
 from jobctl import lease
-from jobctl.render import rows
 
 
 def staged(conn, dsn, run) -> dict[str, int]:
@@ -74,7 +73,7 @@ def test_review_lists_exactly_the_jobs_awaiting_a_human(conn, dsn, run):
     assert run("review", "--exit-code").code == 4
     table = run("review", "-o", "csv")
     parsed = list(csv.reader(io.StringIO(table.out)))
-    assert parsed[0] == rows.REVIEW_COLUMNS and len(parsed) == 4
+    assert parsed[0] == list(found[0]) and len(parsed) == 4  # every key JSON has, in order
     lines = run("review", "-o", "jsonl").out.splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in found]
     assert run("review", "-o", "tsv").out.count("\n") == 4

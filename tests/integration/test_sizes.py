@@ -131,7 +131,11 @@ def expired_jobs(conn, count: int) -> None:
     )
 
 
-MOVING = ("lease_overdue_s", "heartbeat_age_s")  # seconds since now(): differ between reads
+MOVING = (
+    "lease_overdue_s",
+    "heartbeat_age_s",
+    "claimed_age_s",
+)  # seconds since now(): differ between reads
 
 
 def steady(found: list[dict]) -> list[dict]:

@@ -335,3 +335,21 @@ def test_a_lost_connection_is_one_line_and_ctrl_c_quits(incident, dsn):
 
         drive(app, script)
         assert app.return_code == 130
+
+
+def test_claims_without_a_lease_come_last_and_are_counted(incident, conn, dsn):
+    (legacy,) = add_jobs(conn, 1)
+    conn.execute(  # claimed by code that sets no lease (no token, no expiry)
+        "UPDATE jobs SET status = 'processing', reserved_by = 'legacy-1', "
+        "reserved_at = now() - interval '2 minutes' WHERE id = %s",
+        (legacy,),
+    )
+    with console_app(dsn) as app:
+
+        async def script(pilot):
+            assert app.status()["ids"][-1] == str(legacy)
+            assert "no lease 1" in text_of(app.query_one("#strip", Static))
+            row = [c.plain for c in app.query_one("#rows", DataTable).get_row_at(4)]
+            assert row[2:5] == ["legacy-1", "none", "claimed 2m ago"]
+
+        drive(app, script)

@@ -127,3 +127,10 @@ def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):
     result = run("demo")
     assert result.code == 1 and "pip install 'jobctl[demo]'" in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_stopped_demos_dsn_says_whose_it_is(run, tmp_path):
+    """After ``demo --stop``, the exported DSN gave libpq's words alone (issue 36, trip 1)."""
+    result = run("summary", dsn=f"postgresql://postgres:@/jobctl_demo?host={tmp_path}")
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1
+    assert "a demo kept with jobctl demo --keep, whose server is not running" in result.err

@@ -9,6 +9,7 @@ from typing import Any
 
 import fleet as staging
 import pytest
+from psycopg import conninfo
 from rich.cells import cell_len
 from screens import on_terminal
 
@@ -100,3 +101,18 @@ def test_ctrl_c_leaves_the_watch_across_targets_on_screen_once(staged):
     assert len(titles) == 1, shot.text
     assert shot.lines.index("what the targets said") == shot.lines.index(titles[0]) + 1
     assert "Traceback" not in shot.text and shot.code == 1  # the last refresh had a target failing
+
+
+@pytest.mark.parametrize(("columns", "rows"), SIZES)
+def test_targets_check_names_each_database_whole(staged, columns, rows):
+    """Issue 36 (trip 10): at 80 columns ``targets --check`` cut the database name
+    (``127.0.0.1/…``); the database is its own column now, never cut, the host beside it
+    where there is room, and a problem said whole under the table, not cut in a column."""
+    shot = fleet_shot(staged, ["targets", "--check"], columns, rows)
+    header = shot.lines[0].split()
+    assert header[:3] == ["TARGET", "DATABASE", "TABLE"] and "PROBLEM" not in header
+    for target in staged.ids:
+        row = next(line for line in shot.lines if line.startswith(f"{target} "))
+        database = conninfo.conninfo_to_dict(staged.dsns[target])["dbname"]
+        assert database in row.split(), (target, shot.text)
+    assert "…" not in "\n".join(line for line in shot.lines if line.startswith("billing "))

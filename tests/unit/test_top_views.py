@@ -105,3 +105,11 @@ def test_top_off_a_terminal_refuses_in_one_line(capsys):
     assert cli.main(["top"]) == 2  # (pytest's stdin and stdout are not terminals)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs a terminal" in err[0]
+
+
+def test_top_is_a_writer_only_with_allow_writes():
+    # a writer is refused on a standby before anything shows (gateway.open, replica.check)
+    from jobctl.cli import context
+
+    assert context.access("top", {"allow_writes": True}).writes
+    assert not context.access("top", {"allow_writes": False}).writes

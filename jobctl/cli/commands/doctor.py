@@ -41,9 +41,10 @@ def doctor(
 
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         report = core.collect(s, window=window)
-    if any(c["evidence"] == core.ENABLE for c in report["checks"]):
-        terminal.say(f"jobctl: {core.ENABLE}")
-    if out.tabular and fmt is None:
+    checklist_text = out.tabular and fmt is None
+    if not checklist_text and any(c["evidence"] == core.ENABLE for c in report["checks"]):
+        terminal.say(f"jobctl: {core.ENABLE}")  # the checklist says it in its first check
+    if checklist_text:
         width = terminal.width() if out is output.Output.table else 100
         sys.stdout.write(checklist.text(report, width or 100))
     else:

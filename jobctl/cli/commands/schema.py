@@ -115,6 +115,9 @@ def _print_or_apply(
     standing = replica.probe(conn)  # a standby: refused before the prompt
     if standing.standby:
         raise errors.Refused(replica.refusal(standing, command))
+    if not yes and steps:
+        # the steps it will take, one line each (--sql has their statements)
+        terminal.say("\n".join(f"  {n}. {step.what}" for n, step in enumerate(steps, 1)))
     if not yes:
         terminal.confirm(question)
     progress = replica.Progress(
@@ -252,10 +255,18 @@ def schema_check(
         replica.check(conn, "check", writes=False, widened=False, say=terminal.say)
         with db.transaction(conn, settings, read_only=True):
             results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
-    terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
-    if out.tabular and fmt is None and terminal.on_terminal(sys.stdout):
-        for failed in (r for r in results if not r["ok"]):  # its detail whole, not cut
-            terminal.say(f"{failed['check']}: {failed['detail']}")
+    width = terminal.width()
+    if out is output.Output.table and fmt is None and width is not None:
+        # a checklist on a terminal: each detail whole, wrapped under its check, never cut
+        from jobctl.render import screen
+
+        items = [
+            ("yes" if r["ok"] else "NO", output.cell(r["check"]), output.cell(r["detail"]))
+            for r in results
+        ]
+        print("\n".join(screen.checklist(items, width)))
+    else:
+        terminal.emit(views.table(results, results, None, views.CHECK_VIEW), out, fmt)
     if not all(r["ok"] for r in results):
         raise typer.Exit(errors.EXIT_FINDINGS)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.util
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
@@ -49,6 +48,8 @@ def top(
     confirmed and fenced on the row as the screen read it. Needs: pip install 'jobctl[tui]'.
     Example: jobctl --actor alice top --allow-writes
     """
+    import importlib.util  # (3 ms of imports: not at jobctl's start)
+
     if importlib.util.find_spec("textual") is None:
         raise errors.UsageError(INSTALL)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -61,8 +62,9 @@ def top(
     context.warn_password_on_command_line(ctx)
     ask = console.Ask(expiring_within, limit)
     with _sources(ctx, ask, allow_writes) as source:
-        code = TopApp(source, every).run()
-    raise typer.Exit(code or 0)
+        app = TopApp(source, every)
+        app.run()
+    raise typer.Exit(app.return_code or 0)  # q: 0, Ctrl-C: 130, a crash Textual showed: 1
 
 
 @contextlib.contextmanager

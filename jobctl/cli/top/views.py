@@ -52,8 +52,9 @@ class Column:
 
 def _overdue(row: Row) -> str:
     value = row.get("lease_overdue_s")
-    if value is None:
-        return ""
+    if value is None:  # no lease: how long ago it was claimed
+        claimed = row.get("claimed_age_s")
+        return "" if claimed is None else f"claimed {screen.seconds(claimed)} ago"
     return f"{screen.seconds(value)} ago" if value >= 0 else f"in {screen.seconds(-value)}"
 
 
@@ -62,7 +63,8 @@ def _attempts(row: Row) -> str:
 
 
 def _state_style(row: Row) -> str:
-    return "bold red" if row.get("lease_state") == "expired" else "yellow"
+    state = row.get("lease_state")
+    return {"expired": "bold red", "none": "magenta"}.get(str(state), "yellow")
 
 
 def _why(row: Row) -> str:
@@ -141,6 +143,7 @@ def strip(snap: Snapshot | None, *, writes: bool, every: dt.timedelta, where: st
     parts = [
         (f"expired {snap.expired}", "bold red" if snap.expired else "green"),
         (f"expiring {snap.expiring}", "yellow" if snap.expiring else ""),
+        *([(f"no lease {snap.no_lease}", "magenta")] if snap.no_lease else []),
         (f"review {snap.awaiting_review}", "bold" if snap.awaiting_review else ""),
         (f"ready {snap.ready}", ""),
     ]
@@ -162,7 +165,7 @@ def counted(view: str, snap: Snapshot | None, shown: int, needle: str) -> str:
     """The line under a view: how many rows it shows, and how many more there are."""
     if snap is None:
         return ""
-    total = snap.expired + snap.expiring if view == STUCK else snap.awaiting_review
+    total = snap.expired + snap.expiring + snap.no_lease if view == STUCK else snap.awaiting_review
     more = snap.more_stuck if view == STUCK else snap.more_review
     read = len(snap.stuck if view == STUCK else snap.review)
     line = f"{shown} of {total} shown" if needle else f"{read} of {total}"

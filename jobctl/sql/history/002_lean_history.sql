@@ -2,8 +2,8 @@
 --
 -- One BEFORE UPDATE trigger per jobs table (installed by schema apply, see schema.py) calls
 -- jobctl.record_change() only for non-routine statements: its WHEN lets through transitions
--- (status no longer processing, a new token), jobctl's own writes (jobctl_action set) and, by
--- default, late heartbeats (more than half a lease after the previous one). Claims and
+-- (status no longer processing, a new token), jobctl's own writes (jobctl_action set) and, in
+-- the late mode, late heartbeats (more than half a lease after the previous one). Claims and
 -- on-time heartbeats never call plpgsql. The live attempt is read from the jobs row itself;
 -- its heartbeat statistics are kept in extra columns of that row (jobctl_attempt,
 -- jobctl_heartbeats, jobctl_max_gap, jobctl_lease), written by the trigger into NEW (no
@@ -11,8 +11,8 @@
 -- stored only for transitions other than claims and completions (those are derived from
 -- the attempts).
 --
--- The trigger's argument says what it records: 'late' (the default: heartbeats are counted
--- only when late), 'exact' (every heartbeat calls the trigger: exact counts and gaps, at a
+-- The trigger's argument says what it records: 'late' (heartbeats are counted only when
+-- late; a first install now gets 'transitions', schema apply --history), 'exact' (every heartbeat calls the trigger: exact counts and gaps, at a
 -- measured cost) or 'audit' (only jobctl's own writes: schema apply --no-worker-history).
 
 ALTER TABLE jobctl.attempts
