@@ -281,14 +281,7 @@ def summary(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
-    by: Annotated[
-        str | None,
-        typer.Option(
-            metavar="kind|queue|worker|error",
-            help="Counts per kind, queue, worker or kind of error (its first line, numbers "
-            "and ids normalized) instead.",
-        ),
-    ] = None,
+    by: opt.SummaryBy = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -421,6 +414,7 @@ def explain(
             parked=mapping.parked,
             failed=mapping.status("failed"),
             processing=mapping.status("processing"),
+            mapped=mapping.mapped_optional,
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None
@@ -445,6 +439,10 @@ def metrics(
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    label_top: opt.LabelTop = 10,
     textfile: cli_monitoring.Textfile = None,
 ) -> None:
     """Lease health in the Prometheus text format, for the node_exporter textfile collector,
@@ -456,8 +454,11 @@ def metrics(
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
+    what = opt.slice_of(kind, queue, error)
     fleet = context.across(ctx)
     if fleet is not None:
+        if what:
+            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
         from jobctl.cli import fleet as cli_fleet
 
         cli_fleet.metrics(
@@ -479,6 +480,8 @@ def metrics(
                 context.standing(ctx),
                 expiring_within=expiring_within,
                 reclaim_window=reclaim_window,
+                what=what,
+                top=label_top,
             )
             table = s.table.qualified
     except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures

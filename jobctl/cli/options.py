@@ -497,3 +497,22 @@ ParkOlderThan = Annotated[
         "very old orphans are not run again silently."
     ),
 ]
+
+# summary --by and metrics' labels (issue 35)
+SummaryBy = Annotated[
+    str | None,
+    typer.Option(
+        metavar="kind|queue|worker|error",
+        help="Counts per kind, queue, worker or kind of error (its first line, numbers "
+        "and ids normalized) instead.",
+    ),
+]
+LabelTop = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Label the job counts by kind and queue (when mapped) for the top N of each "
+        "by count; the rest as other.",
+    ),
+]

@@ -301,7 +301,8 @@ def emit_reclaim(
     """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
     ones and the skipped ones; the other formats printed each batch as it landed."""
     if out.tabular:
-        emit(views.some_rows(found, total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW), out, fmt)
+        shown = rows.with_optional(rows.RECLAIM_COLUMNS, found)  # kind, queue: when mapped
+        emit(views.some_rows(found, total, shown, views.RECLAIM_VIEW), out, fmt)
 
 
 def emit_reclaimed(
@@ -318,7 +319,8 @@ def emit_reclaimed(
         out = output.Output.jsonl
     elif out.tabular:
         shown = table_rows(applied, 0, 0)
-        doc = views.some_rows(shown, len(applied), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+        columns = rows.with_optional(rows.RECLAIM_COLUMNS, applied)
+        doc = views.some_rows(shown, len(applied), columns, views.RECLAIM_VIEW)
     else:
         doc = views.table(applied, applied, rows.RECLAIM_COLUMNS)
     emit(views.across_targets(doc) if across_targets else doc, out, fmt)

@@ -47,10 +47,20 @@ class JobsTable:
     # the types of the table's columns playing the design's (by the design's name)
     types: Mapping[str, column_types.ColumnType] = dataclasses.field(default_factory=dict)
 
+    # jobctl.kind_policies exists (history 006): the table's policies per kind and queue
+    kind_policies: bool = False
+
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
         """What the statements' placeholders stand for on this table (see sql/queries.sql)."""
-        return spelling(self.ident, self.mapping, self.id_type, self.status_type, self.types)
+        return spelling(
+            self.ident,
+            self.mapping,
+            self.id_type,
+            self.status_type,
+            self.types,
+            policy_table=self.qualified if self.kind_policies else None,
+        )
 
 
 def spelling(
@@ -59,6 +69,8 @@ def spelling(
     id_type: tuple[str, str] = DESIGN_ID_TYPE,
     status_type: tuple[str, str] = DESIGN_STATUS_TYPE,
     types: Mapping[str, column_types.ColumnType] | None = None,
+    *,
+    policy_table: str | None = None,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -87,6 +99,24 @@ def spelling(
         )
     )
     fragments.update(optional_fragments(mapping, types or {}))
+    fragments["event_mapped_columns"] = sql.SQL(" ").join(
+        queries.query(
+            "event_optional_column",
+            **fragments,
+            value=fragments[f"{design}_value"],
+            column_name=sql.Identifier(design),
+        )
+        for design in mapping.mapped_optional
+    )
+    # a policy per kind or queue (history 006; policy_table: the table as it names it, when
+    # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
+    fragments["policy_table"] = sql.Literal(policy_table)
+    fragments["kind_manual"] = sql.SQL("false")
+    if policy_table is not None and mapping.mapped_optional:
+        source = queries.query("kind_policy_of", **fragments)
+        fragments["kind_manual"] = sql.SQL("({} IS NOT NULL)").format(source)
+        shown = queries.query("policy_from_column", **{**fragments, "kind_policy_of": source})
+        fragments["mapped_columns"] = sql.Composed([fragments["mapped_columns"], shown])
     return fragments
 
 
@@ -241,6 +271,7 @@ def resolve_table(
             )
             for name, r in types.items()
         },
+        bool(row.get("has_kind_policies")),
     )
 
 

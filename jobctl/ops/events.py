@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from jobctl import errors
 from jobctl.db.session import Session
+from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import JobEvent
 
 # a bound of the window: an age (now() minus it) or a point in time
@@ -55,9 +56,11 @@ class Window:
     actor: str | None = None
     worker: str | None = None
     ids: Sequence[Any] | None = None  # job ids in the id column's type (session.job_ids)
+    what: Slice = EVERY  # the jobs' kind, queue, error now (issue 35), by the jobs' rows
 
     def params(self) -> dict[str, Any]:
         return {
+            **self.what.params(),
             "since": self.since if isinstance(self.since, dt.timedelta) else None,
             "since_at": self.since if isinstance(self.since, dt.datetime) else None,
             "until": self.until if isinstance(self.until, dt.timedelta) else None,
@@ -82,6 +85,7 @@ def stream(
     characters is cut on the server, with a note (``full``: whole)."""
     from jobctl.ops import triage
 
+    window.what.check(s.table.mapping)
     name = "events_oldest" if oldest_first else "events_newest"
     params = {
         **window.params(),

@@ -7,27 +7,68 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from jobctl.db.session import Session
-from jobctl.ops.slices import Slice
+from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import Row
 
 if TYPE_CHECKING:
     from jobctl.ops.replica import Standing
 
 
-def collect(s: Session, *, expiring_within: dt.timedelta, reclaim_window: dt.timedelta) -> Row:
-    """The figures: stuck jobs by policy, oldest expired lease, live/expiring, reclaims, review."""
+def collect(
+    s: Session,
+    *,
+    expiring_within: dt.timedelta,
+    reclaim_window: dt.timedelta,
+    what: Slice = EVERY,
+) -> Row:
+    """The figures: stuck jobs by policy, oldest expired lease, live/expiring, reclaims, review
+    (``what``: of those jobs only, by kind, queue, error; the reclaims are the table's)."""
+    what.check(s.table.mapping)
+    narrowed = what.params()
     return (
         reclaimer(s)
-        | s.one("metrics_leases", {"soon": expiring_within})
+        | s.one("metrics_leases", {"soon": expiring_within, **narrowed})
         | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
-        | s.one("metrics_manual_review")
-        | s.one("review_count", Slice().params())
-        | s.one("queue_ready", Slice().params())
+        | s.one("metrics_manual_review", narrowed)
+        | s.one("review_count", narrowed)
+        | s.one("queue_ready", narrowed)
         | {
             "expiring_within_s": expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),
         }
     )
+
+
+LABEL_TOP = 10  # kinds (and queues) labelled one by one at most; the rest as "other"
+GROUP_COUNTS = ("stuck", "processing", "ready", "awaiting_review")  # what each group counts
+
+
+def by_group(s: Session, *, expiring_within: dt.timedelta, what: Slice, top: int) -> Row:
+    """The job counts per mapped kind and queue (summary --by's statement), each bounded to
+    the ``top`` groups by count, the rest summed as ``other`` (``bounded``): a label set
+    Prometheus can hold, however many kinds the table has."""
+    from jobctl.ops import triage
+
+    found: Row = {}
+    for by in s.table.mapping.mapped_optional:
+        rows = triage.summary_by(s, by, expiring_within, what=what, limit=None)["groups"]
+        found[by] = bounded(rows, by, top)
+    return found
+
+
+def bounded(groups: list[Row], by: str, top: int) -> list[Row]:
+    """``groups`` (rows of counts keyed ``by``) as at most ``top`` rows by their total count,
+    the others summed into one whose ``by`` is ``other``; a group without a value (NULL) is
+    ``none``. Pure."""
+    ranked = sorted(groups, key=lambda g: (-sum(g[c] for c in GROUP_COUNTS), str(g[by])))
+    kept = [
+        {by: "none" if g[by] is None else str(g[by]), **{c: g[c] for c in GROUP_COUNTS}}
+        for g in ranked[:top]
+    ]
+    rest = ranked[top:]
+    if rest:
+        kept.append({by: "other", **{c: sum(g[c] for g in rest) for c in GROUP_COUNTS}})
+    return kept
 
 
 def on_server(
@@ -36,12 +77,16 @@ def on_server(
     *,
     expiring_within: dt.timedelta,
     reclaim_window: dt.timedelta,
+    what: Slice = EVERY,
+    top: int = LABEL_TOP,
 ) -> Row:
     """The figures of one database, with the server's (a standby's lag): what ``metrics``
     exposes for one database and for each target; the caller holds the transaction."""
     from jobctl.ops import replica
 
-    figures = collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window)
+    figures = collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window, what=what)
+    if s.table.mapping.mapped_optional:
+        figures["groups"] = by_group(s, expiring_within=expiring_within, what=what, top=top)
     return figures | replica.figures(standing)
 
 

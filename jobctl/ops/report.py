@@ -18,7 +18,6 @@ from typing import cast
 from jobctl.db.session import Session
 from jobctl.ops import events
 from jobctl.ops import review as awaiting
-from jobctl.ops.slices import Slice
 from jobctl.render.rows import IncidentReport, Row
 
 LISTED = 20  # rows named one by one in a section; the rest counted by the server
@@ -35,6 +34,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
     """The incident in ``window`` as data (the JSON of ``report -o json``); the caller
     holds a read-only transaction. Counted and grouped by the server; each list holds at
     most ``LISTED`` rows, with how many there are in all beside it."""
+    window.what.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     params = {**window.params(), "job_table": s.table.qualified, "listed": LISTED}
     bounds = s.one("report_bounds", params)
     expired_rows = s.rows("report_expired", params)
@@ -45,9 +45,11 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
     reclaims, reclaim_groups = _listed(s.rows("report_reclaims", params), "all_groups")
     repeats, repeated = _listed(s.rows("report_repeats", params), "all_jobs")
     people, people_groups = _listed(s.rows("report_people", params), "all_groups")
-    by_why = {r["why"]: int(r["jobs"]) for r in s.rows("report_review")}
-    oldest = list(awaiting.awaiting(s, awaiting.ReviewFilter(), LISTED)) if by_why else []
-    leases = s.one("metrics_leases", {"soon": dt.timedelta(0)})
+    narrowed = window.what.params()
+    by_why = {r["why"]: int(r["jobs"]) for r in s.rows("report_review", narrowed)}
+    waiting = awaiting.ReviewFilter(what=window.what)
+    oldest = list(awaiting.awaiting(s, waiting, LISTED)) if by_why else []
+    leases = s.one("metrics_leases", {"soon": dt.timedelta(0), **narrowed})
     found = {
         "table": s.table.qualified,
         "since": bounds["since"],
@@ -72,8 +74,13 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
         "people": people,
         "people_groups": people_groups,
         "awaiting_review": {"jobs": sum(by_why.values()), "by_why": by_why, "oldest": oldest},
-        "latency": s.one("report_latency", params) | s.one("queue_ready", Slice().params()),
+        "latency": s.one("report_latency", params) | s.one("queue_ready", window.what.params()),
         "parked": s.table.mapping.parked,
         "queued": s.table.mapping.status("queued"),
     }
+    for by in s.table.mapping.mapped_optional:  # kind, queue: when the table maps them
+        key = s.table.fragments[f"{by}_value"]
+        statement = s.query("report_by_group", group_key=key)
+        grouped = [{by: r.pop("grp"), **r} for r in s.conn.execute(statement, params).fetchall()]
+        found[f"by_{by}"], found[f"by_{by}_groups"] = _listed(grouped, "all_groups")
     return cast(IncidentReport, found)

@@ -161,6 +161,11 @@ def serve(
                 if current is None or current.conn.closed:
                     current = _connect(settings, connections, log)
                     connections += 1
+                    try:
+                        which.check(current.table.mapping)  # --kind unmapped: exit 2, once
+                    except errors.UsageError:
+                        current.conn.close()
+                        raise
                 for batch in reclaim.commit(
                     current, which, batch_size=batch_size, limit=None, stop=stop
                 ):

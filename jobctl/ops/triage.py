@@ -174,7 +174,7 @@ def summary_by(
     expiring_within: dt.timedelta,
     *,
     what: Slice = EVERY,
-    limit: int = GROUP_LIMIT,
+    limit: int | None = GROUP_LIMIT,
 ) -> Row:
     """``summary --by``: per kind, queue, worker or kind of error (the error's first line,
     numbers and ids normalized: ``error_group``), the processing jobs by lease state, the

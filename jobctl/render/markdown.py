@@ -116,6 +116,8 @@ def report(incident: IncidentReport, *, target: str | None = None) -> str:
         *_not_counted(incident, window),
         *_still_expired(incident),
         *_reclaimed(incident),
+        *_by_group(incident, "kind"),
+        *_by_group(incident, "queue"),
         *_people(incident, window),
         *_review(incident),
         *_latency(incident),
@@ -230,6 +232,27 @@ def _reclaimed(report: IncidentReport) -> list[str]:
     more = report["reclaimed_repeatedly_jobs"] - len(repeats)
     tail = f"; and {more} more job(s)" if more > 0 else ""
     return [*out, f"Reclaimed more than once: {named}{tail}."]
+
+
+def _by_group(report: IncidentReport, by: str) -> list[str]:
+    """What expired, what reclaim made of it and what waits for review, per kind (or queue):
+    only when the table maps it (issue 35)."""
+    data: dict[str, Any] = dict(report)  # by_kind, by_queue: keys of a mapped table only
+    groups: list[Any] | None = data.get(f"by_{by}")
+    if groups is None:
+        return []
+    out = ["", f"## By {by}", ""]
+    if not groups:
+        return [*out, f"Nothing expired or waits for review, whatever the {by}."]
+    out += _table(
+        [by, "expired (jobs)", "requeued", f"became {report['parked']}", "awaiting review"],
+        (
+            [g[by], g["expired_jobs"], g["requeued"], g["parked"], g["awaiting_review"]]
+            for g in groups
+        ),
+    )
+    total = int(data.get(f"by_{by}_groups") or len(groups))
+    return out + _more(len(groups), total, f"{by}(s)", "jobctl report -o json")
 
 
 def _people(report: IncidentReport, window: str) -> list[str]:

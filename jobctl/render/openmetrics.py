@@ -104,6 +104,21 @@ def _families(figures: Row, t: str) -> list[Family]:
     """The metric families of one table's figures, each sample's labels starting ``t``."""
     families = [*_lease_families(figures, t), *_queue_families(figures, t)]
     families += _settings_families(figures, t)
+    for by, groups in (figures.get("groups") or {}).items():  # kind, queue: when mapped
+        families.append(
+            (
+                f"jobctl_jobs_by_{by}",
+                "gauge",
+                f"Jobs by {by} (the mapped column) and state: stuck (lease expired), "
+                "processing, ready, awaiting_review; the top ones by count, the rest as "
+                f'{by}="other" (metrics --label-top).',
+                [
+                    (f'{t},{by}="{_label(str(g[by]))}",state="{state}"', g[state])
+                    for g in groups
+                    for state in ("stuck", "processing", "ready", "awaiting_review")
+                ],
+            )
+        )
     if "replica_lag_s" in figures:  # replica.figures: where the figures were read
         families += [
             (

@@ -262,7 +262,7 @@ class IncidentReport(TypedDict):
 # every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
 # (a row's own keys are the header when one comes: output.delimited_header)
 RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
-OPTIONAL_KEYS = ("kind", "queue")  # what the job is, where the table maps it (issue 35)
+OPTIONAL_KEYS = ("kind", "queue", "policy_from")  # what the job is, when mapped (issue 35)
 
 
 def with_optional(columns: list[str], found: Any) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobctl import durations
@@ -77,17 +77,21 @@ def explain(
     parked: str = "failed",
     failed: str = "failed",
     processing: str = "processing",
+    mapped: Sequence[str] = (),
 ) -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them.
 
     ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
-    ``failed``: the table's failed status; ``processing``: its processing status. A command
-    the story suggests is one jobctl accepts for the job as it is (``manual.refusal``): no
-    fail of a job already failed, unless it awaits review."""
+    ``failed``: the table's failed status; ``processing``: its processing status;
+    ``mapped``: the optional columns the table maps (kind, queue), named in the first line.
+    A command the story suggests is one jobctl accepts for the job as it is
+    (``manual.refusal``): no fail of a job already failed, unless it awaits review."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
+    named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue (issue 35)
+    what = f" ({', '.join(named)})" if named else ""
     story = [
-        f"Job {_said(job['id'])} is {_said(job['status'])} "
+        f"Job {_said(job['id'])}{what} is {_said(job['status'])} "
         f"({_said(job['recovery_policy'])} policy, "
         f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
         f"{job['reclaim_count']} time(s))."

@@ -67,12 +67,22 @@ def _has(key: str) -> Any:
 # what the job is, where the table maps it (issue 35): beside the id, as the width allows
 KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
 QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
+
+
+def _policy(row: Any) -> str:
+    """A job's policy and, when its kind or queue makes it manual, which (issue 35)."""
+    source = row.get("policy_from")
+    if source in ("kind", "queue"):
+        return f"manual ({source})"
+    return str(row.get("recovery_policy"))
+
+
 STUCK_VIEW = [
     ID,
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY"),
+    Column("recovery_policy", "POLICY", value=_policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
@@ -243,6 +253,8 @@ REVIEW_VIEW = [
 JOB_EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("id", "ID", whole=True),
+    Column("kind", "KIND", priority=6, when=_has("kind")),  # after the history's own
+    Column("queue", "QUEUE", priority=7, when=_has("queue")),
     Column("event", "EVENT", whole=True),
     Column("to_status", "BECAME"),
     Column("worker", "WORKER", whole=True),

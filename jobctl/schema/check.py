@@ -87,6 +87,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _column_checks(table, columns, wrong)
     results += _constraint_checks(conn, table)
     results += _index_checks(conn, table)
+    results += _optional_index_checks(conn, table)
     results.append(history_check(conn, table))
     results.append(ownership_check(conn))
     if table.mapping.column("status") in columns:
@@ -178,6 +179,40 @@ def _index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Ch
     identity = db.identify(conn, table.qualified)
     partitioned = identity is not None and identity["relkind"] == "p"
     return _partition_checks(conn, table) if partitioned else [reclaim]
+
+
+LARGE_TABLE = 1_000_000  # rows: where --kind without an index scans too much (issue 35)
+
+
+def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """For each mapped kind or queue column, an index led by it (--kind on a large table):
+    missing fails the check only on a table of LARGE_TABLE rows or more."""
+    found = []
+    for design in table.mapping.mapped_optional:
+        column = table.mapping.columns[design]
+        row = conn.execute(
+            queries.query("leading_index"), {"oid": table.oid, "column": column}
+        ).fetchone()
+        assert row is not None
+        status = table.mapping.column("status")
+        advice = (
+            f"CREATE INDEX CONCURRENTLY ON {table.qualified} ({column}, {status}) "
+            f"serves --{design} (see docs/your-table.md)"
+        )
+        if row["index"] is not None:
+            found.append(Check(f"an index for --{design}", True, f"{row['index']} (valid)"))
+        elif row["rows"] >= LARGE_TABLE:
+            found.append(Check(f"an index for --{design}", False, f"missing: {advice}"))
+        else:
+            found.append(
+                Check(
+                    f"an index for --{design}",
+                    True,
+                    f"none; below {LARGE_TABLE:,} rows "
+                    f"the reclaim index serves; on a large table: {advice}",
+                )
+            )
+    return found
 
 
 def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:

@@ -31,7 +31,7 @@ from jobctl.sql import queries
 
 # what a role other than the owner may hold on jobctl's objects: the readers' access
 ALLOWED = {"schema": {"USAGE"}, "table": {"SELECT"}, "column": {"SELECT"}, "function": set()}
-# the one table others write: the reclaimer's record of its passes (history migration 006),
+# the one table others write: the reclaimer's record of its passes (history migration 007),
 # which schema grants --operator lets the reclaimer's role write; it is no job's history (a
 # forged row can only make a stopped reclaimer look alive, or a live one stopped)
 ALLOWED_ON = {("table", "reclaimer_passes"): {"SELECT", "INSERT", "UPDATE"}}

@@ -8,7 +8,8 @@
 SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        c.relkind::pg_catalog.text AS relkind,
        pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
-       pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings
+       pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
+       pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)
@@ -364,3 +365,19 @@ JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
 WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
   AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped
 ORDER BY a.attnum
+
+-- name: leading_index
+-- a valid index of the table whose first key is the column %(column)s (--kind on a large
+-- table: schema check notices when there is none), with the table's size as the planner
+-- believes it
+SELECT (SELECT ic.relname::pg_catalog.text
+        FROM pg_catalog.pg_index i
+        JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+        JOIN pg_catalog.pg_attribute a
+             ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
+            AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+        WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisvalid
+          AND a.attname OPERATOR(pg_catalog.=) %(column)s::pg_catalog.name
+        ORDER BY 1 LIMIT 1) AS index,
+       (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
+        WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows

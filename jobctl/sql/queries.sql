@@ -24,7 +24,65 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
                OR j.{reserved_at} OPERATOR(pg_catalog.>=)
                   (pg_catalog.now()
                    OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
+          -- a policy per kind or queue (jobctl policy --kind K --manual): manual wins
+          AND NOT {kind_manual}
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
+
+-- name: kind_policy_of
+-- the dimension (kind, queue) whose recorded policy makes this job manual, or NULL (issue 35;
+-- {policy_table}: the jobs table as jobctl.kind_policies names it)
+(SELECT p.dimension FROM jobctl.kind_policies p
+ WHERE p.job_table OPERATOR(pg_catalog.=) {policy_table}
+   AND p.policy OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text
+   AND ((p.dimension OPERATOR(pg_catalog.=) 'kind'::pg_catalog.text
+         AND p.value OPERATOR(pg_catalog.=) {kind_value})
+        OR (p.dimension OPERATOR(pg_catalog.=) 'queue'::pg_catalog.text
+            AND p.value OPERATOR(pg_catalog.=) {queue_value}))
+ ORDER BY p.dimension LIMIT 1)
+
+-- name: policy_from_column
+-- where a job's policy comes from, in a row's select list: its row (its recovery_policy), or
+-- the kind or queue whose recorded policy makes it manual
+CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text THEN 'row'
+     ELSE coalesce({kind_policy_of}, 'row'::pg_catalog.text) END AS policy_from,
+
+-- name: kind_policy_set
+-- jobctl policy --kind K --manual|--auto: the table's policy for a kind or queue, recorded
+-- with who and why, and the change beside it (one statement: both or neither)
+WITH set AS (
+    INSERT INTO jobctl.kind_policies AS p (job_table, dimension, value, policy, reason, actor)
+    VALUES (%(job_table)s, %(dimension)s, %(value)s, %(policy)s, %(reason)s,
+            pg_catalog.current_setting('jobctl.actor', true))
+    ON CONFLICT (job_table, dimension, value) DO UPDATE
+    SET policy = EXCLUDED.policy, reason = EXCLUDED.reason, actor = EXCLUDED.actor,
+        db_role = EXCLUDED.db_role, set_at = EXCLUDED.set_at
+    RETURNING p.job_table, p.dimension, p.value, p.policy, p.reason, p.actor
+)
+INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
+SELECT set.job_table, set.dimension, set.value, set.policy, set.reason, set.actor FROM set
+RETURNING dimension, value, policy
+
+-- name: kind_policy_remove
+-- jobctl policy --kind K --remove: the kind's policy gone (its jobs' rows decide again), and
+-- the change recorded
+WITH gone AS (
+    DELETE FROM jobctl.kind_policies p
+    WHERE p.job_table OPERATOR(pg_catalog.=) %(job_table)s
+      AND p.dimension OPERATOR(pg_catalog.=) %(dimension)s
+      AND p.value OPERATOR(pg_catalog.=) %(value)s
+    RETURNING p.job_table, p.dimension, p.value
+)
+INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
+SELECT gone.job_table, gone.dimension, gone.value, NULL, %(reason)s,
+       pg_catalog.current_setting('jobctl.actor', true)
+FROM gone
+RETURNING dimension, value
+
+-- name: kind_policy_list
+-- the table's policies per kind and queue, as recorded
+SELECT p.dimension, p.value, p.policy, p.reason, p.actor, p.db_role, p.set_at
+FROM jobctl.kind_policies p WHERE p.job_table = %(job_table)s
+ORDER BY p.dimension, p.value
 
 -- name: reclaim_error
 -- the last_error reclaim leaves on a job
@@ -314,7 +372,7 @@ SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} =
        count(*) FILTER (WHERE {lease_missing}) AS no_lease,
        coalesce(max({claimed_age_s}) FILTER (WHERE {lease_missing}), 0)::float8
            AS oldest_no_lease_claimed_s
-FROM {table} j WHERE {status} = {processing}
+FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: metrics_reclaims
 -- reclaims the history recorded in the last window, and every one it holds for the table
@@ -327,9 +385,9 @@ WHERE job_table = %(job_table)s AND event = 'reclaimed'
 -- name: metrics_manual_review
 -- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
 -- compared as text, as reclaim wrote it: a JSON string, or cut to a varchar's length)
-SELECT count(*) AS awaiting FROM {table}
+SELECT count(*) AS awaiting FROM {table} j
 WHERE {status} = {parked} AND {recovery_policy} = 'manual'
-  AND {last_error_text} = {reclaim_error_text}
+  AND {last_error_text} = {reclaim_error_text} AND {mapped_filter}
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
@@ -665,13 +723,23 @@ AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
 AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
 AND (%(worker)s::text IS NULL OR e.worker = %(worker)s)
 AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
+-- what the job is now (issue 35: --kind, --queue, --error), by the job's row (its id index)
+AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL AND %(error)s::text IS NULL)
+     OR EXISTS (SELECT FROM {table} j
+                WHERE j.{id} = e.job_id::{id_type} AND {mapped_filter}))
 
 -- name: event_columns
 -- one event across jobs as jobctl events shows it (the job's id back in the id column's type;
 -- the texts a row or a role wrote cut for display, {shown_worker} ...: display_text)
-e.at, e.job_id::{id_type} AS id, e.event, e.from_status, e.to_status, e.attempt,
+e.at, e.job_id::{id_type} AS id, {event_mapped_columns} e.event, e.from_status, e.to_status,
+e.attempt,
 e.attempt_token, {shown_worker} AS worker, {shown_actor} AS actor, e.db_role,
 {shown_reason} AS reason
+
+-- name: event_optional_column
+-- an optional column (kind, queue) of an event's job as its row says now, by the id index
+-- ({value}: kind_value ...; none when the job is gone), in event_columns' select list
+(SELECT {value} FROM {table} j WHERE j.{id} = e.job_id::{id_type}) AS {column_name},
 
 -- name: events_newest
 -- the history's events across jobs, newest first, streamed (the event time's index)
@@ -782,11 +850,36 @@ GROUP BY e.actor, e.event, e.reason
 ORDER BY min(e.at), e.actor, e.event
 LIMIT %(listed)s
 
+-- name: report_by_group
+-- report by kind or queue (issue 35; {group_key}: the mapped column of the job's row now):
+-- the jobs whose lease jobctl's reclaim found expired in the window and what it made of them,
+-- and the jobs still waiting for review; the first %(listed)s groups, with how many in all
+SELECT g.grp, sum(g.expired_jobs)::pg_catalog.int8 AS expired_jobs,
+       sum(g.requeued)::pg_catalog.int8 AS requeued, sum(g.parked)::pg_catalog.int8 AS parked,
+       sum(g.awaiting_review)::pg_catalog.int8 AS awaiting_review,
+       count(*) OVER () AS all_groups
+FROM (
+    SELECT {group_key} AS grp, count(DISTINCT e.job_id) AS expired_jobs,
+           count(*) FILTER (WHERE e.to_status = pg_catalog.format('%%s', {queued})) AS requeued,
+           count(*) FILTER (WHERE e.to_status <> pg_catalog.format('%%s', {queued})) AS parked,
+           0 AS awaiting_review
+    FROM jobctl.events e JOIN {table} j ON j.{id} = e.job_id::{id_type}
+    WHERE {events_window} AND {report_jobctl_reclaim}
+    GROUP BY 1
+    UNION ALL
+    SELECT {group_key}, 0, 0, 0, count(*) FROM {table} j
+    WHERE {awaiting_review} AND {mapped_filter}
+    GROUP BY 1
+) g
+GROUP BY g.grp
+ORDER BY 2 DESC, 5 DESC, 1
+LIMIT %(listed)s
+
 -- name: report_review
 -- how many jobs await review, by why (counted by the server: the report fetches only the
 -- longest waiting of them, through the review block)
 SELECT {review_why} AS why, count(*) AS jobs
-FROM {table} j WHERE {awaiting_review}
+FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 GROUP BY 1 ORDER BY 1
 
 -- name: report_latency
@@ -1071,7 +1164,7 @@ pg_catalog.current_setting(
 
 -- name: record_reclaimer_pass
 -- the reclaimer's heartbeat: one row per reclaimer of a table, its pass counted and dated
--- (jobctl.reclaimer_passes, history migration 006)
+-- (jobctl.reclaimer_passes, history migration 007)
 INSERT INTO jobctl.reclaimer_passes AS p
     (job_table, reclaimer, host, pid, every_s, last_requeued, last_parked, requeued_total,
      parked_total, notices_sent, notices_failed)

@@ -71,12 +71,14 @@ UNION ALL
 
 -- name: remove_foreign_objects
 -- what schema jobctl holds that jobctl did not make (the schema is then kept): relations but
--- its five tables (their indexes, sequences and row types go with them), functions but its
+-- its tables (their indexes, sequences and row types go with them; kind_policies and
+-- kind_policy_events since history 006, reclaimer_passes since 007), functions but its
 -- record_* ones, and types of their own
 SELECT format('%%I', c.relname) AS name
 FROM pg_class c
 WHERE c.relnamespace = to_regnamespace('jobctl') AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-  AND c.relname::text NOT IN ('events', 'attempts', 'migrations', 'tables', 'reclaimer_passes')
+  AND c.relname::text NOT IN ('events', 'attempts', 'migrations', 'tables', 'kind_policies',
+                              'kind_policy_events', 'reclaimer_passes')
 UNION ALL
 SELECT format('%%I()', p.proname)
 FROM pg_proc p
@@ -104,8 +106,8 @@ DELETE FROM jobctl.attempts WHERE job_table = {job_table}
 -- name: remove_history_schema
 -- schema jobctl and everything of it ({functions}: DROP FUNCTION of each), no CASCADE: an
 -- object of someone else's that depends on it stops the step, nothing dropped
-DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.reclaimer_passes,
-    jobctl.migrations;
+DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migrations,
+    jobctl.kind_policies, jobctl.kind_policy_events, jobctl.reclaimer_passes;
 {functions}DROP SCHEMA IF EXISTS jobctl
 
 -- name: remove_mapping_row

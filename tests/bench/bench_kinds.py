@@ -110,7 +110,7 @@ def build(dsn: str, *, index: bool) -> None:
                 file=sys.stderr,
             )
         mapping = TableMapping.parse(columns=["kind=kind", "queue=queue"])
-        steps = schema_apply.plan_apply(conn, NAME, mapping=mapping)
+        steps = schema_apply.plan_apply(conn, NAME, create=False, mapping=mapping)
         schema_steps.apply(conn, settings, steps)
         name = sql.Identifier(f"{NAME}_kind_status")
         if index:

@@ -1,5 +1,5 @@
 """The reclaimer's heartbeat: each pass of reclaim --every recorded in jobctl.reclaimer_passes
-(history migration 006); metrics export the passes and the last one's time; summary says
+(history migration 007); metrics export the passes and the last one's time; summary says
 when no reclaimer has run for several intervals."""
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ def test_schema_check_shows_the_mapped_columns(conn, run):
     kinded(conn, run)
     result = run("schema", "check")
     assert "kind = kind" in result.out and "queue = queue" in result.out
+    assert "an index for --kind" in result.out and "(kind, status)" in result.out
+    conn.execute("CREATE INDEX jobs_kind_status ON jobs (kind, status)")
+    assert "jobs_kind_status (valid)" in run("schema", "check").out
 
 
 def test_a_mapped_column_the_table_lacks_is_refused(conn, run):
@@ -426,3 +429,167 @@ def test_park_older_than_parks_old_orphans_in_the_dry_run_and_the_commit(conn, d
     assert {statuses(conn)[i] for i in old} == {"failed"}
     waiting = json.loads(run("review", "-o", "json").out)
     assert sorted(r["id"] for r in waiting) == []  # auto with attempts left: not review's
+
+
+# ---------------------------------------------------------------- events, report, metrics
+def stuck_jobs(exposition: str) -> float:
+    """The sum of jobctl_stuck_jobs over its policies, from metrics' text."""
+    values = [
+        float(line.split()[-1])
+        for line in exposition.splitlines()
+        if line.startswith("jobctl_stuck_jobs{")
+    ]
+    assert values, exposition
+    return sum(values)
+
+
+def test_events_report_and_metrics_narrowed_by_kind(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    events = json.loads(run("events", "--kind", "charge_card", "-o", "json").out)
+    assert {e["id"] for e in events} == set(ids["charge_card"])
+    assert {e["event"] for e in events} == {"reclaimed"}
+    everything = json.loads(run("events", "-o", "json").out)
+    assert len(everything) == 6
+    report = json.loads(run("report", "--queue", "mail", "-o", "json").out)
+    assert report["expired_totals"]["jobs"] == 3
+    whole = json.loads(run("report", "-o", "json").out)
+    assert whole["expired_totals"]["jobs"] == 6
+    expire_all(dsn, 6)
+    assert stuck_jobs(run("metrics", "--kind", "send_email").out) == 3
+    assert stuck_jobs(run("metrics").out) == 6
+    assert run("events", "--kind", "x", dsn=dsn).code == 0
+    conn.execute("UPDATE jobctl.tables SET mapping = '{}'::jsonb")
+    for command in (
+        ["events", "--kind", "x"],
+        ["report", "--kind", "x"],
+        ["metrics", "--kind", "x"],
+    ):
+        assert run(*command).code == 2, command
+
+
+def test_metrics_label_job_counts_by_kind_bounded(conn, dsn, run):
+    kinded(conn, run, kinds=("a", "b", "c", "d"), per_kind=2)
+    conn.execute("UPDATE jobs SET kind = 'a' WHERE id IN (3, 5)")  # a: 4, b: 1, c: 1, d: 2
+    expire_all(dsn, 8)
+    text = run("metrics", "--label-top", "2").out
+    samples = {
+        line.split()[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("jobctl_jobs_by_kind{")
+    }
+    kinds = {key.split('kind="')[1].split('"')[0] for key in samples}
+    assert kinds == {"a", "d", "other"}
+    stuck = {
+        key.split('kind="')[1].split('"')[0]: value
+        for key, value in samples.items()
+        if 'state="stuck"' in key
+    }
+    assert stuck == {"a": 4, "d": 2, "other": 2}
+    assert "jobctl_jobs_by_queue{" in text
+    assert text.endswith("# EOF\n")
+
+
+# ---------------------------------------------------------------- a policy per kind
+def test_a_policy_per_kind_steers_reclaim_and_stuck_says_so(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    set_ = run("policy", "--kind", "send_email", "--manual", "--reason", "double sends")
+    assert set_.code == 0, set_.err
+    result = run("stuck", "-o", "json")
+    assert result.code == 0, result.err
+    by_id = {r["id"]: r for r in json.loads(result.out)}
+    assert {by_id[i]["action"] for i in ids["send_email"]} == {"fail"}
+    assert {by_id[i]["policy_from"] for i in ids["send_email"]} == {"kind"}
+    assert {by_id[i]["action"] for i in ids["charge_card"]} == {"requeue"}
+    assert {by_id[i]["policy_from"] for i in ids["charge_card"]} == {"row"}
+    assert "manual (kind)" in run("stuck", "-o", "wide").out
+    listed = json.loads(run("policy", "--list", "-o", "json").out)
+    assert [(p["dimension"], p["value"], p["policy"], p["reason"]) for p in listed] == [
+        ("kind", "send_email", "manual", "double sends")
+    ]
+    dry = json.loads(run("reclaim", "-o", "json").out)
+    done = json.loads(run("reclaim", "--commit", "--yes", "-o", "json").out)
+    assert sorted((r["id"], r["action"]) for r in done) == sorted(
+        (r["id"], r["action"]) for r in dry
+    )
+    now = statuses(conn)
+    assert {now[i] for i in ids["send_email"]} == {"failed"}
+    assert {now[i] for i in ids["charge_card"]} == {"queued"}
+    # removed: the rows decide again; every change in the history
+    assert run("policy", "--kind", "send_email", "--remove", "--reason", "fixed").code == 0
+    assert json.loads(run("policy", "--list", "-o", "json").out) == []
+    history = conn.execute(
+        "SELECT value, policy, reason, actor FROM jobctl.kind_policy_events ORDER BY event_id"
+    ).fetchall()
+    assert [(h["value"], h["policy"], h["reason"]) for h in history] == [
+        ("send_email", "manual", "double sends"),
+        ("send_email", None, "fixed"),
+    ]
+    assert history[0]["actor"] == "tester@ci"
+    assert run("policy", "--kind", "x", "1").code == 2
+
+
+def test_a_policy_per_queue_and_without_the_mapping(conn, dsn, run):
+    assert run("policy", "--kind", "x", "--manual").code == 2  # no kind column mapped
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("policy", "--queue", "payments", "--manual").code == 0
+    found = {r["id"]: r for r in json.loads(run("stuck", "-o", "json").out)}
+    assert {found[i]["policy_from"] for i in ids["charge_card"]} == {"queue"}
+    assert {found[i]["action"] for i in ids["charge_card"]} == {"fail"}
+
+
+def test_only_jobctls_owner_records_a_policy_per_kind(roles, conn, dsn, run):
+    from helpers import grant_roles
+    from psycopg import conninfo
+
+    kinded(conn, run)
+    assert grant_roles(run, roles).code == 0
+    operator = conninfo.make_conninfo(dsn, user=roles["operator"])
+    refused = run("policy", "--kind", "send_email", "--manual", dsn=operator)
+    assert refused.code == 2, refused.err
+    assert "only its owner writes" in refused.err
+    assert run("policy", "--list", dsn=operator).code == 0  # everyone reads them
+    assert run("stuck", dsn=conninfo.make_conninfo(dsn, user=roles["readonly"])).code == 0
+
+
+def test_report_breaks_the_incident_down_by_kind_and_queue(conn, dsn, run):
+    conn.execute("ALTER TABLE jobs ALTER COLUMN recovery_policy SET DEFAULT 'manual'")
+    ids = kinded(conn, run)
+    conn.execute(
+        "UPDATE jobs SET recovery_policy = 'auto' WHERE id = ANY(%s)", (ids["send_email"],)
+    )
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    found = json.loads(run("report", "-o", "json").out)
+    by_kind = {g["kind"]: g for g in found["by_kind"]}
+    assert by_kind["send_email"]["expired_jobs"] == 3 and by_kind["send_email"]["requeued"] == 3
+    assert by_kind["charge_card"]["parked"] == 3
+    assert by_kind["charge_card"]["awaiting_review"] == 3
+    assert {g["queue"] for g in found["by_queue"]} == {"mail", "payments"}
+    page = run("report").out
+    assert "## By kind" in page and "## By queue" in page and "charge_card" in page
+    narrowed = json.loads(run("report", "--kind", "send_email", "-o", "json").out)
+    assert [g["kind"] for g in narrowed["by_kind"]] == ["send_email"]
+
+
+def test_events_and_explain_name_the_kind(conn, dsn, run):
+    ids = kinded(conn, run)
+    expire_all(dsn, 6)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    found = json.loads(run("events", "-o", "json").out)
+    assert {(e["id"], e["kind"], e["queue"]) for e in found} >= {
+        (ids["send_email"][0], "send_email", "mail")
+    }
+    piped = run("events", "-o", "tsv").out.splitlines()[0].split("\t")
+    assert piped[:4] == ["at", "id", "kind", "queue"]
+    assert "KIND" in run("events", "-o", "wide").out
+    story = run("explain", str(ids["charge_card"][0])).out
+    assert f"Job {ids['charge_card'][0]} (kind charge_card, queue payments) is" in story
+
+
+def test_the_service_takes_the_filters_and_says_how_to_map_kind(conn, dsn, run):
+    result = run("reclaim", "--commit", "--yes", "--every", "1s", "--kind", "x")
+    assert result.code == 2 and "--column kind=COLUMN" in result.err

@@ -117,6 +117,9 @@ def events(
     ] = False,
     limit: opt.Limit = None,
     full: opt.Full = False,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -136,7 +139,9 @@ def events(
             actor=actor,
             worker=worker,
             ids=s.job_ids(job_ids) if job_ids else None,
+            what=opt.slice_of(kind, queue, error),  # the jobs as they are now
         )
+        window.what.check(s.table.mapping)
         with s.transaction(read_only=True):
             if out.tabular:  # a table needs every row for its widths: the first ones
                 cap = EVENTS_TABLE_ROWS if limit is None else limit
@@ -145,10 +150,14 @@ def events(
                 )
                 more = len(found) > cap
                 found = found[:cap]
-                doc = views.table(found, found, rows.JOB_EVENT_COLUMNS, views.JOB_EVENT_VIEW)
+                shown = rows.with_optional(rows.JOB_EVENT_COLUMNS, found)
+                doc = views.table(found, found, shown, views.JOB_EVENT_VIEW)
             else:
                 streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
-                doc = views.table(streamed, streamed, rows.JOB_EVENT_COLUMNS)
+                mapped = s.table.mapping.mapped_optional
+                doc = views.table(
+                    streamed, streamed, rows.with_optional(rows.JOB_EVENT_COLUMNS, mapped)
+                )
                 more = False
             terminal.emit(doc, out, fmt)
     if more:
@@ -163,6 +172,9 @@ def report(
         str, typer.Option(metavar="WHEN", help="From this long ago (2h) or this time.")
     ] = "2h",
     until: opt.Until = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
     out: opt.Out = output.Output.table,
 ) -> None:
     """An incident on one page of Markdown, for the postmortem: what expired (when, by
@@ -175,7 +187,11 @@ def report(
     from jobctl.ops import report as core
     from jobctl.render import markdown
 
-    window = events.Window(since=events.bound(since), until=events.bound(until) if until else None)
+    window = events.Window(
+        since=events.bound(since),
+        until=events.bound(until) if until else None,
+        what=opt.slice_of(kind, queue, error),
+    )
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = core.collect(s, window)
         target = s.settings.target

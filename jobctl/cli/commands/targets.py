@@ -90,7 +90,7 @@ def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
     """One target, checked: where the connection landed, its role, its table's state."""
     from jobctl import db
     from jobctl.db import session
-    from jobctl.ops import replica
+    from jobctl.ops import replica, slices
     from jobctl.schema import unserved
 
     with session.open(target.settings) as s:
@@ -100,7 +100,8 @@ def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
         stuck = None
         if missing is None:
             with s.transaction(read_only=True):
-                leases = s.one("metrics_leases", {"soon": dt.timedelta(0)})
+                every = slices.EVERY.params()  # no --kind, --queue, --error
+                leases = s.one("metrics_leases", {"soon": dt.timedelta(0), **every})
             stuck = leases["stuck_auto"] + leases["stuck_manual"]
     role = st.role if not st.standby else f"standby (lag {replica.seconds(st.lag_s)})"
     return {

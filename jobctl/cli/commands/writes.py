@@ -438,22 +438,75 @@ def quarantine(
 
 def policy(
     ctx: typer.Context,
-    job_ids: opt.JobIds,
+    job_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Job ids (or --kind / --queue).", metavar="[ID...]", show_default=False
+        ),
+    ] = None,
     auto: Annotated[
         bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
     ] = True,
     reason: opt.Reason = None,
     yes: opt.Yes = False,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            metavar="K", help="Set the policy of every job of this kind (the mapped column)."
+        ),
+    ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(metavar="Q", help="Set the policy of every job of this queue."),
+    ] = None,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="With --kind/--queue: remove its policy.")
+    ] = False,
+    list_kinds: Annotated[
+        bool, typer.Option("--list", help="List the policies per kind and queue.")
+    ] = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """Set jobs' recovery policy (auto: reclaim may requeue; manual: a human decides).
 
-    Fenced and audited like every write. Example: jobctl policy 42 --auto --reason "fixed"
+    Fenced and audited like every write. --kind K / --queue Q record a policy for every job
+    of that kind or queue (manual wins over the row's; recorded in jobctl's schema and its
+    history); --list lists them, --remove removes one.
+    Example: jobctl policy 42 --auto --reason "fixed"; jobctl policy --kind charge_card --manual
     """
-    from jobctl.ops import manual
+    from jobctl.ops import kind_policy, manual
 
     wanted = "auto" if auto else "manual"
+    if list_kinds or kind is not None or queue is not None:
+        if job_ids:
+            raise errors.UsageError("give job ids or --kind/--queue/--list, not both")
+        with context.open_session(ctx) as s:
+            if list_kinds:
+                found = kind_policy.listed(s)
+                terminal.emit(views.table(found, found), out, fmt)
+                return
+            if kind is not None and queue is not None:
+                raise errors.UsageError("give --kind or --queue, one at a time")
+            dimension, value = ("kind", kind) if kind is not None else ("queue", queue or "")
+            if remove:
+                gone = kind_policy.remove(s, dimension, value, reason=reason)
+                terminal.say(
+                    f"policy of {dimension} {value} removed: its jobs' rows decide"
+                    if gone
+                    else f"no policy recorded for {dimension} {value}: nothing changed"
+                )
+                return
+            kind_policy.set_policy(s, dimension, value, wanted, reason=reason)
+        terminal.say(
+            f"{dimension} {value}: policy {wanted}, recorded"
+            + (": reclaim treats its jobs as manual" if wanted == "manual" else "")
+        )
+        return
+    if remove:
+        raise errors.UsageError("--remove removes a policy per kind: give --kind or --queue")
+    if not job_ids:
+        raise errors.UsageError("give job ids, or --kind K / --queue Q, or --list")
     with context.open_session(ctx) as s:
         report = manual.set_policies(
             s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
