@@ -246,7 +246,6 @@ def metrics(
     whatever the exit code: a target down is published as its up 0)."""
     import time
 
-    from jobctl.cli.commands import monitoring
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
@@ -258,7 +257,7 @@ def metrics(
         return s.table.qualified, figures
 
     outcomes = _read(ctx, targets, read)
-    monitoring.publish(
+    terminal.publish(
         textfile,
         openmetrics.exposition_across(
             [(o.target.name, o.value) for o in outcomes if o.value],

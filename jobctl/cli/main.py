@@ -1,5 +1,5 @@
 """The typer app: the global options, the read commands (stuck, summary, show, history,
-explain, metrics), ``demo`` and the entry point. The other commands live in
+explain), ``demo`` and the entry point. The other commands live in
 ``cli/commands/`` and ``cli/fleet.py`` (across several targets) and are registered here in the
 order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate, rich's renderers) are
 imported inside the commands, so that ``jobctl --help`` and shell completion stay fast.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -423,83 +422,11 @@ def explain(
     terminal.emit(context.marked(ctx, views.explain(result)), out, fmt)
 
 
-@app.command(
-    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
-)
-def metrics(
-    ctx: typer.Context,
-    expiring_within: opt.Soon = dt.timedelta(seconds=30),
-    reclaim_window: Annotated[
-        dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
-    ] = dt.timedelta(minutes=5),
-    max_stuck: Annotated[
-        int | None,
-        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
-    ] = None,
-    max_overdue: Annotated[
-        dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
-    ] = None,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
-    label_top: opt.LabelTop = 10,
-    textfile: cli_monitoring.Textfile = None,
-) -> None:
-    """Lease health in the Prometheus text format, for the node_exporter textfile collector,
-    a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
-    A database down: jobctl_up 0 is still printed, exit 1.
-
-    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
-    """
-    from jobctl.ops import metrics as core
-    from jobctl.render import openmetrics
-
-    what = opt.slice_of(kind, queue, error)
-    fleet = context.across(ctx)
-    if fleet is not None:
-        if what:
-            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
-        from jobctl.cli import fleet as cli_fleet
-
-        cli_fleet.metrics(
-            ctx,
-            fleet,
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-            max_stuck=max_stuck,
-            max_overdue=max_overdue,
-            textfile=textfile,
-        )
-        return
-    where = context.address(ctx)
-    target = where.target if isinstance(where, db.Settings) else None
-    try:
-        with context.open_session(ctx) as s, s.transaction(read_only=True):
-            figures = core.on_server(
-                s,
-                context.standing(ctx),
-                expiring_within=expiring_within,
-                reclaim_window=reclaim_window,
-                what=what,
-                top=label_top,
-            )
-            table = s.table.qualified
-    except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
-        cli_monitoring.publish(textfile, openmetrics.down(target, collected_at=time.time()))
-        raise
-    cli_monitoring.publish(
-        textfile,
-        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
-    )
-    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
-    for line in breached:
-        terminal.say(f"jobctl: CRITICAL: {line}")
-    if breached:
-        raise typer.Exit(errors.EXIT_FINDINGS)
-
-
 # ---------------------------------------------------------------- the other modules' commands
 # Registered here, in the order jobctl --help lists them (docs/commands.md follows it).
+app.command(
+    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
+)(cli_monitoring.metrics)
 app.command("reclaim")(cli_writes.reclaim_command)
 app.command(
     short_help="Jobs waiting for a human: reclaim failed or parked them; longest waiting first."

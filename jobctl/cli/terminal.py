@@ -9,7 +9,9 @@ import collections
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -341,3 +343,26 @@ def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
         say(totals)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
+
+
+def publish(textfile: Path | None, text: str) -> None:
+    """``text`` to stdout, or replacing ``textfile`` in one rename (``metrics --textfile``:
+    a scrape reads the old file or the new one, never half of one)."""
+    if textfile is None:
+        sys.stdout.write(text)
+        return
+    folder = textfile.parent
+    try:
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{textfile.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise errors.UsageError(f"--textfile {textfile}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # the collector runs as another user
+        os.replace(temporary, textfile)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,5 +1,6 @@
-"""What ``metrics`` and the reclaimer's notifications need of the CLI: where an exposition
-goes (``--textfile``), and the ``--notify`` options (``ops.notify`` does the rest).
+"""``jobctl metrics`` and what the reclaimer's notifications need of the CLI: where an
+exposition goes (``--textfile``), and the ``--notify`` options (``ops.notify`` does the rest).
+Registered by ``cli``.
 
 ``--textfile PATH`` writes the exposition the way node_exporter's textfile collector wants a
 file replaced: into a temporary file in the same directory (a name the collector skips, not
@@ -10,17 +11,19 @@ the old file or the new one, never half of one; and it is written whatever the e
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import os
-import sys
-import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from jobctl import errors
+from jobctl import db, errors
+from jobctl.cli import context, terminal
+from jobctl.cli import options as opt
 
 Textfile = Annotated[
     Path | None,
@@ -32,28 +35,6 @@ Textfile = Annotated[
         "textfile collector), up 0 included, instead of stdout.",
     ),
 ]
-
-
-def publish(textfile: Path | None, text: str) -> None:
-    """``text`` to stdout, or replacing ``textfile`` in one rename."""
-    if textfile is None:
-        sys.stdout.write(text)
-        return
-    folder = textfile.parent
-    try:
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{textfile.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise errors.UsageError(f"--textfile {textfile}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)  # the collector runs as another user
-        os.replace(temporary, textfile)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------- notifications
@@ -182,3 +163,75 @@ def refreshed(watch: Any, seen: list[Any]) -> None:
     if watch is not None:
         expired = [r for r in seen if r.get("lease_state", "expired") == "expired"]
         watch.burst_seen(len(expired), [r["id"] for r in expired])
+
+
+def metrics(
+    ctx: typer.Context,
+    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    reclaim_window: Annotated[
+        dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
+    ] = dt.timedelta(minutes=5),
+    max_stuck: Annotated[
+        int | None,
+        typer.Option(min=0, metavar="N", help="Exit 4 when more jobs than this are stuck."),
+    ] = None,
+    max_overdue: Annotated[
+        dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
+    ] = None,
+    kind: opt.Kinds = None,
+    queue: opt.Queues = None,
+    error: opt.ErrorText = None,
+    label_top: opt.LabelTop = 10,
+    textfile: Textfile = None,
+) -> None:
+    """Lease health in the Prometheus text format, for the node_exporter textfile collector,
+    a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
+    A database down: jobctl_up 0 is still printed, exit 1.
+
+    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
+    """
+    from jobctl.ops import metrics as core
+    from jobctl.render import openmetrics
+
+    what = opt.slice_of(kind, queue, error)
+    fleet = context.across(ctx)
+    if fleet is not None:
+        if what:
+            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
+        from jobctl.cli import fleet as cli_fleet
+
+        cli_fleet.metrics(
+            ctx,
+            fleet,
+            expiring_within=expiring_within,
+            reclaim_window=reclaim_window,
+            max_stuck=max_stuck,
+            max_overdue=max_overdue,
+            textfile=textfile,
+        )
+        return
+    where = context.address(ctx)
+    target = where.target if isinstance(where, db.Settings) else None
+    try:
+        with context.open_session(ctx) as s, s.transaction(read_only=True):
+            figures = core.on_server(
+                s,
+                context.standing(ctx),
+                expiring_within=expiring_within,
+                reclaim_window=reclaim_window,
+                what=what,
+                top=label_top,
+            )
+            table = s.table.qualified
+    except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
+        terminal.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        raise
+    terminal.publish(
+        textfile,
+        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    )
+    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
+    for line in breached:
+        terminal.say(f"jobctl: CRITICAL: {line}")
+    if breached:
+        raise typer.Exit(errors.EXIT_FINDINGS)
