@@ -460,6 +460,14 @@ BulkOlderThan = Annotated[
     dt.timedelta | None,
     Duration("With a filter: only jobs last changed longer ago than this."),
 ]
+BulkNoLease = Annotated[
+    bool,
+    typer.Option(
+        "--no-lease",
+        help="With a filter: only processing jobs with no lease (claimed by code that sets "
+        "none; reclaim never touches them).",
+    ),
+]
 BulkLimit = Annotated[
     int, typer.Option(min=1, metavar="N", help="With a filter: at most this many jobs.")
 ]

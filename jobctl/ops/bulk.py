@@ -37,24 +37,29 @@ class BulkFilter:
     worker: str | None = None  # the worker holding it (a processing job's reserved_by)
     older_than: dt.timedelta | None = None  # last changed (updated_at) longer ago than this
     limit: int = BULK_LIMIT
+    no_lease: bool = False  # processing with no lease (claimed by code that sets none)
 
     def __bool__(self) -> bool:
-        return bool(self.what or self.statuses or self.worker or self.older_than)
+        return bool(self.what or self.statuses or self.worker or self.older_than or self.no_lease)
 
     def params(self, s: Session) -> dict[str, Any]:
         mapping = s.table.mapping
         for status in self.statuses:
             if status not in STATUSES:
                 raise errors.UsageError(f"--status {status!r}: give one of {', '.join(STATUSES)}")
+        if self.no_lease and self.statuses and "processing" not in self.statuses:
+            raise errors.UsageError("--no-lease: jobs with no lease are processing ones")
+        default = ("processing",) if self.no_lease else DEFAULT_STATUSES
         values = [
             mapping.parked if d == "parked" else mapping.status(d)
-            for d in (self.statuses or DEFAULT_STATUSES)
+            for d in (self.statuses or default)
         ]
         return {
             "statuses": sorted(set(values)),
             "worker": self.worker,
             "older_than": self.older_than,
             "limit": self.limit,
+            "no_lease": self.no_lease,
             **self.what.params(),
         }
 

@@ -156,7 +156,9 @@ def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
         "Find the writer that claims without a lease with jobctl doctor. If its worker is gone, "
         f"{_arguments('requeue', job['id'], '--reason ...')} runs it again and "
         f"{_arguments('fail', job['id'], '--reason ...')} gives it up; either "
-        "write is fenced on the row's version as read, since there is no token to fence on.",
+        "write is fenced on the row's version as read, since there is no token to fence on. "
+        "For all such jobs at once, jobctl requeue --no-lease --save-plan FILE lists them "
+        "and saves a plan to review, applied by jobctl requeue --plan FILE.",
     ]
 
 

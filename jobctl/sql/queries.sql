@@ -630,7 +630,8 @@ RETURNING j.{id} AS id
 -- name: bulk_candidates
 -- requeue/fail on a filter (issue 35): the jobs it matches, read as manual_read reads one
 -- (its fence: status, token, version), with their kind and queue; by status (the table's
--- values), the worker holding it, how long since it last changed, and what the job is
+-- values), the worker holding it, how long since it last changed, what the job is, and
+-- (--no-lease) whether it is a claim with no lease (lease_missing, issue 34)
 SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
        {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
 FROM {table} j
@@ -640,6 +641,7 @@ WHERE j.{status} OPERATOR(pg_catalog.=) ANY(%(statuses)s::pg_catalog.text[]::{st
   AND (%(older_than)s::pg_catalog.interval IS NULL
        OR {j_updated_at_time} OPERATOR(pg_catalog.<)
           (pg_catalog.now() OPERATOR(pg_catalog.-) %(older_than)s::pg_catalog.interval))
+  AND (NOT %(no_lease)s::pg_catalog.bool OR {lease_missing})
   AND {mapped_filter}
 ORDER BY j.{id}
 LIMIT %(limit)s

@@ -181,3 +181,23 @@ def test_a_change_between_read_and_write_is_a_conflict(conn, dsn):
         result = manual.apply(s, decision, "requeue", reason="x", delay=dt.timedelta(0))
     assert result.outcome == "conflict"
     assert row_of(conn, ids[0]) == before
+
+
+def test_a_reviewed_plan_of_the_jobs_with_no_lease_requeues_them_fenced(conn, dsn, run, tmp_path):
+    """``requeue --no-lease --save-plan`` lists the claims with no lease (never a live lease
+    or another status), saves them as a plan, and ``requeue --plan`` requeues exactly those,
+    fenced on the row's version: the one that changed after the review is a conflict."""
+    ids = add_jobs(conn, 5)
+    unleased(conn, ids[:3])
+    claim_all(dsn, 1, lease_seconds=300)  # a live lease: not a claim without one
+    plan = tmp_path / "no-lease.json"
+    listed = run("requeue", "--no-lease", "--save-plan", str(plan), "-o", "json")
+    assert listed.code == 0, listed.err
+    assert sorted(r["id"] for r in json.loads(listed.out)) == sorted(ids[:3])
+    conn.execute("UPDATE jobs SET reserved_by = 'legacy-2' WHERE id = %s", (ids[0],))
+    applied = run("requeue", "--plan", str(plan), "--reason", "legacy claims", "--yes")
+    assert applied.code == 3, applied.err  # one conflict
+    assert "2 requeued, 1 conflict" in applied.err
+    assert row_of(conn, ids[0])["status"] == "processing"  # changed since: nothing written
+    assert [row_of(conn, i)["status"] for i in ids[1:3]] == ["queued", "queued"]
+    assert run("requeue", "--no-lease", "--status", "failed").code == 2  # not processing ones

@@ -158,6 +158,7 @@ def requeue(
     status: opt.BulkStatuses = None,
     worker: opt.Worker = None,
     older_than: opt.BulkOlderThan = None,
+    no_lease: opt.BulkNoLease = False,
     limit: opt.BulkLimit = 10_000,
     save_plan: opt.BulkSavePlan = None,
     spread: opt.Spread = dt.timedelta(0),
@@ -168,11 +169,11 @@ def requeue(
 
     --plan FILE requeues the rows of a saved review plan, each only if unchanged since the
     review; - reads ids from stdin (one per line, or JSON lines with an id). A filter
-    (--kind, --queue, --error, --status, --worker, --older-than) instead of ids lists the
-    jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
+    (--kind, --queue, --error, --status, --worker, --older-than, --no-lease) instead of ids
+    lists the jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
     if which or not (job_ids or plan):
         _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
         _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread)
@@ -209,6 +210,7 @@ def fail(
     status: opt.BulkStatuses = None,
     worker: opt.Worker = None,
     older_than: opt.BulkOlderThan = None,
+    no_lease: opt.BulkNoLease = False,
     limit: opt.BulkLimit = 10_000,
     save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
@@ -222,7 +224,7 @@ def fail(
     it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
-    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit)
+    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
     if which or not (job_ids or plan):
         _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
         _bulk(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
@@ -250,11 +252,17 @@ def _bulk_filter(
     worker: str | None,
     older_than: dt.timedelta | None,
     limit: int,
+    no_lease: bool,
 ) -> bulk.BulkFilter:
     from jobctl.ops import bulk
 
     return bulk.BulkFilter(
-        opt.slice_of(kind, queue, error), tuple(status or ()), worker, older_than, limit
+        opt.slice_of(kind, queue, error),
+        tuple(status or ()),
+        worker,
+        older_than,
+        limit,
+        no_lease,
     )
 
 
