@@ -132,7 +132,7 @@ def run(args, prefix: str, config: str) -> None:
     env |= {"JOBCTL_CONFIG": config, "NO_COLOR": "1"}
     first = dsns["t00"]
     stuck_sql = literal_sql(
-        first, "stuck", "jobs", {**triage.ExpiredFilter().params(), "limit": 1000}
+        first, "stuck", "jobs", {**triage.ExpiredFilter().params(), "limit": 1000, "no_lease": True}
     )
     psql = ["psql", "-X", "-q", "-A", "-t", "-c", stuck_sql, "-d"]
 

@@ -138,7 +138,7 @@ def statements(dsn: str, job_id: int) -> dict[str, str]:
         events = s.query("events_newest", **triage.shown_texts("e", "worker", "actor", "reason"))
         texts["events"] = mogrify(events, window)
     with session.open(db.Settings(dsn=dsn, table=EXPIRED)) as s:
-        where = triage.ExpiredFilter().params() | {"limit": None}
+        where = triage.ExpiredFilter().params() | {"limit": None, "no_lease": False}
         texts["dry run"] = psycopg.ClientCursor(s.conn).mogrify(s.query("stuck"), where)
     return texts
 

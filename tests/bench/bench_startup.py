@@ -71,7 +71,9 @@ def main() -> None:
     build_table(dsn, "bench_rss", 150_000, 100_000, 100_000)
     env = {**os.environ, "JOBCTL_DSN": dsn}
     where = triage.ExpiredFilter().params()
-    stuck_sql = literal_sql(dsn, "stuck", "bench_rss", {**where, "limit": 200_000})
+    stuck_sql = literal_sql(
+        dsn, "stuck", "bench_rss", {**where, "limit": 200_000, "no_lease": True}
+    )
     rows = [
         {
             "command": "jobctl stuck -o json (100k rows, streamed)",

@@ -43,7 +43,7 @@ def statements(dsn: str, name: str, job_id: int) -> dict[str, list[str]]:
     big = triage.EXACT_COUNT_LIMIT <= SIZES.get(name.removeprefix("bench_"), 0)
     status = ["summary_status_live", "summary_status_estimate"] if big else ["summary_status"]
     return {
-        "stuck": [literal_sql(dsn, "stuck", name, {**where, "limit": 100_000})],
+        "stuck": [literal_sql(dsn, "stuck", name, {**where, "limit": 100_000, "no_lease": True})],
         "summary": [
             literal_sql(dsn, q, name, {"oid": oid, "status_column": "status", **every})
             for q in ["table_size_estimate", *status]
