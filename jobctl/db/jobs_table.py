@@ -149,6 +149,9 @@ def optional_fragments(
         )
     fragments["mapped_columns"] = sql.SQL(" ").join(shown)
     fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
+    # reclaim --spread sets them (reclaim_paced): without it, no window and no join
+    fragments["paced"] = fragments["paced_join"] = sql.SQL("")
+    fragments["returns_at"] = sql.SQL("pg_catalog.now()")
     return fragments
 
 

@@ -354,13 +354,19 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
     # the action declared: the history then knows jobctl_action='reclaimed' is this write's
     params = {**which.params(), "limit": size}
+    fragments: dict[str, Any] = {}
+    if which.spread:  # the returns paced over the spread (reclaim_paced)
+        from psycopg import sql
+
+        fragments |= {
+            "paced": s.query("reclaim_paced"),
+            "paced_join": s.query("reclaim_paced_join"),
+            "returns_at": sql.SQL("paced.available_at"),
+        }
     if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
-        refund = s.query("refund_attempt")
-        rows = s.pipelined(
-            "reclaim_batch", params, action="reclaimed", reason=REFUND_REASON, refund_set=refund
-        )
-    else:
-        rows = s.pipelined("reclaim_batch", params, action="reclaimed")
+        fragments["refund_set"] = s.query("refund_attempt")
+    reason = REFUND_REASON if which.refund_attempt else None
+    rows = s.pipelined("reclaim_batch", params, action="reclaimed", reason=reason, **fragments)
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)

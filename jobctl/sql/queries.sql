@@ -221,9 +221,13 @@ CASE WHEN j.{status} <> {processing} OR {lease_missing} THEN 'none'
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
 -- matched column by column: a row IN (...) looks its operators up by name). A row with no
 -- attempt token is not one (lease_missing: reclaim's fence needs the token; stuck lists it
--- apart), so the dry run shows what the commit does
+-- apart), so the dry run shows what the commit does. The token's test is num_nulls(...) <> 1,
+-- not IS NOT NULL: the planner would multiply the lease's selectivity by the share of tokens
+-- not null in the whole table (done rows have none), though both go together, and, expecting
+-- fewer rows than a batch, sort every expired row in each batch instead of reading the reclaim
+-- index in order (3x the reclaim's time at 20k expired in 1M rows; docs/performance.md)
 j.{status} OPERATOR(pg_catalog.=) {processing}
-AND j.{attempt_token} IS NOT NULL
+AND pg_catalog.num_nulls(j.{attempt_token}) OPERATOR(pg_catalog.<>) 1
 AND j.{lease_expires_at}
     OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) %(grace)s::pg_catalog.interval)
 AND {operator_filter}
@@ -301,24 +305,12 @@ WITH expired AS (
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
-), paced AS (
-    -- --spread (issue 35): the k-th of n rows returns at now() + spread * (k - 1 + jitter) / n
-    SELECT expired.id,
-           pg_catalog.now() OPERATOR(pg_catalog.+)
-               (%(spread)s::pg_catalog.interval OPERATOR(pg_catalog.*)
-                ((((pg_catalog.row_number() OVER (ORDER BY expired.lease_expires_at,
-                                                           expired.id)
-                    OPERATOR(pg_catalog.-) 1)::pg_catalog.float8)
-                  OPERATOR(pg_catalog.+) pg_catalog.random())
-                 OPERATOR(pg_catalog./) (pg_catalog.count(*) OVER ())::pg_catalog.float8))
-               AS available_at
-    FROM expired
-)
+){paced}
 UPDATE {table} AS j
 SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                     THEN {queued} ELSE {parked} END,
     {available_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
-                          THEN paced.available_at ELSE j.{available_at} END,
+                          THEN {returns_at} ELSE j.{available_at} END,
     {reserved_by} = NULL,
     {reserved_at} = NULL,
     {heartbeat_at} = NULL,
@@ -330,12 +322,35 @@ SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_cat
                          THEN NULL ELSE pg_catalog.now() END,
     {updated_at} = {updated_at_now},
     jobctl_action = 'reclaimed'{refund_set}
-FROM expired JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
+FROM expired {paced_join}
 WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
   AND {status_text} OPERATOR(pg_catalog.=) expired.status
 RETURNING expired.*
+
+-- name: reclaim_paced
+-- reclaim --spread (issue 35), reclaim_batch's {paced} (with {returns_at} paced.available_at
+-- and {paced_join} reclaim_paced_join): the k-th of n rows returns at
+-- now() + spread * (k - 1 + jitter) / n. Only with --spread: joined back to the batch it costs
+-- a pass over the batch for each row (a nested loop of CTE scans: twice the batch's time at
+-- 500 rows), so a reclaim without it returns the rows at now() and has no join
+, paced AS (
+    SELECT expired.id,
+           pg_catalog.now() OPERATOR(pg_catalog.+)
+               (%(spread)s::pg_catalog.interval OPERATOR(pg_catalog.*)
+                ((((pg_catalog.row_number() OVER (ORDER BY expired.lease_expires_at,
+                                                           expired.id)
+                    OPERATOR(pg_catalog.-) 1)::pg_catalog.float8)
+                  OPERATOR(pg_catalog.+) pg_catalog.random())
+                 OPERATOR(pg_catalog./) (pg_catalog.count(*) OVER ())::pg_catalog.float8))
+               AS available_at
+    FROM expired
+)
+
+-- name: reclaim_paced_join
+-- reclaim --spread: each row of the batch with its return time (reclaim_paced)
+ JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
 
 -- name: refund_attempt
 -- reclaim --refund-attempt (issue 35), reclaim_batch's {refund_set}: a requeued job's killed

@@ -49,7 +49,15 @@ UNDER_USER_PATH = (
 )
 # jobctl's writes to the jobs table: the statements run with an action declared (found in
 # the code by write_statements_in_the_code; a new one must be added here, and is linted)
-WRITES = ("reclaim_batch", "refund_attempt", "manual_requeue", "manual_fail", "set_policy")
+WRITES = (
+    "reclaim_batch",
+    "reclaim_paced",
+    "reclaim_paced_join",
+    "refund_attempt",
+    "manual_requeue",
+    "manual_fail",
+    "set_policy",
+)
 # the catalog reads inside the writes' transactions (manual._require_audit, before the write)
 IN_WRITE_TRANSACTIONS = ("history_triggers", "table_columns")
 JOBCTL = Path(__file__).resolve().parents[2] / "jobctl"
