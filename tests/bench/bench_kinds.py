@@ -164,6 +164,7 @@ def main() -> None:
             "worker": None,
             "older_than": None,
             "limit": which.limit,
+            "no_lease": False,
             **which.what.params(),
         },
     )
