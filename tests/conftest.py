@@ -276,6 +276,24 @@ def run(env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monkey
     return invoke
 
 
+@pytest.fixture
+def jobctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """jobctl in-process against a DSN of a server a test made itself (the standbys', the
+    statistics server's): (exit code, stdout, stderr), with no JOBCTL_DSN/TABLE of the run."""
+    monkeypatch.setenv("JOBCTL_ACTOR", "tester@ci")
+    for name in ("JOBCTL_DSN", "DATABASE_URL", "JOBCTL_TABLE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def invoke(dsn: str, *args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+        code = cli.main(["--dsn", dsn, *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--chaos-seconds",

@@ -6,10 +6,8 @@ asserted. Each test has a database of its own (the statistics are read per datab
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import sys
 from collections.abc import Iterator
 
 import cluster
@@ -18,7 +16,6 @@ import pytest
 from shapes import BACKGROUND_TASKS
 
 from jobctl import lease
-from jobctl.cli import main as cli
 
 
 @pytest.fixture(scope="session")
@@ -61,22 +58,6 @@ def database(server: cluster.Server, *, extension: bool = True) -> str:
             except psycopg.errors.UndefinedFile:
                 pytest.skip("the server binaries have no pg_stat_statements")
     return dsn
-
-
-@pytest.fixture
-def jobctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("JOBCTL_ACTOR", "tester@ci")
-    for name in ("JOBCTL_DSN", "DATABASE_URL", "JOBCTL_TABLE"):
-        monkeypatch.delenv(name, raising=False)
-
-    def invoke(dsn: str, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-        code = cli.main(["--dsn", dsn, *args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
 
 
 def report(jobctl, dsn: str, *table: str) -> dict:

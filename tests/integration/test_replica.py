@@ -10,7 +10,6 @@ JOBCTL_REQUIRE_REPLICA=1 (CI sets it).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -81,23 +80,6 @@ def pair(bindir: str) -> Iterator[cluster.Replicated]:
         made.make_standby("sync1", synchronous=True)
         install(made.primary)
         yield made
-
-
-@pytest.fixture
-def jobctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """jobctl in-process against a DSN: (exit code, stdout, stderr)."""
-    monkeypatch.setenv("JOBCTL_ACTOR", "tester@ci")
-    for name in ("JOBCTL_DSN", "DATABASE_URL", "JOBCTL_TABLE"):
-        monkeypatch.delenv(name, raising=False)
-
-    def invoke(dsn: str, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-        code = cli.main(["--dsn", dsn, *args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
 
 
 def fresh_jobs(dsn: str, expired: int, live: int, worker: str = "w1") -> list[lease.Claim]:
