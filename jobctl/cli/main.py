@@ -204,7 +204,7 @@ def stuck(
         after = durations.show(ready_after, decimal_seconds=True)
         terminal.say(
             f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
-            f"than {after} (the oldest {waiting['oldest_ready_s']:.0f}s)"
+            f"than {after} (the oldest {durations.human(waiting['oldest_ready_s'])})"
             ": is any worker claiming? (jobctl summary shows the queue)"
         )
     if found and sys.stdout.isatty() and out.tabular:

@@ -15,6 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
+from jobctl import durations
 from jobctl.ops import doctor_statements as judge
 from jobctl.render.rows import Row
 from jobctl.schema import statements as rendered
@@ -266,7 +267,7 @@ def _review_check(s: Session, params: Row, history: bool) -> Row:
     evidence = f"park status {parked}; {awaiting} job(s) awaiting review (jobctl review)"
     wait = oldest["waited_s"] if oldest else None
     if wait is not None:
-        evidence += f", the oldest waiting {wait / 3600:.1f} h"
+        evidence += f", the oldest waiting {durations.human(wait)}"
     if human["at"] is not None:
         evidence += f"; a person last acted at {human['at']:%Y-%m-%d %H:%M:%S%z}"
     else:

@@ -138,9 +138,6 @@ def for_stuck_watch(
 ) -> tuple[Any, Any] | None:
     """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
     refresh), on one database only (``here``: its settings; a fleet is exit 2)."""
-    from jobctl import db
-    from jobctl.cli import terminal
-
     if not (urls or env_vars):
         return None
     if not watch or not isinstance(here, db.Settings):
