@@ -264,10 +264,10 @@ def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
     """The rows processing with an expired lease or none; refused while a lease is live."""
     leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
     if leases["n"]:
-        raise errors.Refused(
+        raise errors.NothingDone(
             f"{_shown(table.qualified)}: {leases['n']} row(s) processing with a live lease: "
             "their workers write the lease columns; stop them (or let the leases run out, "
-            "then reclaim) before jobctl schema remove --columns; nothing done"
+            "then reclaim) before jobctl schema remove --columns"
         )
     return int(leases["expired"])
 
