@@ -316,32 +316,20 @@ def summary(
         )
         return
 
-    def read(s: Session) -> output.Document:
+    def read(s: Session) -> tuple[output.Document, int | None]:
+        """The summary, and its processing jobs with no lease (None: counts --by a group)."""
         if by is not None:
-            return views.summary_by(triage.summary_by(s, by, expiring_within, what=what))
-        return views.summary(triage.summary(s, expiring_within, exact=exact, what=what))
+            found = triage.summary_by(s, by, expiring_within, what=what)
+            return views.summary_by(found), None
+        found = triage.summary(s, expiring_within, exact=exact, what=what)
+        return views.summary(found), found["processing"]["no_lease"]
 
     with context.open_session(ctx) as s:
         if watch:
-            context.run_watch(
-                ctx,
-                s,
-                lambda: read(s),
-                every,
-                count,
-                out,
-                fmt,
-            )
+            context.run_watch(ctx, s, lambda: read(s)[0], every, count, out, fmt)
             return
         with s.transaction(read_only=True):
-            if by is not None:
-                doc, no_lease = (
-                    views.summary_by(triage.summary_by(s, by, expiring_within, what=what)),
-                    None,
-                )
-            else:
-                found = triage.summary(s, expiring_within, exact=exact, what=what)
-                doc, no_lease = views.summary(found), found["processing"]["no_lease"]
+            doc, no_lease = read(s)
             silent = core_metrics.reclaimer_silent(core_metrics.reclaimer(s))
     terminal.emit(context.marked(ctx, doc), out, fmt)
     if no_lease is not None:
