@@ -245,7 +245,7 @@ def _by_group(report: IncidentReport, by: str) -> list[str]:
     if not groups:
         return [*out, f"Nothing expired or waits for review, whatever the {by}."]
     out += _table(
-        [by, "expired (jobs)", "requeued", f"became {report['parked']}", "awaiting review"],
+        [by, "expired (jobs)", "requeued", f"became {_text(report['parked'])}", "awaiting review"],
         (
             [g[by], g["expired_jobs"], g["requeued"], g["parked"], g["awaiting_review"]]
             for g in groups
