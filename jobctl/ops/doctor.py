@@ -133,9 +133,9 @@ def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = 
 
 
 def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row]:
-    from jobctl.ops.slices import Slice
+    from jobctl.ops.slices import EVERY
 
-    every = {"soon": dt.timedelta(0), **Slice().params()}  # every kind and queue
+    every = {"soon": dt.timedelta(0), **EVERY.params()}  # every kind and queue
     no_lease = int(s.one("summary_processing", every)["no_lease"])
     lease_rows = []
     if no_lease:
@@ -258,9 +258,9 @@ def _auto_check(s: Session, params: Row, history: bool) -> Row:
 
 def _review_check(s: Session, params: Row, history: bool) -> Row:
     from jobctl.ops import review
-    from jobctl.ops.slices import Slice
+    from jobctl.ops.slices import EVERY
 
-    awaiting = int(s.one("review_count", Slice().params())["awaiting_review"])
+    awaiting = int(s.one("review_count", EVERY.params())["awaiting_review"])
     parked = s.table.mapping.parked
     oldest = next(iter(review.awaiting(s, review.ReviewFilter(), 1)), None) if awaiting else None
     human = s.one("doctor_last_human_action", params) if history else {"at": None, "actor": None}

@@ -22,7 +22,7 @@ import psycopg
 from jobctl import db, errors
 from jobctl.db import session
 from jobctl.ops import reclaim, replica, triage
-from jobctl.ops.slices import Slice
+from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render.rows import ReclaimRow
 
@@ -248,7 +248,7 @@ def _review_count(s: session.Session) -> Callable[[], int]:
 
     def count() -> int:
         with s.transaction(read_only=True):
-            return int(s.one("review_count", Slice().params())["awaiting_review"])
+            return int(s.one("review_count", EVERY.params())["awaiting_review"])
 
     return count
 

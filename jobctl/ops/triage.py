@@ -204,7 +204,7 @@ def summary_by(
 def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     """The jobs ready to run (queued, available, unclaimed) when the oldest has waited longer
     than ``after``: how many, and its age; else None."""
-    ready = s.one("queue_ready", Slice().params())
+    ready = s.one("queue_ready", EVERY.params())
     oldest = ready["oldest_ready_s"]
     if oldest is None or oldest <= after.total_seconds():
         return None
