@@ -4,4 +4,4 @@ import sys
 
 from jobctl.cli import main as cli
 
-sys.exit(cli.main())
+sys.exit(cli.entry())

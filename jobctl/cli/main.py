@@ -508,6 +508,20 @@ def main(argv: list[str] | None = None) -> int:
         return errors.EXIT_ERROR
 
 
+def entry() -> int:
+    """The ``jobctl`` program (its console script and ``python -m jobctl``): ``main``, then
+    the cyclic garbage collector told to leave what the process made alone (``gc.freeze``).
+    Its last full collection at exit cost 30-50 ms of a 0.4 s command, to free memory that
+    the exit returns anyway; objects still go as their last reference does, and every file
+    and connection is closed before ``main`` returns. Not in ``main``: the tests call it
+    again and again in one process."""
+    import gc
+
+    code = main()
+    gc.freeze()
+    return code
+
+
 def _fail(run: context.Invocation, exc: BaseException, message: str) -> None:
     dsn = run.raw_dsn or db.Settings().resolved_dsn() or None
     if run.debug:

@@ -16,7 +16,6 @@ from jobctl.db.session import Confirm, Session
 from jobctl.ops import replica
 from jobctl.render import output
 from jobctl.render.rows import ManualResult, Row
-from jobctl.schema import history
 from jobctl.table.mapping import TableMapping
 
 Action = Literal["requeue", "fail"]
@@ -506,6 +505,8 @@ def _require_audit(s: Session) -> None:
     the trigger missing or disabled the action could not be audited (and the marker would
     stay in the row), so it is refused. The worker history is not needed (see
     schema apply --no-worker-history)."""
+    from jobctl.schema import history  # the writes alone: a listing or a plan needs none
+
     state = history.table_state(s.conn, s.table.oid)
     if state.mode is None or not state.enabled or state.missing_columns:
         raise errors.SchemaMissing(

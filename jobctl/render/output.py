@@ -123,6 +123,8 @@ def to_json(value: Any, *, indent: int | None = None) -> str:
     """Strict JSON (RFC 8259): never a bare NaN or Infinity (see _non_finite)."""
     try:
         if indent is None:  # one encoder for every row: json.dumps builds one per call
+            if _C_ENCODER is not None:
+                return "".join(_C_ENCODER(value, 0))
             return _ENCODER.encode(value)
         return json.dumps(
             value, default=_json_default, indent=indent, ensure_ascii=False, allow_nan=False

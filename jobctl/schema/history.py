@@ -22,7 +22,6 @@ import functools
 import hashlib
 import re
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import psycopg
@@ -69,12 +68,11 @@ class Migration:
 @functools.cache
 def migrations() -> tuple[Migration, ...]:
     """Every migration file, in order."""
-    folder = resources.files("jobctl").joinpath("sql/history")
     found = []
-    for entry in folder.iterdir():
-        match = _FILE.match(entry.name)
+    for name in queries.list_dir("history"):
+        match = _FILE.match(name)
         if match:
-            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+            found.append(Migration(int(match[1]), match[2], queries.read_text(f"history/{name}")))
     return tuple(sorted(found, key=lambda m: m.version))
 
 
