@@ -9,6 +9,9 @@ it carries the index docs/your-table.md recommends for --kind on a large table,
 ``(kind, status)``; ``--no-index`` measures without it.
 
     JOBCTL_BENCH_DB=jobctl_bench_me python tests/bench/bench_kinds.py --runs 5
+
+``--baseline-src NAME=PATH`` (repeatable) runs another jobctl source tree (a ``git worktree``
+of an older commit) interleaved with this one, on the same data.
 """
 
 from __future__ import annotations
@@ -140,7 +143,15 @@ def measured(command: Sequence[str], env: dict[str, str]) -> tuple[float, float]
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--no-index", action="store_true", help="without the (kind, status) index")
+    parser.add_argument(
+        "--baseline-src",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another jobctl source tree, run interleaved with this one (repeatable)",
+    )
     args = parser.parse_args()
+    baselines = dict(b.split("=", 1) for b in args.baseline_src)
     dsn = bench_dsn(args.dsn)
     build(dsn, index=not args.no_index)
     plan_dir = tempfile.mkdtemp(prefix="bench-kinds-")
@@ -170,16 +181,19 @@ def main() -> None:
     )
     env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_TABLE": NAME, "NO_COLOR": "1"}
     plan = os.path.join(plan_dir, "p.json")
-    commands = {
-        ("summary --by kind", "jobctl"): [*JOBCTL, "summary", "--by", "kind", "-o", "json"],
-        ("summary --by kind", "psycopg"): [sys.executable, "-c", BARE, dsn, groups],
-        ("requeue --kind --save-plan", "jobctl"): [
-            *JOBCTL, "requeue", "--kind", "kind_7", "--save-plan", plan, "-o", "json",
-        ],
-        ("requeue --kind --save-plan", "psycopg"): [
-            sys.executable, "-c", BARE, dsn, candidates, os.path.join(plan_dir, "bare.json"),
-        ],
-    }  # fmt: skip
+    trees = {"jobctl": JOBCTL} | {
+        name: ["env", "-C", path, f"PYTHONPATH={path}", *JOBCTL] for name, path in baselines.items()
+    }
+    commands: dict[tuple[str, str], list[str]] = {}
+    for name, jobctl in trees.items():
+        commands[("summary --by kind", name)] = [*jobctl, "summary", "--by", "kind", "-o", "json"]
+        commands[("requeue --kind --save-plan", name)] = [
+            *jobctl, "requeue", "--kind", "kind_7", "--save-plan", plan, "-o", "json",
+        ]  # fmt: skip
+    commands[("summary --by kind", "psycopg")] = [sys.executable, "-c", BARE, dsn, groups]
+    commands[("requeue --kind --save-plan", "psycopg")] = [
+        sys.executable, "-c", BARE, dsn, candidates, os.path.join(plan_dir, "bare.json"),
+    ]  # fmt: skip
     for command in commands.values():  # warm caches once
         measured(command, env)
     times: dict[tuple[str, str], list[float]] = {k: [] for k in commands}
@@ -198,17 +212,20 @@ def main() -> None:
     )
     rows = []
     for command in ("summary --by kind", "requeue --kind --save-plan"):
-        ours, floor = (statistics.median(times[(command, w)]) for w in ("jobctl", "psycopg"))
-        rows.append(
-            {
-                "command": command,
-                "jobctl s": f"{ours:.3f}",
-                "psycopg s": f"{floor:.3f}",
-                "ratio": f"{ours / floor:.2f}",
-                "jobctl MiB": f"{peaks[(command, 'jobctl')]:.0f}",
-                "psycopg MiB": f"{peaks[(command, 'psycopg')]:.0f}",
-            }
-        )
+        floor = statistics.median(times[(command, "psycopg")])
+        for name in trees:
+            ours = statistics.median(times[(command, name)])
+            rows.append(
+                {
+                    "command": command,
+                    "tree": name,
+                    "jobctl s": f"{ours:.3f}",
+                    "psycopg s": f"{floor:.3f}",
+                    "ratio": f"{ours / floor:.2f}",
+                    "jobctl MiB": f"{peaks[(command, name)]:.0f}",
+                    "psycopg MiB": f"{peaks[(command, 'psycopg')]:.0f}",
+                }
+            )
     print(table(rows, list(rows[0])))
 
 
