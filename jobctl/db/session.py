@@ -110,7 +110,7 @@ class Session:
             text = self._texts[key] = self.query(name, **fragments).as_bytes(self.conn)
         return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
 
-    def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
+    def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""
         return statements.run(self.conn, self.query(name), params or {})
 
