@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
-from jobctl.db import statements
+from jobctl.db import gateway
 from jobctl.render.rows import Row
 from jobctl.sql import queries
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # How a workflow asks the operator to go ahead: (question, the rows it is about to change,
 # a title for them); it returns to proceed, or raises errors.Refused (exit 2, nothing changed).
 Confirm = Callable[[str, Sequence[Any], str], None]
-STREAM_CHUNK = statements.STREAM_CHUNK  # rows a server-side cursor fetches at a time
+STREAM_CHUNK = gateway.STREAM_CHUNK  # rows a server-side cursor fetches at a time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +80,10 @@ class Session:
         return [row["id"] for row in rows]
 
     def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
-        return statements.rows(self.conn, self.query(name), params or {})
+        return gateway.rows(self.conn, self.query(name), params or {})
 
     def row(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
-        return statements.row(self.conn, self.query(name), params or {})
+        return gateway.row(self.conn, self.query(name), params or {})
 
     def one(self, name: str, params: dict[str, Any] | None = None) -> Row:
         """The single row a statement always returns (an aggregate, say)."""
@@ -112,7 +112,7 @@ class Session:
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""
-        return statements.run(self.conn, self.query(name), params or {})
+        return gateway.run(self.conn, self.query(name), params or {})
 
     def stream(
         self, name: str, params: dict[str, Any], **fragments: sql.Composable
@@ -122,7 +122,7 @@ class Session:
 
         The caller holds the transaction (a named cursor lives only inside one).
         """
-        yield from statements.stream(self.conn, self.query(name, **fragments), params)
+        yield from gateway.stream(self.conn, self.query(name, **fragments), params)
 
 
 def connect(settings: db.Settings) -> Session:

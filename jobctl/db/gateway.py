@@ -1,7 +1,7 @@
-"""Running jobctl's statements on a connection: the one place outside ``db/``'s own modules
-where a statement meets psycopg. ``Session`` runs its table's statements through these, and
-the code that works before a table is resolved (``schema/``, the demo's setup) calls them
-on the connection it holds.
+"""The gateway: the one place outside ``db/``'s own modules where a statement meets a
+psycopg connection. ``Session`` runs its table's statements through it, and the code that
+works before a table is resolved (``schema/``, the demo's setup) calls it on the connection
+it holds, as ``db.rows/row/one/run/stream``.
 
 A statement is the name of a block of ``sql/`` (composed with no fragments, as
 ``queries.query(name)``), or one already composed from such blocks (``queries.query(name,
@@ -12,7 +12,7 @@ transaction: the caller holds one (``db.transaction``, ``db.safe``) or runs in a
 Example::
 
     with db.transaction(conn, settings, read_only=True):
-        columns = statements.rows(conn, "table_columns", {"oid": oid})
+        columns = db.rows(conn, "table_columns", {"oid": oid})
 """
 
 from __future__ import annotations
