@@ -79,11 +79,24 @@ class Session:
             raise
         return [row["id"] for row in rows]
 
-    def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
-        return gateway.rows(self.conn, self.query(name), params or {})
+    def rows(
+        self, name: str, params: dict[str, Any] | None = None, **fragments: sql.Composable
+    ) -> list[Row]:
+        """The named statement's rows (``fragments``: the statement's own, as ``query``)."""
+        return gateway.rows(self.conn, self.query(name, **fragments), params or {})
 
-    def row(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
-        return gateway.row(self.conn, self.query(name), params or {})
+    def row(
+        self,
+        name: str,
+        params: dict[str, Any] | None = None,
+        *,
+        times_as_text: bool = False,
+        **fragments: sql.Composable,
+    ) -> Row | None:
+        """The named statement's first row, or None (``times_as_text``: a time beyond a
+        client's calendar read as its text, ``db.row``)."""
+        statement = self.query(name, **fragments)
+        return gateway.row(self.conn, statement, params or {}, times_as_text=times_as_text)
 
     def one(self, name: str, params: dict[str, Any] | None = None) -> Row:
         """The single row a statement always returns (an aggregate, say)."""
