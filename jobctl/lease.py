@@ -86,6 +86,9 @@ class Worker:
         self._statements: dict[str, sql.Composed] = {}
 
     def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        # the one statement runner outside db/'s gateway, on purpose: the public worker API
+        # runs on the application's own connection, with tuple rows and, when asked,
+        # prepared statements (db.rows/row/run never prepare, and make dict rows)
         cursor = self.conn.cursor(row_factory=psycopg.rows.tuple_row)
         # unprepared unless asked: behind a pooler in transaction mode the next statement may
         # run on another server connection, where a prepared one does not exist

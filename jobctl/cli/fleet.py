@@ -289,7 +289,7 @@ def reclaim(
 ) -> None:
     """``reclaim`` across targets: the dry run at once on every target; a commit (or a plan
     across targets) target after target, after one confirmation; the service for them all."""
-    if request.where.ids:
+    if request.expired.ids:
         raise errors.UsageError("--id: ids are per database: give one --target with it")
     if request.every is not None:
         _serve(targets, request, out, fmt)
@@ -314,7 +314,7 @@ def _dry_run(
 
     def read(s: Session, st: Standing, say: fleet.Say) -> tuple[dict[str, Any], list[Any]]:
         found = core.dry_run(
-            s, replica.widen(request.where, st, trust=trust_replica), request.limit
+            s, replica.widen(request.expired, st, trust=trust_replica), request.limit
         )
         note = replica.dry_run_note(st)
         if note:
@@ -425,7 +425,7 @@ def _serve(
         raise errors.UsageError("no target can be served")
     failed = service.run_many(
         [(t.name, t.settings) for t in usable],
-        request.where,
+        request.expired,
         batch_size=request.batch_size,
         every=request.every,
         on_batch=lambda name, applied: terminal.emit_reclaimed(

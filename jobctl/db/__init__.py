@@ -7,6 +7,8 @@ names, the way callers use them):
 * ``jobs_table``: the jobs table resolved in the database (``JobsTable``, ``resolve_table``);
 * ``failures``: database errors as one line and an exit code (``mapped_errors``);
 * ``secrets``: passwords kept out of every message (``redact``);
+* ``gateway``: a statement of ``sql/`` run on a connection (``rows``, ``row``, ``one``,
+  ``run``, ``stream``), the only way one reaches the server outside ``db/``;
 * ``session``: the one way in, a connection with its settings and table (``Session``);
 * ``locks``, ``loaders``: lock tries that never make workers queue; values read safely.
 """
@@ -29,6 +31,7 @@ from jobctl.db.failures import (
     moved_to_another_partition,
     pooler_hint,
 )
+from jobctl.db.gateway import one, row, rows, run, stream
 from jobctl.db.jobs_table import (
     DESIGN_ID_TYPE,
     DESIGN_STATUS_TYPE,
@@ -69,13 +72,18 @@ __all__ = [
     "identify",
     "mapped_errors",
     "moved_to_another_partition",
+    "one",
     "pipelined",
     "pooler_hint",
     "recorded_mapping",
     "redact",
     "resolve_table",
+    "row",
+    "rows",
+    "run",
     "safe",
     "spelling",
+    "stream",
     "table_not_found",
     "transaction",
     "under_user_search_path",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
+from jobctl.db import gateway
 from jobctl.render.rows import Row
 from jobctl.sql import queries
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # How a workflow asks the operator to go ahead: (question, the rows it is about to change,
 # a title for them); it returns to proceed, or raises errors.Refused (exit 2, nothing changed).
 Confirm = Callable[[str, Sequence[Any], str], None]
-STREAM_CHUNK = 2_000  # rows a server-side cursor fetches at a time
+STREAM_CHUNK = gateway.STREAM_CHUNK  # rows a server-side cursor fetches at a time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +79,24 @@ class Session:
             raise
         return [row["id"] for row in rows]
 
-    def rows(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
-        return self.conn.execute(self.query(name), params or {}).fetchall()
+    def rows(
+        self, name: str, params: dict[str, Any] | None = None, **fragments: sql.Composable
+    ) -> list[Row]:
+        """The named statement's rows (``fragments``: the statement's own, as ``query``)."""
+        return gateway.rows(self.conn, self.query(name, **fragments), params or {})
 
-    def row(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
-        return self.conn.execute(self.query(name), params or {}).fetchone()
+    def row(
+        self,
+        name: str,
+        params: dict[str, Any] | None = None,
+        *,
+        times_as_text: bool = False,
+        **fragments: sql.Composable,
+    ) -> Row | None:
+        """The named statement's first row, or None (``times_as_text``: a time beyond a
+        client's calendar read as its text, ``db.row``)."""
+        statement = self.query(name, **fragments)
+        return gateway.row(self.conn, statement, params or {}, times_as_text=times_as_text)
 
     def one(self, name: str, params: dict[str, Any] | None = None) -> Row:
         """The single row a statement always returns (an aggregate, say)."""
@@ -109,9 +123,9 @@ class Session:
             text = self._texts[key] = self.query(name, **fragments).as_bytes(self.conn)
         return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
 
-    def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
+    def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""
-        return self.conn.execute(self.query(name), params or {}).rowcount
+        return gateway.run(self.conn, self.query(name), params or {})
 
     def stream(
         self, name: str, params: dict[str, Any], **fragments: sql.Composable
@@ -121,10 +135,7 @@ class Session:
 
         The caller holds the transaction (a named cursor lives only inside one).
         """
-        with self.conn.cursor(name="jobctl_stream") as cursor:
-            cursor.itersize = STREAM_CHUNK
-            cursor.execute(self.query(name, **fragments), params)
-            yield from cursor
+        yield from gateway.stream(self.conn, self.query(name, **fragments), params)
 
 
 def connect(settings: db.Settings) -> Session:

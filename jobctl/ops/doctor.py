@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
-from jobctl import durations
+from jobctl import db, durations
 from jobctl.ops import doctor_statements as judge
 from jobctl.render.rows import Row
 from jobctl.schema import statements as rendered
@@ -95,12 +95,12 @@ def statistics(s: Session) -> tuple[list[Row] | None, Row]:
     schema = sql.Identifier(info["schema"])
     try:
         with s.conn.transaction():  # a savepoint: the rest of the checks still run
-            found = s.conn.execute(
-                queries.query("doctor_statistics", schema=schema), {"relname": s.table.name}
-            ).fetchall()
-            reset = s.conn.execute(
-                queries.query("doctor_statistics_reset", schema=schema)
-            ).fetchone()
+            found = db.rows(
+                s.conn,
+                queries.query("doctor_statistics", schema=schema),
+                {"relname": s.table.name},
+            )
+            reset = db.row(s.conn, queries.query("doctor_statistics_reset", schema=schema))
     except psycopg.errors.ObjectNotInPrerequisiteState:  # created, but not preloaded
         return None, {"schema": None}
     return found, {**info, "stats_reset": reset["stats_reset"] if reset else None}

@@ -480,7 +480,7 @@ def _fenced_write(
             try:
                 with s.transaction(action=action, reason=reason):
                     _require_audit(s)
-                    updated = s.execute(statement, {**params, "seen": seen})
+                    updated = s.run(statement, {**params, "seen": seen})
             except psycopg.errors.SerializationFailure as exc:
                 # a table partitioned by status: a worker's transition moved the row to
                 # another partition while this write waited for it (SQLSTATE 40001)

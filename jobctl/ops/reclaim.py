@@ -39,7 +39,7 @@ class Request:
     commit: bool = False
     batch_size: int = 50
     limit: int | None = None
-    where: ExpiredFilter = dataclasses.field(default_factory=ExpiredFilter)
+    expired: ExpiredFilter = dataclasses.field(default_factory=ExpiredFilter)
     save_plan: Path | None = None
     plan: Path | None = None
     every: dt.timedelta | None = None
@@ -62,7 +62,7 @@ class Request:
             raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
         narrowed = (
             dataclasses.replace(
-                self.where, spread=dt.timedelta(0), refund_attempt=False, park_older_than=None
+                self.expired, spread=dt.timedelta(0), refund_attempt=False, park_older_than=None
             )
             != ExpiredFilter()
         )
@@ -95,18 +95,19 @@ def start(
     run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
     lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
-    request.where.check(s.table.mapping)  # --kind on a table that maps none: exit 2
+    request.expired.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     if not request.commit:
         from jobctl.ops import replica
 
-        widened = replica.widen(request.where, standing, trust=trust_replica)
-        request = dataclasses.replace(request, where=widened)
-    if request.where.ids:  # as typed: converted (and checked) by the database
+        widened = replica.widen(request.expired, standing, trust=trust_replica)
+        request = dataclasses.replace(request, expired=widened)
+    if request.expired.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(
-            request, where=dataclasses.replace(request.where, ids=s.job_ids(request.where.ids))
+            request,
+            expired=dataclasses.replace(request.expired, ids=s.job_ids(request.expired.ids)),
         )
     if not request.commit:  # streamed: a million expired rows are never held at once
-        batches = streamed_dry_run(s, request.where, request.limit, request.save_plan)
+        batches = streamed_dry_run(s, request.expired, request.limit, request.save_plan)
         # the statement runs now, its first chunk read: a failure of its own (a column the
         # table lacks, a privilege) is start's, as for the whole list, not a later batch's
         return Run(_started(batches), None)
@@ -117,7 +118,7 @@ def start(
         return Run(committed(s, request, planned), len(planned))
     total = None
     if not request.yes:
-        preview_rows = sample(s, request.where, request.limit)
+        preview_rows = sample(s, request.expired, request.limit)
         total = preview_rows.total
         requeue = preview_rows.actions["requeue"]
         confirm(
@@ -132,10 +133,11 @@ def committed(
     s: Session, request: Request, planned: list[Row] | None
 ) -> Iterator[list[ReclaimRow]]:
     """A commit's batches: a reviewed plan's rows (``planned``, fenced on what was reviewed),
-    else the expired rows ``request.where`` finds — one database's, or one target's of several."""
+    else the expired leases ``request.expired`` selects — one database's, or one target's of
+    several."""
     if planned is not None:
-        return commit_plan(s, planned, batch_size=request.batch_size, how=request.where)
-    return commit(s, request.where, batch_size=request.batch_size, limit=request.limit)
+        return commit_plan(s, planned, batch_size=request.batch_size, how=request.expired)
+    return commit(s, request.expired, batch_size=request.batch_size, limit=request.limit)
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)

@@ -119,7 +119,7 @@ def _previewed(
     from jobctl.ops import reclaim as core
 
     return fleet.read(
-        targets, access, lambda s, _st, _say: core.dry_run(s, request.where, request.limit)
+        targets, access, lambda s, _st, _say: core.dry_run(s, request.expired, request.limit)
     )
 
 

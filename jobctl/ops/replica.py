@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations, errors
 from jobctl.render import output
-from jobctl.sql import queries
 
 if TYPE_CHECKING:
     import psycopg
@@ -74,10 +73,8 @@ class Standing:
 
 def probe(conn: psycopg.Connection[Any]) -> Standing:
     """Where ``conn`` is, and, on a standby, how far behind (one catalog query)."""
-    from psycopg.rows import dict_row
-
     with db.safe(conn):  # on jobctl's search path, as every read
-        row = conn.cursor(row_factory=dict_row).execute(queries.query("replica_state")).fetchone()
+        row = db.row(conn, "replica_state")  # (dict rows, whatever the connection makes)
     assert row is not None
     return standing(str(conn.info.host), str(conn.info.port or ""), row)
 

@@ -80,7 +80,8 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
     }
     for by in s.table.mapping.mapped_optional:  # kind, queue: when the table maps them
         key = s.table.fragments[f"{by}_value"]
-        statement = s.query("report_by_group", group_key=key)
-        grouped = [{by: r.pop("grp"), **r} for r in s.conn.execute(statement, params).fetchall()]
+        grouped = [
+            {by: r.pop("grp"), **r} for r in s.rows("report_by_group", params, group_key=key)
+        ]
         found[f"by_{by}"], found[f"by_{by}_groups"] = _listed(grouped, "all_groups")
     return cast(IncidentReport, found)

@@ -232,7 +232,7 @@ def _record_pass(
     }
     try:
         with s.transaction():
-            s.execute("record_reclaimer_pass", params)
+            s.run("record_reclaimer_pass", params)
         return True
     except (psycopg.errors.UndefinedTable, psycopg.errors.InsufficientPrivilege) as exc:
         why = " ".join(str(exc).split())

@@ -10,7 +10,6 @@ from typing import Any, cast
 from psycopg import sql
 
 from jobctl import errors
-from jobctl.db import loaders
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
 from jobctl.ops.slices import EVERY, Slice
@@ -192,7 +191,7 @@ def summary_by(
         "error": queries.query("error_group", **fragments),
     }[by]
     params = {"soon": expiring_within, "limit": limit, **what.params()}
-    found = s.conn.execute(s.query("summary_groups", group_key=key), params).fetchall()
+    found = s.rows("summary_groups", params, group_key=key)
     return {
         "table": s.table.qualified,
         "by": by,
@@ -218,13 +217,16 @@ def cut(full: bool) -> int | None:
 
 def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     (typed,) = s.job_ids([job_id])
-    with s.conn.cursor() as cursor:  # a time beyond a client's calendar shown as its text
-        loaders.times_beyond_the_calendar_as_text(cursor)
-        if full:
-            row = cursor.execute(s.query("job_row"), {"id": typed}).fetchone()
-        else:
-            statement = s.query("job_row_shown", shown_columns=_shown_columns(s))
-            row = cursor.execute(statement, {"id": typed, "cut": DISPLAY_CHARS}).fetchone()
+    # a time beyond a client's calendar shown as its text
+    if full:
+        row = s.row("job_row", {"id": typed}, times_as_text=True)
+    else:
+        row = s.row(
+            "job_row_shown",
+            {"id": typed, "cut": DISPLAY_CHARS},
+            times_as_text=True,
+            shown_columns=_shown_columns(s),
+        )
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     row.pop("row_version", None)
@@ -300,13 +302,12 @@ def _attempts_and_events(
 
     params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
     mode = hist.table_state(s.conn, s.table.oid).mode
-    attempts_query = s.query("job_attempts", **shown_texts("a", "worker"))
-    events_query = s.query("job_events", **shown_texts("e", "worker", "actor", "reason"))
     attempts = job_history.merge(
-        s.conn.execute(attempts_query, params).fetchall(),
+        s.rows("job_attempts", params, **shown_texts("a", "worker")),
         job_history.live_attempt(the_job, mode, s.table.mapping),
     )
-    stored = s.conn.execute(events_query, params | {"limit": limit}).fetchall()
+    events_texts = shown_texts("e", "worker", "actor", "reason")
+    stored = s.rows("job_events", params | {"limit": limit}, **events_texts)
     completion = job_history.unrecorded_completion(
         the_job, attempts, stored, s.table.mapping.status("done")
     )

@@ -145,10 +145,10 @@ def _existing_table(
         table = db.resolve_table(conn, table_name, mapping)
     found = shape.inspect(conn, table.qualified)
     _refuse_unserved(conn, table, found, mapping)
-    has_rows = shape.one_row(conn, queries.query("table_has_rows", table.ident))["e"]
+    has_rows = db.one(conn, queries.query("table_has_rows", table.ident))["e"]
     constraints = {
         r["conname"]: r["convalidated"]
-        for r in shape.catalog_rows(conn, "table_constraints", table.oid)
+        for r in db.rows(conn, "table_constraints", {"oid": table.oid})
     }
     return TableFacts(
         ident=table.ident,

@@ -82,7 +82,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
     results = _table_checks(conn, table)
-    columns = {r["name"]: r["type"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    columns = {r["name"]: r["type"] for r in db.rows(conn, "table_columns", {"oid": table.oid})}
     wrong = _wrong_lease_columns(table, columns)
     results += _column_checks(table, columns, wrong)
     results += _constraint_checks(conn, table)
@@ -145,7 +145,7 @@ def _constraint_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> li
     """A validated check constraint on each of recovery_policy and reclaim_count."""
     check_defs = [
         r["definition"]
-        for r in shape.catalog_rows(conn, "table_constraints", table.oid)
+        for r in db.rows(conn, "table_constraints", {"oid": table.oid})
         if r["kind"] == "c" and r["convalidated"]
     ]
     results = []
@@ -190,9 +190,7 @@ def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -
     found = []
     for design in table.mapping.mapped_optional:
         column = table.mapping.columns[design]
-        row = conn.execute(
-            queries.query("leading_index"), {"oid": table.oid, "column": column}
-        ).fetchone()
+        row = db.row(conn, "leading_index", {"oid": table.oid, "column": column})
         assert row is not None
         status = table.mapping.column("status")
         advice = (
@@ -236,7 +234,7 @@ def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[C
 def _lease_row_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
     """Rows reclaim cannot see, and rows whose token disagrees with their status."""
     names = table.mapping
-    counts = shape.one_row(conn, queries.query("lease_consistency", **table.fragments))
+    counts = db.one(conn, queries.query("lease_consistency", **table.fragments))
     return [
         Check(
             "processing rows without lease or token",

@@ -83,12 +83,12 @@ def latest_version() -> int:
 def installed_version(conn: psycopg.Connection[Any]) -> int | None:
     """The last migration applied to this database (0: none, or the unversioned history;
     None: this role may not read jobctl.migrations, as granted before version 2)."""
-    row = conn.execute(queries.query("history_versioned")).fetchone()
+    row = db.row(conn, "history_versioned")
     if row is None:
         return 0
     if not row["readable"]:
         return None
-    row = conn.execute(queries.query("history_version")).fetchone()
+    row = db.row(conn, "history_version")
     return int(row["v"]) if row else 0
 
 
@@ -172,11 +172,8 @@ def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableSt
     if table_oid is None:
         return TableState(None, None, False, (), tuple(COLUMNS), ())
     params = {"oid": table_oid}
-    triggers = conn.execute(queries.query("history_triggers"), params).fetchall()
-    columns = {
-        r["name"]: r["type"]
-        for r in conn.execute(queries.query("table_columns"), params).fetchall()
-    }
+    triggers = db.rows(conn, "history_triggers", params)
+    columns = {r["name"]: r["type"] for r in db.rows(conn, "table_columns", params)}
     mode = version = digest = function_md5 = None
     function = None
     enabled = False
@@ -221,9 +218,7 @@ def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     """The function and trigger ``target`` should have in ``mode``, spelled in its names."""
     fragments = dict(target.fragments)
     # the table's name as the history records it (a partition's trigger records its table's)
-    named = conn.execute(
-        queries.query("qualified_name"), {"schema": target.schema, "name": target.name}
-    ).fetchone()
+    named = db.row(conn, "qualified_name", {"schema": target.schema, "name": target.name})
     assert named is not None
     fragments["job_table"] = sql.Literal(named["qualified"])
     body = queries.query("history_function_body", **fragments).as_string(conn)
@@ -309,7 +304,7 @@ def migration_what(conn: psycopg.Connection[Any], migration: Migration) -> str:
     """How schema apply names a migration; 004 says how many rows it rewrites."""
     what = f"history migration {migration.version:03d} ({migration.name})"
     if migration.version == 4:
-        row = conn.execute(queries.query("history_rows_estimate")).fetchone()
+        row = db.row(conn, "history_rows_estimate")
         rows = int(row["rows"]) if row and row["rows"] is not None else 0
         if rows:
             what += (

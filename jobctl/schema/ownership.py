@@ -27,7 +27,6 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.render import safe_text
-from jobctl.sql import queries
 
 # what a role other than the owner may hold on jobctl's objects: the readers' access
 ALLOWED = {"schema": {"USAGE"}, "table": {"SELECT"}, "column": {"SELECT"}, "function": set()}
@@ -53,7 +52,7 @@ class Owned:
 def owned(conn: psycopg.Connection[Any]) -> list[Owned]:
     """Schema jobctl (first) and every object in it, with its owner; [] when there is none."""
     with db.safe(conn):
-        rows = conn.execute(queries.query("jobctl_owners")).fetchall()
+        rows = db.rows(conn, "jobctl_owners")
     return [Owned(**row) for row in rows]
 
 
@@ -117,7 +116,7 @@ def privilege_problems(conn: psycopg.Connection[Any], *, but_functions: bool = F
     """Privileges others hold on jobctl's objects beyond the readers' (``ALLOWED``);
     ``but_functions``: not those on functions."""
     with db.safe(conn):
-        rows = conn.execute(queries.query("jobctl_grants")).fetchall()
+        rows = db.rows(conn, "jobctl_grants")
     excess: dict[tuple[str, str, str], list[str]] = {}
     for row in rows:
         if but_functions and row["kind"] == "function":
@@ -136,7 +135,7 @@ def privilege_problems(conn: psycopg.Connection[Any], *, but_functions: bool = F
 def attached_problems(conn: psycopg.Connection[Any]) -> list[str]:
     """Triggers, rules, policies or row security that others put on jobctl's tables."""
     with db.safe(conn):
-        rows = conn.execute(queries.query("jobctl_attached")).fetchall()
+        rows = db.rows(conn, "jobctl_attached")
     return [
         f"{row['kind']} "
         + (f"{safe_text.visible(row['name'])} " if row["kind"] != "row security" else "")

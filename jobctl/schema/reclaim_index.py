@@ -12,7 +12,6 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
-from jobctl.schema import shape
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table.mapping import TableMapping
@@ -39,7 +38,7 @@ def reclaim_indexes(
     among the first two keys), whatever their names: name -> valid. On a partitioned table
     these are its partitioned indexes, valid only once every partition's index is attached
     (an index made ON ONLY the table is not valid until then): see partition_indexes."""
-    rows = shape.catalog_rows(conn, "reclaim_index_candidates", table_oid)
+    rows = db.rows(conn, "reclaim_index_candidates", {"oid": table_oid})
     return {r["relname"]: bool(r["indisvalid"]) for r in rows if _reclaim_shaped(r, mapping)}
 
 
@@ -63,7 +62,7 @@ def made_for_other_names(
     earlier --status or --column)? It then serves nothing, and holds the name."""
     rows = [
         r
-        for r in shape.catalog_rows(conn, "reclaim_index_candidates", table_oid)
+        for r in db.rows(conn, "reclaim_index_candidates", {"oid": table_oid})
         if r["relname"] == ours
     ]
     return bool(rows) and not _reclaim_shaped(rows[0], mapping)
@@ -140,8 +139,8 @@ def partition_indexes(
 ) -> PartitionIndexes:
     """The reclaim index of the partitioned table ``table_oid`` and of each of its partitions
     (found by shape, as reclaim_indexes does; ``ours`` is jobctl's name for the table's)."""
-    tree = shape.catalog_rows(conn, "partition_tree", table_oid)
-    candidates = shape.catalog_rows(conn, "partition_index_candidates", table_oid)
+    tree = db.rows(conn, "partition_tree", {"oid": table_oid})
+    candidates = db.rows(conn, "partition_index_candidates", {"oid": table_oid})
     shaped = [r for r in candidates if _reclaim_shaped(r, mapping)]
     root = tree[0]
     on_root = {r["relname"]: r for r in shaped if r["table_oid"] == table_oid}
@@ -269,7 +268,7 @@ def _partition_index_steps(
                 locks=p.qualified,
             )
         )
-    has_rows = shape.one_row(conn, queries.query("table_has_rows", p.ident))["e"]
+    has_rows = db.one(conn, queries.query("table_has_rows", p.ident))["e"]
     steps.append(
         Step(
             f"create the reclaim index on partition {p.qualified}"
@@ -324,8 +323,9 @@ def _partition_index_names(
     wanted = [(p.schema, n) for p in partitions for n in (first[p.oid], second[p.oid])]
     taken = {
         (r["nspname"], r["relname"]): r["table_oid"]
-        for r in conn.execute(
-            queries.query("relations_named"),
+        for r in db.rows(
+            conn,
+            "relations_named",
             {"schemas": [s for s, _ in wanted], "names": [n for _, n in wanted]},
         )
     }

@@ -29,7 +29,7 @@ from psycopg import sql
 from jobctl import db, errors
 from jobctl.render import safe_text
 from jobctl.schema import apply as schema_apply
-from jobctl.schema import history, reclaim_index, shape
+from jobctl.schema import history, reclaim_index
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
@@ -233,7 +233,7 @@ def _columns_step(
 ) -> tuple[schema_steps.Step | None, list[str]]:
     """The step that drops what jobctl added to the table's columns, and what it keeps."""
     where = _shown(table.qualified)
-    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    columns = {r["name"] for r in db.rows(conn, "table_columns", {"oid": table.oid})}
     kept = [
         f"kept: {_shown(table.mapping.column(c))}, the table's own column for the lease "
         f"design's {c} (--column {c}=...)"
@@ -262,7 +262,7 @@ def _columns_step(
 
 def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
     """The rows processing with an expired lease or none; refused while a lease is live."""
-    leases = shape.one_row(conn, queries.query("remove_live_leases", **table.fragments))
+    leases = db.one(conn, queries.query("remove_live_leases", **table.fragments))
     if leases["n"]:
         raise errors.NothingDone(
             f"{_shown(table.qualified)}: {leases['n']} row(s) processing with a live lease: "
@@ -311,9 +311,7 @@ def _dropped(conn: psycopg.Connection[Any], table: db.JobsTable, drops: _Drops) 
         )
     indexes = {
         r["name"]
-        for r in conn.execute(
-            queries.query("remove_column_indexes"), {"oid": table.oid, "names": drops.columns}
-        )
+        for r in db.rows(conn, "remove_column_indexes", {"oid": table.oid, "names": drops.columns})
     } | ({drops.index} if drops.index else set())
     if indexes:
         parts.append(
@@ -339,51 +337,43 @@ def _guard(table: db.JobsTable) -> sql.Composed:
 
 def _lease_columns(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """The lease columns the table has under the design's own names (those jobctl adds)."""
-    columns = {r["name"] for r in shape.catalog_rows(conn, "table_columns", table.oid)}
+    columns = {r["name"] for r in db.rows(conn, "table_columns", {"oid": table.oid})}
     return [c for c in schema_apply.LEASE_COLUMNS if table.mapping.column(c) == c and c in columns]
 
 
 def _checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
     """jobctl's check constraints on the table (named as schema apply names them)."""
-    names = {r["conname"] for r in shape.catalog_rows(conn, "table_constraints", table.oid)}
+    names = {r["conname"] for r in db.rows(conn, "table_constraints", {"oid": table.oid})}
     return [n for s in schema_apply.CHECKS if (n := f"{table.name}_{s}"[:63]) in names]
 
 
 def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
     """jobctl's reclaim index on the table (the partitioned table's own, on one), by name."""
     ours = reclaim_index.index_name(table.name, "_processing_timeout")
-    names = {r["relname"] for r in shape.catalog_rows(conn, "reclaim_index_candidates", table.oid)}
+    names = {r["relname"] for r in db.rows(conn, "reclaim_index_candidates", {"oid": table.oid})}
     return ours if ours in names else None
 
 
 # ---------------------------------------------------------------- the history
 def _history(conn: psycopg.Connection[Any], table: db.JobsTable) -> _History:
-    present = shape.one_row(conn, queries.query("remove_history_relations"))
+    present = db.one(conn, "remove_history_relations")
     if not present["has_schema"]:
         return _History(False, 0, 0, False, (), ())
     params = {"job_table": table.qualified, "oid": table.oid}
     events = attempts = 0
     others: set[str] = set()
     if present["has_events"]:
-        events = shape.one_row(conn, queries.query("remove_count_events"), params)["n"]
-        others |= {
-            r["job_table"] for r in conn.execute(queries.query("remove_others_in_events"), params)
-        }
+        events = db.one(conn, "remove_count_events", params)["n"]
+        others |= {r["job_table"] for r in db.rows(conn, "remove_others_in_events", params)}
     if present["has_attempts"]:
-        attempts = shape.one_row(conn, queries.query("remove_count_attempts"), params)["n"]
-        others |= {
-            r["job_table"] for r in conn.execute(queries.query("remove_others_in_attempts"), params)
-        }
+        attempts = db.one(conn, "remove_count_attempts", params)["n"]
+        others |= {r["job_table"] for r in db.rows(conn, "remove_others_in_attempts", params)}
     mapped = False
     if present["has_tables"]:
-        mapped = shape.one_row(conn, queries.query("remove_has_mapping"), params)["e"]
-        others |= {
-            r["job_table"] for r in conn.execute(queries.query("remove_others_mapped"), params)
-        }
-    others |= {
-        r["job_table"] for r in conn.execute(queries.query("remove_others_triggered"), params)
-    }
-    foreign = tuple(r["name"] for r in conn.execute(queries.query("remove_foreign_objects"), {}))
+        mapped = db.one(conn, "remove_has_mapping", params)["e"]
+        others |= {r["job_table"] for r in db.rows(conn, "remove_others_mapped", params)}
+    others |= {r["job_table"] for r in db.rows(conn, "remove_others_triggered", params)}
+    foreign = tuple(r["name"] for r in db.rows(conn, "remove_foreign_objects", {}))
     return _History(True, events, attempts, mapped, tuple(sorted(others)), foreign)
 
 
@@ -418,11 +408,11 @@ def _counts(found: _History) -> str:
 
 
 def _history_functions(conn: psycopg.Connection[Any]) -> list[str]:
-    return [r["name"] for r in conn.execute(queries.query("remove_history_functions"), {})]
+    return [r["name"] for r in db.rows(conn, "remove_history_functions", {})]
 
 
 def _present_functions(conn: psycopg.Connection[Any], names: set[str]) -> set[str]:
-    rows = conn.execute(queries.query("remove_functions_present"), {"names": sorted(names)})
+    rows = db.rows(conn, "remove_functions_present", {"names": sorted(names)})
     return {r["name"] for r in rows}
 
 

@@ -21,7 +21,6 @@ from jobctl.table.mapping import TableMapping
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg import sql
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +72,9 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> TableShape:
         row["name"]: Column(
             row["name"], row["type"], row["kind"], row["base_type_oid"], row["not_null"]
         )
-        for row in conn.execute(queries.query("table_columns"), {"oid": oid})
+        for row in db.rows(conn, "table_columns", {"oid": oid})
     }
-    layout = conn.execute(queries.query("table_layout"), {"oid": oid}).fetchone()
+    layout = db.row(conn, "table_layout", {"oid": oid})
     assert layout is not None
     return TableShape(
         schema=found["nspname"],
@@ -95,12 +94,12 @@ def describe(conn: psycopg.Connection[Any], oid: int, name: str) -> libraries.Ta
     """What the catalog says of the table ``name`` and its schema, to recognise a queue
     library."""
     columns, labels, enum_types = {}, {}, {}
-    for row in conn.execute(queries.query("library_columns"), {"oid": oid}):
+    for row in db.rows(conn, "library_columns", {"oid": oid}):
         columns[row["name"]] = "enum" if row["is_enum"] else libraries.normal_type(row["type"])
         if row["is_enum"]:
             labels[row["name"]] = tuple(row["labels"] or ())
             enum_types[row["name"]] = row["type_name"]
-    neighbours = conn.execute(queries.query("library_neighbours"), {"oid": oid}).fetchall()
+    neighbours = db.rows(conn, "library_neighbours", {"oid": oid})
     return libraries.TableDescription(
         columns,
         labels,
@@ -148,15 +147,13 @@ def rejected_statuses(
     from psycopg import sql
 
     status = shape.columns[mapping.column("status")]
-    checks = conn.execute(
-        queries.query("status_checks"), {"oid": shape.oid, "column": status.name}
-    ).fetchall()
+    checks = db.rows(conn, "status_checks", {"oid": shape.oid, "column": status.name})
     rejected: list[tuple[str, str]] = []
     for value in mapping.written_statuses():
         try:
             with conn.transaction():
-                conn.execute(
-                    queries.query("cast_probe", type=sql.SQL(status.type)), {"value": value}
+                db.run(
+                    conn, queries.query("cast_probe", type=sql.SQL(status.type)), {"value": value}
                 )
         except (psycopg.DataError, psycopg.IntegrityError) as exc:
             rejected.append((value, f"{status.type} refuses it: {str(exc).splitlines()[0]}"))
@@ -170,7 +167,7 @@ def rejected_statuses(
             )
             try:
                 with conn.transaction():
-                    row = conn.execute(probe, {"value": value}).fetchone()
+                    row = db.row(conn, probe, {"value": value})
             except Exception:
                 continue  # the check needs other columns: not judged here
             if row is not None and not row["ok"]:
@@ -190,28 +187,14 @@ def _has_partition(
 
     from psycopg import sql
 
-    plan = conn.execute(
+    plan = db.row(
+        conn,
         queries.query(
             "partition_probe",
             sql.Identifier(shape.schema, shape.name),
             column=sql.Identifier(status.name),
             value=sql.Literal(value),
             type=sql.SQL(status.type),
-        )
-    ).fetchone()
+        ),
+    )
     return '"Relation Name"' in json.dumps(plan, default=str)
-
-
-def one_row(
-    conn: psycopg.Connection[Any], statement: sql.Composed, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The one row a statement always returns (an aggregate, EXISTS)."""
-    row: dict[str, Any] | None = conn.execute(statement, params).fetchone()
-    if row is None:
-        raise AssertionError("the statement returned no row")
-    return row
-
-
-def catalog_rows(conn: psycopg.Connection[Any], name: str, oid: int) -> list[dict[str, Any]]:
-    """A catalog statement about the table ``oid``: its rows."""
-    return conn.execute(queries.query(name), {"oid": oid}).fetchall()

@@ -29,14 +29,15 @@ def present_statuses(conn: psycopg.Connection[Any], table: db.JobsTable) -> set[
     status = table.mapping.column("status")
     values = {
         row["value"]
-        for row in conn.execute(
-            queries.query("status_sample", **table.fragments), {"rows": SAMPLE_ROWS}
+        for row in db.rows(
+            conn, queries.query("status_sample", **table.fragments), {"rows": SAMPLE_ROWS}
         )
     }
-    common = conn.execute(
-        queries.query("status_common_values"),
+    common = db.row(
+        conn,
+        "status_common_values",
         {"schema": table.schema, "name": table.name, "column": status},
-    ).fetchone()
+    )
     if common is not None and common["vals"]:
         values |= set(common["vals"])
     return values
@@ -75,7 +76,7 @@ def _listed(values: set[str]) -> str:
 def status_values(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[bool, str] | None:
     """The mapping's statuses judged against the values the table holds: (ok, detail); None
     when the table has no status column under its mapping."""
-    columns = {r["name"] for r in conn.execute(queries.query("table_columns"), {"oid": table.oid})}
+    columns = {r["name"] for r in db.rows(conn, "table_columns", {"oid": table.oid})}
     if table.mapping.column("status") not in columns:
         return None
     present = present_statuses(conn, table)

@@ -16,7 +16,7 @@ from psycopg import sql
 from jobctl import db, durations, errors
 from jobctl.db import locks
 from jobctl.render import safe_text
-from jobctl.sql import printable, queries
+from jobctl.sql import printable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,18 +148,15 @@ def _with_retries(
 ) -> None:
     """One step that locks the jobs table: short tries until ``remaining`` seconds are up."""
     with db.transaction(conn, settings, read_only=True):
-        row = conn.execute(queries.query("lock_target"), {"name": step.locks}).fetchone()
+        row = db.row(conn, "lock_target", {"name": step.locks})
     assert row is not None
     throttle = locks.Throttle()
     seen = locks.Wait(step.what, 0, 0, None)
 
     def attempt(timeout: float) -> None:
         with db.mapped_errors(settings.resolved_dsn()), db.transaction(conn, settings):
-            conn.execute(
-                queries.query("local_lock_timeout"),
-                {"timeout": f"{max(1, round(timeout * 1000))}ms"},
-            )
-            conn.execute(step.statement)
+            db.run(conn, "local_lock_timeout", {"timeout": f"{max(1, round(timeout * 1000))}ms"})
+            db.run(conn, step.statement)
 
     def retry(tries: int, elapsed: float, timeout: float) -> None:
         nonlocal seen
@@ -236,13 +233,13 @@ def _run_within(
         # as they last, the watcher saying whom it waits for.
         if step.probe is not None:
             with db.transaction(conn, settings):
-                conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
-                conn.execute(step.probe)
-        conn.execute(step.statement)
+                db.run(conn, "local_lock_timeout", {"timeout": timeout})
+                db.run(conn, step.probe)
+        db.run(conn, step.statement)
     else:
         with db.transaction(conn, settings):
-            conn.execute(queries.query("local_lock_timeout"), {"timeout": timeout})
-            conn.execute(step.statement)
+            db.run(conn, "local_lock_timeout", {"timeout": timeout})
+            db.run(conn, step.statement)
 
 
 def _held_up(

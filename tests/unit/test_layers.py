@@ -152,3 +152,28 @@ def test_the_pure_layers_ask_nothing_of_the_process(module):
         for n in ast.walk(tree)
     )
     assert not asked and not printed, f"{module}: {sorted(asked)}{' print' if printed else ''}"
+
+
+# what runs SQL on a psycopg connection, cursor or pipeline: only db/ (and the worker API)
+RAW_SQL_CALLS = {"execute", "executemany", "cursor", "copy", "pipeline"}
+RAW_SQL_ALLOWED = {"db", "lease"}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_only_db_runs_statements_on_a_connection(module):
+    """One way in: outside ``db/`` a statement runs through a ``Session`` or, on a
+    connection (before a table is resolved), ``db.rows/row/one/run/stream``; ``lease.py``,
+    the public worker API, keeps its own cursor (it prepares its statements). A call of a
+    method by these names counts whatever it is called on (a Session's write is
+    ``Session.run``)."""
+    if unit(module) in RAW_SQL_ALLOWED:
+        return
+    tree = ast.parse(MODULES[module].read_text())
+    found = sorted(
+        f"line {n.lineno}: .{n.func.attr}("
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in RAW_SQL_CALLS
+    )
+    assert not found, f"{module} runs SQL outside db/: {', '.join(found)}"

@@ -28,7 +28,7 @@ REQUEST = reclaim.Request()
         ({"plan": Path("p.json")}, "--plan applies a saved plan: it needs --commit"),
         ({"save_plan": Path("p.json"), "commit": True}, "cannot go with --commit"),
         (
-            {"plan": Path("p.json"), "commit": True, "where": ExpiredFilter(worker="w1")},
+            {"plan": Path("p.json"), "commit": True, "expired": ExpiredFilter(worker="w1")},
             "no filters with it",
         ),
     ],

@@ -225,14 +225,14 @@ def _queue_jobs(server: Any) -> str:
 
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as admin:
         database = sql.Identifier(DEMO_DB)
-        admin.execute(queries.query("drop_database", database=database))
-        admin.execute(queries.query("create_database", database=database))
+        db.run(admin, queries.query("drop_database", database=database))
+        db.run(admin, queries.query("create_database", database=database))
     dsn: str = server.get_uri(DEMO_DB)
     settings = db.Settings(dsn=dsn, actor="demo-oncall@example")
     with db.connect(settings) as conn:
         steps = schema_apply.plan_apply(conn, "jobs", create=True)
         schema_steps.apply(conn, settings, steps)
-        conn.execute(queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
+        db.run(conn, queries.query("demo_jobs", sql.Identifier("jobs")), {"count": 300})
     return dsn
 
 
@@ -286,11 +286,12 @@ def _first_manual_failed(dsn: str) -> int | None:
     import psycopg
     from psycopg import sql
 
+    from jobctl import db
     from jobctl.sql import queries
 
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(queries.query("demo_parked_job", sql.Identifier("jobs"))).fetchone()
-    return None if row is None else int(row[0])
+        row = db.row(conn, queries.query("demo_parked_job", sql.Identifier("jobs")))
+    return None if row is None else int(row["id"])
 
 
 class _Crew:

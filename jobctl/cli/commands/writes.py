@@ -80,7 +80,7 @@ def reclaim_command(
         commit=commit,
         batch_size=batch_size,
         limit=limit,
-        where=which,
+        expired=which,
         save_plan=save_plan,
         plan=plan,
         every=every,
