@@ -296,6 +296,10 @@ def _drop_statements(table: db.JobsTable, drops: _Drops, leased: bool) -> list[s
         statements.append(
             queries.query("remove_mapping_row", job_table=sql.Literal(table.qualified))
         )
+        if table.kind_policies:  # history 006: its policies go with the names it served
+            statements.append(
+                queries.query("remove_kind_policies", job_table=sql.Literal(table.qualified))
+            )
     return statements
 
 

@@ -114,6 +114,19 @@ DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migra
 -- the names schema apply recorded for this table (its lease columns are gone)
 DELETE FROM jobctl.tables WHERE job_table = {job_table}
 
+-- name: remove_kind_policies
+-- the table's policies per kind and queue (history 006): left, they would steer its reclaim
+-- again, unseen, the day the lease design is applied to it anew; their changes stay in
+-- kind_policy_events, with this removal as the last
+WITH removed AS (
+    DELETE FROM jobctl.kind_policies p WHERE p.job_table OPERATOR(pg_catalog.=) {job_table}
+    RETURNING p.job_table, p.dimension, p.value
+)
+INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
+SELECT removed.job_table, removed.dimension, removed.value, NULL, 'jobctl schema remove',
+       pg_catalog.current_setting('jobctl.actor', true)
+FROM removed
+
 -- name: remove_live_leases
 -- rows processing with a live lease now (their workers write the lease columns), and with an
 -- expired or no lease (they would stay processing, nothing left to expire)

@@ -593,3 +593,33 @@ def test_events_and_explain_name_the_kind(conn, dsn, run):
 def test_the_service_takes_the_filters_and_says_how_to_map_kind(conn, dsn, run):
     result = run("reclaim", "--commit", "--yes", "--every", "1s", "--kind", "x")
     assert result.code == 2 and "--column kind=COLUMN" in result.err
+
+
+def test_schema_remove_columns_takes_the_tables_kind_policies_with_it(conn, dsn, run):
+    """A table's policies per kind go with its recorded names (schema remove --columns): the
+    lease design applied to it anew starts with none, the removal is the last event, and
+    another table's policies stay."""
+    kinded(conn, run)
+    conn.execute("CREATE TABLE other (LIKE jobs INCLUDING ALL)")
+    result = run("--table", "other", "schema", "apply", "--column", "kind=kind", "--yes")
+    assert result.code == 0, result.err
+    for table in ("jobs", "other"):
+        set_ = run("--table", table, "policy", "--kind", "send_email", "--manual", "--reason", "x")
+        assert set_.code == 0, set_.err
+
+    removed = run("schema", "remove", "--columns", "--yes")
+    assert removed.code == 0, removed.err
+    left = conn.execute("SELECT job_table FROM jobctl.kind_policies ORDER BY 1").fetchall()
+    assert [r["job_table"] for r in left] == ["public.other"]
+    last = conn.execute(
+        "SELECT value, policy, reason FROM jobctl.kind_policy_events"
+        " WHERE job_table = 'public.jobs' ORDER BY event_id DESC LIMIT 1"
+    ).fetchone()
+    assert last == {"value": "send_email", "policy": None, "reason": "jobctl schema remove"}
+
+    again = run("schema", "apply", "--column", "kind=kind", "--yes")
+    assert again.code == 0, again.err
+    assert json.loads(run("policy", "--list", "-o", "json").out) == []
+    expire_all(dsn, 2)
+    stuck = json.loads(run("stuck", "-o", "json").out)
+    assert {row["action"] for row in stuck} == {"requeue"}  # the rows' own auto policy
