@@ -186,16 +186,17 @@ def summary(
 ) -> None:
     """``summary`` on every target: a row each (statuses by the part they play), and the total
     (``--watch``: refreshed)."""
+    from jobctl.ops import summary as core
     from jobctl.ops import triage
 
     def read(s: Session, _st: Standing, _say: fleet.Say) -> rows.Row:
         with s.transaction(read_only=True):
             result = triage.summary(s, expiring_within, exact=exact)
-        return fleet.by_role(result, s.table.mapping)
+        return core.by_role(result, s.table.mapping)
 
     def doc_of(outcomes: list[fleet.Outcome[rows.Row]]) -> output.Document:
         return views.summary_targets(
-            fleet.summary_rows([(o.target.name, o.value) for o in outcomes if o.value])
+            core.rows([(o.target.name, o.value) for o in outcomes if o.value])
         )
 
     if watch_every is not None:
