@@ -1,5 +1,7 @@
-"""One command across several databases: run a read on every target at once (bounded), each
-on its own connection, and keep what each gave or why it failed.
+"""One command on one database or across several: run a read on every target at once
+(bounded), each on its own connection, and keep what each gave or why it failed. One database
+is a fleet of one (``once``, ``refreshed``): its read runs on the command's own session, what it
+says is said at once and its failure is the command's (raised), as one database's always was.
 
 A target that fails (down, no schema, a timeout) never stops the others: its outcome holds
 the error, and the caller says it in one line. The lines a target's work says (a standby's
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobctl import db, errors
 from jobctl.render.rows import Row
-from jobctl.targets import Target
+from jobctl.targets import Fleet, Target
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -36,6 +39,7 @@ STOP_POLL_S = 0.2  # at Ctrl-C, how often the cancel is sent again until every t
 
 Say = Callable[[str], None]
 Read = Callable[["Session", "Standing", Say], T]
+Where = db.Settings | Fleet  # one database (a fleet of one), or several targets
 
 
 @dataclasses.dataclass
@@ -46,10 +50,89 @@ class Outcome(Generic[T]):
     value: T | None = None
     error: errors.JobctlError | None = None
     said: list[str] = dataclasses.field(default_factory=list)
+    standing: Standing | None = None  # one database: the server its session found
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+Shown = Callable[[dt.datetime, list[Outcome[T]]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Watching(Generic[T]):
+    """``--watch``: a refresh every ``every``, ``count`` of them at most (None: until Ctrl-C);
+    ``live()`` the view each refresh is shown in (the caller's), entered once the command can
+    read (on one database: its session open)."""
+
+    every: dt.timedelta
+    count: int | None
+    live: Callable[[], contextlib.AbstractContextManager[Shown[T]]]
+
+
+def several(where: Where) -> bool:
+    """Whether ``where`` is several targets, not one database."""
+    return isinstance(where, Fleet)
+
+
+def once(where: Where, access: Access, work: Read[T], *, say: Say) -> list[Outcome[T]]:
+    """``work(session, standing, say)`` in a read-only transaction on every target of
+    ``where`` at once, the outcomes in the targets' order. One database is a fleet of one: its
+    session the command's, ``say`` told at once, a failure raised (its own exit code)."""
+    if isinstance(where, Fleet):
+        return read(where.targets, access, _in_transaction(work))
+    from jobctl.ops import gateway
+
+    with gateway.open(where, access, say=say) as (s, st), s.transaction(read_only=True):
+        return [Outcome(_one(where), work(s, st, say), standing=st)]
+
+
+def refreshed(
+    where: Where, access: Access, work: Read[T], watching: Watching[T], *, say: Say
+) -> list[Outcome[T]]:
+    """``once`` again and again (``--watch``), each refresh shown with its time; the last
+    refresh's outcomes. One database keeps its session and shows the database's time; several
+    keep a session each (``KeptSessions``) and show this machine's."""
+    from jobctl.ops import watch
+
+    if not isinstance(where, Fleet):
+        from jobctl.ops import gateway
+
+        with gateway.open(where, access, say=say) as (s, st), watching.live() as show:
+            one = _one(where)
+
+            def produce() -> list[Outcome[T]]:
+                return [Outcome(one, work(s, st, say), standing=st)]
+
+            watch.watch(s, produce, show, every=watching.every, count=watching.count)
+        return []
+    last: list[Outcome[T]] = []
+    kept = KeptSessions()
+
+    def refresh() -> tuple[dt.datetime, list[Outcome[T]]]:
+        last[:] = read(where.targets, access, _in_transaction(work), kept)
+        return dt.datetime.now().astimezone(), last
+
+    try:
+        with watching.live() as show:
+            watch.repeat(refresh, show, every=watching.every, count=watching.count)
+    finally:
+        kept.close()
+    return last
+
+
+def _in_transaction(work: Read[T]) -> Read[T]:
+    def in_one(s: Session, st: Standing, say: Say) -> T:
+        with s.transaction(read_only=True):
+            return work(s, st, say)
+
+    return in_one
+
+
+def _one(settings: db.Settings) -> Target:
+    """One database as the target of a fleet of one."""
+    return Target(settings.target or "", settings, where="")
 
 
 def across(
