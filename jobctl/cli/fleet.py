@@ -1,6 +1,7 @@
 """The commands across several targets (``--all-targets``, or ``--target`` more than once)
-that still have a path of their own there (``review``, ``metrics``, ``reclaim``; ``stuck`` and
-``summary`` run one workflow whatever the number of targets, ``ops.stuck``, ``ops.summary``):
+that still have a path of their own there (``metrics``, ``reclaim``; ``stuck``, ``summary`` and
+``review`` run one workflow whatever the number of targets: ``ops.stuck``, ``ops.summary``,
+``ops.review``):
 each target read at once on its own connection (``fleet.across``), every row tagged with its
 target, a failing target one line on stderr while the others' output stays whole (exit 1).
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from jobctl.db.session import Session
     from jobctl.ops.reclaim import Request
     from jobctl.ops.replica import Standing
-    from jobctl.ops.review import ReviewFilter
 
 T = TypeVar("T")
 
@@ -46,31 +46,6 @@ def _read(
 
 
 # ---------------------------------------------------------------- reads
-def review(
-    ctx: typer.Context,
-    targets: Sequence[Target],
-    where: ReviewFilter,
-    *,
-    limit: int,
-    exit_code: bool,
-    out: output.Output,
-    fmt: str | None,
-) -> None:
-    """``review`` on every target: one table, the target first."""
-    from jobctl.ops import review as core
-
-    def read(s: Session, _st: Standing, _say: fleet.Say) -> list[rows.Row]:
-        with s.transaction(read_only=True):
-            return list(fleet.tagged(s.settings.target or "", core.awaiting(s, where, limit)))
-
-    outcomes = _read(ctx, targets, read)
-    found = [row for o in outcomes for row in o.value or []]
-    doc = views.table(found, found, rows.REVIEW_COLUMNS, views.REVIEW_VIEW)
-    terminal.emit(views.across_targets(doc), out, fmt)
-    code = context.said(outcomes)
-    context.exit_with(context.with_findings(code, exit_code and bool(found)))
-
-
 def metrics(
     ctx: typer.Context,
     targets: Sequence[Target],

@@ -317,6 +317,16 @@ def no_lease_line(count: int) -> str | None:
     )
 
 
+def review(found: list[Any], *, several: bool = False) -> Document:
+    """The jobs awaiting review; one database's table shows its mapped optional columns
+    when its rows hold them, across targets (``several``) the review's columns after the
+    target."""
+    if several:
+        return across_targets(table(found, found, rows.REVIEW_COLUMNS, REVIEW_VIEW))
+    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
+    return table(found, found, shown, REVIEW_VIEW)
+
+
 def ready_waiting_line(waiting: rows.Row, after: str) -> str:
     """``stuck`` with nothing stuck on one database: the ready jobs that have waited longer
     than ``after`` (as typed), for "my job is stuck" often means nobody claims it."""
