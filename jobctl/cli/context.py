@@ -24,6 +24,7 @@ from jobctl.render import output
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
+    from jobctl.ops.fleet import Outcome, Shown
     from jobctl.ops.replica import Standing
     from jobctl.targets import Fleet, Target
 
@@ -153,3 +154,77 @@ def warn_password_on_command_line(ctx: typer.Context) -> None:
             "jobctl: warning: the password in --dsn stays visible in the process list (ps) "
             "while this runs: set JOBCTL_DSN, or keep it in a password file (PGPASSFILE)"
         )
+
+
+# ---------------------------------------------------------------- one database or several
+def said(outcomes: Sequence[Outcome[Any]], *, refresh: bool = False) -> int:
+    """What each target said, then each failure, one line each, in the targets' order; the
+    exit code the failures make (0 when none: one database's outcome never holds either,
+    its lines said at once and its failure raised). ``refresh``: one refresh of a watch's."""
+    from jobctl.ops import fleet
+
+    for o in outcomes:
+        for line in o.said:
+            terminal.say(f"jobctl: target {o.target.name}: {line.removeprefix('jobctl: ')}")
+    for o in outcomes:
+        if o.error is not None:
+            terminal.say(f"jobctl: error: {fleet.failure_line(o)}")
+    failed = [o for o in outcomes if not o.ok]
+    if failed and len(failed) < len(outcomes):
+        some = f"jobctl: {len(failed)} of {len(outcomes)} targets failed"
+        terminal.say(
+            f"{some} this refresh: its line holds the others' rows only"
+            if refresh
+            else f"{some}: the output above is the others' only"
+        )
+    return fleet.exit_code(outcomes)
+
+
+def live(
+    ctx: typer.Context,
+    out: output.Output,
+    fmt: str | None,
+    every: dt.timedelta,
+    doc_of: Callable[[list[Outcome[Any]]], output.Document],
+) -> Callable[[], contextlib.AbstractContextManager[Shown[Any]]]:
+    """``--watch``'s view of each refresh's outcomes (``fleet.Watching.live``): in place on a
+    terminal, what the targets said above the table; else one JSON line per refresh, and
+    the lines on stderr as one run's."""
+    from jobctl.render import views
+
+    @contextlib.contextmanager
+    def view() -> Iterator[Shown[Any]]:
+        warn_password_on_command_line(ctx)
+        in_place = terminal.refreshed_in_place(out, fmt)
+        with terminal.live(out, fmt, every.total_seconds()) as show:
+
+            def shown(at: dt.datetime, outcomes: list[Outcome[Any]]) -> None:
+                doc = doc_of(outcomes)
+                if not in_place:
+                    said(outcomes, refresh=True)
+                    show(at, doc)
+                    return
+                show(at, views.with_target_lines(doc, target_lines(outcomes)))
+
+            yield shown
+
+    return view
+
+
+def target_lines(outcomes: Sequence[Outcome[Any]]) -> list[tuple[str, str]]:
+    """What each target said, then why each failed, as (target, line)."""
+    from jobctl.ops import fleet
+
+    said = [(o.target.name, line.removeprefix("jobctl: ")) for o in outcomes for line in o.said]
+    failed = [(o.target.name, f"error: {fleet.failure_message(o)}") for o in outcomes if not o.ok]
+    return said + failed
+
+
+def with_findings(code: int, found: bool) -> int:
+    """The exit code with --exit-code's findings (4) in it: a failed target (1) outranks them."""
+    return errors.worst_exit_code([code, errors.EXIT_FINDINGS]) if found else code
+
+
+def exit_with(code: int) -> None:
+    if code:
+        raise typer.Exit(code)

@@ -1,7 +1,7 @@
 """The typer app: the global options, the read commands (stuck, summary, show, history,
-explain), ``demo`` and the entry point. The other commands live in
-``cli/commands/`` and ``cli/fleet.py`` (across several targets) and are registered here in the
-order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate, rich's renderers) are
+explain), ``demo`` and the entry point. The other commands live in ``cli/commands/`` and
+``cli/fleet.py`` (metrics and reclaim across several targets) and are registered here in
+the order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate, rich's renderers) are
 imported inside the commands, so that ``jobctl --help`` and shell completion stay fast.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -30,8 +30,8 @@ from jobctl.cli.top import command as cli_top
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
-    from jobctl.db.session import Session
-    from jobctl.ops import triage
+    from jobctl.ops import fleet
+    from jobctl.ops import stuck as stuck_core
 
 app = typer.Typer(
     name="jobctl",
@@ -151,7 +151,8 @@ def stuck(
     holds it locked, who. --expiring-within adds the live leases about to run out, with each
     worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl.ops import triage
+    from jobctl.ops import fleet, triage
+    from jobctl.ops import stuck as core
 
     if expiring_within is not None and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
@@ -171,100 +172,95 @@ def stuck(
     made = cli_monitoring.for_stuck_watch(
         context.address(ctx), watch, notify_urls, notify_env, notify_format, notify_burst
     )
-    fleet = context.across(ctx)
-    if fleet is not None:
-        from jobctl.cli import fleet as cli_fleet
-
-        cli_fleet.stuck(
-            ctx,
-            fleet,
-            where,
-            limit=limit,
-            expiring_within=expiring_within,
-            trust_replica=trust_replica,
-            exit_code=exit_code,
-            watch_every=every if watch else None,
-            count=count,
-            out=out,
-            fmt=fmt,
-        )
-        return
-    watching = (every, count, made[1] if made else None) if watch else None
+    ask = core.Ask(where, limit, expiring_within, trust_replica)
+    shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
     try:
-        shown = _stuck_here(
-            ctx, where, limit, expiring_within, trust_replica, ready_after, watching, out, fmt
+        outcomes = core.run(
+            context.address(ctx),
+            context.command_access(ctx),
+            ask,
+            say=terminal.say,
+            show=shown.stream,
+            ready_after=ready_after,
+            watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
+            seen=lambda found: cli_monitoring.refreshed(made[1] if made else None, found),
         )
     finally:
         if made:
             made[0].close()
-    if shown is None:  # a watch: it ended with Ctrl-C or its --count
+    if watch:  # it ended with Ctrl-C or its --count
+        context.exit_with(fleet.exit_code(outcomes))
         return
-    found, waiting = shown
-    if waiting is not None:  # "my job is stuck" often means nobody claims it
-        after = durations.show(ready_after, decimal_seconds=True)
-        terminal.say(
-            f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
-            f"than {after} (the oldest {durations.human(waiting['oldest_ready_s'])})"
-            ": is any worker claiming? (jobctl summary shows the queue)"
-        )
-    if found and sys.stdout.isatty() and out.tabular:
-        terminal.say(f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run")
-    if exit_code and found:
-        raise typer.Exit(errors.EXIT_FINDINGS)
+    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown)
 
 
-def _stuck_here(
-    ctx: typer.Context,
-    where: triage.ExpiredFilter,
-    limit: int,
-    expiring_within: dt.timedelta | None,
-    trust_replica: bool,
+class _StuckShown:
+    """``stuck``'s rows as its output shows them, on one database or across targets."""
+
+    def __init__(
+        self, ctx: typer.Context, at_risk: bool, out: output.Output, fmt: str | None
+    ) -> None:
+        self.several = context.across(ctx) is not None
+        self.at_risk, self.out, self.fmt = at_risk, out, fmt
+        self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+
+    def stream(self, found: stuck_core.Stream) -> None:
+        """One database's rows, streamed where the format allows (a table needs every row
+        for its widths), a standby's marked."""
+        from jobctl.ops import replica
+
+        if self.out.tabular:
+            doc = views.stuck(list(found.rows), self.columns, at_risk=self.at_risk)
+        else:
+            shown = rows.with_optional(self.columns, found.optional)
+            doc = views.table(found.rows, found.rows, shown)
+        terminal.emit(replica.mark(doc, found.standing), self.out, self.fmt)
+
+    def doc(self, outcomes: list[fleet.Outcome[stuck_core.Found]]) -> output.Document:
+        """The rows kept (across targets; a watch's refresh), one table."""
+        found = [row for o in outcomes if o.value for row in o.value.rows]
+        doc = views.stuck(found, self.columns, at_risk=self.at_risk)
+        return views.across_targets(doc) if self.several else doc
+
+
+def _stuck_said(
+    outcomes: list[fleet.Outcome[stuck_core.Found]],
+    exit_code: bool,
     ready_after: dt.timedelta,
-    watching: tuple[dt.timedelta, int | None, Any] | None,
     out: output.Output,
     fmt: str | None,
-) -> tuple[int, rows.Row | None] | None:
-    """``stuck`` on one database, its rows streamed where the format allows: how many were
-    found, and the ready jobs waiting when none was (None: a ``watching`` watch ran)."""
-    from jobctl.ops import replica, triage
-    from jobctl.ops import stuck as stuck_read
+    shown: _StuckShown,
+) -> None:
+    """After ``stuck`` read once: the targets' table, what they said, the hints, the exit."""
+    if shown.several:
+        terminal.emit(shown.doc(outcomes), out, fmt)
+    code = context.said(outcomes)
+    found = sum(o.value.count for o in outcomes if o.value)
+    for o in outcomes:
+        if o.value and o.value.waiting is not None:
+            after = durations.show(ready_after, decimal_seconds=True)
+            terminal.say(views.ready_waiting_line(o.value.waiting, after))
+    if found and sys.stdout.isatty() and out.tabular:
+        holding = [o.target.name for o in outcomes if o.value and o.value.count]
+        terminal.say(views.reclaim_hint(found, holding if shown.several else None))
+    context.exit_with(context.with_findings(code, exit_code and bool(found)))
 
-    at_risk = expiring_within is not None
-    columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
-    ask = stuck_read.Ask(where, limit, expiring_within, trust_replica)
-    found = no_lease = 0
 
-    def rows_of(s: Session) -> Iterator[rows.LeaseRow]:
-        nonlocal found, no_lease
-        for row in stuck_read.rows(s, standing, ask):
-            found += 1
-            no_lease += row.get("lease_state") == "none"
-            yield row
+def _watching(
+    ctx: typer.Context,
+    watch: bool,
+    every: dt.timedelta,
+    count: int | None,
+    doc_of: Callable[[list[fleet.Outcome[Any]]], output.Document],
+    out: output.Output,
+    fmt: str | None,
+) -> fleet.Watching[Any] | None:
+    """``--watch``'s refreshes, each shown as ``doc_of`` makes it (None: no --watch)."""
+    from jobctl.ops import fleet
 
-    with context.open_session(ctx) as s:
-        standing = context.standing(ctx)
-        if watching is not None:
-            every, count, notices = watching
-
-            def refreshed() -> output.Document:
-                seen = list(rows_of(s))
-                cli_monitoring.refreshed(notices, seen)  # notices only queued, never waited on
-                return views.stuck(seen, columns, at_risk=at_risk)
-
-            context.run_watch(ctx, s, refreshed, every, count, out, fmt)
-            return None
-        with s.transaction(read_only=True):
-            if out.tabular:  # a table needs every row for its widths
-                doc = views.stuck(list(rows_of(s)), columns, at_risk=at_risk)
-            else:
-                streamed = rows_of(s)
-                shown = rows.with_optional(columns, s.table.mapping.mapped_optional)
-                doc = views.table(streamed, streamed, shown)
-            terminal.emit(replica.mark(doc, standing), out, fmt)
-            context.say_if(stuck_read.held_back(s, standing, ask))
-            context.say_if(views.no_lease_line(no_lease))
-            waiting = None if found else triage.ready_waiting(s, ready_after)
-    return found, waiting
+    if not watch:
+        return None
+    return fleet.Watching(every, count, context.live(ctx, out, fmt, every, doc_of))
 
 
 @app.command()
@@ -292,49 +288,36 @@ def summary(
     failed are estimated from statistics (marked) unless --exact.
     Example: jobctl summary --expiring-within 1m --watch
     """
-    from jobctl.ops import metrics as core_metrics
-    from jobctl.ops import triage
+    from jobctl.ops import fleet, replica
+    from jobctl.ops import summary as core
 
-    what = opt.slice_of(kind, queue, error)
-    fleet = context.across(ctx)
-    if fleet is not None:
-        from jobctl.cli import fleet as cli_fleet
+    several = context.across(ctx) is not None
+    ask = core.Ask(expiring_within, exact, opt.slice_of(kind, queue, error), by)
 
-        if what or by:
-            raise errors.UsageError(
-                "summary --by/--kind/--queue/--error: give one --target (or none)"
-            )
-        cli_fleet.summary(
-            ctx,
-            fleet,
-            expiring_within=expiring_within,
-            exact=exact,
-            watch_every=every if watch else None,
-            count=count,
-            out=out,
-            fmt=fmt,
-        )
+    def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
+        counted = [(o.target.name, o.value.result) for o in outcomes if o.value]
+        if several:
+            return views.summary_targets(core.rows(counted))
+        ((_, result),) = counted
+        return views.summary_by(result) if by is not None else views.summary(result)
+
+    outcomes = core.run(
+        context.address(ctx),
+        context.command_access(ctx),
+        ask,
+        say=terminal.say,
+        watching=_watching(ctx, watch, every, count, doc_of, out, fmt),
+    )
+    if watch:
+        context.exit_with(fleet.exit_code(outcomes))
         return
-
-    def read(s: Session) -> tuple[output.Document, int | None]:
-        """The summary, and its processing jobs with no lease (None: counts --by a group)."""
-        if by is not None:
-            found = triage.summary_by(s, by, expiring_within, what=what)
-            return views.summary_by(found), None
-        found = triage.summary(s, expiring_within, exact=exact, what=what)
-        return views.summary(found), found["processing"]["no_lease"]
-
-    with context.open_session(ctx) as s:
-        if watch:
-            context.run_watch(ctx, s, lambda: read(s)[0], every, count, out, fmt)
-            return
-        with s.transaction(read_only=True):
-            doc, no_lease = read(s)
-            silent = core_metrics.reclaimer_silent(core_metrics.reclaimer(s))
-    terminal.emit(context.marked(ctx, doc), out, fmt)
-    if no_lease is not None:
-        context.say_if(views.no_lease_line(no_lease))
-    context.say_if(silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
+    terminal.emit(replica.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
+    for o in outcomes if not several else []:
+        assert o.value is not None
+        if by is None:
+            context.say_if(views.no_lease_line(o.value.result["processing"]["no_lease"]))
+        context.say_if(o.value.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
+    context.exit_with(context.said(outcomes))
 
 
 @app.command()

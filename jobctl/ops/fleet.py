@@ -1,5 +1,7 @@
-"""One command across several databases: run a read on every target at once (bounded), each
-on its own connection, and keep what each gave or why it failed.
+"""One command on one database or across several: run a read on every target at once
+(bounded), each on its own connection, and keep what each gave or why it failed. One database
+is a fleet of one (``once``, ``refreshed``): its read runs on the command's own session, what it
+says is said at once and its failure is the command's (raised), as one database's always was.
 
 A target that fails (down, no schema, a timeout) never stops the others: its outcome holds
 the error, and the caller says it in one line. The lines a target's work says (a standby's
@@ -13,16 +15,16 @@ in the order the servers answered. Example::
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
+import datetime as dt
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobctl import db, errors
 from jobctl.render.rows import Row
-from jobctl.targets import Target
+from jobctl.targets import Fleet, Target
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from jobctl.db.session import Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
-    from jobctl.table.mapping import TableMapping
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
@@ -38,6 +39,7 @@ STOP_POLL_S = 0.2  # at Ctrl-C, how often the cancel is sent again until every t
 
 Say = Callable[[str], None]
 Read = Callable[["Session", "Standing", Say], T]
+Where = db.Settings | Fleet  # one database (a fleet of one), or several targets
 
 
 @dataclasses.dataclass
@@ -48,10 +50,89 @@ class Outcome(Generic[T]):
     value: T | None = None
     error: errors.JobctlError | None = None
     said: list[str] = dataclasses.field(default_factory=list)
+    standing: Standing | None = None  # one database: the server its session found
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+Shown = Callable[[dt.datetime, list[Outcome[T]]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Watching(Generic[T]):
+    """``--watch``: a refresh every ``every``, ``count`` of them at most (None: until Ctrl-C);
+    ``live()`` the view each refresh is shown in (the caller's), entered once the command can
+    read (on one database: its session open)."""
+
+    every: dt.timedelta
+    count: int | None
+    live: Callable[[], contextlib.AbstractContextManager[Shown[T]]]
+
+
+def several(where: Where) -> bool:
+    """Whether ``where`` is several targets, not one database."""
+    return isinstance(where, Fleet)
+
+
+def once(where: Where, access: Access, work: Read[T], *, say: Say) -> list[Outcome[T]]:
+    """``work(session, standing, say)`` in a read-only transaction on every target of
+    ``where`` at once, the outcomes in the targets' order. One database is a fleet of one: its
+    session the command's, ``say`` told at once, a failure raised (its own exit code)."""
+    if isinstance(where, Fleet):
+        return read(where.targets, access, _in_transaction(work))
+    from jobctl.ops import gateway
+
+    with gateway.open(where, access, say=say) as (s, st), s.transaction(read_only=True):
+        return [Outcome(_one(where), work(s, st, say), standing=st)]
+
+
+def refreshed(
+    where: Where, access: Access, work: Read[T], watching: Watching[T], *, say: Say
+) -> list[Outcome[T]]:
+    """``once`` again and again (``--watch``), each refresh shown with its time; the last
+    refresh's outcomes. One database keeps its session and shows the database's time; several
+    keep a session each (``KeptSessions``) and show this machine's."""
+    from jobctl.ops import watch
+
+    if not isinstance(where, Fleet):
+        from jobctl.ops import gateway
+
+        with gateway.open(where, access, say=say) as (s, st), watching.live() as show:
+            one = _one(where)
+
+            def produce() -> list[Outcome[T]]:
+                return [Outcome(one, work(s, st, say), standing=st)]
+
+            watch.watch(s, produce, show, every=watching.every, count=watching.count)
+        return []
+    last: list[Outcome[T]] = []
+    kept = KeptSessions()
+
+    def refresh() -> tuple[dt.datetime, list[Outcome[T]]]:
+        last[:] = read(where.targets, access, _in_transaction(work), kept)
+        return dt.datetime.now().astimezone(), last
+
+    try:
+        with watching.live() as show:
+            watch.repeat(refresh, show, every=watching.every, count=watching.count)
+    finally:
+        kept.close()
+    return last
+
+
+def _in_transaction(work: Read[T]) -> Read[T]:
+    def in_one(s: Session, st: Standing, say: Say) -> T:
+        with s.transaction(read_only=True):
+            return work(s, st, say)
+
+    return in_one
+
+
+def _one(settings: db.Settings) -> Target:
+    """One database as the target of a fleet of one."""
+    return Target(settings.target or "", settings, where="")
 
 
 def across(
@@ -260,46 +341,3 @@ def tagged(name: str, rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
     """Rows with the target's name first."""
     for row in rows:
         yield {"target": name, **row}
-
-
-# ---------------------------------------------------------------- summary across targets
-COUNTED = ("live", "expiring_soon", "expired", "no_lease")
-
-
-def by_role(summary: Row, mapping: TableMapping) -> Row:
-    """A target's summary with its statuses counted by the part they play in the lease
-    design (queued, processing ...), so that targets with their own values add up."""
-    counted: collections.Counter[str] = collections.Counter()
-    for value, jobs in summary["status"].items():
-        counted[mapping.role(value) or value] += jobs
-    return {**summary, "status": dict(counted)}
-
-
-def summary_rows(summaries: Sequence[tuple[str, Row]]) -> list[Row]:
-    """``summary`` across targets: a row per target (its counts by status, its processing
-    by lease, what waits) and a last row, ``target`` "total", summing them."""
-    statuses: list[str] = []
-    for _, result in summaries:
-        statuses += [s for s in result["status"] if s not in statuses]
-    found = []
-    for name, result in summaries:
-        row: Row = {"target": name, "table": result["table"]}
-        row |= {status: result["status"].get(status, 0) for status in statuses}
-        row |= {key: result["processing"].get(key, 0) for key in COUNTED}
-        row |= {
-            "ready": result["ready"],
-            "oldest_ready_s": result["oldest_ready_s"],
-            "awaiting_review": result["awaiting_review"],
-            "estimated": ",".join(result["estimated"]),
-        }
-        found.append(row)
-    total: Row = collections.defaultdict(int)
-    total |= {"target": "total", "table": None}
-    for row in found:
-        for key in (*statuses, *COUNTED, "ready", "awaiting_review"):
-            total[key] += row[key] or 0
-    waits = [r["oldest_ready_s"] for r in found if r["oldest_ready_s"] is not None]
-    total["oldest_ready_s"] = max(waits, default=None)
-    estimated = {e for r in found for e in r["estimated"].split(",") if e}
-    total["estimated"] = ",".join(sorted(estimated))
-    return [*found, dict(total)]

@@ -7,6 +7,8 @@ used all its attempts, and nobody has acted on it since (the block ``awaiting_re
 ``sql/queries.sql``). Example::
 
     rows = list(review.awaiting(s, review.ReviewFilter(policy="manual"), limit=100))
+
+``run`` is the command's workflow, the one it calls whatever the number of targets.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import manual, plans
+from jobctl.ops import fleet, manual, plans
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import ReviewRow, Row
+
+if TYPE_CHECKING:
+    from jobctl.ops.gateway import Access
+    from jobctl.ops.replica import Standing
 
 PLAN_FORMAT = "jobctl-review-plan/1"
 
@@ -56,6 +62,37 @@ def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[Rev
 
 
 # ---------------------------------------------------------------- plans
+def run(
+    where: fleet.Where,
+    access: Access,
+    which: ReviewFilter,
+    *,
+    limit: int,
+    plan: Path | None = None,
+    say: fleet.Say,
+) -> list[fleet.Outcome[list[Row]]]:
+    """``review`` on one database or on every target at once: each target's jobs awaiting a
+    human (across targets, each with the target's name), its outcome in the targets' order
+    (one database's failure raised). ``plan``: the rows saved as a review plan, for
+    ``requeue``/``fail --plan``, which apply to one database only."""
+    several = fleet.several(where)
+    if several and plan is not None:
+        raise errors.UsageError(
+            "review --save-plan: requeue/fail --plan apply to one database: save a plan "
+            "per --target"
+        )
+
+    def work(s: Session, _st: Standing, _say: fleet.Say) -> list[Row]:
+        found: list[Any] = list(awaiting(s, which, limit))
+        if several:
+            return list(fleet.tagged(s.settings.target or "", found))
+        if plan is not None:
+            save_plan(plan, s.origin(), cast(list[ReviewRow], found))
+        return found
+
+    return fleet.once(where, access, work, say=say)
+
+
 def save_plan(path: Path, location: dict[str, Any], rows: list[ReviewRow]) -> None:
     """Write the reviewed rows (each with its fence) and where they were read to ``path``:
     0600, atomically, never through a link (``plans.write_rows``)."""

@@ -1,4 +1,5 @@
-"""``jobctl stuck``'s read, the same on one database and on each of several targets: the
+"""``jobctl stuck``: its workflow (``run``), the one the command calls whatever the number of
+targets, and its read, the same on one database and on each of several targets: the
 operator's filter widened by a standby's lag (a lease that expired within the lag may be
 live on the primary, unless ``trust_replica``), the live leases about to run out with
 ``expiring_within``, and the line saying how many leases the lag held back. Example::
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from jobctl.ops import replica, triage
+from jobctl.ops import fleet, replica, triage
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
+    from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
-    from jobctl.render.rows import LeaseRow
+    from jobctl.render.rows import LeaseRow, Row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,3 +56,99 @@ def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
     if ask.expiring_within is not None or ask.on(standing) is ask.which:
         return None
     return replica.held_back(replica.held_back_count(s, ask.which, standing), standing)
+
+
+# ---------------------------------------------------------------- the workflow
+@dataclasses.dataclass
+class Found:
+    """What ``stuck`` found on a target: how many rows; on one database the ready jobs
+    waiting when none was (``ready_after``), its rows streamed to ``show``, none kept;
+    across targets its rows, each with the target's name, kept to be shown together."""
+
+    count: int
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    waiting: Row | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+    """One database's rows as they come (``show`` renders them in the read's transaction):
+    the table's mapped optional columns, the server the session is on."""
+
+    rows: Iterator[LeaseRow]
+    optional: Sequence[str]
+    standing: Standing | None
+
+
+def run(
+    where: fleet.Where,
+    access: Access,
+    ask: Ask,
+    *,
+    say: fleet.Say,
+    show: Callable[[Stream], None],
+    ready_after: dt.timedelta,
+    watching: fleet.Watching[Found] | None = None,
+    seen: Callable[[list[Row]], None] = lambda _rows: None,
+) -> list[fleet.Outcome[Found]]:
+    """``stuck`` on one database or on every target at once (``fleet``), each target's
+    outcome in the targets' order (one database's failure raised). One database streams its
+    rows to ``show`` and says the leases its standby held back, the jobs with no lease, and
+    (``Found.waiting``) the ready jobs waiting when nothing is stuck; each of several keeps its
+    rows with its name, a standby's marked, and says what its standby held back. ``watching``:
+    refreshed until its count or Ctrl-C, each refresh's rows told to ``seen`` on one database
+    (its notifications); the last refresh's outcomes."""
+    several = fleet.several(where)
+
+    def work(s: Session, st: Standing, said: fleet.Say) -> Found:
+        if several:
+            return _kept(s, st, ask, said)
+        if watching is not None:
+            found: list[Any] = list(rows(s, st, ask))
+            seen(found)
+            return Found(len(found), found)
+        return _streamed(s, st, ask, said, show, ready_after)
+
+    if watching is not None:
+        return fleet.refreshed(where, access, work, watching, say=say)
+    return fleet.once(where, access, work, say=say)
+
+
+def _streamed(
+    s: Session,
+    st: Standing,
+    ask: Ask,
+    say: fleet.Say,
+    show: Callable[[Stream], None],
+    ready_after: dt.timedelta,
+) -> Found:
+    """One database's rows shown as they are read, then its lines; the ready jobs waiting
+    when none was found ("my job is stuck" often means nobody claims it)."""
+    from jobctl.render import views
+
+    found = no_lease = 0
+
+    def counted() -> Iterator[LeaseRow]:
+        nonlocal found, no_lease
+        for row in rows(s, st, ask):
+            found += 1
+            no_lease += row.get("lease_state") == "none"
+            yield row
+
+    show(Stream(counted(), s.table.mapping.mapped_optional, st))
+    for line in (held_back(s, st, ask), views.no_lease_line(no_lease)):
+        if line:
+            say(line)
+    return Found(found, waiting=None if found else triage.ready_waiting(s, ready_after))
+
+
+def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
+    """One of several targets' rows, kept with its name (a standby's marked as such)."""
+    from jobctl.render import output
+
+    found: list[Any] = list(rows(s, st, ask))
+    line = held_back(s, st, ask)
+    if line:
+        say(line)
+    marked = replica.mark(output.Document(found, []), st).payload
+    return Found(len(found), list(fleet.tagged(s.settings.target or "", marked)))

@@ -317,6 +317,40 @@ def no_lease_line(count: int) -> str | None:
     )
 
 
+def review(found: list[Any], *, several: bool = False) -> Document:
+    """The jobs awaiting review; one database's table shows its mapped optional columns
+    when its rows hold them, across targets (``several``) the review's columns after the
+    target."""
+    if several:
+        return across_targets(table(found, found, rows.REVIEW_COLUMNS, REVIEW_VIEW))
+    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
+    return table(found, found, shown, REVIEW_VIEW)
+
+
+def ready_waiting_line(waiting: rows.Row, after: str) -> str:
+    """``stuck`` with nothing stuck on one database: the ready jobs that have waited longer
+    than ``after`` (as typed), for "my job is stuck" often means nobody claims it."""
+    from jobctl import durations
+
+    return (
+        f"nothing stuck, but {waiting['ready']} job(s) ready to run have waited longer "
+        f"than {after} (the oldest {durations.human(waiting['oldest_ready_s'])})"
+        ": is any worker claiming? (jobctl summary shows the queue)"
+    )
+
+
+def reclaim_hint(found: int, holding: Sequence[str] | None = None) -> str:
+    """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
+    targets holding rows, across targets; None: one database)."""
+    if holding is None:
+        return f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run"
+    again = " ".join(f"--target {name}" for name in holding)
+    return (
+        f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
+        f"jobctl {again} reclaim --dry-run"
+    )
+
+
 def summary(result: rows.Row) -> Document:
     by_status = [
         {

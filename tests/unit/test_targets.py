@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import parser
 
 from jobctl import errors, targets
-from jobctl.ops import fleet
+from jobctl.ops import fleet, summary
 from jobctl.render import openmetrics
 
 GOOD = """
@@ -384,7 +384,7 @@ def test_summary_across_targets_sums_each_count_into_a_total():
             "awaiting_review": review,
         }
 
-    found = fleet.summary_rows(
+    found = summary.rows(
         [
             ("orders", result("public.jobs", 5, 4, 3, 5, 12.0, 1)),
             ("billing", result("billing.jobs", 2, 2, 2, 0, None, 0, ["done"])),

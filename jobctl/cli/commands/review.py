@@ -65,32 +65,26 @@ def review(
         older_than=older_than,
         what=opt.slice_of(kind, queue, error),
     )
-    fleet = context.across(ctx)
-    if fleet is not None:
-        if save_plan is not None:
-            raise errors.UsageError(
-                "review --save-plan: requeue/fail --plan apply to one database: save a plan "
-                "per --target"
-            )
-        from jobctl.cli import fleet as cli_fleet
-
-        cli_fleet.review(ctx, fleet, which, limit=limit, exit_code=exit_code, out=out, fmt=fmt)
-        return
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        found = list(core.awaiting(s, which, limit))
-        if save_plan is not None:
-            core.save_plan(save_plan, s.origin(), found)
-    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
-    terminal.emit(views.table(found, found, shown, views.REVIEW_VIEW), out, fmt)
+    several = context.across(ctx) is not None
+    outcomes = core.run(
+        context.address(ctx),
+        context.command_access(ctx),
+        which,
+        limit=limit,
+        plan=save_plan,
+        say=terminal.say,
+    )
+    found = [row for o in outcomes for row in o.value or []]
+    terminal.emit(views.review(found, several=several), out, fmt)
+    code = context.said(outcomes)
     if save_plan is not None:
         terminal.say(
             f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "
             f"jobctl requeue --plan {save_plan} (or jobctl fail --plan {save_plan} --reason ...)"
         )
-    elif found and sys.stdout.isatty() and out is output.Output.table:
+    elif found and sys.stdout.isatty() and out is output.Output.table and not several:
         terminal.say(f"{len(found)} job(s) await review: jobctl requeue ID / jobctl fail ID")
-    if exit_code and found:
-        raise typer.Exit(errors.EXIT_FINDINGS)
+    context.exit_with(context.with_findings(code, exit_code and bool(found)))
 
 
 # ---------------------------------------------------------------- across jobs
