@@ -129,23 +129,6 @@ def say_if(line: str | None) -> None:
         terminal.say(line)
 
 
-def run_watch(
-    ctx: typer.Context,
-    s: Session,
-    produce: Callable[[], output.Document],
-    every: dt.timedelta,
-    count: int | None,
-    out: output.Output,
-    fmt: str | None,
-) -> None:
-    """--watch: refresh in place on a terminal, else one JSON line per refresh."""
-    from jobctl.ops import watch
-
-    warn_password_on_command_line(ctx)
-    with terminal.live(out, fmt, every.total_seconds()) as show:
-        watch.watch(s, produce, show, every=every, count=count)
-
-
 def warn_password_on_command_line(ctx: typer.Context) -> None:
     """A command that runs for long (the service, a watch) keeps its command line, the
     password in --dsn with it, visible to every user of the machine (ps) all that time."""

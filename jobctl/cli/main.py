@@ -312,11 +312,12 @@ def summary(
         context.exit_with(fleet.exit_code(outcomes))
         return
     terminal.emit(replica.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
-    for o in outcomes if not several else []:
-        assert o.value is not None
+    if not several:  # one database: its lines under its table
+        (counted,) = (o.value for o in outcomes)
+        assert counted is not None
         if by is None:
-            context.say_if(views.no_lease_line(o.value.result["processing"]["no_lease"]))
-        context.say_if(o.value.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
+            context.say_if(views.no_lease_line(counted.result["processing"]["no_lease"]))
+        context.say_if(counted.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
     context.exit_with(context.said(outcomes))
 
 
