@@ -7,7 +7,7 @@ import datetime as dt
 import functools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
@@ -212,6 +212,74 @@ def pipelined(
         return cursor.fetchall()
     except BaseException:
         # the error skipped the COMMIT: end the failed transaction on its server connection
+        if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+        raise
+
+
+class Sent:
+    """A statement sent in its own short transaction (``sending``), not yet waited for."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None) -> None:
+        self._cursor, self._pipeline = cursor, pipeline
+
+    def count(self) -> int:
+        """Wait for its transaction to end, committed (or its error raised): its row count,
+        its rows not read yet."""
+        if self._pipeline is not None:
+            self._pipeline.sync()
+        return self._cursor.rowcount
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Its rows, read once ``count`` has returned (the next statement may be running)."""
+        return self._cursor.fetchall()
+
+
+@contextlib.contextmanager
+def sending(
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    statement: sql.Composed | bytes,
+    *,
+    action: str | None = None,
+    reason: str | None = None,
+) -> Iterator[Callable[[dict[str, Any]], Sent]]:
+    """``send(params)``: ``statement`` in its own short transaction, as ``pipelined`` runs it,
+    sent without waiting for it, so that the server runs it while the client reads the rows
+    of the one before (``Sent.count``, then ``Sent.rows``). One statement in flight at a time:
+    wait for one before sending the next. A statement that fails raises from its ``count``,
+    and leaving the block rolls its transaction back. With a libpq older than 14 (no pipeline
+    mode) each runs as ``pipelined`` does, at once.
+    """
+    import psycopg
+    from psycopg import pq
+
+    logging.getLogger("psycopg").addHandler(_SILENT)  # as pipelined: one error, one line
+    if not psycopg.Pipeline.is_supported():
+
+        def run_now(params: dict[str, Any]) -> Sent:
+            with transaction(conn, settings, action=action, reason=reason):
+                cursor = conn.cursor()
+                cursor.execute(statement, params)
+                return Sent(cursor, None)
+
+        yield run_now
+        return
+    session_iso = (conn.info.parameter_status("DateStyle") or "").startswith("ISO")
+    try:
+        with conn.pipeline() as pipeline:
+
+            def send(params: dict[str, Any]) -> Sent:
+                conn.execute("BEGIN")
+                _apply(conn, settings, action=action, reason=reason)
+                cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
+                cursor.execute(statement, params)
+                conn.execute("COMMIT")
+                return Sent(cursor, pipeline)
+
+            yield send
+    except BaseException:
         if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")

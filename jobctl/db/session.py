@@ -117,11 +117,30 @@ class Session:
         """The named statement in its own short transaction, timeouts and actor (and the
         audit's ``action``) set transaction-locally, in one round trip (``db.pipelined``); its
         rows. The statement is composed once per session (a reclaim runs it for every batch)."""
+        text = self._text(name, fragments)
+        return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
+
+    def sending(
+        self,
+        name: str,
+        *,
+        action: str | None = None,
+        reason: str | None = None,
+        **fragments: sql.Composable,
+    ) -> contextlib.AbstractContextManager[Callable[[dict[str, Any]], db.Sent]]:
+        """``send(params)``: the named statement as ``pipelined`` runs it, sent without
+        waiting (``db.sending``): the server runs one while the rows of the one before are
+        read. Nothing else runs on the session inside the block."""
+        text = self._text(name, fragments)
+        return db.sending(self.conn, self.settings, text, action=action, reason=reason)
+
+    def _text(self, name: str, fragments: dict[str, sql.Composable]) -> bytes:
+        """A statement run again and again, composed and encoded once per session."""
         key = "/".join([name, *sorted(fragments)])  # (a statement's own fragments: fixed)
         text = self._texts.get(key)
         if text is None:
             text = self._texts[key] = self.query(name, **fragments).as_bytes(self.conn)
-        return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
+        return text
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         """Run a write; the number of rows it changed."""

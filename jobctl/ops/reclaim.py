@@ -308,11 +308,14 @@ def commit(
     poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
     moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
-        size = batch_size if limit is None else min(batch_size, limit - handled)
         current = dataclasses.replace(which, exclude=poisoned) if poisoned else which
+        left = None if limit is None else limit - handled
         try:
-            rows, failed = _batch(s, current, size), list[ReclaimRow]()
-            moved = 0
+            for rows in _batches(s, current, batch_size, left, stop):
+                moved = 0
+                handled += len(rows)
+                yield rows
+            break  # a batch came back short, or the limit or stop ended them
         except psycopg.errors.SerializationFailure as exc:
             if not db.moved_to_another_partition(exc):
                 raise
@@ -327,9 +330,10 @@ def commit(
         except psycopg.DatabaseError as exc:
             if not _row_error(exc):
                 raise
-            # one row fails the whole batch: apply it row by row so only that row stays behind
-            rows, failed = _row_by_row(s, current, size)
-            poisoned.extend(row["id"] for row in failed)
+        # one row failed the whole batch: apply it row by row so only that row stays behind
+        size = batch_size if limit is None else min(batch_size, limit - handled)
+        rows, failed = _row_by_row(s, current, size)
+        poisoned.extend(row["id"] for row in failed)
         handled += len(rows)
         if rows or failed:
             yield rows + failed
@@ -338,9 +342,67 @@ def commit(
     if which.plan is None and (limit is None or handled < limit):
         with s.transaction(read_only=True):  # streamed: only the locked rows are kept
             rest = preview(s, which, None if limit is None else limit - handled)
-            left = [r for r in rest if r["skipped"]]
-        if left:
-            yield left
+            left_locked = [r for r in rest if r["skipped"]]
+        if left_locked:
+            yield left_locked
+
+
+def _batches(
+    s: Session,
+    which: ExpiredFilter,
+    batch_size: int,
+    left: int | None,
+    stop: threading.Event | None,
+) -> Iterator[list[ReclaimRow]]:
+    """Batches of the reclaim while each comes back full and ``left`` (None: no limit) allows.
+
+    Each batch is sent as soon as the one before has committed, before that one's rows are
+    read and handed on: the server runs it meanwhile. With ``stop`` (the service), the next
+    batch is sent only once the caller is done with the last and ``stop`` is not set: the
+    service stops after the batch in hand. A batch's error is raised from it (nothing of that
+    batch applied; the batches before stay committed, and were yielded).
+    """
+    params, reason, fragments = _statement(s, which)
+
+    def size_after(done: int) -> int:
+        return batch_size if left is None else min(batch_size, left - done)
+
+    done = 0
+    with s.sending("reclaim_batch", action="reclaimed", reason=reason, **fragments) as send:
+        size = size_after(0)
+        sent: db.Sent | None = send({**params, "limit": size})
+        while sent is not None:
+            count = sent.count()
+            done += count
+            full = count == size and (left is None or done < left)
+            size = size_after(done)
+            after = send({**params, "limit": size}) if full and stop is None else None
+            rows = cast(list[ReclaimRow], sent.rows())
+            for row in rows:
+                row["applied"], row["skipped"] = True, None
+            if rows:
+                yield rows
+            if full and stop is not None and not stop.is_set():
+                after = send({**params, "limit": size})
+            sent = after
+
+
+def _statement(s: Session, which: ExpiredFilter) -> tuple[dict[str, Any], str | None, Any]:
+    """The reclaim statement's parameters (but its limit), the reason the history records
+    and its fragments (--spread, --refund-attempt) for ``which``."""
+    fragments: dict[str, Any] = {}
+    if which.spread:  # the returns paced over the spread (reclaim_paced)
+        from psycopg import sql
+
+        fragments |= {
+            "paced": s.query("reclaim_paced"),
+            "paced_join": s.query("reclaim_paced_join"),
+            "returns_at": sql.SQL("paced.available_at"),
+        }
+    if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
+        fragments["refund_set"] = s.query("refund_attempt")
+    reason = REFUND_REASON if which.refund_attempt else None
+    return which.params(), reason, fragments
 
 
 def _row_error(exc: psycopg.DatabaseError) -> bool:
@@ -355,20 +417,10 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
     # the action declared: the history then knows jobctl_action='reclaimed' is this write's
-    params = {**which.params(), "limit": size}
-    fragments: dict[str, Any] = {}
-    if which.spread:  # the returns paced over the spread (reclaim_paced)
-        from psycopg import sql
-
-        fragments |= {
-            "paced": s.query("reclaim_paced"),
-            "paced_join": s.query("reclaim_paced_join"),
-            "returns_at": sql.SQL("paced.available_at"),
-        }
-    if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
-        fragments["refund_set"] = s.query("refund_attempt")
-    reason = REFUND_REASON if which.refund_attempt else None
-    rows = s.pipelined("reclaim_batch", params, action="reclaimed", reason=reason, **fragments)
+    params, reason, fragments = _statement(s, which)
+    rows = s.pipelined(
+        "reclaim_batch", {**params, "limit": size}, action="reclaimed", reason=reason, **fragments
+    )
     for row in rows:
         row["applied"], row["skipped"] = True, None
     return cast(list[ReclaimRow], rows)
