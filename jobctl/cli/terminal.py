@@ -221,6 +221,8 @@ def drain(
         streamed = output.delimited_rows(sys.stdout, columns, delimiter)
     else:
         streamed = contextlib.nullcontext(lambda _batch: None)
+    if out.tabular:  # the table printed at the end: its renderer imported meanwhile
+        _import_behind("tabulate")
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
         for batch in with_progress(run.batches, run.total, "reclaiming"):
             seen = sum(counts.values())
@@ -232,6 +234,20 @@ def drain(
             else:
                 write(batch)
     return kept, counts
+
+
+def _import_behind(module: str) -> None:
+    """Import ``module`` in a thread while the caller waits on the server (a wait lets go of
+    the GIL): a reclaim's table, printed at its end, finds its renderer imported (tabulate,
+    with wcwidth where installed: about 30 ms of start-up, docs/performance.md)."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the caller's own import says what failed
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name=f"import {module}").start()
 
 
 _DONE = object()
