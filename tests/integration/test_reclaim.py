@@ -242,6 +242,44 @@ def test_batches_and_limit(conn, dsn, run):
     assert len(json.loads(run("stuck", "-o", "json").out)) == 11
 
 
+def _still_processing(conn: psycopg.Connection[Any]) -> int:
+    return conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()[
+        "n"
+    ]
+
+
+def test_next_batch_runs_while_the_last_is_handed_on(conn, dsn):
+    """The batch after one is sent as soon as that one committed: while the caller still
+    holds batch 1, batch 2 commits on the server (seen from another connection)."""
+    add_jobs(conn, 12)
+    claim_all(dsn, 12)
+    s = core(dsn)
+    with s.conn:
+        batches = reclaim.commit(s, ALL, batch_size=5, limit=None)
+        first = next(batches)
+        assert len(first) == 5
+        wait_until(lambda: _still_processing(conn) == 2)  # batch 2 committed meanwhile
+        rest = [row for batch in batches for row in batch]
+    assert len(rest) == 7 and _still_processing(conn) == 0
+
+
+def test_service_sends_no_batch_while_it_holds_one(conn, dsn):
+    """With ``stop`` (the reclaimer service) the next batch waits for the caller: stopping
+    after the batch in hand leaves the rest untouched."""
+    add_jobs(conn, 12)
+    claim_all(dsn, 12)
+    stop = threading.Event()
+    s = core(dsn)
+    with s.conn:
+        batches = reclaim.commit(s, ALL, batch_size=5, limit=None, stop=stop)
+        assert len(next(batches)) == 5
+        time.sleep(0.5)
+        assert _still_processing(conn) == 7
+        stop.set()
+        assert list(batches) == []
+    assert _still_processing(conn) == 7
+
+
 # ---------------------------------------------------------------- real processes
 def jobctl(dsn: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "tester@ci"}
