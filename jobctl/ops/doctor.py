@@ -133,23 +133,11 @@ def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = 
 
 
 def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row]:
-    from jobctl.ops.slices import EVERY
-
-    every = {"soon": dt.timedelta(0), **EVERY.params()}  # every kind and queue
-    no_lease = int(s.one("summary_processing", every)["no_lease"])
-    lease_rows = []
-    if no_lease:
-        lease_rows.append(
-            {
-                "kind": "claimed_without_lease",
-                "jobs": no_lease,
-                "wrong": f"{no_lease} processing job(s) have no lease: some writer claims "
-                "without one (jobctl stuck lists them, reclaim never touches them)",
-                "fix": "claim",
-            }
-        )
+    """The checks read from the statements the server has seen (``rows``: None without
+    pg_stat_statements): sweepers by age, unfenced writes, and the fence's refusals."""
+    lease_rows = _claimed_without_lease(s)
     if rows is None:
-        fenced_status = "warn" if no_lease else "unknown"
+        fenced_status = "warn" if lease_rows else "unknown"
         missing = "pg_stat_statements is not installed here (how to: the first check)"
         return [
             _check("timeout_by_lease", "unknown", ENABLE),
@@ -175,19 +163,7 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
         )
     sweepers = by_check["timeout_by_lease"]
     writes = by_check["fenced_writes"]
-    since = info.get("stats_reset")
-    window = f"since the statistics' reset at {since:%Y-%m-%d %H:%M:%S%z}" if since else ""
-    total = rejected["heartbeat"] + rejected["completion"]
-    rejections = (
-        f"{rejected['heartbeat']} heartbeat(s) and {rejected['completion']} completion(s) or "
-        f"fail(s) refused by the fence {window}".strip()
-        + (
-            ": workers whose jobs were reclaimed kept writing (zombies), or the lease is too "
-            "short for the work"
-            if total
-            else ""
-        )
-    )
+    total, rejections = _rejections(rejected, info.get("stats_reset"))
     return [
         _check(
             "timeout_by_lease",
@@ -208,6 +184,41 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
             refusals,
         ),
     ]
+
+
+def _claimed_without_lease(s: Session) -> list[Row]:
+    """A finding when processing jobs have no lease (some writer claims without one)."""
+    from jobctl.ops.slices import EVERY
+
+    every = {"soon": dt.timedelta(0), **EVERY.params()}  # every kind and queue
+    no_lease = int(s.one("summary_processing", every)["no_lease"])
+    if not no_lease:
+        return []
+    return [
+        {
+            "kind": "claimed_without_lease",
+            "jobs": no_lease,
+            "wrong": f"{no_lease} processing job(s) have no lease: some writer claims "
+            "without one (jobctl stuck lists them, reclaim never touches them)",
+            "fix": "claim",
+        }
+    ]
+
+
+def _rejections(rejected: dict[str, int], since: dt.datetime | None) -> tuple[int, str]:
+    """How many writes the fence refused since the statistics' reset, and the line saying so."""
+    window = f"since the statistics' reset at {since:%Y-%m-%d %H:%M:%S%z}" if since else ""
+    total = rejected["heartbeat"] + rejected["completion"]
+    line = (
+        f"{rejected['heartbeat']} heartbeat(s) and {rejected['completion']} completion(s) or "
+        f"fail(s) refused by the fence {window}".strip()
+    )
+    if total:
+        line += (
+            ": workers whose jobs were reclaimed kept writing (zombies), or the lease is too "
+            "short for the work"
+        )
+    return total, line
 
 
 def _lease_check(s: Session, params: Row, history: bool) -> Row:

@@ -106,32 +106,9 @@ def explain(
         )
     if job.get("lease_state") == "none" and job["status"] == processing:
         story.extend(no_lease_sentences(job))
-    reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
-    exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
-    if (
-        job["status"] == parked
-        and reclaimed_last
-        and (job["recovery_policy"] == "manual" or exhausted)
-    ):
-        why = (
-            "its policy is manual"
-            if job["recovery_policy"] == "manual"
-            else ("it used all its attempts")
-        )
-        # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
-        story.append(
-            f"It is parked in {_said(parked)}, awaiting a human ({why}; jobctl review lists "
-            f"every such job): {_arguments('requeue', job['id'], '--reason ...')} runs it "
-            f"again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
-        )
+    story.extend(_awaiting_review(job, events, parked))
     warnings = [a for a in attempts if a["lease_too_short"]]
-    for a in warnings:
-        gap = _s(a["max_heartbeat_gap_s"])
-        story.append(
-            f"Warning: attempt {a['attempt']}'s largest heartbeat gap ({gap})"
-            f" came within {100 - GAP_WARNING * 100:.0f} % of its lease ({_s(a['lease_s'])}): "
-            "the lease is too short for this job, or its worker stalls."
-        )
+    story.extend(_lease_warning(a) for a in warnings)
     return {
         "id": job["id"],
         "status": job["status"],
@@ -140,6 +117,32 @@ def explain(
         "events": events,
         "lease_too_short": bool(warnings),
     }
+
+
+def _awaiting_review(job: Row, events: Sequence[Mapping[str, Any]], parked: str) -> list[str]:
+    """The sentence of a job reclaim parked for a human, with the two commands that end it."""
+    reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
+    exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
+    manual = job["recovery_policy"] == "manual"
+    if not (job["status"] == parked and reclaimed_last and (manual or exhausted)):
+        return []
+    why = "its policy is manual" if manual else "it used all its attempts"
+    # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
+    return [
+        f"It is parked in {_said(parked)}, awaiting a human ({why}; jobctl review lists "
+        f"every such job): {_arguments('requeue', job['id'], '--reason ...')} runs it "
+        f"again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
+    ]
+
+
+def _lease_warning(attempt: Row) -> str:
+    """The warning of an attempt whose heartbeats came close to losing its lease."""
+    gap = _s(attempt["max_heartbeat_gap_s"])
+    return (
+        f"Warning: attempt {attempt['attempt']}'s largest heartbeat gap ({gap})"
+        f" came within {100 - GAP_WARNING * 100:.0f} % of its lease ({_s(attempt['lease_s'])}): "
+        "the lease is too short for this job, or its worker stalls."
+    )
 
 
 def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
