@@ -1,7 +1,7 @@
-"""The commands across several targets (``--all-targets``, or ``--target`` more than once)
-that still have a path of their own there (``metrics``, ``reclaim``; ``stuck``, ``summary`` and
-``review`` run one workflow whatever the number of targets: ``ops.stuck``, ``ops.summary``,
-``ops.review``):
+"""The command across several targets (``--all-targets``, or ``--target`` more than once)
+that still has a path of its own there (``reclaim``; ``stuck``, ``summary``, ``review`` and
+``metrics`` run one workflow whatever the number of targets: ``ops.stuck``, ``ops.summary``,
+``ops.review``, ``ops.metrics``):
 each target read at once on its own connection (``fleet.across``), every row tagged with its
 target, a failing target one line on stderr while the others' output stays whole (exit 1).
 
@@ -13,7 +13,6 @@ one process). Commands by id refuse several targets (``targets.one_database``).
 from __future__ import annotations
 
 import collections
-import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -26,8 +25,6 @@ from jobctl.render import output, rows, views
 from jobctl.targets import Target
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jobctl.db.session import Session
     from jobctl.ops.reclaim import Request
     from jobctl.ops.replica import Standing
@@ -43,53 +40,6 @@ def _read(
 ) -> list[fleet.Outcome[T]]:
     """``read`` on every target at once (``fleet.read``), as this command accesses them."""
     return fleet.read(targets, context.command_access(ctx), read, kept)
-
-
-# ---------------------------------------------------------------- reads
-def metrics(
-    ctx: typer.Context,
-    targets: Sequence[Target],
-    *,
-    expiring_within: dt.timedelta,
-    reclaim_window: dt.timedelta,
-    max_stuck: int | None,
-    max_overdue: dt.timedelta | None,
-    textfile: Path | None = None,
-) -> None:
-    """``metrics`` on every target: one exposition, each sample labelled with its target, and
-    ``jobctl_target_up`` saying which targets answered (printed, or ``textfile`` replaced,
-    whatever the exit code: a target down is published as its up 0)."""
-    import time
-
-    from jobctl.ops import metrics as core
-    from jobctl.render import openmetrics
-
-    def read(s: Session, st: Standing, _say: fleet.Say) -> tuple[str, rows.Row]:
-        with s.transaction(read_only=True):
-            figures = core.on_server(
-                s, st, expiring_within=expiring_within, reclaim_window=reclaim_window
-            )
-        return s.table.qualified, figures
-
-    outcomes = _read(ctx, targets, read)
-    terminal.publish(
-        textfile,
-        openmetrics.exposition_across(
-            [(o.target.name, o.value) for o in outcomes if o.value],
-            {o.target.name: o.ok for o in outcomes},
-            collected_at=time.time(),
-        ),
-    )
-    code = context.said(outcomes)
-    breached = False
-    for o in outcomes:
-        figures = o.value[1] if o.value else None
-        for line in (
-            core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue) if figures else []
-        ):
-            terminal.say(f"jobctl: CRITICAL: target {o.target.name}: {line}")
-            breached = True
-    context.exit_with(context.with_findings(code, breached))
 
 
 # ---------------------------------------------------------------- reclaim

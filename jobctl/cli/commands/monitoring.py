@@ -17,13 +17,18 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from jobctl import db, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
+
+if TYPE_CHECKING:
+    from jobctl.ops.fleet import Outcome
+    from jobctl.ops.metrics import Measured
+    from jobctl.targets import Fleet
 
 Textfile = Annotated[
     Path | None,
@@ -190,45 +195,49 @@ def metrics(
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
-    what = opt.slice_of(kind, queue, error)
-    fleet = context.across(ctx)
-    if fleet is not None:
-        if what:
-            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
-        from jobctl.cli import fleet as cli_fleet
-
-        cli_fleet.metrics(
-            ctx,
-            fleet,
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-            max_stuck=max_stuck,
-            max_overdue=max_overdue,
-            textfile=textfile,
-        )
-        return
     where = context.address(ctx)
-    target = where.target if isinstance(where, db.Settings) else None
+    what = opt.slice_of(kind, queue, error)
+    ask = core.Ask(expiring_within, reclaim_window, what, label_top, max_stuck, max_overdue)
     try:
-        with context.open_session(ctx) as s, s.transaction(read_only=True):
-            figures = core.on_server(
-                s,
-                context.standing(ctx),
-                expiring_within=expiring_within,
-                reclaim_window=reclaim_window,
-                what=what,
-                top=label_top,
-            )
-            table = s.table.qualified
+        measured = core.run(where, context.command_access(ctx), ask, say=terminal.say)
     except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
-        terminal.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        if isinstance(where, db.Settings):
+            terminal.publish(textfile, openmetrics.down(where.target, collected_at=time.time()))
         raise
-    terminal.publish(
-        textfile,
-        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    terminal.publish(textfile, _exposition(where, measured))
+    code = context.said(measured)
+    for line in _critical(where, measured):
+        terminal.say(line)
+    breached = any(o.value.breached for o in measured if o.value)
+    context.exit_with(context.with_findings(code, breached))
+
+
+def _exposition(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> str:
+    """One database's exposition (labelled with its target, if named), or one across targets:
+    every sample labelled with its target, ``jobctl_target_up`` saying which answered."""
+    from jobctl.render import openmetrics
+
+    if isinstance(where, db.Settings):
+        (one,) = (o.value for o in measured)  # one database: its failure was raised
+        assert one is not None
+        return openmetrics.exposition(
+            one.figures, one.table, target=where.target, collected_at=time.time()
+        )
+    return openmetrics.exposition_across(
+        [(o.target.name, (o.value.table, o.value.figures)) for o in measured if o.value],
+        {o.target.name: o.ok for o in measured},
+        collected_at=time.time(),
     )
-    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
-    for line in breached:
-        terminal.say(f"jobctl: CRITICAL: {line}")
-    if breached:
-        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+def _critical(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> list[str]:
+    """A line per threshold broken (across targets: each naming its target)."""
+    several = not isinstance(where, db.Settings)
+    return [
+        f"jobctl: CRITICAL: target {o.target.name}: {line}"
+        if several
+        else f"jobctl: CRITICAL: {line}"
+        for o in measured
+        if o.value
+        for line in o.value.breached
+    ]
