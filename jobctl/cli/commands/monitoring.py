@@ -11,11 +11,12 @@ the old file or the new one, never half of one; and it is written whatever the e
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -157,6 +158,40 @@ def for_stuck_watch(
         command="stuck --watch",
         log=terminal.say,
     )
+
+
+@contextlib.contextmanager
+def for_reclaim_service(
+    here: Any,
+    every: dt.timedelta | None,
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+) -> Iterator[Any]:
+    """``reclaim --every``'s notifications, on one database only (``here``: its settings;
+    without --every, or across targets, exit 2): their watch (``ops.notify.Watch``, or None
+    when no URL is given), the sender closed when the service ends."""
+    if not (urls or env_vars):
+        yield None
+        return
+    if every is None or not isinstance(here, db.Settings):
+        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
+    made = notifier(
+        urls,
+        env_vars,
+        fmt,
+        burst,
+        table=here.table,
+        target=here.target,
+        command="reclaim --every",
+        log=terminal.say,
+    )
+    try:
+        yield made[1] if made else None
+    finally:
+        if made:
+            made[0].close()
 
 
 def refreshed(watch: Any, seen: list[Any]) -> None:
