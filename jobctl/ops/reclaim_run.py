@@ -19,24 +19,28 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from jobctl import db, errors
-from jobctl.db.session import Confirm
+from jobctl import errors
 from jobctl.ops import fleet, reclaim, reclaim_targets
-from jobctl.ops.reclaim import Request
 from jobctl.render.rows import ReclaimRow
-from jobctl.targets import Fleet, Target
+from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jobctl import db
+    from jobctl.db.session import Confirm
     from jobctl.ops.gateway import Access
     from jobctl.ops.notify import Watch
+    from jobctl.ops.reclaim import Request
     from jobctl.ops.replica import Standing
+    from jobctl.targets import Target
 
 # drains a reclaim's batches as they come (printing them): the rows a table keeps, and the tally
 Drain = Callable[[reclaim.Run], tuple[list[ReclaimRow], collections.Counter[str]]]
 Served = Callable[[list[ReclaimRow]], None]  # a service's batch, its applied rows (tagged)
+Failed = Callable[[list[fleet.Outcome[Any]]], object]  # told of targets that failed a preview
 
 
 @dataclasses.dataclass
@@ -73,7 +77,7 @@ def run(
     trust_replica: bool,
     confirm: Confirm,
     say: fleet.Say,
-    unreachable: Callable[[list[fleet.Outcome[Any]]], object],
+    unreachable: Failed,
     drain: Drain,
     served: Served,
     watch: Watch | None = None,
@@ -92,18 +96,14 @@ def run(
         return _on_one(where, access, request, trust_replica, confirm=confirm, say=say, drain=drain)
     if not request.commit:
         return _dry_run_across(where.targets, access, request, trust_replica)
-    started = reclaim_targets.start(
-        where.targets, request, access, confirm=confirm, say=say, unreachable=unreachable
-    )
-    if not started.targets:  # none left to commit: nothing shown, nothing counted
-        return Reclaimed(unreachable=started.unreachable)
-    kept, counts = drain(reclaim.Run(started.batches, started.total))
-    return Reclaimed(
-        kept=kept,
-        total=sum(counts.values()),
-        lines=reclaim_targets.tally_lines(started.done, started.parks, committed=True),
-        outcomes=started.outcomes,
-        unreachable=started.unreachable,
+    return _commit_across(
+        where.targets,
+        access,
+        request,
+        confirm=confirm,
+        say=say,
+        unreachable=unreachable,
+        drain=drain,
     )
 
 
@@ -147,6 +147,32 @@ def _dry_run_across(
         lines=reclaim_targets.tally_lines(counts, parks, committed=False),
         outcomes=list(outcomes),
         plan_line=plan_line(request.save_plan, [name for name, _ in found]),
+    )
+
+
+def _commit_across(
+    targets: Sequence[Target],
+    access: Access,
+    request: Request,
+    *,
+    confirm: Confirm,
+    say: fleet.Say,
+    unreachable: Failed,
+    drain: Drain,
+) -> Reclaimed:
+    """The commit target after target, after one question (``reclaim_targets.start``)."""
+    started = reclaim_targets.start(
+        targets, request, access, confirm=confirm, say=say, unreachable=unreachable
+    )
+    if not started.targets:  # none left to commit: nothing shown, nothing counted
+        return Reclaimed(unreachable=started.unreachable)
+    kept, counts = drain(reclaim.Run(started.batches, started.total))
+    return Reclaimed(
+        kept=kept,
+        total=sum(counts.values()),
+        lines=reclaim_targets.tally_lines(started.done, started.parks, committed=True),
+        outcomes=started.outcomes,
+        unreachable=started.unreachable,
     )
 
 
