@@ -1,8 +1,8 @@
 """The typer app: the global options, the read commands (stuck, summary, show, history,
-explain), ``demo`` and the entry point. The other commands live in ``cli/commands/`` and
-``cli/fleet.py`` (metrics and reclaim across several targets) and are registered here in
-the order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate, rich's renderers) are
-imported inside the commands, so that ``jobctl --help`` and shell completion stay fast.
+explain), ``demo`` and the entry point. The other commands live in ``cli/commands/`` and are
+registered here in the order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate,
+rich's renderers) are imported inside the commands, so that ``jobctl --help`` and shell
+completion stay fast.
 """
 
 from __future__ import annotations

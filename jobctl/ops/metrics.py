@@ -1,16 +1,26 @@
 """jobctl metrics: lease health's figures, and the alert thresholds they break
-(``render.openmetrics`` writes them as OpenMetrics text)."""
+(``render.openmetrics`` writes them as OpenMetrics text); ``run``, the command's workflow, the
+one it calls whatever the number of targets. Example::
+
+    (outcome,) = run(settings, Access("metrics"), Ask(expiring_within=dt.timedelta(seconds=30),
+                     reclaim_window=dt.timedelta(minutes=5), max_stuck=10), say=print)
+    print(outcome.value.table, outcome.value.figures["stuck_auto"], outcome.value.breached)
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from jobctl import errors
 from jobctl.db.session import Session
+from jobctl.ops import fleet
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import Row
 
 if TYPE_CHECKING:
+    from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
 
 
@@ -127,3 +137,50 @@ def reclaimer_silent(figures: Row, *, intervals: int = 3) -> str | None:
             "--every still running? (journalctl -u jobctl-reclaimer)"
         )
     return None
+
+
+# ---------------------------------------------------------------- the workflow
+@dataclasses.dataclass(frozen=True)
+class Ask:
+    """What the operator asked of ``metrics``: the figures' windows, what they count (``what``,
+    ``top``: one database only) and the thresholds (``max_stuck``, ``max_overdue``)."""
+
+    expiring_within: dt.timedelta
+    reclaim_window: dt.timedelta
+    what: Slice = EVERY  # --kind, --queue, --error (one database only)
+    top: int = LABEL_TOP  # --label-top (one database: across targets, the default)
+    max_stuck: int | None = None
+    max_overdue: dt.timedelta | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """A target's figures (``on_server``), its table, and the thresholds they break."""
+
+    table: str
+    figures: Row
+    breached: list[str]
+
+
+def run(
+    where: fleet.Where, access: Access, ask: Ask, *, say: fleet.Say
+) -> list[fleet.Outcome[Measured]]:
+    """``metrics`` on one database or on every target at once, each target's outcome in the
+    targets' order (one database's failure raised). A slice is for one database."""
+    several = fleet.several(where)
+    if several and ask.what:
+        raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
+
+    def work(s: Session, st: Standing, _say: fleet.Say) -> Measured:
+        figures = on_server(
+            s,
+            st,
+            expiring_within=ask.expiring_within,
+            reclaim_window=ask.reclaim_window,
+            what=ask.what,
+            top=LABEL_TOP if several else ask.top,
+        )
+        found = breaches(figures, max_stuck=ask.max_stuck, max_overdue=ask.max_overdue)
+        return Measured(s.table.qualified, figures, found)
+
+    return fleet.once(where, access, work, say=say)

@@ -1,5 +1,6 @@
 """Reclaim: the lease design's statement in fenced batches; a dry run that shares its SQL;
-saved plans; and the workflow of ``jobctl reclaim`` (its option rules and three modes)."""
+saved plans; and ``jobctl reclaim`` on one database (its option rules and three modes; the
+command's workflow, one database or several, is ``reclaim_run``)."""
 
 from __future__ import annotations
 

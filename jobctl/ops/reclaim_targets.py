@@ -1,6 +1,8 @@
 """Reclaim across several targets (``--all-targets``, or ``--target`` more than once): the
+dry run reads every target at once (``dry_run``, a plan across targets saved from it); the
 commit runs target after target, each its own fenced batches (``reclaim.committed``), after
-one confirmation — of a plan across targets, or of every target's dry run, read at once.
+one confirmation — of a plan across targets, or of every target's dry run, read at once;
+``tally_lines`` says what each did and the total.
 
 A target that fails is its outcome's error: what it committed before stays committed, and
 counted; the others go on. Example::
@@ -22,13 +24,74 @@ from jobctl.ops import fleet
 from jobctl.render import rows
 
 if TYPE_CHECKING:
-    from jobctl.db.session import Confirm
+    from jobctl.db.session import Confirm, Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.plans import Parts
     from jobctl.ops.reclaim import Request
+    from jobctl.ops.replica import Standing
     from jobctl.targets import Target
 
 PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
+Reviewed = tuple[dict[str, Any], list[rows.ReclaimRow]]  # a target's dry run: where, its rows
+
+
+def dry_run(
+    targets: Sequence[Target], request: Request, access: Access, *, trust_replica: bool
+) -> tuple[list[fleet.Outcome[Reviewed]], dict[str, str | None]]:
+    """Every target's dry run, read at once (a standby's widened by its lag unless
+    ``trust_replica``, and said to be one), with the park status of each that answered; with
+    ``request.save_plan``, the plan across targets of those that answered saved."""
+    from jobctl.ops import plans, replica
+    from jobctl.ops import reclaim as core
+
+    parks: dict[str, str | None] = {}
+
+    def read(s: Session, st: Standing, say: fleet.Say) -> Reviewed:
+        found = core.dry_run(
+            s, replica.widen(request.expired, st, trust=trust_replica), request.limit
+        )
+        note = replica.dry_run_note(st)
+        if note:
+            say(note)
+        parks[s.settings.target or ""] = s.table.mapping.named_park
+        return s.origin(), found
+
+    outcomes = fleet.read(targets, access, read)
+    if request.save_plan is not None:
+        answered = [o.value for o in outcomes if o.value is not None]
+        plans.write_parts(request.save_plan, PLANS_FORMAT, answered)
+    return outcomes, parks
+
+
+def tally_lines(
+    counts: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
+    *,
+    committed: bool,
+) -> list[str]:
+    """What a reclaim across targets did (or would do): each target's line (its park status
+    named, as one reclaim's line does), the total over several, and the next step."""
+    from jobctl.ops import reclaim as core
+
+    said = []
+    for name, tally in counts.items():
+        line = core.summary_line(tally, committed, park_status=parks.get(name))
+        said.append(f"target {name}: {line}")
+    total: collections.Counter[str] = sum(counts.values(), collections.Counter())
+    some_parked = any(parks.get(name) for name in counts)
+    if len(counts) > 1:
+        line = core.summary_line(total, committed, some_parked=some_parked)
+        said.append(f"all {len(counts)} targets: {line}")
+    names = list(counts)
+    step = core.next_step(
+        total,
+        committed,
+        park_status=parks.get(names[0]) if len(names) == 1 else None,
+        some_parked=len(names) > 1 and some_parked,
+    )
+    if step is not None:
+        said.append(f"{step} (with the same target options)")
+    return said
 
 
 @dataclasses.dataclass

@@ -11,19 +11,25 @@ the old file or the new one, never half of one; and it is written whatever the e
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from jobctl import db, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
+
+if TYPE_CHECKING:
+    from jobctl.ops.fleet import Outcome
+    from jobctl.ops.metrics import Measured
+    from jobctl.targets import Fleet
 
 Textfile = Annotated[
     Path | None,
@@ -154,6 +160,40 @@ def for_stuck_watch(
     )
 
 
+@contextlib.contextmanager
+def for_reclaim_service(
+    here: Any,
+    every: dt.timedelta | None,
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+) -> Iterator[Any]:
+    """``reclaim --every``'s notifications, on one database only (``here``: its settings;
+    without --every, or across targets, exit 2): their watch (``ops.notify.Watch``, or None
+    when no URL is given), the sender closed when the service ends."""
+    if not (urls or env_vars):
+        yield None
+        return
+    if every is None or not isinstance(here, db.Settings):
+        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
+    made = notifier(
+        urls,
+        env_vars,
+        fmt,
+        burst,
+        table=here.table,
+        target=here.target,
+        command="reclaim --every",
+        log=terminal.say,
+    )
+    try:
+        yield made[1] if made else None
+    finally:
+        if made:
+            made[0].close()
+
+
 def refreshed(watch: Any, seen: list[Any]) -> None:
     """A refresh of ``stuck --watch`` told to its notifications (``ops.notify.Watch``, or
     None): the expired leases it shows (not those only expiring soon)."""
@@ -190,45 +230,49 @@ def metrics(
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
 
-    what = opt.slice_of(kind, queue, error)
-    fleet = context.across(ctx)
-    if fleet is not None:
-        if what:
-            raise errors.UsageError("metrics --kind/--queue/--error: give one --target (or none)")
-        from jobctl.cli import fleet as cli_fleet
-
-        cli_fleet.metrics(
-            ctx,
-            fleet,
-            expiring_within=expiring_within,
-            reclaim_window=reclaim_window,
-            max_stuck=max_stuck,
-            max_overdue=max_overdue,
-            textfile=textfile,
-        )
-        return
     where = context.address(ctx)
-    target = where.target if isinstance(where, db.Settings) else None
+    what = opt.slice_of(kind, queue, error)
+    ask = core.Ask(expiring_within, reclaim_window, what, label_top, max_stuck, max_overdue)
     try:
-        with context.open_session(ctx) as s, s.transaction(read_only=True):
-            figures = core.on_server(
-                s,
-                context.standing(ctx),
-                expiring_within=expiring_within,
-                reclaim_window=reclaim_window,
-                what=what,
-                top=label_top,
-            )
-            table = s.table.qualified
+        measured = core.run(where, context.command_access(ctx), ask, say=terminal.say)
     except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
-        terminal.publish(textfile, openmetrics.down(target, collected_at=time.time()))
+        if isinstance(where, db.Settings):
+            terminal.publish(textfile, openmetrics.down(where.target, collected_at=time.time()))
         raise
-    terminal.publish(
-        textfile,
-        openmetrics.exposition(figures, table, target=target, collected_at=time.time()),
+    terminal.publish(textfile, _exposition(where, measured))
+    code = context.said(measured)
+    for line in _critical(where, measured):
+        terminal.say(line)
+    breached = any(o.value.breached for o in measured if o.value)
+    context.exit_with(context.with_findings(code, breached))
+
+
+def _exposition(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> str:
+    """One database's exposition (labelled with its target, if named), or one across targets:
+    every sample labelled with its target, ``jobctl_target_up`` saying which answered."""
+    from jobctl.render import openmetrics
+
+    if isinstance(where, db.Settings):
+        (one,) = (o.value for o in measured)  # one database: its failure was raised
+        assert one is not None
+        return openmetrics.exposition(
+            one.figures, one.table, target=where.target, collected_at=time.time()
+        )
+    return openmetrics.exposition_across(
+        [(o.target.name, (o.value.table, o.value.figures)) for o in measured if o.value],
+        {o.target.name: o.ok for o in measured},
+        collected_at=time.time(),
     )
-    breached = core.breaches(figures, max_stuck=max_stuck, max_overdue=max_overdue)
-    for line in breached:
-        terminal.say(f"jobctl: CRITICAL: {line}")
-    if breached:
-        raise typer.Exit(errors.EXIT_FINDINGS)
+
+
+def _critical(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> list[str]:
+    """A line per threshold broken (across targets: each naming its target)."""
+    several = not isinstance(where, db.Settings)
+    return [
+        f"jobctl: CRITICAL: target {o.target.name}: {line}"
+        if several
+        else f"jobctl: CRITICAL: {line}"
+        for o in measured
+        if o.value
+        for line in o.value.breached
+    ]

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import errors, targets
+from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
+    import collections
     import uuid
 
-    from jobctl.ops import bulk, manual
+    from jobctl.ops import bulk, manual, reclaim, reclaim_run, triage
+    from jobctl.ops.slices import Slice
 
 
 # ---------------------------------------------------------------- reclaim
@@ -61,10 +63,58 @@ def reclaim_command(
     shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
     Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
     """
-    from jobctl.ops import reclaim, replica, service, triage
+    from jobctl.ops import fleet, reclaim
+    from jobctl.ops import reclaim_run as core
 
     what = opt.slice_of(kind, queue, error)
-    which = triage.ExpiredFilter(
+    which = _expired(worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than)
+    request = reclaim.Request(
+        commit=commit,
+        batch_size=batch_size,
+        limit=limit,
+        expired=which,
+        save_plan=save_plan,
+        plan=plan,
+        every=every,
+        yes=yes,
+    )
+    where = context.address(ctx)
+    if every is not None:  # the service runs for long, its command line visible all along
+        context.warn_password_on_command_line(ctx)
+    shown = _ReclaimShown(fleet.several(where), out, fmt)
+    notifying = monitoring.for_reclaim_service(
+        where, every, notify_urls, notify_env, notify_format, notify_burst
+    )
+    with notifying as watch:
+        done = core.run(
+            where,
+            context.command_access(ctx),
+            request,
+            trust_replica=trust_replica,
+            confirm=terminal.confirm,
+            say=terminal.say,
+            unreachable=context.said,
+            drain=shown.drain,
+            served=shown.served,
+            watch=watch,
+        )
+    shown.said(done)
+
+
+def _expired(
+    worker: str | None,
+    policy: str | None,
+    job_ids: list[str] | None,
+    grace: dt.timedelta,
+    what: Slice,
+    spread: dt.timedelta,
+    refund_attempt: bool,
+    park_older_than: dt.timedelta | None,
+) -> triage.ExpiredFilter:
+    """The expired leases ``reclaim``'s options select, and how the jobs return."""
+    from jobctl.ops import triage
+
+    return triage.ExpiredFilter(
         worker=worker,
         policy=context.policy_option(policy),
         ids=job_ids or None,
@@ -76,68 +126,57 @@ def reclaim_command(
         refund_attempt=refund_attempt,
         park_older_than=park_older_than,
     )
-    request = reclaim.Request(
-        commit=commit,
-        batch_size=batch_size,
-        limit=limit,
-        expired=which,
-        save_plan=save_plan,
-        plan=plan,
-        every=every,
-        yes=yes,
-    )
-    fleet = context.across(ctx)
-    if (notify_urls or notify_env) and (every is None or fleet is not None):
-        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
-    if fleet is not None:
-        from jobctl.cli import fleet as cli_fleet
 
-        cli_fleet.reclaim(ctx, fleet, request, trust_replica=trust_replica, out=out, fmt=fmt)
-        return
-    if every is not None:
-        context.warn_password_on_command_line(ctx)
-        settings = targets.one_database(context.address(ctx), ctx.command_path)
-        made = monitoring.notifier(
-            notify_urls,
-            notify_env,
-            notify_format,
-            notify_burst,
-            table=settings.table,
-            target=settings.target,
-            command="reclaim --every",
-            log=terminal.say,
-        )
-        try:
-            service.run(
-                settings,
-                which,
-                batch_size=batch_size,
-                every=every,
-                on_batch=lambda applied: terminal.emit_reclaimed(applied, out, fmt),
-                log=terminal.say,
-                watch=made[1] if made else None,
-            )
-        finally:
-            if made:
-                made[0].close()
-        return
-    with context.open_session(ctx) as s:
-        standing = context.standing(ctx)
-        run = reclaim.start(
-            s, request, terminal.confirm, standing=standing, trust_replica=trust_replica
-        )
-        run.batches = replica.reclaimed(run.batches, batch_size, s.settings.resolved_dsn())
-        found, counts = terminal.drain(run, out, fmt)
-        park_status = s.table.mapping.named_park
-    terminal.emit_reclaim(found, sum(counts.values()), out, fmt)
-    terminal.say(reclaim.summary_line(counts, commit, park_status=park_status))
-    context.say_if(reclaim.next_step(counts, commit, park_status=park_status))
-    context.say_if(reclaim.spread_line(counts, spread, commit))
-    context.say_if(replica.dry_run_note(standing) if not commit else None)
-    if save_plan is not None:
-        terminal.say(
-            f"plan saved to {save_plan}: apply it with jobctl reclaim --commit --plan {save_plan}"
-        )
+
+class _ReclaimShown:
+    """``reclaim``'s rows and lines as its output shows them, on one database or across
+    targets (each row with its target, first)."""
+
+    def __init__(self, several: bool, out: output.Output, fmt: str | None) -> None:
+        self.several, self.out, self.fmt = several, out, fmt
+
+    def drain(self, run: reclaim.Run) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
+        """The batches printed as they come (``terminal.drain``)."""
+        columns = ["target", *rows.RECLAIM_KEYS] if self.several else rows.RECLAIM_KEYS
+        return terminal.drain(run, self.out, self.fmt, columns=columns)
+
+    def served(self, applied: list[rows.ReclaimRow]) -> None:
+        """A batch of the service."""
+        terminal.emit_reclaimed(applied, self.out, self.fmt, across_targets=self.several)
+
+    def said(self, done: reclaim_run.Reclaimed) -> None:
+        """After the batches: the table, the lines, what the targets said, the plan, the exit."""
+        if not self.several:
+            if done.kept is not None:
+                terminal.emit_reclaim(done.kept, done.total, self.out, self.fmt)
+        else:
+            doc = self._across(done)
+            if doc is not None:
+                terminal.emit(views.across_targets(doc), self.out, self.fmt)
+        for line in done.lines:
+            terminal.say(line)
+        context.said(done.outcomes)
+        context.say_if(done.plan_line)
+        context.exit_with(done.exit_code)
+
+    def _across(self, done: reclaim_run.Reclaimed) -> output.Document | None:
+        """The table across targets: a dry run's rows (a table: each target's first ones and
+        skipped ones), or what a commit's drain kept (a table only: the rest were printed)."""
+        from jobctl.ops import fleet
+
+        if done.found is not None:
+            found = [row for name, got in done.found for row in fleet.tagged(name, got)]
+            if not self.out.tabular:
+                return views.table(found, found, rows.RECLAIM_COLUMNS)
+            shown = [
+                row
+                for name, got in done.found
+                for row in fleet.tagged(name, terminal.table_rows(got, 0, 0))
+            ]
+            return views.some_rows(shown, len(found), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+        if done.kept is None or not self.out.tabular:
+            return None
+        return views.some_rows(done.kept, done.total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
 
 
 # ---------------------------------------------------------------- operator writes

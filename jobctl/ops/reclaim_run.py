@@ -1,0 +1,258 @@
+"""``jobctl reclaim``'s workflow (``run``), the one the command calls whatever the number of
+targets. One database is a fleet of one that keeps its own path: its dry run streamed, or its
+commit after one question, batch after batch (``reclaim.start``), its lines said at once and
+its failure raised. Across targets the dry run reads every target at once, and the commit
+runs target after target after one question (``reclaim_targets``). With ``--every``: the
+reclaimer service, for one database or for every target from one process (``service``).
+
+What it did (or, a dry run, would do) comes back as ``Reclaimed``: the rows a table shows,
+the lines under it, the targets' outcomes. Example::
+
+    done = run(settings, Access("reclaim"), Request(), trust_replica=False, confirm=ask,
+               say=print, unreachable=print_failures, drain=drain, served=print_batch)
+    for line in done.lines:
+        print(line)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from jobctl import errors
+from jobctl.ops import fleet, reclaim, reclaim_targets
+from jobctl.render.rows import ReclaimRow
+from jobctl.targets import Fleet
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jobctl import db
+    from jobctl.db.session import Confirm
+    from jobctl.ops.gateway import Access
+    from jobctl.ops.notify import Watch
+    from jobctl.ops.reclaim import Request
+    from jobctl.ops.replica import Standing
+    from jobctl.targets import Target
+
+# drains a reclaim's batches as they come (printing them): the rows a table keeps, and the tally
+Drain = Callable[[reclaim.Run], tuple[list[ReclaimRow], collections.Counter[str]]]
+Served = Callable[[list[ReclaimRow]], None]  # a service's batch, its applied rows (tagged)
+Failed = Callable[[list[fleet.Outcome[Any]]], object]  # told of targets that failed a preview
+
+
+@dataclasses.dataclass
+class Reclaimed:
+    """What ``run`` did, or (a dry run) would do, for the command to show, in this order: the
+    rows a table shows (``kept`` by the drain, of ``total``; None: no table) or, a dry run
+    across targets, each target's rows (``found``); the ``lines`` under them; what the
+    targets said and why any failed (``outcomes``); the ``plan_line``. ``unreachable``: the
+    targets that failed before the question (said then); ``unserved``: the targets whose
+    service stopped on an error or never started."""
+
+    kept: list[ReclaimRow] | None = None
+    total: int = 0
+    found: list[tuple[str, list[ReclaimRow]]] | None = None
+    lines: list[str] = dataclasses.field(default_factory=list)
+    outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
+    plan_line: str | None = None
+    unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
+    unserved: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a target failed or was not served (the picture is partial), else 0."""
+        if self.unserved:
+            return errors.EXIT_ERROR
+        return fleet.exit_code([*self.unreachable, *self.outcomes])
+
+
+def run(
+    where: fleet.Where,
+    access: Access,
+    request: Request,
+    *,
+    trust_replica: bool,
+    confirm: Confirm,
+    say: fleet.Say,
+    unreachable: Failed,
+    drain: Drain,
+    served: Served,
+    watch: Watch | None = None,
+) -> Reclaimed:
+    """The reclaim ``request`` asks for, on one database or on the targets of a fleet: its
+    dry run, its commit (``confirm`` asked first, unless ``request.yes``; across targets
+    ``unreachable`` told first of the targets the preview could not read), or the service
+    (each batch to ``served``, rows tagged with their target across targets; ``watch``: one
+    database's notifications). ``drain`` prints the batches of a dry run streamed or of a
+    commit. ``trust_replica``: a standby's rows taken as the primary's, lag or not."""
+    if isinstance(where, Fleet) and request.expired.ids:
+        raise errors.UsageError("--id: ids are per database: give one --target with it")
+    if request.every is not None:
+        return _served(where, request, served=served, say=say, watch=watch)
+    if not isinstance(where, Fleet):
+        return _on_one(where, access, request, trust_replica, confirm=confirm, say=say, drain=drain)
+    if not request.commit:
+        return _dry_run_across(where.targets, access, request, trust_replica)
+    return _commit_across(
+        where.targets,
+        access,
+        request,
+        confirm=confirm,
+        say=say,
+        unreachable=unreachable,
+        drain=drain,
+    )
+
+
+def _on_one(
+    settings: db.Settings,
+    access: Access,
+    request: Request,
+    trust_replica: bool,
+    *,
+    confirm: Confirm,
+    say: fleet.Say,
+    drain: Drain,
+) -> Reclaimed:
+    """One database's dry run (streamed) or commit, drained on its session."""
+    from jobctl.ops import gateway, replica
+
+    with gateway.open(settings, access, say=say) as (s, standing):
+        started = reclaim.start(s, request, confirm, standing=standing, trust_replica=trust_replica)
+        started.batches = replica.reclaimed(
+            started.batches, request.batch_size, s.settings.resolved_dsn()
+        )
+        kept, counts = drain(started)
+        park_status = s.table.mapping.named_park
+    return Reclaimed(
+        kept=kept,
+        total=sum(counts.values()),
+        lines=lines(counts, request, park_status=park_status, standing=standing),
+        plan_line=plan_line(request.save_plan, None),
+    )
+
+
+def _dry_run_across(
+    targets: Sequence[Target], access: Access, request: Request, trust_replica: bool
+) -> Reclaimed:
+    """Every target's dry run, read at once (its plan across targets saved, if asked)."""
+    outcomes, parks = reclaim_targets.dry_run(targets, request, access, trust_replica=trust_replica)
+    found = [(o.target.name, o.value[1]) for o in outcomes if o.value is not None]
+    counts = {name: reclaim.tally(rows) for name, rows in found}
+    return Reclaimed(
+        found=found,
+        lines=reclaim_targets.tally_lines(counts, parks, committed=False),
+        outcomes=list(outcomes),
+        plan_line=plan_line(request.save_plan, [name for name, _ in found]),
+    )
+
+
+def _commit_across(
+    targets: Sequence[Target],
+    access: Access,
+    request: Request,
+    *,
+    confirm: Confirm,
+    say: fleet.Say,
+    unreachable: Failed,
+    drain: Drain,
+) -> Reclaimed:
+    """The commit target after target, after one question (``reclaim_targets.start``)."""
+    started = reclaim_targets.start(
+        targets, request, access, confirm=confirm, say=say, unreachable=unreachable
+    )
+    if not started.targets:  # none left to commit: nothing shown, nothing counted
+        return Reclaimed(unreachable=started.unreachable)
+    kept, counts = drain(reclaim.Run(started.batches, started.total))
+    return Reclaimed(
+        kept=kept,
+        total=sum(counts.values()),
+        lines=reclaim_targets.tally_lines(started.done, started.parks, committed=True),
+        outcomes=started.outcomes,
+        unreachable=started.unreachable,
+    )
+
+
+def _served(
+    where: fleet.Where,
+    request: Request,
+    *,
+    served: Served,
+    say: fleet.Say,
+    watch: Watch | None,
+) -> Reclaimed:
+    """The reclaimer service until SIGTERM or SIGINT: one database's, or every target's from
+    one process (a thread, a connection and a backoff each: one target down never stops the
+    others; a target with a problem in the config file is never served)."""
+    from jobctl.ops import service
+
+    every = request.every
+    assert every is not None
+    if not isinstance(where, Fleet):
+        service.run(
+            where,
+            request.expired,
+            batch_size=request.batch_size,
+            every=every,
+            on_batch=served,
+            log=say,
+            watch=watch,
+        )
+        return Reclaimed()
+    unusable = [t for t in where.targets if t.problem]
+    for t in unusable:  # never served from another DSN (JOBCTL_DSN) in its stead
+        say(f"jobctl: error: target {t.name}: {t.problem}: not served")
+    usable = [t for t in where.targets if not t.problem]
+    if not usable:
+        raise errors.UsageError("no target can be served")
+    stopped = service.run_many(
+        [(t.name, t.settings) for t in usable],
+        request.expired,
+        batch_size=request.batch_size,
+        every=every,
+        on_batch=lambda name, applied: served(
+            cast(list[ReclaimRow], list(fleet.tagged(name, applied)))
+        ),
+        log=say,
+    )
+    return Reclaimed(unserved=[*(t.name for t in unusable), *stopped])
+
+
+# ---------------------------------------------------------------- what it says
+def lines(
+    counts: collections.Counter[str],
+    request: Request,
+    *,
+    park_status: str | None,
+    standing: Standing | None,
+) -> list[str]:
+    """One database's lines under its reclaim's table: what it did (or would do), the next
+    step, when the requeued jobs return (--spread), and (a dry run read on a standby) that
+    the commit must run on the primary."""
+    from jobctl.ops import replica
+
+    committed = request.commit
+    said = [
+        reclaim.summary_line(counts, committed, park_status=park_status),
+        reclaim.next_step(counts, committed, park_status=park_status),
+        reclaim.spread_line(counts, request.expired.spread, committed),
+        None if committed else replica.dry_run_note(standing),
+    ]
+    return [line for line in said if line]
+
+
+def plan_line(path: Path | None, targets: list[str] | None) -> str | None:
+    """Where a dry run's plan was saved, and the command that applies it (``targets``: the
+    targets it was saved across; None: one database). None without a plan."""
+    if path is None:
+        return None
+    if targets is None:
+        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
+    again = " ".join(f"--target {name}" for name in targets)
+    return (
+        f"plan of {len(targets)} target(s) saved to {path}: apply it with "
+        f"jobctl {again} reclaim --commit --plan {path}"
+    )
