@@ -363,13 +363,19 @@ def _batches(
     service stops after the batch in hand. A batch's error is raised from it (nothing of that
     batch applied; the batches before stay committed, and were yielded).
     """
-    params, reason, fragments = _statement(s, which)
+    statement = _statement(s, which)
+    params = statement.params
 
     def size_after(done: int) -> int:
         return batch_size if left is None else min(batch_size, left - done)
 
     done = 0
-    with s.sending("reclaim_batch", action="reclaimed", reason=reason, **fragments) as send:
+    with s.sending(
+        statement.name,
+        action=statement.action,
+        reason=statement.reason,
+        **statement.fragments,
+    ) as send:
         size = size_after(0)
         sent: db.Sent | None = send({**params, "limit": size})
         while sent is not None:
@@ -388,9 +394,20 @@ def _batches(
             sent = after
 
 
-def _statement(s: Session, which: ExpiredFilter) -> tuple[dict[str, Any], str | None, Any]:
-    """The reclaim statement's parameters (but its limit), the reason the history records
-    and its fragments (--spread, --refund-attempt) for ``which``."""
+@dataclasses.dataclass(frozen=True)
+class _Statement:
+    """The reclaim statement for one filter: its name, its parameters (but its limit), the
+    action and reason the history records, its fragments (--spread, --refund-attempt)."""
+
+    name: str
+    params: dict[str, Any]
+    action: str
+    reason: str | None
+    fragments: dict[str, Any]
+
+
+def _statement(s: Session, which: ExpiredFilter) -> _Statement:
+    """The reclaim statement ``which`` asks for."""
     fragments: dict[str, Any] = {}
     if which.spread:  # the returns paced over the spread (reclaim_paced)
         from psycopg import sql
@@ -402,8 +419,14 @@ def _statement(s: Session, which: ExpiredFilter) -> tuple[dict[str, Any], str | 
         }
     if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
         fragments["refund_set"] = s.query("refund_attempt")
-    reason = REFUND_REASON if which.refund_attempt else None
-    return which.params(), reason, fragments
+    # the action declared: the history then knows jobctl_action='reclaimed' is this write's
+    return _Statement(
+        "reclaim_batch",
+        which.params(),
+        action="reclaimed",
+        reason=REFUND_REASON if which.refund_attempt else None,
+        fragments=fragments,
+    )
 
 
 def _row_error(exc: psycopg.DatabaseError) -> bool:
@@ -417,10 +440,13 @@ def _row_error(exc: psycopg.DatabaseError) -> bool:
 def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
-    # the action declared: the history then knows jobctl_action='reclaimed' is this write's
-    params, reason, fragments = _statement(s, which)
+    statement = _statement(s, which)
     rows = s.pipelined(
-        "reclaim_batch", {**params, "limit": size}, action="reclaimed", reason=reason, **fragments
+        statement.name,
+        {**statement.params, "limit": size},
+        action=statement.action,
+        reason=statement.reason,
+        **statement.fragments,
     )
     for row in rows:
         row["applied"], row["skipped"] = True, None
