@@ -159,22 +159,15 @@ def serve(
         try:
             with db.mapped_errors(settings.resolved_dsn()):
                 if current is None or current.conn.closed:
-                    current = _connect(settings, connections, log)
+                    current = _connected(settings, connections, which, log)
                     connections += 1
-                    try:
-                        which.check(current.table.mapping)  # --kind unmapped: exit 2, once
-                    except errors.UsageError:
-                        current.conn.close()
-                        raise
                 for batch in reclaim.commit(
                     current, which, batch_size=batch_size, limit=None, stop=stop
                 ):
-                    _tell_poisoned(batch, told, log)
-                    pass_counts.update(reclaim.tally([r for r in batch if r["applied"]]))
-                    if any(row["applied"] for row in batch):
-                        done += sum(1 for row in batch if row["applied"])
+                    applied = _counted(batch, told, pass_counts, log)
+                    if applied:
+                        done += len(applied)
                         if watch is not None:  # only queued: a webhook never delays this
-                            applied = [row for row in batch if row["applied"]]
                             watch.reclaimed(applied, current.table.mapping.named_park)
                         yield batch, current.table.mapping.named_park
                 recorded = _record_pass(current, settings, every, pass_counts, recorded, log, watch)
@@ -189,12 +182,7 @@ def serve(
             errors.StatementTimeout,
             errors.LockTimeout,
         ) as exc:
-            lost = ""
-            if isinstance(exc, errors.ConnectError) and done:
-                lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
-            log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
-            if watch is not None:
-                watch.down_seen(db.redact(exc.message, settings.dsn))
+            _say_lost(exc, done, backoff, settings, log, watch)
             if current is not None:
                 current.conn.close()
                 current = None
@@ -202,6 +190,49 @@ def serve(
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _connected(
+    settings: db.Settings, connections: int, which: ExpiredFilter, log: Callable[[str], None]
+) -> session.Session:
+    """The service's session, (re)connected; a filter the table cannot take: exit 2, once."""
+    current = _connect(settings, connections, log)
+    try:
+        which.check(current.table.mapping)  # --kind unmapped
+    except errors.UsageError:
+        current.conn.close()
+        raise
+    return current
+
+
+def _counted(
+    batch: list[ReclaimRow],
+    told: set[str],
+    pass_counts: collections.Counter[str],
+    log: Callable[[str], None],
+) -> list[ReclaimRow]:
+    """A batch's applied rows, counted into the pass; the jobs it left for a human named."""
+    _tell_poisoned(batch, told, log)
+    applied = [row for row in batch if row["applied"]]
+    pass_counts.update(reclaim.tally(applied))
+    return applied
+
+
+def _say_lost(
+    exc: errors.JobctlError,
+    done: int,
+    backoff: float,
+    settings: db.Settings,
+    log: Callable[[str], None],
+    watch: Watch | None,
+) -> None:
+    """The one line of a lost connection (or a failed pass), and the watch told."""
+    lost = ""
+    if isinstance(exc, errors.ConnectError) and done:
+        lost = f" ({done} job(s) reclaimed and committed this pass before the loss)"
+    log(f"reclaimer: {exc.message}{lost}; retrying in {backoff:.1f}s")
+    if watch is not None:
+        watch.down_seen(db.redact(exc.message, settings.dsn))
 
 
 def _record_pass(
