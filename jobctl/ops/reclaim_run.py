@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.ops import fleet, reclaim, reclaim_targets
+from jobctl.render import views
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jobctl import db
     from jobctl.db.session import Confirm
     from jobctl.ops.gateway import Access
@@ -131,7 +130,7 @@ def _on_one(
         kept=kept,
         total=sum(counts.values()),
         lines=lines(counts, request, park_status=park_status, standing=standing),
-        plan_line=plan_line(request.save_plan, None),
+        plan_line=views.plan_line(request.save_plan, None),
     )
 
 
@@ -146,7 +145,7 @@ def _dry_run_across(
         found=found,
         lines=reclaim_targets.tally_lines(counts, parks, committed=False),
         outcomes=list(outcomes),
-        plan_line=plan_line(request.save_plan, [name for name, _ in found]),
+        plan_line=views.plan_line(request.save_plan, [name for name, _ in found]),
     )
 
 
@@ -242,17 +241,3 @@ def lines(
         None if committed else replica.dry_run_note(standing),
     ]
     return [line for line in said if line]
-
-
-def plan_line(path: Path | None, targets: list[str] | None) -> str | None:
-    """Where a dry run's plan was saved, and the command that applies it (``targets``: the
-    targets it was saved across; None: one database). None without a plan."""
-    if path is None:
-        return None
-    if targets is None:
-        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
-    again = " ".join(f"--target {name}" for name in targets)
-    return (
-        f"plan of {len(targets)} target(s) saved to {path}: apply it with "
-        f"jobctl {again} reclaim --commit --plan {path}"
-    )

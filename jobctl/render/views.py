@@ -344,11 +344,28 @@ def reclaim_hint(found: int, holding: Sequence[str] | None = None) -> str:
     targets holding rows, across targets; None: one database)."""
     if holding is None:
         return f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run"
-    again = " ".join(f"--target {name}" for name in holding)
     return (
         f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
-        f"jobctl {again} reclaim --dry-run"
+        f"jobctl {_target_options(holding)} reclaim --dry-run"
     )
+
+
+def plan_line(path: object, targets: Sequence[str] | None) -> str | None:
+    """Where a dry run's plan was saved (``path``), and the command that applies it
+    (``targets``: the targets it was saved across; None: one database). None without one."""
+    if path is None:
+        return None
+    if targets is None:
+        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
+    return (
+        f"plan of {len(targets)} target(s) saved to {path}: apply it with "
+        f"jobctl {_target_options(targets)} reclaim --commit --plan {path}"
+    )
+
+
+def _target_options(names: Iterable[str]) -> str:
+    """The options that name these targets again, in a command to run next."""
+    return " ".join(f"--target {name}" for name in names)
 
 
 def summary(result: rows.Row) -> Document:

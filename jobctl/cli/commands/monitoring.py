@@ -148,6 +148,18 @@ def for_stuck_watch(
         return None
     if not watch or not isinstance(here, db.Settings):
         raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
+    return _notifier_of(here, "stuck --watch", urls, env_vars, fmt, burst)
+
+
+def _notifier_of(
+    here: db.Settings,
+    command: str,
+    urls: list[str] | None,
+    env_vars: list[str] | None,
+    fmt: NotifyFormat,
+    burst: int,
+) -> tuple[Any, Any] | None:
+    """``notifier`` for ``command`` on the database ``here``, its lines on stderr."""
     return notifier(
         urls,
         env_vars,
@@ -155,7 +167,7 @@ def for_stuck_watch(
         burst,
         table=here.table,
         target=here.target,
-        command="stuck --watch",
+        command=command,
         log=terminal.say,
     )
 
@@ -177,16 +189,7 @@ def for_reclaim_service(
         return
     if every is None or not isinstance(here, db.Settings):
         raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
-    made = notifier(
-        urls,
-        env_vars,
-        fmt,
-        burst,
-        table=here.table,
-        target=here.target,
-        command="reclaim --every",
-        log=terminal.say,
-    )
+    made = _notifier_of(here, "reclaim --every", urls, env_vars, fmt, burst)
     try:
         yield made[1] if made else None
     finally:
