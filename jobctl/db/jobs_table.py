@@ -111,12 +111,14 @@ def spelling(
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
     # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
     fragments["policy_table"] = sql.Literal(policy_table)
+    # ({kind_manual}, {kind_policy_source}: read by the blocks effective_policy and
+    # policy_source, the one judgement of a job's policy that every statement includes)
     fragments["kind_manual"] = sql.SQL("false")
+    fragments["kind_policy_source"] = sql.SQL("NULL::pg_catalog.text")
     if policy_table is not None and mapping.mapped_optional:
         source = queries.query("kind_policy_of", **fragments)
+        fragments["kind_policy_source"] = source
         fragments["kind_manual"] = sql.SQL("({} IS NOT NULL)").format(source)
-        shown = queries.query("policy_from_column", **{**fragments, "kind_policy_of": source})
-        fragments["mapped_columns"] = sql.Composed([fragments["mapped_columns"], shown])
     return fragments
 
 

@@ -39,14 +39,20 @@ def collect(
         reclaimer(s)
         | s.one("metrics_leases", {"soon": expiring_within, **narrowed})
         | s.one("metrics_reclaims", {"window": reclaim_window, "job_table": s.table.qualified})
-        | s.one("metrics_manual_review", narrowed)
-        | s.one("review_count", narrowed)
+        | _review(s, narrowed)
         | s.one("queue_ready", narrowed)
         | {
             "expiring_within_s": expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),
         }
     )
+
+
+def _review(s: Session, narrowed: Row) -> Row:
+    """The jobs awaiting review (awaiting_review, as review lists them) and how many of them
+    are manual by their effective policy (``awaiting``: jobctl_manual_review_jobs)."""
+    counts = s.one("review_count", narrowed)
+    return {"awaiting_review": counts["awaiting_review"], "awaiting": counts["awaiting_manual"]}
 
 
 LABEL_TOP = 10  # kinds (and queues) labelled one by one at most; the rest as "other"

@@ -24,7 +24,9 @@ class LeaseRow(TypedDict):
     attempts: int
     max_attempts: int
     reclaim_count: int
-    recovery_policy: str
+    recovery_policy: str  # the row's own column, as the table holds it
+    effective_policy: str  # auto or manual: the policy that applies (row, kind, queue)
+    policy_from: str  # row, kind or queue: what makes effective_policy what it is
     reserved_at: dt.datetime | None
     heartbeat_at: dt.datetime | None
     lease_expires_at: dt.datetime | None
@@ -65,7 +67,7 @@ class ReviewRow(TypedDict):
     """A job awaiting review (``jobctl review``): reclaim failed or parked it, nobody acted."""
 
     id: Any
-    why: str  # manual_policy or attempts_exhausted
+    why: str  # manual_policy (policy_from says by what), attempts_exhausted or parked
     status: str
     last_worker: str | None  # the worker whose lease expired (from the history)
     reclaimed_at: dt.datetime | None
@@ -73,7 +75,9 @@ class ReviewRow(TypedDict):
     attempts: int
     max_attempts: int
     reclaim_count: int
-    recovery_policy: str
+    recovery_policy: str  # the row's own column
+    effective_policy: str  # auto or manual: the policy that applies (row, kind, queue)
+    policy_from: str  # row, kind or queue
     last_error: str | None
     attempt_token: uuid.UUID | None  # the fence a saved plan keeps: status, token, version
     updated_at: dt.datetime | None
@@ -262,7 +266,7 @@ class IncidentReport(TypedDict):
 # every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
 # (a row's own keys are the header when one comes: output.delimited_header)
 RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
-OPTIONAL_KEYS = ("kind", "queue", "policy_from")  # what the job is, when mapped (issue 35)
+OPTIONAL_KEYS = ("kind", "queue")  # what the job is, when the table maps it
 
 
 def with_optional(columns: list[str], found: Any) -> list[str]:
@@ -280,6 +284,7 @@ STUCK_COLUMNS = [
     "id",
     "reserved_by",
     "recovery_policy",
+    "effective_policy",
     "attempts",
     "max_attempts",
     "reclaim_count",
@@ -295,6 +300,7 @@ RECLAIM_COLUMNS = [
     "id",
     "reserved_by",
     "recovery_policy",
+    "effective_policy",
     "attempts",
     "max_attempts",
     "lease_overdue_s",
@@ -319,6 +325,7 @@ PREVIEW_COLUMNS = [  # a job an operator write is about to change (and quarantin
     "max_attempts",
     "reclaim_count",
     "recovery_policy",
+    "effective_policy",
     "lease_state",
     "attempt_token",
 ]

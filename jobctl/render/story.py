@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobctl import durations
+from jobctl.render import judgements
 from jobctl.render.rows import History, Row
 
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
@@ -92,7 +93,7 @@ def explain(
     what = f" ({', '.join(named)})" if named else ""
     story = [
         f"Job {_said(job['id'])}{what} is {_said(job['status'])} "
-        f"({_said(job['recovery_policy'])} policy, "
+        f"({_policy(job)}, "
         f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
         f"{job['reclaim_count']} time(s))."
     ]
@@ -106,7 +107,7 @@ def explain(
         )
     if job.get("lease_state") == "none" and job["status"] == processing:
         story.extend(no_lease_sentences(job))
-    story.extend(_awaiting_review(job, events, parked))
+    story.extend(_awaiting_review(job, parked))
     warnings = [a for a in attempts if a["lease_too_short"]]
     story.extend(_lease_warning(a) for a in warnings)
     return {
@@ -119,19 +120,25 @@ def explain(
     }
 
 
-def _awaiting_review(job: Row, events: Sequence[Mapping[str, Any]], parked: str) -> list[str]:
-    """The sentence of a job reclaim parked for a human, with the two commands that end it."""
-    reclaimed_last = bool(events) and events[-1]["event"] == "reclaimed"
-    exhausted = (job["attempts"] or 0) >= (job["max_attempts"] or 0)
-    manual = job["recovery_policy"] == "manual"
-    if not (job["status"] == parked and reclaimed_last and (manual or exhausted)):
+def _policy(job: Row) -> str:
+    """The policy that applies to a job (effective_policy), and what makes it so when its kind
+    or queue does: "manual policy by its kind"."""
+    effective = job.get("effective_policy") or job["recovery_policy"]
+    source = job.get("policy_from")
+    by = f" by its {source}" if effective == "manual" and source in ("kind", "queue") else ""
+    return f"{_said(effective)} policy{by}"
+
+
+def _awaiting_review(job: Row, parked: str) -> list[str]:
+    """The sentence of a job reclaim parked for a human (the database's judgement,
+    awaiting_review, as review lists it), with the two commands that end it."""
+    if not job.get("awaiting_review"):
         return []
-    why = "its policy is manual" if manual else "it used all its attempts"
     # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
     return [
-        f"It is parked in {_said(parked)}, awaiting a human ({why}; jobctl review lists "
-        f"every such job): {_arguments('requeue', job['id'], '--reason ...')} runs it "
-        f"again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
+        f"It is parked in {_said(parked)}, awaiting a human ({judgements.why_phrase(job)}; "
+        f"jobctl review lists every such job): {_arguments('requeue', job['id'], '--reason ...')}"
+        f" runs it again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
     ]
 
 

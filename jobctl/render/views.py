@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobctl.render import rows
+from jobctl.render import judgements, rows
 from jobctl.render.output import Document, Section, key_values
 from jobctl.render.screen import Column
 
@@ -69,20 +69,12 @@ KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
 QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
 
 
-def _policy(row: Any) -> str:
-    """A job's policy and, when its kind or queue makes it manual, which (issue 35)."""
-    source = row.get("policy_from")
-    if source in ("kind", "queue"):
-        return f"manual ({source})"
-    return str(row.get("recovery_policy"))
-
-
 STUCK_VIEW = [
     ID,
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY", value=_policy),
+    Column("recovery_policy", "POLICY", value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
@@ -112,7 +104,7 @@ AT_RISK_VIEW = [
     Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
-    Column("recovery_policy", "POLICY", priority=3),
+    Column("recovery_policy", "POLICY", priority=3, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
     Column("worker_heartbeat_lag_s", "WORKER LAG", priority=5, kind="seconds"),
     Column("reclaim_count", "RECLAIMS", priority=6),
@@ -126,7 +118,7 @@ RECLAIM_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY"),
+    Column("recovery_policy", "POLICY", value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
@@ -148,7 +140,7 @@ PREVIEW_VIEW = [
     QUEUE,
     Column("status", "STATUS", whole=True),
     WORKER,
-    Column("recovery_policy", "POLICY"),
+    Column("recovery_policy", "POLICY", value=judgements.policy),
     Column("lease_state", "LEASE", style=STATE_STYLE),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("reclaim_count", "RECLAIMS", priority=4),
@@ -161,7 +153,7 @@ BULK_VIEW = [  # requeue / fail on a filter: what it matched
     KIND,
     QUEUE,
     Column("status", "STATUS", whole=True),
-    Column("recovery_policy", "POLICY", priority=4),
+    Column("recovery_policy", "POLICY", priority=4, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("reclaim_count", "RECLAIMS", priority=5),
     Column("lease_state", "LEASE", priority=6, style=STATE_STYLE),
@@ -213,7 +205,7 @@ HISTORY_HEAD_VIEW = [
     Column("lease_state", "LEASE", style=STATE_STYLE),
     Column("attempts", "ATTEMPTS", value=_attempts),
     Column("reclaim_count", "RECLAIMS"),
-    Column("recovery_policy", "POLICY"),
+    Column("recovery_policy", "POLICY", value=judgements.policy),
     Column("last_error", "LAST ERROR"),
 ]
 FIELD_VIEW = [
@@ -241,7 +233,7 @@ REVIEW_VIEW = [
     ID,
     KIND,
     QUEUE,
-    Column("why", "WHY", whole=True),
+    Column("why", "WHY", whole=True, value=judgements.why),
     Column("last_worker", "LAST WORKER", whole=True),
     Column("waited_s", "WAITED", kind="seconds"),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),

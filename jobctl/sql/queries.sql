@@ -15,18 +15,33 @@
 
 -- name: reclaim_action
 -- the reclaim decision; the only place it is written (in the writes: every operator and
--- function named with its schema, tests/unit/test_sql_search_path.py)
-CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
+-- function named with its schema, tests/unit/test_sql_search_path.py). Requeue only a job
+-- whose effective policy is auto (effective_policy) with attempts left; fail (park) the rest
+CASE WHEN {effective_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
           AND j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}
-          -- reclaim --park-older-than (issue 35): an orphan claimed longer ago than that is
-          -- parked for review, not run again (an unknown claim time is not judged old)
+          -- reclaim --park-older-than: an orphan claimed longer ago than that is parked for
+          -- review, not run again (an unknown claim time is not judged old)
           AND (%(park_older_than)s::pg_catalog.interval IS NULL OR j.{reserved_at} IS NULL
                OR j.{reserved_at} OPERATOR(pg_catalog.>=)
                   (pg_catalog.now()
                    OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
-          -- a policy per kind or queue (jobctl policy --kind K --manual): manual wins
-          AND NOT {kind_manual}
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
+
+-- name: effective_policy
+-- the policy that applies to a job, the one judgement every command reads (reclaim's action,
+-- stuck, review's why, summary, metrics, report, explain, top): auto only when its row says
+-- auto and no recorded policy makes its kind or queue manual ({kind_manual}: manual wins);
+-- manual otherwise (a row policy jobctl does not know is not auto, as reclaim has always read it)
+CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text AND NOT {kind_manual}
+     THEN 'auto'::pg_catalog.text ELSE 'manual'::pg_catalog.text END
+
+-- name: policy_source
+-- where a job's effective policy comes from: its row (its recovery_policy), or the kind or
+-- queue whose recorded policy makes it manual ({kind_policy_source}: kind_policy_of where the
+-- table maps a kind or queue and records policies; 'row' when none does)
+CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text
+     THEN 'row'::pg_catalog.text
+     ELSE coalesce({kind_policy_source}, 'row'::pg_catalog.text) END
 
 -- name: kind_policy_of
 -- the dimension (kind, queue) whose recorded policy makes this job manual, or NULL (issue 35;
@@ -40,11 +55,10 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
             AND p.value OPERATOR(pg_catalog.=) {queue_value}))
  ORDER BY p.dimension LIMIT 1)
 
--- name: policy_from_column
--- where a job's policy comes from, in a row's select list: its row (its recovery_policy), or
--- the kind or queue whose recorded policy makes it manual
-CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text THEN 'row'
-     ELSE coalesce({kind_policy_of}, 'row'::pg_catalog.text) END AS policy_from,
+-- name: policy_columns
+-- a job's policy in a row's select list: the effective policy (effective_policy) and where
+-- it comes from (policy_source), beside the row's own recovery_policy
+{effective_policy} AS effective_policy, {policy_source} AS policy_from,
 
 -- name: kind_policy_set
 -- jobctl policy --kind K --manual|--auto: the table's policy for a kind or queue, recorded
@@ -97,6 +111,7 @@ j.{id} AS id, {mapped_columns} {status_text} AS status,
 j.{reserved_by}::pg_catalog.text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+{policy_columns}
 CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
 CASE WHEN {heartbeat_at_usable} THEN j.{heartbeat_at} END AS heartbeat_at,
 CASE WHEN {lease_expires_at_usable} THEN j.{lease_expires_at} END AS lease_expires_at,
@@ -115,7 +130,7 @@ END AS heartbeat_age_s,
 (%(worker)s::pg_catalog.text IS NULL
  OR j.{reserved_by}::pg_catalog.text OPERATOR(pg_catalog.=) %(worker)s::pg_catalog.text)
 AND (%(policy)s::pg_catalog.text IS NULL
-     OR j.{recovery_policy} OPERATOR(pg_catalog.=) %(policy)s::pg_catalog.text)
+     OR {effective_policy} OPERATOR(pg_catalog.=) %(policy)s::pg_catalog.text)
 AND (%(ids)s::pg_catalog.text[] IS NULL
      OR j.{id} OPERATOR(pg_catalog.=) ANY(%(ids)s::pg_catalog.text[]::{id_type}[]))
 AND (%(exclude)s::pg_catalog.text[] IS NULL
@@ -213,9 +228,19 @@ END
 
 -- name: lease_state
 -- a job's lease as an operator sees it: live, expired, or none (not processing, or
--- processing with no lease: lease_missing)
-CASE WHEN j.{status} <> {processing} OR {lease_missing} THEN 'none'
-     WHEN j.{lease_expires_at} < now() THEN 'expired' ELSE 'live' END
+-- processing with no lease: lease_missing). The one place it is judged: show, explain,
+-- manual writes, and every count of leases (summary, metrics, report, top) read it
+CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
+     THEN 'none'::pg_catalog.text
+     WHEN j.{lease_expires_at} OPERATOR(pg_catalog.<) pg_catalog.now()
+     THEN 'expired'::pg_catalog.text
+     ELSE 'live'::pg_catalog.text END
+
+-- name: lease_expiring_soon
+-- a live lease (lease_state) that runs out within %(soon)s
+({lease_state} OPERATOR(pg_catalog.=) 'live'::pg_catalog.text
+ AND j.{lease_expires_at} OPERATOR(pg_catalog.<)
+     (pg_catalog.now() OPERATOR(pg_catalog.+) %(soon)s::pg_catalog.interval))
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
@@ -372,20 +397,20 @@ FROM {table} j
 WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 
 -- name: metrics_leases
--- the queue's lease health, one pass over processing rows (reclaim index)
-SELECT count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'auto'
-                          AND NOT {lease_missing}) AS stuck_auto,
-       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual'
-                          AND NOT {lease_missing}) AS stuck_manual,
+-- the queue's lease health, one pass over processing rows (reclaim index): each row's lease
+-- as lease_state judges it, the stuck ones by their effective policy (effective_policy)
+SELECT count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'auto')
+           AS stuck_auto,
+       count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
+           AS stuck_manual,
        coalesce(extract(epoch FROM now() - min({lease_expires_at})
-                        FILTER (WHERE {lease_expires_at} < now()
+                        FILTER (WHERE {lease_state} = 'expired'
                                   AND {lease_expires_at_usable})), 0)::float8
            AS oldest_expired_s,
-       count(*) FILTER (WHERE {lease_expires_at} >= now()) AS live,
-       count(*) FILTER (WHERE {lease_expires_at} >= now()
-                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_missing}) AS no_lease,
-       coalesce(max({claimed_age_s}) FILTER (WHERE {lease_missing}), 0)::float8
+       count(*) FILTER (WHERE {lease_state} = 'live') AS live,
+       count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
+       count(*) FILTER (WHERE {lease_state} = 'none') AS no_lease,
+       coalesce(max({claimed_age_s}) FILTER (WHERE {lease_state} = 'none'), 0)::float8
            AS oldest_no_lease_claimed_s
 FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
@@ -396,13 +421,6 @@ SELECT count(*) FILTER (WHERE at > now() - %(window)s::interval) AS reclaims,
        count(*) AS reclaims_total
 FROM jobctl.events
 WHERE job_table = %(job_table)s AND event = 'reclaimed'
-
--- name: metrics_manual_review
--- manual jobs reclaim parked (as failed, or in the park status), awaiting a human (last_error
--- compared as text, as reclaim wrote it: a JSON string, or cut to a varchar's length)
-SELECT count(*) AS awaiting FROM {table} j
-WHERE {status} = {parked} AND {recovery_policy} = 'manual'
-  AND {last_error_text} = {reclaim_error_text} AND {mapped_filter}
 
 -- name: summary_status
 -- jobs per status, counted (a full scan: for small tables or --exact)
@@ -434,25 +452,24 @@ WHERE c.oid = %(oid)s
 SELECT greatest(reltuples, 0)::bigint AS estimate FROM pg_class WHERE oid = %(oid)s
 
 -- name: summary_processing
--- processing rows split by lease state (reclaim index)
-SELECT count(*) FILTER (WHERE {lease_expires_at} >= now() + %(soon)s::interval) AS live,
-       count(*) FILTER (WHERE {lease_expires_at} >= now()
-                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_expires_at} < now() AND NOT {lease_missing}) AS expired,
-       count(*) FILTER (WHERE {lease_missing}) AS no_lease
+-- processing rows split by lease state (lease_state; reclaim index): live beyond the window,
+-- expiring within it, expired, none
+SELECT count(*) FILTER (WHERE {lease_state} = 'live' AND NOT {lease_expiring_soon}) AS live,
+       count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
+       count(*) FILTER (WHERE {lease_state} = 'expired') AS expired,
+       count(*) FILTER (WHERE {lease_state} = 'none') AS no_lease
 FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_workers
--- processing jobs per worker: lease states, the expiry burst, heartbeat lag
+-- processing jobs per worker: lease states (lease_state), the expiry burst, heartbeat lag
 SELECT {reserved_by}::text AS worker, count(*) AS processing,
-       count(*) FILTER (WHERE {lease_expires_at} < now()) AS expired,
-       count(*) FILTER (WHERE {lease_expires_at} < now() AND {recovery_policy} = 'manual')
+       count(*) FILTER (WHERE {lease_state} = 'expired') AS expired,
+       count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
            AS expired_manual,
-       count(*) FILTER (WHERE {lease_expires_at} >= now()
-                          AND {lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       min({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()
+       count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
+       min({lease_expires_at}) FILTER (WHERE {lease_state} = 'expired'
                                          AND {lease_expires_at_usable}) AS first_expiry,
-       max({lease_expires_at}) FILTER (WHERE {lease_expires_at} < now()
+       max({lease_expires_at}) FILTER (WHERE {lease_state} = 'expired'
                                          AND {lease_expires_at_usable}) AS last_expiry,
        max(coalesce({heartbeat_at}, {reserved_at}))
            FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}) AS last_seen_at,
@@ -462,25 +479,21 @@ SELECT {reserved_by}::text AS worker, count(*) AS processing,
 FROM {table} j
 WHERE {status} = {processing} AND {mapped_filter}
 GROUP BY {reserved_by}
-ORDER BY count(*) FILTER (WHERE {lease_expires_at} < now()) DESC,
+ORDER BY count(*) FILTER (WHERE {lease_state} = 'expired') DESC,
          min({lease_expires_at}), {reserved_by}
 
 -- name: summary_groups
--- summary --by (issue 35): per group ({group_key}: the kind, the queue, the worker or the
--- error's kind, error_group) the processing rows by lease state, the stuck ones (expired),
+-- summary --by: per group ({group_key}: the kind, the queue, the worker or the
+-- error's kind, error_group) the processing rows by lease state (lease_state), the stuck ones (expired),
 -- those awaiting review, the ready ones and the oldest wait; the most stuck first
 SELECT {group_key} AS grp,
        count(*) FILTER (WHERE j.{status} = {processing}) AS processing,
-       count(*) FILTER (WHERE j.{status} = {processing}
-                          AND j.{lease_expires_at} >= now() + %(soon)s::interval) AS live,
-       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} >= now()
-                          AND j.{lease_expires_at} < now() + %(soon)s::interval) AS expiring_soon,
-       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now())
-           AS stuck,
-       count(*) FILTER (WHERE j.{status} = {processing} AND j.{lease_expires_at} < now()
-                          AND j.{recovery_policy} = 'manual') AS stuck_manual,
-       count(*) FILTER (WHERE j.{status} = {processing}
-                          AND (j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL))
+       count(*) FILTER (WHERE {lease_state} = 'live' AND NOT {lease_expiring_soon}) AS live,
+       count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
+       count(*) FILTER (WHERE {lease_state} = 'expired') AS stuck,
+       count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
+           AS stuck_manual,
+       count(*) FILTER (WHERE j.{status} = {processing} AND {lease_state} = 'none')
            AS no_lease,
        count(*) FILTER (WHERE {awaiting_review}) AS awaiting_review,
        count(*) FILTER (WHERE j.{status} = {queued} AND j.{available_at} <= now()) AS ready,
@@ -512,14 +525,20 @@ pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.r
 -- name: job_row
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
 -- lease state
-SELECT j.*, {lease_state} AS lease_state, j.xmin::text AS row_version
+SELECT j.*, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
+       {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
+       CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
+       j.xmin::text AS row_version
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: job_row_shown
 -- one job as a display shows it (show, history, explain): job_row with each long value cut on
 -- the server ({shown_columns}: the table's columns in order, each long one as shown_column),
 -- so that a 100 MB last_error never crosses the wire (issue 32)
-SELECT {shown_columns}, {lease_state} AS lease_state, j.xmin::text AS row_version
+SELECT {shown_columns}, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
+       {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
+       CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
+       j.xmin::text AS row_version
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: shown_column
@@ -590,6 +609,7 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 j.{id} AS id, {status_text} AS status, j.{reserved_by}::text AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+{effective_policy} AS effective_policy,
 {last_error_text} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
 
 -- name: seen_rows
@@ -665,7 +685,7 @@ LIMIT %(limit)s
 -- auto jobs reclaimed at least N times and not done, with their fence
 SELECT {fence_columns}
 FROM {table} j
-WHERE j.{recovery_policy} = 'auto' AND j.{reclaim_count} >= %(min_reclaims)s
+WHERE {effective_policy} = 'auto' AND j.{reclaim_count} >= %(min_reclaims)s
   AND j.{status} <> {done}
 ORDER BY j.{reclaim_count} DESC, j.{id}
 LIMIT %(limit)s
@@ -675,16 +695,21 @@ LIMIT %(limit)s
 SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: awaiting_review
--- a job waiting for a human: reclaim failed or parked it (its last_error is still reclaim's,
--- compared as text as metrics_manual_review does)
--- because its policy is manual or it had used all its attempts, and nobody acted on it since
--- (a requeue, a fail with a reason, the application moving or rewriting it all end the wait)
+-- a job waiting for a human, the one place it is judged (review, summary, metrics, report,
+-- top, explain, the manual writes): reclaim failed or parked it — it is in the park status
+-- with reclaim's last_error (compared as text) — and nobody acted on it since (a requeue, a
+-- fail with a reason, the application moving or rewriting it all end the wait). Reclaim parks
+-- a job for a human only (reclaim_action): its effective policy is manual, it used all its
+-- attempts, or --park-older-than found its claim too old; review_why says which
 j.{status} = {parked} AND {last_error_text} = {reclaim_error_text}
-AND (j.{recovery_policy} = 'manual' OR j.{attempts} >= j.{max_attempts})
 
 -- name: review_why
--- why a job awaiting review waits: its policy sends it to a human, or it ran out of attempts
-CASE WHEN j.{recovery_policy} = 'manual' THEN 'manual_policy' ELSE 'attempts_exhausted' END
+-- why a job awaiting review waits: its effective policy is manual (by its row, kind or queue:
+-- policy_from), it ran out of attempts, or reclaim parked it though neither holds now (its
+-- claim was older than --park-older-than, or its policy was made auto after the reclaim)
+CASE WHEN {effective_policy} = 'manual' THEN 'manual_policy'
+     WHEN j.{attempts} >= j.{max_attempts} THEN 'attempts_exhausted'
+     ELSE 'parked' END
 
 -- name: review
 -- the jobs awaiting review, longest waiting first: each with the reclaim that parked it (its
@@ -697,6 +722,7 @@ SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS stat
            AS waited_s,
        j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
        j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+       {policy_columns}
        {last_error_text} AS last_error, j.{attempt_token} AS attempt_token,
        j.{updated_at} AS updated_at, j.xmin::text AS row_version
 FROM {table} j
@@ -707,7 +733,7 @@ LEFT JOIN LATERAL (
     ORDER BY e.event_id DESC LIMIT 1
 ) r ON true
 WHERE {awaiting_review} AND {mapped_filter}
-  AND (%(policy)s::text IS NULL OR j.{recovery_policy} = %(policy)s)
+  AND (%(policy)s::text IS NULL OR {effective_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
        OR coalesce(r.at, j.{finished_at}, {j_updated_at_time}) >= now() - %(since)s::interval)
@@ -717,8 +743,10 @@ ORDER BY coalesce(r.at, j.{finished_at}, {j_updated_at_time}), j.{id}
 LIMIT %(limit)s
 
 -- name: review_count
--- how many jobs await review (summary, metrics)
-SELECT count(*) AS awaiting_review FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
+-- how many jobs await review (summary, metrics, top), and how many of them are manual
+SELECT count(*) AS awaiting_review,
+       count(*) FILTER (WHERE {effective_policy} = 'manual') AS awaiting_manual
+FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 
 -- name: queue_ready
 -- jobs ready to run (queued and available, not yet claimed): how many, and how long the

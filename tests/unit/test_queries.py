@@ -115,7 +115,34 @@ def test_each_decision_is_written_once():
     blocks = queries.blocks()
     decision = "THEN 'requeue'::pg_catalog.text ELSE 'fail'"
     assert sum(decision in text for text in blocks.values()) == 1
-    assert sum("THEN 'expired' ELSE 'live'" in text for text in blocks.values()) == 1
+    assert sum("THEN 'expired'::pg_catalog.text" in text for text in blocks.values()) == 1
+    # the other judgements of a job: its effective policy, whether it awaits a human and why
+    for judgement in ("'auto'::pg_catalog.text AND NOT {kind_manual}", "{reclaim_error_text}"):
+        assert [n for n, text in blocks.items() if judgement in text] in (
+            ["effective_policy"],
+            ["awaiting_review"],
+        )
+    assert sum("'attempts_exhausted'" in text for text in blocks.values()) == 1
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "stuck",
+        "review",
+        "review_count",
+        "summary_groups",
+        "metrics_leases",
+        "report_review",
+        "job_row_shown",
+    ],
+)
+def test_every_reader_includes_the_judgements(name):
+    """Every statement that shows or counts policies, leases or the review queue includes the
+    one block of each judgement, never a copy of its test."""
+    text = queries.blocks()[name]
+    assert "recovery_policy} = 'manual'" not in text and "recovery_policy} = 'auto'" not in text
+    assert "{lease_expires_at} < now()" not in text
 
 
 def test_an_ordinary_comment_never_starts_a_block():

@@ -105,6 +105,7 @@ def test_an_expired_lease_not_yet_reclaimed_says_what_to_run():
 
 def test_a_job_reclaim_parked_says_it_awaits_a_human():
     parked = {**HISTORY["job"], "status": "manual_review", "lease_state": "none"}
+    parked |= {"awaiting_review": True, "review_why": "manual_policy"}
     events = [
         event("claimed", 0, FIRST, "pending", "running", worker="w1"),
         event("reclaimed", 90, FIRST, "running", "manual_review", actor="reclaimer@host"),
@@ -112,10 +113,24 @@ def test_a_job_reclaim_parked_says_it_awaits_a_human():
     told = story.explain({"job": parked, "attempts": [], "events": events}, parked="manual_review")
     assert told["story"][-1].startswith("It is parked in manual_review, awaiting a human")
     assert "jobctl requeue 42" in told["story"][-1]
-    # the same job under the default park status (failed): no such sentence
+    # the database judged it not awaiting review (say, parked in another status): no such
+    # sentence, whatever the events say
     assert "parked" not in " ".join(
-        story.explain({"job": parked, "attempts": [], "events": events})["story"]
+        story.explain(
+            {"job": parked | {"awaiting_review": False}, "attempts": [], "events": events}
+        )["story"]
     )
+
+
+def test_a_job_manual_by_its_kind_says_so():
+    """The policy that applies, not the row's: a job whose kind is manual is told as such,
+    in its first line and in why it waits."""
+    job = {**HISTORY["job"], "status": "failed", "lease_state": "none", "recovery_policy": "auto"}
+    job |= {"effective_policy": "manual", "policy_from": "kind", "awaiting_review": True}
+    job |= {"review_why": "manual_policy"}
+    told = story.explain({"job": job, "attempts": [], "events": []})["story"]
+    assert "(manual policy by its kind," in told[0]
+    assert "awaiting a human (its kind's recorded policy is manual;" in told[-1]
 
 
 def test_a_parked_job_is_offered_only_the_commands_jobctl_accepts():
@@ -126,7 +141,7 @@ def test_a_parked_job_is_offered_only_the_commands_jobctl_accepts():
         event("claimed", 0, FIRST, "queued", "processing", worker="w1"),
         event("reclaimed", 90, FIRST, "processing", "failed", actor="reclaimer@host"),
     ]
-    failed = {**HISTORY["job"], "status": "failed", "lease_state": "none"}
+    failed = {**HISTORY["job"], "status": "failed", "lease_state": "none", "awaiting_review": True}
     told = story.explain({"job": failed, "attempts": [], "events": events})["story"][-1]
     assert "jobctl requeue 42 --reason" in told and "jobctl fail 42 --reason" in told
     review = {**failed, "status": "manual_review"}
@@ -195,6 +210,7 @@ def test_a_suggested_command_quotes_the_id_for_a_shell():
         (42, "42", "jobctl requeue 42 --reason ..."),
     ):
         job = {**HISTORY["job"], "id": job_id, "status": "failed", "lease_state": "none"}
+        job["awaiting_review"] = True
         told = story.explain({"job": job, "attempts": [], "events": events})["story"]
         assert command in told[-1], told[-1]
         assert told[0].startswith(f"Job {said} is failed")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from jobctl.render import safe_text, screen
+from jobctl.render import judgements, safe_text, screen
 
 if TYPE_CHECKING:
     from jobctl.ops.console import Snapshot
@@ -68,9 +68,7 @@ def _state_style(row: Row) -> str:
 
 
 def _why(row: Row) -> str:
-    return {"manual_policy": "manual", "attempts_exhausted": "attempts"}.get(
-        str(row.get("why")), safe(row.get("why"))
-    )
+    return safe(judgements.why(row, short=True))
 
 
 COLUMNS: dict[str, list[Column]] = {
@@ -80,7 +78,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("lease", lambda r: safe(r.get("lease_state") or "expired"), _state_style),
         Column("expiry", _overdue),
         Column("att", _attempts),
-        Column("policy", lambda r: safe(r.get("recovery_policy"))),
+        Column("policy", lambda r: safe(judgements.policy(r))),
         Column("action", lambda r: safe(r.get("action")) + (" (skip)" if r.get("skipped") else "")),
     ],
     REVIEW: [
