@@ -427,8 +427,10 @@ def test_park_older_than_parks_old_orphans_in_the_dry_run_and_the_commit(conn, d
     done = run("reclaim", "--commit", "--yes", "--park-older-than", "30d", "-o", "json")
     assert {r["id"]: r["action"] for r in json.loads(done.out)} == actions
     assert {statuses(conn)[i] for i in old} == {"failed"}
+    # parked for a human: review lists them (auto, attempts left: reclaim parked them for age)
     waiting = json.loads(run("review", "-o", "json").out)
-    assert sorted(r["id"] for r in waiting) == []  # auto with attempts left: not review's
+    assert sorted(r["id"] for r in waiting) == sorted(old)
+    assert {r["why"] for r in waiting} == {"parked"}
 
 
 # ---------------------------------------------------------------- events, report, metrics
