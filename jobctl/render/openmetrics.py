@@ -251,14 +251,15 @@ def _queue_families(figures: Row, t: str) -> list[Family]:
         (
             "jobctl_manual_review_jobs",
             "gauge",
-            "Manual-policy jobs reclaim parked (failed, or the park status), awaiting a human.",
+            "Jobs awaiting a human whose effective policy is manual (by their row, kind or "
+            "queue): reclaim parked them (failed, or the park status).",
             [(t, figures["awaiting"])],
         ),
         (
             "jobctl_awaiting_review_jobs",
             "gauge",
-            "Jobs waiting for a human: reclaim failed or parked them (manual policy or "
-            "attempts exhausted) and nobody acted since (jobctl review).",
+            "Jobs waiting for a human: reclaim failed or parked them (manual policy, "
+            "attempts exhausted, or claimed too long ago) and nobody acted since (jobctl review).",
             [(t, figures["awaiting_review"])],
         ),
         (
