@@ -129,10 +129,12 @@ def on_terminal(
     screen_rows: int | None = None,
     timeout: float = 30.0,
     stdin_terminal: bool = True,
+    while_asked: Any = None,
 ) -> Screen:
     """Run ``jobctl args`` with stdin, stdout and stderr on a pty of ``columns`` x ``rows``
     (stdin not a terminal if not ``stdin_terminal``: /dev/null); type ``answer`` at
-    its [y/N] prompt, or press Ctrl-C when ``interrupt_at`` shows."""
+    its [y/N] prompt, or press Ctrl-C when ``interrupt_at`` shows. ``while_asked``: called
+    once the prompt shows, before the answer is typed (what happens while a person reads)."""
     import pyte
 
     leader, follower = pty.openpty()
@@ -167,6 +169,8 @@ def on_terminal(
                 break
             seen += chunk
         if not acted and answer is not None and b"[y/N]" in seen:
+            if while_asked is not None:
+                while_asked()
             os.write(leader, f"{answer}\n".encode())
             acted = True
         if not acted and interrupt_at is not None and interrupt_at in seen:

@@ -9,7 +9,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -19,7 +19,7 @@ from jobctl import db, errors
 from jobctl.db.session import STREAM_CHUNK, Confirm, Session
 from jobctl.ops import plans
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
-from jobctl.render import output
+from jobctl.render import output, reclaim_lines
 from jobctl.render.rows import ReclaimRow, Row
 
 if TYPE_CHECKING:
@@ -79,6 +79,9 @@ class Run:
     # known after a commit's preview or from a plan; None for a dry run (streamed, not
     # counted ahead) and when --yes skipped the preview
     total: int | None
+    # a confirmed commit's line once drained: how many leases expired after its preview
+    # (which it left, as it was confirmed without them); None: nothing to say
+    after: Callable[[], str | None] | None = None
 
 
 def start(
@@ -117,17 +120,38 @@ def start(
         if not request.yes:
             confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
         return Run(committed(s, request, planned), len(planned))
-    total = None
-    if not request.yes:
-        preview_rows = sample(s, request.expired, request.limit)
-        total = preview_rows.total
-        requeue = preview_rows.actions["requeue"]
-        confirm(
-            f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
-            preview_rows,
-            "about to reclaim (the dry run, now)",
+    if request.yes:  # no question: what is expired when each batch runs
+        return Run(committed(s, request, None), None)
+    # what the person confirms is what is written: the preview's rows are the commit's plan,
+    # each fenced on its token, lease expiry and action as shown (an implicit plan); a lease
+    # that expires while the question is up is left, and said
+    preview_rows = sample(s, request.expired, request.limit, hold=CONFIRMED_ROWS)
+    total = preview_rows.total
+    if preview_rows.held is None:
+        raise errors.UsageError(
+            f"{total} expired job(s): more than one question holds ({CONFIRMED_ROWS}); nothing "
+            "changed: narrow it (--limit, --kind, --worker), review a plan (reclaim --dry-run "
+            "--save-plan FILE, then --plan FILE --commit), or reclaim with --yes (what is "
+            "expired when it runs)"
         )
-    return Run(committed(s, request, None), total)
+    requeue = preview_rows.actions["requeue"]
+    confirm(
+        f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
+        preview_rows,
+        "about to reclaim (the dry run, now)",
+    )
+    held = cast(list[Row], preview_rows.held)
+    batches = commit_plan(s, held, batch_size=request.batch_size, how=request.expired)
+    return Run(batches, total, lambda: expired_since(s, request.expired, preview_rows.read_at))
+
+
+def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> str | None:
+    """The line after a confirmed commit: the leases that expired after its preview (read at
+    ``previewed_at``, the database's time), which it left unconfirmed, and the command that
+    shows them. (Every lease the preview saw expired had run out before that time.)"""
+    with s.transaction(read_only=True):
+        left = s.one("expired_after", {**which.params(), "since": previewed_at})
+    return reclaim_lines.expired_after(int(left["expired"]))
 
 
 def committed(
@@ -142,96 +166,48 @@ def committed(
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
+# the rows a confirmed commit holds as its plan, at most (about 2 KB each): beyond, the
+# question is refused with the ways to narrow it, review a plan, or not ask (--yes)
+CONFIRMED_ROWS = 50_000
 
 
 class Sample(list[ReclaimRow]):
     """The first PREVIEW_ROWS rows of a dry run, with counts of every row (``total``, by
-    ``actions`` and by ``workers``): what a commit's question shows, in bounded memory."""
+    ``actions`` and by ``workers``): what a commit's question shows. ``held``: every row, for
+    the commit to apply exactly those (None: more than ``sample``'s ``hold``, or not asked)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
         self.actions: collections.Counter[str] = collections.Counter()
         self.workers: collections.Counter[Any] = collections.Counter()
+        self.held: list[ReclaimRow] | None = None
+        self.read_at: Any = None  # the database's time of the preview's transaction
 
 
-def sample(s: Session, which: ExpiredFilter, limit: int | None) -> Sample:
-    """The dry run, streamed, as a commit's question shows it (``Sample``)."""
+def sample(s: Session, which: ExpiredFilter, limit: int | None, *, hold: int = 0) -> Sample:
+    """The dry run, streamed, as a commit's question shows it (``Sample``); with ``hold``, up
+    to that many rows kept whole (``held``), the rest only counted."""
     found = Sample()
+    held: list[ReclaimRow] = []
     with s.transaction(read_only=True):
+        found.read_at = s.one("now")["at"]
         for row in preview(s, which, limit):
             found.total += 1
             found.actions[row["action"]] += 1
             found.workers[row["reserved_by"]] += 1
             if len(found) < PREVIEW_ROWS:
                 found.append(row)
+            if found.total <= hold:
+                held.append(row)
+    if hold and found.total <= hold:
+        found.held = held
     return found
 
 
 def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
     """requeue / fail / skipped counts of reclaim rows."""
     return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
-
-
-def summary_line(
-    counts: collections.Counter[str],
-    committed: bool,
-    *,
-    park_status: str | None = None,
-    some_parked: bool = False,
-) -> str:
-    """What a reclaim did (or would do), in one line for stderr; ``park_status``: where
-    what it does not retry goes instead of failed (schema apply --park-status), if set;
-    ``some_parked``: a total over targets some of which park (failed or parked)."""
-    requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
-    failed = _failed_word(park_status, some_parked)
-    why = f" ({SKIPPED_WHY})" if skipped else ""
-    if committed:
-        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped{why}"
-    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped{why}"
-    line += "; nothing changed"
-    return line if sum(counts.values()) else f"{line}; nothing to reclaim"
-
-
-SKIPPED_WHY = "nothing written for them: each row's skipped says why"
-
-
-def _failed_word(park_status: str | None, some_parked: bool) -> str:
-    if some_parked and not park_status:
-        return "failed or parked"
-    return f"parked in {park_status}" if park_status else "failed"
-
-
-def next_step(
-    counts: collections.Counter[str],
-    committed: bool,
-    *,
-    park_status: str | None = None,
-    some_parked: bool = False,
-) -> str | None:
-    """After a commit that failed or parked jobs, the next step (one line for stderr): they
-    now wait for a human, and ``jobctl review`` lists them. None when there is none."""
-    fail = counts["fail"]
-    if not committed or not fail:
-        return None
-    failed = _failed_word(park_status, some_parked)
-    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
-
-
-def spread_line(
-    counts: collections.Counter[str], spread: dt.timedelta, committed: bool
-) -> str | None:
-    """With --spread: when the requeued jobs return (each batch's spread evenly over it)."""
-    requeue = counts["requeue"]
-    if not spread or not requeue:
-        return None
-    seconds = spread.total_seconds()
-    rate = f"about {requeue / seconds:.1f} per second" if seconds else "at once"
-    verb = "return" if committed else "would return"
-    return (
-        f"paced: the {requeue} requeued job(s) {verb} spread evenly over the next "
-        f"{seconds:g}s with jitter ({rate}), not all at once"
-    )
 
 
 # ---------------------------------------------------------------- dry run and commit

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.ops import fleet, reclaim, reclaim_targets
-from jobctl.render import views
+from jobctl.render import reclaim_lines, views
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
 
@@ -126,10 +126,12 @@ def _on_one(
         )
         kept, counts = drain(started)
         park_status = s.table.mapping.named_park
+        after = started.after() if started.after is not None else None
+    said = lines(counts, request, park_status=park_status, standing=standing)
     return Reclaimed(
         kept=kept,
         total=sum(counts.values()),
-        lines=lines(counts, request, park_status=park_status, standing=standing),
+        lines=[*said, after] if after else said,
         plan_line=views.plan_line(request.save_plan, None),
     )
 
@@ -235,9 +237,9 @@ def lines(
 
     committed = request.commit
     said = [
-        reclaim.summary_line(counts, committed, park_status=park_status),
-        reclaim.next_step(counts, committed, park_status=park_status),
-        reclaim.spread_line(counts, request.expired.spread, committed),
+        reclaim_lines.summary_line(counts, committed, park_status=park_status),
+        reclaim_lines.next_step(counts, committed, park_status=park_status),
+        reclaim_lines.spread_line(counts, request.expired.spread, committed),
         None if committed else replica.dry_run_note(standing),
     ]
     return [line for line in said if line]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.ops import fleet
-from jobctl.render import rows
+from jobctl.render import reclaim_lines, rows
 
 if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
@@ -71,19 +71,18 @@ def tally_lines(
 ) -> list[str]:
     """What a reclaim across targets did (or would do): each target's line (its park status
     named, as one reclaim's line does), the total over several, and the next step."""
-    from jobctl.ops import reclaim as core
 
     said = []
     for name, tally in counts.items():
-        line = core.summary_line(tally, committed, park_status=parks.get(name))
+        line = reclaim_lines.summary_line(tally, committed, park_status=parks.get(name))
         said.append(f"target {name}: {line}")
     total: collections.Counter[str] = sum(counts.values(), collections.Counter())
     some_parked = any(parks.get(name) for name in counts)
     if len(counts) > 1:
-        line = core.summary_line(total, committed, some_parked=some_parked)
+        line = reclaim_lines.summary_line(total, committed, some_parked=some_parked)
         said.append(f"all {len(counts)} targets: {line}")
     names = list(counts)
-    step = core.next_step(
+    step = reclaim_lines.next_step(
         total,
         committed,
         park_status=parks.get(names[0]) if len(names) == 1 else None,
@@ -143,6 +142,11 @@ def start(
         if not targets:
             return Commit(iter(()), 0, [], failed)
         total = _confirm_preview(preview, failed, confirm=confirm, say=say)
+        # what was confirmed is what is written: each target's previewed rows are its plan,
+        # fenced as shown (a lease that expires while the question is up is left)
+        planned = {
+            o.target.name: ({}, cast(list[rows.Row], o.value or [])) for o in preview if o.ok
+        }
     run = Commit(iter(()), total, list(targets), failed)
     run.batches = _committed(run, request, planned)
     return run
@@ -237,9 +241,10 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
             with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
                 run.parks[target.name] = s.table.mapping.named_park
                 plan_rows = None
-                if request.plan is not None and target.name in planned:
+                if target.name in planned:  # a saved plan's rows, or the confirmed preview's
                     made, plan_rows = planned[target.name]
-                    plans.check_origin(request.plan, made, s.origin())
+                    if request.plan is not None:
+                        plans.check_origin(request.plan, made, s.origin())
                 batches = core.committed(s, request, plan_rows)
                 # a server lost mid-way: its line says how many it committed before the loss
                 batches = replica.reclaimed(

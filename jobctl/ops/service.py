@@ -24,6 +24,7 @@ from jobctl.db import session
 from jobctl.ops import reclaim, replica, triage
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
+from jobctl.render import reclaim_lines
 from jobctl.render.rows import ReclaimRow
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def run(
         for batch, park_status in batches:
             applied = [row for row in batch if row["applied"]]
             on_batch(applied)
-            log(reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status))
+            log(reclaim_lines.summary_line(reclaim.tally(applied), True, park_status=park_status))
     except errors.JobctlError as exc:
         if watch is not None:
             watch.stopped(db.redact(exc.message, settings.dsn))
@@ -93,7 +94,8 @@ def run_many(
                 settings, which, batch_size=batch_size, every=every, stop=stop, log=said
             ):
                 applied = [row for row in batch if row["applied"]]
-                line = reclaim.summary_line(reclaim.tally(applied), True, park_status=park_status)
+                counts = reclaim.tally(applied)
+                line = reclaim_lines.summary_line(counts, True, park_status=park_status)
                 with handing:
                     on_batch(name, applied)
                     said(line)

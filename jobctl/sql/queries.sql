@@ -266,6 +266,13 @@ AND (%(plan)s::pg_catalog.jsonb IS NULL
            AND p.lease_expires_at OPERATOR(pg_catalog.=) j.{lease_expires_at}
            AND p.action OPERATOR(pg_catalog.=) {reclaim_action}))
 
+-- name: expired_after
+-- the expired leases (expired_filter) that ran out at or after %(since)s: after a confirmed
+-- commit, those that expired while its question was up (the preview, read at %(since)s, saw
+-- none of them), which it left (reclaim index: a range of lease_expires_at)
+SELECT count(*) AS expired FROM {table} j
+WHERE {expired_filter} AND j.{lease_expires_at} >= %(since)s::timestamptz
+
 -- name: session_description
 -- a session (pg_stat_activity a) as jobctl names one that holds it up
 format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,

@@ -523,6 +523,28 @@ def test_reclaim_across_targets_off_a_terminal_asks_for_yes(staged, run):
     assert processing(staged, "orders") == 5  # 3 stuck + 2 live: nothing changed
 
 
+def test_reclaim_across_targets_writes_what_was_confirmed(staged, run, monkeypatch):
+    """The live leases of orders run out while the question is up: 'yes' reclaims what the
+    question showed on each target, not the leases that expired after it."""
+    from jobctl.cli import terminal
+
+    asked = []
+
+    def answer_yes_late(question, about=(), title=""):
+        asked.append(question)
+        expire_live_leases(staged, "orders")  # 2 live leases run out while a person reads
+
+    monkeypatch.setattr(terminal, "confirm", answer_yes_late)
+    code, out, err = run(
+        "--target", "orders", "--target", "billing", "reclaim", "--commit", "-o", "jsonl"
+    )
+    assert code == 0, err
+    assert asked == ["Reclaim 5 expired job(s) on 2 target(s)?"]
+    done = [r for r in jsonl(out) if r["applied"]]
+    assert sum(r["target"] == "orders" for r in done) == 3  # not 5
+    assert processing(staged, "orders") == 2  # the two expired after the question: left
+
+
 def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged, run, tmp_path):
     plan = tmp_path / "p.json"
     code, _, err = run(

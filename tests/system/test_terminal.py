@@ -22,6 +22,33 @@ def test_reclaim_asks_and_no_changes_nothing(conn, dsn):
     assert snapshot(conn) == before
 
 
+def test_reclaim_writes_what_was_confirmed_not_what_expired_since(conn, dsn):
+    """Four leases expired when the question is asked, four more run out while it is up:
+    'y' reclaims the four it showed, and says the others expired after the preview."""
+    add_jobs(conn, 8)
+    shown = {c.id for c in claim_all(dsn, 4, worker="gone", lease_seconds=-30)}
+    later = {c.id for c in claim_all(dsn, 4, worker="slow", lease_seconds=3)}
+
+    def leases_run_out() -> None:
+        import time
+
+        time.sleep(4)  # the four live leases expire while the question is on screen
+
+    shot = screens.on_terminal(
+        ["reclaim", "--commit"], columns=200, dsn=dsn, answer="y", while_asked=leases_run_out
+    )
+    assert "Reclaim 4 expired job(s): 4 requeue, 0 fail? [y/N]" in shot.raw
+    assert shot.code == 0, shot.raw
+    assert "reclaimed: 4 requeued, 0 failed, 0 skipped" in shot.raw
+    assert "4 more lease(s) expired after the preview, not reclaimed (not confirmed)" in shot.raw
+    status = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
+    assert {status[i] for i in shown} == {"queued"}
+    assert {status[i] for i in later} == {"processing"}  # expired, but nobody confirmed them
+    # --yes asked nothing and confirmed nothing: it reclaims what is expired when it runs
+    code, screen = on_terminal(dsn, ["reclaim", "--commit", "--yes"], None)
+    assert code == 0 and "reclaimed: 4 requeued, 0 failed, 0 skipped" in screen
+
+
 def test_requeue_shows_the_job_then_applies_on_yes(conn, dsn):
     add_jobs(conn, 1, policy="manual")
     claim_all(dsn, 1)

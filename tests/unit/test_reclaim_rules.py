@@ -14,6 +14,7 @@ import pytest
 from jobctl import errors
 from jobctl.ops import reclaim
 from jobctl.ops.triage import ExpiredFilter
+from jobctl.render import reclaim_lines
 
 REQUEST = reclaim.Request()
 
@@ -92,16 +93,19 @@ def test_a_missing_plan_is_one_line(tmp_path):
 def test_summary_line():
     counts = collections.Counter({"requeue": 3, "fail": 1, "skipped": 2})
     why = " (nothing written for them: each row's skipped says why)"
-    assert reclaim.summary_line(counts, True) == f"reclaimed: 3 requeued, 1 failed, 2 skipped{why}"
-    assert reclaim.summary_line(counts, False) == (
+    assert (
+        reclaim_lines.summary_line(counts, True)
+        == f"reclaimed: 3 requeued, 1 failed, 2 skipped{why}"
+    )
+    assert reclaim_lines.summary_line(counts, False) == (
         f"dry run: 3 would be requeued, 1 failed, 2 skipped{why}; nothing changed"
     )
-    assert reclaim.summary_line(collections.Counter(), False).endswith("; nothing to reclaim")
+    assert reclaim_lines.summary_line(collections.Counter(), False).endswith("; nothing to reclaim")
 
 
 def test_summary_line_names_the_park_status():
     counts = collections.Counter({"requeue": 1, "fail": 2})
-    assert reclaim.summary_line(counts, True, park_status="manual_review") == (
+    assert reclaim_lines.summary_line(counts, True, park_status="manual_review") == (
         "reclaimed: 1 requeued, 2 parked in manual_review, 0 skipped"
     )
 
@@ -139,12 +143,12 @@ def test_the_summary_line_names_where_jobs_not_retried_go():
     import collections
 
     counts = collections.Counter({"requeue": 2, "fail": 1})
-    assert reclaim.summary_line(counts, True) == "reclaimed: 2 requeued, 1 failed, 0 skipped"
-    assert reclaim.summary_line(counts, True, park_status="parked") == (
+    assert reclaim_lines.summary_line(counts, True) == "reclaimed: 2 requeued, 1 failed, 0 skipped"
+    assert reclaim_lines.summary_line(counts, True, park_status="parked") == (
         "reclaimed: 2 requeued, 1 parked in parked, 0 skipped"
     )
     # a total across targets, some of which park: both, as each target's line says its own
-    assert reclaim.summary_line(counts, False, some_parked=True) == (
+    assert reclaim_lines.summary_line(counts, False, some_parked=True) == (
         "dry run: 2 would be requeued, 1 failed or parked, 0 skipped; nothing changed"
     )
 
@@ -152,14 +156,14 @@ def test_the_summary_line_names_where_jobs_not_retried_go():
 def test_a_commit_that_failed_or_parked_jobs_names_the_next_step():
     """Issue 36, trip 6: "reclaimed: 7 requeued, 4 failed" said nothing of the 4 waiting."""
     counts = collections.Counter({"requeue": 7, "fail": 4})
-    step = reclaim.next_step(counts, True)
+    step = reclaim_lines.next_step(counts, True)
     assert (
         step is not None and "4 job(s) failed by this reclaim" in step and "jobctl review" in step
     )
-    parked = reclaim.next_step(counts, True, park_status="errored")
+    parked = reclaim_lines.next_step(counts, True, park_status="errored")
     assert parked is not None and "parked in errored" in parked
-    assert reclaim.next_step(counts, False) is None  # a dry run did nothing
-    assert reclaim.next_step(collections.Counter({"requeue": 3}), True) is None
+    assert reclaim_lines.next_step(counts, False) is None  # a dry run did nothing
+    assert reclaim_lines.next_step(collections.Counter({"requeue": 3}), True) is None
 
 
 def test_the_commit_names_the_tables_own_failed_status_as_the_report_does():
@@ -170,5 +174,5 @@ def test_the_commit_names_the_tables_own_failed_status_as_the_report_does():
     assert TableMapping(statuses={"failed": "errored"}).named_park == "errored"
     assert TableMapping(park_status="manual_review").named_park == "manual_review"
     counts = collections.Counter({"fail": 4})
-    line = reclaim.summary_line(counts, True, park_status="errored")
+    line = reclaim_lines.summary_line(counts, True, park_status="errored")
     assert "4 parked in errored" in line

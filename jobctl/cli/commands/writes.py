@@ -58,10 +58,13 @@ def reclaim_command(
 ) -> None:
     """Reclaim expired leases: auto jobs with attempts left are requeued, the rest failed.
 
-    The dry run (default) changes nothing and shows each decision; --commit applies exactly
-    that decision in batches, each a short transaction fenced by the attempt token. A table
-    shows the first 20 rows and any skipped; every row with -o jsonl, json or csv.
-    Examples: jobctl reclaim --save-plan p.json; jobctl reclaim --commit --plan p.json
+    The dry run (default) changes nothing and shows each decision; --commit shows it and asks,
+    then applies exactly the rows shown, in batches, each a short transaction fenced by the
+    attempt token (leases that expire while it asks are left, and counted). --yes asks
+    nothing: it reclaims what is expired when each batch runs. A table shows the first 20
+    rows and any skipped; every row with -o jsonl, json or csv.
+    Examples: jobctl reclaim --commit; jobctl reclaim --save-plan p.json; jobctl reclaim
+    --commit --plan p.json
     """
     from jobctl.ops import fleet, reclaim
     from jobctl.ops import reclaim_run as core

@@ -1,0 +1,80 @@
+"""What a reclaim says under its table, in words: what it did (or would do), the next step,
+when its requeued jobs return (--spread), and what a confirmed commit left. Pure: counts in,
+lines out (the counting is ``ops.reclaim.tally``'s)."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+
+
+def summary_line(
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None = None,
+    some_parked: bool = False,
+) -> str:
+    """What a reclaim did (or would do), in one line for stderr; ``park_status``: where
+    what it does not retry goes instead of failed (schema apply --park-status), if set;
+    ``some_parked``: a total over targets some of which park (failed or parked)."""
+    requeue, fail, skipped = counts["requeue"], counts["fail"], counts["skipped"]
+    failed = _failed_word(park_status, some_parked)
+    why = f" ({SKIPPED_WHY})" if skipped else ""
+    if committed:
+        return f"reclaimed: {requeue} requeued, {fail} {failed}, {skipped} skipped{why}"
+    line = f"dry run: {requeue} would be requeued, {fail} {failed}, {skipped} skipped{why}"
+    line += "; nothing changed"
+    return line if sum(counts.values()) else f"{line}; nothing to reclaim"
+
+
+SKIPPED_WHY = "nothing written for them: each row's skipped says why"
+
+
+def _failed_word(park_status: str | None, some_parked: bool) -> str:
+    if some_parked and not park_status:
+        return "failed or parked"
+    return f"parked in {park_status}" if park_status else "failed"
+
+
+def next_step(
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None = None,
+    some_parked: bool = False,
+) -> str | None:
+    """After a commit that failed or parked jobs, the next step (one line for stderr): they
+    now wait for a human, and ``jobctl review`` lists them. None when there is none."""
+    fail = counts["fail"]
+    if not committed or not fail:
+        return None
+    failed = _failed_word(park_status, some_parked)
+    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
+
+
+def spread_line(
+    counts: collections.Counter[str], spread: dt.timedelta, committed: bool
+) -> str | None:
+    """With --spread: when the requeued jobs return (each batch's spread evenly over it)."""
+    requeue = counts["requeue"]
+    if not spread or not requeue:
+        return None
+    seconds = spread.total_seconds()
+    rate = f"about {requeue / seconds:.1f} per second" if seconds else "at once"
+    verb = "return" if committed else "would return"
+    return (
+        f"paced: the {requeue} requeued job(s) {verb} spread evenly over the next "
+        f"{seconds:g}s with jitter ({rate}), not all at once"
+    )
+
+
+def expired_after(count: int) -> str | None:
+    """After a confirmed commit (it wrote exactly the rows its question showed): the leases
+    that expired while it asked, which nobody confirmed, and the command that shows them."""
+    if not count:
+        return None
+    return (
+        f"{count} more lease(s) expired after the preview, not reclaimed (not confirmed): "
+        "jobctl reclaim --dry-run shows them"
+    )
