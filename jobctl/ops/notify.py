@@ -331,11 +331,9 @@ class Sender:
         """Send what waits, for at most ``wait_s`` in all, then stop (daemon threads: a
         hanging webhook never holds the process past it)."""
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(
-            not r.pending.empty() or r.busy for r in self.receivers
-        ):
+        while time.monotonic() < deadline and any(not r.pending.empty() for r in self.receivers):
             time.sleep(0.05)
-        self.stopping.set()
+        self.stopping.set()  # no more backoff: a POST under way ends by its deadline
         ended = []  # whether each receiver's queue holds its end (a full one cannot)
         for r in self.receivers:
             try:
