@@ -52,7 +52,7 @@ NotifyUrls = Annotated[
         metavar="URL",
         help="POST a notification to URL (repeatable; with reclaim --every or stuck --watch). "
         "A URL holding a secret: --notify-file or --notify-env instead, never on a command "
-        "line. Default: JOBCTL_NOTIFY, then the file JOBCTL_NOTIFY_FILE names.",
+        "line. Default: JOBCTL_NOTIFY and the file JOBCTL_NOTIFY_FILE names.",
     ),
 ]
 NotifyEnv = Annotated[
