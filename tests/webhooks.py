@@ -21,6 +21,7 @@ class Hook:
         self.behaviour = behaviour  # "ok", "500", "hang", "drip", "pagerduty"
         self.drip_s = drip_s
         self.received: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, str | None]] = []  # (request target, Authorization)
         self.attempts = 0
         self.release = threading.Event()
         self.url = ""
@@ -80,6 +81,7 @@ def webhook(behaviour: str = "ok", drip_s: float = 1.0) -> Iterator[Hook]:
 
         def do_POST(self) -> None:
             hook.attempts += 1
+            hook.requests.append((self.path, self.headers.get("Authorization")))
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             self.close_connection = True
             if hook.behaviour == "hang":

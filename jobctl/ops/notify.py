@@ -156,7 +156,9 @@ def _exchange(
     parts = urllib.parse.urlsplit(url)
     target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
     if conn.host != parts.hostname and not isinstance(conn, http.client.HTTPSConnection):
-        target = urllib.parse.urlunsplit((parts.scheme, parts.netloc, target, "", ""))
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        target = urllib.parse.urlunsplit((parts.scheme, netloc, target, "", ""))  # no user
     sent = dict(headers)
     if parts.username is not None:  # user:password@host: HTTP basic authentication
         user = urllib.parse.unquote(parts.username)
@@ -171,7 +173,7 @@ def _exchange(
         return f"HTTP {answer.status}"
     except TimeoutError:
         return "no complete answer (timed out)"
-    except (OSError, http.client.HTTPException, ValueError) as exc:
+    except Exception as exc:  # whatever the client raises is this POST's failure, said
         return _why(exc)
     finally:
         conn.close()

@@ -4,6 +4,7 @@ server that answers 200, 500 or never (tests/webhooks.py)."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
@@ -399,3 +400,18 @@ def test_urls_in_a_file_or_variable():
     ]
     with pytest.raises(errors.UsageError, match=r"^\$JOBCTL_NOTIFY line 2: not an http"):
         notify.urls_in("https://a.example/x\nftp://T0SECRET/y", "$JOBCTL_NOTIFY")
+
+
+def test_a_post_goes_through_the_proxy_and_sends_its_user(monkeypatch):
+    """urlopen honoured http_proxy and the deadline's own client must too; a user in the URL
+    is HTTP basic authentication (never logged)."""
+    with webhook("ok") as proxy:
+        port = proxy.url.split(":")[2].split("/")[0]
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        why = notify.post("http://al%40ice:s3cret@hooks.invalid/x?y=1", b"{}", 2, notify.HEADERS)
+    assert why is None
+    ((target, authorization),) = proxy.requests
+    assert target == "http://al%40ice:s3cret@hooks.invalid/x?y=1".replace("al%40ice:s3cret@", "")
+    assert authorization == "Basic " + base64.b64encode(b"al@ice:s3cret").decode()
