@@ -43,3 +43,17 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], Any]:
 
 def families(text: str) -> dict[str, Any]:
     return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def duplicate_series(text: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Every series (name and labels) that appears more than once, as Prometheus parses
+    ``text``: a scrape (or the textfile collector) refuses such an exposition whole."""
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    again = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            if key in seen:
+                again.append(key)
+            seen.add(key)
+    return again

@@ -140,6 +140,7 @@ def stuck(
     error: opt.ErrorText = None,
     notify_urls: cli_monitoring.NotifyUrls = None,
     notify_env: cli_monitoring.NotifyEnv = None,
+    notify_file: cli_monitoring.NotifyFile = None,
     notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
     notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
     out: opt.Out = output.Output.table,
@@ -169,9 +170,8 @@ def stuck(
         queues=what.queues,
         error=what.error,
     )
-    made = cli_monitoring.for_stuck_watch(
-        context.address(ctx), watch, notify_urls, notify_env, notify_format, notify_burst
-    )
+    asked = cli_monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
+    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, asked)
     ask = core.Ask(where, limit, expiring_within, trust_replica)
     shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
     try:

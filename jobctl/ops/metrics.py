@@ -75,16 +75,29 @@ def by_group(s: Session, *, expiring_within: dt.timedelta, what: Slice, top: int
 def bounded(groups: list[Row], by: str, top: int) -> list[Row]:
     """``groups`` (rows of counts keyed ``by``) as at most ``top`` rows by their total count,
     the others summed into one whose ``by`` is ``other``; a group without a value (NULL) is
-    ``none``. Pure."""
+    ``none``. Each row's ``bucket`` says which it is (``value``, ``null``, ``rest``), so a
+    kind really named ``other`` or ``none`` stays a series of its own; groups that still
+    meet under one label (values that read the same as text) are summed, never two series.
+    Pure."""
     ranked = sorted(groups, key=lambda g: (-sum(g[c] for c in GROUP_COUNTS), str(g[by])))
-    kept = [
-        {by: "none" if g[by] is None else str(g[by]), **{c: g[c] for c in GROUP_COUNTS}}
-        for g in ranked[:top]
-    ]
-    rest = ranked[top:]
-    if rest:
-        kept.append({by: "other", **{c: sum(g[c] for g in rest) for c in GROUP_COUNTS}})
-    return kept
+    kept: dict[tuple[str, str], Row] = {}
+    for g in ranked[:top]:
+        label, bucket = ("none", "null") if g[by] is None else (str(g[by]), "value")
+        _add(kept, by, label, bucket, [g])
+    if ranked[top:]:
+        _add(kept, by, "other", "rest", ranked[top:])
+    return list(kept.values())
+
+
+def _add(
+    kept: dict[tuple[str, str], Row], by: str, label: str, bucket: str, rows: list[Row]
+) -> None:
+    """``rows``' counts added to ``kept``'s row for (``label``, ``bucket``)."""
+    row = kept.setdefault(
+        (label, bucket), {by: label, "bucket": bucket, **dict.fromkeys(GROUP_COUNTS, 0)}
+    )
+    for c in GROUP_COUNTS:
+        row[c] += sum(g[c] for g in rows)
 
 
 def on_server(

@@ -1,21 +1,27 @@
 """Notifications from the reclaimer (``reclaim --every``) and ``stuck --watch``: what is worth
 telling (``Watch``: conditions, their ``resolved``, a rate limit per condition) and its
-delivery (``Sender``: off the reclaim's path, in a bounded queue and a thread of its own,
-each POST with a timeout and retried with backoff). A webhook that hangs or answers 500
-never delays a reclaim: the service only puts a notice in the queue (never blocking; a full
-queue drops the notice, said in the log), and every failure is one line in the log.
-The payloads are ``render.notifications``'.
+delivery (``Sender``: off the reclaim's path, each webhook with a bounded queue and a thread
+of its own, each POST within one deadline and retried with backoff). A webhook that hangs,
+drips its answer or answers 500 never delays a reclaim nor another webhook: the service only
+puts a notice in each queue (never blocking; a full queue drops the notice, said in the
+log), and every failure is one line in the log the moment it is given up. The payloads are
+``render.notifications``'; where the URLs come from, and which are refused, is here too.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
+import http.client
 import queue
+import re
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,23 +29,44 @@ from jobctl import errors
 from jobctl.render import notifications, safe_text
 from jobctl.render.notifications import Notice
 
-TIMEOUT_S = 5.0  # one POST, connect to last byte
-RETRIES = 3  # attempts after the first, on a connection error, a timeout, a 429 or a 5xx
+TIMEOUT_S = 5.0  # one POST, whole: name lookup, connect, send and the full answer
+RETRIES = 3  # attempts after the first, on a connection error, a 429 or a 5xx
 BACKOFF_S = 1.0  # before the first retry; doubled each time
-QUEUE_SIZE = 100  # notices waiting to be sent; a full queue drops the new one
+QUEUE_SIZE = 100  # notices waiting for one webhook; a full queue drops the new one
 INTERVAL_S = 300.0  # a condition is told at most once per interval (the rest aggregated)
 REVIEW_EVERY_S = 60.0  # how often the reclaimer counts the jobs waiting for review
 BURST = 20  # expired leases in one pass (or one refresh of stuck --watch): expiry_burst
+ANSWER_BYTES = 65536  # what is read of a webhook's answer at most
+
+# what a URL may hold as typed: RFC 3986's characters (an IRI is percent-encoded first)
+_URL_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")
 
 
-def check_url(url: str) -> str:
-    """An http(s) URL with a host, or a usage error (exit 2) naming only its scheme."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise errors.UsageError(
-            f"--notify: not an http(s) URL with a host (scheme {parts.scheme or 'none'!r})"
-        )
+def check_url(url: str, source: str = "--notify") -> str:
+    """An http(s) URL with a host and a valid port, or a usage error (exit 2) that names
+    where it came from (``source``) and what is wrong, never a part of the URL: a webhook's
+    URL is its secret, and a malformed one may hold it anywhere (``http://h:T0KEN/x``)."""
+    why = _malformed(url)
+    if why is not None:
+        raise errors.UsageError(f"{source}: {why} (the URL is not shown: it may hold a secret)")
     return url
+
+
+def _malformed(url: str) -> str | None:
+    if not url or _URL_CHARS.fullmatch(url) is None:
+        return "not a URL: spaces, control or non-ASCII characters (percent-encode them)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number from 0 to 65535
+    except ValueError:
+        return "a malformed URL (its host or port cannot be read)"
+    if parts.scheme not in ("http", "https"):
+        return "not an http(s) URL"
+    if not parts.hostname:
+        return "an http(s) URL without a host"
+    if port == 0:
+        return "a malformed URL (port 0)"
+    return None
 
 
 def shown(url: str) -> str:
@@ -48,12 +75,214 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}/…"
 
 
-class Sender:
-    """Posts notices to every URL from one thread; ``send`` never blocks."""
+_TOKEN_SEGMENT = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[^/]{8,}|[^/]{16,}")
 
-    def delivery(self) -> tuple[int, int]:
-        """Notices delivered, and failed or dropped, so far (per URL)."""
-        return self.sent, self.failed + self.dropped
+
+def holds_secret(url: str) -> bool:
+    """Whether ``url`` looks like it carries a credential: a user or password, a query or a
+    fragment, or a path segment that looks like a token (16 characters or more, or 8 or more
+    mixing letters and digits: Slack's ``/services/T0…/B0…/…``). A guess, on the side of
+    saying: it only decides a warning."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username or parts.password or parts.query or parts.fragment:
+        return True
+    segments = urllib.parse.unquote(parts.path).split("/")
+    return any(_TOKEN_SEGMENT.fullmatch(segment) for segment in segments)
+
+
+def urls_in(text: str, source: str) -> list[str]:
+    """The URLs of a file or an environment variable: one per line (or separated by spaces),
+    blank lines and ``#`` comments skipped; each checked (``check_url``), named by
+    ``source`` and its line."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        for word in line.split():
+            found.append(check_url(word, f"{source} line {number}"))
+    return found
+
+
+# ---------------------------------------------------------------- one POST, one deadline
+def post(url: str, data: bytes, timeout_s: float, headers: dict[str, str]) -> str | None:
+    """POST ``data`` to ``url``: None when delivered (any 2xx), else why not, in a few words.
+    ``timeout_s`` bounds the whole exchange (name lookup, connect, TLS, send, the full
+    answer), not each read: a socket timeout alone lets a receiver that drips one byte a
+    second hold the POST for ever. The exchange runs in a thread of its own; at the deadline
+    its socket is shut (which ends any read or write at once) and the POST counts as failed,
+    whatever the thread is still doing (a name lookup ends on its own)."""
+    made: dict[str, str | None] = {}
+    conn = _connection(url, timeout_s + 1.0)  # the socket's own timeout: a backstop only
+    exchange = threading.Thread(
+        target=lambda: made.update(why=_exchange(conn, url, data, headers)),
+        name="jobctl-notify-post",
+        daemon=True,
+    )
+    exchange.start()
+    exchange.join(timeout_s)
+    if exchange.is_alive() or "why" not in made:
+        _abort(conn)
+        return f"no complete answer within {timeout_s:g}s"
+    return made["why"]
+
+
+def _connection(url: str, timeout_s: float) -> http.client.HTTPConnection:
+    """The connection for ``url``: direct, or through the proxy that ``http_proxy``/
+    ``https_proxy`` name (``no_proxy`` honoured), as urllib would."""
+    parts = urllib.parse.urlsplit(url)
+    host, https = parts.hostname or "", parts.scheme == "https"
+    port = parts.port or (443 if https else 80)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        proxy_host, proxy_port = via.hostname or "", via.port or 8080
+        if not https:  # a plain proxy takes the absolute URL (see _exchange)
+            return http.client.HTTPConnection(proxy_host, proxy_port, timeout=timeout_s)
+        tunnel = http.client.HTTPSConnection(
+            proxy_host, proxy_port, timeout=timeout_s, context=ssl.create_default_context()
+        )
+        tunnel.set_tunnel(host, port)
+        return tunnel
+    if https:
+        return http.client.HTTPSConnection(
+            host, port, timeout=timeout_s, context=ssl.create_default_context()
+        )
+    return http.client.HTTPConnection(host, port, timeout=timeout_s)
+
+
+def _exchange(
+    conn: http.client.HTTPConnection, url: str, data: bytes, headers: dict[str, str]
+) -> str | None:
+    parts = urllib.parse.urlsplit(url)
+    target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    if conn.host != parts.hostname and not isinstance(conn, http.client.HTTPSConnection):
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        target = urllib.parse.urlunsplit((parts.scheme, netloc, target, "", ""))  # no user
+    sent = dict(headers)
+    if parts.username is not None:  # user:password@host: HTTP basic authentication
+        user = urllib.parse.unquote(parts.username)
+        word = urllib.parse.unquote(parts.password or "")
+        sent["Authorization"] = "Basic " + base64.b64encode(f"{user}:{word}".encode()).decode()
+    try:
+        conn.request("POST", target, body=data, headers=sent)
+        answer = conn.getresponse()
+        answer.read(ANSWER_BYTES)
+        if 200 <= answer.status < 300:
+            return None
+        return f"HTTP {answer.status}"
+    except TimeoutError:
+        return "no complete answer (timed out)"
+    except Exception as exc:  # whatever the client raises is this POST's failure, said
+        return _why(exc)
+    finally:
+        conn.close()
+
+
+def _why(exc: BaseException) -> str:
+    """An exception in a few words, never the URL: its class and, for an OS error, its
+    reason (``Connection refused``)."""
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {safe_text.visible(exc.reason or type(exc).__name__)}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return safe_text.visible(exc.strerror)
+    return type(exc).__name__
+
+
+def _abort(conn: http.client.HTTPConnection) -> None:
+    """Ends a POST past its deadline: its socket shut both ways (a blocked read or write
+    returns at once), then closed."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------- delivery
+class _Receiver:
+    """One webhook: its own bounded queue and thread, so that one that hangs never delays
+    another's notices; what it delivered, failed and dropped."""
+
+    def __init__(self, url: str, fmt: str, owner: Sender) -> None:
+        self.url, self.fmt, self.owner, self.name = url, fmt, owner, shown(url)
+        self.change_url = notifications.change_url(url) if fmt == "pagerduty" else None
+        self.pending: queue.Queue[Notice | None] = queue.Queue(maxsize=owner.queue_size)
+        self.sent = self.failed = self.dropped = 0
+        self.busy = False  # a notice is being posted
+        self.thread = threading.Thread(target=self._run, name="jobctl-notify", daemon=True)
+        self.thread.start()
+
+    def put(self, notice: Notice) -> None:
+        try:
+            self.pending.put_nowait(notice)
+        except queue.Full:
+            self.dropped += 1
+            self.owner.log(
+                f"notify: queue full for {self.name} ({self.pending.maxsize} waiting): "
+                f"{notice.event} dropped ({self.dropped} so far)"
+            )
+
+    def _run(self) -> None:
+        while True:
+            notice = self.pending.get()
+            if notice is None:
+                return
+            self.busy = True
+            try:
+                delivered = self._deliver(notice)
+            except Exception as exc:  # never let one notice end the webhook's thread
+                self.owner.log(f"notify: {notice.event} to {self.name} failed: {_why(exc)}")
+                delivered = False
+            finally:
+                self.busy = False
+            if delivered is True:
+                self.sent += 1
+            elif delivered is False:
+                self.failed += 1
+
+    def _deliver(self, notice: Notice) -> bool | None:
+        """True when delivered, False when given up (said), None when not for this webhook."""
+        url = self.url
+        if self.fmt == "pagerduty" and notifications.is_change(notice):
+            if self.change_url is None:
+                return None  # said when the sender started
+            url = self.change_url
+        data = notifications.body(notice, self.fmt, routing_key=self.owner.routing_key)
+        return self._post(url, data, notice)
+
+    def _post(self, url: str, data: bytes, notice: Notice) -> bool:
+        owner = self.owner
+        wait = owner.backoff_s
+        for attempt in range(owner.retries + 1):
+            why = owner.poster(url, data, owner.timeout_s, HEADERS)
+            if why is None:
+                return True
+            # a receiver that held the POST past its deadline is not asked again for this
+            # notice: its failure is said at once, and its queue moves on
+            final = (
+                attempt == owner.retries
+                or why.startswith("no complete answer")
+                or (why.startswith("HTTP 4") and why != "HTTP 429")
+            )
+            if not final and not owner.stopping.wait(wait):  # a stop ends the backoff at once
+                wait *= 2
+                continue
+            owner.log(
+                f"notify: {notice.event} to {self.name} failed after {attempt + 1} "
+                f"attempt(s): {why}"
+            )
+            return False
+        return False  # pragma: no cover
+
+
+HEADERS = {"Content-Type": "application/json", "User-Agent": "jobctl"}
+
+
+class Sender:
+    """Posts notices to every URL, each from its own queue and thread; ``send`` never
+    blocks."""
 
     def __init__(
         self,
@@ -66,96 +295,63 @@ class Sender:
         retries: int = RETRIES,
         backoff_s: float = BACKOFF_S,
         queue_size: int = QUEUE_SIZE,
+        poster: Callable[[str, bytes, float, dict[str, str]], str | None] = post,
     ) -> None:
-        self.urls, self.fmt, self.log, self.routing_key = list(urls), fmt, log, routing_key
+        self.fmt, self.log, self.routing_key = fmt, log, routing_key
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
-        self.pending: queue.Queue[Notice | None] = queue.Queue(maxsize=queue_size)
-        self.sent = self.failed = self.dropped = 0
-        self.busy = ""  # the webhook being posted to, as the log names it
+        self.queue_size, self.poster = queue_size, poster
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="jobctl-notify", daemon=True)
-        self.thread.start()
+        self.receivers = [_Receiver(url, fmt, self) for url in urls]
+        for r in self.receivers:
+            if fmt == "pagerduty" and r.change_url is None:
+                log(
+                    f"notify: {r.name} is not an Events API URL (…/v2/enqueue): its routine "
+                    "events (reclaimed, parked, reclaimer_error) are not sent, only its alerts"
+                )
+
+    @property
+    def sent(self) -> int:
+        return sum(r.sent for r in self.receivers)
+
+    @property
+    def failed(self) -> int:
+        return sum(r.failed for r in self.receivers)
+
+    @property
+    def dropped(self) -> int:
+        return sum(r.dropped for r in self.receivers)
+
+    def delivery(self) -> tuple[int, int]:
+        """Notices delivered, and failed or dropped, so far (per URL)."""
+        return self.sent, self.failed + self.dropped
 
     def send(self, notice: Notice) -> None:
-        try:
-            self.pending.put_nowait(notice)
-        except queue.Full:
-            self.dropped += 1
-            self.log(
-                f"notify: queue full ({self.pending.maxsize} waiting): {notice.event} dropped"
-                f" ({self.dropped} so far)"
-            )
+        for r in self.receivers:
+            r.put(notice)
 
     def close(self, wait_s: float = 3.0) -> None:
-        """Send what waits, for at most ``wait_s``, then stop (a daemon thread: a hanging
-        webhook never holds the process past it)."""
+        """Send what waits, for at most ``wait_s`` in all, then stop (daemon threads: a
+        hanging webhook never holds the process past it)."""
         deadline = time.monotonic() + wait_s
-        while not self.pending.empty() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and any(not r.pending.empty() for r in self.receivers):
             time.sleep(0.05)
-        self.stopping.set()
-        try:
-            self.pending.put_nowait(None)
-        except queue.Full:
-            pass
-        self.thread.join(max(0.0, deadline - time.monotonic()))
-        if self.thread.is_alive():  # a webhook still holding a POST: said, then left behind
-            self.log(
-                f"notify: stopping with {self.pending.qsize() + 1} notice(s) undelivered: "
-                f"{self.busy} is still being posted to"
-            )
-
-    def _run(self) -> None:
-        while True:
-            notice = self.pending.get()
-            if notice is None:
-                return
-            data = notifications.body(notice, self.fmt, routing_key=self.routing_key)
-            for url in self.urls:
-                if self._post(url, data, notice):
-                    self.sent += 1
-                else:
-                    self.failed += 1
-
-    def _post(self, url: str, data: bytes, notice: Notice) -> bool:
-        self.busy = shown(url)
-        wait = self.backoff_s
-        for attempt in range(self.retries + 1):
-            why = self._attempt(url, data)
-            if why is None:
-                return True
-            final = attempt == self.retries or (why.startswith("HTTP 4") and "429" not in why)
-            if not final and not self.stopping.wait(wait):  # a stop ends the backoff at once
-                wait *= 2
-                continue
-            self.log(
-                f"notify: {notice.event} to {shown(url)} failed after {attempt + 1} "
-                f"attempt(s): {why}"
-            )
-            return False
-        return False  # pragma: no cover
-
-    def _attempt(self, url: str, data: bytes) -> str | None:
-        """None when delivered (any 2xx), else why not, in a few words."""
-        import urllib.error
-        import urllib.request
-
-        request = urllib.request.Request(
-            url,
-            data=data,
-            method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "jobctl"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                answer.read(65536)
-                return None
-        except urllib.error.HTTPError as exc:
-            return f"HTTP {exc.code}"
-        except TimeoutError:
-            return f"no answer within {self.timeout_s:g}s"
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return safe_text.visible(str(reason))
+        self.stopping.set()  # no more backoff: a POST under way ends by its deadline
+        ended = []  # whether each receiver's queue holds its end (a full one cannot)
+        for r in self.receivers:
+            try:
+                r.pending.put_nowait(None)
+                ended.append(True)
+            except queue.Full:
+                ended.append(False)
+        for r in self.receivers:
+            r.thread.join(max(0.0, deadline - time.monotonic()))
+        for r, end in zip(self.receivers, ended, strict=True):
+            left = r.pending.qsize() - end + r.busy
+            if r.thread.is_alive() and left > 0:  # still holding a POST: said, left behind
+                self.log(
+                    f"notify: stopping with {left} notice(s) undelivered: "
+                    f"{r.name} is still being posted to"
+                )
 
 
 class Watch:
@@ -176,8 +372,14 @@ class Watch:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
         delivery: Callable[[], tuple[int, int]] = lambda: (0, 0),
+        close_stale: bool = False,
     ) -> None:
         self.send, self.table, self.target, self.command = send, table, target, command
+        # a receiver that keeps incidents (PagerDuty) may hold one an earlier run opened and
+        # could not resolve (it stopped first): the first time this run finds a condition
+        # clear, it says ``resolved`` all the same (a resolve of nothing open is a no-op)
+        self.close_stale = close_stale
+        self.judged: set[str] = set()  # conditions judged at least once by this run
         self.delivery = delivery  # (sent, failed or dropped) so far: the pass record keeps them
         self.host = host or socket.gethostname()
         self.interval_s, self.burst, self.clock, self.now = interval_s, burst, clock, now
@@ -257,7 +459,11 @@ class Watch:
 
     # ------------------------------------------------------------ conditions
     def _condition(self, name: str, on: bool, notice: Callable[[], Notice]) -> None:
-        if on and name not in self.active:
+        first = name not in self.judged
+        self.judged.add(name)
+        if not on and first and self.close_stale and name not in self.active:
+            self.send(self._notice("resolved", f"{name.replace('_', ' ')} clear", condition=name))
+        elif on and name not in self.active:
             if self._due(name):
                 self.active.add(name)
                 self._tell(dataclasses.replace(notice(), suppressed=self.held.get(name, 0)))

@@ -12,6 +12,12 @@ A ``Notice`` is one thing worth telling (docs/monitoring.md#notifications):
 * ``reclaimer_error``: the reclaimer stopped on an error it does not retry;
 * ``resolved``: a condition (``condition``) cleared.
 
+PagerDuty's incidents are for conditions only: each condition's ``trigger`` (its dedup key
+``jobctl/TARGET/TABLE/CONDITION``) has its ``resolve`` when it clears; the one-off events
+(``reclaimed``, ``parked``, ``reclaimer_error``) open nothing, they are Change Events (the
+Events API's ``/v2/change/enqueue``, beside the ``/v2/enqueue`` you give), so a routine
+reclaim shows on the service's timeline without paging anyone or leaving an incident open.
+
 Text from rows (ids, the table's name, an error) is made visible (``safe_text``) in every
 human-readable field, and Slack's ``<``, ``>`` and ``&`` are escaped (no link or mention can
 come of a worker's name); the JSON's ``ids`` keep the values exact.
@@ -37,6 +43,7 @@ EVENTS = (
     "resolved",
 )
 CONDITIONS = ("expiry_burst", "review_waiting", "target_down")  # these resolve
+ONE_OFF = ("reclaimed", "parked", "reclaimer_error")  # these never do: PagerDuty changes
 FORMATS = ("json", "slack", "pagerduty")
 MAX_IDS = 20  # the ids a notice carries at most (``ids_truncated`` says when there were more)
 SEVERITY = {
@@ -129,9 +136,39 @@ def as_slack(n: Notice) -> dict[str, Any]:
     }
 
 
+def is_change(n: Notice) -> bool:
+    """Whether PagerDuty takes ``n`` as a Change Event (a one-off event: nothing to resolve)
+    rather than as an alert (a condition's ``trigger``, or its ``resolve``)."""
+    return n.event in ONE_OFF
+
+
+def change_url(url: str) -> str | None:
+    """The Change Events endpoint beside an Events API v2 URL (``…/v2/enqueue`` ->
+    ``…/v2/change/enqueue``), or None when ``url`` does not end so (a relay of its own)."""
+    head, sep, tail = url.partition("?")
+    if not head.endswith("/enqueue") or head.endswith("/change/enqueue"):
+        return None
+    return head.removesuffix("/enqueue") + "/change/enqueue" + sep + tail
+
+
+def as_pagerduty_change(n: Notice, routing_key: str) -> dict[str, Any]:
+    """A Change Event (``/v2/change/enqueue``): a one-off event on the service's timeline."""
+    return {
+        "routing_key": routing_key,
+        "payload": {
+            "summary": safe_text.visible(n.summary)[:1024],
+            "source": n.host,
+            "timestamp": n.at.isoformat(),
+            "custom_details": as_json(n),
+        },
+    }
+
+
 def as_pagerduty(n: Notice, routing_key: str) -> dict[str, Any]:
     """An Events API v2 event: ``trigger`` (by the notice's dedup key), or ``resolve`` for a
-    resolved condition."""
+    resolved condition; a one-off event is a Change Event (``as_pagerduty_change``)."""
+    if is_change(n):
+        return as_pagerduty_change(n, routing_key)
     if n.event == "resolved":
         return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": n.dedup_key}
     return {

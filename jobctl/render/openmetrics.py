@@ -110,10 +110,15 @@ def _families(figures: Row, t: str) -> list[Family]:
                 f"jobctl_jobs_by_{by}",
                 "gauge",
                 f"Jobs by {by} (the mapped column) and state: stuck (lease expired), "
-                "processing, ready, awaiting_review; the top ones by count, the rest as "
-                f'{by}="other" (metrics --label-top).',
+                "processing, ready, awaiting_review; the top ones by count "
+                f'(bucket="value"), no {by} (NULL: {by}="none",bucket="null"), the rest '
+                f'summed ({by}="other",bucket="rest"; metrics --label-top).',
                 [
-                    (f'{t},{by}="{_label(str(g[by]))}",state="{state}"', g[state])
+                    (
+                        f'{t},{by}="{_label(str(g[by]))}",'
+                        f'bucket="{g.get("bucket", "value")}",state="{state}"',
+                        g[state],
+                    )
                     for g in groups
                     for state in ("stuck", "processing", "ready", "awaiting_review")
                 ],

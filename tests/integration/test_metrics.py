@@ -59,3 +59,29 @@ def test_textfile_replaces_the_file_in_one_rename(conn, run, tmp_path):
     assert oct(published.stat().st_mode & 0o777) == "0o644"
     missing = run("metrics", "--textfile", str(tmp_path / "no" / "such.prom"))
     assert missing.code == 2 and "--textfile" in missing.err
+
+
+def test_kinds_named_other_and_none_beside_null_and_the_rest_are_distinct_series(conn, dsn, run):
+    """Issue 44, finding 7: a kind really named ``other`` among the top ones and ``none``
+    beside NULL gave the same series twice (8 duplicates); each is now its own."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
+    applied = run("schema", "apply", "--column", "kind=kind", "--yes")
+    assert applied.code == 0, applied.err
+    for kind, n in (("other", 4), ("none", 3), (None, 2), ("a", 1), ("b", 1)):
+        conn.execute("INSERT INTO jobs (kind) SELECT %s FROM generate_series(1, %s)", (kind, n))
+    claim_all(dsn, 11, lease_seconds=-60)
+    result = run("metrics", "--label-top", "3")
+    assert result.code == 0, result.err
+    assert prometheus.duplicate_series(result.out) == []
+    stuck = {
+        (dict(labels)["kind"], dict(labels)["bucket"]): value
+        for (name, labels), value in prometheus.samples(result.out).items()
+        if name == "jobctl_jobs_by_kind" and dict(labels)["state"] == "stuck"
+    }
+    assert stuck == {
+        ("other", "value"): 4,
+        ("none", "value"): 3,
+        ("none", "null"): 2,
+        ("other", "rest"): 2,
+    }
+    prometheus.check_metrics(result.out)

@@ -10,16 +10,26 @@ import subprocess
 import sys
 import time
 
+import prometheus
 import pytest
 from helpers import add_jobs, claim_all, wait_until
 from webhooks import webhook
 
 
-def service(dsn: str, *args: str, hook_url: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "JOBCTL_DSN": dsn, "JOBCTL_ACTOR": "tester@ci", "HOOK_URL": hook_url}
+def service(
+    dsn: str, *args: str, hook_url: str = "", env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "JOBCTL_DSN": dsn,
+        "JOBCTL_ACTOR": "tester@ci",
+        "HOOK_URL": hook_url,
+        **(env or {}),
+    }
     command = ["reclaim", "--commit", "--yes", "--every", "0.2s", "-o", "jsonl", *args]
+    notify = ["--notify-env", "HOOK_URL"] if hook_url else []
     return subprocess.Popen(
-        [sys.executable, "-m", "jobctl", *command, "--notify-env", "HOOK_URL"],
+        [sys.executable, "-m", "jobctl", *command, *notify],
         env=env,
         text=True,
         stdout=subprocess.PIPE,
@@ -86,8 +96,11 @@ def test_a_webhook_that_hangs_or_fails_never_delays_a_reclaim(conn, dsn, behavio
     assert took < 1.5, f"the reclaim waited on the webhook: {took:.2f}s"
     assert stopped_in < 8, stopped_in  # shutdown waits for the queue a bounded time
     assert proc.returncode == 0, err
-    if behaviour == "hang":  # still holding the first POST when the service stopped
-        assert "notice(s) undelivered: http://127.0.0.1:" in err, err
+    if behaviour == "hang":  # still holding the first POST when it stopped, or given up
+        assert (
+            "notice(s) undelivered: http://127.0.0.1:" in err
+            or "failed after 1 attempt(s): no complete answer within 5s" in err
+        ), err
     else:
         assert "notify: reclaimed to http://127.0.0.1:" in err and "HTTP 500" in err, err
 
@@ -125,3 +138,137 @@ def test_notify_needs_a_service_or_a_watch_and_a_real_url(run):
         "stuck", "--watch", "--count", "1", "--notify", "http://x/y", "--notify-format", "pagerduty"
     )
     assert pd.code == 2 and "JOBCTL_PAGERDUTY_ROUTING_KEY" in pd.err
+
+
+# ---------------------------------------------------------------- issue 44, finding 6
+def failed_total(run) -> float:
+    samples = prometheus.samples(run("metrics").out)
+    return samples.get(("jobctl_notifications_failed_total", (("table", "public.jobs"),)), 0)
+
+
+def test_a_dripping_webhook_beside_a_healthy_one(conn, dsn, run):
+    """A receiver that drips its answer one byte a second held the POST for the whole run,
+    logged nothing and delayed the healthy one past 15 s. Now the healthy one has the notice
+    at once, and the dripping one's failure is logged, counted (the alert's series) and said
+    within its 5 s deadline. The dripping one's URL, secret-looking, is on the command line:
+    warned about."""
+    with webhook("drip", drip_s=1.0) as drip, webhook("ok") as ok:
+        secret_url = drip.url.replace("SECRET-PATH", "services/T0123ABCD/B0123ABCD")
+        proc = service(dsn, "--notify", secret_url, hook_url=ok.url)  # the dripping one first
+        try:
+            add_jobs(conn, 3)
+            claim_all(dsn, 3, lease_seconds=-60)
+            wait_until(lambda: processing(conn) == 0, timeout=20, what="the reclaim")
+            reclaimed_at = time.monotonic()
+            wait_until(lambda: ok.received, timeout=3, what="the healthy webhook's notice")
+            healthy_in = time.monotonic() - reclaimed_at
+            wait_until(lambda: failed_total(run) >= 1, timeout=12, what="the failure counted")
+            counted_in = time.monotonic() - reclaimed_at
+        finally:
+            _, err = stop(proc)
+    assert healthy_in < 2, healthy_in
+    assert counted_in < 9, counted_in  # 5 s deadline, then the next pass's record
+    assert "failed after 1 attempt(s): no complete answer within 5s" in err, err
+    assert drip.attempts == 1 and "T0123ABCD" not in err
+    assert "warning: a --notify URL looks like it holds a secret" in err
+
+
+# ---------------------------------------------------------------- issue 46, point 2
+def test_pagerduty_incidents_close_and_reclaims_page_nobody(conn, dsn):
+    """The reclaimer against a fake PagerDuty that keeps incidents by dedup_key: a burst of
+    expired leases opens one incident, resolved at the next pass; the reclaims themselves
+    are Change Events; nothing is left open after the condition clears."""
+    with webhook("pagerduty") as pd:
+        proc = service(
+            dsn,
+            "--notify-burst",
+            "3",
+            "--notify-format",
+            "pagerduty",
+            hook_url=pd.url,
+            env={"JOBCTL_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY"},
+        )
+        try:
+            add_jobs(conn, 4)
+            claim_all(dsn, 4, lease_seconds=-60)
+            wait_until(lambda: processing(conn) == 0, timeout=20, what="the reclaim")
+            burst = "jobctl/-/jobs/expiry_burst"
+            wait_until(
+                lambda: pd.incidents.get(burst) == "resolved", timeout=10, what="burst resolved"
+            )
+            # the condition cleared: no incident may be left open (a reclaim opened one)
+            assert pd.open_incidents() == [], pd.alerts
+            wait_until(lambda: pd.changes, timeout=10, what="the reclaims' change event")
+        finally:
+            _, err = stop(proc)
+    assert pd.refused == [], pd.refused
+    assert pd.open_incidents() == [], (pd.alerts, err)
+    assert [key for action, key, _ in pd.alerts if action == "trigger"] == [burst]
+    (change,) = pd.changes
+    assert change["payload"]["custom_details"]["event"] == "reclaimed"
+    assert change["payload"]["custom_details"]["counts"] == {"jobs": 4}
+
+
+# ---------------------------------------------------------------- issue 44, finding 10
+BAD = "http://127.0.0.1:T0SECRETTOKEN/x"
+
+
+def test_a_malformed_url_is_refused_in_one_line_that_does_not_echo_it(run, monkeypatch):
+    for args in (
+        ["stuck", "--watch", "--count", "1", "--notify", BAD],
+        ["reclaim", "--commit", "--yes", "--every", "1s", "--notify", BAD],
+    ):
+        result = run(*args)
+        assert result.code == 2, result
+        assert "T0SECRET" not in result.err and "Traceback" not in result.err
+        assert result.err.strip().count("\n") == 0 and "--notify #1:" in result.err
+    monkeypatch.setenv("JOBCTL_NOTIFY", f"http://ok.example/ {BAD}")
+    result = run("reclaim", "--commit", "--yes", "--every", "1s")
+    assert result.code == 2 and "$JOBCTL_NOTIFY line 1:" in result.err
+    assert "T0SECRET" not in result.err
+    assert run("stuck").code == 0  # the environment's URLs only serve a watch or the service
+
+
+def test_urls_from_a_file_and_the_format_from_the_environment(
+    conn, dsn, run, tmp_path, monkeypatch
+):
+    add_jobs(conn, 2)
+    claim_all(dsn, 2, lease_seconds=-60)
+    urls = tmp_path / "notify"
+    with webhook("ok") as hook:
+        urls.write_text(f"# the team's channel\n{hook.url}\n")
+        urls.chmod(0o600)
+        monkeypatch.setenv("JOBCTL_NOTIFY_FORMAT", "slack")
+        result = run(
+            "stuck",
+            "--watch",
+            "--count",
+            "1",
+            "-o",
+            "jsonl",
+            "--notify-file",
+            str(urls),
+            "--notify-burst",
+            "2",
+        )
+        assert result.code == 0, result.err
+        assert "warning" not in result.err and "SECRET-PATH" not in result.err
+        (slack,) = hook.received
+        assert (
+            slack["blocks"][0]["type"] == "section"
+            and "expiry_burst" in slack["blocks"][0]["text"]["text"]
+        )
+        monkeypatch.delenv("JOBCTL_NOTIFY_FORMAT")
+        monkeypatch.setenv("JOBCTL_NOTIFY_FILE", str(urls))
+        again = run("stuck", "--watch", "--count", "1", "-o", "jsonl", "--notify-burst", "2")
+        assert again.code == 0, again.err
+        assert hook.received[-1]["schema"] == "jobctl.notification/1"
+        monkeypatch.delenv("JOBCTL_NOTIFY_FILE")
+        monkeypatch.setenv("JOBCTL_NOTIFY", f" {hook.url}\n")
+        third = run("stuck", "--watch", "--count", "1", "-o", "jsonl", "--notify-burst", "2")
+        assert third.code == 0 and len(hook.received) == 3, third.err
+    urls.chmod(0o620)
+    refused = run("stuck", "--watch", "--count", "1", "--notify-file", str(urls))
+    assert refused.code == 2 and "other users" in refused.err
+    missing = run("stuck", "--watch", "--count", "1", "--notify-file", str(tmp_path / "none"))
+    assert missing.code == 2 and "cannot read" in missing.err

@@ -88,8 +88,34 @@ def test_a_database_down_is_up_0(target):
             {"a": True, "b": True, "c": False},
             collected_at=1.0,
         ),
+        openmetrics.exposition(
+            FIGURES
+            | {
+                "groups": {
+                    "kind": [
+                        {
+                            "kind": "other",
+                            "bucket": "value",
+                            "stuck": 1,
+                            "processing": 0,
+                            "ready": 0,
+                            "awaiting_review": 0,
+                        },
+                        {
+                            "kind": "other",
+                            "bucket": "rest",
+                            "stuck": 2,
+                            "processing": 0,
+                            "ready": 0,
+                            "awaiting_review": 0,
+                        },
+                    ]
+                }
+            },
+            "public.jobs",
+        ),
     ],
-    ids=["one", "target", "target-down", "down", "across"],
+    ids=["one", "target", "target-down", "down", "across", "kinds"],
 )
 def test_promtool_check_metrics_accepts_every_exposition(text):
     prometheus.check_metrics(text)
@@ -102,3 +128,54 @@ def test_breaches():
         "4 stuck jobs > --max-stuck 3",
         "oldest expired lease 126s > --max-overdue 120s",
     ]
+
+
+def _group(kind, stuck, processing=0, ready=0, awaiting_review=0):
+    return {
+        "kind": kind,
+        "stuck": stuck,
+        "processing": processing,
+        "ready": ready,
+        "awaiting_review": awaiting_review,
+    }
+
+
+def test_a_kind_named_other_or_none_is_never_a_duplicate_series():
+    """Issue 44, finding 7: a kind really named ``other`` among the top ones, ``none`` beside
+    NULL, and the rest: each its own series, which Prometheus parses without a duplicate."""
+    groups = [
+        _group("other", 9),
+        _group("none", 8),
+        _group(None, 7),
+        _group("email", 6),
+        _group("b", 1),
+        _group("c", 1),
+    ]
+    figures = FIGURES | {"groups": {"kind": metrics.bounded(groups, "kind", 4)}}
+    text = openmetrics.exposition(figures, "public.jobs")
+    assert prometheus.duplicate_series(text) == []
+    samples = prometheus.samples(text)
+
+    def stuck(kind, bucket):
+        labels = (("bucket", bucket), ("kind", kind), ("state", "stuck"), ("table", "public.jobs"))
+        return samples[("jobctl_jobs_by_kind", labels)]
+
+    assert stuck("other", "value") == 9 and stuck("other", "rest") == 2
+    assert stuck("none", "value") == 8 and stuck("none", "null") == 7
+    assert stuck("email", "value") == 6
+
+
+def test_groups_that_read_the_same_as_text_are_summed_into_one_series():
+    groups = [_group("1", 3), _group(1, 2), _group("x", 1)]
+    kept = metrics.bounded(groups, "kind", 10)
+    assert [(g["kind"], g["bucket"], g["stuck"]) for g in kept] == [
+        ("1", "value", 5),
+        ("x", "value", 1),
+    ]
+    text = openmetrics.exposition(FIGURES | {"groups": {"kind": kept}}, "jobs")
+    assert prometheus.duplicate_series(text) == []
+
+
+def test_duplicate_series_finds_a_series_twice():
+    text = 'a{x="1"} 1\na{x="1"} 2\n# EOF\n'
+    assert prometheus.duplicate_series(text) == [("a", (("x", "1"),))]

@@ -4,6 +4,7 @@ server that answers 200, 500 or never (tests/webhooks.py)."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
@@ -140,7 +141,12 @@ def test_every_event_in_every_format(event):
     slack = json.loads(notifications.body(n, "slack"))
     assert slack["text"] and slack["blocks"][0]["text"]["type"] == "mrkdwn"
     pd = json.loads(notifications.body(n, "pagerduty", routing_key="R0UT1NG"))
-    assert pd["routing_key"] == "R0UT1NG" and pd["dedup_key"] == payload["dedup_key"]
+    assert pd["routing_key"] == "R0UT1NG"
+    if event in notifications.ONE_OFF:  # a Change Event: nothing opened, nothing to resolve
+        assert "event_action" not in pd and "dedup_key" not in pd
+        assert pd["payload"]["summary"] and pd["payload"]["source"] == "reclaimer-1"
+        return
+    assert pd["dedup_key"] == payload["dedup_key"]
     assert pd["event_action"] == ("resolve" if event == "resolved" else "trigger")
     if event != "resolved":
         assert pd["payload"]["severity"] in ("info", "warning", "critical")
@@ -206,4 +212,206 @@ def test_a_hanging_webhook_never_blocks_send_and_a_full_queue_drops():
         closing = time.monotonic()
         sender.close(wait_s=0.5)
         assert time.monotonic() - closing < 1.5  # bounded, whatever the webhook does
-    assert any("no answer within 0.3s" in line for line in logged)
+    assert any("no complete answer within 0.3s" in line for line in logged), logged
+
+
+# ---------------------------------------------------------------- a webhook that drips
+def wait_for(condition, timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def test_a_post_has_one_deadline_for_the_whole_answer():
+    """Issue 44, finding 6: a receiver that drips its answer (a byte every 0.1 s, so no read
+    waits long) held the POST until it was done; the deadline covers the whole exchange."""
+    with webhook("drip", drip_s=0.1) as hook:
+        started = time.monotonic()
+        why = notify.post(hook.url, b"{}", 0.5, notify.HEADERS)
+        took = time.monotonic() - started
+    assert why == "no complete answer within 0.5s" and took < 0.9, (why, took)
+
+
+def test_a_dripping_webhook_fails_at_its_deadline_and_never_delays_another():
+    """The dripping receiver first in the list: the healthy one gets the notice at once, the
+    dripping one's failure is said and counted at its deadline (not retried: it held the
+    POST), and close() is bounded."""
+    logged: list[str] = []
+    with webhook("drip", drip_s=0.2) as drip, webhook("ok") as ok:
+        sender = notify.Sender(
+            [drip.url, ok.url], "json", log=logged.append, timeout_s=1.0, backoff_s=0.05
+        )
+        sender.send(notice())
+        healthy = wait_for(lambda: ok.received, 0.8, "the healthy webhook's notice")
+        failed = wait_for(lambda: logged, 2.0, "the dripping webhook's failure")
+        assert sender.delivery() == (1, 1)
+        sender.close(wait_s=1)
+    assert healthy < 0.5 and failed < 1.6, (healthy, failed)
+    assert drip.attempts == 1  # a receiver that held its POST is not asked again for it
+    (line,) = logged
+    assert "failed after 1 attempt(s): no complete answer within 1s" in line
+    assert "SECRET" not in line and line.startswith("notify: reclaimed to http://127.0.0.1:")
+
+
+def test_every_post_of_a_receiver_is_bounded_by_the_deadline():
+    with webhook("drip", drip_s=0.05) as drip:
+        logged: list[str] = []
+        sender = notify.Sender([drip.url], "json", log=logged.append, timeout_s=0.3)
+        started = time.monotonic()
+        for _ in range(3):
+            sender.send(notice())
+        wait_for(lambda: sender.failed == 3, 2.5, "three failures")
+        sender.close(wait_s=1)
+    assert time.monotonic() - started < 2.5 and len(logged) == 3
+
+
+# ---------------------------------------------------------------- PagerDuty
+def pd_watched(sender: notify.Sender, close_stale: bool = True) -> notify.Watch:
+    return notify.Watch(
+        sender.send,
+        table="public.jobs",
+        target=None,
+        command="reclaim --every",
+        host="reclaimer-1",
+        burst=3,
+        now=lambda: AT,
+        close_stale=close_stale,
+    )
+
+
+def test_pagerduty_resolves_every_trigger_and_opens_nothing_for_routine_events():
+    """Issue 46, point 2: reclaimed and parked were triggers with a fixed dedup key, never
+    resolved. Conditions now trigger and resolve by their key; one-off events are Change
+    Events; the fake PagerDuty keeps incidents by dedup_key and none is left open."""
+    logged: list[str] = []
+    with webhook("pagerduty") as pd:
+        sender = notify.Sender([pd.url], "pagerduty", log=logged.append, routing_key="R0UT1NG")
+        watch = pd_watched(sender)
+        watch.reclaimed(rows(3))  # a pass that reclaims 3: a burst
+        watch.reclaimed(rows(1, "fail", start=9), "failed")
+        watch.pass_done(review=lambda: 1)
+        wait_for(lambda: len(pd.open_incidents()) == 2, 3, "burst and review triggered")
+        watch.pass_done()  # nothing expired: the burst clears
+        watch.down_seen("connection refused")
+        watch.review_seen(0)  # a human decided
+        watch.pass_done()  # the database answers again
+        watch.stopped("table missing")
+        sender.close(wait_s=3)
+    assert pd.refused == [] and logged == []
+    assert pd.open_incidents() == [], pd.alerts
+    triggered = {key for action, key, _ in pd.alerts if action == "trigger"}
+    assert triggered == {
+        "jobctl/-/public.jobs/expiry_burst",
+        "jobctl/-/public.jobs/review_waiting",
+        "jobctl/-/public.jobs/target_down",
+    }
+    assert {c["payload"]["custom_details"]["event"] for c in pd.changes} == {
+        "reclaimed",
+        "parked",
+        "reclaimer_error",
+    }
+
+
+def test_pagerduty_closes_an_incident_an_earlier_run_left_open():
+    """A run that stopped with a condition open could not resolve it: the next run's first
+    judgement of that condition, clear, resolves it."""
+    with webhook("pagerduty") as pd:
+        earlier = notify.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        first = pd_watched(earlier)
+        first.reclaimed(rows(5))
+        first.pass_done()
+        earlier.close(wait_s=3)
+        assert pd.open_incidents() == ["jobctl/-/public.jobs/expiry_burst"]
+        later = notify.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        pd_watched(later).pass_done()
+        later.close(wait_s=3)
+    assert pd.open_incidents() == []
+
+
+def test_a_stale_resolve_is_for_pagerduty_only():
+    watch, sent, _ = watched()
+    watch.pass_done()
+    assert sent == []  # json and Slack receivers are not told of what nobody raised
+
+
+def test_change_events_go_beside_the_events_url():
+    assert notifications.change_url("https://events.pagerduty.com/v2/enqueue") == (
+        "https://events.pagerduty.com/v2/change/enqueue"
+    )
+    assert notifications.change_url("http://relay:8080/pd/v2/enqueue?x=1") == (
+        "http://relay:8080/pd/v2/change/enqueue?x=1"
+    )
+    assert notifications.change_url("https://relay.example/hook") is None
+    logged: list[str] = []
+    sender = notify.Sender(["https://relay.example/hook"], "pagerduty", log=logged.append)
+    sender.close(wait_s=0)
+    assert len(logged) == 1 and "not sent, only its alerts" in logged[0]
+
+
+# ---------------------------------------------------------------- URLs
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:T0SECRETTOKEN/x",
+        "http://127.0.0.1:99999/T0SECRETTOKEN",
+        "http://[::1/T0SECRETTOKEN",
+        "https://hooks.example/T0SECRETTOKEN x",
+        "https://hooks.example/T0SECRETTOKEN\n",
+        "T0SECRETTOKEN://hooks.example/x",
+        "https:///T0SECRETTOKEN",
+        "https://hooks.example/T0SECRETTOKEN\u202e",
+    ],
+)
+def test_a_malformed_url_is_refused_without_echoing_it(url):
+    with pytest.raises(errors.UsageError) as refused:
+        notify.check_url(url, "--notify #1")
+    message = str(refused.value)
+    assert "T0SECRET" not in message and "\n" not in message
+    assert message.startswith("--notify #1: ")
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx", True),
+        ("https://user:pass@alerts.example/hook", True),
+        ("https://alerts.example/hook?token=abc", True),
+        ("https://discord.com/api/webhooks/1234567890/abcdefghijklmnopqrstuvwxyz", True),
+        ("https://events.pagerduty.com/v2/enqueue", False),
+        ("http://127.0.0.1:9000/hooks/jobctl", False),
+        ("http://alertmanager:9093/api/v2/alerts", False),
+    ],
+)
+def test_a_url_that_looks_like_it_holds_a_secret(url, secret):
+    assert notify.holds_secret(url) is secret
+
+
+def test_urls_in_a_file_or_variable():
+    text = (
+        "# the team's channels\nhttps://a.example/x\n\n  https://b.example/y https://c.example/z\n"
+    )
+    assert notify.urls_in(text, "--notify-file f") == [
+        "https://a.example/x",
+        "https://b.example/y",
+        "https://c.example/z",
+    ]
+    with pytest.raises(errors.UsageError, match=r"^\$JOBCTL_NOTIFY line 2: not an http"):
+        notify.urls_in("https://a.example/x\nftp://T0SECRET/y", "$JOBCTL_NOTIFY")
+
+
+def test_a_post_goes_through_the_proxy_and_sends_its_user(monkeypatch):
+    """urlopen honoured http_proxy and the deadline's own client must too; a user in the URL
+    is HTTP basic authentication (never logged)."""
+    with webhook("ok") as proxy:
+        port = proxy.url.split(":")[2].split("/")[0]
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        why = notify.post("http://al%40ice:s3cret@hooks.invalid/x?y=1", b"{}", 2, notify.HEADERS)
+    assert why is None
+    ((target, authorization),) = proxy.requests
+    assert target == "http://al%40ice:s3cret@hooks.invalid/x?y=1".replace("al%40ice:s3cret@", "")
+    assert authorization == "Basic " + base64.b64encode(b"al@ice:s3cret").decode()

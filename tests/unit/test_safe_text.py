@@ -95,3 +95,66 @@ def test_table_cells_keep_one_line():
     text = _render(output.Output.table, False, [{"reserved_by": HOSTILE}])
     assert len(text.strip().splitlines()) == 3  # header, rule, the row
     assert "\\nAt 10:00" in text and "\u202e" not in text
+
+
+# Invisible and format characters (issue 44, finding 8): one case per class of code point,
+# each shown as an escape by visible() and kept as the same data by json_text().
+INVISIBLE_CLASSES = {
+    "soft hyphen": ["\u00ad"],
+    "combining grapheme joiner": ["\u034f"],
+    "hangul fillers": ["\u115f", "\u1160", "\u3164", "\uffa0"],
+    "mongolian vowel separator": ["\u180e"],
+    "bidi embeddings and overrides": [chr(c) for c in range(0x202A, 0x202F)],
+    "bidi isolates": [chr(c) for c in range(0x2066, 0x206A)],
+    "invisible operators": [chr(c) for c in range(0x2061, 0x2065)],
+    "deprecated format characters": [chr(c) for c in range(0x206A, 0x2070)],
+    "interlinear annotations": ["\ufff9", "\ufffa", "\ufffb"],
+    "tags": [chr(c) for c in range(0xE0000, 0xE0080)],
+    "arabic and syriac format marks": ["\u0600", "\u0605", "\u06dd", "\u070f", "\u0890"],
+    "astral format marks": ["\U000110bd", "\U00013430", "\U0001bca0", "\U0001d173"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INVISIBLE_CLASSES))
+def test_visible_escapes_each_class_of_invisible_character(name):
+    for char in INVISIBLE_CLASSES[name]:
+        shown = safe_text.visible(f"web{char}1")
+        code = ord(char)
+        spelled = (
+            f"\\x{code:02x}"
+            if code <= 0xFF
+            else f"\\u{code:04x}"
+            if code <= 0xFFFF
+            else f"\\U{code:08x}"
+        )
+        assert shown == f"web{spelled}1", (name, hex(code))
+        assert shown.isascii() and shown.isprintable()
+
+
+@pytest.mark.parametrize("name", sorted(INVISIBLE_CLASSES))
+def test_json_text_escapes_each_class_and_keeps_the_data(name):
+    for char in INVISIBLE_CLASSES[name]:
+        text = output.to_json({"reserved_by": f"web{char}1"})
+        safe = safe_text.json_text(text)
+        assert char not in safe and safe.isascii(), (name, hex(ord(char)))
+        assert json.loads(safe) == json.loads(text) == {"reserved_by": f"web{char}1"}
+
+
+def test_every_format_character_of_this_pythons_unicode_is_escaped():
+    """Category Cf as the running Python knows it: a newer Unicode's format characters make
+    this fail until safe_text's class names them."""
+    import sys
+    import unicodedata
+
+    missed = [
+        hex(code)
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) == "Cf" and safe_text.visible(chr(code)) == chr(code)
+    ]
+    assert missed == []
+
+
+def test_a_table_cell_with_invisible_characters_is_escaped():
+    text = _render(output.Output.table, False, [{"reserved_by": "web\u3164\u00ad\U000e0041-1"}])
+    assert "web\\u3164\\xad\\U000e0041-1" in text
+    assert all(c.isascii() for c in text if not c.isspace() and c not in "─━│┃")

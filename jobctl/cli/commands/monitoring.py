@@ -12,6 +12,7 @@ the old file or the new one, never half of one; and it is written whatever the e
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import enum
 import os
@@ -50,7 +51,8 @@ NotifyUrls = Annotated[
         "--notify",
         metavar="URL",
         help="POST a notification to URL (repeatable; with reclaim --every or stuck --watch). "
-        "A URL holding a secret: --notify-env instead, never on a command line.",
+        "A URL holding a secret: --notify-file or --notify-env instead, never on a command "
+        "line. Default: JOBCTL_NOTIFY and the file JOBCTL_NOTIFY_FILE names.",
     ),
 ]
 NotifyEnv = Annotated[
@@ -60,6 +62,16 @@ NotifyEnv = Annotated[
         metavar="VAR",
         help="POST notifications to the URL in environment variable VAR (repeatable; unset "
         "or empty: none, said once).",
+    ),
+]
+NotifyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--notify-file",
+        metavar="PATH",
+        dir_okay=False,
+        help="POST notifications to the URLs in PATH, one a line (# comments), a file "
+        "nobody else may write (a systemd credential, a 0600 file).",
     ),
 ]
 
@@ -74,9 +86,11 @@ NotifyAs = Annotated[
     NotifyFormat,
     typer.Option(
         "--notify-format",
+        envvar="JOBCTL_NOTIFY_FORMAT",
         metavar="json|slack|pagerduty",
         help="The body: jobctl's JSON (schema jobctl.notification/1), Slack's incoming "
-        "webhook, or PagerDuty Events v2 (routing key from JOBCTL_PAGERDUTY_ROUTING_KEY).",
+        "webhook, or PagerDuty Events v2 (alerts that resolve, routine events as Change "
+        "Events; routing key from JOBCTL_PAGERDUTY_ROUTING_KEY).",
     ),
 ]
 NotifyBurst = Annotated[
@@ -89,14 +103,81 @@ NotifyBurst = Annotated[
     ),
 ]
 ROUTING_KEY_VAR = "JOBCTL_PAGERDUTY_ROUTING_KEY"
+URLS_VAR = "JOBCTL_NOTIFY"  # the URLs (spaces or newlines between), when no option names any
+FILE_VAR = "JOBCTL_NOTIFY_FILE"  # a file of them, likewise
 BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify_rules.py)
 
 
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """The ``--notify*`` options as given on the command line."""
+
+    urls: list[str] | None = None
+    env_vars: list[str] | None = None
+    file: Path | None = None
+    fmt: NotifyFormat = NotifyFormat.json
+    burst: int = BURST
+
+    @property
+    def given(self) -> bool:
+        return bool(self.urls or self.env_vars or self.file)
+
+
+def from_environment() -> bool:
+    """Whether JOBCTL_NOTIFY or JOBCTL_NOTIFY_FILE name notifications: the default when no
+    option does, like JOBCTL_DSN for --dsn (and, like it, never an error where a command
+    sends none)."""
+    return bool(os.environ.get(URLS_VAR, "").strip() or os.environ.get(FILE_VAR, "").strip())
+
+
+def urls_of(asked: Asked, log: Callable[[str], None]) -> list[str]:
+    """Every URL asked for, each checked (exit 2 in one line that names where it came from,
+    never the URL): the options', else the environment's."""
+    from jobctl.ops import notify
+
+    if not asked.given:
+        found = notify.urls_in(os.environ.get(URLS_VAR, ""), f"${URLS_VAR}")
+        path = os.environ.get(FILE_VAR, "").strip()
+        return found + (_file_urls(Path(path), f"${FILE_VAR}", log) if path else [])
+    found = [notify.check_url(u, f"--notify #{n}") for n, u in enumerate(asked.urls or [], 1)]
+    for var in asked.env_vars or []:
+        value = os.environ.get(var, "")
+        if value.strip():
+            found += notify.urls_in(value, f"${var}")
+        else:
+            log(f"notify: ${var} is unset or empty: no notifications to it")
+    if asked.file is not None:
+        found += _file_urls(asked.file, "--notify-file", log)
+    return found
+
+
+def _file_urls(path: Path, source: str, log: Callable[[str], None]) -> list[str]:
+    """The URLs of a file that nobody but its owner (or root) may write: another user who
+    could would redirect the notifications; readable by others is said (its URLs are
+    secrets)."""
+    from jobctl.ops import notify
+
+    try:
+        with path.open(encoding="utf-8") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            text = f.read(1 << 20)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise errors.UsageError(f"{source}: cannot read {path}: {why}") from None
+    if mode & 0o022:
+        raise errors.UsageError(
+            f"{source}: {path} may be written by other users (chmod go-w): refused"
+        )
+    if mode & 0o004:
+        log(f"notify: warning: {path} is readable by every user: its URLs are secrets (chmod 600)")
+    found = notify.urls_in(text, f"{source} {path}")
+    if not found:
+        log(f"notify: {path} names no URL: no notifications from it")
+    return found
+
+
 def notifier(
-    urls: list[str] | None,
-    env_vars: list[str] | None,
-    fmt: NotifyFormat,
-    burst: int,
+    asked: Asked,
     *,
     table: str,
     target: str | None,
@@ -104,92 +185,73 @@ def notifier(
     log: Callable[[str], None],
 ) -> tuple[Any, Any] | None:
     """The notifications' sender and watch (``ops.notify``), or None when no URL is given;
-    bad input (not an http(s) URL, PagerDuty without its routing key) is exit 2, before the
-    service starts."""
+    bad input (a malformed URL, PagerDuty without its routing key) is exit 2, before the
+    service starts. A URL that looks like it holds a secret, on the command line of this
+    long-running command, is warned about (``ps`` shows it all along)."""
     from jobctl.ops import notify
 
-    found = [notify.check_url(url) for url in urls or []]
-    for var in env_vars or []:
-        value = os.environ.get(var, "").strip()
-        if value:
-            found.append(notify.check_url(value))
-        else:
-            log(f"notify: ${var} is unset or empty: no notifications to it")
+    found = urls_of(asked, log)
     if not found:
         return None
     key = os.environ.get(ROUTING_KEY_VAR, "")
-    if fmt is NotifyFormat.pagerduty and not key:
+    if asked.fmt is NotifyFormat.pagerduty and not key:
         raise errors.UsageError(f"--notify-format pagerduty needs ${ROUTING_KEY_VAR}")
-    sender = notify.Sender(found, fmt.value, log=log, routing_key=key)
+    if any(notify.holds_secret(url) for url in asked.urls or []):
+        log(
+            "jobctl: warning: a --notify URL looks like it holds a secret (a user, a token in "
+            "its path or query) and stays visible in the process list (ps) while this runs: "
+            f"use --notify-file, --notify-env or ${URLS_VAR}"
+        )
+    sender = notify.Sender(found, asked.fmt.value, log=log, routing_key=key)
     watch = notify.Watch(
         sender.send,
         table=table,
         target=target,
         command=command,
-        burst=burst,
+        burst=asked.burst,
         delivery=sender.delivery,
+        close_stale=asked.fmt is NotifyFormat.pagerduty,
     )
     names = ", ".join(notify.shown(url) for url in found)
-    log(f"notify: {fmt.value} notifications to {names}")
+    log(f"notify: {asked.fmt.value} notifications to {names}")
     return sender, watch
 
 
-def for_stuck_watch(
-    here: Any,
-    watch: bool,
-    urls: list[str] | None,
-    env_vars: list[str] | None,
-    fmt: NotifyFormat,
-    burst: int,
-) -> tuple[Any, Any] | None:
+def for_stuck_watch(here: Any, watch: bool, asked: Asked) -> tuple[Any, Any] | None:
     """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
-    refresh), on one database only (``here``: its settings; a fleet is exit 2)."""
-    if not (urls or env_vars):
+    refresh), on one database only (``here``: its settings; a fleet is exit 2). The
+    environment's URLs serve a watch on one database, and nothing else."""
+    if not asked.given:
+        if watch and isinstance(here, db.Settings) and from_environment():
+            return _notifier_of(here, "stuck --watch", asked)
         return None
     if not watch or not isinstance(here, db.Settings):
-        raise errors.UsageError("--notify and --notify-env are for stuck --watch on one database")
-    return _notifier_of(here, "stuck --watch", urls, env_vars, fmt, burst)
+        raise errors.UsageError(
+            "--notify, --notify-env and --notify-file are for stuck --watch on one database"
+        )
+    return _notifier_of(here, "stuck --watch", asked)
 
 
-def _notifier_of(
-    here: db.Settings,
-    command: str,
-    urls: list[str] | None,
-    env_vars: list[str] | None,
-    fmt: NotifyFormat,
-    burst: int,
-) -> tuple[Any, Any] | None:
+def _notifier_of(here: db.Settings, command: str, asked: Asked) -> tuple[Any, Any] | None:
     """``notifier`` for ``command`` on the database ``here``, its lines on stderr."""
-    return notifier(
-        urls,
-        env_vars,
-        fmt,
-        burst,
-        table=here.table,
-        target=here.target,
-        command=command,
-        log=terminal.say,
-    )
+    return notifier(asked, table=here.table, target=here.target, command=command, log=terminal.say)
 
 
 @contextlib.contextmanager
-def for_reclaim_service(
-    here: Any,
-    every: dt.timedelta | None,
-    urls: list[str] | None,
-    env_vars: list[str] | None,
-    fmt: NotifyFormat,
-    burst: int,
-) -> Iterator[Any]:
+def for_reclaim_service(here: Any, every: dt.timedelta | None, asked: Asked) -> Iterator[Any]:
     """``reclaim --every``'s notifications, on one database only (``here``: its settings;
     without --every, or across targets, exit 2): their watch (``ops.notify.Watch``, or None
-    when no URL is given), the sender closed when the service ends."""
-    if not (urls or env_vars):
+    when no URL is given), the sender closed when the service ends. The environment's URLs
+    serve the service on one database, and nothing else."""
+    one = every is not None and isinstance(here, db.Settings)
+    if not asked.given and not (one and from_environment()):
         yield None
         return
-    if every is None or not isinstance(here, db.Settings):
-        raise errors.UsageError("--notify and --notify-env are for reclaim --every on one database")
-    made = _notifier_of(here, "reclaim --every", urls, env_vars, fmt, burst)
+    if not one:
+        raise errors.UsageError(
+            "--notify, --notify-env and --notify-file are for reclaim --every on one database"
+        )
+    made = _notifier_of(here, "reclaim --every", asked)
     try:
         yield made[1] if made else None
     finally:

@@ -51,6 +51,7 @@ def reclaim_command(
     park_older_than: opt.ParkOlderThan = None,
     notify_urls: monitoring.NotifyUrls = None,
     notify_env: monitoring.NotifyEnv = None,
+    notify_file: monitoring.NotifyFile = None,
     notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
     notify_burst: monitoring.NotifyBurst = monitoring.BURST,
     out: opt.Out = output.Output.table,
@@ -85,9 +86,8 @@ def reclaim_command(
     if every is not None:  # the service runs for long, its command line visible all along
         context.warn_password_on_command_line(ctx)
     shown = _ReclaimShown(fleet.several(where), out, fmt)
-    notifying = monitoring.for_reclaim_service(
-        where, every, notify_urls, notify_env, notify_format, notify_burst
-    )
+    asked = monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
+    notifying = monitoring.for_reclaim_service(where, every, asked)
     with notifying as watch:
         done = core.run(
             where,
