@@ -1,8 +1,11 @@
 """The shipped parts in contrib/: the alert rules pass ``promtool check rules`` and their
-``promtool test rules`` cases; the dashboard and the rules query only metrics jobctl
+``promtool test rules`` cases (a database lost and back, several textfiles on one node);
+the Alertmanager configuration passes ``amtool check-config`` and a real Alertmanager mutes
+a down database's held alerts with it; the dashboard and the rules query only metrics jobctl
 exports; the systemd units pass ``systemd-analyze verify`` and score at most 4.0 on
 ``systemd-analyze security --offline=yes``. Skipped without the tools, failed instead when
-JOBCTL_REQUIRE_PROMTOOL=1 / JOBCTL_REQUIRE_SYSTEMD=1 (CI sets both)."""
+JOBCTL_REQUIRE_PROMTOOL=1 / JOBCTL_REQUIRE_ALERTMANAGER=1 / JOBCTL_REQUIRE_SYSTEMD=1 (CI
+sets them)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import prometheus
@@ -28,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib"
 RULES = CONTRIB / "prometheus" / "jobctl.rules.yml"
 DASHBOARD = CONTRIB / "grafana" / "jobctl-dashboard.json"
+ALERTMANAGER = CONTRIB / "alertmanager" / "jobctl.alertmanager.yml"
 UNITS = ["jobctl-reclaimer.service", "jobctl-metrics.service", "jobctl-metrics.timer"]
 SECURITY_CEILING = 4.0
 
@@ -93,11 +100,34 @@ def test_rules_pass_promtool_check_and_their_tests():
     assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
 
-def test_a_broken_rule_fails_its_test(tmp_path):
-    """The cases can fail: a threshold changed by hand breaks them."""
+OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("> 300", "> 30000"),  # a threshold changed by hand
+        # JobctlDown as it was: any --target file on the node hid the untargeted outage
+        (re.search(r"expr: (jobctl_up == 0 unless.*)", RULES.read_text())[1], OLD_DOWN),
+        # an alert on the live figures alone: resolved the moment the database was lost
+        ("expr: jobctl:stuck_jobs:held > 0", "expr: sum without (policy) (jobctl_stuck_jobs) > 0"),
+        # a burst counted by increase(), which extrapolates (25 read as "about 29")
+        (
+            "expr: jobctl:reclaims:growth10m:held > 20",
+            "expr: increase(jobctl_reclaims_total[10m]) > 20",
+        ),
+        # a reclaimer that never ran said as "for 20790d 15h"
+        (" or jobctl:reclaimer_last_pass_timestamp_seconds:held == 0", ""),
+    ],
+    ids=["threshold", "down-beside-targets", "no-hold", "extrapolated", "never"],
+)
+def test_a_broken_rule_fails_its_test(tmp_path, before, after):
+    """The cases can fail: each mutation (a fix undone) breaks them."""
     promtool = prometheus.promtool()
     shutil.copy(RULES.parent / "jobctl.rules.test.yml", tmp_path)
-    (tmp_path / RULES.name).write_text(RULES.read_text().replace("> 300", "> 30000"))
+    text = RULES.read_text()
+    assert before in text
+    (tmp_path / RULES.name).write_text(text.replace(before, after))
     tested = subprocess.run(
         [promtool, "test", "rules", "jobctl.rules.test.yml"],
         cwd=tmp_path,
@@ -105,7 +135,7 @@ def test_a_broken_rule_fails_its_test(tmp_path):
         text=True,
         timeout=60,
     )
-    assert tested.returncode != 0
+    assert tested.returncode != 0, tested.stdout
 
 
 def test_every_rule_has_a_severity_and_keeps_target():
@@ -122,6 +152,109 @@ def test_every_rule_has_a_severity_and_keeps_target():
 
 def test_rules_query_only_exported_metrics():
     assert queried(RULES.read_text()) <= exported()
+
+
+# ---------------------------------------------------------------- Alertmanager
+
+
+def per_table_alerts() -> set[str]:
+    """The alerts whose expression reads held figures (jobctl:...:held)."""
+    found = re.findall(r"- alert: (\w+)\n(?:\s+#.*\n)*\s+expr: (.*)", RULES.read_text())
+    return {name for name, expr in found if ":held" in expr}
+
+
+def test_alertmanager_config_passes_amtool_and_inhibits_every_held_alert():
+    amtool = prometheus.amtool()
+    done = subprocess.run(
+        [amtool, "check-config", str(ALERTMANAGER)], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+    inhibited = r"target_matchers:\s+- 'alertname =~ \"([^\"]+)\"'"
+    targets = re.search(inhibited, ALERTMANAGER.read_text())
+    assert targets is not None
+    assert set(targets[1].split("|")) == per_table_alerts() and len(per_table_alerts()) == 7
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _api(port: int, path: str, body: object = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        text = answer.read()
+    return json.loads(text) if text.strip() else None
+
+
+def test_alertmanager_mutes_the_held_alerts_of_a_down_database_only(tmp_path):
+    """A real Alertmanager with the shipped configuration: JobctlDown mutes the untargeted
+    database's alerts on its node; JobctlTargetDown its target's; nothing else."""
+    binary = prometheus.alertmanager()
+    port = _free_port()
+    log = (tmp_path / "alertmanager.log").open("wb")
+    server = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={ALERTMANAGER}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "alertmanager.log"
+                ).read_text()
+                time.sleep(0.1)
+        node = {"instance": "h1", "job": "node"}
+        table = {"table": "public.jobs"}
+        alerts = {
+            "down": {"alertname": "JobctlDown", "severity": "critical", **node},
+            "target down": {
+                "alertname": "JobctlTargetDown",
+                "target": "orders",
+                "severity": "critical",
+                **node,
+            },
+            "held": {"alertname": "JobctlJobsStuck", **table, **node},
+            "held target": {"alertname": "JobctlQueueLatency", "target": "orders", **table, **node},
+            "other target": {"alertname": "JobctlJobsStuck", "target": "search", **table, **node},
+            "other node": {
+                "alertname": "JobctlJobsStuck",
+                **table,
+                "instance": "h2",
+                "job": "node",
+            },
+            "not held": {"alertname": "JobctlMetricsStale", "severity": "warning", **node},
+        }
+        _api(port, "/api/v2/alerts", [{"labels": labels} for labels in alerts.values()])
+        names = {tuple(sorted(labels.items())): name for name, labels in alerts.items()}
+        got: dict[str, list[str]] = {}
+        while len(got) < len(alerts) and time.monotonic() < deadline:
+            got = {
+                names[tuple(sorted(a["labels"].items()))]: a["status"]["inhibitedBy"]
+                for a in _api(port, "/api/v2/alerts")
+            }
+            time.sleep(0.1)
+        assert {name for name, by in got.items() if by} == {"held", "held target"}, got
+        assert len(got) == len(alerts)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
 
 
 # ---------------------------------------------------------------- Grafana
