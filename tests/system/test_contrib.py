@@ -269,35 +269,54 @@ def test_dashboard_queries_only_exported_metrics():
 
 
 # ---------------------------------------------------------------- systemd
-@pytest.fixture
-def units(tmp_path):
-    """The units as installed, ExecStart pointing at this jobctl (verify checks it runs)."""
-    jobctl = Path(sys.executable).parent / "jobctl"
-    for unit in UNITS:
-        text = (CONTRIB / "systemd" / unit).read_text()
-        (tmp_path / unit).write_text(text.replace("/opt/jobctl/bin/jobctl", str(jobctl)))
-    return tmp_path
+SYSTEM_UNITS = Path("/usr/lib/systemd/system")
 
 
-def test_units_pass_systemd_analyze_verify(units):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """A root where the docs' install steps ran (docs/service.md#install): a venv at
+    /opt/jobctl with jobctl in it (``python3 -m venv``, its pip on this checkout; without
+    the dependencies, which verify does not look at), the units copied unchanged into
+    /etc/systemd/system, beside the machine's own units (the targets they name)."""
     analyze = tool("systemd-analyze", "JOBCTL_REQUIRE_SYSTEMD")
+    root = tmp_path_factory.mktemp("root")
+    shutil.copytree(SYSTEM_UNITS, root / SYSTEM_UNITS.relative_to("/"), symlinks=True)
+    venv = root / "opt" / "jobctl"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [venv / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(ROOT)], check=True, timeout=600)
+    (root / "etc" / "systemd" / "system").mkdir(parents=True)
+    for unit in UNITS:
+        shutil.copyfile(CONTRIB / "systemd" / unit, root / "etc" / "systemd" / "system" / unit)
+    return analyze, root
+
+
+def test_units_pass_systemd_analyze_verify_as_shipped(installed):
+    analyze, root = installed
+    assert (root / "opt" / "jobctl" / "bin" / "jobctl").is_file()
     done = subprocess.run(
-        [analyze, "verify", *(f"./{u}" for u in UNITS)],
-        cwd=units,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [analyze, "verify", f"--root={root}", *UNITS], capture_output=True, text=True, timeout=60
     )
     # an unknown or misspelt key is only a warning there: no line at all is accepted
     assert done.returncode == 0 and done.stderr == "" and done.stdout == "", done.stderr
+    # and ExecStart is what the install made: no other jobctl would do
+    (root / "opt" / "jobctl" / "bin" / "jobctl").rename(root / "jobctl.away")
+    try:
+        missing = subprocess.run(
+            [analyze, "verify", f"--root={root}", *UNITS], capture_output=True, text=True
+        )
+    finally:
+        (root / "jobctl.away").rename(root / "opt" / "jobctl" / "bin" / "jobctl")
+    assert missing.returncode != 0 and "/opt/jobctl/bin/jobctl" in missing.stderr
 
 
 @pytest.mark.parametrize("unit", ["jobctl-reclaimer.service", "jobctl-metrics.service"])
-def test_units_score_low_on_systemd_analyze_security(units, unit):
+def test_units_score_low_on_systemd_analyze_security(unit):
+    """The units as shipped (the security score does not depend on ExecStart's binary)."""
     analyze = tool("systemd-analyze", "JOBCTL_REQUIRE_SYSTEMD")
     done = subprocess.run(
         [analyze, "security", "--offline=yes", f"./{unit}"],
-        cwd=units,
+        cwd=CONTRIB / "systemd",
         capture_output=True,
         text=True,
         timeout=60,
@@ -319,8 +338,62 @@ def test_the_reclaimer_unit_has_what_a_service_needs():
         "Wants=network-online.target",
         "After=network-online.target",
         "RestartSec=",
+        # every option the service needs as an environment variable, never in ExecStart: a
+        # unit chooses Slack or PagerDuty in reclaimer.env; the URLs (secrets) a credential
+        "Environment=JOBCTL_NOTIFY_FORMAT=json",
+        "LoadCredential=notify:/etc/jobctl/notify",
+        "Environment=JOBCTL_NOTIFY_FILE=%d/notify",
     ):
         assert f"\n{line}" in text, line
+    (exec_start,) = re.findall(r"^ExecStart=(.*)", text, re.M)
+    assert "--notify" not in exec_start
+
+
+DOCS = ROOT / "docs"
+
+
+def test_the_docs_install_makes_what_execstart_runs():
+    """docs/service.md's install block makes the venv whose bin/jobctl every unit runs."""
+    doc = (DOCS / "service.md").read_text()
+    install = doc[doc.index("## Install") :]
+    block = install[install.index("```sh") : install.index("```", install.index("```sh") + 5)]
+    for unit in UNITS[:2]:
+        (exec_start,) = re.findall(
+            r"^ExecStart=(\S+)", (CONTRIB / "systemd" / unit).read_text(), re.M
+        )
+        venv = exec_start.removesuffix("/bin/jobctl")
+        assert exec_start == f"{venv}/bin/jobctl", exec_start
+        assert re.search(rf"^python3 -m venv {re.escape(venv)}\s", block, re.M), block
+        assert re.search(rf"^{re.escape(venv)}/bin/pip install ", block, re.M), block
+    # the credentials LoadCredential= loads: a missing one stops the unit from starting
+    (touched,) = re.findall(r"^touch (.*)", block, re.M)
+    for unit in UNITS[:2]:
+        for source in re.findall(
+            r"^LoadCredential=\w+:(\S+)", (CONTRIB / "systemd" / unit).read_text(), re.M
+        ):
+            assert source in touched.split(), source
+
+
+def test_the_metrics_unit_writes_where_debians_node_exporter_reads():
+    text = (CONTRIB / "systemd" / "jobctl-metrics.service").read_text()
+    debian = "/var/lib/prometheus/node-exporter"
+    assert f"--textfile {debian}/jobctl.prom" in text
+    assert f"\nReadWritePaths={debian}\n" in text
+    monitoring = (DOCS / "monitoring.md").read_text()
+    assert f"| `{debian}` (the package's built-in default" in monitoring
+    assert "/var/lib/node_exporter/textfile/" not in monitoring + text
+
+
+@pytest.mark.parametrize("doc", ["service.md", "monitoring.md"])
+def test_the_units_the_docs_show_are_the_shipped_ones(doc):
+    """A unit quoted in the docs is the file as shipped, byte for byte."""
+    text = (DOCS / doc).read_text()
+    quoted = re.findall(r"```ini\n(.*?)```", text, re.S)
+    shipped = {u: (CONTRIB / "systemd" / u).read_text() for u in UNITS}
+    whole = [q for q in quoted if q.startswith("# ")]
+    assert whole, doc
+    for unit_text in whole:
+        assert unit_text in shipped.values(), unit_text[:200]
 
 
 # ---------------------------------------------------------------- the wheel
