@@ -261,11 +261,126 @@ def test_alertmanager_mutes_the_held_alerts_of_a_down_database_only(tmp_path):
 def test_dashboard_queries_only_exported_metrics():
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
-    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
     names = set().union(*(queried(e) for e in exprs))
     assert names and names <= exported(), names - exported()
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
     assert dashboard["uid"] and all(p["targets"] for p in dashboard["panels"])
+
+
+GRAFANA_SCHEMA = "@grafana/schema"
+# The export wrapper around a dashboard: what Grafana's import reads (the data sources it asks
+# for, the plugins it needs), not part of the dashboard's own schema.
+EXPORT_TYPES = """
+interface DashboardInput {
+  name: string; label: string; description: string; type: "datasource";
+  pluginId: string; pluginName: string;
+}
+interface DashboardRequire { type: "grafana" | "datasource" | "panel"; id: string; name: string;
+  version: string; }
+"""
+
+
+def grafana_node_modules() -> Path:
+    """node_modules holding @grafana/schema and typescript (.ci/run installs them from npm
+    into .ci/grafana); a skip without them, a failure when JOBCTL_REQUIRE_GRAFANA_SCHEMA=1."""
+    found = Path(os.environ.get("JOBCTL_GRAFANA_NODE_MODULES", ROOT / ".ci/grafana/node_modules"))
+    if not (found / ".bin" / "tsc").exists() or not (found / GRAFANA_SCHEMA).is_dir():
+        if os.environ.get("JOBCTL_REQUIRE_GRAFANA_SCHEMA") == "1":
+            pytest.fail(f"{found} lacks {GRAFANA_SCHEMA} or typescript")
+        pytest.skip(f"{GRAFANA_SCHEMA} and typescript are not installed (bash .ci/run does)")
+    return found
+
+
+def typecheck(dashboard: dict[str, object], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """tsc (strict) on the dashboard as an object literal of @grafana/schema's Dashboard
+    type: a field the schema lacks, or of the wrong type, is an error."""
+    modules = grafana_node_modules()
+    (tmp_path / "node_modules").symlink_to(modules)
+    body = dict(dashboard)
+    inputs, requires = body.pop("__inputs", None), body.pop("__requires", None)
+    (tmp_path / "check.ts").write_text(
+        f'import type {{ Dashboard }} from "{GRAFANA_SCHEMA}";\n{EXPORT_TYPES}\n'
+        f"export const inputs: DashboardInput[] = {json.dumps(inputs)};\n"
+        f"export const requires: DashboardRequire[] = {json.dumps(requires)};\n"
+        f"export const dashboard: Dashboard = {json.dumps(body, indent=2)};\n"
+    )
+    options = ["--noEmit", "--strict", "--skipLibCheck", "--module", "esnext"]
+    options += ["--moduleResolution", "bundler", "--target", "es2022"]
+    return subprocess.run(
+        [modules / ".bin" / "tsc", *options, "check.ts"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_dashboard_is_valid_against_grafana_schema(tmp_path):
+    done = typecheck(json.loads(DASHBOARD.read_text()), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_schema_check_can_fail(tmp_path):
+    """A field the schema does not know, and a variable's empty current, are both caught."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    dashboard["templating"]["list"][0]["current"] = {}
+    dashboard["templating"]["list"][1]["definition"] = "label_values(jobctl_stuck_jobs, target)"
+    done = typecheck(dashboard, tmp_path)
+    assert done.returncode != 0
+    assert "'VariableOption'" in done.stdout and '"definition"' in done.stdout, done.stdout
+
+
+def test_dashboard_import_asks_for_the_prometheus_data_source():
+    """Import asks for a data source (__inputs); every query uses the one picked (through
+    the datasource variable, whose default is the input)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (ds,) = dashboard["__inputs"]
+    assert ds["type"] == "datasource" and ds["pluginId"] == "prometheus"
+    variable = next(v for v in dashboard["templating"]["list"] if v["type"] == "datasource")
+    assert variable["query"] == "prometheus"
+    assert variable["current"]["value"] == "${" + ds["name"] + "}"
+    for panel in dashboard["panels"]:
+        for where in [panel, *panel["targets"]]:
+            assert where["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+
+
+def _kind(expr: str) -> str:
+    """What a query's figures are: seconds, a yes/no, or a count."""
+    if "jobctl_server_standby" in expr or re.fullmatch(r"jobctl_(target_)?up\b.*", expr):
+        return "yes/no"
+    if re.search(r"jobctl_\w+_seconds\b", expr):
+        return "seconds"
+    return "count"
+
+
+UNIT_KINDS = {"s": "seconds", "short": "count", "none": "count", "bool_yes_no": "yes/no"}
+
+
+def test_dashboard_has_one_unit_per_axis():
+    """Each query's unit fits its figures (seconds as s, counts as counts), and the queries
+    on one axis of a panel share one unit (a second unit gets the other axis)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    for panel in dashboard["panels"]:
+        defaults = panel["fieldConfig"]["defaults"]
+        axes: dict[str, set[str]] = {}
+        for target in panel["targets"]:
+            unit = defaults.get("unit")
+            axis = defaults.get("custom", {}).get("axisPlacement", "auto")
+            for override in panel["fieldConfig"]["overrides"]:
+                if override["matcher"] == {"id": "byFrameRefID", "options": target["refId"]}:
+                    for prop in override["properties"]:
+                        unit = prop["value"] if prop["id"] == "unit" else unit
+                        if prop["id"] == "custom.axisPlacement":
+                            axis = prop["value"]
+            kind = _kind(target["expr"])
+            if panel["type"] == "stat" and kind == "yes/no":
+                continue  # a stat shows 0/1 as numbers, no axis
+            assert UNIT_KINDS.get(unit) == kind, (panel["title"], target["expr"], unit)
+            axes.setdefault(axis, set()).add(unit)
+        assert all(len(units) == 1 for units in axes.values()), (panel["title"], axes)
+        if len(axes) > 1:
+            assert "auto" not in axes, panel["title"]  # two units: each its own side
 
 
 # ---------------------------------------------------------------- systemd
