@@ -150,6 +150,84 @@ def test_rules_query_only_exported_metrics():
     assert queried(RULES.read_text()) <= exported()
 
 
+def _input_series(texts: list[str], instance: str) -> list[dict[str, str]]:
+    """Textfiles served by one node_exporter, as promtool's input series: each sample as
+    scraped (instance, job="node" added), unchanged for 10 minutes."""
+    series = []
+    for text in texts:
+        for (name, labels), value in prometheus.samples(text).items():
+            pairs = [*labels, ("instance", instance), ("job", "node")]
+            quoted = ",".join(f'{k}="{v}"' for k, v in pairs)
+            series.append({"series": f"{name}{{{quoted}}}", "values": f"{value:g}x10"})
+    return series
+
+
+def test_down_alerts_on_real_textfiles_side_by_side(tmp_path):
+    """The expositions jobctl writes, several on one node: an untargeted database down beside
+    a --target file that answers (JobctlDown, which used to be hidden); a run across targets
+    with billing down beside a --target file (billing's JobctlTargetDown, no JobctlDown)."""
+    promtool = prometheus.promtool()
+    search = openmetrics.exposition(FIGURES, "public.jobs", target="search", collected_at=1.0)
+    across = openmetrics.exposition_across(
+        [("orders", ("public.jobs", FIGURES))], {"orders": True, "billing": False}
+    )
+    node = {"instance": "h1", "job": "node"}
+    cases = [
+        (
+            [openmetrics.down(collected_at=1.0), search],
+            [{"exp_labels": {"severity": "critical", **node}}],
+            [],
+        ),
+        (
+            [across, search],
+            [],
+            [{"exp_labels": {"severity": "critical", "target": "billing", **node}}],
+        ),
+    ]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": _input_series(texts, "h1"),
+            "alert_rule_test": [
+                {"eval_time": "6m", "alertname": "JobctlDown", "exp_alerts": down},
+                {"eval_time": "6m", "alertname": "JobctlTargetDown", "exp_alerts": target_down},
+            ],
+        }
+        for texts, down, target_down in cases
+    ]
+    # each expected alert with its texts (promtool compares an alert's annotations too)
+    for case in tests:
+        for check in case["alert_rule_test"]:
+            for alert in check["exp_alerts"]:
+                alert["exp_annotations"] = _annotations(check["alertname"], alert["exp_labels"])
+    spec = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": tests}
+    (tmp_path / "real.test.yml").write_text(json.dumps(spec))  # JSON is YAML
+    tested = subprocess.run(
+        [promtool, "test", "rules", "real.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def _annotations(alertname: str, labels: dict[str, str]) -> dict[str, str]:
+    """The two alerts' texts, as the rules write them."""
+    if alertname == "JobctlDown":
+        return {
+            "summary": "jobctl cannot read its database",
+            "description": f"jobctl metrics failed for 5m on {labels['instance']} (its log has "
+            "the error line); the database's other alerts hold their last figures.",
+        }
+    return {
+        "summary": f"jobctl cannot read target {labels['target']}",
+        "description": f"The database of target {labels['target']} did not answer jobctl "
+        "metrics for 5m (down, no schema, timeout): nothing about its jobs is known; its "
+        "other alerts hold their last figures. Next: jobctl targets --check",
+    }
+
+
 # ---------------------------------------------------------------- Grafana
 def test_dashboard_queries_only_exported_metrics():
     dashboard = json.loads(DASHBOARD.read_text())
