@@ -57,3 +57,27 @@ def duplicate_series(text: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]
                 again.append(key)
             seen.add(key)
     return again
+
+
+def amtool() -> str:
+    """amtool's path (Debian's ``prometheus-alertmanager`` package); a skip without it, a
+    failure when ``JOBCTL_REQUIRE_ALERTMANAGER=1`` (CI sets it, ``.ci/run`` installs it)."""
+    return _required("amtool", "JOBCTL_REQUIRE_ALERTMANAGER", "prometheus-alertmanager")
+
+
+def alertmanager() -> str:
+    """Alertmanager's own binary (Debian names it ``prometheus-alertmanager``)."""
+    for name in ("prometheus-alertmanager", "alertmanager"):
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    return _required("alertmanager", "JOBCTL_REQUIRE_ALERTMANAGER", "prometheus-alertmanager")
+
+
+def _required(name: str, require: str, package: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get(require) == "1":
+            pytest.fail(f"{name} is missing and {require}=1")
+        pytest.skip(f"{name} is not installed (Debian: apt-get install {package})")
+    return found
