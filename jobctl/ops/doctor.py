@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations
 from jobctl.ops import doctor_statements as judge
@@ -39,6 +40,12 @@ ENABLE = (
     "CREATE EXTENSION pg_stat_statements in this database, and grant pg_read_all_stats to the "
     "role doctor runs as to see other roles' statements"
 )
+# of each statement, the first this many characters are read (cut on the server): a longer one
+# is a finding, "check by hand"; every write jobctl or the design makes is far shorter
+READ_CHARS = 65_536
+# a finding's statement is kept to this many characters (its whole length beside it): what a
+# person needs to find it in the code, and a bound on memory whatever the application stores
+STATEMENT_KEPT = 4_096
 GAP_WARNING = 0.8  # a p99 heartbeat gap this close to the lease: raise it, or beat more often
 REVIEW_WAIT_WARNING = dt.timedelta(days=1)
 HIDDEN = "<insufficient privilege>"
@@ -76,16 +83,28 @@ def own_fingerprints(s: Session) -> set[str]:
 
 
 def _table(s: Session) -> judge.Table:
+    """The table as the judge knows it: its names for the design's columns, its processing
+    status, and the relations the catalog says a write reaches it through (partitions,
+    children, views)."""
     mapping = s.table.mapping
     columns = {design: mapping.column(design) for design in judge.PROCESSING_ONLY}
     for design in ("id", "status", "attempts", "available_at", "updated_at", "finished_at"):
         columns[design] = mapping.column(design)
-    return judge.Table(s.table.name, s.table.schema, columns)
+    related = s.rows("doctor_table_relations", {"oid": s.table.oid})
+    return judge.Table(
+        s.table.name,
+        s.table.schema,
+        columns,
+        processing=mapping.status("processing"),
+        related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
+    )
 
 
-def statistics(s: Session) -> tuple[list[Row] | None, Row]:
-    """The statistics' rows for the jobs table (None: pg_stat_statements is not installed
-    here) and what is known of them (schema, stats_reset, whether other roles are seen)."""
+def statistics(s: Session) -> tuple[Iterable[Row] | None, Row]:
+    """The statistics' rows that may write (None: pg_stat_statements is not installed here),
+    streamed (read as they are judged, each text cut on the server at READ_CHARS), and what
+    is known of them (schema, stats_reset, whether other roles are seen). The caller holds
+    the transaction the stream is read in."""
     import psycopg
     from psycopg import sql
 
@@ -95,18 +114,18 @@ def statistics(s: Session) -> tuple[list[Row] | None, Row]:
     schema = sql.Identifier(info["schema"])
     try:
         with s.conn.transaction():  # a savepoint: the rest of the checks still run
-            found = db.rows(
-                s.conn,
-                queries.query("doctor_statistics", schema=schema),
-                {"relname": s.table.name},
-            )
             reset = db.row(s.conn, queries.query("doctor_statistics_reset", schema=schema))
     except psycopg.errors.ObjectNotInPrerequisiteState:  # created, but not preloaded
         return None, {"schema": None}
+    found = db.stream(
+        s.conn, queries.query("doctor_statistics", schema=schema), {"chars": READ_CHARS}
+    )
     return found, {**info, "stats_reset": reset["stats_reset"] if reset else None}
 
 
-def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = None) -> Row:
+def collect(
+    s: Session, *, window: dt.timedelta, statements: Iterable[Row] | None = None
+) -> Row:
     """The checklist (``{checks: [...]}``); the caller holds a read-only transaction.
     ``statements``: the statistics' rows to judge instead of reading them (the benchmark)."""
     info: Row = {}
@@ -132,7 +151,7 @@ def collect(s: Session, *, window: dt.timedelta, statements: list[Row] | None = 
     }
 
 
-def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row]:
+def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list[Row]:
     """The checks read from the statements the server has seen (``rows``: None without
     pg_stat_statements): sweepers by age, unfenced writes, and the fence's refusals."""
     lease_rows = _claimed_without_lease(s)
@@ -144,9 +163,16 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
             _check("fenced_writes", fenced_status, missing, lease_rows),
             _check("fence_rejections", "unknown", missing),
         ]
-    hidden = sum(1 for r in rows if r["query"] in (None, HIDDEN))
-    visible = [r for r in rows if r["query"] not in (None, HIDDEN)]
-    found, rejected, judged = judge.findings(visible, _table(s), own_fingerprints(s))
+    hidden = [0]
+
+    def visible() -> Iterator[Row]:
+        for r in rows:
+            if r["query"] in (None, HIDDEN):
+                hidden[0] += 1
+            else:
+                yield r
+
+    found, rejected, judged = findings(visible(), _table(s), own_fingerprints(s))
     sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
     for f in found:
         if f.get("fix") in sql_of:
@@ -157,9 +183,10 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
         if "rejected" not in f:
             by_check[f["check"]].append(f)
     seen = f"{judged} distinct statement(s) naming {s.table.qualified} judged"
-    if hidden:
+    if hidden[0]:
         seen += (
-            f"; {hidden} of other roles hidden from this role (grant pg_read_all_stats to see them)"
+            f"; {hidden[0]} of other roles hidden from this role (grant pg_read_all_stats to "
+            "see them)"
         )
     sweepers = by_check["timeout_by_lease"]
     writes = by_check["fenced_writes"]
@@ -167,14 +194,14 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
     return [
         _check(
             "timeout_by_lease",
-            "fail" if sweepers else ("warn" if hidden else "ok"),
+            "fail" if sweepers else ("warn" if hidden[0] else "ok"),
             seen + (f"; {len(sweepers)} sweeper(s) by age" if sweepers else "; no sweeper by age"),
             sweepers,
         ),
         _check(
             "fenced_writes",
-            "fail" if writes else ("warn" if hidden or lease_rows else "ok"),
-            seen + (f"; {len(writes)} unfenced" if writes else "; every write fenced"),
+            _worst(writes, "warn" if hidden[0] or lease_rows else "ok"),
+            seen + _written(writes),
             writes + lease_rows,
         ),
         _check(
@@ -184,6 +211,82 @@ def _statement_checks(s: Session, rows: list[Row] | None, info: Row) -> list[Row
             refusals,
         ),
     ]
+
+
+def _worst(writes: list[Row], otherwise: str) -> str:
+    """fail for a write found unfenced or not read, warn for one the statistics cannot tell
+    (a DELETE of a status given as a parameter)."""
+    if any(f["kind"] not in judge.WARN_ONLY for f in writes):
+        return "fail"
+    return "warn" if writes else otherwise
+
+
+def _written(writes: list[Row]) -> str:
+    """The fenced_writes check's evidence past the count: how many of each, or that every
+    write is fenced."""
+    unparsed = sum(f["kind"] == "unparsed" for f in writes)
+    unknown = sum(f["kind"] in judge.WARN_ONLY for f in writes)
+    said = [
+        f"{len(writes) - unparsed - unknown} unfenced" if len(writes) > unparsed + unknown else "",
+        f"{unparsed} not parsed (check by hand)" if unparsed else "",
+        f"{unknown} the statistics cannot tell (check by hand)" if unknown else "",
+    ]
+    return "; " + (", ".join(x for x in said if x) or "every write fenced")
+
+
+def findings(
+    statements: Iterable[Mapping[str, Any]], table: judge.Table, own: set[str]
+) -> tuple[list[dict[str, Any]], dict[str, int], int]:
+    """The findings over the statistics' rows (queryid, query, role, calls, rows; and
+    ``query_chars``, the whole length, when ``query`` is its start cut at READ_CHARS),
+    jobctl's own and the design's statements (``own``: their fingerprints) never among them,
+    then one row per fenced heartbeat or completion the fence refused writes of
+    (``rejected``: its calls - rows; any statement's, the design's too); the rejections by
+    kind; and how many distinct statements naming the table were judged. One parse per
+    distinct statement; one that may write but could not be read is a finding, never left
+    out. The rows are read one at a time (a stream), and each finding keeps at most
+    STATEMENT_KEPT characters of its statement."""
+    found: list[dict[str, Any]] = []
+    rejected = {"heartbeat": 0, "completion": 0}
+    refusals: list[dict[str, Any]] = []
+    judged = 0
+    seen: dict[str, judge.Judged] = {}
+    for row in statements:
+        text, chars = row["query"], row.get("query_chars")
+        whole = len(text) if chars is None else int(chars)
+        print_ = judge.fingerprint(text) if whole <= len(text) else None  # a cut: no print
+        verdict = seen.get(print_) if print_ is not None else None
+        if verdict is None:
+            verdict = judge.judge(text, table, chars=whole, limit=READ_CHARS)
+            if print_ is not None:
+                seen[print_] = verdict
+            judged += verdict.writes or verdict.named
+        about = {
+            "queryid": row.get("queryid"),
+            "statement": text[:STATEMENT_KEPT],
+            "role": row.get("role"),
+            "calls": row.get("calls"),
+            "rows": row.get("rows"),
+        }
+        if whole > STATEMENT_KEPT:
+            about["statement_chars"] = whole
+        if verdict.fenced is not None:  # the design's (jobctl's own included) or the app's
+            refused = max(0, int(row["calls"]) - int(row["rows"]))
+            rejected[verdict.fenced] += refused
+            if refused:
+                refusals.append({"kind": verdict.fenced, **about, "rejected": refused})
+        if print_ is not None and print_ in own:
+            continue
+        for kind in verdict.kinds:
+            check, wrong, fix = judge.KINDS[kind]
+            finding = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
+            if verdict.why:
+                finding["wrong"] = f"{wrong} ({verdict.why})"
+                finding["why"] = verdict.why
+            if verdict.parse_error:
+                finding["parse_error"] = verdict.parse_error
+            found.append(finding)
+    return found + refusals, rejected, judged
 
 
 def _claimed_without_lease(s: Session) -> list[Row]:

@@ -13,11 +13,19 @@ tests, whether it locks with SKIP LOCKED):
 - a **sweeper** (sets the status, tests ``reserved_at``/``heartbeat_at``/``updated_at`` and not
   ``lease_expires_at``): judges the timeout by age, not by the lease (the first anti-pattern);
 - an UPDATE that **ends, extends or gives back** an attempt (sets the status, the lease, the
-  heartbeat or the token) needs ``attempt_token = $n`` (or a column read in the same
-  statement) in its WHERE; one that sets the status and clears the claim without it is a
-  hand requeue (the second anti-pattern);
-- a **DELETE** that may take processing rows (no status test, or a test of a column only a
-  processing row has) voids the fence (the third).
+  heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter or a
+  constant, compared with ``=`` or ``pg_catalog.=`` (any other schema's ``=`` may be anything),
+  or, as the design's reclaim does, the token a CTE of the same statement read; one that sets
+  the status and clears the claim without it is a hand requeue (the second anti-pattern);
+- a **DELETE** (or TRUNCATE) that may take processing rows (no status test, or a test of a
+  column only a processing row has) voids the fence (the third); one whose status test is a
+  parameter may: the statistics cannot tell;
+- a statement that may write and does not parse (another grammar, nested too deep, cut
+  because too long) is a finding too: doctor never passes what it could not read.
+
+INSERT ... ON CONFLICT DO UPDATE and MERGE's actions are judged as the UPDATE or DELETE they
+are; the table is known by the parsed relation (any spelling: quoted, unicode-escaped,
+schema-qualified) among the names the catalog gives it, its partitions, children and views.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pglast import parser
@@ -81,46 +89,98 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "history records why",
         "jobctl fail ID (or delete only finished jobs: status test on done/failed)",
     ),
+    "delete_status_unknown": (
+        "fenced_writes",
+        "a DELETE whose status test is a parameter: it may take processing rows, and the "
+        "statistics cannot tell (they write every value as $n)",
+        "check by hand which statuses it is run with (only finished jobs: done/failed)",
+    ),
+    "unparsed": (
+        "fenced_writes",
+        "could not parse: check by hand. A statement that may write the jobs table, which "
+        "doctor could not read",
+        "check by hand, then rewrite it in a form PostgreSQL's current grammar parses",
+    ),
 }
+# the kinds that make their check warn, not fail: what the statistics cannot tell
+WARN_ONLY = frozenset({"delete_status_unknown"})
 
+# why a statement could not be parsed (the parser's own message is kept apart, in JSON only:
+# it quotes the statement)
+CUT = "cut: {chars} characters, longer than the {limit} doctor reads"
+GRAMMAR = "PostgreSQL {version}'s grammar (doctor's parser) does not accept it"
+TOO_DEEP = "nested deeper than doctor follows"
 
 # a statement that cannot write holds none of these words (only a shortcut: a statement
 # holding one is parsed, and the parser's tree is judged)
-_MAY_WRITE = re.compile(r"update|delete|insert|merge", re.IGNORECASE)
+_MAY_WRITE = re.compile(r"update|delete|insert|merge|truncate", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """The jobs table as the judge sees it: its name (and schema) and its names for the
-    lease design's columns (design name -> the table's column)."""
+    """The jobs table as the judge sees it: its name (and schema), its names for the lease
+    design's columns (design name -> the table's column), its processing status, and the
+    other relations a write reaches it through (``related``: its partitions, children and
+    views, as the catalog names them: (schema, name))."""
 
     name: str
     schema: str
     columns: Mapping[str, str]
+    processing: str = "processing"
+    related: frozenset[tuple[str, str]] = frozenset()
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
+
+    def names(self, relation: Mapping[str, Any]) -> bool:
+        """Whether a parsed relation (a RangeVar's fields) is this table: its name (and
+        schema, when the statement names one) is the table's or a related relation's. An
+        unqualified name matches in any schema: the application's search_path is unknown."""
+        name, schema = relation.get("relname"), relation.get("schemaname")
+        for known_schema, known in ((self.schema, self.name), *self.related):
+            if name == known and schema in (None, known_schema):
+                return True
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
 class Judged:
     """One statement's verdict: the finding kinds (empty: it follows the design), and
     whether it writes the jobs table at all; ``fenced``: a heartbeat or completion/fail
-    fenced by the token (its calls - rows are the fence's rejections)."""
+    fenced by the token (its calls - rows are the fence's rejections); ``why`` and
+    ``parse_error``: why an ``unparsed`` one was not read."""
 
     writes: bool
     kinds: tuple[str, ...] = ()
     fenced: str | None = None  # "heartbeat" or "completion", else None
+    why: str | None = None
+    parse_error: str | None = None
+    named: bool = False  # it names the jobs table (a read, too)
 
 
-def parse(text: str) -> list[dict[str, Any]] | None:
-    """The statements of ``text`` as PostgreSQL's parser gives them (JSON nodes), or None
-    when it does not parse (a statement cut by track_activity_query_size)."""
+class Unparsed(Exception):
+    """The statement could not be read: ``why`` (doctor's words), ``detail`` (the parser's)."""
+
+    def __init__(self, why: str, detail: str | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.detail = detail
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """The statements of ``text`` as PostgreSQL's parser gives them (JSON nodes); Unparsed
+    when it does not parse, or its tree is nested deeper than Python's decoder follows."""
     try:
         tree = json.loads(parser.parse_sql_json(text))
-    except parser.ParseError:
-        return None
+    except parser.ParseError as e:
+        raise Unparsed(GRAMMAR.format(version=_grammar()), str(e)) from None
+    except RecursionError:  # json's decoder: one level of Python's stack per level of tree
+        raise Unparsed(TOO_DEEP) from None
     return [s["stmt"] for s in tree.get("stmts", [])]
+
+
+def _grammar() -> int:
+    return int(parser.get_postgresql_version()[0])
 
 
 def fingerprint(text: str) -> str | None:
@@ -132,45 +192,46 @@ def fingerprint(text: str) -> str | None:
         return None
 
 
-def judge(text: str, table: Table) -> Judged:
-    """The verdict on one statement's text (pg_stat_statements' normalized form)."""
+def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) -> Judged:
+    """The verdict on one statement's text (pg_stat_statements' normalized form). ``chars``:
+    the statement's whole length when ``text`` is only its start (cut at ``limit``): then it
+    may write anything past the cut, and is a finding."""
+    if chars is not None and chars > len(text):
+        return Judged(True, ("unparsed",), why=CUT.format(chars=chars, limit=limit))
     if not _MAY_WRITE.search(text):  # a read: nothing to parse (the parser judges the rest)
         return Judged(False)
-    statements = parse(text)
-    if statements is None:
-        return Judged(False)
+    try:
+        statements = parse(text)
+    except Unparsed as e:
+        return Judged(True, ("unparsed",), why=e.why, parse_error=e.detail)
     kinds: list[str] = []
     writes = False
     fenced = None
+    named = any(names_table(stmt, table) for stmt in statements)
     for stmt in statements:
         for node in _writes(stmt, table):
             writes = True
             found, what = _judge_one(node, table)
             kinds += [k for k in found if k not in kinds]
             fenced = fenced or what
-    return Judged(writes, tuple(kinds), fenced if not kinds else None)
+    return Judged(writes, tuple(kinds), fenced if not kinds else None, named=named)
 
 
 def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str], str | None]:
     kind, body = node
     where = body.get("whereClause")
     if kind == "DeleteStmt":
-        tested = _columns(where)
-        status = table.column("status")
-        processing_only = {table.column(c) for c in PROCESSING_ONLY}
-        if where is None or status not in tested or tested & processing_only:
-            return ["delete_processing"], None
-        return [], None
+        return _judge_delete(where, table), None
     if kind != "UpdateStmt":
         return [], None  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
-    token_fenced = _token_fenced(where, c("attempt_token"))
+    fence = _token_fence(body, c("attempt_token"))
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}
     if not (sets_status or set(sets) & lease):
         return [], None  # touches no part of an attempt (a payload, a priority)
-    if sets_status and not token_fenced:
+    if sets_status and fence != "param":  # a batch fenced on what it read may still sweep
         tested = _columns(where) | _subquery_columns(body)
         ages = {c(x) for x in AGE_COLUMNS}
         if tested & ages and c("lease_expires_at") not in tested:
@@ -182,14 +243,64 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
         if not {c("attempt_token"), c("lease_expires_at")} <= set(sets):
             found.append("claim_without_lease")
         return found, None
-    if not token_fenced:
+    if fence is None:
         by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
         if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
             return ["hand_requeue"], None
         return ["unfenced_update"], None  # (a reclaim by the lease with no token, too)
-    if not _param_equal(where, c("id")):  # a batch (reclaim): its calls - rows mean nothing
-        return [], None
+    if fence != "param" or not _param_equal(where, c("id")):
+        return [], None  # a batch (reclaim): its calls - rows mean nothing
     return [], "completion" if sets_status else "heartbeat"
+
+
+def _judge_delete(where: Any, table: Table) -> list[str]:
+    """A DELETE takes no processing row only when it tests a status value other than the
+    processing one, ANDed at its top level; a status that is a parameter cannot be told."""
+    tested = _columns(where)
+    if where is None or tested & {table.column(c) for c in PROCESSING_ONLY}:
+        return ["delete_processing"]
+    status = table.column("status")
+    unknown = False
+    for conjunct in _conjuncts(where):
+        values = _status_values(conjunct, status)
+        if values is None:
+            continue
+        equal, found = values
+        if any(v is None for v in found):
+            unknown = True
+        elif equal and table.processing not in found:
+            return []
+        elif not equal and table.processing in found:
+            return []  # status <> 'processing'
+    return ["delete_status_unknown"] if unknown else ["delete_processing"]
+
+
+def _status_values(conjunct: dict[str, Any], status: str) -> tuple[bool, list[str | None]] | None:
+    """What a conjunct compares the status with: (whether it is =/IN/= ANY rather than <>,
+    each value's text or None for a parameter or an expression); None: no status test."""
+    expr = conjunct.get("A_Expr")
+    if not isinstance(expr, dict) or not _catalog_operator(expr, ("=", "<>")):
+        return None
+    if not _column_named(expr.get("lexpr"), status):
+        return None
+    op = expr.get("name", [])[-1].get("String", {}).get("sval")
+    right = expr.get("rexpr")
+    if expr.get("kind") == "AEXPR_IN" and op == "=":
+        items = right.get("List", {}).get("items", []) if isinstance(right, dict) else []
+        return True, [_text_constant(i) for i in items]
+    if expr.get("kind") == "AEXPR_OP_ANY" and op == "=":
+        return True, [None]
+    if expr.get("kind") == "AEXPR_OP":
+        return op == "=", [_text_constant(right)]
+    return None
+
+
+def _text_constant(node: Any) -> str | None:
+    node = _uncast(node)
+    const = node.get("A_Const") if isinstance(node, dict) else None
+    if isinstance(const, dict) and isinstance(const.get("sval"), dict):
+        return str(const["sval"].get("sval", ""))
+    return None
 
 
 def _claims(sets: Mapping[str, Any], c: Any) -> bool:
@@ -204,32 +315,65 @@ def _claims(sets: Mapping[str, Any], c: Any) -> bool:
     return c("attempts") in _columns(counted)
 
 
+WRITES = ("UpdateStmt", "DeleteStmt", "InsertStmt", "MergeStmt", "TruncateStmt")
+
+
 def _writes(stmt: dict[str, Any], table: Table) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every UPDATE, DELETE or INSERT of the jobs table in ``stmt``: the statement itself and
-    its data-modifying CTEs, at any depth of WITH (PostgreSQL allows them nowhere else, so
-    the rest of the tree is not walked for them)."""
-    pending = [stmt]
-    while pending:
-        node = pending.pop()
-        for kind, body in node.items():
-            if not isinstance(body, dict):
-                continue
-            if kind in WRITES and _is_table(body.get("relation"), table):
-                yield kind, body
-            for cte in (body.get("withClause") or {}).get("ctes", []):
-                query = cte.get("CommonTableExpr", {}).get("ctequery")
-                if isinstance(query, dict):
-                    pending.append(query)
+    """Every write of the jobs table anywhere in ``stmt`` (its data-modifying CTEs, an
+    EXPLAIN ANALYZE, a PREPARE, a CREATE RULE's actions ...), each as the UPDATE, DELETE or
+    INSERT it does: an INSERT ... ON CONFLICT DO UPDATE is also an UPDATE, a MERGE's actions
+    are UPDATEs and DELETEs conditioned on its join, a TRUNCATE a DELETE of every row."""
+    for node in _walk(stmt):
+        for kind in WRITES:
+            body = node.get(kind)
+            if isinstance(body, dict):
+                yield from _as_writes(kind, body, table)
 
 
-WRITES = ("UpdateStmt", "DeleteStmt", "InsertStmt")
+def _as_writes(
+    kind: str, body: dict[str, Any], table: Table
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    if kind == "TruncateStmt":
+        for relation in body.get("relations", []):
+            if table.names(relation.get("RangeVar") or {}):
+                yield "DeleteStmt", {"whereClause": None}
+        return
+    relation = body.get("relation")
+    if not isinstance(relation, dict) or not table.names(relation):
+        return
+    if kind in ("UpdateStmt", "DeleteStmt"):
+        yield kind, body
+    elif kind == "InsertStmt":
+        yield kind, body
+        upsert = body.get("onConflictClause") or {}
+        if upsert.get("action") == "ONCONFLICT_UPDATE":
+            yield "UpdateStmt", {
+                "relation": relation,
+                "targetList": upsert.get("targetList", []),
+                "whereClause": upsert.get("whereClause"),
+                "withClause": body.get("withClause"),
+            }
+    else:  # MergeStmt
+        for clause in body.get("mergeWhenClauses", []):
+            when = clause.get("MergeWhenClause", {})
+            where = _and(body.get("joinCondition"), when.get("condition"))
+            action = {
+                "relation": relation,
+                "whereClause": where,
+                "withClause": body.get("withClause"),
+                "fromClause": [body["sourceRelation"]] if "sourceRelation" in body else [],
+            }
+            if when.get("commandType") == "CMD_UPDATE":
+                yield "UpdateStmt", {**action, "targetList": when.get("targetList", [])}
+            elif when.get("commandType") == "CMD_DELETE":
+                yield "DeleteStmt", action
 
 
-def _is_table(relation: Any, table: Table) -> bool:
-    if not isinstance(relation, dict) or relation.get("relname") != table.name:
-        return False
-    schema = relation.get("schemaname")
-    return schema is None or schema == table.schema
+def _and(*parts: Any) -> Any:
+    args = [p for p in parts if isinstance(p, dict)]
+    if len(args) < 2:
+        return args[0] if args else None
+    return {"BoolExpr": {"boolop": "AND_EXPR", "args": args}}
 
 
 def _walk(node: Any) -> list[dict[str, Any]]:
@@ -246,6 +390,11 @@ def _walk(node: Any) -> list[dict[str, Any]]:
         elif type(item) is list:
             push(item)
     return found
+
+
+def names_table(stmt: dict[str, Any], table: Table) -> bool:
+    """Whether a parsed statement names the jobs table anywhere (a read, too)."""
+    return any("relname" in n and table.names(n) for n in _walk(stmt))
 
 
 def _sets(update: dict[str, Any]) -> dict[str, Any]:
@@ -292,10 +441,44 @@ def _skip_locked(update: dict[str, Any]) -> bool:
     return False
 
 
-def _token_fenced(where: Any, token: str) -> bool:
-    """Whether a WHERE requires ``token = $n`` (or ``= other.column``, a row read in the same
-    statement) at its top level (ANDed, never under an OR or a NOT)."""
-    return _equal(where, token, _is_value)
+def _token_fence(update: dict[str, Any], token: str) -> str | None:
+    """How an UPDATE's WHERE requires the token, at its top level (ANDed, never under an OR
+    or a NOT), with ``=`` or ``pg_catalog.=``: ``"param"``, equal to a parameter or a
+    constant (one attempt's token, as the caller read it); ``"read"``, equal to the token
+    a CTE of the same statement read (the design's reclaim: the row's token as read, under
+    its lock); None, no fence (another column of the row itself is no value: the row always
+    equals itself)."""
+    where = update.get("whereClause")
+    if _equal(where, token, _is_value):
+        return "param"
+    reads = _cte_reads(update)
+    if reads and _equal(where, token, lambda n: _read_column(n, reads)):
+        return "read"
+    return None
+
+
+def _cte_reads(update: dict[str, Any]) -> set[str]:
+    """The names (or aliases) under which the UPDATE's FROM reads a CTE of its own WITH,
+    but never the name or alias of the table it writes."""
+    ctes = {
+        cte.get("CommonTableExpr", {}).get("ctename")
+        for cte in (update.get("withClause") or {}).get("ctes", [])
+    }
+    relation = update.get("relation") or {}
+    target = {relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
+    reads = set()
+    for item in update.get("fromClause") or []:
+        var = item.get("RangeVar") if isinstance(item, dict) else None
+        if isinstance(var, dict) and var.get("schemaname") is None and var.get("relname") in ctes:
+            reads.add((var.get("alias") or {}).get("aliasname") or var["relname"])
+    return reads - target
+
+
+def _read_column(node: Any, reads: set[str]) -> bool:
+    node = _uncast(node)
+    ref = node.get("ColumnRef") if isinstance(node, dict) else None
+    fields = ref.get("fields", []) if isinstance(ref, dict) else []
+    return len(fields) == 2 and fields[0].get("String", {}).get("sval") in reads
 
 
 def _param_equal(where: Any, column: str) -> bool:
@@ -305,13 +488,20 @@ def _param_equal(where: Any, column: str) -> bool:
     )
 
 
+def _catalog_operator(expr: dict[str, Any], ops: tuple[str, ...]) -> bool:
+    """Whether an operator is one of ``ops`` as the system defines it: unqualified (the
+    session's search_path puts pg_catalog first unless told otherwise) or pg_catalog's,
+    never one named so in another schema (``OPERATOR(app.=)`` may compare anything)."""
+    names = [x.get("String", {}).get("sval") for x in expr.get("name", [])]
+    return bool(names) and names[-1] in ops and names[:-1] in ([], ["pg_catalog"])
+
+
 def _equal(where: Any, column: str, value: Any) -> bool:
     for conjunct in _conjuncts(where):
         expr = conjunct.get("A_Expr")
         if not isinstance(expr, dict) or expr.get("kind") != "AEXPR_OP":
             continue
-        names = [x.get("String", {}).get("sval") for x in expr.get("name", [])]
-        if names[-1:] != ["="]:
+        if not _catalog_operator(expr, ("=",)):
             continue
         sides = [expr.get("lexpr"), expr.get("rexpr")]
         for mine, other in (sides, sides[::-1]):
@@ -321,15 +511,19 @@ def _equal(where: Any, column: str, value: Any) -> bool:
 
 
 def _conjuncts(where: Any) -> Iterator[dict[str, Any]]:
-    if not isinstance(where, dict):
-        return
-    boolean = where.get("BoolExpr")
-    if isinstance(boolean, dict):
-        if boolean.get("boolop") == "AND_EXPR":
-            for arg in boolean.get("args", []):
-                yield from _conjuncts(arg)
-        return
-    yield where
+    """The terms ANDed at a WHERE's top level (iterative: parentheses nest as deep as the
+    text likes)."""
+    pending = [where]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, dict):
+            continue
+        boolean = node.get("BoolExpr")
+        if isinstance(boolean, dict):
+            if boolean.get("boolop") == "AND_EXPR":
+                pending.extend(reversed(boolean.get("args", [])))
+            continue
+        yield node
 
 
 def _column_named(node: Any, name: str) -> bool:
@@ -342,9 +536,13 @@ def _column_named(node: Any, name: str) -> bool:
 
 
 def _is_value(node: Any) -> bool:
-    """A parameter, or a column of another relation (a CTE's row): what a fence compares."""
+    """A parameter or a constant other than NULL (cast or not): one value the caller gives,
+    never an expression of the row (``attempt_token = attempt_token`` is always true)."""
     node = _uncast(node)
-    return isinstance(node, dict) and ("ParamRef" in node or "ColumnRef" in node)
+    if not isinstance(node, dict):
+        return False
+    const = node.get("A_Const")
+    return "ParamRef" in node or (isinstance(const, dict) and not const.get("isnull"))
 
 
 def _uncast(node: Any) -> Any:
@@ -352,59 +550,3 @@ def _uncast(node: Any) -> Any:
         node = node["TypeCast"].get("arg")
     return node
 
-
-def findings(
-    statements: Iterable[Mapping[str, Any]], table: Table, own: set[str]
-) -> tuple[list[dict[str, Any]], dict[str, int], int]:
-    """The findings over the statistics' rows (queryid, query, role, calls, rows), jobctl's
-    own and the design's statements (``own``: their fingerprints) never among them, then one
-    row per fenced heartbeat or completion the fence refused writes of (``rejected``: its
-    calls - rows; any statement's, the design's too); the rejections by kind; and how many
-    statements were judged. One parse per distinct statement."""
-    found: list[dict[str, Any]] = []
-    rejected = {"heartbeat": 0, "completion": 0}
-    refusals: list[dict[str, Any]] = []
-    judged = 0
-    seen: dict[str, Judged] = {}
-    for row in statements:
-        text = row["query"]
-        print_ = fingerprint(text)
-        if print_ is None:
-            continue
-        verdict = seen.get(print_)
-        if verdict is None:
-            verdict = seen[print_] = judge(text, table)
-            judged += 1
-        if verdict.fenced is not None:  # the design's (jobctl's own included) or the app's
-            refused = max(0, int(row["calls"]) - int(row["rows"]))
-            rejected[verdict.fenced] += refused
-            if refused:
-                refusals.append(
-                    {
-                        "kind": verdict.fenced,
-                        "queryid": row.get("queryid"),
-                        "statement": text,
-                        "role": row.get("role"),
-                        "calls": row.get("calls"),
-                        "rows": row.get("rows"),
-                        "rejected": refused,
-                    }
-                )
-        if print_ in own:
-            continue
-        for kind in verdict.kinds:
-            check, wrong, fix = KINDS[kind]
-            found.append(
-                {
-                    "check": check,
-                    "kind": kind,
-                    "queryid": row.get("queryid"),
-                    "statement": text,
-                    "role": row.get("role"),
-                    "calls": row.get("calls"),
-                    "rows": row.get("rows"),
-                    "wrong": wrong,
-                    "fix": fix,
-                }
-            )
-    return found + refusals, rejected, judged

@@ -9,15 +9,44 @@ SELECT (SELECT n.nspname FROM pg_catalog.pg_extension e
         WHERE e.extname = 'pg_stat_statements') AS schema
 
 -- name: doctor_statistics
--- the statements the statistics hold for this database whose text names the jobs table
--- (the parser judges each; text kept from this role counted apart), with their role
-SELECT s.queryid, s.query, r.rolname AS role, s.calls, s.rows
+-- the statements the statistics hold for this database that may write (a write's keyword
+-- cannot be spelled another way, unlike the table's name: quoted, unicode-escaped, a view or a
+-- partition; the parser judges each), with their role; text kept from this role counted
+-- apart. Each text is cut here, on the server, to its first %(chars)s characters, its whole
+-- length beside it: an application's statement can be any size, and doctor's memory may not
+SELECT s.queryid, pg_catalog.left(s.query, %(chars)s) AS query,
+       pg_catalog.length(s.query) AS query_chars, r.rolname AS role, s.calls, s.rows
 FROM {schema}.pg_stat_statements s
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid
 WHERE s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d
                 WHERE d.datname = pg_catalog.current_database())
   AND (s.query IS NULL OR s.query = '<insufficient privilege>'
-       OR pg_catalog.strpos(pg_catalog.lower(s.query), pg_catalog.lower(%(relname)s)) > 0)
+       OR pg_catalog.texticregexeq(s.query, '\m(update|delete|insert|merge|truncate)\M'))
+
+-- name: doctor_table_relations
+-- the relations a write reaches the jobs table through, besides its own name: its partitions
+-- and inheritance children, and the views (and views of those) whose rules read it, at any
+-- depth; each with its schema, as a statement may name it
+WITH RECURSIVE edges(parent, child) AS (
+    SELECT i.inhparent, i.inhrelid FROM pg_catalog.pg_inherits i
+    UNION ALL
+    SELECT d.refobjid, w.ev_class
+    FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_rewrite w ON w.oid = d.objid
+    WHERE d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+      AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+      AND w.ev_class OPERATOR(pg_catalog.<>) d.refobjid
+), related(oid) AS (
+    SELECT %(oid)s::pg_catalog.oid
+    UNION
+    SELECT e.child FROM edges e JOIN related r ON e.parent OPERATOR(pg_catalog.=) r.oid
+)
+SELECT n.nspname AS schema, c.relname AS name
+FROM related r
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE r.oid OPERATOR(pg_catalog.<>) %(oid)s::pg_catalog.oid
+LIMIT 10000
 
 -- name: doctor_statistics_reset
 -- when the statistics' window started (pg_stat_statements_info, PostgreSQL 14+)

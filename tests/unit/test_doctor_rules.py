@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobctl.ops import doctor
 from jobctl.ops import doctor_statements as judge
 
 JOBS = judge.Table("jobs", "public", {})
@@ -118,7 +119,22 @@ DESIGN_CLAIM = (
         ),
         ("DELETE FROM jobs WHERE id = $1", ("delete_processing",), None),
         ("DELETE FROM public.jobs", ("delete_processing",), None),
-        ("DELETE FROM jobs WHERE status = $1 AND finished_at < now() - $2", (), None),
+        # the statistics write 'done' as $1: which status it deletes cannot be told
+        (
+            "DELETE FROM jobs WHERE status = $1 AND finished_at < now() - $2",
+            ("delete_status_unknown",),
+            None,
+        ),
+        ("DELETE FROM jobs WHERE status = $1 AND id = $2", ("delete_status_unknown",), None),
+        ("DELETE FROM jobs WHERE status = ANY($1)", ("delete_status_unknown",), None),
+        # ... a constant can (unit strings, or a statement the statistics have not normalized)
+        ("DELETE FROM jobs WHERE status = 'done' AND finished_at < now() - $1", (), None),
+        ("DELETE FROM jobs WHERE status IN ('done', 'failed')", (), None),
+        ("DELETE FROM jobs WHERE status <> 'processing'", (), None),
+        ("DELETE FROM jobs WHERE status = 'processing' AND id = $1", ("delete_processing",), None),
+        ("DELETE FROM jobs WHERE status = 'done' OR id = $1", ("delete_processing",), None),
+        ("TRUNCATE jobs", ("delete_processing",), None),
+        ("TRUNCATE other", (), None),
         # writes in data-modifying CTEs, under another statement
         (
             "WITH moved AS (DELETE FROM jobs WHERE id = $1 RETURNING *) "
@@ -139,6 +155,81 @@ DESIGN_CLAIM = (
         ("INSERT INTO jobs (payload) VALUES ($1)", (), None),
         ("UPDATE jobs SET payload = $1 WHERE id = $2", (), None),
         ("not sql at all", (), None),
+        # the fence is a value the caller gives: the row's own column is always equal
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token = attempt_token",
+            ("unfenced_update",),
+            None,
+        ),
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token = jobs.attempt_token",
+            ("unfenced_update",),
+            None,
+        ),
+        (
+            "UPDATE jobs j SET status = $1 FROM jobs j2 WHERE j.id = j2.id "
+            "AND j.attempt_token = j2.attempt_token AND j.id = $2",
+            ("unfenced_update",),
+            None,
+        ),
+        ("UPDATE jobs SET status = $1 WHERE attempt_token = NULL", ("unfenced_update",), None),
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token = '0a4b'::uuid",
+            (),
+            "completion",
+        ),
+        # the operator is the system's =, never one named so in another schema
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token OPERATOR(app.=) $3",
+            ("unfenced_update",),
+            None,
+        ),
+        (
+            "UPDATE jobs SET status = $1 WHERE id = $2 "
+            "AND attempt_token OPERATOR(pg_catalog.=) $3",
+            (),
+            "completion",
+        ),
+        # the table in any spelling
+        ('UPDATE U&"\\006Aobs" SET status = $1 WHERE id = $2', ("unfenced_update",), None),
+        ('UPDATE "jobs" SET status = $1 WHERE id = $2', ("unfenced_update",), None),
+        ("UPDATE JOBS SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        ("UPDATE public.jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        ('UPDATE "JOBS" SET status = $1 WHERE id = $2', (), None),
+        # writes in other clothes: upserts, MERGE, EXPLAIN ANALYZE, PREPARE
+        (
+            "INSERT INTO jobs (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET status = $2",
+            ("unfenced_update",),
+            None,
+        ),
+        ("INSERT INTO jobs (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", (), None),
+        (
+            "MERGE INTO jobs j USING (SELECT $1 AS id) s ON j.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET status = $2",
+            ("unfenced_update",),
+            None,
+        ),
+        (
+            "MERGE INTO jobs j USING (SELECT $1 AS id) s ON j.id = s.id "
+            "AND j.attempt_token = $2 WHEN MATCHED THEN UPDATE SET status = $3",
+            (),
+            None,
+        ),
+        (
+            "MERGE INTO jobs j USING (SELECT $1 AS id) s ON j.id = s.id WHEN MATCHED THEN DELETE",
+            ("delete_processing",),
+            None,
+        ),
+        ("EXPLAIN ANALYZE UPDATE jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        ("PREPARE p AS UPDATE jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        # a sweeper by age stays one when it fences on the token its CTE read
+        (
+            "WITH old AS (SELECT id, attempt_token FROM jobs WHERE status = $1 AND "
+            "heartbeat_at < now() - $2 FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $3 "
+            "FROM old WHERE j.id = old.id AND j.attempt_token = old.attempt_token",
+            ("sweeper_by_age",),
+            None,
+        ),
     ],
 )
 def test_judge(statement, kinds, fenced):
@@ -192,9 +283,96 @@ def test_findings_leave_out_own_statements_and_count_rejections():
             "rows": 49,
         },
     ]
-    found, rejected, judged = judge.findings(rows, JOBS, {p for p in own if p})
+    found, rejected, judged = doctor.findings(rows, JOBS, {p for p in own if p})
     assert [f["queryid"] for f in found] == [2, 3, 4]
     assert found[0]["kind"] == "unfenced_update" and found[0]["role"] == "app"
     assert [(f["kind"], f["rejected"]) for f in found[1:]] == [("heartbeat", 7), ("completion", 1)]
     assert rejected == {"heartbeat": 7, "completion": 1}
     assert judged == 4
+
+
+@pytest.mark.parametrize(
+    "statement, why",
+    [
+        # SYSTEM_USER is reserved since PostgreSQL 16: a 15 server runs what the parser refuses
+        ("UPDATE jobs AS system_user SET status = $1 WHERE id = $2", "grammar"),
+        ("UPDATE jobs SET status = $1 WHERE id = " + " + ".join(["$2"] * 500), "nested"),
+        ("this is not SQL, but UPDATE is in it", "grammar"),
+    ],
+)
+def test_what_does_not_parse_is_a_finding(statement, why):
+    verdict = judge.judge(statement, JOBS)
+    assert verdict.writes and verdict.kinds == ("unparsed",) and verdict.fenced is None
+    assert why in (verdict.why or "")
+
+
+def test_a_statement_cut_is_a_finding_whatever_its_start():
+    verdict = judge.judge("SELECT 1 /* ", JOBS, chars=20_000_000, limit=12)
+    assert verdict.kinds == ("unparsed",)
+    assert verdict.why == "cut: 20000000 characters, longer than the 12 doctor reads"
+
+
+def test_parentheses_nest_no_tree():
+    deep = "UPDATE jobs SET status = $1 WHERE id = " + "(" * 2000 + "$2" + ")" * 2000
+    assert judge.judge(deep, JOBS).kinds == ("unfenced_update",)
+    ands = "UPDATE jobs SET status = $1 WHERE " + "(id = $2 AND " * 300 + "true" + ")" * 300
+    assert judge.judge(ands + " AND attempt_token = $3", JOBS).fenced == "completion"
+
+
+def test_the_catalogs_relations_are_the_table():
+    table = judge.Table("jobs", "public", {}, related=frozenset({("app", "jobs_view")}))
+    unfenced = "UPDATE {} SET status = $1 WHERE id = $2"
+    assert judge.judge(unfenced.format("app.jobs_view"), table).kinds == ("unfenced_update",)
+    assert judge.judge(unfenced.format("jobs_view"), table).kinds == ("unfenced_update",)
+    assert judge.judge(unfenced.format("other.jobs_view"), table).kinds == ()
+    assert judge.judge(unfenced.format("jobs_view"), JOBS).kinds == ()
+
+
+def test_the_tables_processing_status():
+    table = judge.Table("jobs", "public", {}, processing="running")
+    assert judge.judge("DELETE FROM jobs WHERE status = 'running'", table).kinds == (
+        "delete_processing",
+    )
+    assert judge.judge("DELETE FROM jobs WHERE status = 'processing'", table).kinds == ()
+
+
+def test_findings_keep_unparsed_and_cut_statements():
+    rows = [
+        {
+            "queryid": 1,
+            "query": "UPDATE jobs AS system_user SET status = $1",
+            "calls": 1,
+            "rows": 1,
+            "role": "app",
+        },
+        {
+            "queryid": 2,
+            "query": "UPDATE jobs SET status = $1 /* " + "x" * 5000,
+            "calls": 1,
+            "rows": 1,
+            "role": "app",
+            "query_chars": 20_000_000,
+        },
+    ]
+    found, _, judged = doctor.findings(rows, JOBS, set())
+    assert [(f["queryid"], f["kind"]) for f in found] == [(1, "unparsed"), (2, "unparsed")]
+    assert "syntax error" in found[0]["parse_error"] and "could not parse" in found[0]["wrong"]
+    assert len(found[1]["statement"]) == doctor.STATEMENT_KEPT
+    assert found[1]["statement_chars"] == 20_000_000 and "cut: 20000000" in found[1]["why"]
+    assert judged == 2
+
+
+def test_only_a_fenced_statement_counts_rejections():
+    rows = [
+        {
+            "queryid": 1,
+            "role": "app",
+            "calls": 10,
+            "rows": 0,
+            "query": "UPDATE jobs SET status = $1 WHERE id = $2 "
+            "AND attempt_token = jobs.attempt_token",
+        },
+    ]
+    found, rejected, _ = doctor.findings(rows, JOBS, set())
+    assert rejected == {"heartbeat": 0, "completion": 0}
+    assert [f["kind"] for f in found] == ["unfenced_update"]
