@@ -46,6 +46,7 @@ READ_CHARS = 65_536
 # a finding's statement is kept to this many characters (its whole length beside it): what a
 # person needs to find it in the code, and a bound on memory whatever the application stores
 STATEMENT_KEPT = 4_096
+STREAM_CHUNK = 100  # rows fetched at a time: at most 100 x READ_CHARS characters in flight
 GAP_WARNING = 0.8  # a p99 heartbeat gap this close to the lease: raise it, or beat more often
 REVIEW_WAIT_WARNING = dt.timedelta(days=1)
 HIDDEN = "<insufficient privilege>"
@@ -118,14 +119,15 @@ def statistics(s: Session) -> tuple[Iterable[Row] | None, Row]:
     except psycopg.errors.ObjectNotInPrerequisiteState:  # created, but not preloaded
         return None, {"schema": None}
     found = db.stream(
-        s.conn, queries.query("doctor_statistics", schema=schema), {"chars": READ_CHARS}
+        s.conn,
+        queries.query("doctor_statistics", schema=schema),
+        {"chars": READ_CHARS},
+        chunk=STREAM_CHUNK,
     )
     return found, {**info, "stats_reset": reset["stats_reset"] if reset else None}
 
 
-def collect(
-    s: Session, *, window: dt.timedelta, statements: Iterable[Row] | None = None
-) -> Row:
+def collect(s: Session, *, window: dt.timedelta, statements: Iterable[Row] | None = None) -> Row:
     """The checklist (``{checks: [...]}``); the caller holds a read-only transaction.
     ``statements``: the statistics' rows to judge instead of reading them (the benchmark)."""
     info: Row = {}

@@ -99,7 +99,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "fenced_writes",
         "could not parse: check by hand. A statement that may write the jobs table, which "
         "doctor could not read",
-        "check by hand, then rewrite it in a form PostgreSQL's current grammar parses",
+        "check it by hand (its queryid finds it in pg_stat_statements), and rewrite it in a "
+        "form that PostgreSQL's current grammar parses, whole and shorter",
     ),
 }
 # the kinds that make their check warn, not fail: what the statistics cannot tell
@@ -347,12 +348,15 @@ def _as_writes(
         yield kind, body
         upsert = body.get("onConflictClause") or {}
         if upsert.get("action") == "ONCONFLICT_UPDATE":
-            yield "UpdateStmt", {
-                "relation": relation,
-                "targetList": upsert.get("targetList", []),
-                "whereClause": upsert.get("whereClause"),
-                "withClause": body.get("withClause"),
-            }
+            yield (
+                "UpdateStmt",
+                {
+                    "relation": relation,
+                    "targetList": upsert.get("targetList", []),
+                    "whereClause": upsert.get("whereClause"),
+                    "withClause": body.get("withClause"),
+                },
+            )
     else:  # MergeStmt
         for clause in body.get("mergeWhenClauses", []):
             when = clause.get("MergeWhenClause", {})
@@ -549,4 +553,3 @@ def _uncast(node: Any) -> Any:
     while isinstance(node, dict) and "TypeCast" in node:
         node = node["TypeCast"].get("arg")
     return node
-

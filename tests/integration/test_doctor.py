@@ -317,3 +317,155 @@ def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
     code, out, _ = jobctl(dsn, "doctor", "-o", "json")
     review = {c["check"]: c for c in json.loads(out)["checks"]}["manual_review"]
     assert review["status"] == "ok" and "a person last acted at" in review["evidence"]
+
+
+# The application's evasions (issue 44's fifth finding), each run for real so that it lands in
+# pg_stat_statements, then found by its queryid (the server's own, from EXPLAIN VERBOSE).
+# name -> (setup, the statement, the finding's kind, the check's status)
+EVASIONS = {
+    "token_equal_to_itself": (
+        None,
+        "UPDATE jobs SET status = 'done' WHERE id = 1 AND attempt_token = attempt_token",
+        "unfenced_update",
+        "fail",
+    ),
+    "operator_of_another_schema": (
+        "CREATE SCHEMA app; "
+        "CREATE FUNCTION app.always(uuid, uuid) RETURNS boolean LANGUAGE sql AS 'SELECT true'; "
+        "CREATE OPERATOR app.= (leftarg = uuid, rightarg = uuid, function = app.always)",
+        "UPDATE jobs SET status = 'done' WHERE id = 1 "
+        "AND attempt_token OPERATOR(app.=) '00000000-0000-0000-0000-000000000000'",
+        "unfenced_update",
+        "fail",
+    ),
+    "a_grammar_the_parser_refuses": (
+        None,  # SYSTEM_USER is reserved from PostgreSQL 16 on: a 15 server runs this
+        "UPDATE jobs AS system_user SET status = 'done' WHERE system_user.id = 1",
+        "unparsed",
+        "fail",
+    ),
+    "unicode_escaped_name": (
+        None,
+        "UPDATE U&\"\\006Aobs\" SET status = 'done' WHERE id = 1",
+        "unfenced_update",
+        "fail",
+    ),
+    "a_view_of_the_table": (
+        "CREATE SCHEMA app; CREATE VIEW app.work_items AS SELECT * FROM jobs",
+        "UPDATE app.work_items SET status = 'done' WHERE id = 1",
+        "unfenced_update",
+        "fail",
+    ),
+    "delete_of_a_status_the_statistics_hide": (
+        None,
+        "DELETE FROM jobs WHERE status = 'processing' AND id = 1",
+        "delete_status_unknown",
+        "warn",
+    ),
+    "nested_deeper_than_python_decodes": (
+        None,
+        "UPDATE jobs SET status = 'done' WHERE id = " + "+".join(["1"] * 500),
+        "unparsed",
+        "fail",
+    ),
+}
+
+
+def queryid_of(dsn: str, statement: str) -> int:
+    """The queryid the server gives a statement (EXPLAIN VERBOSE: planned, never run)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        plan = c.execute(f"EXPLAIN (VERBOSE, FORMAT JSON) {statement}").fetchone()[0]  # type: ignore[index]
+    return int(plan[0]["Query Identifier"])
+
+
+@pytest.mark.parametrize("evasion", list(EVASIONS))
+def test_each_evasion_is_a_finding(statistics_server, jobctl, evasion):
+    setup, statement, kind, status = EVASIONS[evasion]
+    dsn = reference_database(statistics_server, jobctl)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        major = c.info.server_version // 10_000
+        if evasion == "a_grammar_the_parser_refuses" and major >= 16:
+            pytest.skip(f"PostgreSQL {major} refuses it too: nothing for doctor to miss")
+        if setup:
+            c.execute(setup)
+        c.execute(statement)
+    checks = report(jobctl, dsn)
+    found = kinds(checks).get(kind, [])
+    queryid = queryid_of(dsn, statement)
+    assert [f["queryid"] for f in found] == [queryid], kinds(checks)
+    assert checks["fenced_writes"]["status"] == status
+    assert "every write fenced" not in checks["fenced_writes"]["evidence"]
+    code, out, err = jobctl(dsn, "doctor", "--exit-code")
+    assert code == (4 if status == "fail" else 0), err
+    assert f"{kind}: queryid {queryid}" in out
+
+
+def test_only_a_fenced_statement_counts_the_fences_refusals(statistics_server, jobctl):
+    """An UPDATE of an id that does not exist, 'fenced' on the row's own token: its calls -
+    rows are no refusals of the fence (there are no zombie workers), and it is unfenced."""
+    dsn = reference_database(statistics_server, jobctl)
+    statement = (
+        "UPDATE jobs SET status = 'done' WHERE id = 999 AND attempt_token = jobs.attempt_token"
+    )
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for _ in range(3):
+            c.execute(statement)
+    checks = report(jobctl, dsn)
+    rejections = checks["fence_rejections"]
+    assert rejections["status"] == "ok" and rejections["findings"] == []
+    assert "0 heartbeat(s) and 0 completion(s)" in rejections["evidence"]
+    (found,) = kinds(checks)["unfenced_update"]
+    assert found["queryid"] == queryid_of(dsn, statement)
+
+
+HUGE_COMMENT = 20_000_000  # characters of one statement's comment (issue 44: four of them)
+RSS_LIMIT_MB = 150
+
+
+def test_huge_statements_are_cut_on_the_server_and_found(statistics_server, jobctl):
+    """Four statements with a 20 MB comment each: doctor reads only their start, says each is
+    to be checked by hand, and its peak RSS (measured in a process of its own: VmHWM, which a
+    new program starts afresh, unlike getrusage's maximum) stays under RSS_LIMIT_MB."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("no /proc here to read the peak RSS from")
+    dsn = reference_database(statistics_server, jobctl)
+    comment = "/* " + "x" * HUGE_COMMENT + " */"
+    statements = [
+        f"UPDATE jobs SET {column} = {column} WHERE id = 1 {comment}"
+        for column in ("status", "attempts", "available_at", "reserved_by")
+    ]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for statement in statements:
+            c.execute(statement)
+    script = (
+        "import sys\n"
+        "from jobctl.cli import main\n"
+        "code = main.main(sys.argv[1:])\n"
+        "peak = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')]\n"
+        "sys.stderr.write(f'peak_rss_kb={peak[0].split()[1]}')\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "JOBCTL_ACTOR": "tester@ci"}
+    for name in ("JOBCTL_DSN", "DATABASE_URL", "JOBCTL_TABLE"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--dsn", dsn, "doctor", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak_mb = int(done.stderr.rsplit("peak_rss_kb=", 1)[1]) / 1024
+    print(f"doctor's peak RSS with 4 x 20 MB comments: {peak_mb:.0f} MB")
+    checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+    cut = [f for f in kinds(checks).get("unparsed", []) if f.get("statement_chars")]
+    assert len(cut) == 4, kinds(checks)
+    for f in cut:
+        assert f["statement_chars"] > HUGE_COMMENT and len(f["statement"]) <= 4096
+        assert f["why"].startswith("cut: ")
+    assert checks["fenced_writes"]["status"] == "fail"
+    assert peak_mb <= RSS_LIMIT_MB

@@ -3,6 +3,9 @@ holds them (every constant, NULL too, as $n), parsed by PostgreSQL's parser; no 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from jobctl.ops import doctor
@@ -185,8 +188,7 @@ DESIGN_CLAIM = (
             None,
         ),
         (
-            "UPDATE jobs SET status = $1 WHERE id = $2 "
-            "AND attempt_token OPERATOR(pg_catalog.=) $3",
+            "UPDATE jobs SET status = $1 WHERE id = $2 AND attempt_token OPERATOR(pg_catalog.=) $3",
             (),
             "completion",
         ),
@@ -376,3 +378,24 @@ def test_only_a_fenced_statement_counts_rejections():
     found, rejected, _ = doctor.findings(rows, JOBS, set())
     assert rejected == {"heartbeat": 0, "completion": 0}
     assert [f["kind"] for f in found] == ["unfenced_update"]
+
+
+def test_without_pglast_doctor_says_how_to_install_it(monkeypatch, capsys):
+    from jobctl.cli import main as cli
+
+    monkeypatch.setitem(sys.modules, "pglast", None)  # as if the doctor extra were missing
+    assert cli.main(["--dsn", "host=/nonexistent", "doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "jobctl: error: jobctl doctor needs pglast (PostgreSQL's parser): "
+        "pip install 'jobctl[doctor]'"
+    )
+
+
+def test_the_cli_does_not_import_pglast():
+    code = (
+        "import sys, jobctl.cli.main; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pglast'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

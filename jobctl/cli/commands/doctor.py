@@ -14,6 +14,8 @@ from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.render import output
 
+INSTALL = "jobctl doctor needs pglast (PostgreSQL's parser): pip install 'jobctl[doctor]'"
+
 
 def doctor(
     ctx: typer.Context,
@@ -36,6 +38,10 @@ def doctor(
 
     Example: jobctl doctor --exit-code
     """
+    import importlib.util  # (3 ms of imports: not at jobctl's start)
+
+    if importlib.util.find_spec("pglast") is None:  # an extra: the other commands never need it
+        raise errors.UsageError(INSTALL)
     from jobctl.ops import doctor as core
     from jobctl.render import checklist
 
