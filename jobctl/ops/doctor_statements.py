@@ -208,9 +208,11 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
     kinds: list[str] = []
     writes = False
     fenced = None
-    named = any(names_table(stmt, table) for stmt in statements)
+    named = False
     for stmt in statements:
-        for node in _writes(stmt, table):
+        nodes = _walk(stmt)
+        named = named or any("relname" in n and table.names(n) for n in nodes)
+        for node in _writes(nodes, table):
             writes = True
             found, what = _judge_one(node, table)
             kinds += [k for k in found if k not in kinds]
@@ -316,19 +318,19 @@ def _claims(sets: Mapping[str, Any], c: Any) -> bool:
     return c("attempts") in _columns(counted)
 
 
-WRITES = ("UpdateStmt", "DeleteStmt", "InsertStmt", "MergeStmt", "TruncateStmt")
+WRITES = frozenset({"UpdateStmt", "DeleteStmt", "InsertStmt", "MergeStmt", "TruncateStmt"})
 
 
-def _writes(stmt: dict[str, Any], table: Table) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every write of the jobs table anywhere in ``stmt`` (its data-modifying CTEs, an
-    EXPLAIN ANALYZE, a PREPARE, a CREATE RULE's actions ...), each as the UPDATE, DELETE or
+def _writes(nodes: list[dict[str, Any]], table: Table) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every write of the jobs table among a statement's ``nodes`` (its data-modifying CTEs,
+    an EXPLAIN ANALYZE, a PREPARE, a CREATE RULE's actions ...), each as the UPDATE, DELETE or
     INSERT it does: an INSERT ... ON CONFLICT DO UPDATE is also an UPDATE, a MERGE's actions
     are UPDATEs and DELETEs conditioned on its join, a TRUNCATE a DELETE of every row."""
-    for node in _walk(stmt):
-        for kind in WRITES:
-            body = node.get(kind)
-            if isinstance(body, dict):
-                yield from _as_writes(kind, body, table)
+    for node in nodes:
+        if len(node) == 1:  # a node is {its type: its fields}; its fields have more keys
+            for kind, body in node.items():
+                if kind in WRITES and isinstance(body, dict):
+                    yield from _as_writes(kind, body, table)
 
 
 def _as_writes(
@@ -394,11 +396,6 @@ def _walk(node: Any) -> list[dict[str, Any]]:
         elif type(item) is list:
             push(item)
     return found
-
-
-def names_table(stmt: dict[str, Any], table: Table) -> bool:
-    """Whether a parsed statement names the jobs table anywhere (a read, too)."""
-    return any("relname" in n and table.names(n) for n in _walk(stmt))
 
 
 def _sets(update: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 write the jobs table (claims, heartbeats, completions, sweepers, deletes, each distinct: its own
 column), judged as ``doctor`` judges pg_stat_statements' rows (one fingerprint and at most one
 parse each), alone and inside the whole ``doctor.collect`` (jobctl's own fingerprints, the
-history's checks) on the benchmark database.
+history's checks) on the benchmark database. With ``--rss-server DSN`` (a server with
+pg_stat_statements preloaded), also doctor's peak RSS on four statements with a 20 MB comment
+each, run for real there in a database of its own, doctor in a process of its own (VmHWM).
 
-    python tests/bench/bench_doctor.py [--statements 5000]
+    python tests/bench/bench_doctor.py [--statements 5000] [--rss-server DSN]
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import statistics
+import subprocess
+import sys
 import time
 
+import psycopg
 from common import arguments, bench_dsn, machine
+from psycopg import conninfo
 
 from jobctl import db
 from jobctl.cli import main as cli
@@ -52,9 +58,42 @@ def rows(n: int, table: str = "jobs") -> list[dict[str, object]]:
     ]
 
 
+RSS_DB = "jobctl_bench_doctor_rss"
+PEAK = (
+    "import sys\n"
+    "from jobctl.cli import main\n"
+    "code = main.main(sys.argv[1:])\n"
+    "peak = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')]\n"
+    "sys.stderr.write(f'peak_rss_kb={peak[0].split()[1]} exit={code}')\n"
+)
+
+
+def peak_rss(server: str, comment_chars: int = 20_000_000) -> float:
+    """doctor's peak RSS (MB) on four statements with a ``comment_chars`` comment each."""
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {RSS_DB}")
+        admin.execute(f"CREATE DATABASE {RSS_DB}")
+    dsn = conninfo.make_conninfo(server, dbname=RSS_DB)
+    cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"])
+    comment = "/* " + "x" * comment_chars + " */"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        c.execute("INSERT INTO jobs (recovery_policy) VALUES ('auto')")
+        for column in ("status", "attempts", "available_at", "reserved_by"):
+            c.execute(f"UPDATE jobs SET {column} = {column} WHERE id = 1 {comment}")
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK, "--dsn", dsn, "doctor", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return int(done.stderr.rsplit("peak_rss_kb=", 1)[1].split()[0]) / 1024
+
+
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--statements", type=int, default=5000)
+    parser.add_argument("--rss-server", help="a server with pg_stat_statements preloaded")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     statements = rows(args.statements)
@@ -62,7 +101,7 @@ def main() -> None:
     alone = []
     for _ in range(args.runs):
         started = time.perf_counter()
-        found, _, judged = judge.findings(statements, table, set())
+        found, _, judged = doctor.findings(statements, table, set())
         alone.append(time.perf_counter() - started)
     assert judged == args.statements
     dsn = bench_dsn(args.dsn)
@@ -85,6 +124,11 @@ def main() -> None:
         f"  doctor.collect with them (own fingerprints, history checks): "
         f"{statistics.median(whole):.3f} s"
     )
+    if args.rss_server:
+        print(
+            "  peak RSS of doctor, 4 statements with a 20 MB comment each: "
+            f"{peak_rss(args.rss_server):.0f} MB"
+        )
 
 
 if __name__ == "__main__":
