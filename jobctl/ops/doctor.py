@@ -85,19 +85,21 @@ def own_fingerprints(s: Session) -> set[str]:
 
 def _table(s: Session) -> judge.Table:
     """The table as the judge knows it: its names for the design's columns, its processing
-    status, and the relations the catalog says a write reaches it through (partitions,
-    children, views)."""
+    status, the relations the catalog says a write reaches it through (partitions,
+    children, views), and all its columns."""
     mapping = s.table.mapping
     columns = {design: mapping.column(design) for design in judge.PROCESSING_ONLY}
     for design in ("id", "status", "attempts", "available_at", "updated_at", "finished_at"):
         columns[design] = mapping.column(design)
     related = s.rows("doctor_table_relations", {"oid": s.table.oid})
+    every = s.rows("doctor_table_columns", {"oid": s.table.oid})
     return judge.Table(
         s.table.name,
         s.table.schema,
         columns,
         processing=mapping.status("processing"),
         related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
+        every_column=frozenset(str(r["name"]) for r in every),
     )
 
 

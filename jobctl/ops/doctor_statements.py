@@ -129,6 +129,10 @@ class Table:
     columns: Mapping[str, str]
     processing: str = "processing"
     related: frozenset[tuple[str, str]] = frozenset()
+    # every column the table has (empty: unknown); a name outside it, in a statement that
+    # reads no other relation, is a variable of the function that runs it (PL/pgSQL's, a SQL
+    # function's argument), which pg_stat_statements.track = 'all' shows as written
+    every_column: frozenset[str] = frozenset()
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
@@ -229,7 +233,7 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
         return [], None  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
-    fence = _token_fence(body, c("attempt_token"))
+    fence = _token_fence(body, c("attempt_token"), table)
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}
     if not (sets_status or set(sets) & lease):
@@ -251,7 +255,7 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
         if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
             return ["hand_requeue"], None
         return ["unfenced_update"], None  # (a reclaim by the lease with no token, too)
-    if fence != "param" or not _param_equal(where, c("id")):
+    if fence != "param" or not _param_equal(body, c("id"), table):
         return [], None  # a batch (reclaim): its calls - rows mean nothing
     return [], "completion" if sets_status else "heartbeat"
 
@@ -442,15 +446,15 @@ def _skip_locked(update: dict[str, Any]) -> bool:
     return False
 
 
-def _token_fence(update: dict[str, Any], token: str) -> str | None:
+def _token_fence(update: dict[str, Any], token: str, table: Table) -> str | None:
     """How an UPDATE's WHERE requires the token, at its top level (ANDed, never under an OR
-    or a NOT), with ``=`` or ``pg_catalog.=``: ``"param"``, equal to a parameter or a
-    constant (one attempt's token, as the caller read it); ``"read"``, equal to the token
-    a CTE of the same statement read (the design's reclaim: the row's token as read, under
-    its lock); None, no fence (another column of the row itself is no value: the row always
-    equals itself)."""
+    or a NOT), with ``=`` or ``pg_catalog.=``: ``"param"``, equal to a parameter, a
+    constant or a function's variable (one attempt's token, as the caller read it);
+    ``"read"``, equal to the token a CTE of the same statement read (the design's reclaim:
+    the row's token as read, under its lock); None, no fence (another column of the row
+    itself is no value: the row always equals itself)."""
     where = update.get("whereClause")
-    if _equal(where, token, _is_value):
+    if _param_equal(update, token, table, constants=True):
         return "param"
     reads = _cte_reads(update)
     if reads and _equal(where, token, lambda n: _read_column(n, reads)):
@@ -482,11 +486,31 @@ def _read_column(node: Any, reads: set[str]) -> bool:
     return len(fields) == 2 and fields[0].get("String", {}).get("sval") in reads
 
 
-def _param_equal(where: Any, column: str) -> bool:
-    """Whether a WHERE requires ``column = $n`` at its top level (one row per call)."""
-    return _equal(
-        where, column, lambda n: isinstance(_uncast(n), dict) and "ParamRef" in _uncast(n)
-    )
+def _param_equal(
+    update: dict[str, Any], column: str, table: Table, *, constants: bool = False
+) -> bool:
+    """Whether an UPDATE's WHERE requires ``column = $n`` at its top level (one row per
+    call): a parameter, a function's variable, and with ``constants`` a constant too."""
+    alone = not update.get("fromClause")  # no other relation a bare name could be a column of
+
+    def value(node: Any) -> bool:
+        node = _uncast(node)
+        if not isinstance(node, dict):
+            return False
+        if "ParamRef" in node or (constants and _is_constant(node)):
+            return True
+        return alone and _variable(node, table)
+
+    return _equal(update.get("whereClause"), column, value)
+
+
+def _variable(node: dict[str, Any], table: Table) -> bool:
+    """A bare name that is no column of the table (when the table's columns are known): a
+    variable or an argument of the function the statement runs in."""
+    fields = (node.get("ColumnRef") or {}).get("fields", [])
+    if len(fields) != 1 or not table.every_column:
+        return False
+    return fields[0].get("String", {}).get("sval") not in table.every_column
 
 
 def _catalog_operator(expr: dict[str, Any], ops: tuple[str, ...]) -> bool:
@@ -536,14 +560,11 @@ def _column_named(node: Any, name: str) -> bool:
     return bool(fields) and fields[-1].get("String", {}).get("sval") == name
 
 
-def _is_value(node: Any) -> bool:
-    """A parameter or a constant other than NULL (cast or not): one value the caller gives,
-    never an expression of the row (``attempt_token = attempt_token`` is always true)."""
-    node = _uncast(node)
-    if not isinstance(node, dict):
-        return False
+def _is_constant(node: dict[str, Any]) -> bool:
+    """A constant other than NULL: one value the caller gives, never an expression of the
+    row (``attempt_token = attempt_token`` is always true)."""
     const = node.get("A_Const")
-    return "ParamRef" in node or (isinstance(const, dict) and not const.get("isnull"))
+    return isinstance(const, dict) and not const.get("isnull")
 
 
 def _uncast(node: Any) -> Any:

@@ -48,6 +48,13 @@ JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE r.oid OPERATOR(pg_catalog.<>) %(oid)s::pg_catalog.oid
 LIMIT 10000
 
+-- name: doctor_table_columns
+-- every column of the jobs table (a name outside them in a statement is a function's variable)
+SELECT a.attname AS name
+FROM pg_catalog.pg_attribute a
+WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND a.attnum > 0 AND NOT a.attisdropped
+
 -- name: doctor_statistics_reset
 -- when the statistics' window started (pg_stat_statements_info, PostgreSQL 14+)
 SELECT stats_reset FROM {schema}.pg_stat_statements_info

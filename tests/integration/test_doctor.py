@@ -469,3 +469,28 @@ def test_huge_statements_are_cut_on_the_server_and_found(statistics_server, jobc
         assert f["why"].startswith("cut: ")
     assert checks["fenced_writes"]["status"] == "fail"
     assert peak_mb <= RSS_LIMIT_MB
+
+
+def test_a_plpgsql_functions_statements(statistics_server, jobctl):
+    """With track = 'all' the statistics hold a function's statements with its variables
+    by name: a fence on a variable is one (no finding), the row's own column is none."""
+    dsn = reference_database(statistics_server, jobctl)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "CREATE FUNCTION complete(p_id bigint, p_token uuid) RETURNS void "
+            "LANGUAGE plpgsql AS $$ BEGIN "
+            "UPDATE jobs SET status = 'done', finished_at = now() "
+            "WHERE id = p_id AND status = 'processing' AND attempt_token = p_token; END $$"
+        )
+        c.execute(
+            "CREATE FUNCTION finish(p_id bigint) RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+            "UPDATE jobs SET status = 'done' WHERE id = p_id "
+            "AND attempt_token = attempt_token; END $$"
+        )
+        c.execute("SELECT complete(1, gen_random_uuid())")  # refused by the fence: 0 rows
+        c.execute("SELECT finish(1)")
+    checks = report(jobctl, dsn)
+    (found,) = kinds(checks)["unfenced_update"]
+    assert "attempt_token = attempt_token" in found["statement"]
+    (refused,) = checks["fence_rejections"]["findings"]
+    assert "attempt_token = p_token" in refused["statement"] and refused["rejected"] == 1

@@ -399,3 +399,22 @@ def test_the_cli_does_not_import_pglast():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_functions_variables_are_values_the_rows_columns_are_not():
+    """pg_stat_statements.track = 'all' shows a PL/pgSQL function's statements as written:
+    a bare name that is no column of the table is its variable, as good as a parameter."""
+    columns = frozenset({"id", "status", "attempt_token", "reserved_by", "lease_expires_at"})
+    table = judge.Table("jobs", "public", {}, every_column=columns)
+    fenced = "UPDATE jobs SET status = $1 WHERE id = p_id AND attempt_token = p_token"
+    assert judge.judge(fenced, table).fenced == "completion"
+    assert judge.judge(fenced, JOBS).kinds == ("unfenced_update",)  # columns unknown: no
+    for value in ("attempt_token", "reserved_by", "jobs.attempt_token"):
+        own = f"UPDATE jobs SET status = $1 WHERE id = p_id AND attempt_token = {value}"
+        assert judge.judge(own, table).kinds == ("unfenced_update",), value
+    # with another relation in FROM, a bare name may be its column: no value
+    joined = (
+        "UPDATE jobs SET status = $1 FROM other WHERE jobs.id = other.id "
+        "AND attempt_token = p_token"
+    )
+    assert judge.judge(joined, table).kinds == ("unfenced_update",)
