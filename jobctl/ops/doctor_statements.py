@@ -13,8 +13,8 @@ tests, whether it locks with SKIP LOCKED):
 - a **sweeper** (sets the status, tests ``reserved_at``/``heartbeat_at``/``updated_at`` and not
   ``lease_expires_at``): judges the timeout by age, not by the lease (the first anti-pattern);
 - an UPDATE that **ends, extends or gives back** an attempt (sets the status, the lease, the
-  heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter or a
-  constant, compared with ``=`` or ``pg_catalog.=`` (any other schema's ``=`` may be anything),
+  heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter, a
+  constant or a function's variable, compared with ``=`` or ``pg_catalog.=`` (any other schema's ``=`` may be anything),
   or, as the design's reclaim does, the token a CTE of the same statement read; one that sets
   the status and clears the claim without it is a hand requeue (the second anti-pattern);
 - a **DELETE** (or TRUNCATE) that may take processing rows (no status test, or a test of a
