@@ -14,9 +14,10 @@ tests, whether it locks with SKIP LOCKED):
   ``lease_expires_at``): judges the timeout by age, not by the lease (the first anti-pattern);
 - an UPDATE that **ends, extends or gives back** an attempt (sets the status, the lease, the
   heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter, a
-  constant or a function's variable, compared with ``=`` or ``pg_catalog.=`` (any other schema's ``=`` may be anything),
-  or, as the design's reclaim does, the token a CTE of the same statement read; one that sets
-  the status and clears the claim without it is a hand requeue (the second anti-pattern);
+  constant or a function's variable, compared with ``=`` or ``pg_catalog.=`` (any other
+  schema's ``=`` may be anything), or, as the design's reclaim does, the token a CTE of the
+  same statement read; one that sets the status and clears the claim without it is a hand
+  requeue (the second anti-pattern);
 - a **DELETE** (or TRUNCATE) that may take processing rows (no status test, or a test of a
   column only a processing row has) voids the fence (the third); one whose status test is a
   parameter may: the statistics cannot tell;
@@ -216,6 +217,8 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
     for stmt in statements:
         nodes = _walk(stmt)
         named = named or any("relname" in n and table.names(n) for n in nodes)
+        if _plans_only(stmt):
+            continue
         for node in _writes(nodes, table):
             writes = True
             found, what = _judge_one(node, table)
@@ -335,6 +338,30 @@ def _writes(nodes: list[dict[str, Any]], table: Table) -> Iterator[tuple[str, di
             for kind, body in node.items():
                 if kind in WRITES and isinstance(body, dict):
                     yield from _as_writes(kind, body, table)
+
+
+def _plans_only(stmt: dict[str, Any]) -> bool:
+    """An EXPLAIN without ANALYZE: it plans the write it names, never runs it."""
+    explain = stmt.get("ExplainStmt")
+    if not isinstance(explain, dict):
+        return False
+    for option in explain.get("options", []):
+        elem = option.get("DefElem", {})
+        if elem.get("defname") == "analyze":
+            arg = elem.get("arg")  # none: ANALYZE alone; else a boolean or a word
+            if arg is None or _option_true(arg):
+                return False
+    return True
+
+
+def _option_true(arg: Any) -> bool:
+    const = arg.get("A_Const", {}) if isinstance(arg, dict) else {}
+    word = (arg.get("String") or const.get("sval") or {}) if isinstance(arg, dict) else {}
+    if "boolval" in const:
+        return bool(const["boolval"].get("boolval"))
+    if "ival" in const:
+        return bool(const["ival"].get("ival"))
+    return str(word.get("sval", "true")).lower() in ("true", "on", "yes", "1")
 
 
 def _as_writes(

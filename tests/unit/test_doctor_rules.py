@@ -224,6 +224,10 @@ DESIGN_CLAIM = (
         ),
         ("EXPLAIN ANALYZE UPDATE jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
         ("PREPARE p AS UPDATE jobs SET status = $1 WHERE id = $2", ("unfenced_update",), None),
+        # EXPLAIN without ANALYZE plans the write, never runs it
+        ("EXPLAIN UPDATE jobs SET status = $1 WHERE id = $2", (), None),
+        ("EXPLAIN (ANALYZE off) DELETE FROM jobs WHERE id = $1", (), None),
+        ("EXPLAIN (ANALYZE, VERBOSE) DELETE FROM jobs WHERE id = $1", ("delete_processing",), None),
         # a sweeper by age stays one when it fences on the token its CTE read
         (
             "WITH old AS (SELECT id, attempt_token FROM jobs WHERE status = $1 AND "
