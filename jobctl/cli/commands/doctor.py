@@ -34,7 +34,8 @@ def doctor(
     parser) judged against the design (a sweeper by age, an unfenced update, a hand requeue,
     a DELETE of processing rows, a claim without SKIP LOCKED or a lease), the stale writes the
     fence refused, the lease against the heartbeats, reruns of auto jobs, the review queue.
-    Each check ok, warn, fail or unknown, with its evidence.
+    Each check ok, warn, fail or unknown, with its evidence. Needs: pip install
+    'jobctl[doctor]'.
 
     Example: jobctl doctor --exit-code
     """
