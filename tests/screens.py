@@ -2,7 +2,7 @@
 of a given size, read back as the screen a person sees (pyte, a VT100 emulator).
 
 Used by tests/system/test_screen.py and, as a script, to capture the screens quoted in
-docs/screens.md (so the docs show the terminal as it really looks, never hand-written)::
+docs/reference/screens.md (so the docs show the terminal as it really looks, never hand-written)::
 
     JOBCTL_TEST_DSN='host=127.0.0.1 user=postgres dbname=postgres' python tests/screens.py
 """
@@ -290,7 +290,7 @@ def capture(server_dsn: str, target: Path) -> None:
         "from a pseudo-terminal by `tests/screens.py` on a staged incident (a deploy that",
         "killed three workers named like `api-worker-1.prod.internal`), not written by hand.",
         "Piped, and with `-o json|jsonl|csv|tsv`, the output is the wide, stable format of",
-        "[commands.md](commands.md). Regenerate with",
+        "[commands.md](../commands.md). Regenerate with",
         "`JOBCTL_TEST_DSN=... python tests/screens.py`.",
     ]
     for columns, rows in SIZES:
@@ -315,5 +315,5 @@ def capture(server_dsn: str, target: Path) -> None:
 if __name__ == "__main__":
     capture(
         os.environ.get("JOBCTL_TEST_DSN", "host=127.0.0.1 user=postgres dbname=postgres"),
-        ROOT / "docs" / "screens.md",
+        ROOT / "docs" / "reference" / "screens.md",
     )

@@ -239,7 +239,7 @@ def drain(
 def _import_behind(module: str) -> None:
     """Import ``module`` in a thread while the caller waits on the server (a wait lets go of
     the GIL): a reclaim's table, printed at its end, finds its renderer imported (tabulate,
-    with wcwidth where installed: about 30 ms of start-up, docs/performance.md)."""
+    with wcwidth where installed: about 30 ms of start-up, docs/reference/performance.md)."""
     import importlib
     import threading
 
@@ -258,7 +258,7 @@ def _print_rows(batch: list[rows.ReclaimRow], out: output.Output, fmt: str | Non
     """A batch printed from the output thread, ``YIELD_ROWS`` at a time, letting go of the
     GIL in between (``sleep(0)``): the thread waiting on the server takes it back as soon as
     the next reply comes, not after the interpreter's 5 ms switch interval (which cost back
-    most of what printing behind the batches saves: measured in docs/performance.md)."""
+    most of what printing behind the batches saves: measured in docs/reference/performance.md)."""
     import time
 
     for start in range(0, len(batch), YIELD_ROWS):

@@ -14,7 +14,8 @@ from jobctl.sql import queries
 from jobctl.table import column_types
 
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
-# tests/bench/bench_pgbench.py (docs/performance.md): loss of worker cycles, best of rounds
+# tests/bench/bench_pgbench.py (docs/reference/performance.md): loss of worker cycles, best of
+# rounds
 MODE_COST = {
     "transitions": "about +1-11 % server CPU per worker cycle, 2-6 % fewer cycles (no plpgsql "
     "on the workers' claims, heartbeats and completions; heartbeats skip its WHEN)",

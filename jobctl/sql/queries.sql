@@ -250,7 +250,8 @@ CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
 -- not IS NOT NULL: the planner would multiply the lease's selectivity by the share of tokens
 -- not null in the whole table (done rows have none), though both go together, and, expecting
 -- fewer rows than a batch, sort every expired row in each batch instead of reading the reclaim
--- index in order (3x the reclaim's time at 20k expired in 1M rows; docs/performance.md)
+-- index in order (3x the reclaim's time at 20k expired in 1M rows;
+-- docs/reference/performance.md)
 j.{status} OPERATOR(pg_catalog.=) {processing}
 AND pg_catalog.num_nulls(j.{attempt_token}) OPERATOR(pg_catalog.<>) 1
 AND j.{lease_expires_at}
@@ -328,8 +329,8 @@ LIMIT %(limit)s
 -- is the row exactly as the CTE read and locked it (id, attempt token, lease expiry, status:
 -- so still processing and still expired), written as join conditions so that the planner
 -- reaches each row by its id; a constant status test here made it hash-join every expired
--- row of the table instead, in every batch (docs/performance.md). A row whose lease times
--- jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them)
+-- row of the table instead, in every batch (docs/reference/performance.md). A row whose lease
+-- times jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them)
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j

@@ -4,7 +4,7 @@ value only where asked (--full); the dry run and its saved plan are streamed, ne
 Behaviour is pinned, not timing: the cut value and its note, every byte with --full, the dry
 run's output and plan as before for small sets, and the server-side cursor the dry run reads
 through while it is drained (a structural check that cannot flake). Peak RSS is measured by
-tests/bench/bench_memory.py (docs/performance.md).
+tests/bench/bench_memory.py (docs/reference/performance.md).
 """
 
 from __future__ import annotations

@@ -152,12 +152,12 @@ def test_piped_table_is_unchanged():
 
 
 def test_the_captured_screens_fit_their_width():
-    """docs/screens.md (captured by tests/screens.py): at 80 and 120 columns no line is
+    """docs/reference/screens.md (captured by tests/screens.py): at 80 and 120 columns no line is
     wider, but -o wide's (every column, by design); the README's tour has the 80 one."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    text = (root / "docs" / "screens.md").read_text()
+    text = (root / "docs" / "reference" / "screens.md").read_text()
     for part in text.split("\n## ")[1:]:
         width = int(part.split(" ", 1)[0])
         for block in part.split("`$ jobctl")[1:]:
