@@ -64,14 +64,44 @@ def test_every_command_has_a_section():
         assert f"jobctl {name}" in headings, f"docs/commands.md has no section for {name}"
 
 
-@pytest.mark.parametrize(
-    "page",
-    sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *ROOT.glob("docs/*.md")]),
-    ids=lambda p: p.name,
-)
+PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *ROOT.glob("docs/**/*.md")])
+
+
+def anchors(text: str) -> set[str]:
+    """The fragments a page's headings answer to, as GitHub makes them (lower case, all but
+    word characters, hyphens and spaces dropped, spaces as hyphens, -1, -2 on repeats), and
+    its explicit ``<a id=...>`` anchors. Headings inside code blocks are not headings."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        heading = None if fenced else re.match(r"^#{1,6} +(.*?)\s*$", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading[1].lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            found.add(slug if n == 0 else f"{slug}-{n}")
+    return found | set(re.findall(r'<a (?:name|id)="([^"]+)"', text))
+
+
+def test_the_pages_are_all_checked():
+    # a page moved into a folder of docs/ keeps its links checked
+    names = {p.relative_to(ROOT).as_posix() for p in PAGES}
+    assert {"docs/reference/performance.md", "docs/reference/screens.md"} <= names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(page):
-    for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", page.read_text()):
-        assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+    for target, fragment in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", page.read_text()):
+        linked = (page.parent / target) if target else page
+        assert linked.exists(), f"{page.name}: broken link {target}"
+        if fragment and linked.suffix == ".md":
+            assert fragment in anchors(linked.read_text()), (
+                f"{page.name}: link {target}#{fragment} names no heading of {linked.name}"
+            )
 
 
 def test_ci_runs_the_readme_test_command():
