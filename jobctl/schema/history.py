@@ -252,6 +252,13 @@ def stale(state: TableState, want: Wanted, mode: str) -> list[str]:
     return problems
 
 
+def chosen_mode(state: TableState, asked: str | None) -> str:
+    """The mode apply installs: the one asked, else the installed one, else a first
+    install's. Version 1 recorded every attempt: its tables upgrade to ``late``, the mode that
+    still records completed attempts."""
+    return asked or state.mode or ("late" if state.old_triggers else DEFAULT_MODE)
+
+
 def plan(
     conn: psycopg.Connection[Any],
     target: Target,
@@ -269,9 +276,7 @@ def plan(
             steps.append((migration_what(conn, m), migration_statement(m, make_schema=make_schema)))
             make_schema = False
     state = table_state(conn, target.oid)
-    # version 1 recorded every attempt: its tables upgrade to the mode that still records
-    # completed attempts; an installed mode is kept; a first install gets the default
-    chosen = mode or state.mode or ("late" if state.old_triggers else DEFAULT_MODE)
+    chosen = chosen_mode(state, mode)
     if state.missing_columns:
         steps.append(
             (

@@ -54,6 +54,7 @@ def schema_apply(
     Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl.schema import apply as schema_apply
+    from jobctl.schema import footprint
 
     history_mode = _history_mode(history_mode, no_worker_history)
     mapping = None
@@ -70,6 +71,12 @@ def schema_apply(
             steps = schema_apply.plan_apply(
                 conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
             )
+            # the whole of what jobctl leaves, told before the steps that add what is missing
+            whole = (
+                footprint.of(conn, settings.table, history_mode=history_mode, mapping=mapping)
+                if steps
+                else None
+            )
         _print_or_apply(
             conn,
             settings,
@@ -78,6 +85,7 @@ def schema_apply(
             yes,
             f"Apply {len(steps)} schema step(s) to {settings.table}?",
             lock_deadline,
+            preface=whole.lines() if whole else [],
         )
 
 
@@ -103,21 +111,31 @@ def _print_or_apply(
     question: str,
     deadline: dt.timedelta = dt.timedelta(minutes=5),
     command: str = "schema apply",
+    preface: list[str] | None = None,
 ) -> None:
     """--sql prints the steps for review; otherwise confirm, then apply them one by one,
-    saying why a step waits (a spinner line on a terminal, else a line a second at most)."""
+    saying why a step waits (a spinner line on a terminal, else a line a second at most).
+    ``preface``: what the steps amount to, told before them (as comments in --sql's script)."""
     from jobctl.ops import replica
+    from jobctl.render import safe_text
     from jobctl.schema import steps as schema_steps
 
     if print_sql:
-        sys.stdout.write(schema_steps.render_sql(conn, steps))
+        # names from the catalog or the command line, on comment lines: each kept on its one
+        # line, so that no text of theirs can end the comment and become a statement
+        head = "".join(f"-- {safe_text.visible(line)}\n" for line in preface or ())
+        sys.stdout.write(head + schema_steps.render_sql(conn, steps))
         return
     standing = replica.probe(conn)  # a standby: refused before the prompt
     if standing.standby:
         raise errors.Refused(replica.refusal(standing, command))
     if not yes and steps:
         # the steps it will take, one line each (--sql has their statements)
-        terminal.say("\n".join(f"  {n}. {step.what}" for n, step in enumerate(steps, 1)))
+        terminal.say(
+            "\n".join(
+                [*(preface or ()), *(f"  {n}. {step.what}" for n, step in enumerate(steps, 1))]
+            )
+        )
     if not yes:
         terminal.confirm(question)
     progress = replica.Progress(
