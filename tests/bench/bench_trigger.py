@@ -45,12 +45,14 @@ CREATE TRIGGER jobctl_history BEFORE UPDATE ON {t}
     EXECUTE FUNCTION jobctl.record_change('late', '2')
 """
 
-# label -> history mode (None: the same table with no trigger; "v2": the shared function of
+# label -> history mode (None: the same table with no trigger; "bare": a table made with the
+# lease design's columns alone, none of jobctl's, no trigger; "v2": the shared function of
 # version 2 in late mode; "late+set": the per-table function with SET search_path added).
 # Version 1 (jobctl 0.2) is no longer measured: its function's ON CONFLICT needs the
 # attempts' primary key, which migration 002 dropped.
 CONFIGS = {
     "no trigger": None,
+    "lease columns alone": "bare",
     "transitions (default)": "transitions",
     "audit only": "audit",
     "late (opt-in)": "late",
@@ -59,6 +61,7 @@ CONFIGS = {
 # earlier designs, measured with --variants: version 2's trigger, and a SET search_path
 VARIANTS = {"late, version 2": "v2", "late + SET search_path": "late+set"}
 FLOOR = "no trigger"
+BARE = "lease columns alone"  # the floor of the cautious adopter's question: nothing of jobctl's
 
 
 def config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +78,7 @@ def chosen_configs(args: argparse.Namespace) -> dict[str, str | None]:
     """label -> mode of the configurations --variants and --only ask for."""
     configs = CONFIGS | (VARIANTS if args.variants else {})
     if args.only:
-        wanted = {None, *args.only.split(",")}
+        wanted = {None, "bare", *args.only.split(",")}
         configs = {label: mode for label, mode in configs.items() if mode in wanted}
     return configs
 
@@ -85,15 +88,32 @@ def setup(dsn: str, mode: str | None) -> None:
     settings = db.Settings(dsn=dsn)
     t = sql.Identifier(NAME)
     with db.connect(settings) as conn:
-        if conn.execute("SELECT to_regclass(%s) IS NULL AS missing", (NAME,)).fetchone()["missing"]:
-            schema_steps.apply(conn, settings, schema_apply.plan_apply(conn, NAME, create=True))
+        has = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL AS table, EXISTS (SELECT FROM pg_attribute"
+            " WHERE attrelid = to_regclass(%s) AND attname = 'jobctl_action'"
+            " AND NOT attisdropped) AS columns",
+            (NAME, NAME),
+        ).fetchone()
+        bare = mode == "bare"
+        if not has["table"] or has["columns"] == bare:
+            # made afresh rather than its columns dropped: a dropped column stays in every
+            # new row's null bitmap, and the bare table must be the one the design alone makes
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
+            steps = schema_apply.plan_apply(conn, NAME, create=True)
+            if bare:
+                steps = [
+                    s
+                    for s in steps
+                    if not s.what.startswith(("add the history columns", "install the history"))
+                ]
+            schema_steps.apply(conn, settings, steps)
         conn.execute(sql.SQL("TRUNCATE {}, jobctl.events, jobctl.attempts").format(t))
         conn.execute(sql.SQL("DROP TRIGGER IF EXISTS jobctl_history ON {}").format(t))
         for old in history.OLD_TRIGGERS:
             conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(old), t))
         if mode == "v2":
             conn.execute(sql.SQL(V2_LATE_TRIGGER).format(t=t))
-        elif mode is not None:
+        elif mode is not None and mode != "bare":
             target = history.Target.of(db.resolve_table(conn, NAME))
             base = mode.removesuffix("+set")
             conn.execute(history.install_sql(target, base, history.wanted(conn, target, base)))
@@ -226,6 +246,13 @@ def report(figures: dict[str, dict[str, list]], unit_note: str) -> str:
             "loss paired": f"{paired_loss(f['rate'], floor) * 100:.1f} %"
             if label != FLOOR
             else "-",
+        }
+        if BARE in figures:  # against the table with nothing of jobctl's on it
+            bare = figures[BARE]["rate"]
+            row["vs lease columns alone, paired"] = (
+                f"{paired_loss(f['rate'], bare) * 100:.1f} %" if label != BARE else "-"
+            )
+        row |= {
             "WAL B/cycle": f"{statistics.median(f['wal']):,.0f}",
         }
         if f.get("cpu"):
