@@ -5,6 +5,8 @@ check, never cut."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 from screens import on_terminal
@@ -42,8 +44,11 @@ def test_a_table_without_finished_at_is_told_the_sql_and_the_steps(empty_dsn):
     asked = on_terminal(args, dsn=empty_dsn, answer="n", screen_rows=80)
     assert asked.code == 2, asked.text
     question = next(i for i, line in enumerate(asked.lines) if "[y/N]" in line)
-    steps = [line for line in asked.lines[:question] if line.startswith("  ")]
+    # the footprint first (what apply leaves, whole), then the numbered steps
+    steps = [line for line in asked.lines[:question] if re.match(r"  \d+\. ", line)]
     assert steps[0] == "  1. add the lease columns", asked.text
+    told = asked.lines[: asked.lines.index(steps[0])]
+    assert any(line.startswith("What jobctl leaves on public.background_tasks") for line in told)
     assert any("install the history trigger" in line for line in steps)
     assert all(len(line) <= 80 for line in asked.written_lines())
     assert "Apply " in asked.lines[question]
