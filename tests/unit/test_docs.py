@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from jobctl import errors
+from jobctl.cli import click_api
 from jobctl.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +94,7 @@ def test_the_pages_are_all_checked():
     # a page moved into a folder of docs/ keeps its links checked
     names = {p.relative_to(ROOT).as_posix() for p in PAGES}
     assert {"docs/reference/performance.md", "docs/reference/screens.md"} <= names
+    assert "docs/runbook.md" in names
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -110,3 +114,106 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^pytest +#", readme, re.MULTILINE)
     assert re.search(r"^JOBCTL_TEST_DSN=\S+ pytest$", ci, re.MULTILINE)
     assert re.search(r"^env -u JOBCTL_TEST_DSN pytest$", ci, re.MULTILINE)
+
+
+# ---------------------------------------------------------------- the runbook
+RUNBOOK = ROOT / "docs" / "runbook.md"
+
+
+def parse_command(line: str) -> click_api.Context:
+    """A documented command line, resolved and parsed by the real CLI without running it:
+    the group's global options, each subcommand in turn, every option's name and type (a
+    DURATION, a choice, a number) as when it runs. Raises ClickException when it would not
+    parse."""
+    args = shlex.split(line, comments=True)
+    assert args[0] == "jobctl", line
+    command = typer.main.get_command(cli.app)
+    ctx = command.make_context("jobctl", args[1:])
+    while hasattr(command, "resolve_command"):  # a group: its subcommand, then that one's
+        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        name, found, rest = command.resolve_command(ctx, rest)
+        assert name is not None and found is not None, line
+        command = found
+        ctx = command.make_context(name, rest, parent=ctx)
+    return ctx
+
+
+def runbook_commands() -> list[str]:
+    """Every command line of the runbook's shell blocks."""
+    blocks = re.findall(r"```sh\n(.*?)```", RUNBOOK.read_text(), re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.startswith("jobctl")]
+
+
+def test_parse_command_refuses_what_the_cli_would():
+    assert parse_command("jobctl --table t reclaim --plan p.json --commit").params["commit"]
+    for bad in (
+        "jobctl stuck --no-such-option",
+        "jobctl reclaim --batch-size many",
+        "jobctl schema no-such-command",
+        "jobctl stuck --grace soon",
+    ):
+        with pytest.raises(click_api.ClickException):
+            parse_command(bad)
+
+
+@pytest.mark.parametrize("line", runbook_commands())
+def test_every_runbook_command_parses(line):
+    parse_command(line)
+
+
+def test_the_runbook_walks_the_incident_path():
+    """stuck, the dry run saved as a plan, that plan committed, review, then requeue or fail
+    on a review plan: in that order."""
+    lines = runbook_commands()
+    wanted = [
+        ("jobctl stuck",),
+        ("jobctl reclaim", "--dry-run", "--save-plan"),
+        ("jobctl reclaim", "--plan", "--commit"),
+        ("jobctl review",),
+        ("jobctl requeue --plan",),
+        ("jobctl fail --plan",),
+    ]
+    at = -1
+    for words in wanted:
+        at = next(i for i, line in enumerate(lines) if i > at and all(w in line for w in words))
+    assert any(line.startswith("jobctl schema grants") for line in lines)
+
+
+def test_the_runbook_says_every_exit_code():
+    text = RUNBOOK.read_text()
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")} | {130}
+    rows = {int(m) for m in re.findall(r"^\| (\d+) \|", text, re.MULTILINE)}
+    assert rows == codes
+
+
+def test_the_readme_links_the_runbook_first():
+    readme = (ROOT / "README.md").read_text()
+    docs = re.findall(r"\]\((docs/[^)#\s]+)", readme)
+    assert docs[0] == "docs/runbook.md"
+    listed = readme.split("## Documentation", 1)[1]
+    assert re.findall(r"\]\((docs/[^)#\s]+)", listed)[0] == "docs/runbook.md"
+
+
+def test_the_readme_states_the_footprint_whole():
+    """The README's footprint names every column, check, object and table apply adds (the
+    names footprint.of prints; tests/integration/test_footprint.py holds those to the
+    catalog), and offers the least footprint beside it."""
+    from jobctl.schema import apply, footprint, history
+
+    readme = (ROOT / "README.md").read_text()
+    whole = readme.split("### What `schema apply` adds, whole", 1)[1].split("\n## ", 1)[0]
+    names = [
+        *apply.LEASE_COLUMNS,
+        *history.COLUMNS,
+        *(f"jobs_{suffix}" for suffix in apply.CHECKS),
+        "idx_jobs_processing_timeout",
+        history.TRIGGER,
+        *footprint.TABLES,
+        "SECURITY DEFINER",
+        "schema `jobctl`",
+    ]
+    for name in names:
+        assert name in whole, name
+    assert "jobctl schema apply --history audit" in whole
+    assert "BEFORE UPDATE OF jobctl_action" in whole
+    assert "added to an existing table as five columns" not in readme  # the old half-truth
