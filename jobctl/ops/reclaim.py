@@ -285,7 +285,8 @@ def commit(
     poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
     moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
-        current = dataclasses.replace(which, exclude=poisoned) if poisoned else which
+        passed_over = [*(which.exclude or ()), *poisoned]
+        current = dataclasses.replace(which, exclude=passed_over) if poisoned else which
         left = None if limit is None else limit - handled
         try:
             for rows in _batches(s, current, batch_size, left, stop):
@@ -405,12 +406,76 @@ def _statement(s: Session, which: ExpiredFilter) -> _Statement:
     )
 
 
-def _row_error(exc: psycopg.DatabaseError) -> bool:
-    """An error one row can cause: bad data (22), a constraint (23), a trigger's RAISE (P0).
+ROW_ERROR = "error"  # how the skipped text of a row whose update raised begins
+ROW_RETRIES = 3  # a row's deadlock or serialization failure: tried again, then skipped
+# what the server raises itself when it cancels a statement (statement_timeout, Ctrl-C's
+# cancel request, lock_timeout): the same SQLSTATEs a trigger can RAISE are told apart by the
+# server function that raised them, whatever the language of its messages
+_INTERRUPTS = "ProcessInterrupts"
 
-    Anything else (a missing privilege, a lost connection, a timeout) is the statement's.
+
+def _row_error(exc: psycopg.DatabaseError) -> bool:
+    """An error the row-by-row retry may isolate, whatever its SQLSTATE: what the row's data,
+    a constraint or the application's trigger raised (a trigger may RAISE any SQLSTATE,
+    42501 or 57014 included). Not what means the connection, the server or the operator
+    ended the statement: no SQLSTATE (the client lost the server), class 08 (connection),
+    53 (resources), 57 (operator intervention: a shutdown, a terminated backend) and a
+    cancel or lock timeout the server raised itself; those stop the reclaim, as before.
+
+    A privilege missing, a statement-level trigger's refusal: every row fails, and the
+    statement alone fails too (``_statement_fails``): the statement's error, raised.
     """
-    return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
+    state = exc.sqlstate or ""
+    if not state or state[:2] in ("08", "53"):
+        return False
+    if state in ("57014", "55P03"):  # query_canceled, lock_not_available
+        return exc.diag.source_function != _INTERRUPTS
+    return state[:2] != "57"
+
+
+class LeftAlone:
+    """The rows a commit skipped because their update raised (``_row_by_row``), by id, as
+    its batches pass (``watch``): the picture is partial, and ``line`` says so once."""
+
+    SHOWN = 10  # ids named in the line; the rows themselves say the rest
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def watch(self, batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
+        for batch in batches:
+            self.ids += [str(row["id"]) for row in batch if raised(row)]
+            yield batch
+
+    def line(self) -> str | None:
+        """One line naming the rows left (None when none was): exit 1, the rest done."""
+        if not self.ids:
+            return None
+        named = ", ".join(self.ids[: self.SHOWN])
+        more = f" and {len(self.ids) - self.SHOWN} more" if len(self.ids) > self.SHOWN else ""
+        return (
+            f"partial: {len(self.ids)} job(s) left as they were, their update refused by the "
+            f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
+            "the others reclaimed"
+        )
+
+
+def raised(row: ReclaimRow | Row) -> bool:
+    """Was this row skipped because its update raised (not locked, not poisoned)?"""
+    return str(row.get("skipped") or "").startswith(ROW_ERROR + ":")
+
+
+def _transient(exc: psycopg.DatabaseError) -> bool:
+    """A deadlock (40P01) or serialization failure (40001): the row is tried again."""
+    return (exc.sqlstate or "") in ("40P01", "40001")
+
+
+def _row_failure(exc: psycopg.DatabaseError, tries: int) -> str:
+    """The skipped text of a row whose update raised: its first line and its SQLSTATE."""
+    text = str(exc).strip()
+    message = text.splitlines()[0] if text else type(exc).__name__
+    again = f"; tried {tries} times" if tries > 1 else ""
+    return f"{ROW_ERROR}: {message} (SQLSTATE {exc.sqlstate}{again}); left for a human to fix"
 
 
 def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
@@ -432,22 +497,35 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
 def _row_by_row(
     s: Session, which: ExpiredFilter, size: int
 ) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
-    """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
+    """A failed batch again, one row per transaction: (applied rows, rows that raised). A
+    row that deadlocks or fails to serialize is tried ROW_RETRIES times more, then skipped;
+    any other row error skips it at once (``_row_error``). Each row is tried in this pass
+    only: the caller passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
-    first_error: Exception | None = None
     for candidate in dry_run(s, which, size):
-        try:
-            applied += _batch(s, dataclasses.replace(which, ids=[candidate["id"]]), 1)
-        except psycopg.DatabaseError as exc:
-            if not _row_error(exc):
-                raise
-            first_error = first_error or exc
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            failed.append({**candidate, "skipped": f"error: {message}"})
-    if first_error is not None and not applied:
-        raise first_error  # every row fails: not one poison row but the statement itself
+        one = dataclasses.replace(which, ids=[candidate["id"]])
+        for tries in range(1, ROW_RETRIES + 2):
+            try:
+                applied += _batch(s, one, 1)
+                break
+            except psycopg.DatabaseError as exc:
+                if not _row_error(exc):
+                    raise
+                if _transient(exc) and tries <= ROW_RETRIES:
+                    continue
+                failed.append({**candidate, "skipped": _row_failure(exc, tries)})
+                break
+    if failed and not applied:
+        _statement_fails(s, which)  # every row failed: perhaps the statement itself
     return applied, failed
+
+
+def _statement_fails(s: Session, which: ExpiredFilter) -> None:
+    """The reclaim statement run on no row at all (LIMIT 0): what it raises then is the
+    statement's (a privilege missing, a statement-level trigger, a table lock), not a
+    row's; raised. Rows that each raised on their own pass: they are skipped."""
+    _batch(s, which, 0)
 
 
 # ---------------------------------------------------------------- plans
