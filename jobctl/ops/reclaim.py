@@ -17,7 +17,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db.session import STREAM_CHUNK, Confirm, Session
-from jobctl.ops import plans
+from jobctl.ops import plans, row_errors
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
 from jobctl.render import output, reclaim_lines
 from jobctl.render.rows import ReclaimRow, Row
@@ -306,7 +306,7 @@ def commit(
                 raise
             continue
         except psycopg.DatabaseError as exc:
-            if not _row_error(exc):
+            if not row_errors.isolated(exc):
                 raise
         # one row failed the whole batch: apply it row by row so only that row stays behind
         size = batch_size if limit is None else min(batch_size, limit - handled)
@@ -406,78 +406,6 @@ def _statement(s: Session, which: ExpiredFilter) -> _Statement:
     )
 
 
-ROW_ERROR = "error"  # how the skipped text of a row whose update raised begins
-ROW_RETRIES = 3  # a row's deadlock or serialization failure: tried again, then skipped
-# what the server raises itself when it cancels a statement (statement_timeout, Ctrl-C's
-# cancel request, lock_timeout): the same SQLSTATEs a trigger can RAISE are told apart by the
-# server function that raised them, whatever the language of its messages
-_INTERRUPTS = "ProcessInterrupts"
-
-
-def _row_error(exc: psycopg.DatabaseError) -> bool:
-    """An error the row-by-row retry may isolate, whatever its SQLSTATE: what the row's data,
-    a constraint or the application's trigger raised (a trigger may RAISE any SQLSTATE,
-    42501 or 57014 included). Not what means the connection, the server or the operator
-    ended the statement: no SQLSTATE (the client lost the server), class 08 (connection),
-    53 (resources), 57 (operator intervention: a shutdown, a terminated backend) and a
-    cancel or lock timeout the server raised itself; those stop the reclaim, as before.
-
-    A privilege missing, a statement-level trigger's refusal: every row fails, and the
-    statement alone fails too (``_statement_fails``): the statement's error, raised.
-    """
-    state = exc.sqlstate or ""
-    if not state or state[:2] in ("08", "53"):
-        return False
-    if state in ("57014", "55P03"):  # query_canceled, lock_not_available
-        return exc.diag.source_function != _INTERRUPTS
-    return state[:2] != "57"
-
-
-class LeftAlone:
-    """The rows a commit skipped because their update raised (``_row_by_row``), by id, as
-    its batches pass (``watch``): the picture is partial, and ``line`` says so once."""
-
-    SHOWN = 10  # ids named in the line; the rows themselves say the rest
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-
-    def watch(self, batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
-        for batch in batches:
-            self.ids += [str(row["id"]) for row in batch if raised(row)]
-            yield batch
-
-    def line(self) -> str | None:
-        """One line naming the rows left (None when none was): exit 1, the rest done."""
-        if not self.ids:
-            return None
-        named = ", ".join(self.ids[: self.SHOWN])
-        more = f" and {len(self.ids) - self.SHOWN} more" if len(self.ids) > self.SHOWN else ""
-        return (
-            f"partial: {len(self.ids)} job(s) left as they were, their update refused by the "
-            f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
-            "the others reclaimed"
-        )
-
-
-def raised(row: ReclaimRow | Row) -> bool:
-    """Was this row skipped because its update raised (not locked, not poisoned)?"""
-    return str(row.get("skipped") or "").startswith(ROW_ERROR + ":")
-
-
-def _transient(exc: psycopg.DatabaseError) -> bool:
-    """A deadlock (40P01) or serialization failure (40001): the row is tried again."""
-    return (exc.sqlstate or "") in ("40P01", "40001")
-
-
-def _row_failure(exc: psycopg.DatabaseError, tries: int) -> str:
-    """The skipped text of a row whose update raised: its first line and its SQLSTATE."""
-    text = str(exc).strip()
-    message = text.splitlines()[0] if text else type(exc).__name__
-    again = f"; tried {tries} times" if tries > 1 else ""
-    return f"{ROW_ERROR}: {message} (SQLSTATE {exc.sqlstate}{again}); left for a human to fix"
-
-
 def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
@@ -498,23 +426,23 @@ def _row_by_row(
     s: Session, which: ExpiredFilter, size: int
 ) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
     """A failed batch again, one row per transaction: (applied rows, rows that raised). A
-    row that deadlocks or fails to serialize is tried ROW_RETRIES times more, then skipped;
-    any other row error skips it at once (``_row_error``). Each row is tried in this pass
+    row that deadlocks or fails to serialize is tried row_errors.RETRIES times more, then skipped;
+    any other row error skips it at once (``row_errors.isolated``). Each row is tried in this pass
     only: the caller passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
     for candidate in dry_run(s, which, size):
         one = dataclasses.replace(which, ids=[candidate["id"]])
-        for tries in range(1, ROW_RETRIES + 2):
+        for tries in range(1, row_errors.RETRIES + 2):
             try:
                 applied += _batch(s, one, 1)
                 break
             except psycopg.DatabaseError as exc:
-                if not _row_error(exc):
+                if not row_errors.isolated(exc):
                     raise
-                if _transient(exc) and tries <= ROW_RETRIES:
+                if row_errors.transient(exc) and tries <= row_errors.RETRIES:
                     continue
-                failed.append({**candidate, "skipped": _row_failure(exc, tries)})
+                failed.append({**candidate, "skipped": row_errors.skipped(exc, tries)})
                 break
     if failed and not applied:
         _statement_fails(s, which)  # every row failed: perhaps the statement itself

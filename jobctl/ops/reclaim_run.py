@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
-from jobctl.ops import fleet, reclaim, reclaim_targets
+from jobctl.ops import fleet, reclaim, reclaim_targets, row_errors
 from jobctl.render import reclaim_lines, views
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
@@ -123,7 +123,7 @@ def _on_one(
 
     with gateway.open(settings, access, say=say) as (s, standing):
         started = reclaim.start(s, request, confirm, standing=standing, trust_replica=trust_replica)
-        left = reclaim.LeftAlone()  # rows whose update raised: named once, exit 1
+        left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
         started.batches = left.watch(
             replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
         )

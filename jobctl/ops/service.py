@@ -22,7 +22,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db import session
-from jobctl.ops import reclaim, replica, triage
+from jobctl.ops import reclaim, replica, row_errors, triage
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
@@ -171,7 +171,7 @@ def serve(
                 for batch in reclaim.commit(
                     current, this_pass, batch_size=batch_size, limit=None, stop=stop
                 ):
-                    left.update(str(row["id"]) for row in batch if reclaim.raised(row))
+                    left.update(str(row["id"]) for row in batch if row_errors.raised(row))
                     applied = _counted(batch, told, pass_counts, log)
                     if applied:
                         done += len(applied)
@@ -303,7 +303,7 @@ def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str],
         if skipped.startswith(triage.POISONED):
             told.add(str(row["id"]))
             log(f"reclaimer: job {row['id']}: {skipped}")
-        elif reclaim.raised(row):
+        elif row_errors.raised(row):
             told.add(str(row["id"]))
             log(
                 f"reclaimer: job {row['id']}: {skipped} (passed over until the service "

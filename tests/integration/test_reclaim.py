@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from jobctl import db, lease
 from jobctl.db import session
-from jobctl.ops import reclaim, triage
+from jobctl.ops import reclaim, row_errors, triage
 from jobctl.render import rows
 from jobctl.sql import queries
 
@@ -477,7 +477,7 @@ REFUSING_TRIGGER = """
 """
 # a privilege refused, a deadlock, a cancel (each RAISEd by the trigger: not the server's
 # own), a plain RAISE: the row is skipped whatever the SQLSTATE; a deadlock tried again first
-REFUSALS = {"42501": 2, "40P01": 2 + reclaim.ROW_RETRIES, "57014": 2, "P0001": 2}
+REFUSALS = {"42501": 2, "40P01": 2 + row_errors.RETRIES, "57014": 2, "P0001": 2}
 
 
 def refused_row(conn, dsn, state: str) -> int:
