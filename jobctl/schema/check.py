@@ -79,6 +79,24 @@ def ownership_check(conn: psycopg.Connection[Any]) -> Check:
     )
 
 
+def ids_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Each id names one row: jobctl names a job by its id alone (``shape.repeated_id``)."""
+    repeated = shape.repeated_id(conn, table)
+    if repeated is not None:
+        return Check("ids name one job each", False, repeated)
+    column = table.mapping.column("id")
+    unique = db.row(conn, "id_unique_alone", {"oid": table.oid, "column": column})
+    if unique is not None and unique["unique"]:
+        return Check("ids name one job each", True, f"a unique index on {column!r} alone")
+    return Check(
+        "ids name one job each",
+        True,
+        f"no id repeats now, though no unique index on {column!r} alone says none can (a "
+        "partitioned table's key holds its partition key): an id that repeats across "
+        "partitions would be refused",
+    )
+
+
 def row_security(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
     """Row security on the jobs table: jobctl runs with row_security off, so that no policy
     (the application's code) runs as its role; a role that does not bypass row security is
@@ -141,6 +159,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results.append(history_check(conn, table))
     results.append(ownership_check(conn))
     results.append(row_security(conn, table))
+    results.append(ids_check(conn, table))
     if table.mapping.column("status") in columns:
         results += _status_checks(conn, table)
     if not wrong:

@@ -424,3 +424,15 @@ SELECT r.rolname::pg_catalog.text AS role
 FROM pg_catalog.pg_roles r
 WHERE r.rolname OPERATOR(pg_catalog.=) ANY(%(roles)s::pg_catalog.text[])
   AND (r.rolsuper OR r.rolbypassrls)
+
+-- name: id_unique_alone
+-- whether a unique index (no predicate) keys the table on the id column alone: then no id can
+-- repeat. A partitioned table's unique key must hold its partition key, so one partitioned by
+-- anything but the id has none (schema/shape.repeated_id then reads the rows)
+SELECT EXISTS (
+    SELECT FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
+                                  AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+    WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisunique
+      AND i.indpred IS NULL AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
+      AND a.attname OPERATOR(pg_catalog.=) %(column)s::pg_catalog.name) AS unique

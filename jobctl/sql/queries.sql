@@ -1096,6 +1096,15 @@ LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE
 -- whether the jobs table holds any row (an index on an empty table needs no CONCURRENTLY)
 SELECT EXISTS (SELECT FROM {table}) AS e
 
+-- name: repeated_id
+-- an id that more than one row of the table holds (a partitioned table keyed on the id and its
+-- partition key: the same id in two partitions), with how many rows hold it; none: no row
+SELECT j.{id}::pg_catalog.text AS id, pg_catalog.count(*) AS rows
+FROM {table} j
+GROUP BY j.{id}
+HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1
+LIMIT 1
+
 -- name: lease_consistency
 -- processing rows reclaim can never see (no lease or no token), and token/status mismatches
 SELECT count(*) FILTER (WHERE {status} = {processing} AND {lease_missing}) AS invisible,
