@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from jobctl.db import failures
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -34,6 +36,8 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
     """
     state = exc.sqlstate or ""
     if not state or state[:2] in ("08", "53"):
+        return False
+    if failures.row_security_refused(exc):  # row security refuses every row: one line at once
         return False
     if state in ("57014", "55P03"):  # query_canceled, lock_not_available
         return exc.diag.source_function != _INTERRUPTS
