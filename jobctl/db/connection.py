@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
-from jobctl.db import loaders
+from jobctl.db import failures, loaders
 from jobctl.db.failures import mapped_errors, pooler_hint
 from jobctl.db.secrets import check_dsn, holds_password, redact
 from jobctl.db.settings import Settings
@@ -144,11 +144,41 @@ def batched(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
 
 
 @contextlib.contextmanager
+def policies_named(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """PostgreSQL's refusal of a query that a row security policy would filter (jobctl runs
+    with row_security off, so that no policy's expression runs as its role) raised with the
+    policies of the table it names, read once the refused transaction has ended, for its one
+    line (``failures.database_error``). Nothing is read for any other error, nor inside a
+    transaction that is still open (a savepoint's): there the error goes on as it came."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if failures.row_security_refused(exc) and _idle(conn):
+            with contextlib.suppress(psycopg.Error):
+                with conn.transaction():
+                    conn.execute(queries.query("safe_transaction_settings"))
+                    rows = conn.execute(
+                        queries.query("row_security_refusal"),
+                        {"name": failures.refused_table(exc)},
+                    ).fetchall()
+                failures.name_policies(exc, [(r["qualified"], r["policies"]) for r in rows])
+        raise
+
+
+def _idle(conn: psycopg.Connection[Any]) -> bool:
+    from psycopg import pq
+
+    return not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+@contextlib.contextmanager
 def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
     styles it parses, for the catalog reads that need no timeouts of their own (inside a
     command's transaction, or alone: ``replica.probe``)."""
-    with batched(conn), conn.transaction():  # the settings go out with the first read
+    with policies_named(conn), batched(conn), conn.transaction():  # settings go with a read
         conn.execute(queries.query("safe_transaction_settings"))
         yield conn
 
@@ -169,7 +199,7 @@ def transaction(
     setting as the session's). ``action`` and ``reason`` reach the history trigger together
     with the actor, through transaction-local settings.
     """
-    with conn.transaction():
+    with policies_named(conn), conn.transaction():
         _apply(conn, settings, read_only=read_only, action=action, reason=reason)
         yield conn
 
@@ -191,7 +221,6 @@ def pipelined(
     libpq older than 14 (no pipeline mode) the same transaction takes four round trips.
     """
     import psycopg
-    from psycopg import pq
 
     # a connection lost mid-pipeline is raised as one error; psycopg would also log a warning
     # about the pipeline it could not close (a second line on stderr, without a handler)
@@ -202,7 +231,8 @@ def pipelined(
     # the rows are read after the COMMIT, by the session's own DateStyle (loaders.reading_iso);
     # when that is ISO already, psycopg's own loaders (C, not a Python call per value) read them
     session_iso = (conn.info.parameter_status("DateStyle") or "").startswith("ISO")
-    try:
+    # the policies of a row security refusal are read once _rolled_back has ended it
+    with policies_named(conn), _rolled_back(conn):
         with conn.pipeline():
             conn.execute("BEGIN")
             _apply(conn, settings, action=action, reason=reason)
@@ -210,12 +240,6 @@ def pipelined(
             cursor.execute(statement, params)
             conn.execute("COMMIT")
         return cursor.fetchall()
-    except BaseException:
-        # the error skipped the COMMIT: end the failed transaction on its server connection
-        if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
-            with contextlib.suppress(Exception):
-                conn.execute("ROLLBACK")
-        raise
 
 
 class Sent:
@@ -253,7 +277,6 @@ def sending(
     mode) each runs as ``pipelined`` does, at once.
     """
     import psycopg
-    from psycopg import pq
 
     logging.getLogger("psycopg").addHandler(_SILENT)  # as pipelined: one error, one line
     if not psycopg.Pipeline.is_supported():
@@ -267,18 +290,27 @@ def sending(
         yield run_now
         return
     session_iso = (conn.info.parameter_status("DateStyle") or "").startswith("ISO")
+    with policies_named(conn), _rolled_back(conn), conn.pipeline() as pipeline:
+
+        def send(params: dict[str, Any]) -> Sent:
+            conn.execute("BEGIN")
+            _apply(conn, settings, action=action, reason=reason)
+            cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
+            cursor.execute(statement, params)
+            conn.execute("COMMIT")
+            return Sent(cursor, pipeline)
+
+        yield send
+
+
+@contextlib.contextmanager
+def _rolled_back(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A failure inside ends the transaction it left open on its server connection (an error
+    skipped its COMMIT), then goes on."""
+    from psycopg import pq
+
     try:
-        with conn.pipeline() as pipeline:
-
-            def send(params: dict[str, Any]) -> Sent:
-                conn.execute("BEGIN")
-                _apply(conn, settings, action=action, reason=reason)
-                cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
-                cursor.execute(statement, params)
-                conn.execute("COMMIT")
-                return Sent(cursor, pipeline)
-
-            yield send
+        yield
     except BaseException:
         if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
             with contextlib.suppress(Exception):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from jobctl import errors
 from jobctl.db.secrets import redact
+from jobctl.render import safe_text
 
 if TYPE_CHECKING:
     pass
@@ -66,6 +67,59 @@ def moved_to_another_partition(exc: BaseException) -> bool:
     ) and "moved to another partition" in (exc.diag.message_primary or "")
 
 
+# PostgreSQL's refusal of a query that a row security policy would filter, under jobctl's
+# row_security off: raised by this function of the server, whatever the messages' language
+_ROW_SECURITY_CHECK = "check_enable_rls"
+_QUOTED = re.compile(r'"(?P<name>[^"]{1,63})"')
+_POLICIES = "jobctl_row_security_policies"  # set on the exception by db.connection
+
+
+def row_security_refused(exc: BaseException) -> bool:
+    """Is this the server's refusal of a query a row security policy would have filtered?"""
+    import psycopg
+
+    return (
+        isinstance(exc, psycopg.errors.InsufficientPrivilege)
+        and exc.diag.source_function == _ROW_SECURITY_CHECK
+    )
+
+
+def refused_table(exc: BaseException) -> str | None:
+    """The table the refusal names (unqualified, as the message quotes it), if it can tell."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.Error):
+        return None
+    found = _QUOTED.search(exc.diag.message_primary or "")
+    return found["name"] if found else None
+
+
+def name_policies(exc: BaseException, tables: list[tuple[str, list[str]]]) -> None:
+    """Keep on the refusal the tables with row security and their policies (read from the
+    catalog once its transaction ended), for ``database_error``'s line."""
+    setattr(exc, _POLICIES, tables)
+
+
+def _row_security_line(exc: BaseException) -> str:
+    """The refusal in one line: the table's policies, and the ways out."""
+    tables: list[tuple[str, list[str]]] = getattr(exc, _POLICIES, None) or []
+    if tables:
+        on = "; ".join(
+            f"{safe_text.visible(name)} (policies: "
+            + (", ".join(safe_text.visible(p) for p in policies) or "none: every row hidden")
+            + ")"
+            for name, policies in tables
+        )
+    else:
+        on = safe_text.visible(refused_table(exc) or "the jobs table")
+    return (
+        f"row security is on for {on}: jobctl never runs a policy's code as its role, so "
+        "PostgreSQL refused the query; nothing read or written. Either give jobctl's roles "
+        "BYPASSRLS (as a superuser: ALTER ROLE ... BYPASSRLS), or leave the jobs table "
+        "without policies (ALTER TABLE ... DISABLE ROW LEVEL SECURITY)"
+    )
+
+
 # the error of sql/queries.sql's origin_session: a write in a session whose triggers would not fire
 _REPLICATION_ROLE = re.compile(r'"jobctl refuses session_replication_role (?P<role>[a-z]{1,20})"')
 
@@ -98,6 +152,8 @@ def database_error(exc: Exception, dsn: str | None = None) -> errors.JobctlError
         return errors.SchemaMissing(
             f"{first_line}: jobctl's history is not installed; run 'jobctl schema apply'"
         )
+    if row_security_refused(exc):
+        return errors.Refused(_row_security_line(exc))
     if isinstance(exc, pg.InsufficientPrivilege):
         return errors.DatabaseError(f"permission denied: {first_line}")
     if isinstance(exc, pg.ReadOnlySqlTransaction):

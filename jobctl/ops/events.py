@@ -18,6 +18,8 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
+import psycopg
+
 from jobctl import errors
 from jobctl.db.session import Session
 from jobctl.ops.slices import EVERY, Slice
@@ -94,5 +96,17 @@ def stream(
         "cut": triage.cut(full),
     }
     shown = triage.shown_texts("e", "worker", "actor", "reason")
-    for row in s.stream(name, params, **shown):
-        yield cast(JobEvent, row)
+    try:
+        for row in s.stream(name, params, **shown):
+            yield cast(JobEvent, row)
+    except psycopg.errors.CardinalityViolation:  # a job's kind or queue read by its id
+        raise errors.DatabaseError(REPEATED_IDS) from None
+
+
+# an event names its job by id alone; two rows of the table holding that id (in two of its
+# partitions) leave its kind and queue unknown: the table is one jobctl refuses
+REPEATED_IDS = (
+    "ids repeat across the table's partitions: an event's job is two rows, so events cannot "
+    "say its kind or queue; jobctl names a job by its id alone and refuses such a table "
+    "(jobctl schema check names an id that repeats)"
+)

@@ -17,7 +17,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db.session import STREAM_CHUNK, Confirm, Session
-from jobctl.ops import plans
+from jobctl.ops import plans, row_errors
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
 from jobctl.render import output, reclaim_lines
 from jobctl.render.rows import ReclaimRow, Row
@@ -285,7 +285,8 @@ def commit(
     poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
     moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
-        current = dataclasses.replace(which, exclude=poisoned) if poisoned else which
+        passed_over = [*(which.exclude or ()), *poisoned]
+        current = dataclasses.replace(which, exclude=passed_over) if poisoned else which
         left = None if limit is None else limit - handled
         try:
             for rows in _batches(s, current, batch_size, left, stop):
@@ -305,7 +306,7 @@ def commit(
                 raise
             continue
         except psycopg.DatabaseError as exc:
-            if not _row_error(exc):
+            if not row_errors.isolated(exc):
                 raise
         # one row failed the whole batch: apply it row by row so only that row stays behind
         size = batch_size if limit is None else min(batch_size, limit - handled)
@@ -405,14 +406,6 @@ def _statement(s: Session, which: ExpiredFilter) -> _Statement:
     )
 
 
-def _row_error(exc: psycopg.DatabaseError) -> bool:
-    """An error one row can cause: bad data (22), a constraint (23), a trigger's RAISE (P0).
-
-    Anything else (a missing privilege, a lost connection, a timeout) is the statement's.
-    """
-    return (exc.sqlstate or "")[:2] in ("22", "23", "P0")
-
-
 def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
     """One batch of the lease design's reclaim in its own short transaction, its timeouts
     transaction-local, sent in one round trip (no session state: pooler-safe)."""
@@ -432,22 +425,35 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
 def _row_by_row(
     s: Session, which: ExpiredFilter, size: int
 ) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
-    """A failed batch again, one row per transaction: (applied rows, rows that raised)."""
+    """A failed batch again, one row per transaction: (applied rows, rows that raised). A
+    row that deadlocks or fails to serialize is tried row_errors.RETRIES times more, then skipped;
+    any other row error skips it at once (``row_errors.isolated``). Each row is tried in this pass
+    only: the caller passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
-    first_error: Exception | None = None
     for candidate in dry_run(s, which, size):
-        try:
-            applied += _batch(s, dataclasses.replace(which, ids=[candidate["id"]]), 1)
-        except psycopg.DatabaseError as exc:
-            if not _row_error(exc):
-                raise
-            first_error = first_error or exc
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            failed.append({**candidate, "skipped": f"error: {message}"})
-    if first_error is not None and not applied:
-        raise first_error  # every row fails: not one poison row but the statement itself
+        one = dataclasses.replace(which, ids=[candidate["id"]])
+        for tries in range(1, row_errors.RETRIES + 2):
+            try:
+                applied += _batch(s, one, 1)
+                break
+            except psycopg.DatabaseError as exc:
+                if not row_errors.isolated(exc):
+                    raise
+                if row_errors.transient(exc) and tries <= row_errors.RETRIES:
+                    continue
+                failed.append({**candidate, "skipped": row_errors.skipped(exc, tries)})
+                break
+    if failed and not applied:
+        _statement_fails(s, which)  # every row failed: perhaps the statement itself
     return applied, failed
+
+
+def _statement_fails(s: Session, which: ExpiredFilter) -> None:
+    """The reclaim statement run on no row at all (LIMIT 0): what it raises then is the
+    statement's (a privilege missing, a statement-level trigger, a table lock), not a
+    row's; raised. Rows that each raised on their own pass: they are skipped."""
+    _batch(s, which, 0)
 
 
 # ---------------------------------------------------------------- plans

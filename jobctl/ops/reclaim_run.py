@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
-from jobctl.ops import fleet, reclaim, reclaim_targets
+from jobctl.ops import fleet, reclaim, reclaim_targets, row_errors
 from jobctl.render import reclaim_lines, views
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
@@ -59,11 +59,13 @@ class Reclaimed:
     plan_line: str | None = None
     unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
     unserved: list[str] = dataclasses.field(default_factory=list)
+    left_alone: list[str] = dataclasses.field(default_factory=list)  # rows whose update raised
 
     @property
     def exit_code(self) -> int:
-        """1 when a target failed or was not served (the picture is partial), else 0."""
-        if self.unserved:
+        """1 when a target failed or was not served, or a row's update raised (the picture is
+        partial), else 0."""
+        if self.unserved or self.left_alone:
             return errors.EXIT_ERROR
         return fleet.exit_code([*self.unreachable, *self.outcomes])
 
@@ -121,8 +123,9 @@ def _on_one(
 
     with gateway.open(settings, access, say=say) as (s, standing):
         started = reclaim.start(s, request, confirm, standing=standing, trust_replica=trust_replica)
-        started.batches = replica.reclaimed(
-            started.batches, request.batch_size, s.settings.resolved_dsn()
+        left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
+        started.batches = left.watch(
+            replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
         )
         kept, counts = drain(started)
         park_status = s.table.mapping.named_park
@@ -131,8 +134,9 @@ def _on_one(
     return Reclaimed(
         kept=kept,
         total=sum(counts.values()),
-        lines=[*said, after] if after else said,
+        lines=[*said, *filter(None, [after, left.line()])],
         plan_line=views.plan_line(request.save_plan, None),
+        left_alone=left.ids,
     )
 
 

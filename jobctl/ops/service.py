@@ -8,6 +8,7 @@ and the attempt-token fence keep them from ever reclaiming one lease twice.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -21,7 +22,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db import session
-from jobctl.ops import reclaim, replica, triage
+from jobctl.ops import reclaim, replica, row_errors, triage
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
@@ -154,6 +155,7 @@ def serve(
     backoff = 0.5
     connections = 0
     told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
+    left: set[str] = set()  # the jobs whose update raised: passed over from then on
     pass_counts: collections.Counter[str] = collections.Counter()  # this pass: requeue, fail
     recorded: bool | None = None  # the pass record works (None: not tried yet)
     while not stop.is_set():
@@ -163,9 +165,13 @@ def serve(
                 if current is None or current.conn.closed:
                     current = _connected(settings, connections, which, log)
                     connections += 1
+                # the rows whose update raised in an earlier pass are passed over: named
+                # once, never tried again by this service (no retry loop on one row)
+                this_pass = dataclasses.replace(which, exclude=[*left]) if left else which
                 for batch in reclaim.commit(
-                    current, which, batch_size=batch_size, limit=None, stop=stop
+                    current, this_pass, batch_size=batch_size, limit=None, stop=stop
                 ):
+                    left.update(str(row["id"]) for row in batch if row_errors.raised(row))
                     applied = _counted(batch, told, pass_counts, log)
                     if applied:
                         done += len(applied)
@@ -287,13 +293,22 @@ def _review_count(s: session.Session) -> Callable[[], int]:
 
 
 def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:
-    """One line for each job of ``batch`` whose lease times reclaim cannot use (it leaves
-    the job and goes on with the others), once per job while the service runs."""
+    """One line for each job of ``batch`` whose lease times reclaim cannot use, or whose
+    update the database refused (a trigger, a constraint: the service then passes it over
+    until it restarts), once per job while the service runs; it goes on with the others."""
     for row in batch:
         skipped = row.get("skipped") or ""
-        if skipped.startswith(triage.POISONED) and str(row["id"]) not in told:
+        if str(row["id"]) in told:
+            continue
+        if skipped.startswith(triage.POISONED):
             told.add(str(row["id"]))
             log(f"reclaimer: job {row['id']}: {skipped}")
+        elif row_errors.raised(row):
+            told.add(str(row["id"]))
+            log(
+                f"reclaimer: job {row['id']}: {skipped} (passed over until the service "
+                f"restarts; jobctl reclaim --commit --id {row['id']} tries it again)"
+            )
 
 
 def _connect(

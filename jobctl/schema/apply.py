@@ -225,6 +225,9 @@ def _refuse_unserved(
     why = column_types.refusal(table.qualified, mapping, table.types)
     if why is not None:  # the history's function or a statement would fail on it
         raise errors.NothingDone(why)
+    why = shape.repeated_id(conn, table)  # a job is named by its id alone
+    if why is not None:
+        raise errors.NothingDone(why)
     refused = shape.rejected_statuses(conn, found, mapping)
     if refused:
         value, reason = refused[0]

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 from jobctl import db
+from jobctl.render import safe_text
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, ownership, reclaim_index, remove, shape, statuses, unserved
 from jobctl.sql import queries
@@ -79,6 +80,73 @@ def ownership_check(conn: psycopg.Connection[Any]) -> Check:
     )
 
 
+def ids_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Each id names one row: jobctl names a job by its id alone (``shape.repeated_id``)."""
+    repeated = shape.repeated_id(conn, table)
+    if repeated is not None:
+        return Check("ids name one job each", False, repeated)
+    column = table.mapping.column("id")
+    unique = db.row(conn, "id_unique_alone", {"oid": table.oid, "column": column})
+    if unique is not None and unique["unique"]:
+        return Check("ids name one job each", True, f"a unique index on {column!r} alone")
+    return Check(
+        "ids name one job each",
+        True,
+        f"no id repeats now, though no unique index on {column!r} alone says none can (a "
+        "partitioned table's key holds its partition key): an id that repeats across "
+        "partitions would be refused",
+    )
+
+
+def row_security(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Row security on the jobs table: jobctl runs with row_security off, so that no policy
+    (the application's code) runs as its role; a role that does not bypass row security is
+    then refused by every command. Failed while any role granted on the table (but its
+    owner) does not bypass it: those the line names, with the ways out."""
+    found = db.row(conn, "table_row_security", {"oid": table.oid})
+    assert found is not None
+    if not found["enabled"]:
+        return Check("row security", True, "off: no policy of the application's runs in jobctl")
+    return Check("row security", not found["refused"], row_security_detail(table, found))
+
+
+def row_security_detail(table: db.JobsTable, found: dict[str, Any]) -> str:
+    """What row security on the jobs table means for jobctl's roles (``table_row_security``)."""
+    policies = ", ".join(safe_text.visible(p) for p in found["policies"]) or "none"
+    said = f"on for {safe_text.visible(table.qualified)} (policies: {policies})"
+    if found["forced"]:
+        said += ", forced on its owner too"
+    said += "; jobctl runs no policy's code: a role that does not bypass it is refused"
+    if found["bypassing"]:
+        said += "; bypassing it: " + ", ".join(safe_text.visible(r) for r in found["bypassing"])
+    if found["refused"]:
+        said += (
+            "; refused: "
+            + ", ".join(safe_text.visible(r) for r in found["refused"])
+            + " (jobctl's roles: ALTER ROLE ... BYPASSRLS, as a superuser; or no policy on "
+            "the table: ALTER TABLE ... DISABLE ROW LEVEL SECURITY)"
+        )
+    return said
+
+
+def grants_row_security(
+    conn: psycopg.Connection[Any], table_name: str, roles: list[str]
+) -> str | None:
+    """After schema grants: a line when row security on the jobs table refuses the roles
+    granted (they do not bypass it), naming them and the ways out; None when it does not."""
+    table = db.resolve_table(conn, table_name)
+    found = db.row(conn, "table_row_security", {"oid": table.oid})
+    if found is None or not found["enabled"]:
+        return None
+    bypassing = {r["role"] for r in db.rows(conn, "roles_bypassing_row_security", {"roles": roles})}
+    refused = [r for r in roles if r not in bypassing]
+    if not refused:
+        return None
+    return "row security is " + row_security_detail(
+        table, {**found, "refused": refused, "bypassing": sorted(bypassing)}
+    )
+
+
 def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     """The lease design's pre-flight checklist, as far as the database can tell."""
     table = db.resolve_table(conn, table_name)
@@ -91,6 +159,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _optional_index_checks(conn, table)
     results.append(history_check(conn, table))
     results.append(ownership_check(conn))
+    results.append(row_security(conn, table))
+    results.append(ids_check(conn, table))
     if table.mapping.column("status") in columns:
         results += _status_checks(conn, table)
     if not wrong:

@@ -15,6 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
+from jobctl.render import safe_text
 from jobctl.sql import queries
 from jobctl.table import libraries
 from jobctl.table.mapping import TableMapping
@@ -130,6 +131,27 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
             f"({', '.join(shape.primary_key)}): jobctl needs it to name one job"
         )
     return None
+
+
+def repeated_id(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """Why jobctl refuses a table whose ids repeat (one line), or None. jobctl names a job by
+    its id alone: its fences, plans, history, ``events`` and ``top`` key on it. A table keyed
+    on the id and its partition key (a partitioned table's unique key must hold the partition
+    key) may hold one id in two partitions: refused while it does. Served while no id
+    repeats; a unique index on the id alone says none can, without reading the rows."""
+    column = table.mapping.column("id")
+    unique = db.row(conn, "id_unique_alone", {"oid": table.oid, "column": column})
+    if unique is not None and unique["unique"]:
+        return None
+    found = db.row(conn, queries.query("repeated_id", **table.fragments))
+    if found is None:
+        return None
+    return (
+        f"{table.qualified}: id {safe_text.visible(found['id'])} is held by {found['rows']} "
+        f"rows (ids repeat across its partitions: no unique index on {column!r} alone), and "
+        "jobctl names a job by its id alone (its fences, plans, history, events and top): "
+        "give every partition's rows ids from one sequence, and each repeated id a new one"
+    )
 
 
 def rejected_statuses(

@@ -381,3 +381,58 @@ SELECT (SELECT ic.relname::pg_catalog.text
         ORDER BY 1 LIMIT 1) AS index,
        (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
         WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows
+
+-- name: row_security_refusal
+-- the tables whose row security can refuse a query of jobctl's (it runs with row_security
+-- off): each with its policies, those named %(name)s alone when given (the refusal's text
+-- names the table, unqualified); read after the refused transaction ended (db.connection)
+SELECT pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
+       pg_catalog.array_remove(pg_catalog.array_agg(p.polname::pg_catalog.text
+                                                    ORDER BY p.polname), NULL) AS policies
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+LEFT JOIN pg_catalog.pg_policy p ON p.polrelid OPERATOR(pg_catalog.=) c.oid
+WHERE c.relrowsecurity
+  AND (%(name)s::pg_catalog.text IS NULL OR c.relname OPERATOR(pg_catalog.=) %(name)s)
+GROUP BY n.nspname, c.relname
+ORDER BY 1
+LIMIT 5
+
+-- name: table_row_security
+-- row security on the jobs table: on, forced on its owner, its policies, and the roles that
+-- hold a privilege on it (but its owner), each with whether it bypasses row security (a
+-- superuser or BYPASSRLS): the others are refused by jobctl, which runs no policy's code
+SELECT c.relrowsecurity AS enabled, c.relforcerowsecurity AS forced,
+       ARRAY(SELECT p.polname::pg_catalog.text FROM pg_catalog.pg_policy p
+                        WHERE p.polrelid OPERATOR(pg_catalog.=) c.oid ORDER BY 1) AS policies,
+       ARRAY(SELECT DISTINCT r.rolname::pg_catalog.text
+                        FROM pg_catalog.aclexplode(c.relacl) a
+                        JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+                        WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                          AND NOT (r.rolsuper OR r.rolbypassrls) ORDER BY 1) AS refused,
+       ARRAY(SELECT DISTINCT r.rolname::pg_catalog.text
+                        FROM pg_catalog.aclexplode(c.relacl) a
+                        JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+                        WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                          AND (r.rolsuper OR r.rolbypassrls) ORDER BY 1) AS bypassing
+FROM pg_catalog.pg_class c
+WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s
+
+-- name: roles_bypassing_row_security
+-- of the roles named, those that bypass row security (a superuser or BYPASSRLS)
+SELECT r.rolname::pg_catalog.text AS role
+FROM pg_catalog.pg_roles r
+WHERE r.rolname OPERATOR(pg_catalog.=) ANY(%(roles)s::pg_catalog.text[])
+  AND (r.rolsuper OR r.rolbypassrls)
+
+-- name: id_unique_alone
+-- whether a unique index (no predicate) keys the table on the id column alone: then no id can
+-- repeat. A partitioned table's unique key must hold its partition key, so one partitioned by
+-- anything but the id has none (schema/shape.repeated_id then reads the rows)
+SELECT EXISTS (
+    SELECT FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
+                                  AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+    WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisunique
+      AND i.indpred IS NULL AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
+      AND a.attname OPERATOR(pg_catalog.=) %(column)s::pg_catalog.name) AS unique

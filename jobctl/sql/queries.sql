@@ -1097,6 +1097,15 @@ LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE
 -- whether the jobs table holds any row (an index on an empty table needs no CONCURRENTLY)
 SELECT EXISTS (SELECT FROM {table}) AS e
 
+-- name: repeated_id
+-- an id that more than one row of the table holds (a partitioned table keyed on the id and its
+-- partition key: the same id in two partitions), with how many rows hold it; none: no row
+SELECT j.{id}::pg_catalog.text AS id, pg_catalog.count(*) AS rows
+FROM {table} j
+GROUP BY j.{id}
+HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1
+LIMIT 1
+
 -- name: lease_consistency
 -- processing rows reclaim can never see (no lease or no token), and token/status mismatches
 SELECT count(*) FILTER (WHERE {status} = {processing} AND {lease_missing}) AS invisible,
@@ -1128,8 +1137,13 @@ ORDER BY id LIMIT 1
 -- jobctl runs after it resolves a name through a schema another role can write ahead of
 -- pg_catalog (pg_temp last, so it is not searched first); this statement itself names every
 -- function it calls (it runs under the session's search_path). {origin_session}: a write's
--- guard (a read's transaction leaves it empty); {parse_settings}: the output styles it parses
+-- guard (a read's transaction leaves it empty); {parse_settings}: the output styles it parses.
+-- row_security off: a row security policy on a table jobctl reads or writes is an expression
+-- of the application's, run as jobctl's role for every row; off, PostgreSQL refuses the query
+-- instead (42501, db.failures says which policies and the ways out) unless the role bypasses
+-- row security (a superuser, BYPASSRLS, the table's owner without FORCE)
 SELECT pg_catalog.set_config('search_path', {search_path}, true),
+       pg_catalog.set_config('row_security', 'off', true),
        {read_only}
        {origin_session}
        {parse_settings}
@@ -1196,8 +1210,10 @@ pg_catalog.set_config('extra_float_digits', '1', true),
 
 -- name: safe_transaction_settings
 -- a transaction (or savepoint) on jobctl's search_path, with the output styles it parses, for
--- the catalog reads that need no timeouts of their own (db.safe)
+-- the catalog reads that need no timeouts of their own (db.safe); row_security off, as in
+-- transaction_settings: no policy's expression runs as jobctl's role
 SELECT {parse_settings}
+       pg_catalog.set_config('row_security', 'off', true),
        pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
 
 -- name: origin_session

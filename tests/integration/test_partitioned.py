@@ -6,6 +6,7 @@ Real PostgreSQL, real rows; the tables are those of tests/shapes.py (PARTITIONED
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -19,7 +20,15 @@ import psycopg
 import pytest
 from helpers import jobctl_process, wait_until
 from psycopg import rows
-from shapes import LIST_BY_QUEUE, LIST_BY_STATUS, LIST_THEN_HASH, PARTITIONED, Shape
+from shapes import (
+    HASH_BY_ID,
+    LIST_BY_QUEUE,
+    LIST_BY_STATUS,
+    LIST_THEN_HASH,
+    PARTITIONED,
+    RANGE_BY_CREATED,
+    Shape,
+)
 
 from jobctl import db, lease
 from jobctl.ops import triage
@@ -422,3 +431,94 @@ def test_apply_through_a_pooler_in_transaction_mode(empty_dsn, pgbouncer, run):
         assert result.code == 0, result.err
         assert run("schema", "check", dsn=pooled).code == 0
         assert root_index_valid(conn) is True
+
+
+# ---------------------------------------------------------------- ids that repeat
+# Issue 44, finding 4: a partitioned table keyed on (id, partition key) may hold one id in two
+# partitions. jobctl names a job by its id alone (fences, plans, history, events, top): such
+# a table is refused by schema apply and failed by schema check, in one line naming the id;
+# one whose ids come to repeat after apply is refused by top and events, never a crash.
+REPEAT = (
+    "INSERT INTO jobs (id, queue, status, attempt_token, reserved_by, reserved_at,"
+    " lease_expires_at) SELECT id, 'reports', status, gen_random_uuid(), reserved_by,"
+    " reserved_at, lease_expires_at FROM jobs WHERE id = %s"
+)
+
+
+def test_schema_apply_and_check_refuse_ids_that_repeat_across_partitions(empty_dsn, run):
+    with made(empty_dsn, RANGE_BY_CREATED) as conn:
+        conn.execute("INSERT INTO jobs (id, created_at) VALUES (7, '2019-06-01'), (7, now())")
+        result = run("schema", "apply", "--yes", dsn=empty_dsn)
+        assert result.code == 2, result.err
+        line = result.err.strip()
+        assert "\n" not in line and "id 7 is held by 2 rows" in line, line
+        assert "Traceback" not in line and line.endswith("nothing done"), line
+        code, found = checks(run, empty_dsn)
+        assert code == 4
+        assert not found["ids name one job each"]["ok"]
+        assert "id 7 is held by 2 rows" in found["ids name one job each"]["detail"]
+        conn.execute("UPDATE jobs SET id = 8 WHERE created_at < '2020-01-01'")
+        assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        code, found = checks(run, empty_dsn)
+        unique = found["ids name one job each"]
+        assert unique["ok"] and "no id repeats now" in unique["detail"], unique
+
+
+def test_a_unique_index_on_the_id_alone_needs_no_read(empty_dsn, run):
+    with made(empty_dsn, HASH_BY_ID, 10):
+        assert run("schema", "apply", "--yes", dsn=empty_dsn).code == 0
+        _, found = checks(run, empty_dsn)
+        unique = found["ids name one job each"]
+        assert unique["ok"] and "a unique index on 'id' alone" in unique["detail"], unique
+
+
+def repeated_after_apply(empty_dsn: str, run) -> tuple[psycopg.Connection[Any], int]:
+    """LIST_BY_QUEUE served (its queue mapped), two expired leases reclaimed and claimed
+    again; then one job's id repeated in another partition, its copy claimed too."""
+    conn = made(empty_dsn, LIST_BY_QUEUE, 8)
+    assert run("schema", "apply", "--yes", "--column", "queue=queue", dsn=empty_dsn).code == 0
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=-60)
+        claimed = [worker.claim() for _ in range(2)]
+    job = min(j.id for j in claimed if j is not None)
+    assert run("reclaim", "--commit", "--yes", dsn=empty_dsn).code == 0  # events: reclaimed
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=-60)
+        [worker.claim() for _ in range(2)]
+    conn.execute(REPEAT, (job,))
+    return conn, job
+
+
+def test_events_refuses_ids_that_repeat_in_one_line(empty_dsn, run):
+    conn, _ = repeated_after_apply(empty_dsn, run)
+    with conn:
+        result = run("events", "-o", "json", dsn=empty_dsn)
+        assert result.code == 1, result.err
+        line = result.err.strip()
+        assert "\n" not in line and "ids repeat across the table's partitions" in line, line
+
+
+def test_top_says_ids_repeat_and_does_not_crash(empty_dsn, run):
+    pytest.importorskip("textual")
+    import asyncio
+
+    from textual.widgets import Static
+
+    from jobctl.cli.top.app import TopApp
+    from jobctl.cli.top.data import Source
+    from jobctl.ops import console, gateway
+
+    conn, job = repeated_after_apply(empty_dsn, run)
+    settings = db.Settings(dsn=empty_dsn, actor="tester@ci")
+    said: list[str] = []
+    with conn, gateway.open(settings, gateway.Access("top"), say=said.append) as (s, standing):
+        ask = console.Ask(dt.timedelta(seconds=30), limit=500)
+        app = TopApp(Source.one(s, standing, ask, writes=False), dt.timedelta(hours=1))
+
+        async def go() -> str:
+            async with app.run_test(size=(120, 30)) as pilot:
+                await pilot.pause()
+                return " ".join(str(w.render()) for w in app.query(Static))
+
+        screen = asyncio.run(go())
+    assert f"job id {job} is held by more than one row" in screen, screen

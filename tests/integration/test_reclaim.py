@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from jobctl import db, lease
 from jobctl.db import session
-from jobctl.ops import reclaim, triage
+from jobctl.ops import reclaim, row_errors, triage
 from jobctl.render import rows
 from jobctl.sql import queries
 
@@ -455,12 +455,130 @@ def test_poison_row_does_not_strand_the_batch(conn, dsn, run):
         CREATE TRIGGER poison BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION poison();
     """)
     result = run("reclaim", "--commit", "--yes", "--batch-size", "3", "-o", "json")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err  # partial: the poison row named, the others done
     rows = {r["id"]: r for r in json.loads(result.out)}
     assert not rows[poison]["applied"] and "is poison" in rows[poison]["skipped"]
     assert sum(r["applied"] for r in rows.values()) == 6
     left = conn.execute("SELECT id FROM jobs WHERE status = 'processing'").fetchall()
     assert [r["id"] for r in left] == [poison]
+
+
+REFUSING_TRIGGER = """
+    CREATE SEQUENCE refusals;
+    CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.id = {job} AND NEW.status <> 'processing' THEN
+            PERFORM nextval('refusals');  -- not rolled back: counts every try
+            RAISE EXCEPTION 'nope' USING ERRCODE = '{state}';
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER refuse BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse();
+"""
+# a privilege refused, a deadlock, a cancel (each RAISEd by the trigger: not the server's
+# own), a plain RAISE: the row is skipped whatever the SQLSTATE; a deadlock tried again first
+REFUSALS = {"42501": 2, "40P01": 2 + row_errors.RETRIES, "57014": 2, "P0001": 2}
+
+
+def refused_row(conn, dsn, state: str) -> int:
+    """Ten expired leases; a trigger that raises ``state`` for the fourth one's reclaim."""
+    add_jobs(conn, 10)
+    job = claim_all(dsn, 10)[3].id
+    conn.execute(REFUSING_TRIGGER.format(job=job, state=state))
+    return job
+
+
+def tries(conn) -> int:
+    """How many times the trigger refused the row (a sequence: its calls are never undone)."""
+    row = conn.execute("SELECT last_value, is_called FROM refusals").fetchone()
+    return row["last_value"] if row["is_called"] else 0
+
+
+@pytest.mark.parametrize("state", list(REFUSALS))
+def test_a_row_a_trigger_refuses_is_skipped_whatever_its_sqlstate(conn, dsn, run, state):
+    """One row of ten refused by the application's trigger: the nine others are reclaimed,
+    the row is named by id once, and the exit code says the run was partial (1)."""
+    job = refused_row(conn, dsn, state)
+    result = run("reclaim", "--commit", "--yes", "-o", "json")
+    assert result.code == 1, result.err
+    rows_out = {r["id"]: r for r in json.loads(result.out)}
+    assert sum(r["applied"] for r in rows_out.values()) == 9
+    skipped = rows_out[job]["skipped"]
+    assert not rows_out[job]["applied"] and "nope" in skipped and state in skipped, skipped
+    (line,) = [line for line in result.err.splitlines() if line.startswith("partial:")]
+    assert line.endswith(f": {job}; the others reclaimed"), line
+    assert "9 requeued, 0 failed, 1 skipped" in result.err, result.err
+    left = conn.execute("SELECT id FROM jobs WHERE status = 'processing'").fetchall()
+    assert [r["id"] for r in left] == [job]
+    assert tries(conn) == REFUSALS[state]  # the batch, then the row (a deadlock: retried)
+
+
+def test_the_service_names_a_refused_row_once_and_passes_it_over(conn, dsn):
+    """The reclaimer service meets the refused row in its first pass, names it once, and
+    never tries it again in the passes after (no retry loop, no target_down)."""
+    from jobctl.ops import service
+
+    job = refused_row(conn, dsn, "42501")
+    stop, lines = threading.Event(), []
+    passes = 0
+
+    def log(line: str) -> None:
+        lines.append(line)
+
+    settings = db.Settings(dsn=dsn, actor="service@ci")
+    reclaimed = []
+    deadline = time.monotonic() + 30
+
+    def count_passes() -> None:  # stops the service after its third pass (or 30 s)
+        nonlocal passes
+        while not stop.is_set() and time.monotonic() < deadline:
+            passes = conn.execute(
+                "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
+            ).fetchone()["n"]
+            if passes >= 3:
+                break
+            time.sleep(0.05)
+        stop.set()
+
+    counter = threading.Thread(target=count_passes)
+    counter.start()
+    try:
+        for batch, _ in service.serve(
+            settings,
+            triage.ExpiredFilter(),
+            batch_size=50,
+            every=dt.timedelta(milliseconds=100),
+            stop=stop,
+            log=log,
+        ):
+            reclaimed += [r["id"] for r in batch if r["applied"]]
+    finally:
+        stop.set()
+        counter.join()
+    assert passes >= 3
+    assert len(reclaimed) == 9 and job not in reclaimed
+    named = [line for line in lines if f"job {job}:" in line]
+    assert len(named) == 1 and "nope" in named[0] and "passed over" in named[0], lines
+    assert not [line for line in lines if "retrying" in line], lines
+    assert tries(conn) == REFUSALS["42501"]  # its first pass only
+
+
+def test_a_refusal_of_every_row_by_the_statement_itself_stops_the_reclaim(conn, dsn, run):
+    """A statement-level trigger refuses the reclaim itself: no row is named, nothing is
+    reclaimed, one error line (exit 1), as before: not a poisoned row but the statement's."""
+    add_jobs(conn, 3)
+    claim_all(dsn, 3)
+    conn.execute("""
+        CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'no updates today' USING ERRCODE = '42501'; END $$;
+        CREATE TRIGGER refuse_all BEFORE UPDATE ON jobs
+            FOR EACH STATEMENT EXECUTE FUNCTION refuse_all();
+    """)
+    result = run("reclaim", "--commit", "--yes", "-o", "json")
+    assert result.code == 1 and "no updates today" in result.err, result.err
+    assert "partial" not in result.err
+    left = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()
+    assert left == {"n": 3}
 
 
 def test_reclaim_gives_up_at_lock_timeout(conn, dsn, run):

@@ -234,6 +234,7 @@ def schema_grants(
     Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
     """
     from jobctl.schema import apply as schema_apply
+    from jobctl.schema import check as schema_check
 
     if readonly is None and operator is None:
         raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
@@ -252,6 +253,11 @@ def schema_grants(
             f"Apply {len(steps)} grant step(s)?",
             command="schema grants",
         )
+        with db.transaction(conn, settings, read_only=True):  # the roles it leaves refused
+            refused = schema_check.grants_row_security(
+                conn, settings.table, [r for r in (readonly, operator) if r is not None]
+            )
+        context.say_if(refused)
 
 
 @app.command("check")

@@ -85,6 +85,7 @@ class Source:
                 site, functools.partial(console.refresh, site.session, site.standing, ask)
             )
             site.standing = snap.standing or site.standing
+            _refuse_repeated(site, snap)
             snaps.append((site.target or "", snap))
         return console.merged(snaps) if self.many else snaps[0][1]
 
@@ -130,6 +131,24 @@ class Source:
             dsn = site.session.settings.resolved_dsn() or None
             line = " ".join(db.redact(exc.message, dsn).split())
             raise Failed(f"{site.target}: {line}" if site.target else line) from None
+
+
+def _refuse_repeated(site: Site, snap: console.Snapshot) -> None:
+    """A job is a row of the screen keyed by its id, and the target of a write by it: two
+    rows of one id (a partitioned table keyed on the id and its partition key, the same id
+    in two partitions) are refused in one line for the status bar, never shown as one."""
+    for rows in (snap.stuck, snap.review):
+        seen: set[str] = set()
+        for row in rows:
+            key = views.key(row)
+            if key in seen:
+                where = f"{site.target}: " if site.target else ""
+                raise Failed(
+                    f"{where}job id {views.safe(str(row['id']))} is held by more than one "
+                    "row (ids repeat across the table's partitions): jobctl names a job by "
+                    "its id alone and refuses such a table (jobctl schema check)"
+                )
+            seen.add(key)
 
 
 def _untagged(row: Row) -> Row:
