@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobctl import errors
+from jobctl import durations, errors
 from jobctl.ops import manual, replica, review, slices, triage
 from jobctl.ops import stuck as stuck_read
 
@@ -73,6 +73,45 @@ class Snapshot:
     @property
     def more_review(self) -> int:
         return max(0, self.awaiting_review - len(self.review))
+
+
+# a lost connection is retried as the reclaimer retries it (``ops.service``): at once
+# after half a second, then each wait twice the last, never more than this
+FIRST_RETRY_S = 0.5
+MAX_RETRY_S = 30.0
+
+
+@dataclasses.dataclass
+class Lost:
+    """A database the console lost (a restart, a failover, a pooler bounce): since when
+    (``time.monotonic``), why, how many reconnections failed since, and when the next one is
+    due. Pure: the clock is the caller's."""
+
+    since: float
+    why: str
+    tries: int = 0
+    due: float = 0.0
+    wait_s: float = FIRST_RETRY_S
+
+    @classmethod
+    def at(cls, now: float, why: str) -> Lost:
+        """The loss seen at ``now``: its first reconnection due in ``FIRST_RETRY_S``."""
+        return cls(since=now, why=why, due=now + FIRST_RETRY_S)
+
+    def failed(self, now: float, why: str) -> None:
+        """A reconnection failed at ``now``: the next one waits twice as long (capped)."""
+        self.tries += 1
+        self.why = why
+        self.wait_s = min(self.wait_s * 2, MAX_RETRY_S)
+        self.due = now + self.wait_s
+
+    def is_due(self, now: float) -> bool:
+        return now >= self.due
+
+    def line(self, now: float) -> str:
+        """Where the reconnection is, in a few words: ``lost 12s, try 3 in 4s``."""
+        left = durations.human(max(0.0, self.due - now))
+        return f"lost {durations.human(now - self.since)}, try {self.tries + 1} in {left}"
 
 
 def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:

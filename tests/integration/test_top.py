@@ -353,3 +353,74 @@ def test_claims_without_a_lease_come_last_and_are_counted(incident, conn, dsn):
             assert row[2:5] == ["legacy-1", "none", "claimed 2m ago"]
 
         drive(app, script)
+
+
+# ---------------------------------------------------------------- a server restarted under top
+@pytest.fixture
+def own_server(server_dsn):
+    """A PostgreSQL of the run's version that this test alone starts and stops (never the
+    machine's): initdb'd by tests/cluster.py, with the app database and jobctl installed."""
+    import cluster
+
+    from jobctl.cli import main as cli
+
+    with psycopg.connect(server_dsn) as c:
+        major = int(c.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
+    bindir = cluster.bindir_for(major // 10_000)
+    if bindir is None:
+        pytest.skip(f"no PostgreSQL {major // 10_000} server binaries (initdb, pg_ctl) here")
+    with cluster.replicated(bindir) as made:
+        with made.primary.connect() as c:
+            c.execute("CREATE DATABASE app")
+        dsn = f"host=127.0.0.1 port={made.primary.port} user=postgres dbname=app connect_timeout=3"
+        assert cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"]) == 0
+        yield made.primary, dsn
+
+
+def test_a_restarted_server_is_reconnected_with_backoff_said_on_the_strip(own_server):
+    server, dsn = own_server
+    with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as c:
+        add_jobs(c, 2)
+    claim_all(dsn, 2, worker="w1", lease_seconds=-30)
+    settings = db.Settings(dsn=dsn, actor="tester@ci")
+    access = gateway.Access("top")
+    with gateway.open(settings, access, say=lambda line: None) as (s, standing):
+        site = Site(s, standing, reopen=lambda say: gateway.open(settings, access, say=say))
+        source = Source([site], console.Ask(dt.timedelta(seconds=30), limit=500))
+        app = TopApp(source, HOUR)  # (no refresh of its own for an hour: only reconnections)
+
+        async def until(pilot, wanted, seconds=30.0):
+            deadline = asyncio.get_running_loop().time() + seconds
+            while wanted not in text_of(app.query_one("#strip", Static)):
+                assert asyncio.get_running_loop().time() < deadline, text_of(
+                    app.query_one("#strip", Static)
+                )
+                await pilot.pause(0.1)
+
+        async def script(pilot):
+            assert "expired 2" in text_of(app.query_one("#strip", Static))
+            server.stop("fast")
+            app.reload()
+            await pilot.pause()
+            assert app.status()["message"].startswith("refresh failed: ")
+            await until(pilot, "reconnecting (lost")  # said on the strip, figures kept
+            strip = text_of(app.query_one("#strip", Static))
+            assert "expired 2" in strip and "as of" in strip
+            assert len(app.status()["ids"]) == 2
+            await pilot.pause(2.0)  # a few tries fail while it is down: the backoff grows
+            assert site.lost is not None and site.lost.tries >= 1
+            server.start()
+            with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as c:
+                add_jobs(c, 1)
+            claim_all(dsn, 1, worker="w2", lease_seconds=-30)
+            await until(pilot, "expired 3", seconds=40)  # back, with today's figures
+            assert "reconnecting" not in text_of(app.query_one("#strip", Static))
+            assert "reconnected after" in app.status()["message"]
+            assert len(app.status()["ids"]) == 3
+            await pilot.press("q")
+
+        try:
+            drive(app, script)
+        finally:
+            source.close()
+    assert app.return_code == 0

@@ -9,6 +9,8 @@ from conftest import scratch_database
 from screens import WORKERS, stage
 from top_screens import console
 
+from jobctl.cli.top.views import HELP
+
 pytest.importorskip("pyte")
 pytest.importorskip("textual")
 
@@ -33,7 +35,15 @@ def test_top_on_a_terminal(incident, columns, rows):
         assert all(line.split()[0].isdigit() for line in jobs)  # each id whole, first
         assert "q quit" in top.screen.display[-1]  # the keys, at the bottom
         top.press("r")
-        assert "read-only: requeue changes nothing" in top.text
+        said = [line.strip() for line in top.text.splitlines() if "read-only: " in line]
+        assert said == ["read-only: requeue writes nothing; start with top --allow-writes"]
+        top.press("?")  # the help: every key, whole at this width
+        shown = top.wait_for("jobctl top: keys")
+        for keys, does in HELP:
+            assert f"{keys:<10} {does}" in shown
+        assert "jobctl top --allow-writes writes" in shown
+        top.press("\x1b")
+        top.wait_for("1 stuck")
         top.press("2")
         assert f"    {ids['parked']}   manual  {WORKERS[3]}" in top.wait_for("awaiting review")
         top.press("\r")

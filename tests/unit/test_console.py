@@ -76,3 +76,17 @@ def test_targets_merged_tagged_ordered_and_added_up():
     assert (both.expired, both.awaiting_review, both.ready) == (5, 3, 3)
     assert both.oldest_ready_s == 70.0
     assert both.more_stuck == 3 and both.more_review == 1  # counted, not read
+
+
+def test_a_lost_database_is_retried_with_backoff_as_the_reclaimer_does():
+    lost = console.Lost.at(100.0, "database unavailable: the connection is lost")
+    assert not lost.is_due(100.2) and lost.is_due(100.5)  # first try after half a second
+    waits = []
+    now = 100.5
+    for _ in range(9):
+        lost.failed(now, "cannot connect: refused")
+        waits.append(lost.due - now)
+        now = lost.due
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]  # doubled, capped
+    assert lost.why == "cannot connect: refused" and lost.tries == 9
+    assert lost.line(now - 4) == "lost 2m28s, try 10 in 4s"  # since the loss, to the next

@@ -4,6 +4,7 @@ the filter; the confirmation names every row; the main module does not load Text
 from __future__ import annotations
 
 import datetime as dt
+import io
 import subprocess
 import sys
 
@@ -113,3 +114,51 @@ def test_top_is_a_writer_only_with_allow_writes():
 
     assert context.access("top", {"allow_writes": True}).writes
     assert not context.access("top", {"allow_writes": False}).writes
+
+
+def test_the_help_names_every_key_bound_and_says_whether_r_and_f_write():
+    from jobctl.cli.top.app import TopApp
+
+    shown = views.help_text(writes=False).plain
+    bound = {b.key for b in TopApp.BINDINGS}  # type: ignore[union-attr]
+    assert {"q", "j", "k", "1", "2", "3", "slash", "space", "r", "f", "p"} <= {
+        k for keys in bound for k in keys.split(",")
+    }
+    for keys, _ in views.HELP:
+        assert keys in shown
+    assert "read-only" in shown and "--allow-writes" in shown
+    assert "WRITES ALLOWED" in views.help_text(writes=True).plain
+    assert all(len(line) <= 74 for line in shown.splitlines())  # 80 columns: a box, a bar
+
+
+def test_the_strip_says_a_reconnection_and_how_old_the_figures_are():
+    from jobctl.ops import console
+
+    read = dt.datetime(2026, 1, 1, 12, 0, 5, tzinfo=dt.timezone.utc)
+    snap = console.Snapshot([], [], 3, 1, 0, 2, None, read)
+    every = dt.timedelta(seconds=2)
+    fresh = views.strip(snap, writes=False, every=every, where="db:5432 public.jobs")
+    assert "reconnecting" not in fresh.plain and "every 2s" in fresh.plain
+    stale = views.strip(
+        snap, writes=False, every=every, where="db:5432 public.jobs", lost=["lost 12s, try 3 in 4s"]
+    )
+    second = stale.plain.splitlines()[1]
+    assert second.startswith("read-only · reconnecting (lost 12s, try 3 in 4s) · as of ")
+    assert len(second.split(" · db:")[0]) <= 80
+    assert views.strip(None, writes=False, every=every, where="", lost=["lost 1s"]).plain == (
+        "reconnecting (lost 1s)"
+    )
+
+
+def test_a_long_message_wraps_within_80_columns_and_stays_whole():
+    from rich.console import Console
+
+    line = (
+        "refresh failed: reconnecting (lost 12s, try 3 in 4s): cannot connect: connection "
+        "to server at 127.0.0.1, port 5432 failed: Connection refused"
+    )
+    out = Console(width=80, record=True, color_system=None, file=io.StringIO())
+    out.print(views.message(line))
+    shown = out.export_text()
+    assert " ".join(shown.split()) == line and all(len(x) <= 80 for x in shown.splitlines())
+    assert "read-only" in views.help_text(writes=False).plain

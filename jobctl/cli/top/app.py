@@ -34,7 +34,7 @@ CSS = """
 #rows { height: 1fr; }
 #summary { height: 1fr; display: none; }
 #filter { dock: bottom; display: none; height: 3; }
-#message { height: 1; color: $warning; }
+#message { height: auto; max-height: 3; color: $warning; }
 #keys { height: 2; background: $boost; }
 TextScreen, PromptScreen, ConfirmScreen { align: center middle; }
 #text-box { width: 100%; height: 100%; border: round $accent; }
@@ -138,6 +138,7 @@ class TopApp(App[int]):
         Binding("r", "write('requeue')", show=False),
         Binding("f", "write('fail')", show=False),
         Binding("p", "plan", show=False),
+        Binding("question_mark,f1", "help", show=False),
     ]
 
     def __init__(self, source: Source, every: dt.timedelta) -> None:
@@ -157,6 +158,7 @@ class TopApp(App[int]):
         self.table_cells: list[list[Text]] = []
         self.column_keys: list[ColumnKey] = []
         self.refreshes = 0
+        self.retrying = False  # a reconnection's timer is set
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -176,17 +178,35 @@ class TopApp(App[int]):
     def on_mount(self) -> None:
         self.reload()
         self.set_interval(self.every.total_seconds(), self.reload)
+        self.set_interval(1.0, self._tick)
         self.query_one("#rows", DataTable).focus()
 
     # ------------------------------------------------------------ data
     def reload(self) -> None:
-        """Read again and redraw, keeping the cursor on the same job."""
+        """Read again and redraw, keeping the cursor on the same job; a lost database is
+        tried again when its backoff is over, not only at the next refresh."""
         try:
             self.snap = self.source.refresh(self.view)
         except Failed as exc:
             self.say(f"refresh failed: {exc}")
+        else:
+            if self.source.notes:
+                self.say("; ".join(self.source.notes))
         self.refreshes += 1
         self.redraw()
+        wait = self.source.retry_in()
+        if wait is not None and not self.retrying and wait < self.every.total_seconds():
+            self.retrying = True
+            self.set_timer(max(wait, 0.05), self._retry)
+
+    def _retry(self) -> None:
+        self.retrying = False
+        self.reload()
+
+    def _tick(self) -> None:
+        """The strip's countdown, each second, while a reconnection waits (nothing read)."""
+        if self.source.retry_in() is not None:
+            self._strip()
 
     def rows_of(self, view: str) -> list[Row]:
         if self.snap is None or view == views.SUMMARY:
@@ -194,11 +214,18 @@ class TopApp(App[int]):
         found = self.snap.stuck if view == views.STUCK else self.snap.review
         return [r for r in found if views.matches(r, self.needle)]
 
-    def redraw(self) -> None:
+    def _strip(self) -> None:
         strip = views.strip(
-            self.snap, writes=self.source.writes, every=self.every, where=self.source.where
+            self.snap,
+            writes=self.source.writes,
+            every=self.every,
+            where=self.source.where,
+            lost=self.source.reconnecting(),
         )
         self.query_one("#strip", Static).update(strip)
+
+    def redraw(self) -> None:
+        self._strip()
         table = self.query_one("#rows", DataTable)
         summary = self.query_one("#summary", VerticalScroll)
         showing_rows = self.view != views.SUMMARY
@@ -262,9 +289,13 @@ class TopApp(App[int]):
         return [current] if current is not None else []
 
     def say(self, line: str) -> None:
-        self.query_one("#message", Static).update(views.plain(line))
+        """A line under the rows, wrapped (three lines at most), never cut at 80 columns."""
+        self.query_one("#message", Static).update(views.message(line))
 
     # ------------------------------------------------------------ keys
+    def action_help(self) -> None:
+        self.push_screen(TextScreen(views.help_text(writes=self.source.writes)))
+
     def action_quit_top(self) -> None:
         self.exit(0)
 
@@ -328,10 +359,7 @@ class TopApp(App[int]):
     # ------------------------------------------------------------ writes
     def action_write(self, action: Action) -> None:
         if not self.source.writes:
-            self.say(
-                f"read-only: {action} changes nothing here; "
-                "start jobctl top --allow-writes to requeue or fail"
-            )
+            self.say(f"read-only: {action} writes nothing; start with top --allow-writes")
             return
         rows = self.chosen()
         if not rows:

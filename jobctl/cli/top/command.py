@@ -18,7 +18,8 @@ from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 
 if TYPE_CHECKING:
-    from jobctl.cli.top.data import Source
+    from jobctl import db
+    from jobctl.cli.top.data import Reopen, Source
     from jobctl.ops import console
 
 INSTALL = "jobctl top needs Textual: pip install 'jobctl[tui]'"
@@ -70,16 +71,26 @@ def top(
 @contextlib.contextmanager
 def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Source]:
     """The console's sessions: the command's one, or one per target (each opened as a
-    command's is, a writer refused on a standby), all open until the console ends."""
+    command's is, a writer refused on a standby), all open until the console ends; each
+    opened again the same way when its connection is lost."""
     from jobctl.cli.top.data import Site, Source
     from jobctl.ops import gateway
 
     fleet = context.across(ctx)
+    access = gateway.Access("top", writes=writes)
+
+    def again(settings: db.Settings) -> Reopen:  # a lost session opened as the first was
+        return lambda say: gateway.open(settings, access, say=say)
+
     if fleet is None:
         with context.open_session(ctx) as s:
-            yield Source.one(s, context.standing(ctx), ask, writes=writes)
+            site = Site(s, context.standing(ctx), reopen=again(s.settings))
+            source = Source([site], ask, writes)
+            try:
+                yield source
+            finally:
+                source.close()
         return
-    access = gateway.Access("top", writes=writes)
     with contextlib.ExitStack() as stack:
         sites = []
         for target in fleet:
@@ -87,5 +98,7 @@ def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Sou
             s, standing = stack.enter_context(
                 gateway.open(target.settings, access, say=terminal.say)
             )
-            sites.append(Site(s, standing, target.name))
-        yield Source(sites, ask, writes)
+            sites.append(Site(s, standing, target.name, reopen=again(s.settings)))
+        source = Source(sites, ask, writes)
+        stack.callback(source.close)
+        yield source

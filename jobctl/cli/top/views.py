@@ -25,7 +25,21 @@ VIEWS = (STUCK, REVIEW, SUMMARY)
 ERROR_CHARS = 200  # an error in a cell: its start (the detail shows it whole)
 KEYS = (
     "↑↓/jk move  1 stuck 2 review 3 summary  / filter  enter detail  space mark\n"
-    "r requeue  f fail  p plan  esc close/clear  q quit"
+    "r requeue  f fail  p plan  esc close/clear  ? help  q quit"
+)
+# the help screen (``?``): each key and what it does; the writes' keys say when they write
+HELP = (
+    ("↑ ↓  j k", "move the cursor"),
+    ("1  2  3", "view stuck jobs, jobs awaiting review, the summary"),
+    ("/", "filter rows by id, worker, error...; enter applies it"),
+    ("esc", "clear the filter; close a screen"),
+    ("enter", "the job's detail: attempts, tokens, events, explain"),
+    ("space", "mark the job: r, f, p act on the marked, else the current"),
+    ("r", "requeue: a reason, the rows shown, y writes (fenced, audited)"),
+    ("f", "fail: a reason (its last_error), the rows shown, y writes"),
+    ("p", "save the jobs as a plan (jobctl requeue --plan applies it)"),
+    ("? F1", "this help"),
+    ("q  ctrl-c", "quit (exit 0; ctrl-c: 130)"),
 )
 
 
@@ -134,9 +148,45 @@ def headers(view: str, targets: bool = False) -> list[Text]:
     return [*first, *(plain(c.header, "bold") for c in COLUMNS[view])]
 
 
-def strip(snap: Snapshot | None, *, writes: bool, every: dt.timedelta, where: str) -> Text:
-    """The summary strip: the counts, the oldest ready job, the server, the mode."""
+def message(line: str) -> Text:
+    """The line under the rows: made safe, wrapped at words (never cut at the width)."""
+    return Text(safe_text.visible(line), overflow="fold")
+
+
+def help_text(*, writes: bool) -> Text:
+    """The help screen: every key and what it does, and whether r and f write here."""
+    text = Text()
+    text.append("jobctl top: keys\n\n", style="bold")
+    for keys, does in HELP:
+        text.append(f"  {keys:<10}", style="bold")
+        text.append(f" {does}\n")
+    text.append("\n")
+    if writes:
+        text.append("WRITES ALLOWED", style="bold red")
+        text.append(": r and f write after y; a row changed since the screen read it\n")
+        text.append("is a conflict, not written.\n")
+    else:
+        text.append("read-only", style="green")
+        text.append(": r and f write nothing; jobctl top --allow-writes writes.\n")
+    text.append("A lost database is reconnected with backoff; the strip says so, and\n")
+    text.append("its figures stay, as of the time it shows, until it answers.\n")
+    text.append("\nesc closes", style="dim")
+    return text
+
+
+def strip(
+    snap: Snapshot | None,
+    *,
+    writes: bool,
+    every: dt.timedelta,
+    where: str,
+    lost: Sequence[str] = (),
+) -> Text:
+    """The summary strip: the counts, the oldest ready job, the server, the mode; while a
+    database is lost, its reconnection (``lost``) before the time of the figures shown."""
     if snap is None:
+        if lost:
+            return plain(f"reconnecting ({'; '.join(lost)})", "bold red")
         return plain("reading…")
     parts = [
         (f"expired {snap.expired}", "bold red" if snap.expired else "green"),
@@ -154,7 +204,12 @@ def strip(snap: Snapshot | None, *, writes: bool, every: dt.timedelta, where: st
         text.append(part, style=style)
     text.append("\n")  # the mode first: a long server name is what gets cut
     text.append("WRITES ALLOWED" if writes else "read-only", "bold red" if writes else "green")
-    text.append(f" · {snap.read_at.astimezone():%H:%M:%S} every {screen.seconds(every)} · ")
+    if lost:  # the figures are stale: how stale, and when the next try is
+        text.append(" · ")
+        text.append(f"reconnecting ({'; '.join(safe(line) for line in lost)})", "bold red")
+        text.append(f" · as of {snap.read_at.astimezone():%H:%M:%S} · ")
+    else:
+        text.append(f" · {snap.read_at.astimezone():%H:%M:%S} every {screen.seconds(every)} · ")
     text.append(safe(where))
     return text
 
