@@ -346,18 +346,33 @@ def history(
     ctx: typer.Context,
     job_id: opt.JobId,
     full: opt.Full = False,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help="The events, not the attempts: -o csv/tsv's one table (a row each, with "
+            "the job's columns); on a terminal, the job and its events.",
+        ),
+    ] = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
     """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
+    -o csv/tsv: one table, a row per attempt (--events: per event), with the job's columns.
 
-    Example: jobctl history 42
+    Example: jobctl history 42 -o csv --events
     """
     from jobctl.ops import triage
 
+    if events and out in (output.Output.json, output.Output.jsonl):
+        raise errors.UsageError(f"--events chooses a table; -o {out.value} carries both")
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id, full=full)
-    terminal.emit(context.marked(ctx, views.history(result, job_id)), out, fmt)
+    if out in (output.Output.csv, output.Output.tsv):
+        doc = views.history_table(result, events=events)
+    else:
+        doc = views.history(result, job_id, events_only=events)
+    terminal.emit(context.marked(ctx, doc), out, fmt)
 
 
 @app.command(

@@ -429,19 +429,75 @@ def show(job: rows.Row, job_id: object) -> Document:
     )
 
 
-def history(result: rows.History, job_id: object) -> Document:
+def history(result: rows.History, job_id: object, *, events_only: bool = False) -> Document:
+    """The job's head, its attempts and its events, as tables for a person (``events_only``:
+    the head and the events). JSON: the whole ``result``."""
     head = {
         k: result["job"].get(k)
         for k in rows.with_optional(rows.HISTORY_HEAD_COLUMNS, [result["job"]])
     }
+    attempts = Section("attempts", result["attempts"], rows.ATTEMPT_COLUMNS, ATTEMPT_VIEW)
     return Document(
         result,
         [
             Section(f"job {job_id}", [head], None, HISTORY_HEAD_VIEW),
-            Section("attempts", result["attempts"], rows.ATTEMPT_COLUMNS, ATTEMPT_VIEW),
+            *([] if events_only else [attempts]),
             Section("events", result["events"], rows.EVENT_COLUMNS, EVENT_VIEW),
         ],
     )
+
+
+def history_table(result: rows.History, *, events: bool = False) -> Document:
+    """``history -o csv/tsv``: one table a CSV reader takes whole (csvkit, mlr, Python's
+    csv): a row per attempt (``events``: per event), with every key JSON gives that row
+    (those some rows lack included), then every column of the job's row as ``job_NAME``,
+    ``job_id`` first. JSON is unchanged: the whole ``result``."""
+    found: list[Mapping[str, Any]] = list(result["events"] if events else result["attempts"])
+    own = _keys(rows.EVENT_COLUMNS if events else rows.ATTEMPT_COLUMNS, found)
+    job = {f"job_{k}": v for k, v in result["job"].items()}
+    columns = ["job_id", *own, *(k for k in job if k != "job_id")]
+    table = [{**job, **row} for row in found]
+    return Document(result, [Section(None, table, columns)])
+
+
+def _keys(listed: Sequence[str], found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every key of ``found``'s rows, in the order they first come, after ``listed``'s."""
+    keys = dict.fromkeys(listed)
+    for row in found:
+        keys.update(dict.fromkeys(row))
+    return list(keys)
+
+
+def report_table(result: Mapping[str, Any]) -> Document:
+    """``report -o csv/tsv``: the report's data as one table, ``section`` first: a row of
+    the plain values of the top level (``report``: the table, the window, the counts) and
+    of each object in it (``latency``, ``expired_totals``, ``awaiting_review`` ...), and a
+    row per row of each list of rows (``expired``, ``awaiting_review.oldest`` ...: the JSON
+    path to it). Every column any row has, in the order they first come (empty where a
+    section has none); a deeper object or a list of values is one JSON cell. JSON is
+    unchanged: the whole ``result``."""
+    table: list[dict[str, Any]] = []
+    _report_rows("report", result, table)
+    return Document(result, [Section(None, table, _keys(["section"], table))])
+
+
+def _report_rows(path: str, value: Mapping[str, Any], table: list[dict[str, Any]]) -> None:
+    top = path == "report"
+    nested = {k: v for k, v in value.items() if _rows(v) or (top and isinstance(v, Mapping))}
+    plain = {k: v for k, v in value.items() if k not in nested}
+    if plain:
+        table.append({"section": path, **plain})
+    for key, inner in nested.items():
+        where = key if top else f"{path}.{key}"
+        if isinstance(inner, Mapping):
+            _report_rows(where, inner, table)
+        else:
+            table.extend({"section": where, **row} for row in inner)
+
+
+def _rows(value: Any) -> bool:
+    """A list of rows (objects); an empty list is one too (it adds none)."""
+    return isinstance(value, list) and all(isinstance(r, Mapping) for r in value)
 
 
 def explain(result: rows.Row) -> Document:

@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 
-from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.render import output, rows, views
@@ -173,7 +172,8 @@ def report(
 ) -> None:
     """An incident on one page of Markdown, for the postmortem: what expired (when, by
     worker), what reclaim did, what people did (who, what, why), what still waits for
-    review, and the queue latency where the history can tell it. -o json gives the data.
+    review, and the queue latency where the history can tell it. -o json gives the data;
+    -o csv/tsv the same as one table, a row per row of each part (its section first).
 
     Example: jobctl report --since 2h > incident.md
     """
@@ -193,5 +193,5 @@ def report(
         terminal.emit(output.Document(result, []), out, None)
     elif out.tabular:
         sys.stdout.write(markdown.report(result, target=target))
-    else:
-        raise errors.UsageError("report prints Markdown (-o table) or JSON (-o json, jsonl)")
+    else:  # csv, tsv: one table, a section column (views.report_table)
+        terminal.emit(views.report_table(result), out, None)
