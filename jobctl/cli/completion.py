@@ -19,13 +19,22 @@ Enter). Here, two rules (see docs/commands.md, "jobctl completion SHELL"):
   completions); their scripts read the lines into an array and never ``eval`` them.
 
 Only these three shells are registered: jobctl ships no PowerShell completion.
+
+What a TAB asks the database (job ids, workers) has one deadline, ``DEADLINE_S`` for all of
+it in the process (``ask``): a read not done by then is left to a daemon thread and gives no
+candidate, and once the candidates are written the process ends at once (``os._exit``), so
+its exit never waits on a read left behind (a server that accepts and never answers).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from typer._completion_classes import BashComplete, FishComplete, ZshComplete
 from typer.models import TyperPath as PathType
@@ -38,6 +47,48 @@ from jobctl.cli.click_api import (
     split_arg_string,
 )
 from jobctl.render import safe_text
+
+T = TypeVar("T")
+DEADLINE_S = 1.0  # the longest a TAB waits on databases, all asks together (docs/commands.md)
+
+
+class _Asks:
+    """The process's asks of a database: when the first began, the readers started."""
+
+    started: float | None = None
+    readers: list[threading.Thread] = []  # noqa: RUF012 (one process, one list)
+
+
+def ask(read: Callable[[float], list[T]]) -> list[T]:
+    """``read(seconds_left)``'s candidates if it returns within what is left of the one
+    deadline (``DEADLINE_S`` from the first ask of the process), else none; a read left
+    behind runs on in a daemon thread that nothing waits for (``finish``)."""
+    now = time.monotonic()
+    if _Asks.started is None:
+        _Asks.started = now
+    left = _Asks.started + DEADLINE_S - now
+    if left <= 0:
+        return []
+    found: list[list[T]] = []
+    reader = threading.Thread(
+        target=lambda: found.append(read(left)), daemon=True, name="jobctl-completion-read"
+    )
+    _Asks.readers.append(reader)
+    reader.start()
+    reader.join(left)
+    return found[0] if found else []
+
+
+def finish(text: str) -> str:
+    """The candidates, as click then writes them; when a read was left behind, written and
+    flushed here, and the process ended at once: an interpreter's exit may wait on what the
+    read holds (libpq's connection attempts: seconds each), a TAB must not."""
+    if not any(reader.is_alive() for reader in _Asks.readers):
+        return text
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
 
 # what bash leaves alone in a word: anything else is escaped with a backslash (ASCII only:
 # no character above U+007F is special to bash)
@@ -182,6 +233,9 @@ complete -F %(complete_func)s %(prog_name)s
     def format_completion(self, item: CompletionItem) -> str:
         return self.prefix + bash_word(str(item.value))
 
+    def complete(self) -> str:
+        return finish(super().complete())
+
 
 class Zsh(ZshComplete):
     """zsh: raw candidates, a tab, their description; ``compadd`` quotes them on insertion."""
@@ -235,7 +289,8 @@ fi
 
     def complete(self) -> str:
         args, incomplete = self.get_completion_args()
-        return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete))
+        found = self.get_completions(args, incomplete)
+        return finish("\n".join(self.format_completion(i) for i in found))
 
 
 class Fish(FishComplete):
@@ -262,6 +317,9 @@ complete --command %(prog_name)s --no-files --arguments \\
         help_text = description(item)
         value = self.prefix + str(item.value)
         return f"{value}\t{help_text}" if help_text else value
+
+    def complete(self) -> str:
+        return finish(super().complete())
 
 
 SHELLS: dict[str, type[Bash | Zsh | Fish]] = {"bash": Bash, "zsh": Zsh, "fish": Fish}

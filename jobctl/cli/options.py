@@ -304,26 +304,17 @@ def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     return from_database(ctx, "complete_ids", incomplete)
 
 
-COMPLETION_WAIT_S = 1.0  # the longest a TAB waits on a database (docs/commands.md)
-
-
 def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
     """The first column of a completion statement's rows (job ids, workers): nothing (and no
-    error) without a database, or when it has not answered within ``COMPLETION_WAIT_S``
-    (a server that accepts and never answers: the read is left behind in a daemon thread,
-    which ends with the completion's process)."""
-    import threading
+    error) without a database, or when it has not answered within what is left of the
+    completion's one deadline (``completion.ask``: a read not done by then is left behind,
+    and the process does not wait for it)."""
+    from jobctl.cli import completion
 
-    found: list[list[str]] = []
-    reader = threading.Thread(
-        target=lambda: found.append(_from_database(ctx, statement, incomplete)), daemon=True
-    )
-    reader.start()
-    reader.join(COMPLETION_WAIT_S)
-    return found[0] if found else []
+    return completion.ask(lambda left: _from_database(ctx, statement, incomplete, left))
 
 
-def _from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
+def _from_database(ctx: typer.Context, statement: str, incomplete: str, left: float) -> list[str]:
     try:
         import os
 
@@ -348,8 +339,8 @@ def _from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[
         import dataclasses
         import datetime as dt
 
-        # bounded on the server too: the statement (and a lock) give up within the wait
-        wait = dt.timedelta(seconds=COMPLETION_WAIT_S)
+        # bounded on the server too: the statement (and a lock) give up within the deadline
+        wait = dt.timedelta(seconds=max(left, 0.001))
         settings = dataclasses.replace(settings, statement_timeout=wait, lock_timeout=wait)
         with session.open(settings) as s, s.transaction(read_only=True):
             return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]

@@ -451,3 +451,72 @@ def test_a_tab_never_waits_long_on_a_server_that_never_answers(tmp_path):
     bash_complete(["jobctl", "re"], {k: v for k, v in env.items() if k != "JOBCTL_DSN"})
     startup = time.monotonic() - startup  # what any completion costs: starting jobctl
     assert took < startup + 1.5, (took, startup)
+
+
+def completion_run(words: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """One TAB as the shell's script runs it: ``jobctl`` with bash's completion variables
+    (the process itself, timed from its start to its end), and what it printed."""
+    variables = {
+        "COMP_WORDS": " ".join(words),
+        "COMP_CWORD": str(len(words) - 1),
+        "_JOBCTL_COMPLETE": "complete_bash",
+        "PYTHONPATH": str(ROOT),
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "jobctl"],
+        env={**env, **variables},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return took, done.stdout
+
+
+@contextlib.contextmanager
+def never_answers() -> Any:
+    """A server that accepts every connection and never says a word (nor closes one)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_one_deadline_for_the_database_and_the_exit_never_waits_on_the_read():
+    """Against a server that accepts and never answers, behind a DSN of two hosts (two
+    connection attempts, each allowed 30 s): each of several TABs gives nothing, within
+    the one deadline (completion.DEADLINE_S) of what jobctl's start costs (the same
+    process completing a command name, timed just before), the process not waiting at its
+    exit on the read it left behind."""
+    from jobctl.cli import completion
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBCTL_", "PG"))}
+    env.pop("DATABASE_URL", None)
+    over = []
+    with never_answers() as port:
+        dsn = f"host=127.0.0.1,127.0.0.1 port={port},{port} user=x dbname=x connect_timeout=30"
+        for _ in range(5):
+            startup, names = completion_run(["jobctl", "sho"], env)
+            assert names.split() == ["show"]
+            took, out = completion_run(["jobctl", "show", ""], {**env, "JOBCTL_DSN": dsn})
+            assert out.strip() == ""  # no candidate, and no error
+            over.append(took - startup)
+    assert max(over) < completion.DEADLINE_S + 0.5, over

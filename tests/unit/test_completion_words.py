@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import shlex
 import string
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -82,3 +86,52 @@ def test_paths_list_files_and_folders_with_a_slash(tmp_path, monkeypatch):
     assert [i.value for i in completion.paths(".h")] == [".hidden"]
     assert [i.value for i in completion.paths(f"{tmp_path}/plan.")] == [f"{tmp_path}/plan.json"]
     assert completion.paths("nowhere/x") == []
+
+
+@pytest.fixture
+def fresh_asks(monkeypatch):
+    """The completion's asks as at a process's start (each test is one TAB)."""
+    monkeypatch.setattr(completion._Asks, "started", None)
+    monkeypatch.setattr(completion._Asks, "readers", [])
+
+
+def test_every_ask_of_a_tab_shares_one_deadline(fresh_asks):
+    never = threading.Event()  # a read that never returns (a server that never answers)
+    started = time.monotonic()
+    assert completion.ask(lambda left: [never.wait(), "1"]) == []
+    assert completion.ask(lambda left: [never.wait(), "2"]) == []  # what is left: nothing
+    assert completion.ask(lambda left: ["3"]) == []  # past the deadline: not even asked
+    took = time.monotonic() - started
+    assert completion.DEADLINE_S - 0.05 <= took < completion.DEADLINE_S + 0.3, took
+
+
+def test_a_read_in_time_gives_its_candidates_and_knows_what_is_left(fresh_asks):
+    lefts = []
+    assert completion.ask(lambda left: lefts.append(left) or ["7", "8"]) == ["7", "8"]
+    assert completion.ask(lambda left: lefts.append(left) or ["9"]) == ["9"]
+    assert completion.DEADLINE_S >= lefts[0] > lefts[1] > 0
+    assert completion.finish("7\n8") == "7\n8"  # nothing left behind: click writes it
+
+
+def test_the_exit_never_waits_on_a_read_left_behind():
+    """A read left behind that holds what the interpreter's exit needs (here a lock an
+    exit handler takes, as libraries' handlers do): the candidates are written and the
+    process ends at once."""
+    program = """
+import atexit, threading
+from jobctl.cli import completion
+held, never = threading.Lock(), threading.Event()
+def read(left):
+    with held:
+        never.wait()
+atexit.register(lambda: held.acquire())
+print(completion.ask(read), flush=True)
+completion.finish("no candidate")
+"""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=30
+    )
+    took = time.monotonic() - started
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\nno candidate\n", "")
+    assert took < completion.DEADLINE_S + 3, took  # (the interpreter's start included)
