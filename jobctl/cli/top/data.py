@@ -202,14 +202,13 @@ class Source:
         named = f"{site.target}: " if site.target else ""
         if site.lost is not None:
             lost, now = site.lost, time.monotonic()
-            if not lost.is_due(now):
-                raise Failed(f"{named}reconnecting ({lost.line(now)}): {lost.why}")
+            if not lost.is_due(now):  # (the strip says when the next try is)
+                raise Failed(f"{named}{lost.why}")
             try:
                 site.reconnect(self.notes.append)
             except errors.JobctlError as exc:
                 lost.failed(time.monotonic(), self._line(site, exc))
-                line = f"{named}reconnecting ({lost.line(time.monotonic())}): {lost.why}"
-                raise Failed(line) from None
+                raise Failed(f"{named}{lost.why}") from None
             took = durations.human(time.monotonic() - lost.since)
             self.notes.append(f"{named}reconnected after {took} ({lost.tries + 1} tries)")
             site.lost = None
