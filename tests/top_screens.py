@@ -162,6 +162,9 @@ def capture(server_dsn: str, target: Path) -> None:
             top.press("y")
             shots["conflict"] = top.wait_for("outcome per job")
             top.press("\x1b")
+            top.press("?")
+            shots["help"] = top.wait_for("jobctl top: keys")
+            top.press("\x1b")
             top.press("q")
             top.close()
     parts = [open_text(), ""]
@@ -174,6 +177,7 @@ def capture(server_dsn: str, target: Path) -> None:
         "detail": "Enter: a job's detail (attempts with their tokens whole, events, explain)",
         "confirm": "space space, `r`, a reason: the confirmation",
         "conflict": "`y`: the outcome, a conflict where another session changed the row",
+        "help": "`?` (or F1): the help screen",
     }
     for name, title in titles.items():
         parts += [f"### {title}", "", "```", shots[name], "```", ""]

@@ -163,8 +163,8 @@ def help_text(*, writes: bool) -> Text:
     text.append("\n")
     if writes:
         text.append("WRITES ALLOWED", style="bold red")
-        text.append(": r and f write after y; a row changed since the screen read it\n")
-        text.append("is a conflict, not written.\n")
+        text.append(": r and f write after y; a row changed since the screen\n")
+        text.append("read it is a conflict, not written.\n")
     else:
         text.append("read-only", style="green")
         text.append(": r and f write nothing; jobctl top --allow-writes writes.\n")
