@@ -29,11 +29,17 @@ HOUR = dt.timedelta(hours=1)
 
 @contextlib.contextmanager
 def console_app(dsn: str, *, writes: bool = False) -> Iterator[TopApp]:
+    """The console on ``dsn``, its session opened again as the command's is when lost."""
     settings = db.Settings(dsn=dsn, actor="tester@ci")
     access = gateway.Access("top", writes=writes)
     with gateway.open(settings, access, say=lambda line: None) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit=500)
-        yield TopApp(Source.one(s, standing, ask, writes=writes), HOUR)
+        site = Site(s, standing, reopen=lambda say: gateway.open(settings, access, say=say))
+        source = Source([site], ask, writes)
+        try:
+            yield TopApp(source, HOUR)
+        finally:
+            source.close()
 
 
 def drive(app: TopApp, script: Callable[[Any], Awaitable[None]], size=(80, 24)) -> None:
@@ -317,24 +323,90 @@ def test_across_targets_rows_tagged_and_each_write_on_its_own_target(
     assert [statuses[i] for i in on_a] == ["processing", "processing"]  # a's untouched
 
 
-def test_a_lost_connection_is_one_line_and_ctrl_c_quits(incident, dsn):
+def terminate_others(dsn: str) -> None:
+    """Every other session on the database killed (a pooler bounce, a failover, as a
+    session sees them: its connection lost)."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        other.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def test_a_lost_connection_is_one_line_then_reconnected_and_ctrl_c_quits(incident, dsn):
     with console_app(dsn) as app:
 
         async def script(pilot):
-            with psycopg.connect(dsn, autocommit=True) as other:
-                other.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
+            terminate_others(dsn)
             app.reload()
             await pilot.pause()
             message = app.status()["message"]
             assert message.startswith("refresh failed: ") and "\n" not in message
+            assert "reconnecting in 0.5s" in message
             assert len(app.status()["ids"]) == 4  # the last rows read stay on screen
+            assert "reconnecting (lost" in text_of(app.query_one("#strip", Static))
+            with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as c:
+                add_jobs(c, 1)
+            claim_all(dsn, 1, worker="w9", lease_seconds=-5)
+            for _ in range(50):  # the server never went: back at the first try, 0.5 s on
+                await pilot.pause(0.1)
+                if len(app.status()["ids"]) == 5:
+                    break
+            assert len(app.status()["ids"]) == 5  # today's rows: it reads again
+            assert "reconnected after" in app.status()["message"]
+            assert "reconnecting" not in text_of(app.query_one("#strip", Static))
             await pilot.press("ctrl+c")
 
         drive(app, script)
         assert app.return_code == 130
+
+
+def test_across_targets_a_lost_target_keeps_its_rows_the_others_stay_fresh(
+    server_dsn, template, dsn, conn
+):
+    from conftest import scratch_database
+
+    add_jobs(conn, 1)
+    (on_a,) = [c.id for c in claim_all(dsn, 1, worker="wa", lease_seconds=-30)]
+    with scratch_database(server_dsn, "jobctl_top_b", template) as other:
+        with psycopg.connect(other, autocommit=True) as b:
+            b.execute("INSERT INTO jobs DEFAULT VALUES")
+        (on_b,) = [c.id for c in claim_all(other, 1, worker="wb", lease_seconds=-60)]
+        with contextlib.ExitStack() as stack:
+            sites = []
+            access = gateway.Access("top")
+            for name, where in (("a", dsn), ("b", other)):
+                settings = db.Settings(dsn=where, actor="tester@ci", target=name)
+                s, standing = stack.enter_context(gateway.open(settings, access, say=print))
+                sites.append(Site(s, standing, name))
+            # b comes back nowhere: its server "moved" to a port where nobody listens
+            gone = db.Settings(dsn=f"{other} port=1 connect_timeout=2", target="b")
+            sites[1].reopen = lambda say: gateway.open(gone, access, say=say)
+            source = Source(sites, console.Ask(dt.timedelta(seconds=30), limit=500))
+            stack.callback(source.close)
+            app = TopApp(source, HOUR)
+
+            async def script(pilot):
+                assert app.status()["ids"] == [f"b/{on_b}", f"a/{on_a}"]
+                terminate_others(other)  # (b's: the test's own connection is on a)
+                add_jobs(conn, 1)
+                (more,) = [c.id for c in claim_all(dsn, 1, worker="wa", lease_seconds=-5)]
+                app.reload()
+                await pilot.pause()
+                # a's rows fresh, b's as last read; the line says b, the strip b's wait
+                assert app.status()["ids"] == [f"b/{on_b}", f"a/{on_a}", f"a/{more}"]
+                assert app.status()["message"].startswith("b: database unavailable")
+                strip = text_of(app.query_one("#strip", Static))
+                assert "reconnecting (b: lost" in strip and "expired 3" in strip
+                for _ in range(30):  # b's tries fail: its backoff grows, a goes on
+                    await pilot.pause(0.1)
+                    if sites[1].lost is not None and sites[1].lost.tries >= 1:
+                        break
+                assert sites[1].lost is not None and sites[1].lost.tries >= 1
+                assert "cannot connect" in sites[1].lost.why
+                assert sites[0].lost is None
+
+            drive(app, script)
 
 
 def test_claims_without_a_lease_come_last_and_are_counted(incident, conn, dsn):
