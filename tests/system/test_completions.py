@@ -430,27 +430,26 @@ def test_opt_equals_value_forms_and_nothing_when_nothing_applies(shell, conn, ds
 
 
 def test_a_tab_never_waits_long_on_a_server_that_never_answers(tmp_path):
-    """A server that accepts the connection and never says a word: the TAB gives nothing,
-    in about a second (COMPLETION_WAIT_S), not libpq's connect timeout."""
-    import socket
+    """A server that accepts the connection and never says a word: the TAB in a real bash
+    gives nothing, within about the one deadline (completion.DEADLINE_S) of what starting
+    jobctl costs, not libpq's connect timeout. Timed three times each way, the fastest
+    compared (a loaded machine only ever adds to a time)."""
+    from jobctl.cli import completion
 
     need("bash")
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    port = listener.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBCTL_")}
-    env["JOBCTL_DSN"] = f"host=127.0.0.1 port={port} user=x dbname=x connect_timeout=30"
-    try:
-        started = time.monotonic()
-        assert bash_complete(["jobctl", "show", "1"], env) == []
-        took = time.monotonic() - started
-    finally:
-        listener.close()
-    startup = time.monotonic()
-    bash_complete(["jobctl", "re"], {k: v for k, v in env.items() if k != "JOBCTL_DSN"})
-    startup = time.monotonic() - startup  # what any completion costs: starting jobctl
-    assert took < startup + 1.5, (took, startup)
+    took, startup = [], []
+    with never_answers() as port:
+        env["JOBCTL_DSN"] = f"host=127.0.0.1 port={port} user=x dbname=x connect_timeout=30"
+        for _ in range(3):
+            started = time.monotonic()
+            assert bash_complete(["jobctl", "show", "1"], env) == []
+            took.append(time.monotonic() - started)
+            started = time.monotonic()  # what any completion costs: starting jobctl
+            bash_complete(["jobctl", "re"], {k: v for k, v in env.items() if k != "JOBCTL_DSN"})
+            startup.append(time.monotonic() - started)
+    assert min(took) < min(startup) + completion.DEADLINE_S + 0.5, (took, startup)
+    assert max(took) < max(startup) + completion.DEADLINE_S + 1.5, (took, startup)
 
 
 def completion_run(words: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -510,13 +509,16 @@ def test_one_deadline_for_the_database_and_the_exit_never_waits_on_the_read():
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBCTL_", "PG"))}
     env.pop("DATABASE_URL", None)
-    over = []
+    took, startup = [], []
     with never_answers() as port:
         dsn = f"host=127.0.0.1,127.0.0.1 port={port},{port} user=x dbname=x connect_timeout=30"
         for _ in range(5):
-            startup, names = completion_run(["jobctl", "sho"], env)
+            spent, names = completion_run(["jobctl", "sho"], env)
             assert names.split() == ["show"]
-            took, out = completion_run(["jobctl", "show", ""], {**env, "JOBCTL_DSN": dsn})
+            startup.append(spent)
+            spent, out = completion_run(["jobctl", "show", ""], {**env, "JOBCTL_DSN": dsn})
             assert out.strip() == ""  # no candidate, and no error
-            over.append(took - startup)
-    assert max(over) < completion.DEADLINE_S + 0.5, over
+            took.append(spent)
+    # the fastest of each (load only adds), and each TAB: never a connect timeout's wait
+    assert min(took) < min(startup) + completion.DEADLINE_S + 0.4, (took, startup)
+    assert max(took) < max(startup) + completion.DEADLINE_S + 1.5, (took, startup)
