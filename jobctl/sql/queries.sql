@@ -281,29 +281,51 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
                     - coalesce(a.xact_start, a.query_start, a.backend_start))::numeric, 1),
        left(regexp_replace(a.query, '\s+', ' ', 'g'), 60))
 
+-- name: row_lock_holders
+-- the transactions that hold row locks now, each with its sessions named, as one row: a map
+-- from transaction id to its holders (NULL: none). One snapshot of pg_locks and
+-- pg_stat_activity per statement, looked up by a row's xmax (readable in a read-only
+-- transaction) at a constant cost a row, however many rows or locks. As a subquery per row it
+-- cost about 24 a row in the planner's units, and 20,000 processing rows took stuck's plan past
+-- jit_inline_above_cost: half a second of compiling on every call (docs/performance.md)
+SELECT jsonb_object_agg(h.xid, h.locked_by) AS holders
+FROM (SELECT l.transactionid::text AS xid, string_agg({session_description}, '; ') AS locked_by
+      FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+        AND l.pid <> pg_backend_pid()
+      GROUP BY l.transactionid) h
+
+-- name: lockers_join
+-- row_lock_holders as a statement's CTE "lockers" joined to its rows (always one row)
+LEFT JOIN lockers lk ON true
+
+-- name: row_locked_by
+-- who holds a row lock on a row, from lockers_join: looked up only for a row with an xmax
+-- (0: no transaction ever locked, updated or deleted this version of it)
+CASE WHEN j.xmax <> '0'::xid THEN lk.holders ->> j.xmax::text END
+
 -- name: row_lockers
--- who holds a row lock on a row, from its xmax (readable in a read-only transaction)
-(SELECT string_agg({session_description}, '; ')
- FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
-   AND l.transactionid = j.xmax AND l.pid <> pg_backend_pid())
+-- who holds a row lock on one row, from its xmax: for statements that read a few rows by id
+-- (a plan's, an operator's); stuck and at_risk join row_lock_holders once instead
+(SELECT k.holders ->> j.xmax::text FROM ({row_lock_holders}) k)
 
 -- name: stuck
 -- expired leases, oldest expiry first, each with what reclaim would do (read only); a row
 -- with lease times jobctl cannot use names them (reclaim leaves it: skipped); then the
 -- processing rows with no lease (lease_state none, longest claimed first), which reclaim
 -- never touches
-SELECT {lease_columns}, {row_lockers} AS locked_by, {poisoned_lease_times} AS poisoned,
+WITH lockers AS MATERIALIZED ({row_lock_holders})
+SELECT {lease_columns}, {row_locked_by} AS locked_by, {poisoned_lease_times} AS poisoned,
        CASE WHEN {lease_missing} THEN 'none' ELSE 'expired' END AS lease_state,
        {claimed_age_s} AS claimed_age_s
-FROM {table} j
+FROM {table} j {lockers_join}
 WHERE {expired_filter} OR {no_lease_filter}
 ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
 -- name: at_risk
 -- expired leases and live ones expiring within the window, with each worker's lag
-WITH lag AS (
+WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (
     SELECT {reserved_by} AS worker,
            extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
                AS lag_s
@@ -315,9 +337,9 @@ SELECT {lease_columns},
        CASE WHEN {lease_missing} THEN 'none'
             WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
-       lag.lag_s AS worker_heartbeat_lag_s, {row_lockers} AS locked_by,
+       lag.lag_s AS worker_heartbeat_lag_s, {row_locked_by} AS locked_by,
        {poisoned_lease_times} AS poisoned, {claimed_age_s} AS claimed_age_s
-FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by}
+FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by} {lockers_join}
 WHERE j.{status} = {processing}
   AND (j.{lease_expires_at} < now() + %(window)s::interval OR {lease_missing})
   AND {operator_filter}
@@ -1147,6 +1169,7 @@ SELECT pg_catalog.set_config('search_path', {search_path}, true),
        {read_only}
        {origin_session}
        {parse_settings}
+       {jit_setting}
        pg_catalog.set_config('statement_timeout', %(st)s, true),
        pg_catalog.set_config('lock_timeout', %(lt)s, true),
        pg_catalog.set_config('jobctl.actor', %(actor)s, true),
@@ -1208,12 +1231,23 @@ pg_catalog.set_config('DateStyle', 'ISO, MDY', true),
 pg_catalog.set_config('IntervalStyle', 'postgres', true),
 pg_catalog.set_config('extra_float_digits', '1', true),
 
+-- name: jit_setting
+-- no JIT compiling in jobctl's transactions, for the current transaction only (like the
+-- timeouts: behind a pooler the session is shared). A server with jit = on (Debian's, most
+-- clouds') compiles any statement whose plan costs more than jit_above_cost (100,000), and
+-- inlines and optimizes past 500,000: 0.1-0.5 s on every call for statements that run in
+-- milliseconds. jobctl's reads cost what the incident's rows cost, so a big enough incident (a
+-- stuck of 100,000 processing rows, a count on a 10M-row table) would cross them; compiling
+-- never pays back for statements that read each row once (docs/performance.md)
+pg_catalog.set_config('jit', 'off', true),
+
 -- name: safe_transaction_settings
 -- a transaction (or savepoint) on jobctl's search_path, with the output styles it parses, for
 -- the catalog reads that need no timeouts of their own (db.safe); row_security off, as in
 -- transaction_settings: no policy's expression runs as jobctl's role
 SELECT {parse_settings}
        pg_catalog.set_config('row_security', 'off', true),
+       {jit_setting}
        pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
 
 -- name: origin_session
