@@ -49,14 +49,28 @@ def bench_dsn(server_dsn: str) -> str:
     return conninfo.make_conninfo(server_dsn, dbname=BENCH_DB)
 
 
-def machine() -> str:
-    with psycopg.connect(
-        os.environ.get("JOBCTL_BENCH_DSN", "host=127.0.0.1 user=postgres dbname=postgres")
-    ) as c:
-        version = c.execute("SHOW server_version").fetchone()[0]
+def machine(dsn: str | None = None) -> str:
+    """The machine and the server a benchmark ran on, with the server's JIT: whether it would
+    compile a costly plan (``jit`` on and LLVM there: ``pg_jit_available()``), since a plan
+    past ``jit_above_cost`` costs 0.1-0.5 s more on such a server; a run without it says so."""
+    server = dsn or os.environ.get(
+        "JOBCTL_BENCH_DSN", "host=127.0.0.1 user=postgres dbname=postgres"
+    )
+    with psycopg.connect(server) as c:
+        version, jit, llvm, above = c.execute(
+            "SELECT current_setting('server_version'), current_setting('jit'), "
+            "pg_jit_available(), current_setting('jit_above_cost')"
+        ).fetchone()
+    compiles = jit == "on" and llvm
+    said = (
+        f"jit {jit}, LLVM available: {'yes' if llvm else 'no'}"
+        + (f", jit_above_cost {above}" if compiles else "")
+        + ("" if compiles else " (this run measures a server that never JIT-compiles)")
+    )
     return (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, PostgreSQL {version}"
+        f"{platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, PostgreSQL {version} "
+        f"({said})"
     )
 
 

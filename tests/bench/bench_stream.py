@@ -1,0 +1,134 @@
+"""The big incident printed: ``stuck -o jsonl/json/csv`` against a bare typer + psycopg script.
+
+A deploy that killed every worker leaves thousands of expired leases; the operator pipes
+them somewhere. Each jobctl run is timed as a whole process against the floor for any Python
+CLI: a script that imports typer, connects with psycopg, runs the same statement (jobctl's
+``stuck``, parameters inlined) and prints the same rows in the same format with the standard
+library (``json.dumps`` per row, ``json.dump`` of the list, ``csv.writer``). Interleaved
+rounds, minimum and median, ratios within the run. Two tables of 1M rows, 20,000 of them
+processing: 2,000 expired (``--expired 2000``, the issue's JIT cliff) and 20,000 expired.
+
+    python tests/bench/bench_stream.py --runs 7
+    python tests/bench/bench_stream.py --expired 20000 --outputs jsonl --baseline-src old=PATH
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+
+from common import JOBCTL, arguments, bench_dsn, build_table, literal_sql, machine, samples, table
+
+from jobctl.ops import triage
+
+ROWS, PROCESSING = 1_000_000, 20_000
+
+BARE = """
+import csv, datetime, json, sys, uuid
+
+import psycopg
+import typer
+
+app = typer.Typer(add_completion=False)
+
+
+def default(value):
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    return str(value)
+
+
+@app.command()
+def main(dsn: str, statement: str, output: str = "jsonl") -> None:
+    with psycopg.connect(dsn) as conn:
+        cursor = conn.execute(statement)
+        names = [d.name for d in cursor.description]
+        out = sys.stdout
+        if output == "jsonl":
+            for row in cursor:
+                out.write(json.dumps(dict(zip(names, row)), default=default) + "\\n")
+        elif output == "json":
+            # one element a line, as jobctl writes it
+            lines = (json.dumps(dict(zip(names, row)), default=default) for row in cursor)
+            out.write("[\\n  " + ",\\n  ".join(lines) + "\\n]\\n")
+        else:
+            writer = csv.writer(out, lineterminator="\\n")
+            writer.writerow(names)
+            writer.writerows(
+                [default(v) if isinstance(v, (datetime.datetime, uuid.UUID)) else v for v in row]
+                for row in cursor
+            )
+
+
+app()
+"""
+
+
+def main() -> None:
+    parser = arguments(__doc__.splitlines()[0])
+    parser.add_argument("--expired", default="2000,20000", help="expired leases, each a table")
+    parser.add_argument("--outputs", default="jsonl,json,csv")
+    parser.add_argument(
+        "--baseline-src",
+        action="append",
+        default=[],
+        help="another jobctl source tree to time too, as NAME=PATH (repeatable)",
+    )
+    args = parser.parse_args()
+    dsn = bench_dsn(args.dsn)
+    baselines = dict(b.split("=", 1) for b in args.baseline_src)
+    print(
+        f"machine: {machine(args.dsn)}; {args.runs} interleaved rounds, wall time of the whole "
+        "process, stdout a pipe"
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+        script.write(BARE)
+    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
+    results = []
+    for expired in map(int, args.expired.split(",")):
+        name = "bench_1m" if expired == 2_000 else f"bench_1m_{expired}_expired"
+        build_table(dsn, name, ROWS, PROCESSING, expired)
+        params = {**triage.ExpiredFilter().params(), "limit": 100_000, "no_lease": True}
+        statement = literal_sql(dsn, "stuck", name, params)
+        for out in args.outputs.split(","):
+            stuck = ["--table", name, "stuck", "-o", out, "--limit", "100000"]
+            commands = {
+                "jobctl": [*JOBCTL, *stuck],
+                **{  # python -m finds jobctl in the cwd first: run from the tree itself
+                    label: ["env", "-C", path, f"PYTHONPATH={path}", *JOBCTL, *stuck]
+                    for label, path in baselines.items()
+                },
+                "bare": [sys.executable, script.name, dsn, statement, "--output", out],
+            }
+            times = samples(commands, args.runs, env)
+            floor = times["bare"]
+            row = {"expired": f"{expired:,}", "output": out}
+            for label, values in times.items():
+                row[f"{label} s"] = f"{min(values):.3f} ({statistics.median(values):.3f})"
+                if label != "bare":
+                    best = min(values) / min(floor)
+                    median = statistics.median(values) / statistics.median(floor)
+                    row[f"{label}/bare"] = f"{best:.2f} ({median:.2f})"
+            results.append(row)
+            print(f"  {name} -o {out} done", file=sys.stderr)
+    os.unlink(script.name)
+    labels = ["jobctl", *baselines]
+    print("minimum (median) of the rounds; ratios minimum to minimum (median to median)")
+    print(
+        table(
+            results,
+            [
+                "expired",
+                "output",
+                *(f"{b} s" for b in labels),
+                "bare s",
+                *(f"{b}/bare" for b in labels),
+            ],
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
