@@ -98,7 +98,8 @@ def test_the_lock_holders_are_read_once_not_per_row(conn, incident):
 
 def _jit(c: psycopg.Connection[Any]) -> str:
     """The jit setting in force, as pg_settings reports it."""
-    return str(c.execute("SELECT setting FROM pg_settings WHERE name = 'jit'").fetchone()["setting"])
+    row = c.execute("SELECT setting FROM pg_settings WHERE name = 'jit'").fetchone()
+    return str(row["setting"])
 
 
 def test_jit_is_off_in_jobctls_transactions_and_only_there(dsn):
