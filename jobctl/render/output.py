@@ -192,6 +192,8 @@ def _flat_visible(value: Any) -> Any:
 FORMULA_START = frozenset("=+-@\t\r")
 # what the csv module writes itself, exactly as _flat would (None as an empty field)
 _CSV_AS_IS = frozenset({type(None), int, float, bool})
+# a row's timestamps and tokens, as _flat writes them (never the start of a formula: a digit)
+_CSV_EXACT: dict[type, Callable[[Any], str]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
 
 
 def csv_text(text: str) -> str:
@@ -210,6 +212,8 @@ def csv_cells(values: Iterable[Any]) -> list[Any]:
         value
         if (kind := value.__class__) in _CSV_AS_IS
         or (kind is str and value[:1] not in FORMULA_START)
+        else _CSV_EXACT[kind](value)
+        if kind in _CSV_EXACT
         else _csv_cell(value)
         for value in values
     ]
