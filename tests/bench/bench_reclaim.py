@@ -298,7 +298,7 @@ def main() -> None:
     dsn = bench_dsn(args.dsn)
     expired = args.expired
     print(
-        f"machine: {machine()}; {expired:,} expired rows among {expired + args.queued:,}, "
+        f"machine: {machine(args.dsn)}; {expired:,} expired rows among {expired + args.queued:,}, "
         "history trigger on"
     )
     build(dsn, expired, args.queued, args.rebuild)
@@ -336,8 +336,14 @@ def main() -> None:
             row[f"{name} s"] = f"{best:.2f}" + (f" ({median:.2f})" if args.repeat > 1 else "")
             row[f"{name} rows/s"] = f"{expired / best:,.0f}"
             if name != floor_name:
+                # paired: each round against that round's floor (the two ran back to back, so
+                # a burst of load hits both), the median over the rounds
+                floors = times[floor_name]
+                paired = statistics.median(v / f for v, f in zip(values, floors, strict=True))
                 row[f"{name}/floor"] = f"{best / floor:.2f}" + (
-                    f" ({median / floor_median:.2f})" if args.repeat > 1 else ""
+                    f" ({median / floor_median:.2f}; paired {paired:.2f})"
+                    if args.repeat > 1
+                    else ""
                 )
         throughput.append(row)
         print(f"  batch {batch} done", file=sys.stderr)
@@ -348,7 +354,8 @@ def main() -> None:
     if args.repeat > 1:
         print(
             f"best of {args.repeat} interleaved rounds (median in brackets); ratios: best to "
-            "best (median to median); the floor: the design's statement looped from psycopg"
+            "best (median to median; paired: the median of each round's ratio); the floor: the "
+            "design's statement looped from psycopg"
         )
     print(table(throughput, ["batch", *columns]))
     if args.skip_impact:

@@ -85,7 +85,10 @@ def main() -> None:
     dsn = bench_dsn(args.dsn)
     baselines = dict(b.split("=", 1) for b in args.baseline_src)
     in_tree = {b: ["env", "-C", p, f"PYTHONPATH={p}", *JOBCTL] for b, p in baselines.items()}
-    print(f"machine: {machine()}; {args.runs} runs each, median wall time of the whole process")
+    print(
+        f"machine: {machine(args.dsn)}; {args.runs} runs each, "
+        "median wall time of the whole process"
+    )
     results = []
     for label in args.sizes.split(","):
         name = f"bench_{label}"
