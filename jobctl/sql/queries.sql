@@ -287,7 +287,8 @@ format('pid %%s (%%s, transaction open %%ss: %%s)', a.pid, a.state,
 -- pg_stat_activity per statement, looked up by a row's xmax (readable in a read-only
 -- transaction) at a constant cost a row, however many rows or locks. As a subquery per row it
 -- cost about 24 a row in the planner's units, and 20,000 processing rows took stuck's plan past
--- jit_inline_above_cost: half a second of compiling on every call (docs/performance.md)
+-- jit_inline_above_cost: half a second of compiling on every call
+-- (docs/reference/performance.md)
 SELECT jsonb_object_agg(h.xid, h.locked_by) AS holders
 FROM (SELECT l.transactionid::text AS xid, string_agg({session_description}, '; ') AS locked_by
       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -1238,7 +1239,7 @@ pg_catalog.set_config('extra_float_digits', '1', true),
 -- inlines and optimizes past 500,000: 0.1-0.5 s on every call for statements that run in
 -- milliseconds. jobctl's reads cost what the incident's rows cost, so a big enough incident (a
 -- stuck of 100,000 processing rows, a count on a 10M-row table) would cross them; compiling
--- never pays back for statements that read each row once (docs/performance.md)
+-- never pays back for statements that read each row once (docs/reference/performance.md)
 pg_catalog.set_config('jit', 'off', true),
 
 -- name: safe_transaction_settings
