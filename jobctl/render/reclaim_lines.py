@@ -74,7 +74,4 @@ def expired_after(count: int) -> str | None:
     that expired while it asked, which nobody confirmed, and the command that shows them."""
     if not count:
         return None
-    return (
-        f"{count} more lease(s) expired after the preview, not reclaimed (not confirmed): "
-        "jobctl reclaim --dry-run shows them"
-    )
+    return f"{count} more lease(s) expired after the preview, left: jobctl reclaim --dry-run"

@@ -40,7 +40,7 @@ def test_reclaim_writes_what_was_confirmed_not_what_expired_since(conn, dsn):
     assert "Reclaim 4 expired job(s): 4 requeue, 0 fail? [y/N]" in shot.raw
     assert shot.code == 0, shot.raw
     assert "reclaimed: 4 requeued, 0 failed, 0 skipped" in shot.raw
-    assert "4 more lease(s) expired after the preview, not reclaimed (not confirmed)" in shot.raw
+    assert "4 more lease(s) expired after the preview, left: jobctl reclaim --dry-run" in shot.raw
     status = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM jobs")}
     assert {status[i] for i in shown} == {"queued"}
     assert {status[i] for i in later} == {"processing"}  # expired, but nobody confirmed them
