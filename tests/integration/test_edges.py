@@ -1,0 +1,38 @@
+"""The rough edges of a real retrofit (Kill Bill's ``notifications`` table): each one as a
+user met it, and what jobctl does now."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import add_jobs
+
+
+def policy_of(conn, job_id: int) -> str:
+    return conn.execute("SELECT recovery_policy FROM jobs WHERE id = %s", (job_id,)).fetchone()[
+        "recovery_policy"
+    ]
+
+
+def test_policy_without_a_direction_is_refused_and_writes_nothing(conn, run):
+    (job,) = add_jobs(conn, 1, policy="manual")
+    result = run("policy", str(job), "--yes")
+    assert result.code == 2
+    assert "--auto or --manual" in result.err and result.out == ""
+    assert policy_of(conn, job) == "manual"  # never the unsafe default
+    result = run("policy", "--kind", "charge_card", "--reason", "r")
+    assert result.code == 2 and "--auto or --manual" in result.err
+    assert run("policy", str(job), "--auto", "--yes").code == 0
+    assert policy_of(conn, job) == "auto"
+
+
+def test_a_word_where_ids_go_gets_did_you_mean(conn, run):
+    (job,) = add_jobs(conn, 1)
+    for args in (["policy", "--kind", "charge_card", "manual"], ["policy", str(job), "manual"]):
+        result = run(*args)
+        assert result.code == 2, result
+        assert "did you mean --manual?" in result.err
+        assert "not both" not in result.err and "Traceback" not in result.err
+    result = run("requeue", str(job), "force", "--yes")
+    assert result.code == 2 and "did you mean --force?" in result.err
+    assert policy_of(conn, job) == "auto"
