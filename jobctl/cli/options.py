@@ -468,8 +468,8 @@ BulkStatuses = Annotated[
     typer.Option(
         "--status",
         metavar="queued|processing|failed|parked",
-        help="With a filter: only jobs in this status (repeatable; default: failed and the "
-        "park status).",
+        help="With a filter: only jobs in this status (repeatable, or a comma list; default: "
+        "failed and the park status).",
     ),
 ]
 BulkOlderThan = Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import add_jobs
+from helpers import add_jobs, claim_all
 
 
 def policy_of(conn, job_id: int) -> str:
@@ -36,3 +36,24 @@ def test_a_word_where_ids_go_gets_did_you_mean(conn, run):
     result = run("requeue", str(job), "force", "--yes")
     assert result.code == 2 and "did you mean --force?" in result.err
     assert policy_of(conn, job) == "auto"
+
+
+def test_an_unknown_event_filter_is_refused_and_a_comma_list_is_two(conn, dsn, run):
+    auto = add_jobs(conn, 2)
+    manual = add_jobs(conn, 1, policy="manual")
+    claim_all(dsn, 3, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("requeue", str(manual[0]), "--reason", "safe", "--yes").code == 0
+    result = run("events", "--event", "reclaimd")
+    assert result.code == 2 and result.out == ""
+    assert "did you mean reclaimed?" in result.err and "requeued" in result.err
+    assert run("events", "--event", "claimed").code == 2  # attempts, never events
+    both = json.loads(run("events", "--event", "reclaimed,requeued", "-o", "json").out)
+    assert sorted(e["event"] for e in both) == ["reclaimed"] * 3 + ["requeued"]
+    repeated = json.loads(
+        run("events", "--event", "reclaimed", "--event", "requeued", "-o", "json").out
+    )
+    assert repeated == both and {e["id"] for e in both} == {*auto, *manual}
+    # the bulk writes' --status: a comma list too, an unknown value refused
+    assert run("requeue", "--status", "failed,nosuch", "--error", "x", "--yes").code == 2
+    assert run("requeue", "--status", "failed,queued", "--error", "x", "--yes").code == 0

@@ -300,7 +300,7 @@ def _bulk_filter(
 
     return bulk.BulkFilter(
         opt.slice_of(kind, queue, error),
-        tuple(status or ()),
+        tuple(v.strip() for value in status or () for v in value.split(",") if v.strip()),
         worker,
         older_than,
         limit,
