@@ -136,7 +136,14 @@ def _streamed(
             yield row
 
     show(Stream(counted(), s.table.mapping.mapped_optional, st))
-    for line in (held_back(s, st, ask), views.no_lease_line(no_lease)):
+    lines = [held_back(s, st, ask)]
+    if ask.expiring_within is None and found >= ask.limit:  # the limit cut: count them all
+        expired, without = triage.stuck_count(s, ask.on(st))
+        lines += [views.shown_of_line(found, expired + without, ask.limit)]
+        lines += [views.no_lease_line(without, shown=no_lease)]
+    else:
+        lines += [views.no_lease_line(no_lease)]
+    for line in lines:
         if line:
             say(line)
     return Found(found, waiting=None if found else triage.ready_waiting(s, ready_after))

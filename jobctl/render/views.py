@@ -297,13 +297,22 @@ def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Doc
     )
 
 
-def no_lease_line(count: int) -> str | None:
+def shown_of_line(shown: int, total: int, limit: int) -> str | None:
+    """Under a list its --limit cut: how many of how many (None: it cut nothing)."""
+    if total <= shown:
+        return None
+    return f"showing {shown} of {total} (--limit {limit}; every one: a larger --limit)"
+
+
+def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
     """What an operator reads under a list or a count holding processing jobs with no lease
-    (None: there are none)."""
+    (None: there are none). ``count`` is all of them, never only the rows a limit let
+    through; ``shown``: how many of them the list holds, when that is fewer."""
     if not count:
         return None
+    of = f" ({shown} of them shown)" if shown is not None and shown < count else ""
     return (
-        f"{count} processing job(s) have no lease (claimed by code that sets none): reclaim "
+        f"{count} processing job(s) have no lease{of} (claimed by code that sets none): reclaim "
         "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
         "to do, jobctl doctor finds the writer"
     )

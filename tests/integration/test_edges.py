@@ -57,3 +57,20 @@ def test_an_unknown_event_filter_is_refused_and_a_comma_list_is_two(conn, dsn, r
     # the bulk writes' --status: a comma list too, an unknown value refused
     assert run("requeue", "--status", "failed,nosuch", "--error", "x", "--yes").code == 2
     assert run("requeue", "--status", "failed,queued", "--error", "x", "--yes").code == 0
+
+
+def test_stuck_footers_count_everything_not_the_rows_shown(conn, dsn, run):
+    add_jobs(conn, 34)
+    claim_all(dsn, 4, worker="w1", lease_seconds=-60)  # 4 expired
+    claim_all(dsn, 30, worker="w2", lease_seconds=600)
+    conn.execute("UPDATE jobs SET lease_expires_at = NULL WHERE reserved_by = 'w2'")  # no lease
+    result = run("stuck", "--limit", "6")
+    assert result.code == 0, result.err
+    assert "30 processing job(s) have no lease (2 of them shown)" in result.err
+    assert "showing 6 of 34" in result.err
+    whole = run("stuck")
+    assert "30 processing job(s) have no lease (claimed" in whole.err
+    assert "showing" not in whole.err
+    # a filter narrows the count as it narrows the rows
+    assert "showing" not in run("stuck", "--worker", "w1", "--limit", "4").err
+    assert "showing 1 of 30" in run("stuck", "--worker", "w2", "--limit", "1").err
