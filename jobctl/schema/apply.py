@@ -228,6 +228,9 @@ def _refuse_unserved(
     why = shape.repeated_id(conn, table)  # a job is named by its id alone
     if why is not None:
         raise errors.NothingDone(why)
+    domains = shape.rejected_domains(conn, table.types)  # a domain's own constraints
+    if domains:
+        raise errors.NothingDone(f"{table.qualified}: {'; '.join(domains)}")
     refused = shape.rejected_statuses(conn, found, mapping)
     if refused:
         value, reason = refused[0]

@@ -74,3 +74,38 @@ def test_stuck_footers_count_everything_not_the_rows_shown(conn, dsn, run):
     # a filter narrows the count as it narrows the rows
     assert "showing" not in run("stuck", "--worker", "w1", "--limit", "4").err
     assert "showing 1 of 30" in run("stuck", "--worker", "w2", "--limit", "1").err
+
+
+def test_a_domain_over_a_served_type_is_served_as_its_base_type(conn, dsn, run):
+    # Kill Bill's datetime: a domain over timestamp, for available_at and finished_at
+    conn.execute("CREATE DOMAIN public.datetime AS timestamp without time zone")
+    conn.execute(
+        "ALTER TABLE jobs ALTER COLUMN available_at TYPE public.datetime, "
+        "ALTER COLUMN finished_at TYPE public.datetime"
+    )
+    result = run("schema", "apply", "--yes")
+    assert result.code == 0, result.err
+    assert run("schema", "check").code == 0
+    auto = add_jobs(conn, 2)
+    claim_all(dsn, 2, lease_seconds=-60)
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("fail", str(auto[0]), "--reason", "r", "--yes").code == 0
+    assert conn.execute(
+        "SELECT finished_at IS NOT NULL AS f FROM jobs WHERE id = %s", (auto[0],)
+    ).fetchone()["f"]
+    assert run("requeue", str(auto[0]), "--delay", "1h", "--reason", "r", "--yes").code == 0
+    row = conn.execute(
+        "SELECT available_at > localtimestamp + interval '50 minutes' AS later, "
+        "finished_at IS NULL AS unfinished FROM jobs WHERE id = %s",
+        (auto[0],),
+    ).fetchone()
+    assert row["later"] and row["unfinished"]
+
+
+def test_a_domain_refusing_what_jobctl_writes_is_refused_naming_it(conn, run):
+    conn.execute("CREATE DOMAIN public.stamp AS timestamptz NOT NULL")
+    conn.execute("UPDATE jobs SET reserved_at = now()")
+    conn.execute("ALTER TABLE jobs ALTER COLUMN reserved_at TYPE public.stamp")
+    result = run("schema", "apply", "--yes")
+    assert result.code == 2, result
+    assert "reserved_at" in result.err and "stamp" in result.err and "NULL" in result.err
