@@ -46,6 +46,9 @@ class Column:
     style: Callable[[str], str] | None = None
     when: Callable[[Sequence[Row]], bool] | None = None  # shown only if true of the rows
     copy: bool = False  # a token meant to be copied: never cut, even when nothing else gives
+    # a column always shown that a narrow terminal drops rather than cut an id, a worker, a
+    # policy or an action: the highest first (0: never dropped)
+    drop: int = 0
 
 
 def seconds(value: float | dt.timedelta | None) -> str:
@@ -163,11 +166,29 @@ def layout(
                 chosen.append(column)  # cut to fit
             break
         chosen = [c for c in wanted if c in chosen]  # the declared order
+        # when even the essentials cannot fit without cutting a whole column (a worker,
+        # whose hosts look alike once cut), the droppable ones go first, highest first
+        while _least(chosen, natural) > width and any(c.drop for c in chosen):
+            chosen.remove(max((c for c in chosen if c.drop), key=lambda c: c.drop))
     widths = [natural[id(c)] for c in chosen]
     if width is not None:
         widths = _shrink(chosen, widths, width)
     cells = [[texts[id(c)][i] for c in chosen] for i in range(len(rows))]
     return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
+
+
+def _least(columns: Sequence[Column], natural: Mapping[int, int]) -> int:
+    """The fewest cells ``columns`` take with every whole one whole and the rest cut to
+    their floor (``_shrink``'s first pass at its furthest)."""
+    from rich.cells import cell_len
+
+    cells = [
+        natural[id(c)]
+        if c.whole or c.copy
+        else min(natural[id(c)], max(MIN_CUT, cell_len(c.header)))
+        for c in columns
+    ]
+    return sum(cells) + GAP * max(len(cells) - 1, 0)
 
 
 TEXT_BUDGET = 20  # the least a text column brought in cut keeps (or its header's width)

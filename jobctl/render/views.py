@@ -74,18 +74,18 @@ STUCK_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY", value=judgements.policy),
+    Column("recovery_policy", "POLICY", whole=True, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
-    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
-    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease, drop=1),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago", drop=3),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("reclaim_count", "RECLAIMS", priority=4),
     Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
     Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
     Column("attempt_token", "TOKEN", priority=7, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped),
+    Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 
 
@@ -101,8 +101,8 @@ AT_RISK_VIEW = [
     WORKER,
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
-    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
-    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease, drop=1),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago", drop=3),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
     Column("recovery_policy", "POLICY", priority=3, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
@@ -110,7 +110,7 @@ AT_RISK_VIEW = [
     Column("reclaim_count", "RECLAIMS", priority=6),
     Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
     Column("attempt_token", "TOKEN", priority=8, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped),
+    Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
@@ -118,7 +118,7 @@ RECLAIM_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY", value=judgements.policy),
+    Column("recovery_policy", "POLICY", whole=True, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
