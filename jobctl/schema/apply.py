@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
+from jobctl.db import locks
 from jobctl.schema import history, ownership, reclaim_index, shape, statuses
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
@@ -182,14 +183,21 @@ ADDABLE = {
 
 
 def add_columns_hint(qualified: str, mapping: TableMapping, missing: list[str]) -> str:
-    """``, or add it: ALTER TABLE t ADD COLUMN finished_at timestamptz`` for the design
-    columns a table lacks that it may simply add (all of ``missing`` but id and status)."""
+    """``, or add it ...: BEGIN; SET LOCAL lock_timeout = '150ms'; ALTER TABLE t ADD COLUMN
+    finished_at timestamptz; COMMIT`` for the design columns a table lacks that it may simply
+    add (all of ``missing`` but id and status)."""
     addable = [d for d in missing if d in ADDABLE]
     if not addable:
         return ""
     adds = ", ".join(f"ADD COLUMN {_ident(mapping.column(d))} {ADDABLE[d]}" for d in addable)
     it = "it" if len(addable) == 1 else "them"
-    return f", or add {it} when the table has none: ALTER TABLE {qualified} {adds}"
+    # the ALTER waits for every transaction on the table and the workers queue behind it: a
+    # short lock_timeout (as apply's own steps, in the transaction only) bounds their wait
+    timeout = f"{round(locks.DEFAULT_BACKOFF.max_timeout * 1000)}ms"
+    return (
+        f", or add {it} when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
+        f"lock_timeout = '{timeout}'; ALTER TABLE {qualified} {adds}; COMMIT"
+    )
 
 
 def _ident(name: str) -> str:

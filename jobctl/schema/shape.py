@@ -125,7 +125,16 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:
-        return f"{shape.qualified} has no id column {identifier!r}"
+        # the catalog knows the primary key: a one-column one is the id to name
+        if len(shape.primary_key) == 1:
+            return (
+                f"{shape.qualified} has no id column {identifier!r}: its primary key is "
+                f"{shape.primary_key[0]}, name it with --column id={shape.primary_key[0]}"
+            )
+        return (
+            f"{shape.qualified} has no id column {identifier!r}: name the column that names one "
+            "job (a one-column primary key or unique column) with --column id=ACTUAL"
+        )
     if shape.primary_key and identifier not in shape.primary_key:
         return (
             f"{shape.qualified}: {identifier!r} is not part of its primary key "

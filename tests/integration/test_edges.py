@@ -109,3 +109,71 @@ def test_a_domain_refusing_what_jobctl_writes_is_refused_naming_it(conn, run):
     result = run("schema", "apply", "--yes")
     assert result.code == 2, result
     assert "reserved_at" in result.err and "stamp" in result.err and "NULL" in result.err
+
+
+# Kill Bill's notifications queue (killbill-commons' queue ddl.sql, on PostgreSQL)
+KILL_BILL = """
+CREATE DOMAIN public.datetime AS timestamp without time zone;
+CREATE TABLE public.notifications (
+    record_id serial unique,
+    class_name varchar(256) NOT NULL,
+    event_json varchar(2048) NOT NULL,
+    user_token varchar(36),
+    created_date datetime NOT NULL,
+    creating_owner varchar(50) NOT NULL,
+    processing_owner varchar(50) DEFAULT NULL,
+    processing_available_date datetime DEFAULT NULL,
+    processing_state varchar(14) DEFAULT 'AVAILABLE',
+    error_count int DEFAULT 0,
+    search_key1 bigint default null,
+    search_key2 bigint default null,
+    queue_name varchar(64) NOT NULL,
+    effective_date datetime NOT NULL,
+    future_user_token varchar(36),
+    PRIMARY KEY(record_id)
+);
+INSERT INTO public.notifications (class_name, event_json, created_date, creating_owner,
+    processing_owner, processing_available_date, processing_state, queue_name, effective_date)
+SELECT (ARRAY['InvoiceNotification', 'PaymentRetry'])[1 + i % 2], '{}', now(), 'kb-node-1',
+       NULL, now(), (ARRAY['AVAILABLE', 'PROCESSED', 'FAILED', 'REMOVED'])[1 + i % 4],
+       'invoice-queue', now()
+FROM generate_series(1, 104) AS i;
+ALTER TABLE public.notifications ADD COLUMN max_attempts integer NOT NULL DEFAULT 3,
+    ADD COLUMN reserved_at timestamptz, ADD COLUMN last_error text,
+    ADD COLUMN finished_at timestamptz, ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now();
+"""
+KB_MAPPING = (
+    "--column", "id=record_id", "--column", "status=processing_state",
+    "--column", "available_at=processing_available_date",
+    "--column", "reserved_by=processing_owner", "--column", "attempts=error_count",
+    "--status", "queued=AVAILABLE", "--status", "processing=IN_PROCESSING",
+    "--status", "done=PROCESSED", "--status", "failed=FAILED",
+)  # fmt: skip
+
+
+def kill_bill(conn) -> None:
+    conn.execute(KILL_BILL)
+
+
+def test_the_missing_id_error_names_the_primary_key(conn, run):
+    kill_bill(conn)
+    result = run("--table", "notifications", "schema", "apply", "--yes",
+                 "--column", "status=processing_state")  # fmt: skip
+    assert result.code == 2
+    assert "--column id=record_id" in result.err and "primary key is record_id" in result.err
+
+
+def test_schema_check_lists_every_status_held_and_one_verdict_on_apply(conn, run):
+    kill_bill(conn)
+    before = json.loads(run("--table", "notifications", "schema", "check", "-o", "json").out)
+    said = {c["check"]: c for c in before}
+    assert said["schema apply"]["ok"] is False  # no status column 'status' yet
+    # while apply refuses the table, no other check tells the operator to run it
+    assert not [c for c in before if "run jobctl schema apply" in c["detail"]]
+    assert not [c for c in before if "schema apply installs it" in c["detail"]]
+    assert run("--table", "notifications", "schema", "apply", "--yes", *KB_MAPPING).code == 0
+    after = json.loads(run("--table", "notifications", "schema", "check", "-o", "json").out)
+    held = {c["check"]: c for c in after}["status values the table holds"]["detail"]
+    for value in ("AVAILABLE", "PROCESSED", "FAILED", "REMOVED"):
+        assert repr(value) in held, held
+    assert "'REMOVED' no status of the mapping names" in held
