@@ -16,7 +16,7 @@ from jobctl.schema import history, ownership, reclaim_index, shape, statuses
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table import column_types, mapping
-from jobctl.table.mapping import TableMapping
+from jobctl.table.mapping import Given, TableMapping
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -67,13 +67,16 @@ def plan_apply(
     create: bool,
     history_mode: str | None = None,
     mapping: TableMapping | None = None,
+    named: Given | None = None,
 ) -> list[Step]:
     """The steps that bring the table and the history up to date (only what is missing).
 
     ``history_mode`` (transitions, late, exact, audit; see jobctl.history) None keeps the
     installed one.
     ``mapping`` (the table's own names, --column/--status/--park-status) replaces the recorded
-    one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
+    one; None keeps it; with ``named`` (the parts the options named) it is merged into the
+    recorded one instead (``TableMapping.onto``). A table jobctl cannot serve with it is
+    refused before any step."""
     ownership.refuse_foreign(conn)  # a schema jobctl someone else made is never adopted
     exists = db.identify(conn, table_name)
     if exists is None:
@@ -81,7 +84,7 @@ def plan_apply(
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
         facts = _new_table(conn, table_name, mapping)
     else:
-        facts = _existing_table(conn, table_name, exists, mapping)
+        facts = _existing_table(conn, table_name, exists, mapping, named)
     steps = [
         *([facts.create] if facts.create else []),
         *_lease_column_steps(facts),
@@ -135,11 +138,14 @@ def _existing_table(
     table_name: str,
     exists: dict[str, Any],
     mapping: TableMapping | None,
+    named: Given | None = None,
 ) -> TableFacts:
-    """The table as it is, under ``mapping`` (None: the recorded names); refused when
-    jobctl cannot serve it so."""
+    """The table as it is, under ``mapping`` (None: the recorded names; with ``named``,
+    merged into them); refused when jobctl cannot serve it so."""
     table = db.resolve_table(conn, table_name)
     recorded = table.mapping
+    if mapping is not None and named:  # a partial --column adds to the names, never drops
+        mapping = mapping.onto(recorded, named)
     if mapping is None:
         mapping = recorded
     elif mapping != recorded:  # the id and status columns may be other ones

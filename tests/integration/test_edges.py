@@ -177,3 +177,19 @@ def test_schema_check_lists_every_status_held_and_one_verdict_on_apply(conn, run
     for value in ("AVAILABLE", "PROCESSED", "FAILED", "REMOVED"):
         assert repr(value) in held, held
     assert "'REMOVED' no status of the mapping names" in held
+
+
+def test_a_partial_column_on_a_mapped_table_merges_into_its_names(conn, run):
+    kill_bill(conn)
+    kb = ("--table", "notifications")
+    assert run(*kb, "schema", "apply", "--yes", *KB_MAPPING).code == 0
+    result = run(*kb, "schema", "apply", "--yes",
+                 "--column", "kind=class_name", "--column", "queue=queue_name")  # fmt: skip
+    assert result.code == 0, result.err
+    names = {c["check"]: c for c in json.loads(run(*kb, "schema", "check", "-o", "json").out)}
+    said = names["the table's names"]["detail"]
+    for part in ("id = record_id", "status = processing_state", "kind = class_name",
+                 "queue = queue_name", "status queued = AVAILABLE"):  # fmt: skip
+        assert part in said, said
+    stuck = run(*kb, "stuck", "--kind", "PaymentRetry", "-o", "json")
+    assert stuck.code == 0, stuck.err
