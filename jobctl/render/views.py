@@ -185,6 +185,10 @@ EVENT_VIEW = [
     Column("reason", "REASON", priority=3),
     Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
+def _filled(key: str) -> Any:
+    return lambda found: any(r.get(key) is not None for r in found)
+
+
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
@@ -192,9 +196,17 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("outcome", "OUTCOME", style=OUTCOME_STYLE),
     Column("claimed_at", "CLAIMED", priority=1, kind="time"),
     Column("ended_at", "ENDED", priority=2, kind="time"),
-    Column("heartbeats", "BEATS", priority=3),
-    Column("late_heartbeats", "LATE", priority=4),
-    Column("max_heartbeat_gap_s", "MAX GAP", priority=5, kind="seconds"),
+    # the heartbeat statistics only the late and exact history modes keep: empty columns
+    # (the default mode's) are left out, not shown blank
+    Column("heartbeats", "BEATS", priority=3, when=_filled("heartbeats")),
+    Column("late_heartbeats", "LATE", priority=4, when=_filled("late_heartbeats")),
+    Column(
+        "max_heartbeat_gap_s",
+        "MAX GAP",
+        priority=5,
+        kind="seconds",
+        when=_filled("max_heartbeat_gap_s"),
+    ),
     Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time"),
 ]
 HISTORY_HEAD_VIEW = [

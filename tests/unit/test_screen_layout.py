@@ -204,3 +204,25 @@ def test_narrow_screens_drop_optional_columns_before_cutting_the_worker():
     assert {"HEARTBEAT", "SKIPPED"} <= {c.header for c in narrow.hidden}
     wide = screen.layout(views.STUCK_VIEW, rows, 200, output.cell)
     assert {"STATE", "CLAIMED", "HEARTBEAT", "SKIPPED"} <= {c.header for c in wide.columns}
+
+
+def test_history_drops_the_heartbeat_statistics_its_mode_never_fills():
+    """The default history mode (transitions) keeps no heartbeat counts: at 120 columns
+    history showed BEATS, LATE and MAX GAP empty. They show only where a row has them."""
+    attempt = {
+        "attempt": 1,
+        "worker": "kb-node-1.billing.internal",
+        "attempt_token": uuid.UUID(int=7),
+        "outcome": "reclaimed",
+        "claimed_at": NOW,
+        "ended_at": NOW,
+        "heartbeats": None,
+        "late_heartbeats": None,
+        "max_heartbeat_gap_s": None,
+        "last_heartbeat_at": None,
+    }
+    header = rendered(120, [attempt], views.ATTEMPT_VIEW)[0].split()
+    assert "BEATS" not in header and "LATE" not in header and "GAP" not in header
+    counted = {**attempt, "heartbeats": 12, "late_heartbeats": 0, "max_heartbeat_gap_s": 0.6}
+    header = rendered(120, [counted], views.ATTEMPT_VIEW)[0]
+    assert "BEATS" in header and "LATE" in header and "MAX GAP" in header
