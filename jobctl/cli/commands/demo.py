@@ -31,6 +31,9 @@ from jobctl import errors
 DEMO_DB = "jobctl_demo"
 DEMO_TABLE = "jobs"
 LEASE_S = 2.0
+# how long the deploy waits for a worker to hold a job it has heartbeat: long, since a
+# loaded machine (a CI runner) starts the workers and runs their threads late
+BUSY_WAIT_S = 30.0
 DIR_VARIABLE = "JOBCTL_DEMO_DIR"  # where --keep keeps its server (the tests set their own)
 
 
@@ -61,8 +64,13 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
 
     from jobctl import lease
 
+    said = threading.Lock()  # the heartbeat thread says too: one whole line at a time
+
     def say(event: str, **fields: Any) -> None:
-        print(json.dumps({"worker": name, "event": event, **fields}, default=str), flush=True)
+        line = json.dumps({"worker": name, "event": event, **fields}, default=str) + "\n"
+        with said:
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
     with (
         psycopg.connect(dsn, autocommit=True) as conn,
@@ -385,18 +393,18 @@ def _deploy(crew: _Crew, say: Callable[[str], None]) -> dict[str, Any]:
     procs = crew.procs
     for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
         # killed after a heartbeat, as a deploy finds them: stuck shows when each last beat
-        _wait_for(functools.partial(crew.beating, name))
+        _wait_for(functools.partial(crew.beating, name), timeout=BUSY_WAIT_S)
         proc.kill()
         victim = crew.claimed_now(name) or {"id": "?"}
         say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job {victim['id']}")
-    _wait_for(lambda: crew.beating("batch-7"))  # on a busy machine it may lag
+    _wait_for(lambda: crew.beating("batch-7"), timeout=BUSY_WAIT_S)  # a busy machine lags
     zombie = crew.claimed_now("batch-7")
     if zombie is None:  # it finished its job between the two looks: no zombie to show
         raise errors.JobctlError("demo: batch-7 holds no job to freeze; run the demo again")
     os.kill(procs[4].pid, signal.SIGSTOP)
     say(f"batch-7 (pid {procs[4].pid}) frozen with SIGSTOP while holding job {zombie['id']}")
     for proc, name in ((procs[2], "web-3"), (procs[3], "web-4")):
-        _wait_for(functools.partial(crew.beating, name))  # a job held, its lease renewed
+        _wait_for(functools.partial(crew.beating, name), timeout=BUSY_WAIT_S)  # lease renewed
         proc.terminate()
     say(
         f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
@@ -427,7 +435,11 @@ def _resume(
     )
     with crew.lock:
         for e in crew.events:
-            if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
+            if (
+                e["worker"] == "batch-7"
+                and e["id"] == zombie["id"]
+                and e["event"] not in ("claimed", "heartbeat")
+            ):
                 say(
                     f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
                     f"(stale attempt {e['attempt_token']}): the fence held"
