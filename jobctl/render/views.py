@@ -185,6 +185,8 @@ EVENT_VIEW = [
     Column("reason", "REASON", priority=3),
     Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
+
+
 def _filled(key: str) -> Any:
     return lambda found: any(r.get(key) is not None for r in found)
 

@@ -237,9 +237,7 @@ def rejected_domains(
                 with conn.transaction():
                     db.run(
                         conn,
-                        queries.query(
-                            "cast_probe", type=sql.Identifier(found.schema, found.name)
-                        ),
+                        queries.query("cast_probe", type=sql.Identifier(found.schema, found.name)),
                         {"value": values[written]},
                     )
             except (psycopg.DataError, psycopg.IntegrityError) as exc:

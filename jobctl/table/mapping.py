@@ -153,7 +153,9 @@ class TableMapping:
         every part not named is kept. ``schema apply --column kind=class_name`` on a mapped
         table adds the kind to its names instead of forgetting them."""
 
-        def merged(old: Mapping[str, str], new: Mapping[str, str], parts: frozenset[str]) -> dict:
+        def merged(
+            old: Mapping[str, str], new: Mapping[str, str], parts: frozenset[str]
+        ) -> dict[str, str]:
             out = {d: a for d, a in old.items() if d not in parts}
             return out | {d: a for d, a in new.items() if d in parts}
 

@@ -77,7 +77,7 @@ def as_run(line: str, job_id: int) -> list[str]:
         words = words[: words.index(stop)] if stop in words else words
     args: list[str] = []
     skip = False
-    for n, word in enumerate(words):
+    for word in words:
         if skip:
             skip = False
             continue

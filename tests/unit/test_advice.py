@@ -144,9 +144,11 @@ def from_docs() -> Iterator[tuple[str, str]]:
             where = f"{path.relative_to(ROOT)}:{number}"
             if "--help" in raw or "<TAB>" in raw:
                 continue  # the help's own pages, a completion typed: not lines to parse
-            if fenced and re.match(r"(\$ )?jobctl (--|[a-z])", raw) and (
-                raw.startswith("$") or len(raw.split()) > 1 and raw.split()[1] in COMMANDS
-                or raw.split()[1].startswith("--")
+            second = raw.split()[1] if len(raw.split()) > 1 else ""
+            if (
+                fenced
+                and re.match(r"(\$ )?jobctl (--|[a-z])", raw)
+                and (raw.startswith("$") or second in COMMANDS or second.startswith("--"))
             ):
                 line = raw.removeprefix("$ ")
                 while line.endswith("\\") and number < len(lines):

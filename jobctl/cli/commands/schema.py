@@ -59,13 +59,18 @@ def schema_apply(
     history_mode = _history_mode(history_mode, no_worker_history)
     mapping, named = None, None
     if columns or statuses or units or park_status is not None:
-        given = {
-            "columns": columns or (),
-            "statuses": statuses or (),
-            "park_status": park_status,
-            "units": units or (),
-        }
-        mapping, named = TableMapping.parse(**given), Given.of(**given)
+        mapping = TableMapping.parse(
+            columns=columns or (),
+            statuses=statuses or (),
+            park_status=park_status,
+            units=units or (),
+        )
+        named = Given.of(
+            columns=columns or (),
+            statuses=statuses or (),
+            park_status=park_status,
+            units=units or (),
+        )
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
