@@ -311,20 +311,13 @@ def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Doc
     )
 
 
-def shown_of_line(shown: int, total: int, limit: int) -> str | None:
-    """Under a list its --limit cut: how many of how many (None: it cut nothing)."""
-    if total <= shown:
-        return None
-    return f"showing {shown} of {total} (--limit {limit}; every one: a larger --limit)"
-
-
 def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
     """What an operator reads under a list or a count holding processing jobs with no lease
     (None: there are none). ``count`` is all of them, never only the rows a limit let
     through; ``shown``: how many of them the list holds, when that is fewer."""
     if not count:
         return None
-    of = f" ({shown} of them shown)" if shown is not None and shown < count else ""
+    of = f", {shown} of them shown" if shown is not None and shown < count else ""
     return (
         f"{count} processing job(s) have no lease{of} (claimed by code that sets none): reclaim "
         "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
@@ -354,11 +347,15 @@ def ready_waiting_line(waiting: rows.Row, after: str) -> str:
     )
 
 
-def reclaim_hint(found: int, holding: Sequence[str] | None = None) -> str:
+def reclaim_hint(
+    found: int, holding: Sequence[str] | None = None, total: int | None = None
+) -> str:
     """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
-    targets holding rows, across targets; None: one database)."""
+    targets holding rows, across targets; None: one database; ``total``: every job the
+    filter matched, when a --limit showed fewer)."""
     if holding is None:
-        return f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run"
+        shown = f"showing {found} of {total} job(s) (--limit)" if total else f"{found} job(s)"
+        return f"{shown}; preview the reclaim with: jobctl reclaim --dry-run"
     return (
         f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
         f"jobctl {_target_options(holding)} reclaim --dry-run"

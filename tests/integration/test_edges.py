@@ -66,8 +66,8 @@ def test_stuck_footers_count_everything_not_the_rows_shown(conn, dsn, run):
     conn.execute("UPDATE jobs SET lease_expires_at = NULL WHERE reserved_by = 'w2'")  # no lease
     result = run("stuck", "--limit", "6")
     assert result.code == 0, result.err
-    assert "30 processing job(s) have no lease (2 of them shown)" in result.err
-    assert "showing 6 of 34" in result.err
+    assert "30 processing job(s) have no lease, 2 of them shown (claimed" in result.err
+    assert "showing 6 of 34 job(s)" in result.err
     whole = run("stuck")
     assert "30 processing job(s) have no lease (claimed" in whole.err
     assert "showing" not in whole.err
