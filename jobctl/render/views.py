@@ -347,9 +347,7 @@ def ready_waiting_line(waiting: rows.Row, after: str) -> str:
     )
 
 
-def reclaim_hint(
-    found: int, holding: Sequence[str] | None = None, total: int | None = None
-) -> str:
+def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:
     """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
     targets holding rows, across targets; None: one database; ``total``: every job the
     filter matched, when a --limit showed fewer)."""
