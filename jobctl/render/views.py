@@ -209,7 +209,13 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
         kind="seconds",
         when=_filled("max_heartbeat_gap_s"),
     ),
-    Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time"),
+    Column(
+        "last_heartbeat_at",
+        "LAST BEAT",
+        priority=6,
+        kind="time",
+        when=_filled("last_heartbeat_at"),
+    ),
 ]
 HISTORY_HEAD_VIEW = [
     ID,

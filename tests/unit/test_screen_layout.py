@@ -223,6 +223,7 @@ def test_history_drops_the_heartbeat_statistics_its_mode_never_fills():
     }
     header = rendered(120, [attempt], views.ATTEMPT_VIEW)[0].split()
     assert "BEATS" not in header and "LATE" not in header and "GAP" not in header
+    assert "BEAT" not in header  # nor the last one
     counted = {**attempt, "heartbeats": 12, "late_heartbeats": 0, "max_heartbeat_gap_s": 0.6}
     header = rendered(120, [counted], views.ATTEMPT_VIEW)[0]
     assert "BEATS" in header and "LATE" in header and "MAX GAP" in header
