@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import add_jobs, claim_all
 
 
@@ -193,3 +194,23 @@ def test_a_partial_column_on_a_mapped_table_merges_into_its_names(conn, run):
         assert part in said, said
     stuck = run(*kb, "stuck", "--kind", "PaymentRetry", "-o", "json")
     assert stuck.code == 0, stuck.err
+
+
+@pytest.mark.parametrize(
+    ("args", "known"),
+    [
+        (["events", "--event", "reclaimd"], "reclaimed"),
+        (["events", "--event", "reclaimed,requeud"], "requeued"),
+        (["stuck", "--policy", "manul"], "manual"),
+        (["review", "--policy", "x"], "manual"),
+        (["reclaim", "--policy", "x"], "manual"),
+        (["summary", "--by", "kinds"], "worker"),
+        (["requeue", "--status", "parkd", "--error", "x", "--yes"], "parked"),
+        (["schema", "apply", "--history", "full", "--sql"], "transitions"),
+        (["stuck", "--notify-env", "X", "--notify-format", "teams"], "slack"),
+    ],
+)
+def test_every_enumerated_filter_refuses_an_unknown_value_naming_the_known(run, args, known):
+    result = run(*args)
+    assert result.code == 2, result
+    assert known in result.err and result.out == ""
