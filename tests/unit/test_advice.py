@@ -134,7 +134,7 @@ def from_code() -> Iterator[tuple[str, str]]:
 
 
 def from_docs() -> Iterator[tuple[str, str]]:
-    for path in sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")]):
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
         lines = path.read_text().split("\n")
         fenced = False
         for number, raw in enumerate(lines, 1):

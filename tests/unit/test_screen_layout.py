@@ -183,6 +183,7 @@ def test_narrow_screens_drop_optional_columns_before_cutting_the_worker():
             "id": 4000 + n,
             "reserved_by": f"kb-node-{n}.billing.internal",
             "recovery_policy": "auto",
+            "effective_policy": "manual",
             "policy_from": "kind",
             "lease_state": state,
             "claimed_age_s": 900.0,
