@@ -45,6 +45,7 @@ class Column:
     value: Callable[[Row], Any] | None = None
     style: Callable[[str], str] | None = None
     when: Callable[[Sequence[Row]], bool] | None = None  # shown only if true of the rows
+    filled: bool = False  # shown only when some row has a value for it (else left out)
     copy: bool = False  # a token meant to be copied: never cut, even when nothing else gives
     # a column always shown that a narrow terminal drops rather than cut an id, a worker, a
     # policy or an action: the highest first (0: never dropped)
@@ -142,7 +143,12 @@ def layout(
     """The columns of ``columns`` that fit ``width`` (None: every column, nothing cut)."""
     from rich.cells import cell_len
 
-    wanted = [c for c in columns if c.when is None or c.when(rows)]
+    wanted = [
+        c
+        for c in columns
+        if (c.when is None or c.when(rows))
+        and (not c.filled or any(r.get(c.key) is not None for r in rows))
+    ]
     texts = {id(c): [text_of(c, row, cell) for row in rows] for c in wanted}
     natural = {
         id(c): max([cell_len(c.header), *(cell_len(t) for t in texts[id(c)])]) for c in wanted

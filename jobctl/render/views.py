@@ -187,10 +187,6 @@ EVENT_VIEW = [
 ]
 
 
-def _filled(key: str) -> Any:
-    return lambda found: any(r.get(key) is not None for r in found)
-
-
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
@@ -198,24 +194,12 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("outcome", "OUTCOME", style=OUTCOME_STYLE),
     Column("claimed_at", "CLAIMED", priority=1, kind="time"),
     Column("ended_at", "ENDED", priority=2, kind="time"),
-    # the heartbeat statistics only the late and exact history modes keep: empty columns
-    # (the default mode's) are left out, not shown blank
-    Column("heartbeats", "BEATS", priority=3, when=_filled("heartbeats")),
-    Column("late_heartbeats", "LATE", priority=4, when=_filled("late_heartbeats")),
-    Column(
-        "max_heartbeat_gap_s",
-        "MAX GAP",
-        priority=5,
-        kind="seconds",
-        when=_filled("max_heartbeat_gap_s"),
-    ),
-    Column(
-        "last_heartbeat_at",
-        "LAST BEAT",
-        priority=6,
-        kind="time",
-        when=_filled("last_heartbeat_at"),
-    ),
+    # the heartbeat statistics only the late and exact history modes keep: left out when
+    # empty (the default mode's), not shown blank
+    Column("heartbeats", "BEATS", priority=3, filled=True),
+    Column("late_heartbeats", "LATE", priority=4, filled=True),
+    Column("max_heartbeat_gap_s", "MAX GAP", priority=5, kind="seconds", filled=True),
+    Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time", filled=True),
 ]
 HISTORY_HEAD_VIEW = [
     ID,

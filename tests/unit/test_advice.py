@@ -80,6 +80,20 @@ def takes_arguments(name: str, sub: str | None) -> bool:
     return any(p.param_type_name == "argument" for p in command.params)
 
 
+def takes_value(name: str, sub: str | None, option: str) -> bool:
+    """Whether ``option`` of the command takes a value (``--reason TEXT``), not a flag
+    (``--allow-writes``): a word after a flag is the sentence's."""
+    if not option.startswith("-"):
+        return False
+    command = GROUP.commands[name]
+    if sub is not None and hasattr(command, "commands"):
+        command = command.commands.get(sub, command)
+    for param in command.params:
+        if option in getattr(param, "opts", []) or option in getattr(param, "secondary_opts", []):
+            return not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+    return True  # an option it does not have: let the parser say so
+
+
 def from_prose(text: str) -> Iterator[str]:
     """Command lines given inside a sentence (code strings, docstrings): ``jobctl`` and a
     command, then its arguments up to the sentence's own punctuation or words."""
@@ -97,14 +111,14 @@ def from_prose(text: str) -> Iterator[str]:
                     break
                 if token in PROSE:
                     break
-                value_of_option = line[-1].startswith("--") and not token.startswith("-")
+                value_of_option = takes_value(found[2], sub, line[-1]) and not token.startswith("-")
                 if (
                     not positional
                     and token != sub
                     and not token.startswith("-")
                     and not token.startswith("{")
                     and not value_of_option
-                    and re.fullmatch(r"[a-z]+", token)
+                    and re.fullmatch(r"[a-z]+", token.rstrip(CLOSERS + "."))
                 ):
                     break
             cut = token.rstrip(CLOSERS + ".")
