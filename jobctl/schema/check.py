@@ -160,7 +160,8 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results.append(history_check(conn, table))
     results.append(ownership_check(conn))
     results.append(row_security(conn, table))
-    results.append(ids_check(conn, table))
+    if table.mapping.column("id") in columns:  # a table with no id column yet: said above
+        results.append(ids_check(conn, table))
     if table.mapping.column("status") in columns:
         results += _status_checks(conn, table)
     if not wrong:
