@@ -240,9 +240,14 @@ def _stuck_said(
         if o.value and o.value.waiting is not None:
             after = durations.show(ready_after, decimal_seconds=True)
             terminal.say(views.ready_waiting_line(o.value.waiting, after))
+    # every job the filter matched, when a --limit showed fewer: said under any output
+    total = sum(o.value.total or o.value.count for o in outcomes if o.value)
+    cut = total if total > found else None
     if found and sys.stdout.isatty() and out.tabular:
         holding = [o.target.name for o in outcomes if o.value and o.value.count]
-        terminal.say(views.reclaim_hint(found, holding if shown.several else None))
+        terminal.say(views.reclaim_hint(found, holding if shown.several else None, cut))
+    elif cut:
+        terminal.say(f"showing {found} of {cut} job(s) (--limit)")
     context.exit_with(context.with_findings(code, exit_code and bool(found)))
 
 

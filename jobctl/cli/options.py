@@ -348,15 +348,39 @@ def _from_database(ctx: typer.Context, statement: str, incomplete: str, left: fl
         return []
 
 
+def not_an_option(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """Ids where an option's name was meant (``policy 9 manual``, ``requeue 7 force``) are
+    refused by the parser (exit 2) with the option they look like: as ids they would only be
+    "not found" (or worse, the command would run without the option). An id spelled exactly
+    as one of the command's options is still reachable: no table's ids are plain words."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    names = {
+        name[2:]: name
+        for option in ctx.command.params
+        for name in getattr(option, "opts", []) + getattr(option, "secondary_opts", [])
+        if name.startswith("--")
+    }
+    for given in [value] if isinstance(value, str) else value:
+        meant = names.get(str(given).lower())
+        if meant is not None:
+            raise typer.BadParameter(f"{given!r} is not a job id: did you mean {meant}?")
+    return value
+
+
 # Ids are text here: the database converts them to the id column's type (bigint, uuid, text
 # ...), and refuses one that is not valid for it (exit 2; see session.Session.job_ids).
 JobId = Annotated[
     str,
-    typer.Argument(help="Job id.", metavar="ID", autocompletion=complete_ids),
+    typer.Argument(
+        help="Job id.", metavar="ID", autocompletion=complete_ids, callback=not_an_option
+    ),
 ]
 JobIds = Annotated[
     list[str],
-    typer.Argument(help="Job ids.", metavar="ID...", autocompletion=complete_ids),
+    typer.Argument(
+        help="Job ids.", metavar="ID...", autocompletion=complete_ids, callback=not_an_option
+    ),
 ]
 
 JobIdsOrStdin = Annotated[
@@ -365,6 +389,7 @@ JobIdsOrStdin = Annotated[
         help="Job ids; - reads them from stdin (one per line, or JSON lines with an id).",
         metavar="[ID...|-]",
         autocompletion=complete_ids,
+        callback=not_an_option,
         show_default=False,
     ),
 ]
@@ -443,8 +468,8 @@ BulkStatuses = Annotated[
     typer.Option(
         "--status",
         metavar="queued|processing|failed|parked",
-        help="With a filter: only jobs in this status (repeatable; default: failed and the "
-        "park status).",
+        help="With a filter: only jobs in this status (repeatable, or a comma list; default: "
+        "failed and the park status).",
     ),
 ]
 BulkOlderThan = Annotated[

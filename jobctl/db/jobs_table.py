@@ -272,7 +272,13 @@ def resolve_table(
         id_row["type_display"] if id_row else "bigint",
         {
             names[name]: column_types.ColumnType(
-                name, r["type_schema"], r["type_name"], r["type_display"], r["typtype"]
+                name,
+                r["type_schema"],
+                r["type_name"],
+                r["type_display"],
+                r["typtype"],
+                (r["literal_schema"], r["literal_name"]),
+                r["base_display"],
             )
             for name, r in types.items()
         },

@@ -369,7 +369,7 @@ def _auto_check(s: Session, params: Row, history: bool) -> Row:
         f"{got['reclaims']} reclaim(s) gave {got['jobs']} auto-policy job(s) back to run "
         "again: the database fence cannot stop a second email or charge, so each must be "
         "idempotent (an idempotency key, or business deduplication); a job that is not goes "
-        "to manual (jobctl policy ID manual)",
+        "to manual (jobctl policy ID --manual)",
         [dict(got)],
     )
 

@@ -28,6 +28,44 @@ from jobctl.render.rows import JobEvent
 # a bound of the window: an age (now() minus it) or a point in time
 Bound = dt.timedelta | dt.datetime | None
 
+# every kind of event the history records (the trigger's, sql/history/002_lean_history.sql,
+# and jobctl's own writes): a filter on any other value could only ever print (none)
+EVENTS = (
+    "reclaimed",
+    "requeued",
+    "manually_failed",
+    "quarantined",
+    "policy_changed",
+    "retried",
+    "failed",
+    "superseded",
+    "status_changed",
+)
+# kept as attempts, never as events: a filter on them is pointed there
+ATTEMPTS = ("claimed", "completed")
+
+
+def known_events(given: Sequence[str]) -> list[str]:
+    """--event's values (each may be a comma list), checked: UsageError (exit 2) naming the
+    known ones for any other, with the nearest as a guess (``reclaimd``: reclaimed)."""
+    import difflib
+
+    wanted = [v.strip() for value in given for v in value.split(",") if v.strip()]
+    for value in wanted:
+        if value in ATTEMPTS:
+            raise errors.UsageError(
+                f"--event {value}: claims and completions are kept as attempts, not events "
+                "(jobctl history ID shows them per job)"
+            )
+        if value not in EVENTS:
+            near = difflib.get_close_matches(value, EVENTS, n=1)
+            raise errors.UsageError(
+                f"--event {value!r} is not an event"
+                + (f" (did you mean {near[0]}?)" if near else "")
+                + f": give one of {', '.join(EVENTS)}"
+            )
+    return wanted
+
 
 def bound(text: str) -> dt.timedelta | dt.datetime:
     """--since/--until: a duration (2h: that long ago) or an ISO 8601 timestamp (with an

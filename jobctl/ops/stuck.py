@@ -68,6 +68,7 @@ class Found:
     count: int
     rows: list[Row] = dataclasses.field(default_factory=list)
     waiting: Row | None = None
+    total: int | None = None  # every row the filter matches, when a --limit cut the list
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,10 +137,18 @@ def _streamed(
             yield row
 
     show(Stream(counted(), s.table.mapping.mapped_optional, st))
-    for line in (held_back(s, st, ask), views.no_lease_line(no_lease)):
+    lines, total = [held_back(s, st, ask)], None
+    if ask.expiring_within is None and found >= ask.limit:  # the limit cut: count them all
+        expired, without = triage.stuck_count(s, ask.on(st))
+        total = expired + without
+        lines += [views.no_lease_line(without, shown=no_lease)]
+    else:
+        lines += [views.no_lease_line(no_lease)]
+    for line in lines:
         if line:
             say(line)
-    return Found(found, waiting=None if found else triage.ready_waiting(s, ready_after))
+    waiting = None if found else triage.ready_waiting(s, ready_after)
+    return Found(found, waiting=waiting, total=total if total and total > found else None)
 
 
 def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:

@@ -84,6 +84,13 @@ def stuck(
     return (cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params))
 
 
+def stuck_count(s: Session, which: ExpiredFilter) -> tuple[int, int]:
+    """How many rows ``stuck`` would list with no limit: (expired, with no lease). Its
+    footers count these, not the rows a ``--limit`` let through."""
+    found = s.one("stuck_count", {**which.params(), "no_lease": True})
+    return int(found["expired"]), int(found["no_lease"])
+
+
 def at_risk(
     s: Session, which: ExpiredFilter, window: dt.timedelta, limit: int | None
 ) -> Iterator[AtRiskRow]:

@@ -45,7 +45,11 @@ class Column:
     value: Callable[[Row], Any] | None = None
     style: Callable[[str], str] | None = None
     when: Callable[[Sequence[Row]], bool] | None = None  # shown only if true of the rows
+    filled: bool = False  # shown only when some row has a value for it (else left out)
     copy: bool = False  # a token meant to be copied: never cut, even when nothing else gives
+    # a column always shown that a narrow terminal drops rather than cut an id, a worker, a
+    # policy or an action: the highest first (0: never dropped)
+    drop: int = 0
 
 
 def seconds(value: float | dt.timedelta | None) -> str:
@@ -139,7 +143,12 @@ def layout(
     """The columns of ``columns`` that fit ``width`` (None: every column, nothing cut)."""
     from rich.cells import cell_len
 
-    wanted = [c for c in columns if c.when is None or c.when(rows)]
+    wanted = [
+        c
+        for c in columns
+        if (c.when is None or c.when(rows))
+        and (not c.filled or any(r.get(c.key) is not None for r in rows))
+    ]
     texts = {id(c): [text_of(c, row, cell) for row in rows] for c in wanted}
     natural = {
         id(c): max([cell_len(c.header), *(cell_len(t) for t in texts[id(c)])]) for c in wanted
@@ -163,11 +172,29 @@ def layout(
                 chosen.append(column)  # cut to fit
             break
         chosen = [c for c in wanted if c in chosen]  # the declared order
+        # when even the essentials cannot fit without cutting a whole column (a worker,
+        # whose hosts look alike once cut), the droppable ones go first, highest first
+        while _least(chosen, natural) > width and any(c.drop for c in chosen):
+            chosen.remove(max((c for c in chosen if c.drop), key=lambda c: c.drop))
     widths = [natural[id(c)] for c in chosen]
     if width is not None:
         widths = _shrink(chosen, widths, width)
     cells = [[texts[id(c)][i] for c in chosen] for i in range(len(rows))]
     return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
+
+
+def _least(columns: Sequence[Column], natural: Mapping[int, int]) -> int:
+    """The fewest cells ``columns`` take with every whole one whole and the rest cut to
+    their floor (``_shrink``'s first pass at its furthest)."""
+    from rich.cells import cell_len
+
+    cells = [
+        natural[id(c)]
+        if c.whole or c.copy
+        else min(natural[id(c)], max(MIN_CUT, cell_len(c.header)))
+        for c in columns
+    ]
+    return sum(cells) + GAP * max(len(cells) - 1, 0)
 
 
 TEXT_BUDGET = 20  # the least a text column brought in cut keeps (or its header's width)

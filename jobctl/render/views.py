@@ -74,18 +74,18 @@ STUCK_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY", value=judgements.policy),
+    Column("recovery_policy", "POLICY", whole=True, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
-    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
-    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease, drop=1),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago", drop=3),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
     Column("reclaim_count", "RECLAIMS", priority=4),
     Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
     Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
     Column("attempt_token", "TOKEN", priority=7, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped),
+    Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 
 
@@ -101,8 +101,8 @@ AT_RISK_VIEW = [
     WORKER,
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE),
     Column("lease_overdue_s", "EXPIRY", kind="until"),
-    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease),
-    Column("heartbeat_age_s", "HEARTBEAT", kind="ago"),
+    Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease, drop=1),
+    Column("heartbeat_age_s", "HEARTBEAT", kind="ago", drop=3),
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
     Column("recovery_policy", "POLICY", priority=3, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
@@ -110,7 +110,7 @@ AT_RISK_VIEW = [
     Column("reclaim_count", "RECLAIMS", priority=6),
     Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
     Column("attempt_token", "TOKEN", priority=8, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped),
+    Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
@@ -118,7 +118,7 @@ RECLAIM_VIEW = [
     KIND,
     QUEUE,
     WORKER,
-    Column("recovery_policy", "POLICY", value=judgements.policy),
+    Column("recovery_policy", "POLICY", whole=True, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
@@ -185,6 +185,8 @@ EVENT_VIEW = [
     Column("reason", "REASON", priority=3),
     Column("attempt_token", "TOKEN", priority=4, whole=True),
 ]
+
+
 ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
@@ -192,10 +194,12 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("outcome", "OUTCOME", style=OUTCOME_STYLE),
     Column("claimed_at", "CLAIMED", priority=1, kind="time"),
     Column("ended_at", "ENDED", priority=2, kind="time"),
-    Column("heartbeats", "BEATS", priority=3),
-    Column("late_heartbeats", "LATE", priority=4),
-    Column("max_heartbeat_gap_s", "MAX GAP", priority=5, kind="seconds"),
-    Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time"),
+    # the heartbeat statistics only the late and exact history modes keep: left out when
+    # empty (the default mode's), not shown blank
+    Column("heartbeats", "BEATS", priority=3, filled=True),
+    Column("late_heartbeats", "LATE", priority=4, filled=True),
+    Column("max_heartbeat_gap_s", "MAX GAP", priority=5, kind="seconds", filled=True),
+    Column("last_heartbeat_at", "LAST BEAT", priority=6, kind="time", filled=True),
 ]
 HISTORY_HEAD_VIEW = [
     ID,
@@ -297,13 +301,15 @@ def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Doc
     )
 
 
-def no_lease_line(count: int) -> str | None:
+def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
     """What an operator reads under a list or a count holding processing jobs with no lease
-    (None: there are none)."""
+    (None: there are none). ``count`` is all of them, never only the rows a limit let
+    through; ``shown``: how many of them the list holds, when that is fewer."""
     if not count:
         return None
+    of = f", {shown} of them shown" if shown is not None and shown < count else ""
     return (
-        f"{count} processing job(s) have no lease (claimed by code that sets none): reclaim "
+        f"{count} processing job(s) have no lease{of} (claimed by code that sets none): reclaim "
         "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
         "to do, jobctl doctor finds the writer"
     )
@@ -331,11 +337,13 @@ def ready_waiting_line(waiting: rows.Row, after: str) -> str:
     )
 
 
-def reclaim_hint(found: int, holding: Sequence[str] | None = None) -> str:
+def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:
     """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
-    targets holding rows, across targets; None: one database)."""
+    targets holding rows, across targets; None: one database; ``total``: every job the
+    filter matched, when a --limit showed fewer)."""
     if holding is None:
-        return f"{found} job(s); preview the reclaim with: jobctl reclaim --dry-run"
+        shown = f"showing {found} of {total} job(s) (--limit)" if total else f"{found} job(s)"
+        return f"{shown}; preview the reclaim with: jobctl reclaim --dry-run"
     return (
         f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
         f"jobctl {_target_options(holding)} reclaim --dry-run"

@@ -11,11 +11,12 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
+from jobctl.db import locks
 from jobctl.schema import history, ownership, reclaim_index, shape, statuses
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table import column_types, mapping
-from jobctl.table.mapping import TableMapping
+from jobctl.table.mapping import Given, TableMapping
 
 LEASE_COLUMNS = {
     "attempt_token": "uuid",
@@ -66,13 +67,16 @@ def plan_apply(
     create: bool,
     history_mode: str | None = None,
     mapping: TableMapping | None = None,
+    named: Given | None = None,
 ) -> list[Step]:
     """The steps that bring the table and the history up to date (only what is missing).
 
     ``history_mode`` (transitions, late, exact, audit; see jobctl.history) None keeps the
     installed one.
     ``mapping`` (the table's own names, --column/--status/--park-status) replaces the recorded
-    one; None keeps it. A table jobctl cannot serve with it is refused before any step."""
+    one; None keeps it; with ``named`` (the parts the options named) it is merged into the
+    recorded one instead (``TableMapping.onto``). A table jobctl cannot serve with it is
+    refused before any step."""
     ownership.refuse_foreign(conn)  # a schema jobctl someone else made is never adopted
     exists = db.identify(conn, table_name)
     if exists is None:
@@ -80,7 +84,7 @@ def plan_apply(
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
         facts = _new_table(conn, table_name, mapping)
     else:
-        facts = _existing_table(conn, table_name, exists, mapping)
+        facts = _existing_table(conn, table_name, exists, mapping, named)
     steps = [
         *([facts.create] if facts.create else []),
         *_lease_column_steps(facts),
@@ -134,11 +138,14 @@ def _existing_table(
     table_name: str,
     exists: dict[str, Any],
     mapping: TableMapping | None,
+    named: Given | None = None,
 ) -> TableFacts:
-    """The table as it is, under ``mapping`` (None: the recorded names); refused when
-    jobctl cannot serve it so."""
+    """The table as it is, under ``mapping`` (None: the recorded names; with ``named``,
+    merged into them); refused when jobctl cannot serve it so."""
     table = db.resolve_table(conn, table_name)
     recorded = table.mapping
+    if mapping is not None and named:  # a partial --column adds to the names, never drops
+        mapping = mapping.onto(recorded, named)
     if mapping is None:
         mapping = recorded
     elif mapping != recorded:  # the id and status columns may be other ones
@@ -182,14 +189,21 @@ ADDABLE = {
 
 
 def add_columns_hint(qualified: str, mapping: TableMapping, missing: list[str]) -> str:
-    """``, or add it: ALTER TABLE t ADD COLUMN finished_at timestamptz`` for the design
-    columns a table lacks that it may simply add (all of ``missing`` but id and status)."""
+    """``, or add it ...: BEGIN; SET LOCAL lock_timeout = '150ms'; ALTER TABLE t ADD COLUMN
+    finished_at timestamptz; COMMIT`` for the design columns a table lacks that it may simply
+    add (all of ``missing`` but id and status)."""
     addable = [d for d in missing if d in ADDABLE]
     if not addable:
         return ""
     adds = ", ".join(f"ADD COLUMN {_ident(mapping.column(d))} {ADDABLE[d]}" for d in addable)
     it = "it" if len(addable) == 1 else "them"
-    return f", or add {it} when the table has none: ALTER TABLE {qualified} {adds}"
+    # the ALTER waits for every transaction on the table and the workers queue behind it: a
+    # short lock_timeout (as apply's own steps, in the transaction only) bounds their wait
+    timeout = f"{round(locks.DEFAULT_BACKOFF.max_timeout * 1000)}ms"
+    return (
+        f", or add {it} when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
+        f"lock_timeout = '{timeout}'; ALTER TABLE {qualified} {adds}; COMMIT"
+    )
 
 
 def _ident(name: str) -> str:
@@ -228,6 +242,9 @@ def _refuse_unserved(
     why = shape.repeated_id(conn, table)  # a job is named by its id alone
     if why is not None:
         raise errors.NothingDone(why)
+    domains = shape.rejected_domains(conn, table.types)  # a domain's own constraints
+    if domains:
+        raise errors.NothingDone(f"{table.qualified}: {'; '.join(domains)}")
     refused = shape.rejected_statuses(conn, found, mapping)
     if refused:
         value, reason = refused[0]

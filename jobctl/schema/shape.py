@@ -12,12 +12,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
 from jobctl.render import safe_text
 from jobctl.sql import queries
-from jobctl.table import libraries
+from jobctl.table import column_types, libraries
 from jobctl.table.mapping import TableMapping
 
 if TYPE_CHECKING:
@@ -124,7 +125,16 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:
-        return f"{shape.qualified} has no id column {identifier!r}"
+        # the catalog knows the primary key: a one-column one is the id to name
+        if len(shape.primary_key) == 1:
+            return (
+                f"{shape.qualified} has no id column {identifier!r}: its primary key is "
+                f"{shape.primary_key[0]}, name it with --column id={shape.primary_key[0]}"
+            )
+        return (
+            f"{shape.qualified} has no id column {identifier!r}: name the column that names one "
+            "job (a one-column primary key or unique column) with --column id=ACTUAL"
+        )
     if shape.primary_key and identifier not in shape.primary_key:
         return (
             f"{shape.qualified}: {identifier!r} is not part of its primary key "
@@ -198,6 +208,44 @@ def rejected_statuses(
             conn, shape, status, value
         ):
             rejected.append((value, "no partition of the table holds this status"))
+    return rejected
+
+
+def rejected_domains(
+    conn: psycopg.Connection[Any], types: Mapping[str, column_types.ColumnType]
+) -> list[str]:
+    """Each design column of a domain over a served type whose own NOT NULL or CHECK refuses
+    a value jobctl writes into it (``column_types.WRITES``): the column, the value, why. Asked
+    by casting each value to the domain inside a savepoint (what the write would do)."""
+    import datetime as dt
+
+    import psycopg
+    from psycopg import sql
+
+    values: dict[str, Any] = {
+        "null": None,
+        "now": dt.datetime.now(dt.timezone.utc),
+        "text": "lease expired before completion",
+        "count": 0,
+    }
+    rejected = []
+    for design, found in types.items():
+        if not found.domain:
+            continue
+        for written in column_types.WRITES.get(design, ()):
+            try:
+                with conn.transaction():
+                    db.run(
+                        conn,
+                        queries.query("cast_probe", type=sql.Identifier(found.schema, found.name)),
+                        {"value": values[written]},
+                    )
+            except (psycopg.DataError, psycopg.IntegrityError) as exc:
+                what = "NULL" if written == "null" else f"a {written} value"
+                rejected.append(
+                    f"column {found.column} (its {design}) is {found.display} (a domain), "
+                    f"which refuses {what} jobctl writes there: {str(exc).splitlines()[0]}"
+                )
     return rejected
 
 

@@ -91,7 +91,17 @@ def status_values(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[b
         )
     seen = [value for value in mapped_statuses(mapping) if value in present]
     unseen = [value for value in mapped_statuses(mapping) if value not in present]
+    # every value held, the mapping's and the others: a value no status names (Kill Bill's
+    # REMOVED) is jobs jobctl never reads, counts or writes, which the operator must know
+    others = sorted(present - set(mapped_statuses(mapping)))
     return True, (
-        f"the table holds {', '.join(map(repr, seen))}"
+        f"the table holds {', '.join(map(repr, seen + others))}"
+        + (
+            f"; {', '.join(map(repr, others))} no status of the mapping names: jobctl "
+            "neither reads nor writes those jobs (map one with --status or --park-status if "
+            "it should)"
+            if others
+            else ""
+        )
         + (f" (not seen in the rows sampled: {', '.join(map(repr, unseen))})" if unseen else "")
     )

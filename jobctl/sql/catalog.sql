@@ -51,7 +51,10 @@ SELECT mapping FROM jobctl.tables WHERE job_table = %(job_table)s
 -- of the application's maybe, inside the history's SECURITY DEFINER function), else its own
 SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
        format_type(a.atttypid, a.atttypmod) AS type_display, t.typtype::text AS typtype,
-       ln.nspname AS literal_schema, lt.typname AS literal_name
+       ln.nspname AS literal_schema, lt.typname AS literal_name,
+       -- a domain's base as declared (varchar(36): the length jobctl cuts a reason to)
+       CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char
+            THEN format_type(t.typbasetype, t.typtypmod) END AS base_display
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace

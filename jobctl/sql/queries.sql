@@ -324,6 +324,15 @@ WHERE {expired_filter} OR {no_lease_filter}
 ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
 
+-- name: stuck_count
+-- every row stuck would list without its --limit, expired and with no lease apart: what its
+-- footers count when the limit cut the list (the same filter; read through the reclaim
+-- index's processing rows, read only)
+SELECT count(*) FILTER (WHERE NOT {lease_missing}) AS expired,
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease
+FROM {table} j
+WHERE {expired_filter} OR {no_lease_filter}
+
 -- name: at_risk
 -- expired leases and live ones expiring within the window, with each worker's lag
 WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (

@@ -93,19 +93,51 @@ class ColumnType:
     name: str  # its typname: int8, varchar, jsonb, a domain's or an enum's own name
     display: str  # as the database prints it, with modifiers: character varying(200)
     typtype: str = "b"  # b: base, d: domain, e: enum, c: composite, r: range ...
+    # a domain's innermost base type (schema, typname); a base type's own
+    base: tuple[str, str] | None = None
+    base_display: str | None = None  # a domain's base as declared: character varying(36)
 
     @property
     def family(self) -> str | None:
-        """integer, timestamp, string, uuid, json; None: a type jobctl does not know."""
+        """integer, timestamp, string, uuid, json; None: a type jobctl does not know. A domain
+        is its base type's (Kill Bill's ``datetime`` over timestamp is a timestamp): every
+        statement compares and writes it as that type; whether its own NOT NULL or CHECK
+        accepts what jobctl writes is asked of the database (``shape.rejected_domains``)."""
+        schema, name = self.base if self.typtype == "d" and self.base else (self.schema, "")
+        if self.typtype == "d" and schema == "pg_catalog":
+            return FAMILIES.get(name)
         if self.schema != "pg_catalog" or self.typtype != "b":
-            return None  # a domain, an enum, an extension's type, one of the application's
+            return None  # an enum, an extension's type, one of the application's
         return FAMILIES.get(self.name)
 
     @property
+    def domain(self) -> bool:
+        """A domain over a type jobctl serves: its own constraints still to be asked."""
+        return self.typtype == "d" and self.family is not None
+
+    @property
     def length(self) -> int | None:
-        """A character varying's length limit, if any."""
-        match = _LENGTH.search(self.display) if self.name == "varchar" else None
+        """A character varying's length limit, if any (a domain's: its base's)."""
+        if self.typtype == "d" and self.base is not None:
+            display = self.base_display if self.base[1] == "varchar" else None
+        else:
+            display = self.display if self.name == "varchar" else None
+        match = _LENGTH.search(display) if display else None
         return int(match[1]) if match else None
+
+
+# what jobctl writes into each of the design's columns the application has (reclaim, requeue,
+# fail): a domain over a served type must accept each ("null": NULL, "now": the time,
+# "text": a reason, "count": an attempt count)
+WRITES = {
+    "available_at": ("now",),
+    "finished_at": ("now", "null"),
+    "updated_at": ("now",),
+    "reserved_by": ("null",),
+    "reserved_at": ("null",),
+    "last_error": ("text",),
+    "attempts": ("count",),
+}
 
 
 def served(design: str) -> str:

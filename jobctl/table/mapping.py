@@ -146,6 +146,28 @@ class TableMapping:
         mapping.check()
         return mapping
 
+    def onto(self, recorded: TableMapping, named: Given) -> TableMapping:
+        """This mapping (given on the command line, naming ``named``'s parts) merged into the
+        one ``recorded`` for the table: each part named replaces the recorded one (a column or
+        status named as the design's own, ``--column attempts=attempts``, goes back to it);
+        every part not named is kept. ``schema apply --column kind=class_name`` on a mapped
+        table adds the kind to its names instead of forgetting them."""
+
+        def merged(
+            old: Mapping[str, str], new: Mapping[str, str], parts: frozenset[str]
+        ) -> dict[str, str]:
+            out = {d: a for d, a in old.items() if d not in parts}
+            return out | {d: a for d, a in new.items() if d in parts}
+
+        mapping = TableMapping(
+            merged(recorded.columns, self.columns, named.columns),
+            merged(recorded.statuses, self.statuses, named.statuses),
+            self.park_status if named.park_status else recorded.park_status,
+            merged(recorded.units, self.units, named.units),
+        )
+        mapping.check()
+        return mapping
+
     def check(self) -> None:
         """No two parts on one column or one status; a park status that is not another's."""
         _distinct(
@@ -203,6 +225,34 @@ class TableMapping:
             for d, u in sorted(self.units.items())
         ]
         return lines or ["the lease design's own names"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """Which parts of a mapping the command line named: ``--column`` designs, ``--status``
+    designs, ``--column-unit`` designs, and whether ``--park-status`` was given."""
+
+    columns: frozenset[str] = frozenset()
+    statuses: frozenset[str] = frozenset()
+    units: frozenset[str] = frozenset()
+    park_status: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        columns: Iterable[str] = (),
+        statuses: Iterable[str] = (),
+        park_status: str | None = None,
+        units: Iterable[str] = (),
+    ) -> Given:
+        def designs(values: Iterable[str]) -> frozenset[str]:
+            return frozenset(v.partition("=")[0].strip() for v in values)
+
+        return cls(designs(columns), designs(statuses), designs(units), park_status is not None)
+
+    def __bool__(self) -> bool:
+        return bool(self.columns or self.statuses or self.units or self.park_status)
 
 
 def _pairs(

@@ -223,7 +223,7 @@ def test_dry_run_predicts_commit_on_each_shape(empty_dsn, run, s):
         dry_run_is_commit()
 
 
-def test_a_mapping_is_recorded_for_everyone_and_replaced_by_the_next_apply(empty_dsn, run):
+def test_a_mapping_is_recorded_for_everyone_and_merged_by_the_next_apply(empty_dsn, run):
     s = OWN_NAMES_PARKED
     with made(empty_dsn, s.ddl) as conn:
         applied(run, s, empty_dsn)
@@ -233,13 +233,16 @@ def test_a_mapping_is_recorded_for_everyone_and_replaced_by_the_next_apply(empty
         again = run("--table", s.table, "schema", "apply", "--yes", dsn=empty_dsn)
         assert again.code == 0, again.err
         assert conn.execute("SELECT mapping FROM jobctl.tables").fetchone() == recorded
-        # a different park status replaces it (the rest given again: the whole mapping)
+        # the options merge into it: the rest given again without --park-status keeps it
         args = [a for a in s.mapping_args() if a not in ("--park-status", "manual_review")]
         assert run("--table", s.table, "schema", "apply", "--yes", *args, dsn=empty_dsn).code == 0
-        assert (
-            conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]["park_status"]
-            is None
-        )
+        assert conn.execute("SELECT mapping FROM jobctl.tables").fetchone() == recorded
+        # --park-status '' names the park status as gone: reclaim fails them again
+        gone = ("--park-status", "")
+        assert run("--table", s.table, "schema", "apply", "--yes", *gone, dsn=empty_dsn).code == 0
+        mapping = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+        assert mapping["park_status"] is None
+        assert mapping["columns"] == recorded["mapping"]["columns"]  # the rest kept
 
 
 def test_an_enum_without_a_status_mapping_is_refused_and_nothing_changes(empty_dsn, run):

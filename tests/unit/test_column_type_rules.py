@@ -169,3 +169,24 @@ def test_every_column_jobctl_cannot_serve_is_named_in_the_one_line():
         "varying, jsonb, json); column updated_at is bigint, a number: give its unit with "
         "--column-unit updated_at=ms (or =s)"
     )
+
+
+def test_a_domain_over_a_served_type_is_served_as_its_base():
+    # Kill Bill's datetime (a domain over timestamp): its base type's family
+    datetime = ColumnType(
+        "processing_available_date", "public", "datetime", "datetime", "d",
+        ("pg_catalog", "timestamp"),
+    )  # fmt: skip
+    assert datetime.family == "timestamp" and datetime.domain
+    assert column_types.problem("available_at", datetime) is None
+    # a domain over varchar(36) cuts jobctl's reason to 36, as the varchar itself would
+    token = ColumnType(
+        "err", "public", "token", "token", "d", ("pg_catalog", "varchar"), "character varying(36)"
+    )
+    assert token.length == 36
+    assert "36" in text(column_types.from_text(token, sql.Placeholder("reason")))
+    # a domain over a type jobctl does not serve, or over one of the application's: refused
+    over_xml = ColumnType("err", "public", "doc", "doc", "d", ("pg_catalog", "xml"))
+    assert "(a domain)" in (column_types.problem("last_error", over_xml) or "")
+    over_own = ColumnType("err", "public", "doc", "doc", "d", ("public", "text"))
+    assert column_types.problem("last_error", over_own) is not None

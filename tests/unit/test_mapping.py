@@ -98,3 +98,27 @@ def test_a_row_keeps_the_designs_names_as_keys():
         "payload": {},
     }
     assert design_names(row, TableMapping()) == row
+
+
+def test_a_partial_mapping_merges_into_the_recorded_one():
+    """schema apply --column kind=class_name --column queue=queue_name on Kill Bill's mapped
+    table adds the two, keeping id, status and the statuses; DESIGN=DESIGN puts one back."""
+    recorded = TableMapping.parse(
+        columns=["id=record_id", "status=processing_state", "attempts=error_count"],
+        statuses=["queued=AVAILABLE", "processing=IN_PROCESSING"],
+        park_status="REVIEW",
+    )
+    given = ["kind=class_name", "queue=queue_name"]
+    merged = TableMapping.parse(columns=given).onto(recorded, mapping.Given.of(columns=given))
+    assert merged.column("id") == "record_id" and merged.column("status") == "processing_state"
+    assert merged.optional("kind") == "class_name" and merged.optional("queue") == "queue_name"
+    assert merged.status("queued") == "AVAILABLE" and merged.park_status == "REVIEW"
+    back = ["attempts=attempts", "status=state"]
+    reset = TableMapping.parse(columns=back).onto(merged, mapping.Given.of(columns=back))
+    assert reset.column("attempts") == "attempts" and reset.column("status") == "state"
+    assert reset.optional("kind") == "class_name" and reset.column("id") == "record_id"
+    assert not mapping.Given.of() and mapping.Given.of(park_status="x")
+    # a merge that puts two parts on one column is refused, as a whole mapping would be
+    clash = ["attempts=record_id"]
+    with pytest.raises(errors.UsageError):
+        TableMapping.parse(columns=clash).onto(recorded, mapping.Given.of(columns=clash))

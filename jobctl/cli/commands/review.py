@@ -97,7 +97,9 @@ def events(
     event: Annotated[
         list[str] | None,
         typer.Option(
-            "--event", metavar="EVENT", help="Only this event, e.g. reclaimed (repeatable)."
+            "--event",
+            metavar="EVENT",
+            help="Only this event, e.g. reclaimed (repeatable, or a comma list).",
         ),
     ] = None,
     actor: Annotated[str | None, typer.Option(metavar="NAME", help="Only this actor's.")] = None,
@@ -128,7 +130,7 @@ def events(
         window = core.Window(
             since=core.bound(since) if since else None,
             until=core.bound(until) if until else None,
-            events=event,
+            events=core.known_events(event) if event else None,
             actor=actor,
             worker=worker,
             ids=s.job_ids(job_ids) if job_ids else None,

@@ -16,7 +16,7 @@ from jobctl import db, errors, targets
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.render import output, views
-from jobctl.table.mapping import TableMapping
+from jobctl.table.mapping import Given, TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -49,17 +49,23 @@ def schema_apply(
     Idempotent: only what is missing is done, and the history is migrated in place. The
     index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
     takes short tries until there is a gap, saying whom it waits for. --column, --status,
-    --park-status and --column-unit (all together: the table's whole mapping) replace the
-    recorded names; without them the recorded ones are kept.
+    --park-status and --column-unit merge into the recorded names (each one named replaces
+    its part; DESIGN=DESIGN puts one back to the design's own); the rest are kept.
     Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl.schema import apply as schema_apply
     from jobctl.schema import footprint
 
     history_mode = _history_mode(history_mode, no_worker_history)
-    mapping = None
+    mapping, named = None, None
     if columns or statuses or units or park_status is not None:
         mapping = TableMapping.parse(
+            columns=columns or (),
+            statuses=statuses or (),
+            park_status=park_status,
+            units=units or (),
+        )
+        named = Given.of(
             columns=columns or (),
             statuses=statuses or (),
             park_status=park_status,
@@ -69,7 +75,12 @@ def schema_apply(
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema_apply.plan_apply(
-                conn, settings.table, create=create, history_mode=history_mode, mapping=mapping
+                conn,
+                settings.table,
+                create=create,
+                history_mode=history_mode,
+                mapping=mapping,
+                named=named,
             )
             # the whole of what jobctl leaves, told before the steps that add what is missing
             whole = (

@@ -300,7 +300,7 @@ def _bulk_filter(
 
     return bulk.BulkFilter(
         opt.slice_of(kind, queue, error),
-        tuple(status or ()),
+        tuple(v.strip() for value in status or () for v in value.split(",") if v.strip()),
         worker,
         older_than,
         limit,
@@ -491,12 +491,20 @@ def policy(
     job_ids: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Job ids (or --kind / --queue).", metavar="[ID...]", show_default=False
+            help="Job ids (or --kind / --queue).",
+            metavar="[ID...]",
+            show_default=False,
+            callback=opt.not_an_option,
         ),
     ] = None,
     auto: Annotated[
-        bool, typer.Option("--auto/--manual", help="The recovery policy to set.")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--auto/--manual",
+            help="The recovery policy to set: one of the two is required (no default).",
+            show_default=False,
+        ),
+    ] = None,
     reason: opt.Reason = None,
     yes: opt.Yes = False,
     kind: Annotated[
@@ -527,7 +535,12 @@ def policy(
     """
     from jobctl.ops import kind_policy, manual
 
-    wanted = "auto" if auto else "manual"
+    # no default direction: a forgotten --manual must not turn a manual job auto (the unsafe
+    # way round), so a write without either is refused before anything is read
+    wanted = None if auto is None else "auto" if auto else "manual"
+    writes = not list_kinds and not remove
+    if writes and wanted is None:
+        raise errors.UsageError("say which policy: --auto or --manual (there is no default)")
     if list_kinds or kind is not None or queue is not None:
         if job_ids:
             raise errors.UsageError("give job ids or --kind/--queue/--list, not both")
@@ -547,6 +560,7 @@ def policy(
                     else f"no policy recorded for {dimension} {value}: nothing changed"
                 )
                 return
+            assert wanted is not None  # refused above
             kind_policy.set_policy(s, dimension, value, wanted, reason=reason)
         terminal.say(
             f"{dimension} {value}: policy {wanted}, recorded"
@@ -557,6 +571,7 @@ def policy(
         raise errors.UsageError("--remove removes a policy per kind: give --kind or --queue")
     if not job_ids:
         raise errors.UsageError("give job ids, or --kind K / --queue Q, or --list")
+    assert wanted is not None  # refused above
     with context.open_session(ctx) as s:
         report = manual.set_policies(
             s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm

@@ -186,7 +186,7 @@ class Source:
 
     def save_plan(self, path: Path, rows: Sequence[Row]) -> tuple[int, list[str]]:
         if self.many:
-            raise Failed("a plan is of one database: start jobctl top --target NAME to save one")
+            raise Failed("a plan is of one database: start jobctl --target NAME top to save one")
         site = self.sites[0]
         return self._do(site, lambda: console.save_plan(site.session, path, rows))
 
