@@ -49,6 +49,8 @@ class JobsTable:
 
     # jobctl.kind_policies exists (history 006): the table's policies per kind and queue
     kind_policies: bool = False
+    # jobctl.events exists and this role reads it: "awaits a human" read from its reclaims
+    history: bool = False
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -60,6 +62,7 @@ class JobsTable:
             self.status_type,
             self.types,
             policy_table=self.qualified if self.kind_policies else None,
+            history_table=self.qualified if self.history else None,
         )
 
 
@@ -71,6 +74,7 @@ def spelling(
     types: Mapping[str, column_types.ColumnType] | None = None,
     *,
     policy_table: str | None = None,
+    history_table: str | None = None,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -119,6 +123,16 @@ def spelling(
         source = queries.query("kind_policy_of", **fragments)
         fragments["kind_policy_source"] = source
         fragments["kind_manual"] = sql.SQL("({} IS NOT NULL)").format(source)
+    # the jobs that may await review ({awaiting_candidates}: the block review_candidates,
+    # from the history's reclaims of the table (history_table: the table as the history
+    # names it, when this role reads jobctl.events); else every row (true: a scan of the
+    # table, the only way without the history)
+    fragments["history_table"] = sql.Literal(history_table)
+    fragments["awaiting_candidates"] = (
+        sql.SQL("true")
+        if history_table is None
+        else queries.query("review_candidates", **fragments)
+    )
     return fragments
 
 
@@ -283,6 +297,7 @@ def resolve_table(
             for name, r in types.items()
         },
         bool(row.get("has_kind_policies")),
+        bool(row.get("has_history")),
     )
 
 

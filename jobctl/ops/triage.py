@@ -165,9 +165,22 @@ def summary(
         "processing": s.one("summary_processing", soon),
         "expiring_within_s": expiring_within.total_seconds(),
         "workers": s.rows("summary_workers", soon),
-        "awaiting_review": s.one("review_count", narrowed)["awaiting_review"],
+        **_awaiting_review(s, narrowed, exact=exact),
         **s.one("queue_ready", narrowed),
     }
+
+
+def _awaiting_review(s: Session, narrowed: Row, *, exact: bool) -> Row:
+    """The jobs awaiting review: found through the history's reclaims (review_candidates, by
+    their primary key: what the incident costs); ``exact`` counts them by a scan of the whole
+    table instead, the ones the history holds no reclaim of too (parked before it was
+    installed, or their events purged), and says how many of them it missed
+    (``awaiting_review_unrecorded``)."""
+    found = int(s.one("review_count", narrowed)["awaiting_review"])
+    if not exact:
+        return {"awaiting_review": found}
+    every = int(s.one("review_count_scan", narrowed)["awaiting_review"])
+    return {"awaiting_review": every, "awaiting_review_unrecorded": every - found}
 
 
 GROUPS = ("kind", "queue", "worker", "error")  # what summary --by groups by

@@ -384,7 +384,14 @@ def summary(result: rows.Row) -> Document:
             Section("processing by lease", [result["processing"]]),
             Section(
                 "waiting",
-                [{k: result[k] for k in ("ready", "oldest_ready_s", "awaiting_review")}],
+                [
+                    {
+                        k: result[k]
+                        for k in ("ready", "oldest_ready_s", "awaiting_review",
+                                  "awaiting_review_unrecorded")
+                        if k in result  # unrecorded: summary --exact only
+                    }
+                ],
             ),
             Section(
                 "workers (most expired first)",

@@ -9,7 +9,11 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        c.relkind::pg_catalog.text AS relkind,
        pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
        pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
-       pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies
+       pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies,
+       -- the history's events, read for the jobs awaiting review (awaiting_candidates)
+       CASE WHEN pg_catalog.to_regclass('jobctl.events') IS NULL THEN false
+            ELSE pg_catalog.has_table_privilege(pg_catalog.to_regclass('jobctl.events'),
+                                                'SELECT') END AS has_history
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)

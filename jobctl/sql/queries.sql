@@ -525,29 +525,45 @@ ORDER BY count(*) FILTER (WHERE {lease_state} = 'expired') DESC,
 -- name: summary_groups
 -- summary --by: per group ({group_key}: the kind, the queue, the worker or the
 -- error's kind, error_group) the processing rows by lease state (lease_state), the stuck ones (expired),
--- those awaiting review, the ready ones and the oldest wait; the most stuck first
-SELECT {group_key} AS grp,
-       count(*) FILTER (WHERE j.{status} = {processing}) AS processing,
-       count(*) FILTER (WHERE {lease_state} = 'live' AND NOT {lease_expiring_soon}) AS live,
-       count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
-       count(*) FILTER (WHERE {lease_state} = 'expired') AS stuck,
-       count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
-           AS stuck_manual,
-       count(*) FILTER (WHERE j.{status} = {processing} AND {lease_state} = 'none')
-           AS no_lease,
-       count(*) FILTER (WHERE {awaiting_review}) AS awaiting_review,
-       count(*) FILTER (WHERE j.{status} = {queued} AND j.{available_at} <= now()) AS ready,
-       extract(epoch FROM now() - min(j.{available_at})
-                                  FILTER (WHERE j.{status} = {queued}
-                                            AND j.{available_at} <= now()
-                                            AND j.{available_at} >= {earliest_time}))::float8
-           AS oldest_ready_s
-FROM {table} j
-WHERE (j.{status} = {processing}
-       OR (j.{status} = {queued} AND j.{available_at} <= now())
-       OR ({awaiting_review}))
-  AND {mapped_filter}
-GROUP BY 1
+-- those awaiting review, the ready ones and the oldest wait; the most stuck first. Three
+-- branches, each read through its own index (processing: the reclaim index; ready: the queue's;
+-- awaiting review: the history's candidates, review_candidates), then summed per group: one
+-- WHERE joining the three with OR left the planner nothing but a scan of the whole table
+SELECT g.grp, sum(g.processing)::pg_catalog.int8 AS processing,
+       sum(g.live)::pg_catalog.int8 AS live,
+       sum(g.expiring_soon)::pg_catalog.int8 AS expiring_soon,
+       sum(g.stuck)::pg_catalog.int8 AS stuck,
+       sum(g.stuck_manual)::pg_catalog.int8 AS stuck_manual,
+       sum(g.no_lease)::pg_catalog.int8 AS no_lease,
+       sum(g.awaiting_review)::pg_catalog.int8 AS awaiting_review,
+       sum(g.ready)::pg_catalog.int8 AS ready,
+       max(g.oldest_ready_s) AS oldest_ready_s
+FROM (
+    SELECT {group_key} AS grp, count(*) AS processing,
+           count(*) FILTER (WHERE {lease_state} = 'live' AND NOT {lease_expiring_soon}) AS live,
+           count(*) FILTER (WHERE {lease_expiring_soon}) AS expiring_soon,
+           count(*) FILTER (WHERE {lease_state} = 'expired') AS stuck,
+           count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
+               AS stuck_manual,
+           count(*) FILTER (WHERE {lease_state} = 'none') AS no_lease,
+           0 AS awaiting_review, 0 AS ready, NULL::pg_catalog.float8 AS oldest_ready_s
+    FROM {table} j
+    WHERE j.{status} = {processing} AND {mapped_filter}
+    GROUP BY 1
+    UNION ALL
+    SELECT {group_key}, 0, 0, 0, 0, 0, 0, 0, count(*),
+           extract(epoch FROM now() - min(j.{available_at})
+                                      FILTER (WHERE j.{available_at} >= {earliest_time}))::float8
+    FROM {table} j
+    WHERE j.{status} = {queued} AND j.{available_at} <= now() AND {mapped_filter}
+    GROUP BY 1
+    UNION ALL
+    SELECT {group_key}, 0, 0, 0, 0, 0, 0, count(*), 0, NULL
+    FROM {table} j
+    WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
+    GROUP BY 1
+) g
+GROUP BY g.grp
 ORDER BY 5 DESC, 2 DESC, 1
 LIMIT %(limit)s
 
@@ -743,6 +759,24 @@ SELECT {row_lockers} AS locked_by FROM {table} j WHERE j.{id} = %(id)s::text::{i
 -- attempts, or --park-older-than found its claim too old; review_why says which
 j.{status} = {parked} AND {last_error_text} = {reclaim_error_text}
 
+-- name: review_candidates
+-- the jobs that may await review (as {awaiting_candidates}, where jobctl.events is installed and
+-- readable, db.spelling; else true: a scan of the jobs table), read from what jobctl itself
+-- records so that no read of "awaits a human" scans the application's table: the jobs a
+-- reclaim moved to the park status (the history's reclaimed events of this table,
+-- {history_table}, by history migration 008's partial index events_reclaimed_idx), looked up
+-- by the primary key. Only candidates: awaiting_review, beside it, still decides (a job
+-- requeued, failed by hand or rewritten since is not one). An array, not a join: the planner
+-- takes the primary key for it however many reclaims the history holds (a join of many
+-- candidates it could hash against a scan of the table). A job parked with reclaim's words
+-- that the history holds no such reclaim of (parked before the history was installed, by a
+-- reclaim not jobctl's under --history audit, or whose events were purged) is not found here:
+-- summary --exact counts every one (review_count_scan) and says how many the history misses
+j.{id} = ANY (ARRAY(
+    SELECT e.job_id::{id_type} FROM jobctl.events e
+    WHERE e.job_table = {history_table} AND e.event = 'reclaimed'
+      AND e.to_status = pg_catalog.format('%%s', {parked})))
+
 -- name: review_why
 -- why a job awaiting review waits: its effective policy is manual (by its row, kind or queue:
 -- policy_from), it ran out of attempts, or reclaim parked it though neither holds now (its
@@ -772,7 +806,7 @@ LEFT JOIN LATERAL (
       AND e.event = 'reclaimed'
     ORDER BY e.event_id DESC LIMIT 1
 ) r ON true
-WHERE {awaiting_review} AND {mapped_filter}
+WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
   AND (%(policy)s::text IS NULL OR {effective_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
@@ -783,7 +817,15 @@ ORDER BY coalesce(r.at, j.{finished_at}, {j_updated_at_time}), j.{id}
 LIMIT %(limit)s
 
 -- name: review_count
--- how many jobs await review (summary, metrics, top), and how many of them are manual
+-- how many jobs await review (summary, metrics, top, doctor, the service), and how many of
+-- them are manual: exact, read through the history's candidates (review_candidates)
+SELECT count(*) AS awaiting_review,
+       count(*) FILTER (WHERE {effective_policy} = 'manual') AS awaiting_manual
+FROM {table} j WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
+
+-- name: review_count_scan
+-- review_count by a scan of the whole jobs table (summary --exact): every job awaiting
+-- review, the ones the history holds no reclaim of too (review_candidates)
 SELECT count(*) AS awaiting_review,
        count(*) FILTER (WHERE {effective_policy} = 'manual') AS awaiting_manual
 FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
@@ -953,7 +995,7 @@ FROM (
     GROUP BY 1
     UNION ALL
     SELECT {group_key}, 0, 0, 0, count(*) FROM {table} j
-    WHERE {awaiting_review} AND {mapped_filter}
+    WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
     GROUP BY 1
 ) g
 GROUP BY g.grp
@@ -964,7 +1006,7 @@ LIMIT %(listed)s
 -- how many jobs await review, by why (counted by the server: the report fetches only the
 -- longest waiting of them, through the review block)
 SELECT {review_why} AS why, count(*) AS jobs
-FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
+FROM {table} j WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
 GROUP BY 1 ORDER BY 1
 
 -- name: report_latency

@@ -99,6 +99,9 @@ def build_table(
         steps = schema_apply.plan_apply(conn, name, create=True)
         schema_steps.apply(conn, settings, steps)
         started = time.monotonic()
+        # the counts as int8: psycopg sends a small Python int as int2, and the sum of two
+        # of them (20,000 processing + 20,000 queued) overflowed it
+        counts = {"p": processing, "q": queued, "e": expired, "n": rows}
         with conn.transaction():
             conn.execute("SET LOCAL session_replication_role = replica")  # no triggers
             conn.execute(
@@ -118,7 +121,7 @@ def build_table(
                        CASE WHEN g <= %(p)s THEN gen_random_uuid() END,
                        CASE WHEN g > %(p)s + %(q)s THEN now() END
                 FROM generate_series(1, %(n)s) g""").format(t=sql.Identifier(name)),
-                {"p": processing, "q": queued, "e": expired, "n": rows},
+                {k: psycopg.types.numeric.Int8(v) for k, v in counts.items()},
             )
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(name)))
         print(
