@@ -387,8 +387,12 @@ def summary(result: rows.Row) -> Document:
                 [
                     {
                         k: result[k]
-                        for k in ("ready", "oldest_ready_s", "awaiting_review",
-                                  "awaiting_review_unrecorded")
+                        for k in (
+                            "ready",
+                            "oldest_ready_s",
+                            "awaiting_review",
+                            "awaiting_review_unrecorded",
+                        )
                         if k in result  # unrecorded: summary --exact only
                     }
                 ],

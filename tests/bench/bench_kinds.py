@@ -108,6 +108,20 @@ def build(dsn: str, *, index: bool) -> None:
                         "n": ROWS,
                     },
                 )
+                # the reclaims that parked the failed ones, as the history records them: the
+                # reads of "awaits a human" find their jobs through these (review_candidates)
+                conn.execute("DELETE FROM jobctl.events WHERE job_table = %s", (f"public.{NAME}",))
+                conn.execute(
+                    """
+                    INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
+                                               attempt, worker, actor, reason)
+                    SELECT %(t)s, g::text, 'reclaimed', 'processing', 'failed', 1,
+                           'worker-' || (g %% 40), 'reclaimer@host',
+                           'lease expired before completion'
+                    FROM generate_series(%(p)s::int8 + 1, %(p)s::int8 + %(f)s::int8) g
+                    """,
+                    {"t": f"public.{NAME}", "p": PROCESSING, "f": FAILED},
+                )
             print(
                 f"  built {NAME}: {ROWS:,} rows in {time.monotonic() - started:.1f}s",
                 file=sys.stderr,

@@ -166,7 +166,9 @@ def test_no_command_scans_the_jobs_table(conn, dsn, run, recorded):
     # the statements that read "awaits a human" ran, and the grouped summary
     assert {"review", "review_count", "summary_groups", "report_review", "report_by_group"} <= names
     scanning = _scanning(dsn, recorded)
-    assert set(scanning) <= FULL_COUNTS, {k: v[0] for k, v in scanning.items() if k not in FULL_COUNTS}
+    assert set(scanning) <= FULL_COUNTS, {
+        k: v[0] for k, v in scanning.items() if k not in FULL_COUNTS
+    }
     # and they found what awaits a human, as review lists it
     assert len(json.loads(run("review", "-o", "json").out)) == PARKED
     assert json.loads(run("summary", "-o", "json").out)["awaiting_review"] == PARKED
