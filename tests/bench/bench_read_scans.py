@@ -132,6 +132,10 @@ def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
         ),
         "review_count_scan (summary --exact)": literal_sql(dsn, "review_count_scan", name, every),
     }
+    soon = {**every, "soon": "30s"}
+    for other in ("summary_status_live", "summary_processing", "summary_workers", "metrics_leases"):
+        statements[other] = literal_sql(dsn, other, name, soon)
+    statements["queue_ready"] = literal_sql(dsn, "queue_ready", name, every)
     found = []
     with psycopg.connect(dsn) as conn:
         for label, text in statements.items():
@@ -234,6 +238,9 @@ def main() -> None:
     parser.add_argument("--before", help="a directory holding another jobctl package")
     parser.add_argument("--drop", action="store_true", help="drop both tables after")
     parser.add_argument("--events", type=int, default=50_000, help="events inserted (008)")
+    parser.add_argument(
+        "--statements-only", action="store_true", help="the statements alone, no processes"
+    )
     args = parser.parse_args()
     dsn = bench_dsn(args.dsn)
     here = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -271,9 +278,9 @@ def main() -> None:
                     name,
                     *argv,
                 ]
-    times = samples(commands, args.runs)
+    times = {} if args.statements_only else samples(commands, args.runs)
     table = []
-    for version in versions:
+    for version in versions if times else ():
         for command in COMMANDS:
             small, large = (times[f"{version}|{command}|{s}"] for s in SIZES)
             table.append(
@@ -283,6 +290,9 @@ def main() -> None:
                     "1M min / median s": f"{min(small):.3f} / {statistics.median(small):.3f}",
                     "10M min / median s": f"{min(large):.3f} / {statistics.median(large):.3f}",
                     "10M / 1M (min)": f"{min(large) / min(small):.2f}x",
+                    "10M / 1M (median)": (
+                        f"{statistics.median(large) / statistics.median(small):.2f}x"
+                    ),
                 }
             )
     print(
@@ -293,8 +303,9 @@ def main() -> None:
     for size, (name, _) in SIZES.items():
         print(f"\nstatements on the server alone, {size} rows ({name}):")
         print(tabulate(statement_times(dsn, name), headers="keys", tablefmt="github"))
-    print(f"\nhistory migration 008's index on jobctl.events, min of {args.runs} rounds:")
-    print(tabulate(event_costs(dsn, args.events, args.runs), headers="keys", tablefmt="github"))
+    if not args.statements_only:
+        print(f"\nhistory migration 008's index on jobctl.events, min of {args.runs} rounds:")
+        print(tabulate(event_costs(dsn, args.events, args.runs), headers="keys", tablefmt="github"))
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.drop:

@@ -40,8 +40,9 @@ FULL_COUNTS = {"summary_status", "review_count_scan"}
 
 def _incident(conn: Any, dsn: str, run: Any) -> None:
     """The table: kind and queue mapped; PARKED manual jobs parked by jobctl's reclaim (the
-    history records it), 20 auto ones requeued by it, 150 live claims, 10 expired ones left
-    for the next reclaim, 200 ready jobs, 2,000 a worker failed; the rest done. ANALYZE'd."""
+    history records it) and 20 auto ones it requeued; then 10 expired claims left for the next
+    reclaim and 150 live ones (the requeued jobs claimed first), 200 ready jobs, 2,000 a
+    worker failed, the rest done. ANALYZE'd."""
     conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
     applied = run("schema", "apply", "--column", "kind=kind", "--column", "queue=queue", "--yes")
     assert applied.code == 0, applied.err
@@ -151,6 +152,9 @@ COMMANDS = (
     ("report", "--since", "1h"),
     ("stuck",),
     ("doctor",),
+    ("reclaim", "--dry-run"),
+    ("explain", "1"),
+    ("show", "1"),
 )
 
 

@@ -2,8 +2,8 @@
 --
 -- A job awaits a human when a reclaim parked it and nobody acted since (the block
 -- awaiting_review of sql/queries.sql). Every read of it (review, summary, metrics, report, top,
--- doctor) filtered the whole jobs table to find those few rows: 1.4 s at 10 M rows, every
--- minute from metrics' timer. They now start from the history's reclaims of the table that
+-- doctor) filtered the whole jobs table to find those few rows, every minute from metrics'
+-- timer. They now start from the history's reclaims of the table that
 -- moved a job to the park status (the block review_candidates), found by this index, and
 -- look each job up by its primary key; awaiting_review still decides.
 --
@@ -15,8 +15,8 @@
 -- Built in the migration's transaction (not CONCURRENTLY: a migration is one transaction with
 -- its record): it holds a SHARE lock on jobctl.events for the build, during which the
 -- statements that insert events (a worker's failure or retry, jobctl's writes) wait; claims,
--- heartbeats and completions do not. Measured in docs/performance.md ("Awaiting review
--- without a scan").
+-- heartbeats and completions do not. Measured in docs/reference/performance.md
+-- ("Awaiting review without a scan").
 CREATE INDEX IF NOT EXISTS events_reclaimed_idx
     ON jobctl.events (job_table, to_status, job_id) INCLUDE (at)
     WHERE event = 'reclaimed';
