@@ -765,8 +765,13 @@ j.{status} = {parked} AND {last_error_text} = {reclaim_error_text}
 -- records so that no read of "awaits a human" scans the application's table: the jobs a
 -- reclaim moved to the park status (the history's reclaimed events of this table,
 -- {history_table}, by history migration 008's partial index events_reclaimed_idx), looked up
--- by the primary key. Only candidates: awaiting_review, beside it, still decides (a job
--- requeued, failed by hand or rewritten since is not one). An array, not a join: the planner
+-- by the primary key, but for those whose reclaim the history shows was followed by a change
+-- of the job's status or a fail by hand (a requeue, the application moving it: each ends the
+-- wait; a policy changed on the parked job does not), so that the reclaims people acted on
+-- long ago cost a probe of the history's job index, not a read of the jobs table. Only
+-- candidates: awaiting_review, beside it, still decides (a job failed again with reclaim's
+-- words is not one; an application's change the history did not record, under --history
+-- audit, leaves the job a candidate that the row then refuses). An array, not a join: the planner
 -- takes the primary key for it however many reclaims the history holds (a join of many
 -- candidates it could hash against a scan of the table). A job parked with reclaim's words
 -- that the history holds no such reclaim of (parked before the history was installed, by a
@@ -775,7 +780,14 @@ j.{status} = {parked} AND {last_error_text} = {reclaim_error_text}
 j.{id} = ANY (ARRAY(
     SELECT e.job_id::{id_type} FROM jobctl.events e
     WHERE e.job_table = {history_table} AND e.event = 'reclaimed'
-      AND e.to_status = pg_catalog.format('%%s', {parked})))
+      AND e.to_status = pg_catalog.format('%%s', {parked})
+      AND NOT EXISTS (
+          SELECT FROM jobctl.events later
+          WHERE later.job_table = e.job_table AND later.job_id = e.job_id
+            AND later.event_id > e.event_id
+            AND (later.to_status IS DISTINCT FROM e.to_status
+                 OR later.from_status IS DISTINCT FROM e.to_status
+                 OR later.event = 'manually_failed'))))
 
 -- name: review_why
 -- why a job awaiting review waits: its effective policy is manual (by its row, kind or queue:
