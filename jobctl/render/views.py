@@ -368,6 +368,10 @@ def _target_options(names: Iterable[str]) -> str:
     return " ".join(f"--target {name}" for name in names)
 
 
+# summary's waiting section (awaiting_review_unrecorded: summary --exact only)
+SUMMARY_WAITING = ("ready", "oldest_ready_s", "awaiting_review", "awaiting_review_unrecorded")
+
+
 def summary(result: rows.Row) -> Document:
     by_status = [
         {
@@ -384,18 +388,7 @@ def summary(result: rows.Row) -> Document:
             Section("processing by lease", [result["processing"]]),
             Section(
                 "waiting",
-                [
-                    {
-                        k: result[k]
-                        for k in (
-                            "ready",
-                            "oldest_ready_s",
-                            "awaiting_review",
-                            "awaiting_review_unrecorded",
-                        )
-                        if k in result  # unrecorded: summary --exact only
-                    }
-                ],
+                [{k: result[k] for k in SUMMARY_WAITING if k in result}],
             ),
             Section(
                 "workers (most expired first)",
