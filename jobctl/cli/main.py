@@ -143,6 +143,7 @@ def stuck(
     notify_file: cli_monitoring.NotifyFile = None,
     notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
     notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -150,7 +151,9 @@ def stuck(
 
     Each row says what reclaim would do to it (requeue or fail) and, when another session
     holds it locked, who. --expiring-within adds the live leases about to run out, with each
-    worker's heartbeat lag. Example: jobctl stuck --expiring-within 30s --watch
+    worker's heartbeat lag. A worker's name, kind or queue longer than 4096 characters is cut,
+    with a note (--worker still matches the whole name); --full shows every byte.
+    Example: jobctl stuck --expiring-within 30s --watch
     """
     from jobctl.ops import fleet, triage
     from jobctl.ops import stuck as core
@@ -169,6 +172,7 @@ def stuck(
         kinds=what.kinds,
         queues=what.queues,
         error=what.error,
+        full=full,
     )
     asked = cli_monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
     made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, asked)
@@ -282,6 +286,7 @@ def summary(
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
     by: opt.SummaryBy = None,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -290,14 +295,15 @@ def summary(
     A deploy that killed a worker shows as one burst of expiries under its name (reclaim
     --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
     lag. On tables of a million rows or more, done and
-    failed are estimated from statistics (marked) unless --exact.
+    failed are estimated from statistics (marked) unless --exact. A worker's name (or --by's
+    group) longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl summary --expiring-within 1m --watch
     """
     from jobctl.ops import fleet, replica
     from jobctl.ops import summary as core
 
     several = context.across(ctx) is not None
-    ask = core.Ask(expiring_within, exact, opt.slice_of(kind, queue, error), by)
+    ask = core.Ask(expiring_within, exact, opt.slice_of(kind, queue, error), by, full)
 
     def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
         counted = [(o.target.name, o.value.result) for o in outcomes if o.value]

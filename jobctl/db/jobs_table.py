@@ -107,11 +107,12 @@ def spelling(
         queries.query(
             "event_optional_column",
             **fragments,
-            value=fragments[f"{design}_value"],
+            value=queries.query("display_text", text=fragments[f"{design}_value"]),
             column_name=sql.Identifier(design),
         )
         for design in mapping.mapped_optional
     )
+    fragments.update(shown_fragments(fragments))
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
     # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
     fragments["policy_table"] = sql.Literal(policy_table)
@@ -134,6 +135,25 @@ def spelling(
         else queries.query("review_candidates", **fragments)
     )
     return fragments
+
+
+def shown_fragments(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Composable]:
+    """The texts a row or the history holds as a display shows them (display_text: cut on
+    the server past the statement's ``%(cut)s`` characters, with a note; whole when it is
+    NULL, --full): ``{shown_reserved_by}``, ``{shown_recovery_policy}``,
+    ``{shown_last_error}`` of the jobs row ``j``, ``{shown_last_worker}`` of review's reclaim
+    event ``r``. An application writes them, so one may be 30 MB (issue 44)."""
+    from psycopg import sql
+
+    texts = {
+        "reserved_by": sql.SQL("j.{}::pg_catalog.text").format(fragments["reserved_by"]),
+        "recovery_policy": sql.SQL("j.{}::pg_catalog.text").format(fragments["recovery_policy"]),
+        "last_error": sql.SQL("{}::pg_catalog.text").format(fragments["last_error_text"]),
+        "last_worker": sql.Identifier("r", "worker"),
+    }
+    return {
+        f"shown_{name}": queries.query("display_text", text=text) for name, text in texts.items()
+    }
 
 
 def optional_fragments(
@@ -160,8 +180,11 @@ def optional_fragments(
         else:
             value = queries.query("optional_text", column=column)
         fragments[f"{design}_value"] = value
+        # shown cut past the statement's %(cut)s characters (display_text): a row's kind is
+        # the application's text, of any length
+        cut = queries.query("display_text", text=value)
         shown.append(
-            queries.query("optional_column", value=value, column_name=sql.Identifier(design))
+            queries.query("optional_column", value=cut, column_name=sql.Identifier(design))
         )
     fragments["mapped_columns"] = sql.SQL(" ").join(shown)
     fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)

@@ -19,7 +19,7 @@ from typing import Any
 
 from jobctl import errors
 from jobctl.db.session import Session
-from jobctl.ops import manual
+from jobctl.ops import manual, triage
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import Row
 
@@ -60,6 +60,7 @@ class BulkFilter:
             "older_than": self.older_than,
             "limit": self.limit,
             "no_lease": self.no_lease,
+            "cut": triage.DISPLAY_CHARS,  # texts as stuck shows them (fence_columns)
             **self.what.params(),
         }
 

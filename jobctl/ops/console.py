@@ -255,7 +255,7 @@ def save_plan(s: Session, path: Path, seen: Sequence[Row]) -> tuple[int, list[st
                 rows.append(row)
                 continue
             (typed,) = s.job_ids([row["id"]])
-            now = s.row("manual_read", {"id": typed})
+            now = s.row("manual_read", manual.read_params(typed))
             changed = since_seen(row, now)
             if changed is None and now is not None:
                 rows.append({k: now[k] for k in manual.FENCE} | _plan_extras(now))

@@ -13,7 +13,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import replica
+from jobctl.ops import replica, triage
 from jobctl.render import output
 from jobctl.render.rows import ManualResult, Row
 from jobctl.table.mapping import TableMapping
@@ -282,10 +282,16 @@ def _one_id_with_token(job_ids: Sequence[str | int], expect_token: uuid.UUID | N
 
 
 # ---------------------------------------------------------------- read and decide
+def read_params(job_id: Any) -> dict[str, Any]:
+    """``manual_read``'s parameters: the id, and its texts (worker, last_error) cut on the
+    server as stuck shows them (the fence is never a text; a 30 MB worker name stays there)."""
+    return {"id": job_id, "cut": triage.DISPLAY_CHARS}
+
+
 def _read(s: Session, job_id: Any) -> Decision:
     """The job as an operator action sees it (its fence), in a read-only transaction."""
     with s.transaction(read_only=True):
-        seen = s.row("manual_read", {"id": job_id})
+        seen = s.row("manual_read", read_params(job_id))
     decision = Decision(job_id, seen)
     if seen is None:
         decision.outcome, decision.detail = "not_found", f"job {job_id} not found"
@@ -413,7 +419,8 @@ def policy_refusal(
 def quarantine_candidates(s: Session, min_reclaims: int, limit: int | None) -> list[Decision]:
     """Auto jobs reclaimed ``min_reclaims`` times or more (not done), read for the fence."""
     with s.transaction(read_only=True):
-        rows = s.rows("quarantine_candidates", {"min_reclaims": min_reclaims, "limit": limit})
+        params = {"min_reclaims": min_reclaims, "limit": limit, "cut": triage.DISPLAY_CHARS}
+        rows = s.rows("quarantine_candidates", params)
     return [Decision(row["id"], row) for row in rows]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import fleet, manual, plans
+from jobctl.ops import fleet, manual, plans, triage
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import ReviewRow, Row
 
@@ -42,6 +42,8 @@ class ReviewFilter:
     since: dt.timedelta | None = None  # reclaimed within this long
     older_than: dt.timedelta | None = None  # waiting for longer than this
     what: Slice = EVERY  # what the job is: kinds, queues, an error's text (issue 35)
+    # --full: the worker's name, kind, queue and last_error whole (else cut on the server)
+    full: bool = False
 
     def params(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class ReviewFilter:
             "worker": self.worker,
             "since": self.since,
             "older_than": self.older_than,
+            "cut": triage.cut(self.full),
             **self.what.params(),
         }
 
@@ -165,7 +168,7 @@ def apply_plan(
 def conflict_detail(s: Session, job_id: Any, reviewed: Row) -> str:
     """What became of a planned row that was not written, for its ``detail``."""
     with s.transaction(read_only=True):
-        now = s.row("manual_read", {"id": job_id})
+        now = s.row("manual_read", manual.read_params(job_id))
     return (
         manual.since_review(reviewed, now) or "the row changed since it was read; nothing written"
     )

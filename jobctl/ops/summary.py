@@ -35,6 +35,7 @@ class Ask:
     exact: bool = False
     what: Slice = EVERY  # --kind, --queue, --error (one database only)
     by: str | None = None  # --by a group (one database only)
+    full: bool = False  # --full: workers' names (and --by's groups) whole, not cut
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +66,15 @@ def run(
         from jobctl.ops import metrics, triage
 
         if several:
-            counted = triage.summary(s, ask.expiring_within, exact=ask.exact)
+            counted = triage.summary(s, ask.expiring_within, exact=ask.exact, full=ask.full)
             return Counted(by_role(counted, s.table.mapping))
         if ask.by is not None:
-            found = triage.summary_by(s, ask.by, ask.expiring_within, what=ask.what)
+            shown = triage.cut(ask.full)
+            found = triage.summary_by(s, ask.by, ask.expiring_within, what=ask.what, shown=shown)
         else:
-            found = triage.summary(s, ask.expiring_within, exact=ask.exact, what=ask.what)
+            found = triage.summary(
+                s, ask.expiring_within, exact=ask.exact, what=ask.what, full=ask.full
+            )
         if watching is not None:
             return Counted(found)
         return Counted(found, metrics.reclaimer_silent(metrics.reclaimer(s)))

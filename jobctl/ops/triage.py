@@ -48,9 +48,14 @@ class ExpiredFilter:
     # (reclaim_action: the dry run's decision as the commit's)
     refund_attempt: bool = False
     park_older_than: dt.timedelta | None = None
+    # not which rows but how their texts come back (--full): every byte of the worker's name,
+    # kind, queue; else each cut on the server past DISPLAY_CHARS characters, with a note
+    # (lease_columns), in the reads, the dry run, the plan and the commit's returned rows
+    full: bool = False
 
     def params(self) -> dict[str, Any]:
         return {
+            "cut": cut(self.full),
             "spread": self.spread,
             "park_older_than": self.park_older_than,
             "worker": self.worker,
@@ -129,9 +134,15 @@ POISONED = "lease times out of range"
 
 
 def summary(
-    s: Session, expiring_within: dt.timedelta, *, exact: bool = False, what: Slice = EVERY
+    s: Session,
+    expiring_within: dt.timedelta,
+    *,
+    exact: bool = False,
+    what: Slice = EVERY,
+    full: bool = False,
 ) -> Row:
-    """Counts by status, processing split by lease state, processing jobs per worker.
+    """Counts by status, processing split by lease state, processing jobs per worker (each
+    worker's name cut on the server past DISPLAY_CHARS characters; ``full``: whole).
 
     On a table the planner believes holds EXACT_COUNT_LIMIT rows or more, finished jobs
     (done, failed) are estimated from the statistics instead of counted by a full scan;
@@ -157,7 +168,7 @@ def summary(
         }
         estimated = sorted(set(guess) - set(live) | (set(finished) - set(live)))
         by_status = {status: guess.get(status, 0) for status in estimated} | live
-    soon = {"soon": expiring_within, **narrowed}
+    soon = {"soon": expiring_within, **narrowed, "cut": cut(full)}
     return {
         "table": s.table.qualified,
         "status": {status: by_status.get(status, 0) for status in statuses} | by_status,
@@ -194,10 +205,13 @@ def summary_by(
     *,
     what: Slice = EVERY,
     limit: int | None = GROUP_LIMIT,
+    shown: int | None = DISPLAY_CHARS,
 ) -> Row:
     """``summary --by``: per kind, queue, worker or kind of error (the error's first line,
     numbers and ids normalized: ``error_group``), the processing jobs by lease state, the
-    stuck ones, those awaiting review, the ready ones and the oldest wait; one statement."""
+    stuck ones, those awaiting review, the ready ones and the oldest wait; one statement.
+    Grouped by the whole value, each shown cut on the server past ``shown`` characters
+    (None: whole)."""
     if by not in GROUPS:
         raise errors.UsageError(f"--by {by!r}: give one of {', '.join(GROUPS)}")
     if by in ("kind", "queue"):
@@ -210,8 +224,9 @@ def summary_by(
         "worker": sql.SQL("j.{}::pg_catalog.text").format(fragments["reserved_by"]),
         "error": queries.query("error_group", **fragments),
     }[by]
-    params = {"soon": expiring_within, "limit": limit, **what.params()}
-    found = s.rows("summary_groups", params, group_key=key)
+    params = {"soon": expiring_within, "limit": limit, **what.params(), "cut": shown}
+    shown_group = queries.query("display_text", text=sql.Identifier("g", "grp"))
+    found = s.rows("summary_groups", params, group_key=key, shown_group=shown_group)
     return {
         "table": s.table.qualified,
         "by": by,

@@ -106,11 +106,14 @@ ORDER BY p.dimension, p.value
 -- the columns every stuck/reclaim row reports. The status as its type's output function
 -- writes it (format: no cast an application could define for its ENUM, pg_cast); the
 -- worker's as text (a built-in type's cast: no other role can define one); a lease time
--- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned)
+-- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned). Every text the
+-- application writes (worker, kind, queue, recovery_policy) as a display shows it
+-- ({shown_reserved_by} ...: display_text, cut past %(cut)s characters): reclaim_batch returns
+-- these columns, so a 30 MB worker name never crosses the wire, not even from a commit
 j.{id} AS id, {mapped_columns} {status_text} AS status,
-j.{reserved_by}::pg_catalog.text AS reserved_by,
+{shown_reserved_by} AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
-j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
 {policy_columns}
 CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
 CASE WHEN {heartbeat_at_usable} THEN j.{heartbeat_at} END AS heartbeat_at,
@@ -501,8 +504,9 @@ SELECT count(*) FILTER (WHERE {lease_state} = 'live' AND NOT {lease_expiring_soo
 FROM {table} j WHERE {status} = {processing} AND {mapped_filter}
 
 -- name: summary_workers
--- processing jobs per worker: lease states (lease_state), the expiry burst, heartbeat lag
-SELECT {reserved_by}::text AS worker, count(*) AS processing,
+-- processing jobs per worker: lease states (lease_state), the expiry burst, heartbeat lag;
+-- grouped by the whole name, shown cut ({shown_reserved_by}: display_text)
+SELECT {shown_reserved_by} AS worker, count(*) AS processing,
        count(*) FILTER (WHERE {lease_state} = 'expired') AS expired,
        count(*) FILTER (WHERE {lease_state} = 'expired' AND {effective_policy} = 'manual')
            AS expired_manual,
@@ -528,8 +532,10 @@ ORDER BY count(*) FILTER (WHERE {lease_state} = 'expired') DESC,
 -- those awaiting review, the ready ones and the oldest wait; the most stuck first. Three
 -- branches, each read through its own index (processing: the reclaim index; ready: the queue's;
 -- awaiting review: the history's candidates, review_candidates), then summed per group: one
--- WHERE joining the three with OR left the planner nothing but a scan of the whole table
-SELECT g.grp, sum(g.processing)::pg_catalog.int8 AS processing,
+-- WHERE joining the three with OR left the planner nothing but a scan of the whole table.
+-- Grouped by the whole value, shown cut past %(cut)s characters ({shown_group}: display_text
+-- of g.grp)
+SELECT {shown_group} AS grp, sum(g.processing)::pg_catalog.int8 AS processing,
        sum(g.live)::pg_catalog.int8 AS live,
        sum(g.expiring_soon)::pg_catalog.int8 AS expiring_soon,
        sum(g.stuck)::pg_catalog.int8 AS stuck,
@@ -661,12 +667,14 @@ SELECT {fence_columns}, j.{lease_expires_at} AS lease_expires_at,
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: fence_columns
--- a job as an operator write reads it: what it decides on, and its fence
-j.{id} AS id, {status_text} AS status, j.{reserved_by}::text AS reserved_by,
+-- a job as an operator write reads it: what it decides on, and its fence (the texts the
+-- application writes cut past %(cut)s characters, as stuck's rows show them: the fence is
+-- the id, status, token and version, never a text)
+j.{id} AS id, {status_text} AS status, {shown_reserved_by} AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
-j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
 {effective_policy} AS effective_policy,
-{last_error_text} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
+{shown_last_error} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
 
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
@@ -801,15 +809,16 @@ CASE WHEN {effective_policy} = 'manual' THEN 'manual_policy'
 -- the jobs awaiting review, longest waiting first: each with the reclaim that parked it (its
 -- time and worker from the history, by the job's own index; finished_at, else updated_at as a
 -- time (one kept in epoch milliseconds too), where it has none)
--- and its fence (status, token, version) for a saved plan
+-- and its fence (status, token, version) for a saved plan; the texts a row or the history
+-- holds (kind, queue, worker, last_error) cut past %(cut)s characters (display_text)
 SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS status,
-       r.worker AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
+       {shown_last_worker} AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
        extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
            AS waited_s,
        j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
-       j.{reclaim_count} AS reclaim_count, j.{recovery_policy} AS recovery_policy,
+       j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
        {policy_columns}
-       {last_error_text} AS last_error, j.{attempt_token} AS attempt_token,
+       {shown_last_error} AS last_error, j.{attempt_token} AS attempt_token,
        j.{updated_at} AS updated_at, j.xmin::text AS row_version
 FROM {table} j
 LEFT JOIN LATERAL (
@@ -1064,9 +1073,11 @@ WHERE {id}::text LIKE %(prefix)s || '%%' AND {status} IN ({processing}, {failed}
 ORDER BY {id} LIMIT 50
 
 -- name: complete_workers
--- the workers holding processing jobs, for shell completion of --worker
+-- the workers holding processing jobs, for shell completion of --worker: none longer than
+-- 1,024 bytes (no one types it; 50 names of 30 MB would be 1.5 GB for a TAB)
 SELECT DISTINCT {reserved_by}::text AS worker FROM {table}
 WHERE {status} = {processing} AND {reserved_by}::text LIKE %(prefix)s || '%%'
+  AND pg_catalog.octet_length({reserved_by}::text) <= 1024
 ORDER BY 1 LIMIT 50
 
 -- name: claim

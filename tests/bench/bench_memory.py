@@ -20,6 +20,7 @@ each floor; the target is 100 MB or less for each command but ``show --full`` (e
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -38,10 +39,14 @@ from jobctl.db import session
 from jobctl.ops import triage
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
+from jobctl.table.mapping import TableMapping
 
 BIG = "bench_memory_big"
 EXPIRED = "bench_memory_expired"
+HOSTILE = "bench_memory_hostile"  # --hostile: expired rows whose texts are each tens of MB
+HOSTILE_TEXT = "bench_memory_hostile_text"  # the long text, kept to restore a reclaimed row
 TARGET_MB = 100
+HOSTILE_TARGET_MB = 150
 FLOOR_SCRIPT = """
 import os, sys, psycopg
 with psycopg.connect(os.environ["FLOOR_DSN"]) as conn, conn.cursor(name="floor") as cursor:
@@ -119,6 +124,71 @@ def build_big(dsn: str, megabytes: int, rebuild: bool) -> int:
         return int(job_id)
 
 
+def build_hostile(dsn: str, rows: int, megabytes: int, rebuild: bool) -> None:
+    """The table ``HOSTILE`` (issue 44, finding 3): ``rows`` expired jobs, auto, whose worker
+    name, kind (the queue column, mapped as kind) and last_error are each ``megabytes`` MB
+    of md5 text (it compresses about 4:1 on disk, as the finding's did), and one live job
+    beside them; the text kept in ``HOSTILE_TEXT`` so that ``restore_hostile`` can put the
+    rows back after a commit."""
+    size = megabytes * 1024 * 1024
+    settings = db.Settings(dsn=dsn)
+    with db.connect(settings) as conn:
+        found = conn.execute("SELECT to_regclass(%s) AS t", (HOSTILE_TEXT,)).fetchone()["t"]
+        if found and not rebuild and conn.execute(
+            "SELECT to_regclass(%s) AS t", (HOSTILE,)
+        ).fetchone()["t"]:
+            have = conn.execute(
+                sql.SQL("SELECT octet_length(t) AS n, r FROM {}").format(
+                    sql.Identifier(HOSTILE_TEXT)
+                )
+            ).fetchone()
+            if have is not None and (have["n"], have["r"]) == (size, rows):
+                restore_hostile(dsn)
+                return
+        started = time.monotonic()
+        for name in (HOSTILE, HOSTILE_TEXT):
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} AS SELECT left(string_agg(md5(g::text), ''), %s) AS t, "
+                "%s::int AS r FROM generate_series(1, %s / 32 + 1) g"
+            ).format(sql.Identifier(HOSTILE_TEXT)),
+            (size, rows, size),
+        )
+        steps = schema_apply.plan_apply(conn, HOSTILE, create=True)
+        schema_steps.apply(conn, settings, steps)
+        mapping = TableMapping(columns={"kind": "queue"})  # the queue column as the job's kind
+        steps = schema_apply.plan_apply(conn, HOSTILE, create=False, mapping=mapping)
+        schema_steps.apply(conn, settings, steps)
+        conn.execute(
+            sql.SQL("INSERT INTO {} (status) SELECT 'queued' FROM generate_series(1, %s)").format(
+                sql.Identifier(HOSTILE)
+            ),
+            (rows + 1,),
+        )
+    restore_hostile(dsn)
+    print(
+        f"  built {HOSTILE}: {rows} x {megabytes} MB in {time.monotonic() - started:.1f}s",
+        file=sys.stderr,
+    )
+
+
+def restore_hostile(dsn: str) -> None:
+    """The hostile rows as built: every one processing with a long worker name, kind and
+    last_error, its lease expired a minute ago (the last one live), whatever a reclaim did."""
+    with db.connect(db.Settings(dsn=dsn)) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {t} SET status = 'processing', attempts = 1, recovery_policy = 'auto', "
+                "reserved_by = x.t || id, queue = x.t || id, last_error = x.t || id, "
+                "reserved_at = now() - interval '10 minutes', heartbeat_at = now() - interval "
+                "'2 minutes', finished_at = NULL, attempt_token = gen_random_uuid(), "
+                "lease_expires_at = CASE WHEN id <= x.r THEN now() - interval '1 minute' "
+                "ELSE now() + interval '1 hour' END FROM {x} x"
+            ).format(t=sql.Identifier(HOSTILE), x=sql.Identifier(HOSTILE_TEXT))
+        )
+
+
 def statements(dsn: str, job_id: int) -> dict[str, str]:
     """jobctl's own statements with their parameters inlined, for the floor (psycopg, psql)."""
     texts: dict[str, str] = {}
@@ -162,6 +232,77 @@ def peak_mb(command: Sequence[str], env: dict[str, str]) -> float:
         return int(figure.read().split()[-1]) / 1024  # KiB
 
 
+FLOOR_WHOLE = """
+import os, sys, psycopg
+with psycopg.connect(os.environ["FLOOR_DSN"]) as conn, conn.cursor(name="floor") as cursor:
+    cursor.itersize = 1
+    cursor.execute(os.environ["FLOOR_SQL"].encode())
+    for row in cursor:
+        for value in row:
+            sys.stdout.write(str(value) + "\\n")
+"""
+
+
+def hostile(args: argparse.Namespace, dsn: str, env: dict[str, str]) -> None:
+    """--hostile: each command's peak RSS (and the commit's wall time) on ``HOSTILE``'s rows,
+    against bare psycopg scripts reading the same rows one at a time: every byte of them
+    (``SELECT *``), and jobctl's own statement (the texts cut on the server)."""
+    build_hostile(dsn, args.hostile_rows, args.hostile_mb, args.rebuild)
+    table = ["--statement-timeout", "10m", "--table", HOSTILE]
+    commands = {
+        "stuck": ["stuck"],
+        "stuck -o json": ["stuck", "-o", "json"],
+        "stuck --expiring-within 2h": ["stuck", "--expiring-within", "2h"],
+        "reclaim --dry-run -o json": ["reclaim", "--dry-run", "-o", "json"],
+        "reclaim --dry-run": ["reclaim", "--dry-run"],
+        "summary": ["summary"],
+        "summary --by kind": ["summary", "--by", "kind"],
+        "summary --by worker": ["summary", "--by", "worker"],
+        "metrics": ["metrics"],
+        "reclaim --commit -o json": ["reclaim", "--commit", "--yes", "-o", "json"],
+    }
+    with session.open(db.Settings(dsn=dsn, table=HOSTILE)) as s:
+        where = triage.ExpiredFilter().params() | {"limit": None, "no_lease": True}
+        where |= {"cut": triage.DISPLAY_CHARS}
+        stuck = psycopg.ClientCursor(s.conn).mogrify(s.query("stuck"), where)
+    floors = {
+        "psycopg SELECT * (every byte)": (FLOOR_WHOLE, f"SELECT * FROM {HOSTILE}"),
+        "psycopg stuck's statement": (FLOOR_SCRIPT, stuck),
+    }
+    figures: dict[str, list[float]] = {}
+    commit_s: list[float] = []
+    for round_ in range(args.runs):
+        for name, argv in commands.items():
+            restore_hostile(dsn)
+            started = time.monotonic()
+            figures.setdefault(name, []).append(peak_mb([*JOBCTL, *table, *argv], env))
+            if "--commit" in argv:
+                commit_s.append(time.monotonic() - started)
+        for name, (script, statement) in floors.items():
+            floor_env = env | {"FLOOR_SQL": statement}
+            figures.setdefault(name, []).append(
+                peak_mb([sys.executable, "-c", script], floor_env)
+            )
+        print(f"  round {round_ + 1} of {args.runs} done", file=sys.stderr)
+    restore_hostile(dsn)
+    print(
+        f"\n{args.hostile_rows} expired jobs whose worker name, kind and last_error are each "
+        f"{args.hostile_mb} MB; peak RSS in MB, median of {args.runs} rounds (largest):\n"
+    )
+    rows = [
+        [
+            name,
+            f"{statistics.median(v):.0f} ({max(v):.0f})",
+            "" if name.startswith("psycopg") else
+            ("yes" if statistics.median(v) <= HOSTILE_TARGET_MB else "no"),
+        ]
+        for name, v in figures.items()
+    ]
+    print(tabulate(rows, headers=["command", "MB", f"≤ {HOSTILE_TARGET_MB} MB"],
+                   tablefmt="github", disable_numparse=True))
+    print(f"\nreclaim --commit: {statistics.median(commit_s):.1f}s (median wall time)")
+
+
 def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--error-mb", type=int, default=100, help="the long last_error, MB")
@@ -172,10 +313,19 @@ def main() -> None:
         help="also another jobctl source tree (e.g. main before this work), run directly "
         "(its show prints every byte: --full is left out for it)",
     )
+    parser.add_argument(
+        "--hostile", action="store_true", help="the hostile rows instead (issue 44, finding 3)"
+    )
+    parser.add_argument("--hostile-rows", type=int, default=16, help="hostile rows")
+    parser.add_argument("--hostile-mb", type=int, default=30, help="each hostile text, MB")
     parser.set_defaults(runs=3)
     args = parser.parse_args()
     print(machine())
     dsn = scratch_dsn(args.dsn)
+    if args.hostile:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        hostile(args, dsn, env | {"JOBCTL_DSN": dsn, "NO_COLOR": "1", "FLOOR_DSN": dsn})
+        return
     job_id = build_big(dsn, args.error_mb, args.rebuild)
     build_table(dsn, EXPIRED, args.expired, args.expired, args.expired, rebuild=args.rebuild)
     texts = statements(dsn, job_id)

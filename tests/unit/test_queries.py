@@ -62,6 +62,7 @@ FRAGMENTS = {
     "shown_worker": sql.SQL("e.worker"),
     "shown_actor": sql.SQL("e.actor"),
     "shown_reason": sql.SQL("e.reason"),
+    "shown_group": sql.SQL("j.queue"),  # summary_groups' group as shown (triage.summary_by)
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL

@@ -45,6 +45,7 @@ def review(
     kind: opt.Kinds = None,
     queue: opt.Queues = None,
     error: opt.ErrorText = None,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -52,7 +53,8 @@ def review(
     exhausted) and nobody has acted on them since. Longest waiting first.
 
     Decide in bulk, fenced on what you reviewed: jobctl review --save-plan p.json, then
-    jobctl requeue --plan p.json (or fail --plan p.json --reason ...).
+    jobctl requeue --plan p.json (or fail --plan p.json --reason ...). A worker's name, kind
+    or last_error longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl review --policy manual --since 2h
     """
     from jobctl.ops import review as core
@@ -63,6 +65,7 @@ def review(
         since=since,
         older_than=older_than,
         what=opt.slice_of(kind, queue, error),
+        full=full,
     )
     several = context.across(ctx) is not None
     outcomes = core.run(

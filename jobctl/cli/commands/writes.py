@@ -54,6 +54,7 @@ def reclaim_command(
     notify_file: monitoring.NotifyFile = None,
     notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
     notify_burst: monitoring.NotifyBurst = monitoring.BURST,
+    full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -63,7 +64,8 @@ def reclaim_command(
     then applies exactly the rows shown, in batches, each a short transaction fenced by the
     attempt token (leases that expire while it asks are left, and counted). --yes asks
     nothing: it reclaims what is expired when each batch runs. A table shows the first 20
-    rows and any skipped; every row with -o jsonl, json or csv.
+    rows and any skipped; every row with -o jsonl, json or csv. A worker's name, kind or
+    queue longer than 4096 characters is cut, with a note (in the plan too); --full: whole.
     Examples: jobctl reclaim --commit; jobctl reclaim --save-plan p.json; jobctl reclaim
     --commit --plan p.json
     """
@@ -71,7 +73,9 @@ def reclaim_command(
     from jobctl.ops import reclaim_run as core
 
     what = opt.slice_of(kind, queue, error)
-    which = _expired(worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than)
+    which = _expired(
+        worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than, full
+    )
     request = reclaim.Request(
         commit=commit,
         batch_size=batch_size,
@@ -113,6 +117,7 @@ def _expired(
     spread: dt.timedelta,
     refund_attempt: bool,
     park_older_than: dt.timedelta | None,
+    full: bool = False,
 ) -> triage.ExpiredFilter:
     """The expired leases ``reclaim``'s options select, and how the jobs return."""
     from jobctl.ops import triage
@@ -128,6 +133,7 @@ def _expired(
         spread=spread,
         refund_attempt=refund_attempt,
         park_older_than=park_older_than,
+        full=full,
     )
 
 
