@@ -56,6 +56,9 @@ def _review(s: Session, narrowed: Row) -> Row:
 
 
 LABEL_TOP = 10  # kinds (and queues) labelled one by one at most; the rest as "other"
+# a kind's (or queue's) label at most this many characters, cut on the server with a note
+# (summary_groups): an application's kind may be 30 MB, and each scrape would carry it
+LABEL_CHARS = 256
 GROUP_COUNTS = ("stuck", "processing", "ready", "awaiting_review")  # what each group counts
 
 
@@ -67,7 +70,10 @@ def by_group(s: Session, *, expiring_within: dt.timedelta, what: Slice, top: int
 
     found: Row = {}
     for by in s.table.mapping.mapped_optional:
-        rows = triage.summary_by(s, by, expiring_within, what=what, limit=None)["groups"]
+        found_by = triage.summary_by(
+            s, by, expiring_within, what=what, limit=None, shown=LABEL_CHARS
+        )
+        rows = found_by["groups"]
         found[by] = bounded(rows, by, top)
     return found
 

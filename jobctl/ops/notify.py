@@ -42,6 +42,20 @@ ANSWER_BYTES = 65536  # what is read of a webhook's answer at most
 _URL_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")
 
 
+SUMMARY_CHARS = 4_096  # a notice's summary at most, as a display cuts a row's text
+
+
+def bounded(summary: str) -> str:
+    """A notice's summary, cut past SUMMARY_CHARS characters with a note as the reads' cut
+    says it: a database's message can quote an application's text (a trigger's RAISE of a
+    30 MB value), and every receiver would be sent all of it."""
+    if len(summary) <= SUMMARY_CHARS:
+        return summary
+    head = summary[:SUMMARY_CHARS]
+    more = len(summary.encode()) - len(head.encode())
+    return f"{head}… ({more} more bytes)"
+
+
 def check_url(url: str, source: str = "--notify") -> str:
     """An http(s) URL with a host and a valid port, or a usage error (exit 2) that names
     where it came from (``source``) and what is wrong, never a part of the URL: a webhook's
@@ -402,7 +416,7 @@ class Watch:
         return Notice(
             event=event,
             condition=condition or event,
-            summary=f"{where}: {safe_text.visible(summary)}",
+            summary=f"{where}: {safe_text.visible(bounded(summary))}",
             table=self.table,
             target=self.target,
             at=self.now(),

@@ -16,9 +16,12 @@ import datetime as dt
 from typing import cast
 
 from jobctl.db.session import Session
-from jobctl.ops import events
+from psycopg import sql
+
+from jobctl.ops import events, triage
 from jobctl.ops import review as awaiting
 from jobctl.render.rows import IncidentReport, Row
+from jobctl.sql import queries
 
 LISTED = 20  # rows named one by one in a section; the rest counted by the server
 
@@ -35,16 +38,22 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
     holds a read-only transaction. Counted and grouped by the server; each list holds at
     most ``LISTED`` rows, with how many there are in all beside it."""
     window.what.check(s.table.mapping)  # --kind on a table that maps none: exit 2
-    params = {**window.params(), "job_table": s.table.qualified, "listed": LISTED}
+    params = {
+        **window.params(),
+        "job_table": s.table.qualified,
+        "listed": LISTED,
+        "cut": triage.DISPLAY_CHARS,  # the texts of rows and roles, as a display shows them
+    }
+    texts = triage.shown_texts("e", "worker", "actor", "reason")
     bounds = s.one("report_bounds", params)
-    expired_rows = s.rows("report_expired", params)
+    expired_rows = s.rows("report_expired", params, **texts)
     expired, workers = _listed(expired_rows, "all_workers")
     first = expired_rows[0] if expired_rows else {}
     others_rows = s.rows("report_not_jobctl", params)
     others, roles = _listed(others_rows, "all_roles")
-    reclaims, reclaim_groups = _listed(s.rows("report_reclaims", params), "all_groups")
-    repeats, repeated = _listed(s.rows("report_repeats", params), "all_jobs")
-    people, people_groups = _listed(s.rows("report_people", params), "all_groups")
+    reclaims, reclaim_groups = _listed(s.rows("report_reclaims", params, **texts), "all_groups")
+    repeats, repeated = _listed(s.rows("report_repeats", params, **texts), "all_jobs")
+    people, people_groups = _listed(s.rows("report_people", params, **texts), "all_groups")
     narrowed = window.what.params()
     by_why = {r["why"]: int(r["jobs"]) for r in s.rows("report_review", narrowed)}
     waiting = awaiting.ReviewFilter(what=window.what)
@@ -80,8 +89,8 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
     }
     for by in s.table.mapping.mapped_optional:  # kind, queue: when the table maps them
         key = s.table.fragments[f"{by}_value"]
-        grouped = [
-            {by: r.pop("grp"), **r} for r in s.rows("report_by_group", params, group_key=key)
-        ]
+        shown = queries.query("display_text", text=sql.Identifier("g", "grp"))
+        found_groups = s.rows("report_by_group", params, group_key=key, shown_group=shown)
+        grouped = [{by: r.pop("grp"), **r} for r in found_groups]
         found[f"by_{by}"], found[f"by_{by}_groups"] = _listed(grouped, "all_groups")
     return cast(IncidentReport, found)

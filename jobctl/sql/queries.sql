@@ -924,8 +924,9 @@ e.event = 'reclaimed' AND e.actor IS DISTINCT FROM e.db_role AND NOT {report_liv
 -- an incident's expired leases, by the worker that held them: jobctl's reclaims of the
 -- window, each with its attempt's lease expiry (events counted by id: an attempt token the
 -- application wrote twice counts once); the first %(listed)s workers, with how many workers,
--- jobs and reclaims there are in all (the same on every row)
-SELECT e.worker, count(DISTINCT e.job_id) AS jobs, count(DISTINCT e.event_id) AS reclaims,
+-- jobs and reclaims there are in all (the same on every row); grouped by the whole worker
+-- name, shown cut past %(cut)s characters ({shown_worker}: display_text)
+SELECT {shown_worker} AS worker, count(DISTINCT e.job_id) AS jobs, count(DISTINCT e.event_id) AS reclaims,
        min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
        min(e.at) AS first_reclaim, max(e.at) AS last_reclaim,
        count(*) OVER () AS all_workers, sum(count(DISTINCT e.job_id)) OVER () AS all_jobs,
@@ -958,8 +959,8 @@ LIMIT %(listed)s
 
 -- name: report_reclaims
 -- what jobctl's reclaim did in the window: by who ran it and what the job became (the first
--- %(listed)s, with how many groups in all)
-SELECT e.actor, e.to_status, count(*) AS reclaims, count(DISTINCT e.job_id) AS jobs,
+-- %(listed)s, with how many groups in all; the actor cut past %(cut)s characters)
+SELECT {shown_actor} AS actor, e.to_status, count(*) AS reclaims, count(DISTINCT e.job_id) AS jobs,
        min(e.at) AS first_at, max(e.at) AS last_at, count(*) OVER () AS all_groups
 FROM jobctl.events e
 WHERE {events_window} AND {report_jobctl_reclaim}
@@ -969,9 +970,10 @@ LIMIT %(listed)s
 
 -- name: report_repeats
 -- jobs jobctl reclaimed more than once in the window (a crash loop, or a lease too short):
--- the first %(listed)s, with how many in all; the workers of those only (by the job index)
+-- the first %(listed)s, with how many in all; the workers of those only (by the job index),
+-- each cut past %(cut)s characters ({shown_worker})
 SELECT r.job_id::{id_type} AS id, r.reclaims,
-       (SELECT string_agg(DISTINCT e.worker, ', ') FROM jobctl.events e
+       (SELECT string_agg(DISTINCT {shown_worker}, ', ') FROM jobctl.events e
         WHERE {events_window} AND {report_jobctl_reclaim} AND e.job_id = r.job_id) AS workers,
        r.all_jobs
 FROM (SELECT e.job_id, count(*) AS reclaims, count(*) OVER () AS all_jobs
@@ -986,8 +988,9 @@ ORDER BY r.reclaims DESC, r.job_id
 -- name: report_people
 -- what people did in the window: jobctl's writes other than reclaim (kinds the history
 -- records only for a role of jobctl's that declared them), by actor, action and reason; the
--- first %(listed)s groups, with how many in all; each group's first 10 ids
-SELECT e.actor, e.event, e.reason, count(*) AS jobs,
+-- first %(listed)s groups, with how many in all; each group's first 10 ids (the actor and
+-- reason shown cut past %(cut)s characters, grouped whole)
+SELECT {shown_actor} AS actor, e.event, {shown_reason} AS reason, count(*) AS jobs,
        (array_agg(e.job_id::{id_type} ORDER BY e.at, e.event_id))[1:10] AS ids,
        min(e.at) AS first_at, max(e.at) AS last_at,
        string_agg(DISTINCT e.db_role, ', ') AS db_roles, count(*) OVER () AS all_groups
@@ -1002,7 +1005,8 @@ LIMIT %(listed)s
 -- report by kind or queue (issue 35; {group_key}: the mapped column of the job's row now):
 -- the jobs whose lease jobctl's reclaim found expired in the window and what it made of them,
 -- and the jobs still waiting for review; the first %(listed)s groups, with how many in all
-SELECT g.grp, sum(g.expired_jobs)::pg_catalog.int8 AS expired_jobs,
+-- (each group shown cut past %(cut)s characters: {shown_group}, display_text of g.grp)
+SELECT {shown_group} AS grp, sum(g.expired_jobs)::pg_catalog.int8 AS expired_jobs,
        sum(g.requeued)::pg_catalog.int8 AS requeued, sum(g.parked)::pg_catalog.int8 AS parked,
        sum(g.awaiting_review)::pg_catalog.int8 AS awaiting_review,
        count(*) OVER () AS all_groups

@@ -1,5 +1,8 @@
-"""Hostile sizes (issue 32, finding 9): long text is cut on the server for display, the full
-value only where asked (--full); the dry run and its saved plan are streamed, never held.
+"""Hostile sizes (issue 32, finding 9; issue 44, finding 3): long text is cut on the server
+for display, the full value only where asked (--full); the dry run and its saved plan are
+streamed, never held. Every text a row holds (worker, kind, last_error) comes back cut from
+every command that shows rows (stuck, reclaim's dry run, plan and commit, summary, metrics,
+review, report, the operator writes, top), filtered and grouped by the whole value.
 
 Behaviour is pinned, not timing: the cut value and its note, every byte with --full, the dry
 run's output and plan as before for small sets, and the server-side cursor the dry run reads
@@ -9,6 +12,7 @@ tests/bench/bench_memory.py (docs/reference/performance.md).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from helpers import add_jobs, claim_all
 
 from jobctl import db, errors
 from jobctl.db import session
-from jobctl.ops import plans, reclaim, triage
+from jobctl.ops import console, metrics, notify, plans, reclaim, triage
 from jobctl.render import output
 
 BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
@@ -269,3 +273,193 @@ def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
     assert conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()[
         "n"
     ] == len(expected)  # nothing changed
+
+
+# ---------------------------------------------------------------- every text a row holds
+HOSTILE = 3  # expired jobs whose worker name, kind and last_error are each BIG
+SMALL = 100_000  # what any command's output stays under, whatever those texts' size
+
+
+def hostile(conn, run, count: int = HOSTILE, *, policy: str = "auto") -> list[str]:
+    """``count`` expired jobs (a kind column mapped) whose worker name, kind and last_error
+    are each BIG characters: the same first BIG - 9 characters, then the job's id (so that
+    every cut of them reads the same, and only the whole value tells them apart). Their
+    worker names, in the jobs' order."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
+    assert run("schema", "apply", "--column", "kind=kind", "--yes").code == 0
+    add_jobs(conn, count, policy=policy)
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', attempts = 1, reserved_by = t.v, kind = t.v, "
+        "last_error = t.v, reserved_at = now() - interval '2 minutes', "
+        "attempt_token = gen_random_uuid(), lease_expires_at = now() - interval '1 minute' "
+        "FROM (SELECT id, repeat('w', %s) || lpad(id::text, 9, '0') AS v FROM jobs) t "
+        "WHERE t.id = jobs.id",
+        (BIG - 9,),
+    )
+    return [
+        r["reserved_by"]
+        for r in conn.execute("SELECT reserved_by FROM jobs ORDER BY id").fetchall()
+    ]
+
+
+def test_stuck_cuts_each_text_a_row_holds_and_filters_by_the_whole_name(conn, run):
+    workers = hostile(conn, run)
+    cut = shown(workers[0])
+    assert {shown(w) for w in workers} == {cut}  # every cut reads the same
+    for args in (["stuck"], ["stuck", "--expiring-within", "1m"]):
+        found = run(*args, "-o", "json")
+        assert found.code == 0, found.err
+        assert len(found.out) < SMALL  # not 3 x 5 MB: cut before it crossed the wire
+        rows_ = json.loads(found.out)
+        assert [(r["reserved_by"], r["kind"]) for r in rows_] == [(cut, cut)] * HOSTILE
+    table = run("stuck")
+    assert table.code == 0 and NOTE in table.out and len(table.out) < SMALL
+    csv_out = run("stuck", "-o", "csv")
+    assert csv_out.code == 0 and len(csv_out.out) < SMALL
+    only = json.loads(run("stuck", "--worker", workers[1], "-o", "json").out)
+    assert len(only) == 1 and only[0]["reserved_by"] == cut  # compared whole, shown cut
+    assert json.loads(run("stuck", "--worker", cut, "-o", "json").out) == []  # not a name
+    full = json.loads(run("stuck", "--full", "-o", "json").out)
+    assert [(r["reserved_by"], r["kind"]) for r in full] == list(zip(workers, workers))
+
+
+def test_the_dry_run_its_plan_and_the_commit_return_the_rows_cut(conn, run, tmp_path: Path):
+    """The reclaim statement returns the rows as lease_columns shows them: a commit of rows
+    whose worker name is 5 MB sends back 4 KB each, and reclaims every one."""
+    workers = hostile(conn, run)
+    cut = shown(workers[0])
+    dry = run("reclaim", "-o", "json")
+    assert dry.code == 0, dry.err
+    assert len(dry.out) < SMALL
+    assert [r["reserved_by"] for r in json.loads(dry.out)] == [cut] * HOSTILE
+    assert [r["reserved_by"] for r in json.loads(run("reclaim", "--full", "-o", "json").out)] == (
+        workers
+    )
+    path = tmp_path / "plan.json"
+    assert run("reclaim", "--save-plan", str(path), "-o", "jsonl").code == 0
+    assert path.stat().st_size < SMALL
+    done = run("reclaim", "--commit", "--plan", str(path), "--yes", "-o", "json")
+    assert done.code == 0, done.err
+    assert len(done.out) < SMALL
+    applied = json.loads(done.out)
+    assert [(r["reserved_by"], r["kind"], r["applied"]) for r in applied] == (
+        [(cut, cut, True)] * HOSTILE
+    )
+    left = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()
+    assert left["n"] == 0
+
+
+def test_a_commit_with_full_returns_every_byte(conn, run):
+    workers = hostile(conn, run, 2)
+    done = run("reclaim", "--commit", "--yes", "--full", "-o", "json")
+    assert done.code == 0, done.err
+    assert [r["reserved_by"] for r in json.loads(done.out)] == workers
+
+
+def test_summary_groups_by_the_whole_name_and_shows_it_cut(conn, run):
+    """Three workers whose names differ only past the cut are three groups, each shown cut."""
+    workers = hostile(conn, run)
+    cut = shown(workers[0])
+    found = run("summary", "-o", "json")
+    assert found.code == 0, found.err
+    assert len(found.out) < SMALL
+    assert [(w["worker"], w["processing"]) for w in json.loads(found.out)["workers"]] == (
+        [(cut, 1)] * HOSTILE
+    )
+    table = run("summary")
+    assert table.code == 0 and len(table.out) < SMALL
+    for by in ("worker", "kind"):
+        grouped = run("summary", "--by", by, "-o", "json")
+        assert grouped.code == 0, grouped.err
+        assert len(grouped.out) < SMALL
+        assert [(g[by], g["stuck"]) for g in json.loads(grouped.out)["groups"]] == (
+            [(cut, 1)] * HOSTILE
+        )
+    full = json.loads(run("summary", "--full", "-o", "json").out)
+    assert sorted(w["worker"] for w in full["workers"]) == workers
+
+
+def test_metrics_label_a_long_kind_cut(conn, run):
+    """A kind's label is cut at LABEL_CHARS (one series for kinds that read the same once cut,
+    their counts summed), and the exposition stays small."""
+    hostile(conn, run)
+    result = run("metrics")
+    assert result.code == 0, result.err
+    assert len(result.out) < SMALL
+    label = shown("w" * BIG, metrics.LABEL_CHARS)
+    stuck = [
+        line
+        for line in result.out.splitlines()
+        if line.startswith("jobctl_jobs_by_kind{") and 'state="stuck"' in line
+    ]
+    assert len(stuck) == 1 and f'kind="{label[: metrics.LABEL_CHARS]}' in stuck[0]
+    assert stuck[0].endswith(f" {HOSTILE}")
+
+
+def test_review_report_and_the_operator_writes_read_the_texts_cut(conn, run):
+    """The parked jobs' worker (from the history) and last_error, the report's workers and
+    a requeue's result come back cut."""
+    workers = hostile(conn, run, policy="manual")
+    cut = shown(workers[0])
+    assert run("reclaim", "--commit", "--yes").code == 0
+    found = run("review", "-o", "json")
+    assert found.code == 0, found.err
+    assert len(found.out) < SMALL
+    assert [(r["last_worker"], r["kind"]) for r in json.loads(found.out)] == (
+        [(cut, cut)] * HOSTILE
+    )
+    full = json.loads(run("review", "--full", "-o", "json").out)
+    assert [r["last_worker"] for r in full] == workers
+    report = run("report", "--since", "1h", "-o", "json")
+    assert report.code == 0, report.err
+    assert len(report.out) < SMALL
+    assert [w["worker"] for w in json.loads(report.out)["expired"]] == [cut] * HOSTILE
+
+
+def test_the_operator_writes_read_the_texts_cut(conn, run):
+    """requeue/fail read each row (manual_read, bulk_candidates: the fence and what the
+    result says of it) with its worker cut, and --worker still compares the whole name."""
+    workers = hostile(conn, run)
+    cut = shown(workers[0])
+    (first, second, third) = [r["id"] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+    failed = run("fail", str(first), "--reason", "gone", "--yes", "-o", "json")
+    assert failed.code == 0, failed.err
+    assert len(failed.out) < SMALL
+    assert [(r["outcome"], r["reserved_by"]) for r in json.loads(failed.out)] == [
+        ("failed", cut)
+    ]
+    bulk = run("requeue", "--worker", workers[2], "--status", "processing", "--yes", "-o", "json")
+    assert bulk.code == 0, bulk.err
+    assert len(bulk.out) < SMALL
+    assert [(r["id"], r["reserved_by"]) for r in json.loads(bulk.out)] == [(third, cut)]
+    assert conn.execute("SELECT status FROM jobs WHERE id = %s", (second,)).fetchone()[
+        "status"
+    ] == "processing"
+
+
+def test_top_and_the_operator_reads_get_the_texts_cut(conn, dsn, run):
+    """top's refresh (stuck's rows) and manual_read (what its writes check the row against)
+    cut alike, so a row top shows still matches the row its write reads."""
+    workers = hostile(conn, run)
+    cut = shown(workers[0])
+    with session.open(db.Settings(dsn=dsn)) as s:
+        snap = console.refresh(s, None, console.Ask(dt.timedelta(seconds=30), 100))
+        assert [r["reserved_by"] for r in snap.stuck] == [cut] * HOSTILE
+        with s.transaction(read_only=True):
+            seen = s.row("manual_read", {"id": snap.stuck[0]["id"], "cut": triage.DISPLAY_CHARS})
+        assert seen is not None
+        assert {k: seen[k] for k in console.SEEN_FIELDS if k in seen} == {
+            k: snap.stuck[0][k] for k in console.SEEN_FIELDS if k in seen
+        }
+        assert seen["last_error"] == cut
+        with s.transaction(read_only=True):
+            offered = s.rows("complete_workers", {"prefix": ""})
+        assert offered == []  # no shell is sent a 5 MB name to complete
+
+
+def test_a_notice_quotes_a_long_message_cut():
+    """A database's message can quote the application's text (a trigger's RAISE of a long
+    value): every receiver gets its first SUMMARY_CHARS characters and a note."""
+    message = "é" * (notify.SUMMARY_CHARS + 10)
+    assert notify.bounded(message) == f"{'é' * notify.SUMMARY_CHARS}… (20 more bytes)"
+    assert notify.bounded("short") == "short"
