@@ -15,9 +15,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import cast
 
-from jobctl.db.session import Session
 from psycopg import sql
 
+from jobctl.db.session import Session
 from jobctl.ops import events, triage
 from jobctl.ops import review as awaiting
 from jobctl.render.rows import IncidentReport, Row

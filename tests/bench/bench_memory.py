@@ -134,9 +134,11 @@ def build_hostile(dsn: str, rows: int, megabytes: int, rebuild: bool) -> None:
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
         found = conn.execute("SELECT to_regclass(%s) AS t", (HOSTILE_TEXT,)).fetchone()["t"]
-        if found and not rebuild and conn.execute(
-            "SELECT to_regclass(%s) AS t", (HOSTILE,)
-        ).fetchone()["t"]:
+        if (
+            found
+            and not rebuild
+            and conn.execute("SELECT to_regclass(%s) AS t", (HOSTILE,)).fetchone()["t"]
+        ):
             have = conn.execute(
                 sql.SQL("SELECT octet_length(t) AS n, r FROM {}").format(
                     sql.Identifier(HOSTILE_TEXT)
@@ -280,9 +282,7 @@ def hostile(args: argparse.Namespace, dsn: str, env: dict[str, str]) -> None:
                 commit_s.append(time.monotonic() - started)
         for name, (script, statement) in floors.items():
             floor_env = env | {"FLOOR_SQL": statement}
-            figures.setdefault(name, []).append(
-                peak_mb([sys.executable, "-c", script], floor_env)
-            )
+            figures.setdefault(name, []).append(peak_mb([sys.executable, "-c", script], floor_env))
         print(f"  round {round_ + 1} of {args.runs} done", file=sys.stderr)
     restore_hostile(dsn)
     print(
@@ -293,13 +293,20 @@ def hostile(args: argparse.Namespace, dsn: str, env: dict[str, str]) -> None:
         [
             name,
             f"{statistics.median(v):.0f} ({max(v):.0f})",
-            "" if name.startswith("psycopg") else
-            ("yes" if statistics.median(v) <= HOSTILE_TARGET_MB else "no"),
+            ""
+            if name.startswith("psycopg")
+            else ("yes" if statistics.median(v) <= HOSTILE_TARGET_MB else "no"),
         ]
         for name, v in figures.items()
     ]
-    print(tabulate(rows, headers=["command", "MB", f"≤ {HOSTILE_TARGET_MB} MB"],
-                   tablefmt="github", disable_numparse=True))
+    print(
+        tabulate(
+            rows,
+            headers=["command", "MB", f"≤ {HOSTILE_TARGET_MB} MB"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
     print(f"\nreclaim --commit: {statistics.median(commit_s):.1f}s (median wall time)")
 
 

@@ -320,7 +320,7 @@ def test_stuck_cuts_each_text_a_row_holds_and_filters_by_the_whole_name(conn, ru
     assert len(only) == 1 and only[0]["reserved_by"] == cut  # compared whole, shown cut
     assert json.loads(run("stuck", "--worker", cut, "-o", "json").out) == []  # not a name
     full = json.loads(run("stuck", "--full", "-o", "json").out)
-    assert [(r["reserved_by"], r["kind"]) for r in full] == list(zip(workers, workers))
+    assert [(r["reserved_by"], r["kind"]) for r in full] == [(w, w) for w in workers]
 
 
 def test_the_dry_run_its_plan_and_the_commit_return_the_rows_cut(conn, run, tmp_path: Path):
@@ -425,16 +425,15 @@ def test_the_operator_writes_read_the_texts_cut(conn, run):
     failed = run("fail", str(first), "--reason", "gone", "--yes", "-o", "json")
     assert failed.code == 0, failed.err
     assert len(failed.out) < SMALL
-    assert [(r["outcome"], r["reserved_by"]) for r in json.loads(failed.out)] == [
-        ("failed", cut)
-    ]
+    assert [(r["outcome"], r["reserved_by"]) for r in json.loads(failed.out)] == [("failed", cut)]
     bulk = run("requeue", "--worker", workers[2], "--status", "processing", "--yes", "-o", "json")
     assert bulk.code == 0, bulk.err
     assert len(bulk.out) < SMALL
     assert [(r["id"], r["reserved_by"]) for r in json.loads(bulk.out)] == [(third, cut)]
-    assert conn.execute("SELECT status FROM jobs WHERE id = %s", (second,)).fetchone()[
-        "status"
-    ] == "processing"
+    assert (
+        conn.execute("SELECT status FROM jobs WHERE id = %s", (second,)).fetchone()["status"]
+        == "processing"
+    )
 
 
 def test_top_and_the_operator_reads_get_the_texts_cut(conn, dsn, run):
