@@ -275,16 +275,17 @@ def hostile(args: argparse.Namespace, dsn: str, env: dict[str, str]) -> None:
     commit_s: list[float] = []
     for round_ in range(args.runs):
         for name, argv in commands.items():
-            restore_hostile(dsn)
             started = time.monotonic()
             figures.setdefault(name, []).append(peak_mb([*JOBCTL, *table, *argv], env))
-            if "--commit" in argv:
+            if "--commit" in argv:  # the only one that changes the rows: put them back
                 commit_s.append(time.monotonic() - started)
+                if round_ + 1 < args.runs:
+                    restore_hostile(dsn)
+            print(f"  {name}: {figures[name][-1]:.0f} MB", file=sys.stderr, flush=True)
         for name, (script, statement) in floors.items():
             floor_env = env | {"FLOOR_SQL": statement}
             figures.setdefault(name, []).append(peak_mb([sys.executable, "-c", script], floor_env))
         print(f"  round {round_ + 1} of {args.runs} done", file=sys.stderr)
-    restore_hostile(dsn)
     print(
         f"\n{args.hostile_rows} expired jobs whose worker name, kind and last_error are each "
         f"{args.hostile_mb} MB; peak RSS in MB, median of {args.runs} rounds (largest):\n"
