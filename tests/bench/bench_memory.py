@@ -16,6 +16,11 @@ writing to /dev/null, its peak RSS read from the kernel (wait4's ru_maxrss):
 Prints each figure (MB; the median of the rounds, and the largest) and jobctl's ratio to
 each floor; the target is 100 MB or less for each command but ``show --full`` (every byte of a
 100 MB value, on purpose). Nothing here asserts: python tests/bench/bench_memory.py --help
+
+``--hostile`` (issue 44, finding 3) measures instead ``stuck``, the dry run, ``summary``,
+``metrics`` and ``reclaim --commit`` (with its wall time) on ``--hostile-rows`` expired jobs
+(16) whose worker name, kind and last_error are each ``--hostile-mb`` MB (30), against bare
+psycopg scripts reading the same rows one at a time; the target is 150 MB.
 """
 
 from __future__ import annotations
