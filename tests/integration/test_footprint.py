@@ -208,14 +208,16 @@ def test_no_worker_statement_calls_the_audit_trigger(conn, dsn, run, mode):
 
 # ---------------------------------------------------------------- switching modes
 def exclusive_locks(dsn: str, table_oid: int, stop: threading.Event, seen: list[str]) -> None:
-    """Sample pg_locks until ``stop``: every ACCESS EXCLUSIVE lock on the table, held or
-    awaited, by whom."""
+    """Sample pg_locks until ``stop``: every ACCESS EXCLUSIVE lock on the table itself, held
+    or awaited, by whom. (Not a tuple lock: a worker whose claim waits on a row takes the row's
+    tuple lock in that mode, which says nothing of the table.)"""
     with psycopg.connect(dsn, autocommit=True) as c:
         while not stop.is_set():
             for (query,) in c.execute(
                 "SELECT coalesce(a.query, '?') FROM pg_locks l "
                 "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.relation = %s AND l.mode = 'AccessExclusiveLock'",
+                "WHERE l.relation = %s AND l.locktype = 'relation'"
+                " AND l.mode = 'AccessExclusiveLock'",
                 (table_oid,),
             ):
                 seen.append(query)
