@@ -290,7 +290,7 @@ def metrics(
     a cron job or a Nagios-style check (--max-stuck, --max-overdue: exit 4 when breached).
     A database down: jobctl_up 0 is still printed, exit 1.
 
-    Example: jobctl metrics --textfile /var/lib/node_exporter/textfile/jobctl.prom
+    Example: jobctl metrics --textfile /var/lib/prometheus/node-exporter/jobctl.prom
     """
     from jobctl.ops import metrics as core
     from jobctl.render import openmetrics
