@@ -317,10 +317,10 @@ CASE WHEN j.xmax <> '0'::xid THEN lk.holders ->> j.xmax::text END
 -- expired leases, oldest expiry first, each with what reclaim would do (read only); a row
 -- with lease times jobctl cannot use names them (reclaim leaves it: skipped); then the
 -- processing rows with no lease (lease_state none, longest claimed first), which reclaim
--- never touches
+-- never touches (lease_state judges each: expired, or none)
 WITH lockers AS MATERIALIZED ({row_lock_holders})
 SELECT {lease_columns}, {row_locked_by} AS locked_by, {poisoned_lease_times} AS poisoned,
-       CASE WHEN {lease_missing} THEN 'none' ELSE 'expired' END AS lease_state,
+       {lease_state} AS lease_state,
        {claimed_age_s} AS claimed_age_s
 FROM {table} j {lockers_join}
 WHERE {expired_filter} OR {no_lease_filter}
