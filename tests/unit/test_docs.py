@@ -111,9 +111,11 @@ def test_relative_links_resolve(page):
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^pytest +#", readme, re.MULTILINE)
-    assert re.search(r"^JOBCTL_TEST_DSN=\S+ pytest$", ci, re.MULTILINE)
-    assert re.search(r"^env -u JOBCTL_TEST_DSN pytest$", ci, re.MULTILINE)
+    assert re.search(r"^make test +#", readme, re.MULTILINE)
+    assert re.search(r"^JOBCTL_TEST_DSN=\S+ make --no-print-directory test$", ci, re.MULTILINE)
+    assert re.search(r"^env -u JOBCTL_TEST_DSN make --no-print-directory test$", ci, re.MULTILINE)
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: .*\n\t\$\(VENV\)/bin/pytest \$\(ARGS\)$", makefile, re.MULTILINE)
 
 
 # ---------------------------------------------------------------- the runbook
