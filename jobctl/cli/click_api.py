@@ -1,5 +1,6 @@
-"""The parts of click that jobctl needs and typer does not re-export: typer (since 0.26)
-vendors click as ``typer._click``, a private module. They are imported here and nowhere else
+"""The parts of click and typer that jobctl needs and typer does not export: typer (since
+0.26) vendors click as ``typer._click``, a private module, and keeps its shells' completion
+classes and its PATH type in private or internal modules. They are imported here and nowhere else
 (``tests/unit/test_layers.py``), with typer's versions pinned in pyproject.toml, and what
 jobctl relies on of each is tested (``tests/unit/test_click_api.py``): a new typer that moves
 them fails there, in one place.
@@ -24,17 +25,23 @@ from typer._click.shell_completion import (
     add_completion_class,
     split_arg_string,
 )
+from typer._completion_classes import BashComplete, FishComplete, ZshComplete
+from typer.models import TyperPath as PathType  # typer's PATH parameter type
 
 # what a shell's completion is about: the command and its parameter (or command) at the cursor
 resolve_context, resolve_incomplete = _resolve_context, _resolve_incomplete
 
 __all__ = [
+    "BashComplete",
     "ClickException",
     "CompletionItem",
+    "FishComplete",
     "LazyGroup",
     "MissingParameter",
     "NoArgsIsHelpError",
     "ParameterSource",
+    "PathType",
+    "ZshComplete",
     "add_completion_class",
     "lazy_group",
     "resolve_context",

@@ -36,11 +36,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from typer._completion_classes import BashComplete, FishComplete, ZshComplete
-from typer.models import TyperPath as PathType
-
 from jobctl.cli.click_api import (
+    BashComplete,
     CompletionItem,
+    FishComplete,
+    PathType,
+    ZshComplete,
     add_completion_class,
     resolve_context,
     resolve_incomplete,
