@@ -220,7 +220,7 @@ def roles(server_dsn: str) -> Iterator[dict[str, str]]:
 def own_demo_dir() -> Iterator[str]:
     """The test session's own demo directory ($JOBCTL_DEMO_DIR, which the demo honours): its
     tests, in-process or in a subprocess, never stop or wipe a demo a person kept with
-    ``jobctl demo --keep`` (issue 36). Short: a kept demo's socket would live there."""
+    ``jobctl demo --keep``. Short: a kept demo's socket would live there."""
     path = tempfile.mkdtemp(prefix="jd-")
     before = os.environ.get("JOBCTL_DEMO_DIR")
     os.environ["JOBCTL_DEMO_DIR"] = path

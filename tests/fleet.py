@@ -1,4 +1,4 @@
-"""A fleet for the tests of issue 25: three databases of three shapes, one unreachable target,
+"""A fleet for the tests across targets: three databases of three shapes, one unreachable target,
 and the config file that names them (the format in docs: [defaults], [targets.NAME]).
 
     with fleet.staged(server_dsn, template, tmp_path) as f:

@@ -280,7 +280,7 @@ OWN_NAMES_PARKED = Shape(
     done="completed",
 )
 
-# a Rails-style table (issue 34): varchar state pending/running/succeeded/errored, tries,
+# a Rails-style table: varchar state pending/running/succeeded/errored, tries,
 # run_at, locked_by/locked_at, error_message (not in SHAPES: tests/integration/test_no_lease.py,
 # test_statements.py and test_doctor.py use it)
 BACKGROUND_TASKS = Shape(
@@ -400,7 +400,7 @@ WORKER_STATEMENTS = {
 }
 
 
-# ---------------------------------------------------------------- column types (issue 26)
+# ---------------------------------------------------------------- column types
 # Tables whose columns the lease design uses are of other types than the reference table's:
 # each served end to end (tests/integration/test_column_types.py), with the application's own
 # statements written as such an application writes them (a jsonb error, a uuid worker id).

@@ -428,7 +428,7 @@ ServeEvery = Annotated[
     ),
 ]
 
-# what the job is (issue 35): the table's mapped kind and queue columns, its last error
+# what the job is: the table's mapped kind and queue columns, its last error
 Kinds = Annotated[
     list[str] | None,
     typer.Option(
@@ -462,7 +462,7 @@ def slice_of(kinds: list[str] | None, queues: list[str] | None, error: str | Non
     return Slice(tuple(kinds or ()), tuple(queues or ()), error or None)
 
 
-# requeue / fail on a filter (issue 35)
+# requeue / fail on a filter
 BulkStatuses = Annotated[
     list[str] | None,
     typer.Option(
@@ -495,7 +495,7 @@ BulkSavePlan = Annotated[
     ),
 ]
 
-# reclaim and requeue: the work returned paced (issue 35)
+# reclaim and requeue: the work returned paced
 Spread = Annotated[
     dt.timedelta,
     Duration(
@@ -505,7 +505,7 @@ Spread = Annotated[
     ),
 ]
 
-# reclaim: a deploy's orphans (issue 35)
+# reclaim: a deploy's orphans
 RefundAttempt = Annotated[
     bool,
     typer.Option(
@@ -522,7 +522,7 @@ ParkOlderThan = Annotated[
     ),
 ]
 
-# summary --by and metrics' labels (issue 35)
+# summary --by and metrics' labels
 SummaryBy = Annotated[
     str | None,
     typer.Option(

@@ -142,7 +142,7 @@ def shown_fragments(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Co
     the server past the statement's ``%(cut)s`` characters, with a note; whole when it is
     NULL, --full): ``{shown_reserved_by}``, ``{shown_recovery_policy}``,
     ``{shown_last_error}`` of the jobs row ``j``, ``{shown_last_worker}`` of review's reclaim
-    event ``r``. An application writes them, so one may be 30 MB (issue 44)."""
+    event ``r``. An application writes them, so one may be 30 MB."""
     from psycopg import sql
 
     texts = {
@@ -159,7 +159,7 @@ def shown_fragments(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Co
 def optional_fragments(
     mapping: TableMapping, types: Mapping[str, column_types.ColumnType]
 ) -> dict[str, sql.Composable]:
-    """The placeholders of the optional columns (kind, queue; issue 35): ``{kind_value}``
+    """The placeholders of the optional columns (kind, queue): ``{kind_value}``
     the row's kind as text (a text column as it is, so that an index on it serves ``--kind``;
     any other type through its output function, as the status), NULL when unmapped; and
     ``{mapped_columns}``: each mapped one ``AS kind,`` ... for a row's select list (empty

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 # json/jsonb nested deeper than this is kept as its JSON text (a JsonText, a string): Python's
-# json recurses (RecursionError past ~1,000 levels) and jq 1.6 stops at 256 (issue 32)
+# json recurses (RecursionError past ~1,000 levels) and jq 1.6 stops at 256
 JSON_DEPTH = 200
 _JSON_STRING, _JSON_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"'), re.compile(rb"[\[\]{}]")
 

@@ -1,4 +1,4 @@
-"""``requeue`` / ``fail`` on a filter instead of ids (issue 35): the jobs a slice matches (by
+"""``requeue`` / ``fail`` on a filter instead of ids: the jobs a slice matches (by
 kind, queue, error, status, worker, age), listed with their count and decided by the rules of
 a direct command; then saved as a review plan (applied by ``--plan``, each row fenced on the
 row as listed) or, with ``--yes``, written: exactly the rows listed, each fenced as read, so a

@@ -96,7 +96,7 @@ class Window:
     actor: str | None = None
     worker: str | None = None
     ids: Sequence[Any] | None = None  # job ids in the id column's type (session.job_ids)
-    what: Slice = EVERY  # the jobs' kind, queue, error now (issue 35), by the jobs' rows
+    what: Slice = EVERY  # the jobs' kind, queue, error now, by the jobs' rows
 
     def params(self) -> dict[str, Any]:
         return {

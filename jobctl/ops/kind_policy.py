@@ -1,4 +1,4 @@
-"""A recovery policy per kind or queue (issue 35): ``jobctl policy --kind K --manual`` makes
+"""A recovery policy per kind or queue: ``jobctl policy --kind K --manual`` makes
 reclaim's one decision treat every job of kind K as manual (its row's own policy aside: manual
 wins, from either), recorded in jobctl's schema (``jobctl.kind_policies``, history 006) with
 who and why, every change beside it (``jobctl.kind_policy_events``). Example::

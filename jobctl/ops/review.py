@@ -41,7 +41,7 @@ class ReviewFilter:
     worker: str | None = None  # the worker whose lease expired (the reclaim's, in the history)
     since: dt.timedelta | None = None  # reclaimed within this long
     older_than: dt.timedelta | None = None  # waiting for longer than this
-    what: Slice = EVERY  # what the job is: kinds, queues, an error's text (issue 35)
+    what: Slice = EVERY  # what the job is: kinds, queues, an error's text
     # --full: the worker's name, kind, queue and last_error whole (else cut on the server)
     full: bool = False
 

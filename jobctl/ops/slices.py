@@ -1,4 +1,4 @@
-"""What the job is, as an operator narrows by it (issue 35): its kind and queue (the
+"""What the job is, as an operator narrows by it: its kind and queue (the
 table's optional mapped columns, ``--column kind=COL``) and a text of its last error. The
 parameters of the block ``mapped_filter`` (sql/queries.sql), which every filtered read and
 reclaim's one decision share. Example::
@@ -18,7 +18,7 @@ from jobctl.table.mapping import TableMapping
 
 @dataclasses.dataclass(frozen=True)
 class Slice:
-    """What the job is, as the operator narrows by it (issue 35): any of ``kinds``, any of
+    """What the job is, as the operator narrows by it: any of ``kinds``, any of
     ``queues`` (the table's mapped kind and queue columns), and a case-insensitive substring
     of the last error. The parameters of the block ``mapped_filter``."""
 

@@ -36,14 +36,14 @@ class ExpiredFilter:
     grace: dt.timedelta = dt.timedelta(0)
     plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
     exclude: Sequence[Any] | None = None  # rows a batch must pass over (they raised before)
-    # what the job is (issue 35): any of these kinds, queues (mapped columns), an error's text
+    # what the job is: any of these kinds, queues (mapped columns), an error's text
     kinds: Sequence[str] = ()
     queues: Sequence[str] = ()
     error: str | None = None
     # not which rows but how the requeued return (reclaim --spread): their available_at
     # spread evenly over [now, now + spread], with jitter (reclaim_batch's paced)
     spread: dt.timedelta = dt.timedelta(0)
-    # reclaim's choices about a deploy's orphans (issue 35): the requeued get their killed
+    # reclaim's choices about a deploy's orphans: the requeued get their killed
     # attempt back (refund_attempt); an orphan claimed longer ago than this is parked
     # (reclaim_action: the dry run's decision as the commit's)
     refund_attempt: bool = False

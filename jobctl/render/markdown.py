@@ -236,7 +236,7 @@ def _reclaimed(report: IncidentReport) -> list[str]:
 
 def _by_group(report: IncidentReport, by: str) -> list[str]:
     """What expired, what reclaim made of it and what waits for review, per kind (or queue):
-    only when the table maps it (issue 35)."""
+    only when the table maps it."""
     data: dict[str, Any] = dict(report)  # by_kind, by_queue: keys of a mapped table only
     groups: list[Any] | None = data.get(f"by_{by}")
     if groups is None:

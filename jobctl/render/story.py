@@ -89,7 +89,7 @@ def explain(
     (``manual.refusal``): no fail of a job already failed, unless it awaits review."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
-    named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue (issue 35)
+    named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue
     what = f" ({', '.join(named)})" if named else ""
     story = [
         f"Job {_said(job['id'])}{what} is {_said(job['status'])} "

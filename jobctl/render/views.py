@@ -64,7 +64,7 @@ def _has(key: str) -> Any:
     return lambda found: any(key in r for r in found)
 
 
-# what the job is, where the table maps it (issue 35): beside the id, as the width allows
+# what the job is, where the table maps it: beside the id, as the width allows
 KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
 QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
 

@@ -407,7 +407,7 @@ OPERATOR_COLUMNS = (
     "finished_at",
     "updated_at",
     "recovery_policy",  # quarantine and policy
-    "attempts",  # reclaim --refund-attempt (issue 35)
+    "attempts",  # reclaim --refund-attempt
     "jobctl_action",  # names jobctl's own write for its audit (see jobctl.history)
 )
 

@@ -275,7 +275,7 @@ def _index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Ch
     return _partition_checks(conn, table) if partitioned else [reclaim]
 
 
-LARGE_TABLE = 1_000_000  # rows: where --kind without an index scans too much (issue 35)
+LARGE_TABLE = 1_000_000  # rows: where --kind without an index scans too much
 
 
 def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:

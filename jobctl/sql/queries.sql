@@ -44,8 +44,8 @@ CASE WHEN j.{recovery_policy} OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text
      ELSE coalesce({kind_policy_source}, 'row'::pg_catalog.text) END
 
 -- name: kind_policy_of
--- the dimension (kind, queue) whose recorded policy makes this job manual, or NULL (issue 35;
--- {policy_table}: the jobs table as jobctl.kind_policies names it)
+-- the dimension (kind, queue) whose recorded policy makes this job manual, or NULL
+-- ({policy_table}: the jobs table as jobctl.kind_policies names it)
 (SELECT p.dimension FROM jobctl.kind_policies p
  WHERE p.job_table OPERATOR(pg_catalog.=) {policy_table}
    AND p.policy OPERATOR(pg_catalog.=) 'manual'::pg_catalog.text
@@ -141,7 +141,7 @@ AND (%(exclude)s::pg_catalog.text[] IS NULL
 AND {mapped_filter}
 
 -- name: mapped_filter
--- the operator's narrowing by what the job is (issue 35): its kind and queue (the mapped
+-- the operator's narrowing by what the job is: its kind and queue (the mapped
 -- columns as text, kind_value: any of those given), and a case-insensitive substring of its
 -- last error (%(error)s: an ILIKE pattern whose %% and _ jobctl escaped, triage.error_pattern)
 (%(kinds)s::pg_catalog.text[] IS NULL
@@ -398,7 +398,7 @@ WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
 RETURNING expired.*
 
 -- name: reclaim_paced
--- reclaim --spread (issue 35), reclaim_batch's {paced} (with {returns_at} paced.available_at
+-- reclaim --spread, reclaim_batch's {paced} (with {returns_at} paced.available_at
 -- and {paced_join} reclaim_paced_join): the k-th of n rows returns at
 -- now() + spread * (k - 1 + jitter) / n. Only with --spread: joined back to the batch it costs
 -- a pass over the batch for each row (a nested loop of CTE scans: twice the batch's time at
@@ -421,7 +421,7 @@ RETURNING expired.*
  JOIN paced ON paced.id OPERATOR(pg_catalog.=) expired.id
 
 -- name: refund_attempt
--- reclaim --refund-attempt (issue 35), reclaim_batch's {refund_set}: a requeued job's killed
+-- reclaim --refund-attempt, reclaim_batch's {refund_set}: a requeued job's killed
 -- attempt given back (a deploy's kill is not the job's failure), never below 0; empty without
 -- it, so that an operator role granted no UPDATE of attempts reclaims as before
 , {attempts} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
@@ -596,7 +596,7 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 -- name: job_row_shown
 -- one job as a display shows it (show, history, explain): job_row with each long value cut on
 -- the server ({shown_columns}: the table's columns in order, each long one as shown_column),
--- so that a 100 MB last_error never crosses the wire (issue 32)
+-- so that a 100 MB last_error never crosses the wire
 SELECT {shown_columns}, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
@@ -621,7 +621,7 @@ CASE WHEN {text_is_long} THEN {text_cut} END AS {cut_name}
      OPERATOR(pg_catalog.>) %(cut)s::pg_catalog.int4)
 
 -- name: text_cut
--- a long text {text} as a display shows it (issue 32: a 100 MB last_error): its first %(cut)s
+-- a long text {text} as a display shows it (a 100 MB last_error): its first %(cut)s
 -- characters and a note of how many bytes more there are
 pg_catalog.format(
     '%%s… (%%s more bytes; --full shows all)',
@@ -727,10 +727,10 @@ WHERE {manual_fence}
 RETURNING j.{id} AS id
 
 -- name: bulk_candidates
--- requeue/fail on a filter (issue 35): the jobs it matches, read as manual_read reads one
+-- requeue/fail on a filter: the jobs it matches, read as manual_read reads one
 -- (its fence: status, token, version), with their kind and queue; by status (the table's
 -- values), the worker holding it, how long since it last changed, what the job is, and
--- (--no-lease) whether it is a claim with no lease (lease_missing, issue 34)
+-- (--no-lease) whether it is a claim with no lease (lease_missing)
 SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
        {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
 FROM {table} j
@@ -871,7 +871,7 @@ AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
 AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
 AND (%(worker)s::text IS NULL OR e.worker = %(worker)s)
 AND (%(ids)s::text[] IS NULL OR e.job_id = ANY(%(ids)s::text[]))
--- what the job is now (issue 35: --kind, --queue, --error), by the job's row (its id index)
+-- what the job is now (--kind, --queue, --error), by the job's row (its id index)
 AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL AND %(error)s::text IS NULL)
      OR EXISTS (SELECT FROM {table} j
                 WHERE j.{id} = e.job_id::{id_type} AND {mapped_filter}))
@@ -1002,7 +1002,7 @@ ORDER BY min(e.at), e.actor, e.event
 LIMIT %(listed)s
 
 -- name: report_by_group
--- report by kind or queue (issue 35; {group_key}: the mapped column of the job's row now):
+-- report by kind or queue ({group_key}: the mapped column of the job's row now):
 -- the jobs whose lease jobctl's reclaim found expired in the window and what it made of them,
 -- and the jobs still waiting for review; the first %(listed)s groups, with how many in all
 -- (each group shown cut past %(cut)s characters: {shown_group}, display_text of g.grp)

@@ -42,7 +42,7 @@ LEASE_COLUMNS = (
     "reclaim_count",
 )
 COLUMNS = EXISTING_COLUMNS + LEASE_COLUMNS
-# what the job is, where the table says so (issue 35): optional, shown and filtered on when
+# what the job is, where the table says so: optional, shown and filtered on when
 # mapped (--column kind=COL --column queue=COL), never written
 OPTIONAL_COLUMNS = ("kind", "queue")
 STATUSES = ("queued", "processing", "done", "failed")

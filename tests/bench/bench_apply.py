@@ -1,4 +1,4 @@
-"""How long the workers wait during ``jobctl schema apply`` on a busy table (issue 14).
+"""How long the workers wait during ``jobctl schema apply`` on a busy table.
 
 The issue's scenario: a 300k-row queue without the lease columns, 3 worker processes claiming
 and completing as fast as they can (timing every statement), and a 6-second report holding

@@ -1,4 +1,4 @@
-"""What believing a declared actor only of jobctl's roles costs jobctl's writes (issue 23).
+"""What believing a declared actor only of jobctl's roles costs jobctl's writes.
 
 The history function asks whether the session's role is jobctl's (history_trusted_at_once
 and history_trusted in sql/schema_apply.sql: a superuser, the table's owner, or a role granted
@@ -7,7 +7,7 @@ jobctl's own writes (reclaim, requeue, fail) and forgeries. A worker's claim, he
 completion, retry or failure declares nothing and never asks. This times the lease design's
 reclaim (jobctl_action and the audit settings set, as jobctl does) of --rows expired rows in
 batches of --batch, each its own transaction, with the function as generated and with both
-checks replaced by ``true`` (the function before issue 23, in effect), interleaved --rounds
+checks replaced by ``true`` (no actor check, in effect), interleaved --rounds
 times, as the table's owner (a superuser here) and as an operator role granted by ``schema
 grants``: both are told at once (a simple expression, no catalog query).
 

@@ -1,4 +1,4 @@
-"""The fleet (issue 25): one jobctl command across 1, 4 and 16 targets, as whole processes.
+"""The fleet: one jobctl command across 1, 4 and 16 targets, as whole processes.
 
 Makes 16 databases (clones of one template: the reference jobs table, schema applied, --stuck
 expired leases among --rows rows), a config file naming them t00..t15, and times

@@ -1,4 +1,4 @@
-"""Issue 35 at scale: ``summary --by kind`` and ``requeue --kind K --save-plan F`` on a 1M-row
+"""at scale: ``summary --by kind`` and ``requeue --kind K --save-plan F`` on a 1M-row
 table with 20 kinds, each timed as a whole process (wall time and peak RSS) against a bare
 psycopg script running the same SQL (the floor for any Python tool; target: within 1.3x).
 

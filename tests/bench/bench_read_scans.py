@@ -1,5 +1,5 @@
 """The reads an incident needs, on 1M and 10M rows: their cost should follow the incident, not
-the table (issue 45's "no full scans"; docs/performance.md, "Awaiting review without a scan").
+the table (docs/reference/performance.md, "Awaiting review without a scan").
 
 Two tables in one scratch database (``JOBCTL_BENCH_DB``, default ``jobctl_bench``), the same
 incident in each: 20,000 processing (2,000 of them expired), 20,000 queued, and ``--parked``

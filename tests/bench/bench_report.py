@@ -1,6 +1,6 @@
 """jobctl report on a large incident: seconds and peak RSS, against a jobctl to compare with.
 
-A jobs table whose ``--review`` jobs (333k by default: issue 32, finding 9) await review,
+A jobs table whose ``--review`` jobs (333k by default) await review,
 parked by a reclaim the history records in the last hour (one reclaimed event and one ended
 attempt per job, 40 workers), plus as many done jobs. Then ``jobctl report --since 2h`` runs
 as a real process, Markdown and ``-o json`` to a pipe, with this checkout's jobctl and, with

@@ -1,6 +1,6 @@
-"""What a write transaction's settings statement carries since issue 32 costs a reclaim batch.
+"""What a write transaction's settings statement carries (its guards) costs a reclaim batch.
 
-Findings 7 and 11 put into ``transaction_settings`` (sql/queries.sql) the refusal of a session
+Two hardenings put into ``transaction_settings`` (sql/queries.sql) the refusal of a session
 whose session_replication_role is not origin (``origin_session``) and the output styles jobctl
 parses (``parse_settings``: DateStyle, IntervalStyle, extra_float_digits), and make a pipelined
 statement's cursor read dates as ISO (``loaders.reading_iso``). This times, interleaved --rounds

@@ -1,4 +1,4 @@
-"""jobctl top's memory over many refreshes (issue 38): peak RSS after --refreshes (1,000)
+"""jobctl top's memory over many refreshes: peak RSS after --refreshes (1,000)
 refreshes of the console on a table of --rows (1,000,000) rows, --expired of them expired.
 
 The console runs headless (Textual's ``run_test``, 100x30) in a process of its own, on the

@@ -170,7 +170,7 @@ def test_help_does_not_import_psycopg_or_tabulate():
 
 
 def test_a_mistyped_table_is_answered_with_the_tables_jobctl_serves(conn, run):
-    """Issue 36, trip 4: the tables jobctl serves in that database, and the closest name."""
+    """The tables jobctl serves in that database, and the closest name."""
     assert_one_line(
         run("--table", "jbos", "stuck"),
         1,

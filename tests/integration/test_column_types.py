@@ -1,4 +1,4 @@
-"""Column types (issue 26): every column the lease design reads or writes is either served end to
+"""Column types: every column the lease design reads or writes is either served end to
 end — schema apply, the application's own statements on every path with the history on, the
 lease design's worker statements, stuck, reclaim, requeue, fail, history, explain — or refused
 by schema apply before anything changes (pg_dump --schema-only the same before and after)."""

@@ -1,4 +1,4 @@
-"""Issue 32: what the history's SECURITY DEFINER function records and runs.
+"""What the history's SECURITY DEFINER function records and runs.
 
 Finding 5: an operator's action records the operator's reason or none, never the row's text.
 Finding 2 (the function's part): the function runs as its owner on every worker's write; a

@@ -1,4 +1,4 @@
-"""jobctl doctor (issue 34) on a PostgreSQL with pg_stat_statements preloaded, which the test
+"""jobctl doctor on a PostgreSQL with pg_stat_statements preloaded, which the test
 session starts itself from the run's server binaries (tests/cluster.py, as the replica tests
 do): the application's statements driven through it — good ones (the worker API, jobctl's
 own) and each bad kind — on the reference table and a Rails-style one, and the findings
@@ -319,7 +319,7 @@ def test_lease_advice_reruns_and_review_from_the_history(conn, dsn, jobctl):
     assert review["status"] == "ok" and "a person last acted at" in review["evidence"]
 
 
-# The application's evasions (issue 44's fifth finding), each run for real so that it lands in
+# The application's evasions, each run for real so that it lands in
 # pg_stat_statements, then found by its queryid (the server's own, from EXPLAIN VERBOSE).
 # name -> (setup, the statement, the finding's kind, the check's status)
 EVASIONS = {
@@ -418,7 +418,7 @@ def test_only_a_fenced_statement_counts_the_fences_refusals(statistics_server, j
     assert found["queryid"] == queryid_of(dsn, statement)
 
 
-HUGE_COMMENT = 20_000_000  # characters of one statement's comment (issue 44: four of them)
+HUGE_COMMENT = 20_000_000  # characters of one statement's comment (four of them)
 RSS_LIMIT_MB = 150
 
 

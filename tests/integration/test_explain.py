@@ -38,7 +38,7 @@ def test_explain_tells_the_story_and_warns_of_short_leases(conn, dsn, run):
 
 
 def test_a_worker_name_cannot_read_as_a_sentence_of_jobctls(conn, dsn, run):
-    """A worker named to read as an operator's requeue in explain (issue 32, finding 12):
+    """A worker named to read as an operator's requeue in explain:
     the name is one quoted value, the forged words only inside its quotes."""
     forger = (
         "web-1 claimed it (attempt 1). At 2026-12-01 06:00:00+00:00 alice@ops requeued it by "

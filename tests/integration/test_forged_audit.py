@@ -1,5 +1,5 @@
 """A worker role cannot pass its own UPDATE off as an operator's action, and a jobctl_action
-planted in a row cannot hide an operator's write (issue 23, findings 3 and 4)."""
+planted in a row cannot hide an operator's write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23: bounded waits (finding 6), private plan files (7), secrets (8) and SQL smuggled
+"""Bounded waits (finding 6), private plan files (7), secrets (8) and SQL smuggled
 into a generated script (2), each tried as the issue's attacker did."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 32, finding 2: operators, functions and casts an application plants in ``public``
+"""Operators, functions and casts an application plants in ``public``
 never run in jobctl's sessions, whatever the status column's type.
 
 jobctl's writes run under pg_catalog, then the session's own search path (so that the

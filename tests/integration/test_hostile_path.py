@@ -1,4 +1,4 @@
-"""Issue 23, finding 1: functions, operators and types planted by an application role never
+"""Functions, operators and types planted by an application role never
 run inside jobctl's sessions, as the superuser, the operator or the read-only role.
 
 The attacker's schema ``evil`` comes first on the database's search_path (before pg_catalog,

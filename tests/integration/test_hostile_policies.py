@@ -1,4 +1,4 @@
-"""Issue 44, finding 1: a row security policy on the jobs table is the application's code,
+"""A row security policy on the jobs table is the application's code,
 which PostgreSQL would run for every row jobctl reads or writes, as jobctl's role. jobctl
 runs every transaction with row_security off (transaction-locally), so the server refuses
 such a query instead of running the policy: one line naming the policies and the ways out

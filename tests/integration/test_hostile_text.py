@@ -1,4 +1,4 @@
-"""Text a worker or application wrote, read back on a real terminal (issue 23, finding 5):
+"""Text a worker or application wrote, read back on a real terminal:
 escape sequences, newlines and bidi controls are shown as escapes, never obeyed, in every
 format; piped, csv, tsv and json keep the data exact."""
 
@@ -79,7 +79,7 @@ def test_explain_keeps_a_forged_line_on_its_own_line(hostile, dsn):
     code, screen = on_terminal(dsn, "explain", "1")
     assert code == 0
     # the worker's "newline" is shown as \n inside the sentence it belongs to, the name one
-    # quoted value (its quotes escaped: issue 32, finding 12)
+    # quoted value (its quotes escaped)
     forged = FORGED.replace('"', '\\"')
     assert f'worker "\\x1b]0;pwned\\x07web-9\\n{forged}\\u202e9-bew" claimed it' in screen.replace(
         "\r\n", "\n"

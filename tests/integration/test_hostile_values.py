@@ -1,4 +1,4 @@
-"""Values an application can store that JSON has no word for (issue 32, finding 10): a
+"""Values an application can store that JSON has no word for: a
 float8 or numeric NaN/Infinity, and a jsonb payload nested 3,000 deep. Read back with real
 rows: every JSON document jobctl prints parses (Python's json, and jq when it is installed:
 jq 1.6 stops at 256 levels), non-finite numbers as the strings PostgreSQL spells them, the

@@ -1,4 +1,4 @@
-"""Issue 35: what the job is. The table's kind and queue columns mapped by schema apply, shown
+"""What the job is. The table's kind and queue columns mapped by schema apply, shown
 by the reads and narrowed on by --kind, --queue and --error, in the one SQL that the dry run
 and the commit share."""
 

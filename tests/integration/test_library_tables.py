@@ -72,7 +72,7 @@ def test_a_library_partition_is_the_library_too(empty_dsn, run):
 
 
 def test_the_issue_oban_for_python_is_refused_as_oban(empty_dsn, run):
-    """Issue 32: Oban for Python's table (errors jsonb, oban_leaders/oban_producers) was not
+    """Oban for Python's table (errors jsonb, oban_leaders/oban_producers) was not
     recognised: schema apply said "no status column", and with the issue's mapping it would
     have installed into Oban's table. Now it is refused as Oban's, the catalog unchanged."""
     from queue_libraries import LIBS

@@ -62,7 +62,7 @@ def test_textfile_replaces_the_file_in_one_rename(conn, run, tmp_path):
 
 
 def test_kinds_named_other_and_none_beside_null_and_the_rest_are_distinct_series(conn, dsn, run):
-    """Issue 44, finding 7: a kind really named ``other`` among the top ones and ``none``
+    """A kind really named ``other`` among the top ones and ``none``
     beside NULL gave the same series twice (8 duplicates); each is now its own."""
     conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
     applied = run("schema", "apply", "--column", "kind=kind", "--yes")

@@ -1,4 +1,4 @@
-"""Jobs claimed without a lease (issue 34): code that claims with no lease and no token leaves
+"""Jobs claimed without a lease: code that claims with no lease and no token leaves
 processing rows reclaim can never see. stuck lists them (lease_state none), --exit-code counts
 them, explain says what they are and what to do, summary/metrics/report name them, reclaim
 never touches them, and requeue/fail work on them fenced on the row's version."""

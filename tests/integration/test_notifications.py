@@ -140,7 +140,7 @@ def test_notify_needs_a_service_or_a_watch_and_a_real_url(run):
     assert pd.code == 2 and "JOBCTL_PAGERDUTY_ROUTING_KEY" in pd.err
 
 
-# ---------------------------------------------------------------- issue 44, finding 6
+# ----------------------------------------------------------------
 def failed_total(run) -> float:
     samples = prometheus.samples(run("metrics").out)
     return samples.get(("jobctl_notifications_failed_total", (("table", "public.jobs"),)), 0)
@@ -173,7 +173,7 @@ def test_a_dripping_webhook_beside_a_healthy_one(conn, dsn, run):
     assert "warning: a --notify URL looks like it holds a secret" in err
 
 
-# ---------------------------------------------------------------- issue 46, point 2
+# ----------------------------------------------------------------
 def test_pagerduty_incidents_close_and_reclaims_page_nobody(conn, dsn):
     """The reclaimer against a fake PagerDuty that keeps incidents by dedup_key: a burst of
     expired leases opens one incident, resolved at the next pass; the reclaims themselves
@@ -209,7 +209,7 @@ def test_pagerduty_incidents_close_and_reclaims_page_nobody(conn, dsn):
     assert change["payload"]["custom_details"]["counts"] == {"jobs": 4}
 
 
-# ---------------------------------------------------------------- issue 44, finding 10
+# ----------------------------------------------------------------
 BAD = "http://127.0.0.1:T0SECRETTOKEN/x"
 
 

@@ -1,4 +1,4 @@
-"""Issue 32, finding 1: jobctl owns what it installs. A `jobctl` schema (or a table in it) that
+"""Jobctl owns what it installs. A `jobctl` schema (or a table in it) that
 the application made first is never adopted; once installed, the application role can neither
 create in schema jobctl nor put a trigger on its tables; schema check fails when ownership,
 privileges or what sits on jobctl's tables are not what jobctl leaves."""

@@ -434,7 +434,7 @@ def test_apply_through_a_pooler_in_transaction_mode(empty_dsn, pgbouncer, run):
 
 
 # ---------------------------------------------------------------- ids that repeat
-# Issue 44, finding 4: a partitioned table keyed on (id, partition key) may hold one id in two
+# A partitioned table keyed on (id, partition key) may hold one id in two
 # partitions. jobctl names a job by its id alone (fences, plans, history, events, top): such
 # a table is refused by schema apply and failed by schema check, in one line naming the id;
 # one whose ids come to repeat after apply is refused by top and events, never a crash.

@@ -1,4 +1,4 @@
-"""Issue 32, finding 6: one row with an infinite (or out-of-calendar) lease time stops no
+"""One row with an infinite (or out-of-calendar) lease time stops no
 command. ``heartbeat_at = 'infinity'``, ``reserved_at = 'infinity'``, ``lease_expires_at =
 '-infinity'`` or a year past 9999 on one stuck row: stuck, summary, show, history, explain,
 metrics and the reclaim's dry run work, and show the row (stuck and the dry run as skipped,

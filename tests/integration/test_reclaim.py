@@ -199,7 +199,7 @@ def test_plan_skips_rows_that_changed_since_review(conn, dsn, run, tmp_path: Pat
     (late,) = claim_all(dsn, 1)  # expired, but not in the plan
     result = run("reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "json")
     assert result.code == 0, result.err
-    # the plan's order kept (issue 36, trip 6), and what was skipped said on stderr
+    # the plan's order kept, and what was skipped said on stderr
     assert [r["id"] for r in json.loads(result.out)] == [r["id"] for r in saved["rows"]]
     assert "1 requeued, 0 failed, 3 skipped (nothing written for them" in result.err
     rows = {r["id"]: r for r in json.loads(result.out)}

@@ -16,7 +16,7 @@ from psycopg import conninfo
 from jobctl import db, lease
 from jobctl.db import session
 
-# what an application writes in its rows to forge a postmortem (issue 32, finding 4)
+# what an application writes in its rows to forge a postmortem
 HEADING = "</td></tr></table><h1>Fake heading: incident resolved</h1>"
 PHISH = (
     '<img src="https://attacker.example/pixel.png"> '
@@ -106,7 +106,7 @@ def test_report_of_a_staged_incident(conn, dsn, run):
     assert f"| `bob@ops` | requeued | 1 | `safe` | {jobs['manual'][0]} |" in md
     assert "1 job(s) wait for a human (attempts exhausted: 1)" in md
     assert "5 return(s) to the queue" in md
-    # a page in any Markdown (issue 37, item 7): every command a code span (pandoc's plain
+    # a page in any Markdown: every command a code span (pandoc's plain
     # Markdown makes -- an en dash outside one), each latency figure a paragraph of its own
     prose = re.sub(r"`[^`]*`", "", md)
     assert "--" not in prose.replace("|---", "").replace("---|", ""), prose
@@ -156,7 +156,7 @@ def test_row_text_renders_as_text_not_markdown_or_html(conn, dsn, run):
 
 def test_events_format_github_keeps_each_value_in_its_column(conn, dsn, run):
     """A worker name with pipes in it never adds columns to --format github/pipe: the real
-    actor stays in its own cell (issue 32, finding 4)."""
+    actor stays in its own cell."""
     add_jobs(conn, 1)
     claim_all(dsn, 1, worker=COLUMNS, lease_seconds=-60)
     assert run("--actor", "alice@ops", "reclaim", "--commit", "--yes").code == 0
@@ -202,7 +202,7 @@ def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
     """The application raises reclaim_count and requeues a job itself, once on a live lease
     and once on an expired one claiming to be alice's reclaim; jobctl reclaims a third. The
     history calls all three reclaimed; the report counts jobctl's alone, and names the
-    application's role for the others (issue 32, finding 12)."""
+    application's role for the others."""
     role, app_dsn = application
     live, forged, _real = add_jobs(conn, 3)
     (claim,) = claim_all(dsn, 1, worker="web-live", lease_seconds=600)
@@ -235,7 +235,7 @@ def test_only_jobctls_reclaims_are_counted(conn, dsn, run, application):
 
 def test_each_section_names_at_most_twenty_and_counts_the_rest(conn, dsn, run):
     """25 workers' expired leases, 25 jobs awaiting review: the server counts them all, the
-    page names 20 of each and says how many more and where they are (issue 32, finding 9)."""
+    page names 20 of each and says how many more and where they are."""
     add_jobs(conn, 25, policy="manual")
     for n in range(25):
         assert len(claim_all(dsn, 1, worker=f"web-{n:02}", lease_seconds=-60)) == 1

@@ -121,7 +121,7 @@ def test_park_status_on_a_mapped_table(conn, dsn, run):
     claim_all(dsn, 2, lease_seconds=-60)
     committed = run("reclaim", "--commit", "--yes")
     assert committed.code == 0
-    # the next step named (issue 36, trip 6)
+    # the next step named
     assert "reclaimed: 1 requeued, 1 parked in manual_review, 0 skipped" in committed.err
     assert (
         "next: 1 job(s) parked in manual_review by this reclaim await a human: "
@@ -168,7 +168,7 @@ def test_bulk_requeue_from_a_plan_writes_only_untouched_rows(conn, dsn, run, tmp
 
     result = run("requeue", "--plan", str(plan), "--reason", "deploy fixed", "--yes", "-o", "json")
     assert result.code == 3, result.err
-    # the totals line on stderr (issue 36, trip 2): what was and was not written
+    # the totals line on stderr: what was and was not written
     assert result.err.strip().splitlines()[-1] == (
         "2 requeued, 3 conflicts (changed since the review; nothing written for them)"
     )
@@ -307,7 +307,7 @@ def test_a_locked_row_is_reported_and_the_others_written(conn, dsn, run, tmp_pat
     assert [r["id"] for r in review_json(run)] == [ids[1]]
 
 
-# ---------------------------------------------------------------- edited plans (issue 32)
+# ---------------------------------------------------------------- edited plans
 def as_in_the_table(conn, job_id: int) -> dict:
     """A plan row naming ``job_id`` exactly as the table has it now (its true version)."""
     row = conn.execute(

@@ -1,5 +1,5 @@
 """What a session brings with it from its DSN, role or database: a session_replication_role
-under which no trigger fires (issue 32, finding 7), and output styles psycopg cannot read
+under which no trigger fires, and output styles psycopg cannot read
 (finding 11). Each is met inside jobctl's own transactions, so a pooler that hands over
 another server connection between two transactions changes nothing."""
 

@@ -1,4 +1,4 @@
-"""Hostile sizes (issue 32, finding 9; issue 44, finding 3): long text is cut on the server
+"""Hostile sizes: long text is cut on the server
 for display, the full value only where asked (--full); the dry run and its saved plan are
 streamed, never held. Every text a row holds (worker, kind, last_error) comes back cut from
 every command that shows rows (stuck, reclaim's dry run, plan and commit, summary, metrics,

@@ -1,4 +1,4 @@
-"""jobctl schema statements (issue 34): the lease design's worker statements rendered for the
+"""jobctl schema statements: the lease design's worker statements rendered for the
 table as mapped, run as a worker in another language runs them — PREPAREd and EXECUTEd with
 text parameters, and sent as they are with $n parameters through libpq — on the reference
 table and on a Rails-style table, through claim -> heartbeat -> complete and claim -> fail."""

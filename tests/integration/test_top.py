@@ -1,4 +1,4 @@
-"""jobctl top (issue 38) driven with Textual's pilot against a real PostgreSQL: keys pressed,
+"""jobctl top driven with Textual's pilot against a real PostgreSQL: keys pressed,
 the screen's state asserted, and the writes checked in the table and its history, including
 a requeue of a row another session changed between the screen's read and the write."""
 

@@ -63,7 +63,7 @@ def test_demo_stop_without_a_kept_server(run, own_demo_dir):
 
 
 def test_the_tests_never_touch_a_persons_kept_demo(tmp_path):
-    """Issue 36, trip 1: ``jobctl demo --keep`` then ``pytest``: the test of ``demo --stop``
+    """``jobctl demo --keep`` then ``pytest``: the test of ``demo --stop``
     stopped the person's kept demo. A person's kept demo (where the demo keeps one by default,
     under a TMPDIR of this test's) is left alone by a test session's ``demo --stop``."""
     persons = tmp_path / f"jobctl-demo-{os.getuid()}" / "pgdata"
@@ -84,7 +84,7 @@ def test_the_tests_never_touch_a_persons_kept_demo(tmp_path):
 
 @pytest.mark.slow
 def test_kept_demo_on_a_terminal_whatever_the_shell_says(tmp_path):
-    """Issue 36, trips 5 and 7, and 1's ``--stop``: with the person's own JOBCTL_TABLE and
+    """With the person's own JOBCTL_TABLE and
     JOBCTL_TARGET set, the demo still runs in its own database and table; on an 80-column
     terminal it shows the fitted screens the person sees next (upper-case headers, nothing
     wider than the terminal), its export line is one line, and ``--stop`` says whose demo
@@ -164,7 +164,7 @@ def test_demo_without_the_extra_says_what_to_install(run, monkeypatch):
 
 
 def test_a_stopped_demos_dsn_says_whose_it_is(run, tmp_path):
-    """After ``demo --stop``, the exported DSN gave libpq's words alone (issue 36, trip 1)."""
+    """After ``demo --stop``, the exported DSN gave libpq's words alone."""
     result = run("summary", dsn=f"postgresql://postgres:@/jobctl_demo?host={tmp_path}")
     assert result.code == 1 and len(result.err.strip().splitlines()) == 1
     assert "a demo kept with jobctl demo --keep, whose server is not running" in result.err

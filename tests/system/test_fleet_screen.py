@@ -1,4 +1,4 @@
-"""The fleet on a terminal (issue 25): commands across targets on a pty of 80x24 and 120x40
+"""The fleet on a terminal: commands across targets on a pty of 80x24 and 120x40
 (tests/screens.py): no line wider than the terminal, one line per job with its target first,
 a failed target one message, the commit's question naming each target's counts."""
 
@@ -105,7 +105,7 @@ def test_ctrl_c_leaves_the_watch_across_targets_on_screen_once(staged):
 
 @pytest.mark.parametrize(("columns", "rows"), SIZES)
 def test_targets_check_names_each_database_whole(staged, columns, rows):
-    """Issue 36 (trip 10): at 80 columns ``targets --check`` cut the database name
+    """At 80 columns ``targets --check`` cut the database name
     (``127.0.0.1/…``); the database is its own column now, never cut, the host beside it
     where there is room, and a problem said whole under the table, not cut in a column."""
     shot = fleet_shot(staged, ["targets", "--check"], columns, rows)

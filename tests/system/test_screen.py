@@ -1,4 +1,4 @@
-"""The on-call's screen (issue 21): jobctl run on a pseudo-terminal of 80x24 and 120x40,
+"""The on-call's screen: jobctl run on a pseudo-terminal of 80x24 and 120x40,
 read back as a terminal shows it (tests/screens.py, pyte). No line wider than the terminal,
 one line per job, ids, workers and actions whole, tokens whole where they are copied."""
 

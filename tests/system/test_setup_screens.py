@@ -1,4 +1,4 @@
-"""Setting up one's own table, on an 80-column terminal (issue 36, trip 10): a table with no
+"""Setting up one's own table, on an 80-column terminal: a table with no
 finished_at is told the SQL that adds it (and that SQL then works), apply's prompt lists the
 steps it will take one line each, and schema check's details are whole, wrapped under their
 check, never cut."""

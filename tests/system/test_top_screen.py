@@ -1,4 +1,4 @@
-"""jobctl top on a real pseudo-terminal (issue 38), at 100x30 and 80x24: the screen a person
+"""jobctl top on a real pseudo-terminal, at 100x30 and 80x24: the screen a person
 sees (pyte), driven with keys; q quits with exit 0. The pilot tests are in
 tests/integration/test_top.py."""
 

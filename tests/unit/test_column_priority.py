@@ -1,5 +1,5 @@
 """Each command's terminal columns at a width are decided by their priority, not by the data
-(issue 36, trip 11): ``events`` showed ROLE but not ACTOR on the demo, ACTOR but not ROLE on
+``events`` showed ROLE but not ACTOR on the demo, ACTOR but not ROLE on
 a person's table; at 120 columns a long REASON needed -o wide."""
 
 from __future__ import annotations

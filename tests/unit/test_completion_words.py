@@ -1,4 +1,4 @@
-"""Completion candidates as each shell gets them (issue 32, finding 3): a candidate holding a
+"""Completion candidates as each shell gets them: a candidate holding a
 control, bidi or invisible character is not offered; bash gets the others as one escaped word
 that means the value itself (the real shells: tests/system/test_completions.py)."""
 

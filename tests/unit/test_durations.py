@@ -22,7 +22,7 @@ from jobctl.cli import options
         ("1.5s", 1.5),
         ("90", 90),
         ("250ms", 0.25),
-        # every form jobctl prints is accepted back (issue 36, trip 3)
+        # every form jobctl prints is accepted back
         ("1m36s", 96),
         ("21m17s", 1277),
         ("2h1m", 7260),

@@ -1,4 +1,4 @@
-"""Every command's --help reads as a person types (issue 36, trip 9): metavars as words
+"""Every command's --help reads as a person types: metavars as words
 (N, DURATION, NAME, TEXT, a choice's values), never typer's ``<int>``, ``<int range>`` or
 ``<str>``, and defaults as values (``[default: 30s]``, never ``[default: (30s)]``)."""
 

@@ -1,4 +1,4 @@
-"""Issue 35's pure rules: the kind and queue mapping, the --error pattern, the paced return,
+"""What the job is, pure rules: the kind and queue mapping, the --error pattern, the paced return,
 and the bounded label set of metrics."""
 
 from __future__ import annotations

@@ -106,9 +106,7 @@ def test_only_click_api_imports_typers_private_parts():
     internal models are imported by the adapter alone, so a typer that moves them breaks one
     file."""
     private = {
-        m
-        for m, path in MODULES.items()
-        if re.search(r"\btyper\.(_\w+|models)\b", path.read_text())
+        m for m, path in MODULES.items() if re.search(r"\btyper\.(_\w+|models)\b", path.read_text())
     }
     assert private == {"jobctl.cli.click_api"}, private
 

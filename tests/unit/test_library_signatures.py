@@ -191,7 +191,7 @@ def test_the_status_labels_count(name):
 
 
 def test_the_issue_oban_for_python_is_oban():
-    """Issue 32: Oban's table as the Python edition creates it (errors jsonb, oban_leaders and
+    """Oban's table as the Python edition creates it (errors jsonb, oban_leaders and
     oban_producers beside it) was refused as "no status column" and installable with a
     mapping; it is Oban's, by its shape alone and by its name alone."""
     found = recognise(OBAN_PY)

@@ -59,9 +59,7 @@ def test_every_module_a_row_describes_exists() -> None:
 
 def test_every_sql_file_is_named() -> None:
     unnamed = [
-        path.name
-        for path in sorted((PACKAGE / "sql").glob("*.sql"))
-        if f"`{path.name}`" not in MAP
+        path.name for path in sorted((PACKAGE / "sql").glob("*.sql")) if f"`{path.name}`" not in MAP
     ]
     assert not unnamed, f"SQL files CONTRIBUTING.md does not name: {unnamed}"
     assert "`history/NNN_name.sql`" in MAP  # the migrations, by their pattern

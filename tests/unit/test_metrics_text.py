@@ -141,7 +141,7 @@ def _group(kind, stuck, processing=0, ready=0, awaiting_review=0):
 
 
 def test_a_kind_named_other_or_none_is_never_a_duplicate_series():
-    """Issue 44, finding 7: a kind really named ``other`` among the top ones, ``none`` beside
+    """A kind really named ``other`` among the top ones, ``none`` beside
     NULL, and the rest: each its own series, which Prometheus parses without a duplicate."""
     groups = [
         _group("other", 9),

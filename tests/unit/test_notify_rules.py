@@ -226,7 +226,7 @@ def wait_for(condition, timeout: float, what: str) -> float:
 
 
 def test_a_post_has_one_deadline_for_the_whole_answer():
-    """Issue 44, finding 6: a receiver that drips its answer (a byte every 0.1 s, so no read
+    """A receiver that drips its answer (a byte every 0.1 s, so no read
     waits long) held the POST until it was done; the deadline covers the whole exchange."""
     with webhook("drip", drip_s=0.1) as hook:
         started = time.monotonic()
@@ -283,7 +283,7 @@ def pd_watched(sender: notify.Sender, close_stale: bool = True) -> notify.Watch:
 
 
 def test_pagerduty_resolves_every_trigger_and_opens_nothing_for_routine_events():
-    """Issue 46, point 2: reclaimed and parked were triggers with a fixed dedup key, never
+    """Reclaimed and parked were triggers with a fixed dedup key, never
     resolved. Conditions now trigger and resolve by their key; one-off events are Change
     Events; the fake PagerDuty keeps incidents by dedup_key and none is left open."""
     logged: list[str] = []

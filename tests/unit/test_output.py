@@ -142,7 +142,7 @@ def test_json_lines_are_json_dumps_byte_for_byte():
         3,
         None,
     ]
-    expected = "".join(  # strict JSON: the NaN as the string "NaN" (issue 32)
+    expected = "".join(  # strict JSON: the NaN as the string "NaN"
         json.dumps(
             output._finite(v), default=output._json_default, ensure_ascii=False, allow_nan=False
         )
@@ -199,7 +199,7 @@ def test_behind_raises_the_writers_error_in_the_caller():
 
 @pytest.mark.parametrize("before", [0, 1, 3, output.JSONL_CHUNK + 1])
 def test_a_json_document_a_failure_cuts_short_is_never_valid(before):
-    """Issue 32, finding 6: rows streamed as one JSON array, then the statement fails (a
+    """Rows streamed as one JSON array, then the statement fails (a
     row it cannot read, a timeout): nothing on stdout, or an unclosed array, never ``[]``
     or a shorter valid array that a script would read as the whole answer."""
 
@@ -263,7 +263,7 @@ def test_markdown_code_of_nothing_and_of_a_newline():
 @pytest.mark.parametrize("fmt", sorted(output.MARKDOWN_FORMATS))
 def test_markdown_table_formats_keep_every_value_in_its_column(fmt):
     """tabulate's github and pipe formats: a value with pipes and markup stays one cell, as
-    code; numbers and times stay as jobctl writes them (issue 32, finding 4)."""
+    code; numbers and times stay as jobctl writes them."""
     rows = [
         {
             "id": 7,
@@ -286,7 +286,7 @@ def test_markdown_table_formats_keep_every_value_in_its_column(fmt):
 
 @pytest.mark.parametrize("fmt", sorted(output.UNESCAPED_MARKUP_FORMATS))
 def test_markup_formats_that_do_not_escape_row_text_are_refused(fmt):
-    """Issue 32, finding 4: a worker name in mediawiki or jira markup adds a link or a column."""
+    """A worker name in mediawiki or jira markup adds a link or a column."""
     from jobctl import errors
     from jobctl.cli import terminal
 

@@ -154,7 +154,7 @@ def test_the_summary_line_names_where_jobs_not_retried_go():
 
 
 def test_a_commit_that_failed_or_parked_jobs_names_the_next_step():
-    """Issue 36, trip 6: "reclaimed: 7 requeued, 4 failed" said nothing of the 4 waiting."""
+    """The line "reclaimed: 7 requeued, 4 failed" said nothing of the 4 waiting."""
     counts = collections.Counter({"requeue": 7, "fail": 4})
     step = reclaim_lines.next_step(counts, True)
     assert (

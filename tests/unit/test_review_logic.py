@@ -82,7 +82,7 @@ def test_fail_of_a_failed_job_only_while_it_awaits_review():
 
 
 def test_a_plan_row_is_the_job_only_at_its_very_row_version():
-    """Issue 32, finding 8: a planned row is decided on the job as read (manual.decide), and
+    """A planned row is decided on the job as read (manual.decide), and
     only while the job is still the row the plan names (since_review)."""
     import uuid
 

@@ -1,4 +1,4 @@
-"""Text from rows on a terminal (issue 23, finding 5): escapes, newlines and bidi controls
+"""Text from rows on a terminal: escapes, newlines and bidi controls
 shown, never obeyed; piped machine formats exact."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_table_cells_keep_one_line():
     assert "\\nAt 10:00" in text and "\u202e" not in text
 
 
-# Invisible and format characters (issue 44, finding 8): one case per class of code point,
+# Invisible and format characters: one case per class of code point,
 # each shown as an escape by visible() and kept as the same data by json_text().
 INVISIBLE_CLASSES = {
     "soft hyphen": ["\u00ad"],

@@ -1,4 +1,4 @@
-"""What a person setting up their own table reads (issue 36, trip 10): the SQL that adds a
+"""What a person setting up their own table reads: the SQL that adds a
 missing optional column, schema check's details whole at 80 columns, and no comment of the
 generated script calling ``late`` the default history mode."""
 

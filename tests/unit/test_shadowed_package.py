@@ -1,6 +1,6 @@
 """A worker script run from a directory holding a ``jobctl/`` folder that is not the
 installed package (a clone's, a copy without its SQL files): one clear line saying so, not
-``FileNotFoundError: .../jobctl/sql/queries.sql`` (issue 36, trip 12)."""
+``FileNotFoundError: .../jobctl/sql/queries.sql``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23, finding 1, and issue 32, finding 2: the statements that run under a search path
+"""The statements that run under a search path
 other than jobctl's own (pg_catalog, pg_temp) name every function, operator and type with its
 schema, and use no construct that looks an operator up by name.
 
@@ -31,7 +31,7 @@ from jobctl.table.mapping import TableMapping
 UNDER_USER_PATH = (
     "transaction_settings",  # the statement that sets it
     "read_only_setting",
-    "origin_session",  # its parts (issue 32, findings 7 and 11)
+    "origin_session",  # its parts
     "parse_settings",
     "safe_search_path",
     "safe_transaction_settings",

@@ -1,5 +1,5 @@
 """A generated script holds no control character: names and texts that carry one are written
-in PostgreSQL's escaped forms (issue 23, finding 2); psql reading them back is tested in
+in PostgreSQL's escaped forms; psql reading them back is tested in
 tests/integration/test_hardening.py."""
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ FORGER = (
 
 def test_values_from_rows_are_quoted_so_they_cannot_read_as_jobctls_words():
     """A worker name that reads as a sentence of jobctl's, a reason that would close its own
-    quotes, a status with spaces: each one value, in JSON's quotes (issue 32, finding 12)."""
+    quotes, a status with spaces: each one value, in JSON's quotes."""
     events = [
         event("claimed", 0, FIRST, "queued", "processing", worker=FORGER),
         event("requeued", 30, None, "failed", "queued now", actor="bob ops", reason='x". And "y'),

@@ -1,4 +1,4 @@
-"""Strict JSON (issue 32, finding 10): numbers JSON has no word for become strings, and a
+"""Strict JSON: numbers JSON has no word for become strings, and a
 json/jsonb value nested deeper than loaders.JSON_DEPTH is loaded as its text, with no recursion."""
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_no_password_no_warning_whatever_the_mode(config, monkeypatch):
 
 
 # ---------------------------------------------------------------- files others could write
-# Issue 32, finding 7: one rule (targets.check_trusted) for the config file and for plans
+# One rule (targets.check_trusted) for the config file and for plans
 PLAN = '{"format": "jobctl-test-plan/1", "rows": []}'
 NOBODY = 65534  # another user's uid (nobody's): the tests may run as root
 

@@ -1,4 +1,4 @@
-"""The totals line of an operator write (issue 36, trip 2): whenever anything was not
+"""The totals line of an operator write: whenever anything was not
 written, one line on stderr counting every outcome and saying why for what was not."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ PENDING = TableMapping(statuses={"queued": "pending", "failed": "errored", "done
     ],
 )
 def test_a_refusal_names_the_tables_own_status(action, status, says):
-    """Issue 36, trip 8: ``requeue 7`` on a ``pending`` row answered "already queued"."""
+    """``requeue 7`` on a ``pending`` row answered "already queued"."""
     outcome, detail = manual.refusal(
         {**SEEN, "status": status}, action, force=False, expect_token=None, mapping=PENDING
     )
