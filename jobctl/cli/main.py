@@ -343,7 +343,8 @@ def show(
     """One job: its row, its lease state (live, expired, none) and its latest events.
 
     A value longer than 4096 characters is cut, with a note; --full shows every byte.
-    Example: jobctl show 42 -o json
+    Example: jobctl show 42 -o json. See also: history (every attempt and event), explain
+    (the same as sentences).
     """
     from jobctl.ops import triage
 
@@ -371,7 +372,8 @@ def history(
     """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
     -o csv/tsv: one table, a row per attempt (--events: per event), with the job's columns.
 
-    Example: jobctl history 42 -o csv --events
+    Example: jobctl history 42 -o csv --events. See also: show (the row now), explain (the
+    same records as sentences).
     """
     from jobctl.ops import triage
 
@@ -399,7 +401,7 @@ def explain(
     """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
     who requeued or failed it and why. JSON gives the same facts as fields.
 
-    Example: jobctl explain 42
+    Example: jobctl explain 42. See also: show (the row now), history (the records as data).
     """
     from jobctl.ops import triage
     from jobctl.render import story
