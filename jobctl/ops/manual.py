@@ -38,6 +38,11 @@ class Decision:
     outcome: str | None = None  # set when decided without writing: refused, conflict, ...
     detail: str = ""
 
+    @property
+    def live(self) -> bool:
+        """The lease as read is live: its worker may be running the job."""
+        return self.seen is not None and self.seen["lease_state"] == "live"
+
     def result(self) -> ManualResult:
         seen = self.seen or {}
         return {
@@ -420,8 +425,8 @@ def apply(
 ) -> Decision:
     """Requeue, fail or cancel one decided job, one fenced UPDATE (``_fenced_write``)."""
     if decision.outcome is None and decision.seen is not None:
-        mapping, live = s.table.mapping, decision.seen["lease_state"] == "live"
-        cancels = action == "cancel" or (action == "fail" and live)  # fail --force: a cancel
+        mapping = s.table.mapping
+        cancels = action == "cancel" or (action == "fail" and decision.live)  # fail --force
         name = (
             "manual_cancel" if cancels else {"requeue": "manual_requeue"}.get(action, "manual_fail")
         )
