@@ -28,6 +28,7 @@ OUTCOME_STYLE = _paint(
     {
         "requeued": "green",
         "failed": "red",
+        "cancelled": "red",
         "policy_changed": "green",
         "quarantined": "yellow",
         "refused": "yellow",
