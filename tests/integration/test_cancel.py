@@ -356,3 +356,25 @@ def test_heartbeats_while_the_operator_confirms_do_not_make_a_conflict(conn, dsn
     assert result["outcome"] == "conflict" and report.exit_code == 3
     assert "now done" in result["detail"]
     assert said(proc)["complete"] == "done"
+
+
+def test_a_history_trigger_older_than_cancel_refuses_it_and_says_what_to_run(conn, dsn, run):
+    """A trigger function made before cancel (here: today's with the cancel clause taken
+    out) knows no 'cancelled': the write is refused whole, and cancel says to run schema
+    apply, one line, exit 1; after schema apply the same cancel goes ahead."""
+    (made,) = conn.execute(
+        "SELECT pg_get_functiondef(t.tgfoid) AS src FROM pg_trigger t "
+        "WHERE t.tgrelid = 'jobs'::regclass AND t.tgname = 'jobctl_history'"
+    ).fetchall()
+    assert "'cancelled'" in made["src"]
+    conn.execute(made["src"].replace("'cancelled'", "'cancelled_by_a_newer_jobctl'"))
+    job_id = one_ready_job(conn)
+    proc, _ = start_worker(dsn, every=0.2)
+    refused = run("cancel", str(job_id), "--reason", "x", "--yes")
+    assert refused.code == 1 and "predates cancel" in refused.err and "schema apply" in refused.err
+    assert "Traceback" not in refused.err and len(refused.err.splitlines()) == 1
+    assert conn.execute("SELECT status FROM jobs").fetchone()["status"] == "processing"
+    assert "out of date" in run("schema", "check").out
+    assert run("schema", "apply", "--yes").code == 0
+    assert run("cancel", str(job_id), "--reason", "x", "--yes").code == 0
+    assert "taken back" in said(proc)["heartbeat"]
