@@ -12,6 +12,10 @@ transaction mode (PgBouncer)::
     if job:
         ...                        # do the work, calling worker.heartbeat(job) every ~10 s
         worker.complete(job)       # raises lease.LeaseLost if the job was reclaimed meanwhile
+
+``heartbeat`` raises ``LeaseLost`` when the attempt was taken back (reclaimed, or cancelled
+by ``jobctl cancel``): the worker must stop the work there. That is the whole of cancellation:
+jobctl cannot stop a worker, it takes the lease, and the fence refuses the late writes.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ from jobctl.sql import queries
 
 
 class LeaseLost(Exception):
-    """The attempt token no longer holds the job (reclaimed, requeued or failed meanwhile):
-    its result must not be recorded."""
+    """The attempt token no longer holds the job: the attempt was taken back (reclaimed after
+    its lease ran out, cancelled by an operator with jobctl cancel, requeued or failed by
+    hand). Stop the work: its result must not be recorded, and the fence refuses it anyway.
+    Cancellation is cooperative: this exception, at the next heartbeat, is how it arrives."""
 
     def __init__(self, job: Claim, operation: str) -> None:
         super().__init__(
-            f"{operation}: job {job.id} is no longer held by attempt {job.attempt_token}"
+            f"{operation}: job {job.id} is no longer held by attempt {job.attempt_token}: "
+            "the attempt was taken back (reclaimed, or cancelled, requeued or failed by an "
+            "operator); stop the work, its result will not be recorded"
         )
         self.job = job
         self.operation = operation
@@ -117,7 +125,8 @@ class Worker:
         return None if row is None else Claim(row[0], row[1], row[2], row[3])
 
     def heartbeat(self, job: Claim) -> Claim:
-        """Extend the lease; LeaseLost if this attempt no longer holds the job."""
+        """Extend the lease; LeaseLost if this attempt no longer holds the job (0 rows: the
+        attempt was reclaimed or cancelled — stop the work)."""
         row = self._run(
             "heartbeat",
             {

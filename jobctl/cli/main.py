@@ -19,6 +19,7 @@ from jobctl import __version__, db, durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
+from jobctl.cli.commands import cancel as cli_cancel
 from jobctl.cli.commands import doctor as cli_doctor
 from jobctl.cli.commands import monitoring as cli_monitoring
 from jobctl.cli.commands import review as cli_review
@@ -439,6 +440,9 @@ app.command(short_help="An incident on one page of Markdown, for the postmortem.
 )
 app.command()(cli_writes.requeue)
 app.command()(cli_writes.fail)
+app.command(
+    short_help="Take a running attempt back: fenced on its token; the worker's heartbeat stops it."
+)(cli_cancel.cancel)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
 app.command(

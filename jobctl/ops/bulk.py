@@ -26,6 +26,7 @@ from jobctl.render.rows import Row
 BULK_LIMIT = 10_000  # rows listed (and written) at most unless --limit says otherwise
 STATUSES = ("queued", "processing", "failed", "parked")  # --status: the design's names
 DEFAULT_STATUSES = ("failed", "parked")  # the jobs left for a human, unless --status
+RUNNING = ("processing",)  # what cancel takes back, unless --status
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +103,8 @@ def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: b
             "--error, --status, --worker, --older-than)"
         )
     which.what.check(s.table.mapping)
+    if action == "cancel" and not which.statuses:
+        which = dataclasses.replace(which, statuses=RUNNING)
     params = which.params(s)
     with s.transaction(read_only=True):
         found = s.rows("bulk_candidates", params)
@@ -124,16 +127,16 @@ def commit(
     reason: str | None,
     delay: dt.timedelta,
     spread: dt.timedelta = dt.timedelta(0),
+    park: bool = False,
 ) -> manual.Report:
     """Write exactly the ``listed`` rows, each fenced on the row as it was listed (status,
     token, updated_at, row version): one that changed since is a conflict, nothing written
     for it (exit 3); the others are written. Confirmed already (``--yes``)."""
-    if action == "fail" and not (reason or "").strip():
-        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    manual.need_reason(action, reason)
     decisions = list(listed)
     write = (
         manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
         if action == "requeue"
-        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay, park=park)
     )
     return manual.act(s, action, decisions, write, None)

@@ -34,6 +34,7 @@ EVENTS = (
     "reclaimed",
     "requeued",
     "manually_failed",
+    "cancelled",
     "quarantined",
     "policy_changed",
     "retried",

@@ -1,5 +1,7 @@
-"""Operator writes — requeue, fail, policy, quarantine: read each job, decide, confirm, then
-one UPDATE fenced on exactly what was read; one outcome per job and the worst exit code."""
+"""Operator writes — requeue, fail, cancel, policy, quarantine: read each job, decide, confirm,
+then one UPDATE fenced on exactly what was read; one outcome per job and the worst exit code.
+Cancel (and ``fail --force`` on a live lease: one write, ``manual_cancel``) takes a running
+attempt back; the worker learns it at its next heartbeat (``lease.LeaseLost``)."""
 
 from __future__ import annotations
 
@@ -14,26 +16,17 @@ import psycopg
 from jobctl import db, errors
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import replica, triage
+from jobctl.ops.outcomes import OUTCOME_EXIT, totals
 from jobctl.render import output
 from jobctl.render.rows import ManualResult, Row
 from jobctl.table.mapping import TableMapping
 
-Action = Literal["requeue", "fail"]
+Action = Literal["requeue", "fail", "cancel"]
 
-# outcome -> exit code of one id (the worst over several ids wins, see errors.worst_exit_code)
-OUTCOME_EXIT = {
-    "requeued": errors.EXIT_OK,
-    "failed": errors.EXIT_OK,
-    "refused": errors.EXIT_USAGE,
-    "conflict": errors.EXIT_CONFLICT,
-    "not_found": errors.EXIT_ERROR,
-    "locked": errors.EXIT_ERROR,
-    "quarantined": errors.EXIT_OK,
-    "policy_changed": errors.EXIT_OK,
-}
-DONE_OUTCOME = {"requeue": "requeued", "fail": "failed"}
+DONE_OUTCOME = {"requeue": "requeued", "fail": "failed", "cancel": "cancelled"}
 DESIGN_NAMES = TableMapping()  # a table that uses the lease design's own names
 FENCE = ("id", "status", "attempt_token", "updated_at", "row_version")  # the row as read
+HEARTBEAT_RETRIES = 5  # a cancel fenced again on the same attempt after its heartbeats
 
 
 @dataclasses.dataclass
@@ -44,6 +37,11 @@ class Decision:
     seen: Row | None
     outcome: str | None = None  # set when decided without writing: refused, conflict, ...
     detail: str = ""
+
+    @property
+    def live(self) -> bool:
+        """The lease as read is live: its worker may be running the job."""
+        return self.seen is not None and self.seen["lease_state"] == "live"
 
     def result(self) -> ManualResult:
         seen = self.seen or {}
@@ -88,52 +86,6 @@ class Report:
             elif result["outcome"] == "not_found":
                 lines.append(f"jobctl: {result['detail']}")
         return lines
-
-
-# outcome -> (singular, plural), in the order a totals line names them
-_COUNTED = {
-    "requeued": ("requeued", "requeued"),
-    "failed": ("failed", "failed"),
-    "quarantined": ("quarantined", "quarantined"),
-    "policy_changed": ("policy changed", "policies changed"),
-    "conflict": ("conflict", "conflicts"),
-    "refused": ("refused", "refused"),
-    "locked": ("locked", "locked"),
-    "not_found": ("not found", "not found"),
-}
-
-
-def totals(outcomes: Sequence[str | None], details: Sequence[str]) -> str | None:
-    """The totals line of an operator write (see ``Report.totals``); pure."""
-    counts = {o: outcomes.count(o) for o in _COUNTED if o in outcomes}
-    if all(OUTCOME_EXIT[o] == errors.EXIT_OK for o in counts):
-        return None
-    parts = []
-    for outcome, n in counts.items():
-        one, many = _COUNTED[outcome]
-        text = f"{n} {one if n == 1 else many}"
-        if OUTCOME_EXIT[outcome] != errors.EXIT_OK:
-            said = {d for o, d in zip(outcomes, details, strict=True) if o == outcome}
-            text += f" ({_why(outcome, said)}; nothing written for {'it' if n == 1 else 'them'})"
-        parts.append(text)
-    return ", ".join(parts)
-
-
-def _why(outcome: str, details: set[str]) -> str:
-    """Why the jobs of one outcome were not written, in a few words."""
-    if outcome == "conflict":
-        if all(d.startswith("attempt token is") for d in details):
-            return "not the attempt token expected"
-        review = all("review" in d for d in details)
-        return "changed since the review" if review else "changed since it was read"
-    if outcome == "locked":
-        return "row locked by another session"
-    if outcome == "not_found":
-        return "no such job"
-    if len(details) == 1:  # refused, all for one reason
-        (detail,) = details
-        return detail.split(" (", 1)[0].split(":", 1)[0]
-    return "see each row's detail"
 
 
 # ---------------------------------------------------------------- the workflows
@@ -194,8 +146,7 @@ def fail(
     confirm: Confirm | None,
 ) -> Report:
     """Fail jobs by hand (``reason`` becomes last_error)."""
-    if not reason.strip():
-        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    need_reason("fail", reason)
     _one_id_with_token(job_ids, expect_token)
     decisions = [
         decide(s, i, "fail", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
@@ -207,6 +158,36 @@ def fail(
         lambda d: apply(s, d, "fail", reason=reason, delay=dt.timedelta(0)),
         confirm,
     )
+
+
+def cancel(
+    s: Session,
+    job_ids: Sequence[str | int],
+    *,
+    reason: str,
+    park: bool,
+    expect_token: uuid.UUID | None,
+    confirm: Confirm | None,
+) -> Report:
+    """Take running attempts back: failed (``park``: parked), ``reason`` as last_error."""
+    need_reason("cancel", reason)
+    _one_id_with_token(job_ids, expect_token)
+    decisions = [
+        decide(s, i, "cancel", force=True, expect_token=expect_token) for i in s.job_ids(job_ids)
+    ]
+    return act(
+        s,
+        "cancel",
+        decisions,
+        lambda d: apply(s, d, "cancel", reason=reason, delay=dt.timedelta(0), park=park),
+        confirm,
+    )
+
+
+def need_reason(action: Action, reason: str | None) -> None:
+    """fail and cancel need a reason: it becomes the job's last_error (UsageError, exit 2)."""
+    if action != "requeue" and not (reason or "").strip():
+        raise errors.UsageError(f"{action} needs --reason: it becomes the job's last_error")
 
 
 def set_policies(
@@ -313,7 +294,7 @@ def decide(
     conflict. The write is then fenced on the job as read here."""
     decision = _read(s, job_id)
     if reviewed is not None:
-        changed = since_review(reviewed, decision.seen)
+        changed = since_review(reviewed, decision.seen, attempt_only=action == "cancel")
         if changed is not None:
             decision.outcome, decision.detail = "conflict", changed
             return decision
@@ -340,7 +321,8 @@ def refusal(
 
     The eligibility table of the docs (manual actions), as code: a done job is refused, so is
     a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``;
-    an ``expect_token`` that is not the job's token is a conflict. ``seen["status"]`` is the
+    a cancel takes only a running (processing) job, whatever its lease; an ``expect_token``
+    that is not the job's token is a conflict. ``seen["status"]`` is the
     table's own value; ``mapping`` says which part it plays (a parked job is taken like a
     failed one, and failing it moves it to failed).
     """
@@ -355,6 +337,10 @@ def refusal(
     status = seen["status"]  # named as the table has it: "already pending", not "queued"
     if role == "done":
         return "refused", "job is done" if status == "done" else f"job is done ({status})"
+    if action == "cancel":
+        if role != "processing":
+            return "refused", f"job is {status}, not running: no attempt to cancel"
+        return None, ""
     if action == "requeue" and role == "queued":
         return "refused", f"job is already {status}"
     if action == "fail" and role == "failed" and not seen.get("awaiting_review"):
@@ -369,15 +355,16 @@ def refusal(
     return None, ""
 
 
-def since_review(reviewed: Row, now: Row | None) -> str | None:
+def since_review(reviewed: Row, now: Row | None, *, attempt_only: bool = False) -> str | None:
     """What became of a job since a review plan's row ``reviewed`` was saved (the ``detail``
     of its conflict), or None when ``now`` (the job as read: ``manual_read``) is that very
     row: the same row version (``xmin``: a committed row version is never made again),
-    status and attempt token. Nothing is taken on the plan's word but which row it names."""
+    status and attempt token (``attempt_only``, a cancel's plan: the same attempt, whatever
+    its heartbeats moved since). Nothing is taken on the plan's word but which row it names."""
     if now is None:
         return "job no longer exists; nothing written"
     same = (
-        _text(now["row_version"]) == _text(reviewed.get("row_version"))
+        (attempt_only or _text(now["row_version"]) == _text(reviewed.get("row_version")))
         and now["status"] == reviewed.get("status")
         and _text(now["attempt_token"]) == _text(reviewed.get("attempt_token"))
     )
@@ -385,6 +372,8 @@ def since_review(reviewed: Row, now: Row | None) -> str | None:
         return None
     if now["status"] != reviewed.get("status"):
         return f"now {now['status']} (changed since the review); nothing written"
+    if _text(now["attempt_token"]) != _text(reviewed.get("attempt_token")):
+        return "another attempt holds it now (changed since the review); nothing written"
     if not now["awaiting_review"]:
         return "no longer awaiting review (changed since it was reviewed); nothing written"
     return "the row changed since the review; nothing written"
@@ -426,25 +415,51 @@ def quarantine_candidates(s: Session, min_reclaims: int, limit: int | None) -> l
 
 # ---------------------------------------------------------------- fenced writes
 def apply(
-    s: Session, decision: Decision, action: Action, *, reason: str | None, delay: dt.timedelta
+    s: Session,
+    decision: Decision,
+    action: Action,
+    *,
+    reason: str | None,
+    delay: dt.timedelta,
+    park: bool = False,
 ) -> Decision:
-    """Requeue or fail one decided job with one fenced UPDATE (see ``_fenced_write``)."""
+    """Requeue, fail or cancel one decided job, one fenced UPDATE (``_fenced_write``)."""
     if decision.outcome is None and decision.seen is not None:
-        name = "manual_requeue" if action == "requeue" else "manual_fail"
-        _fenced_write(
-            s,
-            decision,
-            name,
-            {"reason": reason, "delay": delay},
-            action=action,
-            reason=reason,
-            done=(
-                DONE_OUTCOME[action],
-                f"{decision.seen['status']} -> "
-                + s.table.mapping.status("queued" if action == "requeue" else "failed"),
-            ),
+        mapping = s.table.mapping
+        cancels = action == "cancel" or (action == "fail" and decision.live)  # fail --force
+        name = (
+            "manual_cancel" if cancels else {"requeue": "manual_requeue"}.get(action, "manual_fail")
         )
+        became = mapping.status("queued" if action == "requeue" else "failed")
+        became = mapping.parked if cancels and park else became
+        done = f"{decision.seen['status']} -> {became}"
+        done += " (attempt cancelled)" if cancels and action == "fail" else ""
+        for _ in range(HEARTBEAT_RETRIES if cancels else 1):
+            _fenced_write(
+                s,
+                decision,
+                name,
+                {"reason": reason, "delay": delay, "park": park},
+                action="cancel" if cancels else action,
+                reason=reason,
+                done=(DONE_OUTCOME[action], done),
+            )
+            if not cancels or decision.outcome != "conflict" or not _same_attempt(s, decision):
+                break
     return decision
+
+
+def _same_attempt(s: Session, decision: Decision) -> bool:
+    """After a cancel's conflict: whether the attempt as read still runs, only moved on (its
+    worker's heartbeats change the row's version); if so, read it again to fence on that."""
+    assert decision.seen is not None
+    again = _read(s, decision.id).seen
+    if again is None or any(again[k] != decision.seen[k] for k in ("status", "attempt_token")):
+        now = f"now {again['status']}" if again else "gone"
+        decision.detail = f"the attempt ended since it was read ({now}); nothing written"
+        return False
+    decision.seen, decision.outcome = again, None
+    return True
 
 
 def set_policy(
@@ -494,6 +509,15 @@ def _fenced_write(
                 if not db.moved_to_another_partition(exc):
                     raise
                 updated = 0
+            except psycopg.errors.RaiseException as exc:
+                # a history trigger made by an older jobctl knows no cancel: it refused the
+                # change, the transaction rolled back
+                if action != "cancel" or "does not describe" not in str(exc):
+                    raise
+                raise errors.SchemaMissing(
+                    "jobctl's history trigger on this table predates cancel and refused to "
+                    "record it (nothing written): run 'jobctl schema apply' to update it"
+                ) from None
     except errors.LockTimeout:
         with s.transaction(read_only=True):
             row = s.row("manual_lockers", {"id": decision.id})

@@ -140,14 +140,14 @@ def apply_plan(
     force: bool = False,
     confirm: Confirm | None,
     spread: dt.timedelta = dt.timedelta(0),
+    park: bool = False,
 ) -> manual.Report:
     """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
     direct command and written fenced on the row as reviewed; a row changed since (by the
     application, another operator, a worker) is a ``conflict``, one the rules refuse is
     ``refused``, and nothing is written for either. Exit code: the worst outcome."""
 
-    if action == "fail" and not (reason or "").strip():
-        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    manual.need_reason(action, reason)
     with s.transaction(read_only=True):
         location = s.origin()
     planned = load_plan(path, location)
@@ -156,7 +156,7 @@ def apply_plan(
     write = (
         manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
         if action == "requeue"
-        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay)
+        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay, park=park)
     )
     report = manual.act(s, action, decisions, write, confirm)
     for result, row, eligible in zip(report.results, planned, undecided, strict=True):

@@ -258,7 +258,10 @@ def _by_group(report: IncidentReport, by: str) -> list[str]:
 def _people(report: IncidentReport, window: str) -> list[str]:
     out = ["", "## What people did", ""]
     if not report["people"]:
-        return [*out, "No one requeued, failed or changed the policy of a job in the window."]
+        return [
+            *out,
+            "No one requeued, failed, cancelled or changed the policy of a job in the window.",
+        ]
     out += _table(
         ["who", "did", "jobs", "why", "ids", "when"],
         (
@@ -277,7 +280,7 @@ def _people(report: IncidentReport, window: str) -> list[str]:
         len(report["people"]),
         report["people_groups"],
         "group(s)",
-        "jobctl events --event requeued --event manually_failed " + window,
+        "jobctl events --event requeued --event manually_failed --event cancelled " + window,
     )
 
 

@@ -272,6 +272,11 @@ def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
         return [f"At {at} {who} requeued it by hand{why}."]
     if kind == "manually_failed":
         return [f"At {at} {who} failed it by hand{why}."]
+    if kind == "cancelled":
+        return [
+            f"At {at} {who} cancelled the running attempt of worker {worker} (it became "
+            f"{became}; the worker's next heartbeat finds no row){why}."
+        ]
     if kind in ("quarantined", "policy_changed"):
         return [f"At {at} {who} changed its recovery policy ({kind}){why}."]
     was = _said(event["from_status"])

@@ -27,13 +27,10 @@ STATE_STYLE = _paint(
 OUTCOME_STYLE = _paint(
     {
         "requeued": "green",
-        "failed": "red",
         "policy_changed": "green",
         "quarantined": "yellow",
         "refused": "yellow",
-        "conflict": "red",
-        "not_found": "red",
-        "locked": "red",
+        **dict.fromkeys(("failed", "cancelled", "conflict", "not_found", "locked"), "red"),
     }
 )
 

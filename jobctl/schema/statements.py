@@ -55,8 +55,8 @@ MEANING = {
 SAYS = {
     "claim": "one ready job, a new token and a fresh lease (FOR UPDATE SKIP LOCKED); "
     "returns id, attempt_token, attempts, lease_expires_at, or no row",
-    "heartbeat": "extend the lease of the attempt this worker holds; no row: the lease is "
-    "lost (reclaimed or changed meanwhile), stop the work",
+    "heartbeat": "extend the lease of the attempt this worker holds; 0 rows: the attempt was "
+    "reclaimed or cancelled (jobctl cancel) - stop the work",
     "complete": "mark the job done, fenced by the token; no row: the lease was lost, the "
     "result must not count",
     "fail": "give the attempt back: queued again after the delay while attempts remain, else "

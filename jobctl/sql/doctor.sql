@@ -100,4 +100,4 @@ WHERE e.job_table = %(job_table)s AND e.event = 'reclaimed'
 SELECT max(e.at) AS at, (array_agg(e.actor ORDER BY e.at DESC))[1] AS actor
 FROM jobctl.events e
 WHERE e.job_table = %(job_table)s
-  AND e.event IN ('requeued', 'manually_failed', 'policy_changed', 'quarantined')
+  AND e.event IN ('requeued', 'manually_failed', 'cancelled', 'policy_changed', 'quarantined')

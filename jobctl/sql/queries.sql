@@ -7,11 +7,12 @@
 -- to the status column's type, {id_type} the id column's type. Ids come in as text, cast by
 -- the database (%(id)s::text::{id_type}); statuses go out as text; output keeps the design's
 -- names as column names (AS status), written by the type's output function (status_text).
--- The writes (reclaim_batch, manual_requeue, manual_fail, set_policy) and every block they
--- include run under the session's own search_path after pg_catalog (write_search_path): in
--- them every operator is OPERATOR(pg_catalog.x), every function pg_catalog.f, and nothing
--- looks an operator up by name (IS DISTINCT FROM, IN, NOT IN, nullif, BETWEEN, LIKE, a row
--- comparison); tests/unit/test_sql_search_path.py holds them to it.
+-- The writes (reclaim_batch, manual_requeue, manual_fail, manual_cancel, set_policy) and
+-- every block they include run under the session's own search_path after pg_catalog
+-- (write_search_path): in them every operator is OPERATOR(pg_catalog.x), every function
+-- pg_catalog.f, and nothing looks an operator up by name (IS DISTINCT FROM, IN, NOT IN,
+-- nullif, BETWEEN, LIKE, a row comparison); tests/unit/test_sql_search_path.py holds them
+-- to it.
 
 -- name: reclaim_action
 -- the reclaim decision; the only place it is written (in the writes: every operator and
@@ -718,6 +719,22 @@ FROM {seen_rows}
 WHERE {manual_fence}
 RETURNING j.{id} AS id
 
+-- name: manual_cancel
+-- take a running attempt back by hand (jobctl cancel, and jobctl fail --force on a live
+-- lease: the same write), fenced on the attempt as read: the job failed, or (%(park)s) put
+-- in the park status, with the operator's reason as last_error; its lease and token cleared,
+-- so that the worker's next heartbeat, completion or fail, fenced on its token, matches no row
+UPDATE {table} AS j
+SET {status} = CASE WHEN %(park)s::pg_catalog.bool THEN {parked} ELSE {failed} END,
+    {finished_at} = pg_catalog.now(),
+    {last_error} = {reason_value},
+    {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
+    {lease_expires_at} = NULL, {attempt_token} = NULL,
+    {updated_at} = {updated_at_now}, jobctl_action = 'cancelled'
+FROM {seen_rows}
+WHERE {manual_fence}
+RETURNING j.{id} AS id
+
 -- name: set_policy
 -- switch jobs' recovery policy, each fenced on the row as read
 UPDATE {table} AS j
@@ -996,7 +1013,7 @@ SELECT {shown_actor} AS actor, e.event, {shown_reason} AS reason, count(*) AS jo
        string_agg(DISTINCT e.db_role, ', ') AS db_roles, count(*) OVER () AS all_groups
 FROM jobctl.events e
 WHERE {events_window}
-  AND e.event IN ('requeued', 'manually_failed', 'quarantined', 'policy_changed')
+  AND e.event IN ('requeued', 'manually_failed', 'cancelled', 'quarantined', 'policy_changed')
 GROUP BY e.actor, e.event, e.reason
 ORDER BY min(e.at), e.actor, e.event
 LIMIT %(listed)s
@@ -1120,6 +1137,7 @@ WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
   AND {status} OPERATOR(pg_catalog.=) {processing}
   AND {reserved_by} OPERATOR(pg_catalog.=) {worker_value}
   AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
+-- 0 rows: the attempt was reclaimed or cancelled; stop the work
 RETURNING {lease_expires_at} AS lease_expires_at
 
 -- name: complete

@@ -296,6 +296,11 @@ BEGIN
         WHEN action OPERATOR(pg_catalog.=) 'manually_failed'
              AND (NEW.{status} OPERATOR(pg_catalog.=) {failed}
                   OR NEW.{status} OPERATOR(pg_catalog.=) {parked}) THEN action
+        -- jobctl cancel: a running attempt taken back, the job failed or parked
+        WHEN action OPERATOR(pg_catalog.=) 'cancelled'
+             AND OLD.{status} OPERATOR(pg_catalog.=) {processing}
+             AND (NEW.{status} OPERATOR(pg_catalog.=) {failed}
+                  OR NEW.{status} OPERATOR(pg_catalog.=) {parked}) THEN action
         WHEN action IS NOT NULL THEN NULL
         WHEN NEW.{reclaim_count} OPERATOR(pg_catalog.>) OLD.{reclaim_count} THEN 'reclaimed'
         WHEN OLD.{status} OPERATOR(pg_catalog.=) {processing} THEN

@@ -126,7 +126,7 @@ def test_expect_token(conn, dsn, run):
     assert run("requeue", str(job_id), "--expect-token", token, "--yes").code == 0
 
 
-@pytest.mark.parametrize("change", ["worker completes", "reclaimer reclaims", "heartbeat"])
+@pytest.mark.parametrize("change", ["worker completes", "reclaimer reclaims"])
 def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
     add_jobs(conn, 1)
     live = change == "heartbeat"
@@ -149,6 +149,23 @@ def test_change_between_read_and_write_is_a_conflict(conn, dsn, change):
         result = manual.apply(s, decision, "fail", reason="x", delay=dt.timedelta(0))
     assert result.outcome == "conflict"
     assert snapshot(conn) == before
+
+
+def test_a_heartbeat_between_read_and_a_forced_fail_is_the_same_attempt(conn, dsn):
+    """fail --force on a live lease is a cancel: a heartbeat moves the row's version but not
+    the attempt, so the write is fenced again on the row read anew, and taken."""
+    add_jobs(conn, 1)
+    (job,) = claim_all(dsn, 1, lease_seconds=600)
+    s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
+    with s.conn:
+        decision = manual.decide(s, job.id, "fail", force=True, expect_token=None)
+        with psycopg.connect(dsn, autocommit=True) as other:
+            lease.Worker(other, "w1").heartbeat(job)
+        result = manual.apply(s, decision, "fail", reason="x", delay=dt.timedelta(0))
+    assert result.outcome == "failed" and "attempt cancelled" in result.detail
+    assert status_of(conn, job.id) == "failed"
+    event = conn.execute("SELECT event FROM jobctl.events").fetchone()
+    assert event["event"] == "cancelled"
 
 
 def test_failed_rows_are_fenced_by_version_not_only_token(conn, dsn):

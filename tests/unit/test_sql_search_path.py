@@ -56,6 +56,7 @@ WRITES = (
     "refund_attempt",
     "manual_requeue",
     "manual_fail",
+    "manual_cancel",
     "set_policy",
 )
 # the catalog reads inside the writes' transactions (manual._require_audit, before the write)

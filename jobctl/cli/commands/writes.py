@@ -221,13 +221,15 @@ def requeue(
     lists the jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
+    which = bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
     if which or not (job_ids or plan):
-        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
-        _bulk(ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread)
+        ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        bulk_write(
+            ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread
+        )
         return
-    _no_save_plan_without_a_filter(save_plan)
-    report = _by_hand(
+    no_save_plan_without_a_filter(save_plan)
+    report = by_hand(
         ctx,
         "requeue",
         job_ids,
@@ -266,19 +268,20 @@ def fail(
 ) -> None:
     """Fail jobs by hand (status failed, last_error = reason), fenced and audited.
 
-    A job reclaim failed that awaits review may be failed for good. --plan FILE fails the
+    A job reclaim failed that awaits review may be failed for good; with --force, a job whose
+    lease is live is cancelled (jobctl cancel: the same write and event). --plan FILE fails the
     rows of a saved review plan, each only if unchanged since the review; - reads ids from
     stdin (one per line, or JSON lines with an id). A filter instead of ids lists the jobs
     it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
-    which = _bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
+    which = bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
     if which or not (job_ids or plan):
-        _ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
-        _bulk(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
+        ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
+        bulk_write(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
         return
-    _no_save_plan_without_a_filter(save_plan)
-    report = _by_hand(
+    no_save_plan_without_a_filter(save_plan)
+    report = by_hand(
         ctx,
         "fail",
         job_ids,
@@ -292,7 +295,7 @@ def fail(
     terminal.report(report, out, fmt)
 
 
-def _bulk_filter(
+def bulk_filter(
     kind: list[str] | None,
     queue: list[str] | None,
     error: str | None,
@@ -314,7 +317,7 @@ def _bulk_filter(
     )
 
 
-def _ids_or_plan_not_with_a_filter(
+def ids_or_plan_not_with_a_filter(
     job_ids: list[str] | None, plan: Path | None, expect_token: object
 ) -> None:
     if job_ids or plan is not None or expect_token is not None:
@@ -324,7 +327,7 @@ def _ids_or_plan_not_with_a_filter(
         )
 
 
-def _no_save_plan_without_a_filter(save_plan: Path | None) -> None:
+def no_save_plan_without_a_filter(save_plan: Path | None) -> None:
     if save_plan is not None:
         raise errors.UsageError(
             "--save-plan saves the jobs a filter lists (--kind, --queue, --error ...): "
@@ -332,7 +335,7 @@ def _no_save_plan_without_a_filter(save_plan: Path | None) -> None:
         )
 
 
-def _bulk(
+def bulk_write(
     ctx: typer.Context,
     action: manual.Action,
     which: bulk.BulkFilter,
@@ -345,18 +348,19 @@ def _bulk(
     fmt: str | None,
     *,
     spread: dt.timedelta = dt.timedelta(0),
+    park: bool = False,
 ) -> None:
-    """``requeue`` / ``fail`` on a filter: list the jobs it matches and their count; then
-    save them as a plan, or (--yes) write exactly those, each fenced as listed."""
-    from jobctl.ops import bulk
+    """``requeue`` / ``fail`` / ``cancel`` on a filter: list the jobs it matches and their
+    count; then save them as a plan, or (--yes) write exactly those, each fenced as listed."""
+    from jobctl.ops import bulk, manual
     from jobctl.ops import review as core
 
     if save_plan is not None and yes:
         raise errors.UsageError(
             "--save-plan lists and saves, --yes writes: give one (apply a plan with --plan)"
         )
-    if action == "fail" and yes and not (reason or "").strip():
-        raise errors.UsageError("fail needs --reason: it becomes the job's last_error")
+    if yes:
+        manual.need_reason(action, reason)
     with context.open_session(ctx) as s:
         listed = bulk.candidates(s, action, which, force=force)
         found = listed.rows
@@ -369,7 +373,7 @@ def _bulk(
                 core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
         elif yes:
             report = bulk.commit(
-                s, action, listed.eligible, reason=reason, delay=delay, spread=spread
+                s, action, listed.eligible, reason=reason, delay=delay, spread=spread, park=park
             )
     if yes:
         context.say_if(listed.refused_line())
@@ -383,7 +387,7 @@ def _bulk(
     if save_plan is not None:
         terminal.say(
             f"{len(found)} job(s) match{more}; plan saved to {save_plan}: apply it with "
-            f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action == "fail" else "")
+            f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action != "requeue" else "")
         )
         return
     terminal.say(
@@ -392,7 +396,7 @@ def _bulk(
     )
 
 
-def _by_hand(
+def by_hand(
     ctx: typer.Context,
     action: manual.Action,
     job_ids: list[str] | None,
@@ -404,8 +408,9 @@ def _by_hand(
     force: bool,
     yes: bool,
     spread: dt.timedelta = dt.timedelta(0),
+    park: bool = False,
 ) -> manual.Report:
-    """``requeue`` / ``fail``: the rows of a saved review plan, or the ids given."""
+    """``requeue`` / ``fail`` / ``cancel``: the rows of a saved plan, or the ids given."""
     from jobctl.ops import manual
     from jobctl.ops import review as core
 
@@ -422,6 +427,11 @@ def _by_hand(
                 force=force,
                 confirm=confirm,
                 spread=spread,
+                park=park,
+            )
+        if action == "cancel":
+            return manual.cancel(
+                s, ids, reason=reason or "", park=park, expect_token=expect_token, confirm=confirm
             )
         if action == "requeue":
             return manual.requeue(
