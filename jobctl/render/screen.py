@@ -112,7 +112,9 @@ class Layout:
             ):
                 last = n == len(self.columns) - 1
                 shown = cut(text, width)
-                pad = "" if last else " " * (width - cell_len(shown) + GAP)
+                plain = shown.isascii() and shown.isprintable()  # a cell a character
+                used = len(shown) if plain else cell_len(shown)
+                pad = "" if last else " " * (width - used + GAP)
                 if index == 0:
                     spans.append((at, at + len(shown), "bold"))
                 elif column.style is not None:
@@ -129,8 +131,8 @@ def cut(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells, its end replaced by an ellipsis when cut."""
     from rich.cells import cell_len, set_cell_size
 
-    if cell_len(text) <= width:
-        return text
+    if (len(text) <= width and text.isascii()) or cell_len(text) <= width:
+        return text  # ASCII: a cell a character, no table of widths to look up
     if width <= 1:
         return ELLIPSIS[:width]
     return set_cell_size(text, width - 1).rstrip() + ELLIPSIS
