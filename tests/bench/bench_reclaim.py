@@ -140,8 +140,6 @@ with psycopg.connect(dsn, autocommit=True) as conn:
 """
 
 
-
-
 def timed(
     command: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> tuple[float, float]:
