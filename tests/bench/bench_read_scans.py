@@ -44,6 +44,9 @@ from common import JOBCTL, arguments, bench_dsn, build_table, literal_sql, machi
 from psycopg import sql
 from tabulate import tabulate
 
+from jobctl.ops import triage
+from jobctl.sql import queries
+
 SIZES = {"1M": ("scan_1m", 1_000_000), "10M": ("scan_10m", 10_000_000)}
 PROCESSING, EXPIRED, QUEUED = 20_000, 2_000, 20_000
 COMMANDS = {
@@ -116,7 +119,7 @@ def park(dsn: str, name: str, parked: int, env: dict[str, str]) -> None:
 def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
     """Each statement that reads "awaits a human", on the server alone: its execution time
     (EXPLAIN ANALYZE) and whether its plan scans the jobs table."""
-    every = {"kinds": None, "queues": None, "error": None}
+    every = {"kinds": None, "queues": None, "error": None, "cut": triage.DISPLAY_CHARS}
     review = {
         **every,
         "policy": None,
@@ -125,6 +128,7 @@ def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
         "older_than": None,
         "limit": 1000,
         "job_table": f"public.{name}",
+        "cut": triage.DISPLAY_CHARS,  # the texts as review shows them
     }
     worker_key = sql.SQL("j.{}::pg_catalog.text").format(sql.Identifier("reserved_by"))
     statements = {
@@ -135,8 +139,9 @@ def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
             dsn,
             "summary_groups",
             name,
-            {**every, "soon": "30s", "limit": 1000},
+            {**every, "soon": "30s", "limit": 1000, "cut": triage.DISPLAY_CHARS},
             group_key=worker_key,
+            shown_group=queries.query("display_text", text=sql.Identifier("g", "grp")),
         ),
         "review_count_scan (summary --exact)": literal_sql(dsn, "review_count_scan", name, every),
     }
