@@ -28,7 +28,7 @@ from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
 from jobctl.cli.top import command as cli_top
-from jobctl.render import output, rows, views
+from jobctl.render import output, rows, streamed, views
 
 if TYPE_CHECKING:
     from jobctl.ops import fleet
@@ -210,11 +210,15 @@ class _StuckShown:
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
 
     def stream(self, found: stuck_core.Stream) -> None:
-        """One database's rows, streamed where the format allows (a table needs every row
-        for its widths), a standby's marked."""
+        """One database's rows, streamed where the format allows (on a terminal too: laid
+        out by the first rows; a piped table needs every row for its widths), a standby's
+        marked."""
         from jobctl.ops import replica
 
-        if self.out.tabular:
+        if self.out.tabular and self.fmt is None and terminal.screen(sys.stdout):
+            shown = rows.with_optional(self.columns, found.optional)  # the first screen at once
+            doc = streamed.stuck(found.rows, shown, at_risk=self.at_risk)
+        elif self.out.tabular:
             doc = views.stuck(list(found.rows), self.columns, at_risk=self.at_risk)
         else:
             shown = rows.with_optional(self.columns, found.optional)

@@ -268,10 +268,11 @@ def sending(
     *,
     action: str | None = None,
     reason: str | None = None,
-) -> Iterator[Callable[[dict[str, Any]], Sent]]:
-    """``send(params)``: ``statement`` in its own short transaction, as ``pipelined`` runs it,
-    sent without waiting for it, so that the server runs it while the client reads the rows
-    of the one before (``Sent.count``, then ``Sent.rows``). One statement in flight at a time:
+) -> Iterator[Callable[..., Sent]]:
+    """``send(params, text)``: ``statement`` (or ``text``, another of the same statement, when
+    given) in its own short transaction, as ``pipelined`` runs it, sent without waiting for
+    it, so that the server runs it while the client reads the rows of the one before
+    (``Sent.count``, then ``Sent.rows``). One statement in flight at a time:
     wait for one before sending the next. A statement that fails raises from its ``count``,
     and leaving the block rolls its transaction back. With a libpq older than 14 (no pipeline
     mode) each runs as ``pipelined`` does, at once.
@@ -281,10 +282,10 @@ def sending(
     logging.getLogger("psycopg").addHandler(_SILENT)  # as pipelined: one error, one line
     if not psycopg.Pipeline.is_supported():
 
-        def run_now(params: dict[str, Any]) -> Sent:
+        def run_now(params: dict[str, Any], text: bytes | None = None) -> Sent:
             with transaction(conn, settings, action=action, reason=reason):
                 cursor = conn.cursor()
-                cursor.execute(statement, params)
+                cursor.execute(text or statement, params)
                 return Sent(cursor, None)
 
         yield run_now
@@ -292,11 +293,11 @@ def sending(
     session_iso = (conn.info.parameter_status("DateStyle") or "").startswith("ISO")
     with policies_named(conn), _rolled_back(conn), conn.pipeline() as pipeline:
 
-        def send(params: dict[str, Any]) -> Sent:
+        def send(params: dict[str, Any], text: bytes | None = None) -> Sent:
             conn.execute("BEGIN")
             _apply(conn, settings, action=action, reason=reason)
             cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
-            cursor.execute(statement, params)
+            cursor.execute(text or statement, params)
             conn.execute("COMMIT")
             return Sent(cursor, pipeline)
 

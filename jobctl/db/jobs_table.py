@@ -191,6 +191,9 @@ def optional_fragments(
     # reclaim --spread sets them (reclaim_paced): without it, no window and no join
     fragments["paced"] = fragments["paced_join"] = sql.SQL("")
     fragments["returns_at"] = sql.SQL("pg_catalog.now()")
+    # every column of the rows reclaim_batch locked (past the rows a table shows whole, the
+    # reclaim asks for fewer: reclaim_counted)
+    fragments["reclaim_returned"] = sql.SQL("expired.*")
     return fragments
 
 

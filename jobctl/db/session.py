@@ -120,6 +120,7 @@ class Session:
         text = self._text(name, fragments)
         return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
 
+    @contextlib.contextmanager
     def sending(
         self,
         name: str,
@@ -127,12 +128,19 @@ class Session:
         action: str | None = None,
         reason: str | None = None,
         **fragments: sql.Composable,
-    ) -> contextlib.AbstractContextManager[Callable[[dict[str, Any]], db.Sent]]:
-        """``send(params)``: the named statement as ``pipelined`` runs it, sent without
+    ) -> Iterator[Callable[..., db.Sent]]:
+        """``send(params, **more)``: the named statement as ``pipelined`` runs it, sent without
         waiting (``db.sending``): the server runs one while the rows of the one before are
-        read. Nothing else runs on the session inside the block."""
+        read; ``more``: fragments of this send's own (a narrower RETURNING), each name always
+        given the same one (composed once per session too). Nothing else runs on the session
+        inside the block."""
         text = self._text(name, fragments)
-        return db.sending(self.conn, self.settings, text, action=action, reason=reason)
+        with db.sending(self.conn, self.settings, text, action=action, reason=reason) as send:
+
+            def sent(params: dict[str, Any], **more: sql.Composable) -> db.Sent:
+                return send(params, self._text(name, {**fragments, **more}) if more else None)
+
+            yield sent
 
     def _text(self, name: str, fragments: dict[str, sql.Composable]) -> bytes:
         """A statement run again and again, composed and encoded once per session."""

@@ -45,6 +45,10 @@ class Request:
     plan: Path | None = None
     every: dt.timedelta | None = None
     yes: bool = False
+    # the rows a commit returns whole, the first ones (None: every row, as the machine
+    # formats print them); past them each comes back with its id and action alone (a table
+    # shows the first rows and counts the rest: the lease's columns need not cross the wire)
+    whole: int | None = None
 
     def __post_init__(self) -> None:
         self.check()
@@ -162,7 +166,13 @@ def committed(
     several."""
     if planned is not None:
         return commit_plan(s, planned, batch_size=request.batch_size, how=request.expired)
-    return commit(s, request.expired, batch_size=request.batch_size, limit=request.limit)
+    return commit(
+        s,
+        request.expired,
+        batch_size=request.batch_size,
+        limit=request.limit,
+        whole=request.whole,
+    )
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
@@ -274,9 +284,11 @@ def commit(
     batch_size: int,
     limit: int | None,
     stop: threading.Event | None = None,
+    whole: int | None = None,
 ) -> Iterator[list[ReclaimRow]]:
     """Reclaim in batches, each its own short transaction (BEGIN, the transaction-local
-    timeouts, the statement, COMMIT: one round trip); yields each batch's rows.
+    timeouts, the statement, COMMIT: one round trip); yields each batch's rows (past the
+    first ``whole`` rows, each with its id and action alone: ``Request.whole``).
 
     Ends when no unlocked expired row is left, ``limit`` rows were handled or ``stop`` is set;
     then yields, once, the expired rows it left (locked by another session), unapplied.
@@ -289,7 +301,7 @@ def commit(
         current = dataclasses.replace(which, exclude=passed_over) if poisoned else which
         left = None if limit is None else limit - handled
         try:
-            for rows in _batches(s, current, batch_size, left, stop):
+            for rows in _batches(s, current, batch_size, left, stop, whole):
                 moved = 0
                 handled += len(rows)
                 yield rows
@@ -331,8 +343,10 @@ def _batches(
     batch_size: int,
     left: int | None,
     stop: threading.Event | None,
+    whole: int | None = None,
 ) -> Iterator[list[ReclaimRow]]:
-    """Batches of the reclaim while each comes back full and ``left`` (None: no limit) allows.
+    """Batches of the reclaim while each comes back full and ``left`` (None: no limit) allows;
+    once ``whole`` rows came back whole, the next return each row's id and action alone.
 
     Each batch is sent as soon as the one before has committed, before that one's rows are
     read and handed on: the server runs it meanwhile. With ``stop`` (the service), the next
@@ -346,6 +360,11 @@ def _batches(
     def size_after(done: int) -> int:
         return batch_size if left is None else min(batch_size, left - done)
 
+    def returned(done: int) -> dict[str, Any]:  # the statement's own RETURNING, or fewer
+        if whole is None or done < whole:
+            return {}
+        return {"reclaim_returned": s.query("reclaim_counted")}
+
     done = 0
     with s.sending(
         statement.name,
@@ -354,20 +373,22 @@ def _batches(
         **statement.fragments,
     ) as send:
         size = size_after(0)
-        sent: db.Sent | None = send({**params, "limit": size})
+        sent: db.Sent | None = send({**params, "limit": size}, **returned(0))
         while sent is not None:
             count = sent.count()
             done += count
             full = count == size and (left is None or done < left)
             size = size_after(done)
-            after = send({**params, "limit": size}) if full and stop is None else None
+            after = (
+                send({**params, "limit": size}, **returned(done)) if full and stop is None else None
+            )
             rows = cast(list[ReclaimRow], sent.rows())
             for row in rows:
                 row["applied"], row["skipped"] = True, None
             if rows:
                 yield rows
             if full and stop is not None and not stop.is_set():
-                after = send({**params, "limit": size})
+                after = send({**params, "limit": size}, **returned(done))
             sent = after
 
 

@@ -443,11 +443,67 @@ def _write_screen(
     sections: Sequence[Section], stream: IO[str], screen: Screen | None, *, fit: bool
 ) -> None:
     console = _console(stream, screen)
-    console.print(
-        screen_group(sections, width=console.width if fit else None),
-        soft_wrap=True,
-        crop=False,
-    )
+    width = console.width if fit else None
+    if screen is not None and len(sections) == 1 and isinstance(sections[0].rows, Iterator):
+        # rows that come one by one, on a terminal: the first screen as soon as it is read
+        for part in _streamed_section(sections[0], width):
+            console.print(part, soft_wrap=True, crop=False)
+        return
+    console.print(screen_group(sections, width=width), soft_wrap=True, crop=False)
+
+
+def _streamed_section(section: Section, width: int | None) -> Iterator[Any]:
+    """``section``'s rows as they come, a chunk at a time (``screen.streamed``): with no more
+    rows than its first chunk, the lines ``screen_group`` makes of them, byte for byte."""
+    import itertools
+
+    from rich.console import Group
+
+    from jobctl.render import screen
+
+    line = _line_maker(width)
+    rows = iter(section.rows)
+    first = next(rows, None)
+    if first is None:
+        yield line(f"{section.title}: (none)" if section.title else "(none)")
+        return
+    view = section.view or [_generic_column(c) for c in section.header()]
+    hidden: list[Column] = []
+    for n, grid in enumerate(screen.streamed(view, itertools.chain([first], rows), width, cell)):
+        hidden += [c for c in grid.hidden if c not in hidden]
+        yield Group(
+            *([line(section.title, "bold")] if section.title and not n else []), *_grid_lines(grid)
+        )
+    if section.note:
+        yield line(section.note, "dim")
+    names = ", ".join(c.header.lower() for c in view if c in hidden)
+    if names and width is not None:
+        yield line(f"(-o wide adds {names})", "dim")
+
+
+def _line_maker(width: int | None) -> Callable[..., Any]:
+    """A line of text for a terminal ``width`` wide (None: as long as it is), cut to it."""
+    from rich.text import Text
+
+    from jobctl.render import screen
+
+    def line(text: str, style: str = "") -> Text:
+        return Text(screen.cut(text, width) if width else text, style=style, end="\n")
+
+    return line
+
+
+def _grid_lines(grid: Any) -> list[Any]:
+    """A layout's lines as rich texts, styled."""
+    from rich.text import Text
+
+    parts = []
+    for text, spans in grid.lines():
+        rendered = Text(text, end="\n")
+        for start, end, style in spans:
+            rendered.stylize(style, start, end)
+        parts.append(rendered)
+    return parts
 
 
 def screen_group(
@@ -461,14 +517,9 @@ def screen_group(
     row, at most ``width`` cells wide; with ``height`` (what ``--watch`` refreshes), only
     the rows that fit, saying how many are not shown."""
     from rich.console import Group
-    from rich.text import Text
 
-    from jobctl.render import screen
-
-    def line(text: str, style: str = "") -> Text:
-        return Text(screen.cut(text, width) if width else text, style=style, end="\n")
-
-    parts: list[Text] = [line(title, "bold")] if title else []
+    line = _line_maker(width)
+    parts: list[Any] = [line(title, "bold")] if title else []
     room = None if height is None else height - len(parts) - 1  # the cursor's line
     for index, section in enumerate(sections):
         before = len(parts)
@@ -498,8 +549,6 @@ def _generic_column(key: str) -> Any:
 def _section_lines(
     section: Section, rows: list[Row], width: int | None, room: int | None, line: Any
 ) -> list[Any]:
-    from rich.text import Text
-
     from jobctl.render import screen
 
     view = section.view or [_generic_column(c) for c in section.header()]
@@ -510,11 +559,7 @@ def _section_lines(
             shown = rows[: max(room - fixed - 1, 0)]  # and a line saying how many are not
     grid = screen.layout(view, shown, width, cell)
     parts = [line(section.title, "bold")] if section.title else []
-    for text, spans in grid.lines():
-        rendered = Text(text, end="\n")
-        for start, end, style in spans:
-            rendered.stylize(style, start, end)
-        parts.append(rendered)
+    parts += _grid_lines(grid)
     if len(shown) < len(rows):
         parts.append(
             line(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jobctl import durations
@@ -94,6 +94,7 @@ class Layout:
     widths: list[int]
     cells: list[list[str]]
     hidden: list[Column]
+    headed: bool = True  # its header line first (False: more rows of the layout before it)
 
     def lines(self) -> list[tuple[str, list[tuple[int, int, str]]]]:
         """Each line's text and its styled spans ``(start, end, style)``, header first."""
@@ -101,7 +102,8 @@ class Layout:
 
         out: list[tuple[str, list[tuple[int, int, str]]]] = []
         header = [c.header for c in self.columns]
-        for index, cells in enumerate([header, *self.cells]):
+        table = [header, *self.cells] if self.headed else self.cells
+        for index, cells in enumerate(table, start=0 if self.headed else 1):  # 0: the header
             parts: list[str] = []
             spans: list[tuple[int, int, str]] = []
             at = 0
@@ -110,7 +112,9 @@ class Layout:
             ):
                 last = n == len(self.columns) - 1
                 shown = cut(text, width)
-                pad = "" if last else " " * (width - cell_len(shown) + GAP)
+                plain = shown.isascii() and shown.isprintable()  # a cell a character
+                used = len(shown) if plain else cell_len(shown)
+                pad = "" if last else " " * (width - used + GAP)
                 if index == 0:
                     spans.append((at, at + len(shown), "bold"))
                 elif column.style is not None:
@@ -127,8 +131,8 @@ def cut(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells, its end replaced by an ellipsis when cut."""
     from rich.cells import cell_len, set_cell_size
 
-    if cell_len(text) <= width:
-        return text
+    if (len(text) <= width and text.isascii()) or cell_len(text) <= width:
+        return text  # ASCII: a cell a character, no table of widths to look up
     if width <= 1:
         return ELLIPSIS[:width]
     return set_cell_size(text, width - 1).rstrip() + ELLIPSIS
@@ -139,8 +143,10 @@ def layout(
     rows: Sequence[Row],
     width: int | None,
     cell: Callable[[Any], str],
+    least: Mapping[str, int] | None = None,
 ) -> Layout:
-    """The columns of ``columns`` that fit ``width`` (None: every column, nothing cut)."""
+    """The columns of ``columns`` that fit ``width`` (None: every column, nothing cut);
+    ``least``: widths by key that a column keeps at least (the rows above it, streamed)."""
     from rich.cells import cell_len
 
     wanted = [
@@ -153,6 +159,9 @@ def layout(
     natural = {
         id(c): max([cell_len(c.header), *(cell_len(t) for t in texts[id(c)])]) for c in wanted
     }
+    if least:
+        for c in wanted:
+            natural[id(c)] = max(natural[id(c)], least.get(c.key, 0))
     if width is None:
         chosen = wanted
     else:
@@ -181,6 +190,66 @@ def layout(
         widths = _shrink(chosen, widths, width)
     cells = [[texts[id(c)][i] for c in chosen] for i in range(len(rows))]
     return Layout(chosen, widths, cells, [c for c in wanted if c not in chosen])
+
+
+FIRST_ROWS = 200  # rows streamed to a terminal: the first ones lay out the table
+CHUNK_ROWS = 500  # the rest, printed a chunk at a time in the first ones' columns and widths
+
+
+def streamed(
+    columns: Sequence[Column],
+    rows: Iterator[Row],
+    width: int | None,
+    cell: Callable[[Any], str],
+) -> Iterator[Layout]:
+    """Rows that come one by one (20,000 expired leases), laid out as they come so the first
+    screen shows at once: the first ``FIRST_ROWS`` as ``layout`` lays them out (fewer: all of
+    them, the very table ``layout`` makes of them), each next chunk in the same columns and
+    widths (a cell that may be cut, cut), headless. A chunk that does not fit them (a column
+    only its rows fill, an id, a worker or a token wider than its column, or any wider cell
+    with every column whole: ``width`` None) is laid out again, no column narrower than
+    before, its header above it if that changed the columns or their widths."""
+    import itertools
+
+    first = list(itertools.islice(rows, FIRST_ROWS))
+    shown = layout(columns, first, width, cell)
+    yield shown
+    while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+        texts = [[text_of(c, row, cell) for c in shown.columns] for row in chunk]
+        if _fits(shown, columns, chunk, texts, width):
+            shown = dataclasses.replace(shown, cells=texts, headed=False)
+        else:
+            least = dict(zip((c.key for c in shown.columns), shown.widths, strict=True))
+            again = layout(columns, chunk, width, cell, least)
+            same = again.columns == shown.columns and again.widths == shown.widths
+            shown = dataclasses.replace(again, headed=not same)  # a header when it changed
+        yield shown
+
+
+def _fits(
+    shown: Layout,
+    columns: Sequence[Column],
+    chunk: Sequence[Row],
+    texts: Sequence[Sequence[str]],
+    width: int | None,
+) -> bool:
+    """Whether ``chunk`` (its cells ``texts``) shows in ``shown``'s columns and widths."""
+    from rich.cells import cell_len
+
+    laid = {id(c) for c in (*shown.columns, *shown.hidden)}
+    for c in columns:  # a column the rows above did not want, wanted by these
+        if id(c) in laid:
+            continue
+        if (c.when is None or c.when(chunk)) and (
+            not c.filled or any(r.get(c.key) is not None for r in chunk)
+        ):
+            return False
+    tight = [
+        n
+        for n, c in enumerate(shown.columns)
+        if width is None or c.whole or c.copy  # cut by no one
+    ]
+    return all(cell_len(row[n]) <= shown.widths[n] for row in texts for n in tight)
 
 
 def _least(columns: Sequence[Column], natural: Mapping[int, int]) -> int:

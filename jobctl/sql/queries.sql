@@ -396,7 +396,12 @@ WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
   AND {status_text} OPERATOR(pg_catalog.=) expired.status
-RETURNING expired.*
+RETURNING {reclaim_returned}
+
+-- name: reclaim_counted
+-- what reclaim_batch returns of each row once the output shows no more rows whole (a table
+-- shows the first ones and counts the rest): the id and the action, not the lease's columns
+expired.id, expired.action
 
 -- name: reclaim_paced
 -- reclaim --spread, reclaim_batch's {paced} (with {returns_at} paced.available_at

@@ -18,6 +18,14 @@ drown it) and its build on a history of ten times as many events. The
 server's ``jit`` settings are printed: the figures hold for them only.
 
     python tests/bench/bench_read_scans.py --runs 3 [--before /tmp/before] [--drop]
+    python tests/bench/bench_read_scans.py --sizes 1M --statements-only --stale 10000,100000
+
+``--stale N,...``: what the history's stale reclaims cost "awaits a human" (``review_count``,
+``EXPLAIN ANALYZE`` with ``jit = off`` as jobctl runs it) on the first size's table: N
+reclaims to the park status added to the history, of jobs a person acted on since (a requeue
+recorded after each), of jobs deleted since (no row, nothing recorded) and of jobs changed
+since with nothing recorded (their rows no longer parked), each kind on its own, then
+deleted again.
 
 Building the 10M table takes minutes and about 1.5 GB; ``--drop`` drops both tables after.
 """
@@ -35,6 +43,9 @@ import psycopg
 from common import JOBCTL, arguments, bench_dsn, build_table, literal_sql, machine, samples
 from psycopg import sql
 from tabulate import tabulate
+
+from jobctl.ops import triage
+from jobctl.sql import queries
 
 SIZES = {"1M": ("scan_1m", 1_000_000), "10M": ("scan_10m", 10_000_000)}
 PROCESSING, EXPIRED, QUEUED = 20_000, 2_000, 20_000
@@ -108,7 +119,7 @@ def park(dsn: str, name: str, parked: int, env: dict[str, str]) -> None:
 def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
     """Each statement that reads "awaits a human", on the server alone: its execution time
     (EXPLAIN ANALYZE) and whether its plan scans the jobs table."""
-    every = {"kinds": None, "queues": None, "error": None}
+    every = {"kinds": None, "queues": None, "error": None, "cut": triage.DISPLAY_CHARS}
     review = {
         **every,
         "policy": None,
@@ -117,6 +128,7 @@ def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
         "older_than": None,
         "limit": 1000,
         "job_table": f"public.{name}",
+        "cut": triage.DISPLAY_CHARS,  # the texts as review shows them
     }
     worker_key = sql.SQL("j.{}::pg_catalog.text").format(sql.Identifier("reserved_by"))
     statements = {
@@ -127,8 +139,9 @@ def statement_times(dsn: str, name: str) -> list[dict[str, object]]:
             dsn,
             "summary_groups",
             name,
-            {**every, "soon": "30s", "limit": 1000},
+            {**every, "soon": "30s", "limit": 1000, "cut": triage.DISPLAY_CHARS},
             group_key=worker_key,
+            shown_group=queries.query("display_text", text=sql.Identifier("g", "grp")),
         ),
         "review_count_scan (summary --exact)": literal_sql(dsn, "review_count_scan", name, every),
     }
@@ -224,6 +237,60 @@ def event_costs(dsn: str, events: int, rounds: int) -> list[dict[str, object]]:
     return found
 
 
+STALE = "stale-bench"  # the reason of the events --stale adds, by which they are deleted
+STALE_KINDS = {
+    # the reclaim's job, and what the history holds after it
+    "acted on: a requeue recorded after": (100_000, True),
+    "deleted since: no row, nothing recorded": (20_000_000, False),
+    "changed since, nothing recorded: the row not parked": (100_000, False),
+}
+
+
+def stale_costs(dsn: str, name: str, counts: list[int]) -> list[dict[str, object]]:
+    """``review_count`` with N stale reclaims of each kind in the history (STALE_KINDS)."""
+    every = {"kinds": None, "queues": None, "error": None}
+    statement = literal_sql(dsn, "review_count", name, every)
+    table = f"public.{name}"
+
+    def timed(conn: psycopg.Connection) -> tuple[float, str]:
+        conn.execute("ANALYZE jobctl.events")
+        times, plan = [], None
+        for _ in range(3):
+            ((plan,),) = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}").fetchall()
+            times.append(plan[0]["Execution Time"])
+        joins = {n["Node Type"] for n in _nodes(plan) if "Anti" in str(n.get("Join Type"))}
+        return min(times), ", ".join(sorted(joins)) or "-"
+
+    found = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET jit = off")  # as jobctl's own transactions set it
+        ms, joins = timed(conn)
+        found.append({"stale reclaims": 0, "kind": "-", "review_count ms": f"{ms:.1f}"})
+        for n in counts:
+            for kind, (first_id, acted) in STALE_KINDS.items():
+                events = [("reclaimed", "processing", "failed")]
+                events += [("requeued", "failed", "queued")] if acted else []
+                for event, before, after in events:  # in this order: the requeue after
+                    conn.execute(
+                        "INSERT INTO jobctl.events (job_table, job_id, event, from_status, "
+                        "to_status, reason) SELECT %s, (%s + g)::text, %s, %s, %s, %s "
+                        "FROM generate_series(1, %s) g",
+                        (table, first_id, event, before, after, STALE, n),
+                    )
+                ms, joins = timed(conn)
+                found.append(
+                    {
+                        "stale reclaims": f"{n:,}",
+                        "kind": kind,
+                        "review_count ms": f"{ms:.1f}",
+                        "anti-join": joins,
+                    }
+                )
+                conn.execute("DELETE FROM jobctl.events WHERE reason = %s", (STALE,))
+                conn.execute("VACUUM ANALYZE jobctl.events")
+    return found
+
+
 def _nodes(plan: object) -> list[dict]:
     if isinstance(plan, dict):
         return [plan, *(n for v in plan.values() for n in _nodes(v))]
@@ -241,7 +308,10 @@ def main() -> None:
     parser.add_argument(
         "--statements-only", action="store_true", help="the statements alone, no processes"
     )
+    parser.add_argument("--sizes", default=",".join(SIZES), help="the tables: 1M, 10M or both")
+    parser.add_argument("--stale", default="", help="stale reclaims added to the history: N,...")
     args = parser.parse_args()
+    sizes = {size: SIZES[size] for size in args.sizes.split(",")}
     dsn = bench_dsn(args.dsn)
     here = {**os.environ, "PYTHONPATH": os.getcwd()}
     print(f"machine: {machine()}")
@@ -253,7 +323,7 @@ def main() -> None:
         load = os.getloadavg()
     print("server: " + ", ".join(f"{k} = {v}" for k, v in jit.items()))
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (a shared machine)")
-    for name, rows in SIZES.values():
+    for name, rows in sizes.values():
         build_table(dsn, name, rows, PROCESSING, EXPIRED, QUEUED)
         apply_schema(dsn, name, JOBCTL, here)
         park(dsn, name, args.parked, here)
@@ -263,7 +333,7 @@ def main() -> None:
         versions["before"] = {**os.environ, "PYTHONPATH": args.before}
     for version, env in versions.items():
         for command, argv in COMMANDS.items():
-            for size, (name, _) in SIZES.items():
+            for size, (name, _) in sizes.items():
                 # -P: the jobctl of PYTHONPATH, not the one of the current directory
                 commands[f"{version}|{command}|{size}"] = [
                     "env",
@@ -282,7 +352,7 @@ def main() -> None:
     table = []
     for version in versions if times else ():
         for command in COMMANDS:
-            small, large = (times[f"{version}|{command}|{s}"] for s in SIZES)
+            small, large = (times[f"{version}|{command}|{s}"] for s in sizes)
             table.append(
                 {
                     "jobctl": version,
@@ -300,17 +370,22 @@ def main() -> None:
         f"{args.parked} jobs awaiting review in each table"
     )
     print(tabulate(table, headers="keys", tablefmt="github"))
-    for size, (name, _) in SIZES.items():
+    for size, (name, _) in sizes.items():
         print(f"\nstatements on the server alone, {size} rows ({name}):")
         print(tabulate(statement_times(dsn, name), headers="keys", tablefmt="github"))
     if not args.statements_only:
         print(f"\nhistory migration 008's index on jobctl.events, min of {args.runs} rounds:")
         print(tabulate(event_costs(dsn, args.events, args.runs), headers="keys", tablefmt="github"))
+    if args.stale:
+        name = next(iter(sizes.values()))[0]
+        counts = [int(n) for n in args.stale.split(",")]
+        print(f"\nthe history's stale reclaims and review_count, {name}, jit = off, min of 3:")
+        print(tabulate(stale_costs(dsn, name, counts), headers="keys", tablefmt="github"))
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.drop:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for name, _ in SIZES.values():
+            for name, _ in sizes.values():
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
 
 

@@ -140,26 +140,35 @@ with psycopg.connect(dsn, autocommit=True) as conn:
 """
 
 
-def run_floor(dsn: str, batch: int) -> float:
+def timed(
+    command: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[float, float]:
+    """The whole process's wall time and its CPU time (user + system, from wait4: what a
+    queue for a core on a loaded machine does not inflate)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status):
+        raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), command)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def run_floor(dsn: str, batch: int) -> tuple[float, float]:
     """The lease design's statement looped from a bare psycopg script (psycopg's defaults)."""
     dsn = conninfo.make_conninfo(dsn, application_name=NAME)
     statement = DESIGN_RECLAIM.format(t=NAME, n=batch)
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-c", FLOOR, dsn, statement, str(batch)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
+    return timed([sys.executable, "-c", FLOOR, dsn, statement, str(batch)])
 
 
-def run_jobctl(dsn: str, batch: int, source: str | None = None, out: str = "jsonl") -> float:
+def run_jobctl(
+    dsn: str, batch: int, source: str | None = None, out: str = "jsonl"
+) -> tuple[float, float]:
     # its own application_name: test runs on a shared server terminate 'jobctl' backends
     env = {**os.environ, "JOBCTL_DSN": conninfo.make_conninfo(dsn, application_name=NAME)}
     if source is not None:  # another jobctl source tree: python -m finds it in the cwd first
         env["PYTHONPATH"] = source
-    started = time.perf_counter()
-    subprocess.run(
+    return timed(
         [
             *JOBCTL,
             "--table",
@@ -173,11 +182,8 @@ def run_jobctl(dsn: str, batch: int, source: str | None = None, out: str = "json
             out,
         ],
         env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        check=True,
-        stdout=subprocess.DEVNULL,
         cwd=source,
     )
-    return time.perf_counter() - started
 
 
 def run_psql(dsn: str, batch: int, expired: int = EXPIRED) -> float:
@@ -241,7 +247,7 @@ def impact(dsn: str, batch: int, workers: int = 8, baseline_s: float = 5.0) -> d
         p.start()
     time.sleep(1.0 + baseline_s)
     reclaim_start = time.time()
-    elapsed = run_jobctl(dsn, batch)
+    elapsed, _ = run_jobctl(dsn, batch)
     reclaim_end = time.time()
     stop.set()
     cycles = [c for _ in procs for c in results.get(timeout=30)]
@@ -324,10 +330,14 @@ def main() -> None:
     throughput = []
     for batch in map(int, args.batches.split(",")):
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        cpu: dict[str, list[float]] = {name: [] for name in contenders}
         for _ in range(args.repeat):
             for name, contender in contenders.items():
                 restore(dsn, expired)
-                times[name].append(contender(batch))
+                took = contender(batch)
+                wall, used = took if isinstance(took, tuple) else (took, math.nan)
+                times[name].append(wall)
+                cpu[name].append(used)
                 assert left(dsn) == 0, name
         floor, floor_median = min(times[floor_name]), statistics.median(times[floor_name])
         row: dict[str, Any] = {"batch": batch}
@@ -335,6 +345,7 @@ def main() -> None:
             best, median = min(values), statistics.median(values)
             row[f"{name} s"] = f"{best:.2f}" + (f" ({median:.2f})" if args.repeat > 1 else "")
             row[f"{name} rows/s"] = f"{expired / best:,.0f}"
+            row[f"{name} cpu"] = f"{min(cpu[name]):.2f} ({statistics.median(cpu[name]):.2f})"
             if name != floor_name:
                 # paired: each round against that round's floor (the two ran back to back, so
                 # a burst of load hits both), the median over the rounds
@@ -350,12 +361,14 @@ def main() -> None:
     columns = [
         *(f"{name} s" for name in contenders),
         *(f"{name}/floor" for name in contenders if name != floor_name),
+        *(f"{name} cpu" for name in contenders if name != "psql loop"),
     ]
     if args.repeat > 1:
         print(
             f"best of {args.repeat} interleaved rounds (median in brackets); ratios: best to "
             "best (median to median; paired: the median of each round's ratio); the floor: the "
-            "design's statement looped from psycopg"
+            "design's statement looped from psycopg; cpu: the process's user + system "
+            "seconds, best (median)"
         )
     print(table(throughput, ["batch", *columns]))
     if args.skip_impact:

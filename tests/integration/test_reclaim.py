@@ -263,6 +263,31 @@ def test_next_batch_runs_while_the_last_is_handed_on(conn, dsn):
     assert len(rest) == 7 and _still_processing(conn) == 0
 
 
+def test_past_the_rows_a_table_shows_each_comes_back_with_its_id_and_action(conn, dsn, run):
+    """A table shows a commit's first rows and counts the rest: once ``whole`` rows came back
+    whole, the next batches return each row's id and action alone; everything is reclaimed
+    and counted alike, and the table's rows are whole."""
+    add_jobs(conn, 23)
+    claim_all(dsn, 23)
+    s = core(dsn)
+    with s.conn:
+        batches = list(reclaim.commit(s, ALL, batch_size=5, limit=None, whole=7))
+    keys = [set(row) for batch in batches for row in batch]
+    assert [len(batch) for batch in batches] == [5, 5, 5, 5, 3]
+    whole = set(rows.RECLAIM_KEYS) - {"kind", "queue"}
+    assert all(k >= whole for k in keys[:10])  # the batches that began before the 7th row
+    assert all(k == {"id", "action", "applied", "skipped"} for k in keys[10:])
+    assert reclaim.tally([row for batch in batches for row in batch]) == {"requeue": 23}
+    assert _still_processing(conn) == 0
+    add_jobs(conn, 30)
+    claim_all(dsn, 30)
+    done = run("reclaim", "--commit", "--yes", "--batch-size", "7")
+    assert done.code == 0 and "reclaimed: 30 requeued, 0 failed, 0 skipped" in done.err
+    title, header, _rule, *body = done.out.rstrip("\n").splitlines()
+    assert title.startswith("20 of 30 rows shown") and len(body) == 20
+    assert all(len(line.split()) == len(header.split()) - 1 for line in body)  # skipped: none
+
+
 def test_service_sends_no_batch_while_it_holds_one(conn, dsn):
     """With ``stop`` (the reclaimer service) the next batch waits for the caller: stopping
     after the batch in hand leaves the rest untouched."""

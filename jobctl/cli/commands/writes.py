@@ -85,6 +85,9 @@ def reclaim_command(
         plan=plan,
         every=every,
         yes=yes,
+        # a table shows the first rows of a commit and counts the rest: those come back
+        # with their id and action alone (the machine formats print every row whole)
+        whole=terminal.TABLE_ROWS if out.tabular else None,
     )
     where = context.address(ctx)
     if every is not None:  # the service runs for long, its command line visible all along
