@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations
 from jobctl.ops import doctor_statements as judge
+from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
 from jobctl.render.rows import Row
 from jobctl.schema import statements as rendered
 from jobctl.sql import queries
@@ -220,7 +221,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
 def _worst(writes: list[Row], otherwise: str) -> str:
     """fail for a write found unfenced or not read, warn for one the statistics cannot tell
     (a DELETE of a status given as a parameter)."""
-    if any(f["kind"] not in judge.WARN_ONLY for f in writes):
+    if any(f["kind"] not in WARN_ONLY for f in writes):
         return "fail"
     return "warn" if writes else otherwise
 
@@ -229,7 +230,7 @@ def _written(writes: list[Row]) -> str:
     """The fenced_writes check's evidence past the count: how many of each, or that every
     write is fenced."""
     unparsed = sum(f["kind"] == "unparsed" for f in writes)
-    unknown = sum(f["kind"] in judge.WARN_ONLY for f in writes)
+    unknown = sum(f["kind"] in WARN_ONLY for f in writes)
     said = [
         f"{len(writes) - unparsed - unknown} unfenced" if len(writes) > unparsed + unknown else "",
         f"{unparsed} not parsed (check by hand)" if unparsed else "",
@@ -282,7 +283,7 @@ def findings(
         if print_ is not None and print_ in own:
             continue
         for kind in verdict.kinds:
-            check, wrong, fix = judge.KINDS[kind]
+            check, wrong, fix = KINDS[kind]
             finding = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
             if verdict.why:
                 finding["wrong"] = f"{wrong} ({verdict.why})"
