@@ -101,7 +101,24 @@ def _table(s: Session) -> judge.Table:
         processing=mapping.status("processing"),
         related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
         every_column=frozenset(str(r["name"]) for r in every),
+        pauses=s.table.pauses and bool(mapping.mapped_optional),
     )
+
+
+def claims_ignoring_pauses(s: Session) -> int:
+    """How many distinct claims of this table pg_stat_statements holds that do not read
+    jobctl.pauses (the workers running them still claim a paused kind): 0 when none, when
+    nothing can be paused, or when the statistics cannot tell (not installed, other roles'
+    statements hidden). Read in a read-only transaction of its own."""
+    if not (s.table.pauses and s.table.mapping.mapped_optional):
+        return 0
+    with s.transaction(read_only=True):
+        found, _ = statistics(s)
+        if found is None:
+            return 0
+        seen = (r for r in found if r["query"] not in (None, HIDDEN))
+        flagged, _, _ = findings(seen, _table(s), own_fingerprints(s))
+    return sum(f["kind"] == "claim_ignores_pauses" for f in flagged)
 
 
 def statistics(s: Session) -> tuple[Iterable[Row] | None, Row]:

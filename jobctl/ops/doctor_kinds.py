@@ -18,6 +18,12 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "lease, which reclaim never sees (jobctl stuck lists them as no lease)",
         "claim",
     ),
+    "claim_ignores_pauses": (
+        "fenced_writes",
+        "a claim that does not read jobctl.pauses: its workers still claim the kinds and "
+        "queues jobctl pause stopped (it was written before pauses, or by hand)",
+        "claim",
+    ),
     "sweeper_by_age": (
         "timeout_by_lease",
         "a sweeper that judges the timeout by age (reserved_at, heartbeat_at or updated_at), "

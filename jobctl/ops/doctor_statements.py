@@ -78,6 +78,9 @@ class Table:
     # reads no other relation, is a variable of the function that runs it (PL/pgSQL's, a SQL
     # function's argument), which pg_stat_statements.track = 'all' shows as written
     every_column: frozenset[str] = frozenset()
+    # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
+    # claim must read jobctl.pauses
+    pauses: bool = False
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
@@ -196,6 +199,8 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
             found.append("claim_without_skip_locked")
         if not {c("attempt_token"), c("lease_expires_at")} <= set(sets):
             found.append("claim_without_lease")
+        if table.pauses and not _reads_pauses(body):
+            found.append("claim_ignores_pauses")
         return found, None
     if fence is None:
         by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
@@ -282,6 +287,13 @@ def _writes(nodes: list[dict[str, Any]], table: Table) -> Iterator[tuple[str, di
             for kind, body in node.items():
                 if kind in WRITES and isinstance(body, dict):
                     yield from _as_writes(kind, body, table)
+
+
+def _reads_pauses(update: dict[str, Any]) -> bool:
+    """Whether a claim reads jobctl.pauses anywhere (its CTE, a subquery of its WHERE)."""
+    return any(
+        n.get("relname") == "pauses" and n.get("schemaname") == "jobctl" for n in _walk(update)
+    )
 
 
 def _plans_only(stmt: dict[str, Any]) -> bool:
