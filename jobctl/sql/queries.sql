@@ -994,6 +994,26 @@ WHERE {events_window}
 ORDER BY e.at, e.event_id
 LIMIT %(limit)s
 
+-- name: pause_events_listed
+-- the table's pauses and resumes (jobctl.pause_events, history 010) in jobctl events' window,
+-- newest first ({order}: DESC, or empty for oldest first), by its (job_table, at) index: no
+-- job, no worker, no error, so none with --worker, --id or --error; --kind and --queue keep
+-- the pauses of those kinds and queues; the texts cut for display ({shown_value} ...)
+SELECT e.at, e.dimension, {shown_value} AS value, e.event, {shown_actor} AS actor, e.db_role,
+       {shown_reason} AS reason
+FROM jobctl.pause_events e
+WHERE e.job_table = %(job_table)s
+  AND e.at >= coalesce(%(since_at)s::timestamptz, now() - %(since)s::interval, '-infinity')
+  AND e.at < coalesce(%(until_at)s::timestamptz, now() - %(until)s::interval, 'infinity')
+  AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
+  AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
+  AND %(worker)s::text IS NULL AND %(ids)s::text[] IS NULL AND %(error)s::text IS NULL
+  AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL)
+       OR (e.dimension = 'kind' AND e.value = ANY(%(kinds)s::text[]))
+       OR (e.dimension = 'queue' AND e.value = ANY(%(queues)s::text[])))
+ORDER BY e.at {order}, e.event_id {order}
+LIMIT %(limit)s
+
 -- name: report_live_attempt
 -- the attempt a reclaimed event (e) ended still had a live lease then; by the attempts' job
 -- index, a semi-join the planner hashes (a lateral per event cost 5 s per 333k events)

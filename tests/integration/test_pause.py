@@ -191,9 +191,12 @@ def test_concurrent_worker_processes_never_claim_a_paused_kind(conn, dsn, run, t
             "SELECT count(*) AS n FROM jobs WHERE kind = 'send_email' AND status <> 'queued'"
         ).fetchone()["n"]
         time.sleep(0.5)
-        assert conn.execute(
-            "SELECT count(*) AS n FROM jobs WHERE kind = 'send_email' AND status <> 'queued'"
-        ).fetchone()["n"] == taken
+        assert (
+            conn.execute(
+                "SELECT count(*) AS n FROM jobs WHERE kind = 'send_email' AND status <> 'queued'"
+            ).fetchone()["n"]
+            == taken
+        )
         assert taken < 150 + len(more)  # some wait
         assert run("resume", "--kind", "charge_card", "--reason", "provider back").code == 0
         assert run("resume", "--kind", "send_email").code == 0
@@ -264,3 +267,35 @@ def test_reclaim_requeues_an_expired_job_of_a_paused_kind_to_wait(conn, dsn, run
         "SELECT status, attempts FROM jobs WHERE id = %s", (ids["charge_card"][0],)
     ).fetchone()
     assert (row["status"], row["attempts"]) == ("queued", 1)
+
+
+def test_pause_and_resume_in_events_with_actor_and_reason(conn, dsn, run):
+    ids = kinded(conn, run, per_kind=1)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        zombie = lease.Worker(c, "w-dead", lease_seconds=-60)
+        assert zombie.claim() is not None
+    assert run("pause", "--kind", "charge_card", "--reason", "provider down").code == 0
+    assert run("reclaim", "--commit", "--yes").code == 0
+    assert run("pause", "--queue", "main", "--reason", "deploy").code == 0
+    assert run("resume", "--kind", "charge_card", "--reason", "provider back").code == 0
+    found = json.loads(run("events", "-o", "json").out)
+    expired = "lease expired before completion"
+    assert [(e["event"], e["id"], e["kind"], e["queue"], e["reason"]) for e in found] == [
+        ("resumed", None, "charge_card", None, "provider back"),
+        ("paused", None, None, "main", "deploy"),
+        ("reclaimed", ids["send_email"][0], "send_email", "main", expired),
+        ("paused", None, "charge_card", None, "provider down"),
+    ]
+    assert {e["actor"] for e in found} == {"tester@ci"} and all(e["db_role"] for e in found)
+    oldest = json.loads(run("events", "--oldest-first", "--limit", "2", "-o", "json").out)
+    assert [e["event"] for e in oldest] == ["paused", "reclaimed"]
+    only = json.loads(run("events", "--event", "paused", "-o", "json").out)
+    assert [e["reason"] for e in only] == ["deploy", "provider down"]
+    kind = json.loads(run("events", "--kind", "charge_card", "-o", "json").out)
+    assert [e["event"] for e in kind] == ["resumed", "paused"]
+    assert json.loads(run("events", "--worker", "w-dead", "-o", "json").out)[0]["event"] == (
+        "reclaimed"
+    )
+    assert len(json.loads(run("events", "--worker", "w-dead", "-o", "json").out)) == 1
+    table = run("events").out
+    assert "provider down" in table and "paused" in table

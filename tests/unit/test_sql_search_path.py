@@ -46,6 +46,11 @@ UNDER_USER_PATH = (
     "complete",
     "worker_fail",
     "job_outcome",
+    # the claim's condition on pauses ({claim_pause_check}: claim_unpaused, and job_paused
+    # in it) and a kind or queue of another type than text as text (kind_value)
+    "claim_unpaused",
+    "job_paused",
+    "optional_text",
 )
 # jobctl's writes to the jobs table: the statements run with an action declared (found in
 # the code by write_statements_in_the_code; a new one must be added here, and is linted)
