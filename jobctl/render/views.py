@@ -243,13 +243,24 @@ REVIEW_VIEW = [
     Column("last_error", "LAST ERROR", priority=6),
 ]
 
+
+def _became(row: Any) -> Any:
+    """What an event made of its job (its new status); of a pause or resume, which kind or
+    queue (an event of no job: its kind or queue column says which)."""
+    if row.get("id") is None and row.get("event") in ("paused", "resumed"):
+        for design in ("kind", "queue"):
+            if row.get(design) is not None:
+                return f"{design} {row[design]}"
+    return row.get("to_status")
+
+
 JOB_EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("id", "ID", whole=True),
     Column("kind", "KIND", priority=6, when=_has("kind")),  # after the history's own
     Column("queue", "QUEUE", priority=7, when=_has("queue")),
     Column("event", "EVENT", whole=True),
-    Column("to_status", "BECAME"),
+    Column("to_status", "BECAME", value=_became),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
     Column("reason", "REASON", priority=3),
@@ -595,3 +606,15 @@ def across_targets(doc: Document) -> Document:
 def summary_targets(found: list[rows.Row]) -> Document:
     """``summary`` across targets: a row per target and the total."""
     return table(found, found, None, SUMMARY_TARGETS_VIEW)
+
+
+# jobctl pause --list: what is paused and for how long first, then who and why
+PAUSE_VIEW = [
+    Column("dimension", "PAUSED", whole=True),
+    Column("value", "WHAT"),
+    Column("paused_s", "FOR", kind="seconds"),
+    Column("actor", "BY"),
+    Column("reason", "REASON"),
+    Column("db_role", "ROLE", priority=3),
+    Column("paused_at", "SINCE", kind="time", priority=2),
+]

@@ -12,7 +12,7 @@ import typer
 from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.render import output, safe_text, views
+from jobctl.render import output, rows, safe_text, views
 
 if TYPE_CHECKING:
     from jobctl.ops import pause as pause_core
@@ -25,9 +25,6 @@ Queue = Annotated[
     str | None,
     typer.Option("--queue", metavar="Q", help="The queue (the mapped queue column)."),
 ]
-
-# the columns of pause --list, and of a pause's or resume's row in a machine format
-LIST_COLUMNS = ["dimension", "value", "reason", "actor", "db_role", "paused_at", "paused_s"]
 
 
 def _which(kind: str | None, queue: str | None, command: str) -> tuple[str, str]:
@@ -67,7 +64,7 @@ def pause(
             raise errors.UsageError("pause --list takes no --kind, --queue or --reason")
         with context.open_session(ctx) as s:
             found = core.listed(s)
-        terminal.emit(views.table(found, found, LIST_COLUMNS), out, fmt)
+        terminal.emit(views.table(found, found, rows.PAUSE_COLUMNS, views.PAUSE_VIEW), out, fmt)
         return
     dimension, value = _which(kind, queue, "pause")
     if reason is None:
