@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobctl.render import judgements, rows
+from jobctl.render import judgements, pause_views, rows
 from jobctl.render.output import Document, Section, key_values
 from jobctl.render.screen import Column
 
@@ -172,7 +172,7 @@ def _any_claimed(found: Sequence[Mapping[str, Any]]) -> bool:
 EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("event", "EVENT", whole=True),
-    Column("to_status", "BECAME"),
+    Column("to_status", "BECAME", value=pause_views.became),
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
@@ -243,24 +243,13 @@ REVIEW_VIEW = [
     Column("last_error", "LAST ERROR", priority=6),
 ]
 
-
-def _became(row: Any) -> Any:
-    """What an event made of its job (its new status); of a pause or resume, which kind or
-    queue (an event of no job: its kind or queue column says which)."""
-    if row.get("id") is None and row.get("event") in ("paused", "resumed"):
-        for design in ("kind", "queue"):
-            if row.get(design) is not None:
-                return f"{design} {row[design]}"
-    return row.get("to_status")
-
-
 JOB_EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("id", "ID", whole=True),
     Column("kind", "KIND", priority=6, when=_has("kind")),  # after the history's own
     Column("queue", "QUEUE", priority=7, when=_has("queue")),
     Column("event", "EVENT", whole=True),
-    Column("to_status", "BECAME", value=_became),
+    Column("to_status", "BECAME", value=pause_views.became),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
     Column("reason", "REASON", priority=3),
@@ -606,15 +595,3 @@ def across_targets(doc: Document) -> Document:
 def summary_targets(found: list[rows.Row]) -> Document:
     """``summary`` across targets: a row per target and the total."""
     return table(found, found, None, SUMMARY_TARGETS_VIEW)
-
-
-# jobctl pause --list: what is paused and for how long first, then who and why
-PAUSE_VIEW = [
-    Column("dimension", "PAUSED", whole=True),
-    Column("value", "WHAT"),
-    Column("paused_s", "FOR", kind="seconds"),
-    Column("actor", "BY"),
-    Column("reason", "REASON"),
-    Column("db_role", "ROLE", priority=3),
-    Column("paused_at", "SINCE", kind="time", priority=2),
-]

@@ -22,6 +22,7 @@ server's CPU is this run's alone on a shared machine; --dsn SERVER --shared runs
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import os
@@ -94,7 +95,7 @@ def setup(dsn: str) -> str:
     return bench
 
 
-def scripts(dsn: str, directory: Path) -> dict[str, Path]:
+def scripts(dsn: str, directory: Path, protocol: str) -> dict[str, Path]:
     """Each configuration's pgbench script from the rendered claim and completion."""
     made = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -113,15 +114,17 @@ def scripts(dsn: str, directory: Path) -> dict[str, Path]:
                 "($3::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 second'::pg_catalog.interval)"
             )
             claim = claim.replace(seconds, "'60 seconds'::pg_catalog.interval")
-            complete = found["complete"].replace("$1", ":id").replace("$2", ":attempt_token")
+            # pgbench -M simple puts a variable's text in as it is: the uuid needs quotes there
+            token = ":attempt_token" if protocol == "prepared" else "':attempt_token'"
+            complete = found["complete"].replace("$1", ":id").replace("$2", token)
             path = directory / f"{len(made)}.sql"
             path.write_text(f"{claim.strip()} \\gset\n{complete.strip()};\n")
             made[label] = path
     return made
 
 
-def load(dsn: str, paused: bool) -> None:
-    """A fresh table of JOBS queued jobs of three kinds (none of the paused one)."""
+def load(dsn: str, paused: bool, jobs: int) -> None:
+    """A fresh table of ``jobs`` queued jobs of three kinds (none of the paused one)."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(f"TRUNCATE {TABLE}")
         c.execute("DELETE FROM jobctl.pauses")
@@ -129,7 +132,7 @@ def load(dsn: str, paused: bool) -> None:
             f"INSERT INTO {TABLE} (kind, queue, recovery_policy) "
             "SELECT (ARRAY['send_email', 'resize_image', 'sync_crm'])[g %% 3 + 1], 'main', 'auto' "
             "FROM generate_series(1, %s) g",
-            (JOBS,),
+            (jobs,),
         )
         if paused:
             c.execute(
@@ -142,14 +145,16 @@ def load(dsn: str, paused: bool) -> None:
         c.execute("CHECKPOINT")
 
 
-def pgbench(dsn: str, script: Path, seconds: float, protocol: str) -> tuple[float, int, float]:
-    """cycles/s, cycles, the claim's mean latency in ms."""
+def pgbench(dsn: str, script: Path, args: argparse.Namespace) -> tuple[float, int, float]:
+    """cycles/s, cycles, the claim's mean latency in ms (for --seconds, or --transactions
+    per client)."""
     params = conninfo.conninfo_to_dict(dsn)
     env = {**os.environ, "PGOPTIONS": "-c synchronous_commit=off"}
     for key, var in (("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER")):
         if params.get(key):
             env[var] = str(params[key])
-    command = ["pgbench", "-n", "-M", protocol, "-c", "4", "-T", str(int(seconds)), "-r",
+    length = ["-t", str(args.transactions)] if args.transactions else ["-T", str(int(args.seconds))]
+    command = ["pgbench", "-n", "-M", args.protocol, "-c", str(args.clients), *length, "-r",
                "-f", str(script), str(params["dbname"])]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -168,17 +173,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--protocol", choices=["prepared", "simple"], default="prepared")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--transactions", type=int, help="cycles per client (instead of -T)")
+    parser.add_argument("--jobs", type=int, default=JOBS, help="queued jobs in each run's table")
     parser.add_argument("--shared", action="store_true", help="run on --dsn, not a private one")
     args = parser.parse_args()
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     with server(args) as dsn, tempfile.TemporaryDirectory() as tmp:
         bench = setup(dsn)
-        made = scripts(bench, Path(tmp))
+        made = scripts(bench, Path(tmp), args.protocol)
         print(
-            f"machine: {machine(dsn)}; pgbench -n -M {args.protocol} -c 4 -T {args.seconds:g} -r "
-            f"(claim, complete), {args.rounds} interleaved rounds, synchronous_commit=off, "
-            f"{JOBS:,} jobs, {'a private server' if not args.shared else 'the server given'}"
+            f"machine: {machine(dsn)}; pgbench -n -M {args.protocol} -c {args.clients} "
+            + (f"-t {args.transactions}" if args.transactions else f"-T {args.seconds:g}")
+            + f" -r (claim, complete), {args.rounds} interleaved rounds, "
+            f"synchronous_commit=off, {args.jobs:,} jobs, "
+            f"{'a private server' if not args.shared else 'the server given'}"
         )
         figures: dict[str, dict[str, list[float]]] = {
             label: {"rate": [], "cpu": [], "claim": []} for label in CONFIGS
@@ -186,9 +196,9 @@ def main() -> None:
         for n in range(args.rounds):
             order = list(CONFIGS) if n % 2 == 0 else list(reversed(CONFIGS))
             for label in order:
-                load(bench, CONFIGS[label][1])
+                load(bench, CONFIGS[label][1], args.jobs)
                 cpu_before = server_cpu(bench)
-                rate, cycles, claim = pgbench(bench, made[label], args.seconds, args.protocol)
+                rate, cycles, claim = pgbench(bench, made[label], args)
                 cpu_after = server_cpu(bench)
                 figures[label]["rate"].append(rate)
                 figures[label]["claim"].append(claim)
@@ -226,12 +236,17 @@ def report(figures: dict[str, dict[str, list[float]]]) -> str:
                 if label != FLOOR
                 else "-"
             )
+            row["CPU paired"] = (
+                f"{-paired_loss(f['cpu'], floor['cpu']) * 100:+.1f} %" if label != FLOOR else "-"
+            )
         row["claim mean ms"] = f"{statistics.median(f['claim']):.3f}"
         rows.append(row)
     return tabulate(rows, headers="keys", tablefmt="github") + (
         "\n\nloss: 1 - cycles/s against the claim without the check (paired: the median of "
         "each round's); server CPU: all the server's processes, median of the rounds; claim "
-        "mean: pgbench -r, median of the rounds."
+        "mean: pgbench -r, median of the rounds; CPU paired: the median of each round's server "
+        "CPU per cycle against the same round's without the check (the figure a loaded "
+        "machine moves least)."
     )
 
 

@@ -299,3 +299,30 @@ def test_pause_and_resume_in_events_with_actor_and_reason(conn, dsn, run):
     assert len(json.loads(run("events", "--worker", "w-dead", "-o", "json").out)) == 1
     table = run("events").out
     assert "provider down" in table and "paused" in table
+
+
+def test_schema_remove_columns_takes_the_tables_pauses_with_it(conn, dsn, run):
+    """A table's pauses go with its recorded names: the lease design applied anew starts with
+    none (no worker's claim stops unseen), each recorded as resumed; another table's stay."""
+    kinded(conn, run)
+    conn.execute("CREATE TABLE other (LIKE jobs INCLUDING ALL)")
+    result = run("--table", "other", "schema", "apply", "--column", "kind=kind", "--yes")
+    assert result.code == 0, result.err
+    for table in ("jobs", "other"):
+        paused = run("--table", table, "pause", "--kind", "charge_card", "--reason", "x")
+        assert paused.code == 0, paused.err
+    removed = run("schema", "remove", "--columns", "--yes")
+    assert removed.code == 0, removed.err
+    left = conn.execute("SELECT job_table FROM jobctl.pauses ORDER BY 1").fetchall()
+    assert [r["job_table"] for r in left] == ["public.other"]
+    last = conn.execute(
+        "SELECT value, event, reason FROM jobctl.pause_events"
+        " WHERE job_table = 'public.jobs' ORDER BY event_id DESC LIMIT 1"
+    ).fetchone()
+    assert last == {"value": "charge_card", "event": "resumed", "reason": "jobctl schema remove"}
+    again = run("schema", "apply", "--column", "kind=kind", "--yes")
+    assert again.code == 0, again.err
+    assert json.loads(run("pause", "--list", "-o", "json").out) == []
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1")
+        assert sum(worker.claim() is not None for _ in range(9)) == 9

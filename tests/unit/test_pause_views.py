@@ -3,7 +3,7 @@ was of (an event of no job), in the column every width shows."""
 
 from __future__ import annotations
 
-from jobctl.render import views
+from jobctl.render import pause_views, views
 
 
 def test_a_pause_event_says_which_kind_or_queue():
@@ -19,5 +19,5 @@ def test_a_pause_event_says_which_kind_or_queue():
 
 
 def test_the_pause_list_shows_what_for_how_long_by_whom_and_why_at_any_width():
-    always = [c.key for c in views.PAUSE_VIEW if c.priority == 0]
+    always = [c.key for c in pause_views.PAUSE_VIEW if c.priority == 0]
     assert always == ["dimension", "value", "paused_s", "actor", "reason"]

@@ -84,6 +84,7 @@ KEYWORDS = {
     "coalesce",  # no function: the arguments' common type, no operator
     "greatest",  # the type's default btree operator class (only a superuser makes one)
     "least",
+    "array",  # ARRAY(subquery): a constructor, no function looked up
     "over",  # a window clause (reclaim --spread's row_number() OVER (...)): no function
 }
 # constructs that look their operator up by name, whatever the search path finds

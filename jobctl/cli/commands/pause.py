@@ -12,7 +12,7 @@ import typer
 from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.render import output, rows, safe_text, views
+from jobctl.render import output, pause_views, rows, safe_text, views
 
 if TYPE_CHECKING:
     from jobctl.ops import pause as pause_core
@@ -64,7 +64,9 @@ def pause(
             raise errors.UsageError("pause --list takes no --kind, --queue or --reason")
         with context.open_session(ctx) as s:
             found = core.listed(s)
-        terminal.emit(views.table(found, found, rows.PAUSE_COLUMNS, views.PAUSE_VIEW), out, fmt)
+        terminal.emit(
+            views.table(found, found, rows.PAUSE_COLUMNS, pause_views.PAUSE_VIEW), out, fmt
+        )
         return
     dimension, value = _which(kind, queue, "pause")
     if reason is None:
