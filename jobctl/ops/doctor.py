@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import db, durations
+from jobctl import db, durations, errors
 from jobctl.ops import doctor_statements as judge
 from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
 from jobctl.render.rows import Row
@@ -109,15 +109,21 @@ def claims_ignoring_pauses(s: Session) -> int:
     """How many distinct claims of this table pg_stat_statements holds that do not read
     jobctl.pauses (the workers running them still claim a paused kind): 0 when none, when
     nothing can be paused, or when the statistics cannot tell (not installed, other roles'
-    statements hidden). Read in a read-only transaction of its own."""
+    statements hidden, or reading them failed: a pause is made whether or not this can
+    tell). Read in a read-only transaction of its own."""
+    import psycopg
+
     if not (s.table.pauses and s.table.mapping.mapped_optional):
         return 0
-    with s.transaction(read_only=True):
-        found, _ = statistics(s)
-        if found is None:
-            return 0
-        seen = (r for r in found if r["query"] not in (None, HIDDEN))
-        flagged, _, _ = findings(seen, _table(s), own_fingerprints(s))
+    try:
+        with s.transaction(read_only=True):
+            found, _ = statistics(s)
+            if found is None:
+                return 0
+            seen = (r for r in found if r["query"] not in (None, HIDDEN))
+            flagged, _, _ = findings(seen, _table(s), own_fingerprints(s))
+    except (psycopg.Error, errors.JobctlError):
+        return 0
     return sum(f["kind"] == "claim_ignores_pauses" for f in flagged)
 
 

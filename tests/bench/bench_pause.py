@@ -95,7 +95,7 @@ def setup(dsn: str) -> str:
     return bench
 
 
-def scripts(dsn: str, directory: Path, protocol: str) -> dict[str, Path]:
+def scripts(dsn: str, directory: Path, protocol: str, heartbeats: int) -> dict[str, Path]:
     """Each configuration's pgbench script from the rendered claim and completion."""
     made = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -118,7 +118,15 @@ def scripts(dsn: str, directory: Path, protocol: str) -> dict[str, Path]:
             token = ":attempt_token" if protocol == "prepared" else "':attempt_token'"
             complete = found["complete"].replace("$1", ":id").replace("$2", token)
             path = directory / f"{len(made)}.sql"
-            path.write_text(f"{claim.strip()} \\gset\n{complete.strip()};\n")
+            beat = (
+                found["heartbeat"]
+                .replace("$1", ":id")
+                .replace("$2::pg_catalog.text", "('pgbench-' || :client_id)::pg_catalog.text")
+                .replace("$3", token)
+                .replace(seconds.replace("$3", "$4"), "'60 seconds'::pg_catalog.interval")
+            )
+            beats = "".join(f"{beat.strip()};\n" for _ in range(heartbeats))
+            path.write_text(f"{claim.strip()} \\gset\n{beats}{complete.strip()};\n")
             made[label] = path
     return made
 
@@ -174,6 +182,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--protocol", choices=["prepared", "simple"], default="prepared")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--heartbeats", type=int, default=0, help="heartbeats per cycle (3: the design's cycle)"
+    )
     parser.add_argument("--transactions", type=int, help="cycles per client (instead of -T)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="queued jobs in each run's table")
     parser.add_argument("--shared", action="store_true", help="run on --dsn, not a private one")
@@ -182,11 +193,12 @@ def main() -> None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     with server(args) as dsn, tempfile.TemporaryDirectory() as tmp:
         bench = setup(dsn)
-        made = scripts(bench, Path(tmp), args.protocol)
+        made = scripts(bench, Path(tmp), args.protocol, args.heartbeats)
         print(
             f"machine: {machine(dsn)}; pgbench -n -M {args.protocol} -c {args.clients} "
             + (f"-t {args.transactions}" if args.transactions else f"-T {args.seconds:g}")
-            + f" -r (claim, complete), {args.rounds} interleaved rounds, "
+            + f" -r (claim, {args.heartbeats} heartbeat(s), complete), {args.rounds} interleaved "
+            f"rounds, "
             f"synchronous_commit=off, {args.jobs:,} jobs, "
             f"{'a private server' if not args.shared else 'the server given'}"
         )
