@@ -188,11 +188,18 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, help="cycles per client (instead of -T)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="queued jobs in each run's table")
     parser.add_argument("--shared", action="store_true", help="run on --dsn, not a private one")
+    parser.add_argument(
+        "--per-claim", action="store_true", help="the backend's CPU per claim instead of pgbench"
+    )
     args = parser.parse_args()
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     with server(args) as dsn, tempfile.TemporaryDirectory() as tmp:
         bench = setup(dsn)
+        if args.per_claim:
+            print(f"machine: {machine(dsn)}; {args.rounds} interleaved rounds of 1,500 claims")
+            print(per_claim(bench, args.rounds))
+            return
         made = scripts(bench, Path(tmp), args.protocol, args.heartbeats)
         print(
             f"machine: {machine(dsn)}; pgbench -n -M {args.protocol} -c {args.clients} "
@@ -219,6 +226,43 @@ def main() -> None:
                 print(f"  round {n + 1} {label}: {rate:.0f} cycles/s, claim {claim:.3f} ms",
                       file=sys.stderr)  # fmt: skip
     print(report(figures))
+
+
+def per_claim(dsn: str, rounds: int, calls: int = 1500) -> str:
+    """The backend's own CPU per claim (unprepared, as lease.Worker runs it by default), with
+    and without the check, nothing paused: each claim in a transaction rolled back (the same
+    first job every time), the backend's user + system time read from /proc, the variants
+    interleaved round after round. The figure a loaded machine moves least."""
+    import uuid
+
+    from bench_trigger import _ticks
+
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        load(dsn, False, 20_000)
+        table = db.resolve_table(conn, TABLE)
+        claims = {
+            label: {s.name: s.sql for s in statements.render(conn, shaped)}["claim"]
+            for label, shaped in (
+                (FLOOR, dataclasses.replace(table, pauses=False)),
+                ("with the check, nothing paused", table),
+            )
+        }
+        params = ("bench", str(uuid.uuid4()), 60)
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        spent: dict[str, list[float]] = {label: [] for label in claims}
+        for _ in range(rounds):
+            for label, text in claims.items():
+                before = _ticks(pid)
+                for _ in range(calls):
+                    with conn.transaction(force_rollback=True):
+                        conn.pgconn.exec_params(text.encode(), [str(p).encode() for p in params])
+                spent[label].append((_ticks(pid) - before) / os.sysconf("SC_CLK_TCK") / calls)
+    floor = statistics.median(spent[FLOOR])
+    return "\n".join(
+        f"{label}: {statistics.median(times) * 1e6:.0f} µs of the backend's CPU per claim"
+        + ("" if label == FLOOR else f" ({(statistics.median(times) / floor - 1) * 100:+.1f} %)")
+        for label, times in spent.items()
+    )
 
 
 def report(figures: dict[str, dict[str, list[float]]]) -> str:
