@@ -22,6 +22,7 @@ from jobctl.cli.click_api import LazyGroup
 from jobctl.cli.commands import cancel as cli_cancel
 from jobctl.cli.commands import doctor as cli_doctor
 from jobctl.cli.commands import monitoring as cli_monitoring
+from jobctl.cli.commands import pause as cli_pause
 from jobctl.cli.commands import review as cli_review
 from jobctl.cli.commands import schema as cli_schema
 from jobctl.cli.commands import shells as cli_shells
@@ -449,6 +450,10 @@ app.command(
 )(cli_cancel.cancel)
 app.command()(cli_writes.quarantine)
 app.command()(cli_writes.policy)
+app.command(short_help="Stop claiming a kind or queue of jobs until resume; --list the pauses.")(
+    cli_pause.pause
+)
+app.command(short_help="Claim a paused kind or queue again.")(cli_pause.resume)
 app.command(
     "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
 )(cli_top.top)

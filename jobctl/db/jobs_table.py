@@ -51,6 +51,8 @@ class JobsTable:
     kind_policies: bool = False
     # jobctl.events exists and this role reads it: "awaits a human" read from its reclaims
     history: bool = False
+    # jobctl.pauses exists (history 010): the claim passes over the paused kinds and queues
+    pauses: bool = False
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -63,6 +65,7 @@ class JobsTable:
             self.types,
             policy_table=self.qualified if self.kind_policies else None,
             history_table=self.qualified if self.history else None,
+            pause_table=self.qualified if self.pauses else None,
         )
 
 
@@ -75,6 +78,7 @@ def spelling(
     *,
     policy_table: str | None = None,
     history_table: str | None = None,
+    pause_table: str | None = None,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -124,6 +128,17 @@ def spelling(
         source = queries.query("kind_policy_of", **fragments)
         fragments["kind_policy_source"] = source
         fragments["kind_manual"] = sql.SQL("({} IS NOT NULL)").format(source)
+    # a pause per kind or queue (history 010; pause_table: the table as jobctl.pauses names
+    # it, when that exists): {paused} the one judgement of whether a job's kind or queue
+    # is paused (false when neither is mapped: nothing can be paused), {claim_pause_check} the
+    # claim's condition on it (nothing before history 010, or with neither mapped)
+    fragments["pause_table"] = sql.Literal(pause_table)
+    fragments["paused"] = sql.SQL("false")
+    fragments["claim_pause_check"] = sql.SQL("")
+    if pause_table is not None and mapping.mapped_optional:
+        fragments["paused"] = queries.query("job_paused", **fragments)
+        check = queries.query("claim_unpaused", **fragments)
+        fragments["claim_pause_check"] = sql.SQL("\n      ") + check
     # the jobs that may await review ({awaiting_candidates}: the block review_candidates,
     # from the history's reclaims of the table (history_table: the table as the history
     # names it, when this role reads jobctl.events); else every row (true: a scan of the
@@ -324,6 +339,7 @@ def resolve_table(
         },
         bool(row.get("has_kind_policies")),
         bool(row.get("has_history")),
+        bool(row.get("has_pauses")),
     )
 
 

@@ -16,8 +16,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobctl import db, durations
+from jobctl import db, durations, errors
 from jobctl.ops import doctor_statements as judge
+from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
 from jobctl.render.rows import Row
 from jobctl.schema import statements as rendered
 from jobctl.sql import queries
@@ -100,7 +101,30 @@ def _table(s: Session) -> judge.Table:
         processing=mapping.status("processing"),
         related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
         every_column=frozenset(str(r["name"]) for r in every),
+        pauses=s.table.pauses and bool(mapping.mapped_optional),
     )
+
+
+def claims_ignoring_pauses(s: Session) -> int:
+    """How many distinct claims of this table pg_stat_statements holds that do not read
+    jobctl.pauses (the workers running them still claim a paused kind): 0 when none, when
+    nothing can be paused, or when the statistics cannot tell (not installed, other roles'
+    statements hidden, or reading them failed: a pause is made whether or not this can
+    tell). Read in a read-only transaction of its own."""
+    import psycopg
+
+    if not (s.table.pauses and s.table.mapping.mapped_optional):
+        return 0
+    try:
+        with s.transaction(read_only=True):
+            found, _ = statistics(s)
+            if found is None:
+                return 0
+            seen = (r for r in found if r["query"] not in (None, HIDDEN))
+            flagged, _, _ = findings(seen, _table(s), own_fingerprints(s))
+    except (psycopg.Error, errors.JobctlError):
+        return 0
+    return sum(f["kind"] == "claim_ignores_pauses" for f in flagged)
 
 
 def statistics(s: Session) -> tuple[Iterable[Row] | None, Row]:
@@ -220,7 +244,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
 def _worst(writes: list[Row], otherwise: str) -> str:
     """fail for a write found unfenced or not read, warn for one the statistics cannot tell
     (a DELETE of a status given as a parameter)."""
-    if any(f["kind"] not in judge.WARN_ONLY for f in writes):
+    if any(f["kind"] not in WARN_ONLY for f in writes):
         return "fail"
     return "warn" if writes else otherwise
 
@@ -229,7 +253,7 @@ def _written(writes: list[Row]) -> str:
     """The fenced_writes check's evidence past the count: how many of each, or that every
     write is fenced."""
     unparsed = sum(f["kind"] == "unparsed" for f in writes)
-    unknown = sum(f["kind"] in judge.WARN_ONLY for f in writes)
+    unknown = sum(f["kind"] in WARN_ONLY for f in writes)
     said = [
         f"{len(writes) - unparsed - unknown} unfenced" if len(writes) > unparsed + unknown else "",
         f"{unparsed} not parsed (check by hand)" if unparsed else "",
@@ -282,7 +306,7 @@ def findings(
         if print_ is not None and print_ in own:
             continue
         for kind in verdict.kinds:
-            check, wrong, fix = judge.KINDS[kind]
+            check, wrong, fix = KINDS[kind]
             finding = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
             if verdict.why:
                 finding["wrong"] = f"{wrong} ({verdict.why})"

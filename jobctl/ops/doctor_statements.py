@@ -51,62 +51,6 @@ PROCESSING_ONLY = (
     "attempt_token",
 )
 
-# finding kind -> (check, what is wrong, the fix: which rendered statement replaces it)
-KINDS: dict[str, tuple[str, str, str]] = {
-    "claim_without_skip_locked": (
-        "fenced_writes",
-        "a claim without FOR UPDATE SKIP LOCKED: two workers can claim the same job, or "
-        "queue up behind each other's locks",
-        "claim",
-    ),
-    "claim_without_lease": (
-        "fenced_writes",
-        "a claim that sets no new attempt token and lease: its jobs are processing with no "
-        "lease, which reclaim never sees (jobctl stuck lists them as no lease)",
-        "claim",
-    ),
-    "sweeper_by_age": (
-        "timeout_by_lease",
-        "a sweeper that judges the timeout by age (reserved_at, heartbeat_at or updated_at), "
-        "not by lease_expires_at: it takes back jobs whose workers are alive and "
-        "heartbeating, and bypasses the fence",
-        "jobctl reclaim (the design's reclaim, by lease_expires_at and fenced on the token)",
-    ),
-    "unfenced_update": (
-        "fenced_writes",
-        "an UPDATE that ends, extends or gives back an attempt without attempt_token = $n in "
-        "its WHERE: a worker whose job was reclaimed still overwrites the new attempt's row",
-        "complete / heartbeat / fail",
-    ),
-    "hand_requeue": (
-        "fenced_writes",
-        "a hand SET status (a requeue) with no token: it races a live worker, whose late "
-        "completion then lands on the requeued job",
-        "jobctl requeue ID (fenced on the token and the row's version)",
-    ),
-    "delete_processing": (
-        "fenced_writes",
-        "a DELETE that can take processing rows: the job vanishes under its worker, and no "
-        "history records why",
-        "jobctl fail ID (or delete only finished jobs: status test on done/failed)",
-    ),
-    "delete_status_unknown": (
-        "fenced_writes",
-        "a DELETE whose status test is a parameter: it may take processing rows, and the "
-        "statistics cannot tell (they write every value as $n)",
-        "check by hand which statuses it is run with (only finished jobs: done/failed)",
-    ),
-    "unparsed": (
-        "fenced_writes",
-        "could not parse: check by hand. A statement that may write the jobs table, which "
-        "doctor could not read",
-        "check it by hand (its queryid finds it in pg_stat_statements), and rewrite it in a "
-        "form that PostgreSQL's current grammar parses, whole and shorter",
-    ),
-}
-# the kinds that make their check warn, not fail: what the statistics cannot tell
-WARN_ONLY = frozenset({"delete_status_unknown"})
-
 # why a statement could not be parsed (the parser's own message is kept apart, in JSON only:
 # it quotes the statement)
 CUT = "cut: {chars} characters, longer than the {limit} doctor reads"
@@ -134,6 +78,9 @@ class Table:
     # reads no other relation, is a variable of the function that runs it (PL/pgSQL's, a SQL
     # function's argument), which pg_stat_statements.track = 'all' shows as written
     every_column: frozenset[str] = frozenset()
+    # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
+    # claim must read jobctl.pauses
+    pauses: bool = False
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
@@ -252,6 +199,8 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
             found.append("claim_without_skip_locked")
         if not {c("attempt_token"), c("lease_expires_at")} <= set(sets):
             found.append("claim_without_lease")
+        if table.pauses and not _reads_pauses(body):
+            found.append("claim_ignores_pauses")
         return found, None
     if fence is None:
         by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
@@ -338,6 +287,13 @@ def _writes(nodes: list[dict[str, Any]], table: Table) -> Iterator[tuple[str, di
             for kind, body in node.items():
                 if kind in WRITES and isinstance(body, dict):
                     yield from _as_writes(kind, body, table)
+
+
+def _reads_pauses(update: dict[str, Any]) -> bool:
+    """Whether a claim reads jobctl.pauses anywhere (its CTE, a subquery of its WHERE)."""
+    return any(
+        n.get("relname") == "pauses" and n.get("schemaname") == "jobctl" for n in _walk(update)
+    )
 
 
 def _plans_only(stmt: dict[str, Any]) -> bool:

@@ -41,6 +41,9 @@ EVENTS = (
     "failed",
     "superseded",
     "status_changed",
+    # a kind or queue paused or resumed (jobctl pause, resume; jobctl.pause_events): no job
+    "paused",
+    "resumed",
 )
 # kept as attempts, never as events: a filter on them is pointed there
 ATTEMPTS = ("claimed", "completed")
@@ -135,11 +138,60 @@ def stream(
         "cut": triage.cut(full),
     }
     shown = triage.shown_texts("e", "worker", "actor", "reason")
+    pauses = _pause_events(s, params, oldest_first)
     try:
-        for row in s.stream(name, params, **shown):
-            yield cast(JobEvent, row)
+        rows = (cast(JobEvent, row) for row in s.stream(name, params, **shown))
+        yield from _merged(rows, pauses, oldest_first, limit)
     except psycopg.errors.CardinalityViolation:  # a job's kind or queue read by its id
         raise errors.DatabaseError(REPEATED_IDS) from None
+
+
+def _pause_events(s: Session, params: dict[str, Any], oldest_first: bool) -> list[JobEvent]:
+    """The table's pauses and resumes in the window (none before history 010), as events of
+    no job: the kind or queue paused in its column, in the table's mapped columns' order.
+    Few (people make them), so read whole and merged into the stream by time."""
+    from psycopg import sql
+
+    from jobctl.ops import triage
+
+    if not s.table.pauses:
+        return []
+    shown = {
+        **triage.shown_texts("e", "actor", "reason", "value"),
+        "order": sql.SQL("" if oldest_first else "DESC"),
+    }
+    found: list[JobEvent] = []
+    for row in s.rows("pause_events_listed", params, **shown):
+        event: dict[str, Any] = {"at": row["at"], "id": None}
+        for design in s.table.mapping.mapped_optional:
+            event[design] = row["value"] if row["dimension"] == design else None
+        event |= {
+            "event": row["event"],
+            "from_status": None,
+            "to_status": None,
+            "attempt": None,
+            "attempt_token": None,
+            "worker": None,
+            "actor": row["actor"],
+            "db_role": row["db_role"],
+            "reason": row["reason"],
+        }
+        found.append(cast(JobEvent, event))
+    return found
+
+
+def _merged(
+    rows: Iterator[JobEvent], pauses: list[JobEvent], oldest_first: bool, limit: int | None
+) -> Iterator[JobEvent]:
+    """The jobs' events and the pauses' in one time order (a pause before a job's event of
+    the same time), at most ``limit``."""
+    import heapq
+
+    merged = heapq.merge(pauses, rows, key=lambda e: e["at"], reverse=not oldest_first)
+    for n, event in enumerate(merged):
+        if limit is not None and n >= limit:
+            return
+        yield event
 
 
 # an event names its job by id alone; two rows of the table holding that id (in two of its

@@ -340,6 +340,8 @@ REVIEW_COLUMNS = [
     "reclaim_count",
     "last_error",
 ]
+# a pause of a kind or queue (jobctl pause --list; the rows of ops/pause.listed)
+PAUSE_COLUMNS = ["dimension", "value", "reason", "actor", "db_role", "paused_at", "paused_s"]
 JOB_EVENT_COLUMNS = [
     "at",
     "id",

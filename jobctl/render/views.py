@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobctl.render import judgements, rows
+from jobctl.render import judgements, pause_views, rows
 from jobctl.render.output import Document, Section, key_values
 from jobctl.render.screen import Column
 
@@ -172,7 +172,7 @@ def _any_claimed(found: Sequence[Mapping[str, Any]]) -> bool:
 EVENT_VIEW = [
     Column("at", "AT", kind="time"),
     Column("event", "EVENT", whole=True),
-    Column("to_status", "BECAME"),
+    Column("to_status", "BECAME", value=pause_views.became),
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
@@ -249,7 +249,7 @@ JOB_EVENT_VIEW = [
     Column("kind", "KIND", priority=6, when=_has("kind")),  # after the history's own
     Column("queue", "QUEUE", priority=7, when=_has("queue")),
     Column("event", "EVENT", whole=True),
-    Column("to_status", "BECAME"),
+    Column("to_status", "BECAME", value=pause_views.became),
     Column("worker", "WORKER", whole=True),
     Column("actor", "ACTOR", priority=1),
     Column("reason", "REASON", priority=3),

@@ -27,6 +27,8 @@ TABLES = {
     "kind_policies": "the recovery policy set per job kind",
     "kind_policy_events": "who changed a kind's policy, and why",
     "reclaimer_passes": "the reclaimer service's passes",
+    "pauses": "the kinds and queues whose claim is paused",
+    "pause_events": "who paused or resumed a kind, and why",
 }
 # the shared trigger functions of versions 1 and 2, which migrations still make and no
 # trigger of this version calls (each table's own function replaced them)

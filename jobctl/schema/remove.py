@@ -300,6 +300,10 @@ def _drop_statements(table: db.JobsTable, drops: _Drops, leased: bool) -> list[s
             statements.append(
                 queries.query("remove_kind_policies", job_table=sql.Literal(table.qualified))
             )
+        if table.pauses:  # history 010: its pauses too
+            statements.append(
+                queries.query("remove_pauses", job_table=sql.Literal(table.qualified))
+            )
     return statements
 
 

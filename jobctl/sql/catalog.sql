@@ -10,6 +10,7 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
        pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
        pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies,
+       pg_catalog.to_regclass('jobctl.pauses') IS NOT NULL AS has_pauses,
        -- the history's events, read for the jobs awaiting review (awaiting_candidates)
        CASE WHEN pg_catalog.to_regclass('jobctl.events') IS NULL THEN false
             ELSE pg_catalog.has_table_privilege(pg_catalog.to_regclass('jobctl.events'),

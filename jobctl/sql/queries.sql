@@ -99,6 +99,72 @@ SELECT p.dimension, p.value, p.policy, p.reason, p.actor, p.db_role, p.set_at
 FROM jobctl.kind_policies p WHERE p.job_table = %(job_table)s
 ORDER BY p.dimension, p.value
 
+-- name: job_paused
+-- is this job's (j) kind or queue paused for its table (jobctl pause): the one truth every
+-- statement reads, the workers' claim first ({pause_table}: the jobs table as jobctl.pauses
+-- names it; {kind_value}, {queue_value}: NULL when unmapped; {paused} where a block includes
+-- it: false when nothing can be paused). The table's pauses are read once per statement (an
+-- uncorrelated subquery: one probe of jobctl.pauses' primary key), each job's kind and queue
+-- compared with them in memory: the cheapest form to plan, which an unprepared claim pays on
+-- every call (tests/bench/bench_pause.py). A NULL kind or queue is no pause's. Read in the
+-- workers' claim under their search_path: every operator named with its schema
+(ARRAY['kind:'::pg_catalog.text OPERATOR(pg_catalog.||) {kind_value},
+       'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
+ OPERATOR(pg_catalog.&&)
+ ARRAY(SELECT p.dimension OPERATOR(pg_catalog.||) ':'::pg_catalog.text
+              OPERATOR(pg_catalog.||) p.value
+       FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}))
+
+-- name: claim_unpaused
+-- the claim's condition on pauses (the claim's {claim_pause_check}): this job's kind and
+-- queue not paused ({paused}: job_paused)
+AND NOT {paused}
+
+-- name: pause_set
+-- jobctl pause --kind K: the table's kind or queue paused, with who and why, and the pause
+-- recorded beside it (one statement: both or neither); an existing pause is kept as it was
+-- (no row back: nothing changed)
+WITH set AS (
+    INSERT INTO jobctl.pauses AS p (job_table, dimension, value, reason, actor)
+    VALUES (%(job_table)s, %(dimension)s, %(value)s, %(reason)s,
+            pg_catalog.current_setting('jobctl.actor', true))
+    ON CONFLICT (job_table, dimension, value) DO NOTHING
+    RETURNING p.job_table, p.dimension, p.value, p.reason, p.actor
+)
+INSERT INTO jobctl.pause_events (job_table, dimension, value, event, reason, actor)
+SELECT set.job_table, set.dimension, set.value, 'paused', set.reason, set.actor FROM set
+RETURNING dimension, value, event, reason, actor, db_role, at
+
+-- name: pause_resume
+-- jobctl resume --kind K: the pause gone (its queued jobs claimed again), and the resume
+-- recorded; no row back: it was not paused
+WITH gone AS (
+    DELETE FROM jobctl.pauses p
+    WHERE p.job_table OPERATOR(pg_catalog.=) %(job_table)s
+      AND p.dimension OPERATOR(pg_catalog.=) %(dimension)s
+      AND p.value OPERATOR(pg_catalog.=) %(value)s
+    RETURNING p.job_table, p.dimension, p.value
+)
+INSERT INTO jobctl.pause_events (job_table, dimension, value, event, reason, actor)
+SELECT gone.job_table, gone.dimension, gone.value, 'resumed', %(reason)s,
+       pg_catalog.current_setting('jobctl.actor', true)
+FROM gone
+RETURNING dimension, value, event, reason, actor, db_role, at
+
+-- name: pause_list
+-- the table's pauses now, with who paused each, why, and since when
+SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) p.paused_at)
+           AS paused_s
+FROM jobctl.pauses p WHERE p.job_table = %(job_table)s
+ORDER BY p.dimension, p.value
+
+-- name: pause_existing
+-- the table's pause of this kind or queue, if any (who, why, since when)
+SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at
+FROM jobctl.pauses p
+WHERE p.job_table = %(job_table)s AND p.dimension = %(dimension)s AND p.value = %(value)s
+
 -- name: reclaim_error
 -- the last_error reclaim leaves on a job
 'lease expired before completion'
@@ -925,6 +991,26 @@ WHERE {events_window}
 ORDER BY e.at, e.event_id
 LIMIT %(limit)s
 
+-- name: pause_events_listed
+-- the table's pauses and resumes (jobctl.pause_events, history 010) in jobctl events' window,
+-- newest first ({order}: DESC, or empty for oldest first), by its (job_table, at) index: no
+-- job, no worker, no error, so none with --worker, --id or --error; --kind and --queue keep
+-- the pauses of those kinds and queues; the texts cut for display ({shown_value} ...)
+SELECT e.at, e.dimension, {shown_value} AS value, e.event, {shown_actor} AS actor, e.db_role,
+       {shown_reason} AS reason
+FROM jobctl.pause_events e
+WHERE e.job_table = %(job_table)s
+  AND e.at >= coalesce(%(since_at)s::timestamptz, now() - %(since)s::interval, '-infinity')
+  AND e.at < coalesce(%(until_at)s::timestamptz, now() - %(until)s::interval, 'infinity')
+  AND (%(events)s::text[] IS NULL OR e.event = ANY(%(events)s::text[]))
+  AND (%(actor)s::text IS NULL OR e.actor = %(actor)s)
+  AND %(worker)s::text IS NULL AND %(ids)s::text[] IS NULL AND %(error)s::text IS NULL
+  AND ((%(kinds)s::text[] IS NULL AND %(queues)s::text[] IS NULL)
+       OR (e.dimension = 'kind' AND e.value = ANY(%(kinds)s::text[]))
+       OR (e.dimension = 'queue' AND e.value = ANY(%(queues)s::text[])))
+ORDER BY e.at {order}, e.event_id {order}
+LIMIT %(limit)s
+
 -- name: report_live_attempt
 -- the attempt a reclaimed event (e) ended still had a live lease then; by the attempts' job
 -- index, a semi-join the planner hashes (a lateral per event cost 5 s per 333k events)
@@ -1110,11 +1196,13 @@ ORDER BY 1 LIMIT 50
 -- the lease design's claim: one ready job, a new token, a fresh lease. The worker API's
 -- statements (claim, heartbeat, complete, worker_fail, job_outcome) run in the workers'
 -- autocommit, under their session's search_path: every function, operator and type in them
--- is named with its schema (tests/unit/test_sql_search_path.py)
+-- is named with its schema (tests/unit/test_sql_search_path.py). {claim_pause_check}: a job
+-- whose kind or queue is paused is passed over (the block claim_unpaused, where jobctl.pauses
+-- exists and the table maps a kind or queue; else nothing)
 WITH target AS (
-    SELECT {id} AS id FROM {table}
+    SELECT {id} AS id FROM {table} j
     WHERE {status} OPERATOR(pg_catalog.=) {queued}
-      AND {available_at} OPERATOR(pg_catalog.<=) pg_catalog.now()
+      AND {available_at} OPERATOR(pg_catalog.<=) pg_catalog.now(){claim_pause_check}
     ORDER BY {available_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1

@@ -72,13 +72,15 @@ UNION ALL
 -- name: remove_foreign_objects
 -- what schema jobctl holds that jobctl did not make (the schema is then kept): relations but
 -- its tables (their indexes, sequences and row types go with them; kind_policies and
--- kind_policy_events since history 006, reclaimer_passes since 007), functions but its
+-- kind_policy_events since history 006, reclaimer_passes since 007, pauses and pause_events
+-- since 010), functions but its
 -- record_* ones, and types of their own
 SELECT format('%%I', c.relname) AS name
 FROM pg_class c
 WHERE c.relnamespace = to_regnamespace('jobctl') AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND c.relname::text NOT IN ('events', 'attempts', 'migrations', 'tables', 'kind_policies',
-                              'kind_policy_events', 'reclaimer_passes')
+                              'kind_policy_events', 'reclaimer_passes', 'pauses',
+                              'pause_events')
 UNION ALL
 SELECT format('%%I()', p.proname)
 FROM pg_proc p
@@ -107,7 +109,8 @@ DELETE FROM jobctl.attempts WHERE job_table = {job_table}
 -- schema jobctl and everything of it ({functions}: DROP FUNCTION of each), no CASCADE: an
 -- object of someone else's that depends on it stops the step, nothing dropped
 DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migrations,
-    jobctl.kind_policies, jobctl.kind_policy_events, jobctl.reclaimer_passes;
+    jobctl.kind_policies, jobctl.kind_policy_events, jobctl.reclaimer_passes, jobctl.pauses,
+    jobctl.pause_events;
 {functions}DROP SCHEMA IF EXISTS jobctl
 
 -- name: remove_mapping_row
@@ -124,6 +127,18 @@ WITH removed AS (
 )
 INSERT INTO jobctl.kind_policy_events (job_table, dimension, value, policy, reason, actor)
 SELECT removed.job_table, removed.dimension, removed.value, NULL, 'jobctl schema remove',
+       pg_catalog.current_setting('jobctl.actor', true)
+FROM removed
+
+-- name: remove_pauses
+-- the table's pauses (history 010): left, they would stop its workers' claims again, unseen,
+-- the day the lease design is applied to it anew; each is recorded as resumed by this removal
+WITH removed AS (
+    DELETE FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {job_table}
+    RETURNING p.job_table, p.dimension, p.value
+)
+INSERT INTO jobctl.pause_events (job_table, dimension, value, event, reason, actor)
+SELECT removed.job_table, removed.dimension, removed.value, 'resumed', 'jobctl schema remove',
        pg_catalog.current_setting('jobctl.actor', true)
 FROM removed
 

@@ -494,3 +494,44 @@ def test_a_plpgsql_functions_statements(statistics_server, jobctl):
     assert "attempt_token = attempt_token" in found["statement"]
     (refused,) = checks["fence_rejections"]["findings"]
     assert "attempt_token = p_token" in refused["statement"] and refused["rejected"] == 1
+
+
+OLD_CLAIM = (
+    "WITH target AS (SELECT id FROM jobs WHERE status = 'queued' AND available_at <= now() "
+    "ORDER BY available_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
+    "UPDATE jobs AS j SET status = 'processing', reserved_by = 'w-old', reserved_at = now(), "
+    "lease_expires_at = now() + interval '30 seconds', attempt_token = gen_random_uuid(), "
+    "attempts = j.attempts + 1 FROM target WHERE j.id = target.id RETURNING j.id"
+)
+
+
+def test_a_claim_that_ignores_pauses_is_found_and_pause_warns(statistics_server, jobctl):
+    """Once a kind can be paused, a claim that does not read jobctl.pauses (a worker's own,
+    or one rendered before pauses) is a finding, with the rendered claim as its fix; the
+    worker API's claim is not; pause warns that such claims run."""
+    dsn = reference_database(statistics_server, jobctl)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(OLD_CLAIM)  # before a kind is mapped: the design's claim, no finding
+    assert kinds(report(jobctl, dsn)) == {}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("ALTER TABLE jobs ADD COLUMN kind text")
+    code, _, err = jobctl(dsn, "schema", "apply", "--column", "kind=kind", "--yes")
+    assert code == 0, err
+    code, _, err = jobctl(dsn, "pause", "--kind", "charge_card", "--reason", "provider down")
+    assert code == 0 and "warning: 1 claim statement(s)" in err, err
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w-new", lease_seconds=30)
+        assert worker.claim() is not None
+    found = kinds(report(jobctl, dsn))
+    assert set(found) == {"claim_ignores_pauses"}, found
+    (f,) = found["claim_ignores_pauses"]
+    assert "w-old" not in f["statement"] and "jobctl.pauses" not in f["statement"]
+    assert "jobctl.pauses" in f["fix_sql"]
+    code, _, err = jobctl(dsn, "resume", "--kind", "charge_card")
+    assert code == 0, err
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pg_stat_statements_reset()")
+        worker = lease.Worker(c, "w-new", lease_seconds=30)
+        assert worker.claim() is not None
+    code, _, err = jobctl(dsn, "pause", "--kind", "charge_card", "--reason", "again")
+    assert code == 0 and "warning" not in err, err

@@ -422,3 +422,28 @@ def test_a_functions_variables_are_values_the_rows_columns_are_not():
         "AND attempt_token = p_token"
     )
     assert judge.judge(joined, table).kinds == ("unfenced_update",)
+
+
+PAUSABLE = judge.Table("jobs", "public", {}, pauses=True)
+PAUSED_CLAIM = DESIGN_CLAIM.replace(
+    "available_at <= now() ",
+    "available_at <= now() AND (NOT EXISTS (SELECT FROM jobctl.pauses p "
+    "WHERE p.job_table = $8) OR NOT EXISTS (SELECT FROM jobctl.pauses p "
+    "WHERE p.job_table = $9 AND p.dimension = $10 AND p.value = j.kind::text)) ",
+)
+
+
+def test_a_claim_that_does_not_read_the_pauses():
+    """Where a kind can be paused, a claim must read jobctl.pauses (schema-qualified: a table
+    named pauses elsewhere is not it); where none can, the design's claim is fine."""
+    assert judge.judge(DESIGN_CLAIM, JOBS).kinds == ()
+    assert judge.judge(DESIGN_CLAIM, PAUSABLE).kinds == ("claim_ignores_pauses",)
+    assert judge.judge(PAUSED_CLAIM, PAUSABLE).kinds == ()
+    elsewhere = PAUSED_CLAIM.replace("jobctl.pauses", "public.pauses")
+    assert judge.judge(elsewhere, PAUSABLE).kinds == ("claim_ignores_pauses",)
+    # not a claim: a heartbeat needs no pause check
+    beat = (
+        "UPDATE jobs SET heartbeat_at = now(), lease_expires_at = now() + $1::interval "
+        "WHERE id = $2 AND status = $3 AND attempt_token = $4"
+    )
+    assert judge.judge(beat, PAUSABLE).kinds == ()

@@ -62,6 +62,8 @@ FRAGMENTS = {
     "shown_worker": sql.SQL("e.worker"),
     "shown_actor": sql.SQL("e.actor"),
     "shown_reason": sql.SQL("e.reason"),
+    "shown_value": sql.SQL("e.value"),  # a pause's kind or queue (events.pause_events)
+    "order": sql.SQL("DESC"),
     "shown_group": sql.SQL("j.queue"),  # summary_groups' group as shown (triage.summary_by)
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),

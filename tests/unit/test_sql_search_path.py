@@ -46,6 +46,11 @@ UNDER_USER_PATH = (
     "complete",
     "worker_fail",
     "job_outcome",
+    # the claim's condition on pauses ({claim_pause_check}: claim_unpaused, and job_paused
+    # in it) and a kind or queue of another type than text as text (kind_value)
+    "claim_unpaused",
+    "job_paused",
+    "optional_text",
 )
 # jobctl's writes to the jobs table: the statements run with an action declared (found in
 # the code by write_statements_in_the_code; a new one must be added here, and is linted)
@@ -79,6 +84,7 @@ KEYWORDS = {
     "coalesce",  # no function: the arguments' common type, no operator
     "greatest",  # the type's default btree operator class (only a superuser makes one)
     "least",
+    "array",  # ARRAY(subquery): a constructor, no function looked up
     "over",  # a window clause (reclaim --spread's row_number() OVER (...)): no function
 }
 # constructs that look their operator up by name, whatever the search path finds

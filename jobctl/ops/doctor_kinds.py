@@ -1,0 +1,67 @@
+"""``jobctl doctor``'s findings: each kind of statement the lease design's rules refuse, the
+check it fails, what is wrong with it and the fix (the rendered statement that replaces it).
+Pure data, read by the judge (``doctor_statements``) and the checklist (``doctor``)."""
+
+from __future__ import annotations
+
+# finding kind -> (check, what is wrong, the fix: which rendered statement replaces it)
+KINDS: dict[str, tuple[str, str, str]] = {
+    "claim_without_skip_locked": (
+        "fenced_writes",
+        "a claim without FOR UPDATE SKIP LOCKED: two workers can claim the same job, or "
+        "queue up behind each other's locks",
+        "claim",
+    ),
+    "claim_without_lease": (
+        "fenced_writes",
+        "a claim that sets no new attempt token and lease: its jobs are processing with no "
+        "lease, which reclaim never sees (jobctl stuck lists them as no lease)",
+        "claim",
+    ),
+    "claim_ignores_pauses": (
+        "fenced_writes",
+        "a claim that does not read jobctl.pauses: its workers still claim the kinds and "
+        "queues jobctl pause stopped (it was written before pauses, or by hand)",
+        "claim",
+    ),
+    "sweeper_by_age": (
+        "timeout_by_lease",
+        "a sweeper that judges the timeout by age (reserved_at, heartbeat_at or updated_at), "
+        "not by lease_expires_at: it takes back jobs whose workers are alive and "
+        "heartbeating, and bypasses the fence",
+        "jobctl reclaim (the design's reclaim, by lease_expires_at and fenced on the token)",
+    ),
+    "unfenced_update": (
+        "fenced_writes",
+        "an UPDATE that ends, extends or gives back an attempt without attempt_token = $n in "
+        "its WHERE: a worker whose job was reclaimed still overwrites the new attempt's row",
+        "complete / heartbeat / fail",
+    ),
+    "hand_requeue": (
+        "fenced_writes",
+        "a hand SET status (a requeue) with no token: it races a live worker, whose late "
+        "completion then lands on the requeued job",
+        "jobctl requeue ID (fenced on the token and the row's version)",
+    ),
+    "delete_processing": (
+        "fenced_writes",
+        "a DELETE that can take processing rows: the job vanishes under its worker, and no "
+        "history records why",
+        "jobctl fail ID (or delete only finished jobs: status test on done/failed)",
+    ),
+    "delete_status_unknown": (
+        "fenced_writes",
+        "a DELETE whose status test is a parameter: it may take processing rows, and the "
+        "statistics cannot tell (they write every value as $n)",
+        "check by hand which statuses it is run with (only finished jobs: done/failed)",
+    ),
+    "unparsed": (
+        "fenced_writes",
+        "could not parse: check by hand. A statement that may write the jobs table, which "
+        "doctor could not read",
+        "check it by hand (its queryid finds it in pg_stat_statements), and rewrite it in a "
+        "form that PostgreSQL's current grammar parses, whole and shorter",
+    ),
+}
+# the kinds that make their check warn, not fail: what the statistics cannot tell
+WARN_ONLY = frozenset({"delete_status_unknown"})
