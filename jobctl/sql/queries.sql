@@ -159,6 +159,21 @@ SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
 FROM jobctl.pauses p WHERE p.job_table = %(job_table)s
 ORDER BY p.dimension, p.value
 
+-- name: pause_waiting
+-- the table's pauses now, as every view shows them (summary, stuck, metrics, report, top):
+-- who paused each, why, for how long, and how many queued jobs it holds back (the queued
+-- jobs the claim passes over for it: their kind or queue is the paused value, as job_paused
+-- compares them; counted through the status, as summary counts the queued)
+SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) p.paused_at)
+           AS paused_s,
+       (SELECT count(*) FROM {table} j
+        WHERE j.{status} OPERATOR(pg_catalog.=) {queued}
+          AND CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
+              OPERATOR(pg_catalog.=) p.value) AS waiting
+FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}
+ORDER BY p.paused_at, p.dimension, p.value
+
 -- name: pause_existing
 -- the table's pause of this kind or queue, if any (who, why, since when)
 SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at
