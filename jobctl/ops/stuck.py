@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobctl.ops import fleet, replica, triage
+from jobctl.ops import fleet, pause, replica, triage
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
@@ -123,9 +123,10 @@ def _streamed(
     show: Callable[[Stream], None],
     ready_after: dt.timedelta,
 ) -> Found:
-    """One database's rows shown as they are read, then its lines; the ready jobs waiting
-    when none was found ("my job is stuck" often means nobody claims it)."""
-    from jobctl.render import views
+    """One database's rows shown as they are read, then its lines (the kinds and queues
+    paused among them); the ready jobs waiting when none was found ("my job is stuck" often
+    means nobody claims it)."""
+    from jobctl.render import pauses, views
 
     found = no_lease = 0
 
@@ -144,6 +145,7 @@ def _streamed(
         lines += [views.no_lease_line(without, shown=no_lease)]
     else:
         lines += [views.no_lease_line(no_lease)]
+    lines += pauses.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
     for line in lines:
         if line:
             say(line)
@@ -152,12 +154,13 @@ def _streamed(
 
 
 def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
-    """One of several targets' rows, kept with its name (a standby's marked as such)."""
-    from jobctl.render import output
+    """One of several targets' rows, kept with its name (a standby's marked as such), and
+    what it said (its standby's held leases, its pauses)."""
+    from jobctl.render import output, pauses
 
     found: list[Any] = list(rows(s, st, ask))
-    line = held_back(s, st, ask)
-    if line:
-        say(line)
+    for line in [held_back(s, st, ask), *pauses.lines(pause.waiting(s))]:
+        if line:
+            say(line)
     marked = replica.mark(output.Document(found, []), st).payload
     return Found(len(found), list(fleet.tagged(s.settings.target or "", marked)))
