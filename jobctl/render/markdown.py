@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -294,11 +295,13 @@ def _paused(report: IncidentReport) -> list[str]:
     out = ["", "## Paused kinds and queues", ""]
     for p in pauses["now"]:
         dimension = str(p["dimension"])
+        option = f"--{dimension}={shlex.quote(str(p['value']))}"  # pasted: this pause only
+        resume = f"jobctl resume {option}"
         out += [
             f"{dimension.capitalize()} {_said(p['value'])} is paused (for "
             f"{_seconds(p['paused_s'])}, by {_said(p['actor'])}: {_said(p['reason'])}): "
             f"{p['waiting']} queued job(s) of it wait. Lift it with "
-            f"{_command(f'jobctl resume --{dimension} VALUE')}.",
+            f"{_command(resume)}.",
             "",
         ]
     if not pauses["events"]:

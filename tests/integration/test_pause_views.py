@@ -65,6 +65,7 @@ def test_summary_stuck_and_report_show_a_pause_and_agree_with_the_claim(conn, ds
     page = run("report", "--since", "1h").out
     assert "## Paused kinds and queues" in page
     assert "is paused" in page and "4 queued job(s) of it wait" in page
+    assert "`jobctl resume --kind=charge_card`" in page
 
     assert run("resume", "--kind", "charge_card", "--reason", "provider back").code == 0
     assert json.loads(run("summary", "-o", "json").out)["paused"] == []
