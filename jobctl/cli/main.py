@@ -190,6 +190,7 @@ def stuck(
             ready_after=ready_after,
             watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
             seen=lambda found: cli_monitoring.refreshed(made[1] if made else None, found),
+            paused=made[1].pauses_seen if made else None,
         )
     finally:
         if made:

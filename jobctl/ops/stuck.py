@@ -91,6 +91,7 @@ def run(
     ready_after: dt.timedelta,
     watching: fleet.Watching[Found] | None = None,
     seen: Callable[[list[Row]], None] = lambda _rows: None,
+    paused: Callable[[list[Row]], None] | None = None,
 ) -> list[fleet.Outcome[Found]]:
     """``stuck`` on one database or on every target at once (``fleet``), each target's
     outcome in the targets' order (one database's failure raised). One database streams its
@@ -98,7 +99,8 @@ def run(
     (``Found.waiting``) the ready jobs waiting when nothing is stuck; each of several keeps its
     rows with its name, a standby's marked, and says what its standby held back. ``watching``:
     refreshed until its count or Ctrl-C, each refresh's rows told to ``seen`` on one database
-    (its notifications); the last refresh's outcomes."""
+    (its notifications), and the table's pauses (``ops.pause.waiting``) to ``paused``; the
+    last refresh's outcomes."""
     several = fleet.several(where)
 
     def work(s: Session, st: Standing, said: fleet.Say) -> Found:
@@ -107,6 +109,8 @@ def run(
         if watching is not None:
             found: list[Any] = list(rows(s, st, ask))
             seen(found)
+            if paused is not None:
+                paused(pause.waiting(s))
             return Found(len(found), found)
         return _streamed(s, st, ask, said, show, ready_after)
 
