@@ -553,7 +553,7 @@ class Watch:
                 self._paused("resumed", p, [f"{self.prefix}summary"])
         for key, p in now.items():
             if key not in before:
-                flag = f"--{p['dimension']} {safe_text.visible(shlex.quote(str(p['value'])))}"
+                flag = safe_text.visible(f"--{p['dimension']}={shlex.quote(str(p['value']))}")
                 nxt = [f"{self.prefix}pause --list", f"{self.prefix}resume {flag} --reason TEXT"]
                 self._paused("paused", p, nxt)
 

@@ -58,7 +58,7 @@ def test_the_reclaimer_tells_a_pause_and_its_resume(conn, dsn, run):
     assert told["severity"] == "info" and told["counts"] == {"waiting": 3}
     assert told["pause"]["value"] == "charge_card" and told["pause"]["reason"] == "provider down"
     assert told["pause"]["actor"] == "tester@ci" and told["pause"]["db_role"]
-    assert told["next"][1] == "jobctl resume --kind charge_card --reason TEXT"
+    assert told["next"][1] == "jobctl resume --kind=charge_card --reason TEXT"
     assert gone["summary"].startswith("jobs: kind charge_card resumed after ")
     assert gone["summary"].endswith("(paused by tester@ci: provider down)")
     assert gone["source"]["command"] == "reclaim --every"

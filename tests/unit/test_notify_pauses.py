@@ -45,7 +45,7 @@ def test_the_first_read_tells_nothing_then_each_change_once():
     assert told.counts == {"waiting": 40}
     assert told.next == [
         "jobctl --target search pause --list",
-        "jobctl --target search resume --kind charge_card --reason TEXT",
+        "jobctl --target search resume --kind=charge_card --reason TEXT",
     ]
     payload = notifications.as_json(told)
     assert payload["pause"] == {
