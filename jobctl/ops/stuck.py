@@ -130,7 +130,7 @@ def _streamed(
     """One database's rows shown as they are read, then its lines (the kinds and queues
     paused among them); the ready jobs waiting when none was found ("my job is stuck" often
     means nobody claims it)."""
-    from jobctl.render import pauses, views
+    from jobctl.render import pause_views, views
 
     found = no_lease = 0
 
@@ -149,7 +149,7 @@ def _streamed(
         lines += [views.no_lease_line(without, shown=no_lease)]
     else:
         lines += [views.no_lease_line(no_lease)]
-    lines += pauses.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
+    lines += pause_views.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
     for line in lines:
         if line:
             say(line)
@@ -160,10 +160,10 @@ def _streamed(
 def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
     """One of several targets' rows, kept with its name (a standby's marked as such), and
     what it said (its standby's held leases, its pauses)."""
-    from jobctl.render import output, pauses
+    from jobctl.render import output, pause_views
 
     found: list[Any] = list(rows(s, st, ask))
-    for line in [held_back(s, st, ask), *pauses.lines(pause.waiting(s))]:
+    for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s))]:
         if line:
             say(line)
     marked = replica.mark(output.Document(found, []), st).payload

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobctl.render import judgements, pause_views, pauses, rows
+from jobctl.render import judgements, pause_views, rows
 from jobctl.render.output import Document, Section, key_values
 from jobctl.render.screen import Column
 
@@ -363,7 +363,18 @@ def summary(result: rows.Row) -> Document:
                 rows.SUMMARY_WORKER_COLUMNS,
                 SUMMARY_WORKER_VIEW,
             ),
-            *([Section(pauses.TITLE, paused, pauses.COLUMNS, pauses.VIEW)] if paused else []),
+            *(
+                [
+                    Section(
+                        pause_views.SUMMARY_TITLE,
+                        paused,
+                        pause_views.SUMMARY_COLUMNS,
+                        pause_views.SUMMARY_VIEW,
+                    )
+                ]
+                if paused
+                else []
+            ),
         ],
     )
 
