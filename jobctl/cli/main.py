@@ -29,7 +29,7 @@ from jobctl.cli.commands import shells as cli_shells
 from jobctl.cli.commands import targets as cli_targets
 from jobctl.cli.commands import writes as cli_writes
 from jobctl.cli.top import command as cli_top
-from jobctl.render import output, rows, streamed, views
+from jobctl.render import output, reclaim_lines, rows, streamed, views
 
 if TYPE_CHECKING:
     from jobctl.ops import fleet
@@ -190,6 +190,7 @@ def stuck(
             ready_after=ready_after,
             watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
             seen=lambda found: cli_monitoring.refreshed(made[1] if made else None, found),
+            paused=made[1].pauses_seen if made else None,
         )
     finally:
         if made:
@@ -255,7 +256,7 @@ def _stuck_said(
     cut = total if total > found else None
     if found and sys.stdout.isatty() and out.tabular:
         holding = [o.target.name for o in outcomes if o.value and o.value.count]
-        terminal.say(views.reclaim_hint(found, holding if shown.several else None, cut))
+        terminal.say(reclaim_lines.reclaim_hint(found, holding if shown.several else None, cut))
     elif cut:
         terminal.say(f"showing {found} of {cut} job(s) (--limit)")
     context.exit_with(context.with_findings(code, exit_code and bool(found)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobctl import durations, errors
-from jobctl.ops import manual, replica, review, slices, triage
+from jobctl.ops import manual, pause, replica, review, slices, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
@@ -65,6 +65,9 @@ class Snapshot:
     summaries: list[tuple[str | None, Row]] = dataclasses.field(default_factory=list)
     # triage.summary's when asked: (None, it), or each target's (name, it) across several
     standing: Standing | None = None  # the server, a standby's lag as of this refresh
+    # the table's pauses (ops.pause.waiting: age, the queued jobs each holds back), oldest
+    # first; across targets each tagged with its target
+    pauses: list[Row] = dataclasses.field(default_factory=list)
 
     @property
     def more_stuck(self) -> int:
@@ -134,6 +137,7 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         awaiting = s.one("review_count", every)["awaiting_review"]
         ready = s.one("queue_ready", every)
         whole = triage.summary(s, ask.expiring_within) if ask.view == "summary" else None
+        paused = [dict(p) for p in pause.waiting(s)]
     return Snapshot(
         stuck=found,
         review=waiting,
@@ -146,6 +150,7 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         read_at=dt.datetime.now(dt.timezone.utc),  # the client's clock: no round trip
         summaries=[] if whole is None else [(None, whole)],
         standing=standing,
+        pauses=paused,
     )
 
 
@@ -169,6 +174,7 @@ def merged(snaps: Sequence[tuple[str, Snapshot]]) -> Snapshot:
         oldest_ready_s=max(oldest) if oldest else None,
         read_at=min(snap.read_at for _, snap in snaps),
         summaries=[(n, whole) for n, snap in snaps for _, whole in snap.summaries],
+        pauses=[{"target": n, **p} for n, snap in snaps for p in snap.pauses],
     )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from jobctl import errors
 from jobctl.db.session import Session
-from jobctl.ops import fleet
+from jobctl.ops import fleet, pause
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import Row
 
@@ -122,7 +122,29 @@ def on_server(
     figures = collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window, what=what)
     if s.table.mapping.mapped_optional:
         figures["groups"] = by_group(s, expiring_within=expiring_within, what=what, top=top)
+    figures["pauses"] = pause_labels(pause.waiting(s))
     return figures | replica.figures(standing)
+
+
+def pause_labels(pauses: list[Row]) -> list[Row]:
+    """The table's pauses (``ops.pause.waiting``: the table's, whatever slice the figures
+    count) as series: each its dimension, its value cut past LABEL_CHARS characters with a
+    note (an operator may pause a 30 MB kind; every scrape would carry it), how long it has
+    been on and the queued jobs it holds back. Values that meet under one cut label are one
+    series (the longest pause, their waiting jobs summed), never two. Pure."""
+    kept: dict[tuple[str, str], Row] = {}
+    for p in pauses:
+        value = str(p["value"])
+        if len(value) > LABEL_CHARS:
+            head = value[:LABEL_CHARS]
+            value = f"{head}… ({len(p['value'].encode()) - len(head.encode())} more bytes)"
+        row = kept.setdefault(
+            (p["dimension"], value),
+            {"dimension": p["dimension"], "value": value, "paused_s": 0.0, "waiting": 0},
+        )
+        row["paused_s"] = max(row["paused_s"], float(p["paused_s"] or 0.0))
+        row["waiting"] += int(p["waiting"])
+    return list(kept.values())
 
 
 def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta | None) -> list[str]:

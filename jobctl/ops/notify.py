@@ -16,6 +16,7 @@ import datetime as dt
 import http.client
 import queue
 import re
+import shlex
 import socket
 import ssl
 import threading
@@ -404,6 +405,8 @@ class Watch:
         self.pass_rows = 0
         self.pass_ids: list[str] = []  # this pass's first ids (an expiry burst names them)
         self.last_review = -1e18
+        # the pauses as last read, by (dimension, value, since); None: not read yet
+        self.pauses: dict[tuple[str, str, str], dict[str, Any]] | None = None
 
     @property
     def prefix(self) -> str:
@@ -513,19 +516,52 @@ class Watch:
             ),
         )
 
-    def pass_done(self, review: Callable[[], int] | None = None) -> None:
+    def pass_done(
+        self,
+        review: Callable[[], int] | None = None,
+        pauses: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> None:
         """The end of a reclaimer pass: a burst judged, the review count read (at most every
-        REVIEW_EVERY_S), what is due told, and a down database's resolved."""
+        REVIEW_EVERY_S), the pauses (each pass: a probe of jobctl.pauses, a count of queued
+        jobs only while something is paused), what is due told, a down database's resolved."""
         self.down_seen(None)
         self.burst_seen(self.pass_rows, self.pass_ids)
         self.pass_rows, self.pass_ids = 0, []
-        if review is not None and self.clock() - self.last_review >= REVIEW_EVERY_S:
-            self.last_review = self.clock()
-            try:
+        try:  # a failed read: the next pass reads it again
+            if review is not None and self.clock() - self.last_review >= REVIEW_EVERY_S:
+                self.last_review = self.clock()
                 self.review_seen(review())
-            except errors.JobctlError:
-                pass  # the next pass reads it again
+            if pauses is not None:
+                self.pauses_seen(pauses())
+        except errors.JobctlError:
+            pass
         self._flush()
+
+    def pauses_seen(self, pauses: Sequence[dict[str, Any]]) -> None:
+        """The table's pauses now (``ops.pause.waiting``): each new one told ``paused``, each
+        gone ``resumed`` (an operator's act: each told, no rate limit). The run's first read
+        only learns them: what was paused before it started is not news (a restart would
+        tell every pause again)."""
+        now = {(p["dimension"], p["value"], str(p.get("paused_at"))): dict(p) for p in pauses}
+        before, self.pauses = self.pauses, now
+        if before is None:
+            return
+        for key, p in before.items():  # gone first: a pause lifted and set again is both
+            if key not in now:
+                if isinstance(p.get("paused_at"), dt.datetime):
+                    p["paused_s"] = (self.now() - p["paused_at"]).total_seconds()
+                self._paused("resumed", p, [f"{self.prefix}summary"])
+        for key, p in now.items():
+            if key not in before:
+                flag = safe_text.visible(f"--{p['dimension']}={shlex.quote(str(p['value']))}")
+                nxt = [f"{self.prefix}pause --list", f"{self.prefix}resume {flag} --reason TEXT"]
+                self._paused("paused", p, nxt)
+
+    def _paused(self, event: str, p: dict[str, Any], nxt: list[str]) -> None:
+        summary = notifications.pause_summary(event, p)
+        detail = notifications.pause_detail(p)
+        counts = {"waiting": detail["waiting"]} if event == "paused" else {}
+        self.send(self._notice(event, summary, pause=detail, next=nxt, counts=counts))
 
     def down_seen(self, message: str | None) -> None:
         """The database did not answer (``message``), or did again (None)."""

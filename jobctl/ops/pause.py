@@ -91,6 +91,18 @@ def listed(s: Session) -> list[Row]:
         return s.rows("pause_list", params)
 
 
+def waiting(s: Session) -> list[Row]:
+    """The table's pauses now, each with the queued jobs it holds back (``waiting``), oldest
+    pause first; none before history 010: what every view shows (summary, stuck, metrics,
+    report, top), in the caller's transaction or a read-only one of its own."""
+    if not s.table.pauses:
+        return []
+    if s.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return s.rows("pause_waiting")
+    with s.transaction(read_only=True):
+        return s.rows("pause_waiting")
+
+
 def _written(s: Session, statement: str, params: dict[str, Any], reason: str | None) -> list[Row]:
     with db.mapped_errors():
         try:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.ops import fleet, reclaim, reclaim_targets, row_errors
-from jobctl.render import reclaim_lines, views
+from jobctl.render import reclaim_lines
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
 
@@ -135,7 +135,7 @@ def _on_one(
         kept=kept,
         total=sum(counts.values()),
         lines=[*said, *filter(None, [after, left.line()])],
-        plan_line=views.plan_line(request.save_plan, None),
+        plan_line=reclaim_lines.plan_line(request.save_plan, None),
         left_alone=left.ids,
     )
 
@@ -151,7 +151,7 @@ def _dry_run_across(
         found=found,
         lines=reclaim_targets.tally_lines(counts, parks, committed=False),
         outcomes=list(outcomes),
-        plan_line=views.plan_line(request.save_plan, [name for name, _ in found]),
+        plan_line=reclaim_lines.plan_line(request.save_plan, [name for name, _ in found]),
     )
 
 

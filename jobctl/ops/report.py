@@ -1,6 +1,7 @@
 """``jobctl report``: an incident on one page, for the postmortem — what expired (when, by
-worker), what reclaim did, what people did (who, what, why), what still waits for review,
-and the queue latency over the window where the history can tell it.
+worker), what reclaim did, what people did (who, what, why), the kinds and queues paused,
+what still waits for review, and the queue latency over the window where the history can
+tell it.
 
 ``collect`` reads it all in one read-only transaction (the history's event-time and job
 indexes, the jobs table's primary key); ``render.markdown`` writes the page. Example::
@@ -13,14 +14,14 @@ indexes, the jobs table's primary key); ``render.markdown`` writes the page. Exa
 from __future__ import annotations
 
 import datetime as dt
-from typing import cast
+from typing import Any, cast
 
 from psycopg import sql
 
 from jobctl.db.session import Session
-from jobctl.ops import events, triage
+from jobctl.ops import events, pause, triage
 from jobctl.ops import review as awaiting
-from jobctl.render.rows import IncidentReport, Row
+from jobctl.render.rows import IncidentReport, PausesSeen, Row
 from jobctl.sql import queries
 
 LISTED = 20  # rows named one by one in a section; the rest counted by the server
@@ -31,6 +32,16 @@ def _listed(found: list[Row], total: str) -> tuple[list[Row], int]:
     there are in all, counted by the server: the same on every row)."""
     count = int(found[0][total]) if found else 0
     return [{k: v for k, v in r.items() if not k.startswith("all_")} for r in found], count
+
+
+def _pauses(s: Session, params: dict[str, Any]) -> PausesSeen:
+    """The kinds and queues paused now, and the pauses and resumes in the window (oldest
+    first, at most LISTED): none before history 010."""
+    if not s.table.pauses:
+        return {"now": [], "events": []}
+    shown = {**triage.shown_texts("e", "actor", "reason", "value"), "order": sql.SQL("")}
+    found = s.rows("pause_events_listed", {**params, "limit": LISTED}, **shown)
+    return {"now": pause.waiting(s), "events": found}
 
 
 def collect(s: Session, window: events.Window) -> IncidentReport:
@@ -86,6 +97,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
         "latency": s.one("report_latency", params) | s.one("queue_ready", window.what.params()),
         "parked": s.table.mapping.parked,
         "queued": s.table.mapping.status("queued"),
+        "pauses": _pauses(s, params),
     }
     for by in s.table.mapping.mapped_optional:  # kind, queue: when the table maps them
         key = s.table.fragments[f"{by}_value"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
+import functools
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ import psycopg
 
 from jobctl import db, errors
 from jobctl.db import session
-from jobctl.ops import reclaim, replica, row_errors, triage
+from jobctl.ops import pause, reclaim, replica, row_errors, triage
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
@@ -181,7 +182,10 @@ def serve(
                 recorded = _record_pass(current, settings, every, pass_counts, recorded, log, watch)
                 pass_counts.clear()
                 if watch is not None:
-                    watch.pass_done(review=_review_count(current))
+                    watch.pass_done(
+                        review=_review_count(current),
+                        pauses=functools.partial(pause.waiting, current),
+                    )
             backoff = 0.5
             stop.wait(every.total_seconds())
         except (

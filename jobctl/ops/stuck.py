@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobctl.ops import fleet, replica, triage
+from jobctl.ops import fleet, pause, replica, triage
 
 if TYPE_CHECKING:
     from jobctl.db.session import Session
@@ -91,6 +91,7 @@ def run(
     ready_after: dt.timedelta,
     watching: fleet.Watching[Found] | None = None,
     seen: Callable[[list[Row]], None] = lambda _rows: None,
+    paused: Callable[[list[Row]], None] | None = None,
 ) -> list[fleet.Outcome[Found]]:
     """``stuck`` on one database or on every target at once (``fleet``), each target's
     outcome in the targets' order (one database's failure raised). One database streams its
@@ -98,7 +99,8 @@ def run(
     (``Found.waiting``) the ready jobs waiting when nothing is stuck; each of several keeps its
     rows with its name, a standby's marked, and says what its standby held back. ``watching``:
     refreshed until its count or Ctrl-C, each refresh's rows told to ``seen`` on one database
-    (its notifications); the last refresh's outcomes."""
+    (its notifications), and the table's pauses (``ops.pause.waiting``) to ``paused``; the
+    last refresh's outcomes."""
     several = fleet.several(where)
 
     def work(s: Session, st: Standing, said: fleet.Say) -> Found:
@@ -107,6 +109,8 @@ def run(
         if watching is not None:
             found: list[Any] = list(rows(s, st, ask))
             seen(found)
+            if paused is not None:
+                paused(pause.waiting(s))
             return Found(len(found), found)
         return _streamed(s, st, ask, said, show, ready_after)
 
@@ -123,9 +127,10 @@ def _streamed(
     show: Callable[[Stream], None],
     ready_after: dt.timedelta,
 ) -> Found:
-    """One database's rows shown as they are read, then its lines; the ready jobs waiting
-    when none was found ("my job is stuck" often means nobody claims it)."""
-    from jobctl.render import views
+    """One database's rows shown as they are read, then its lines (the kinds and queues
+    paused among them); the ready jobs waiting when none was found ("my job is stuck" often
+    means nobody claims it)."""
+    from jobctl.render import pause_views, views
 
     found = no_lease = 0
 
@@ -144,6 +149,7 @@ def _streamed(
         lines += [views.no_lease_line(without, shown=no_lease)]
     else:
         lines += [views.no_lease_line(no_lease)]
+    lines += pause_views.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
     for line in lines:
         if line:
             say(line)
@@ -152,12 +158,13 @@ def _streamed(
 
 
 def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
-    """One of several targets' rows, kept with its name (a standby's marked as such)."""
-    from jobctl.render import output
+    """One of several targets' rows, kept with its name (a standby's marked as such), and
+    what it said (its standby's held leases, its pauses)."""
+    from jobctl.render import output, pause_views
 
     found: list[Any] = list(rows(s, st, ask))
-    line = held_back(s, st, ask)
-    if line:
-        say(line)
+    for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s))]:
+        if line:
+            say(line)
     marked = replica.mark(output.Document(found, []), st).payload
     return Found(len(found), list(fleet.tagged(s.settings.target or "", marked)))

@@ -12,6 +12,7 @@ from psycopg import sql
 from jobctl import errors
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
+from jobctl.ops import pause
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.sql import queries
@@ -178,6 +179,7 @@ def summary(
         "workers": s.rows("summary_workers", soon),
         **_awaiting_review(s, narrowed, exact=exact),
         **s.one("queue_ready", narrowed),
+        "paused": pause.waiting(s),  # the kinds and queues whose claim is paused
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -119,6 +120,7 @@ def report(incident: IncidentReport, *, target: str | None = None) -> str:
         *_by_group(incident, "kind"),
         *_by_group(incident, "queue"),
         *_people(incident, window),
+        *_paused(incident),
         *_review(incident),
         *_latency(incident),
     ]
@@ -281,6 +283,41 @@ def _people(report: IncidentReport, window: str) -> list[str]:
         report["people_groups"],
         "group(s)",
         "jobctl events --event requeued --event manually_failed --event cancelled " + window,
+    )
+
+
+def _paused(report: IncidentReport) -> list[str]:
+    """The kinds and queues paused now and the pauses and resumes of the window; nothing
+    when there were none (most incidents)."""
+    pauses = report.get("pauses") or {"now": [], "events": []}
+    if not pauses["now"] and not pauses["events"]:
+        return []
+    out = ["", "## Paused kinds and queues", ""]
+    for p in pauses["now"]:
+        dimension = str(p["dimension"])
+        option = f"--{dimension}={shlex.quote(str(p['value']))}"  # pasted: this pause only
+        resume = f"jobctl resume {option}"
+        out += [
+            f"{dimension.capitalize()} {_said(p['value'])} is paused (for "
+            f"{_seconds(p['paused_s'])}, by {_said(p['actor'])}: {_said(p['reason'])}): "
+            f"{p['waiting']} queued job(s) of it wait. Lift it with "
+            f"{_command(resume)}.",
+            "",
+        ]
+    if not pauses["events"]:
+        return out[:-1]
+    return out + _table(
+        ["when", "event", "what", "who", "why"],
+        (
+            [
+                e["at"],
+                _word(e["event"]),
+                Rendered(f"{e['dimension']} {output.markdown_cell(e['value'])}"),
+                e["actor"],
+                e["reason"],
+            ]
+            for e in pauses["events"]
+        ),
     )
 
 

@@ -10,13 +10,16 @@ A ``Notice`` is one thing worth telling (docs/monitoring.md#notifications):
 * ``review_waiting``: jobs wait for a human (``jobctl review``); a condition;
 * ``target_down``: the database does not answer; a condition;
 * ``reclaimer_error``: the reclaimer stopped on an error it does not retry;
+* ``paused``: a kind or queue was paused (``jobctl pause``): who, why, the jobs it holds back;
+* ``resumed``: a pause went (``jobctl resume``): how long it was on, who had paused it, why;
 * ``resolved``: a condition (``condition``) cleared.
 
 PagerDuty's incidents are for conditions only: each condition's ``trigger`` (its dedup key
 ``jobctl/TARGET/TABLE/CONDITION``) has its ``resolve`` when it clears; the one-off events
-(``reclaimed``, ``parked``, ``reclaimer_error``) open nothing, they are Change Events (the
-Events API's ``/v2/change/enqueue``, beside the ``/v2/enqueue`` you give), so a routine
-reclaim shows on the service's timeline without paging anyone or leaving an incident open.
+(``reclaimed``, ``parked``, ``reclaimer_error``, ``paused``, ``resumed``) open nothing, they
+are Change Events (the Events API's ``/v2/change/enqueue``, beside the ``/v2/enqueue`` you
+give), so a routine reclaim, or a pause, shows on the service's timeline without paging
+anyone or leaving an incident open.
 
 Text from rows (ids, the table's name, an error) is made visible (``safe_text``) in every
 human-readable field, and Slack's ``<``, ``>`` and ``&`` are escaped (no link or mention can
@@ -30,6 +33,7 @@ import datetime as dt
 import json
 from typing import Any
 
+from jobctl import durations
 from jobctl.render import safe_text
 
 SCHEMA = "jobctl.notification/1"
@@ -40,10 +44,13 @@ EVENTS = (
     "review_waiting",
     "target_down",
     "reclaimer_error",
+    "paused",
+    "resumed",
     "resolved",
 )
 CONDITIONS = ("expiry_burst", "review_waiting", "target_down")  # these resolve
-ONE_OFF = ("reclaimed", "parked", "reclaimer_error")  # these never do: PagerDuty changes
+# these never resolve: PagerDuty's Change Events, paging nobody
+ONE_OFF = ("reclaimed", "parked", "reclaimer_error", "paused", "resumed")
 FORMATS = ("json", "slack", "pagerduty")
 MAX_IDS = 20  # the ids a notice carries at most (``ids_truncated`` says when there were more)
 SEVERITY = {
@@ -53,6 +60,8 @@ SEVERITY = {
     "review_waiting": "warning",
     "target_down": "critical",
     "reclaimer_error": "critical",
+    "paused": "info",
+    "resumed": "info",
     "resolved": "info",
 }
 
@@ -71,6 +80,9 @@ class Notice:
     ids: list[str] = dataclasses.field(default_factory=list)
     next: list[str] = dataclasses.field(default_factory=list)  # the commands to run next
     suppressed: int = 0  # notices of this condition held back by the rate limit since the last
+    # paused, resumed: the pause (dimension, value, reason, actor, db_role, paused_at,
+    # paused_s, waiting), texts as the database holds them
+    pause: dict[str, Any] | None = None
 
     @property
     def dedup_key(self) -> str:
@@ -84,8 +96,9 @@ class Notice:
 
 
 def as_json(n: Notice) -> dict[str, Any]:
-    """jobctl's own payload (schema ``jobctl.notification/1``)."""
-    return {
+    """jobctl's own payload (schema ``jobctl.notification/1``); ``pause`` in paused and
+    resumed only."""
+    payload = {
         "schema": SCHEMA,
         "event": n.event,
         "condition": n.condition,
@@ -103,6 +116,36 @@ def as_json(n: Notice) -> dict[str, Any]:
         "suppressed": n.suppressed,
         "next": n.next,
     }
+    if n.pause is not None:
+        payload["pause"] = n.pause
+    return payload
+
+
+def pause_detail(p: dict[str, Any]) -> dict[str, Any]:
+    """A pause (``ops.pause.waiting``'s row) as a notice carries it: JSON's types, its time
+    in ISO 8601."""
+    at = p.get("paused_at")
+    return {
+        "dimension": p["dimension"],
+        "value": p["value"],
+        "reason": p.get("reason"),
+        "actor": p.get("actor"),
+        "db_role": p.get("db_role"),
+        "paused_at": at.isoformat() if isinstance(at, dt.datetime) else at,
+        "paused_s": float(p.get("paused_s") or 0.0),
+        "waiting": int(p.get("waiting") or 0),
+    }
+
+
+def pause_summary(event: str, p: dict[str, Any]) -> str:
+    """``paused``'s and ``resumed``'s line: what, who paused it and why, the jobs held back
+    (paused) or how long it was on (resumed)."""
+    who = p.get("actor") or p.get("db_role") or "an unknown role"
+    what = f"{p['dimension']} {p['value']}"
+    if event == "paused":
+        return f"{what} paused by {who}: {p.get('reason')} ({p['waiting']} queued job(s) wait)"
+    took = durations.human(float(p.get("paused_s") or 0.0))
+    return f"{what} resumed after {took} (paused by {who}: {p.get('reason')})"
 
 
 def _slack_text(text: str) -> str:
@@ -125,6 +168,12 @@ def as_slack(n: Notice) -> dict[str, Any]:
     if n.ids:
         more = f" and {len(n.ids) - MAX_IDS} more" if len(n.ids) > MAX_IDS else ""
         lines.append("ids: " + ", ".join(_slack_code(str(i)) for i in n.ids[:MAX_IDS]) + more)
+    if n.pause is not None:
+        who = n.pause.get("actor") or n.pause.get("db_role") or "?"
+        lines.append(
+            f"{_slack_code(str(n.pause['dimension']))} {_slack_code(str(n.pause['value']))}"
+            f" paused by {_slack_code(str(who))}: {_slack_text(str(n.pause.get('reason')))}"
+        )
     if n.suppressed:
         lines.append(f"({n.suppressed} earlier notice(s) held back by the rate limit)")
     if n.next:

@@ -140,7 +140,34 @@ def _families(figures: Row, t: str) -> list[Family]:
             ),
         ]
     families += _reclaimer_families(figures, t)
+    families += _pause_families(figures, t)
     return families
+
+
+def _pause_families(figures: Row, t: str) -> list[Family]:
+    """The table's pauses (``jobctl pause``): one series per paused kind or queue, none
+    when nothing is paused (a resumed pause's series ends)."""
+    pauses = figures.get("pauses") or []
+    if not pauses:
+        return []
+    labels = [
+        f'{t},dimension="{_label(p["dimension"])}",value="{_label(p["value"])}"' for p in pauses
+    ]
+    return [
+        (
+            "jobctl_pause_seconds",
+            "gauge",
+            "How long a kind or queue has been paused (jobctl pause): its queued jobs are not "
+            "claimed until jobctl resume.",
+            [(lab, float(p["paused_s"])) for lab, p in zip(labels, pauses, strict=True)],
+        ),
+        (
+            "jobctl_pause_waiting_jobs",
+            "gauge",
+            "Queued jobs a pause holds back: their kind or queue is paused (jobctl pause).",
+            [(lab, int(p["waiting"])) for lab, p in zip(labels, pauses, strict=True)],
+        ),
+    ]
 
 
 def _settings_families(figures: Row, t: str) -> list[Family]:

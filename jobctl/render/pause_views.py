@@ -1,11 +1,18 @@
-"""How pauses read on a terminal: the columns of the list of pauses (``pause --list``), and
-the cell of the BECAME column of events that names the kind or queue a pause was of."""
+"""How pauses read (``jobctl pause``): the columns of the list of pauses (``pause --list``),
+the cell of the BECAME column of events that names the kind or queue a pause was of,
+summary's section and the line under ``stuck`` — each of the rows of ``ops.pause.waiting``
+(the block ``pause_waiting``). Every text from the database made safe first (safe_text).
+Pure (layer 0)."""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
-from jobctl.render.screen import Column
+from jobctl.render import safe_text
+from jobctl.render.rows import Row
+from jobctl.render.screen import Column, seconds
 
 
 def became(row: Any) -> Any:
@@ -28,3 +35,37 @@ PAUSE_VIEW = [
     Column("db_role", "ROLE", priority=3),
     Column("paused_at", "SINCE", kind="time", priority=2),
 ]
+
+
+# summary's section, and pause --list's columns in JSON's order
+SUMMARY_COLUMNS = ["dimension", "value", "waiting", "paused_s", "actor", "reason"]
+
+SUMMARY_VIEW = [
+    Column("value", "PAUSED", whole=True, value=lambda r: f"{r['dimension']} {r['value']}"),
+    Column("waiting", "WAITING", kind="count"),
+    Column("paused_s", "FOR", kind="seconds"),
+    Column("actor", "BY", priority=1),
+    Column("reason", "REASON", priority=2),
+]
+
+SUMMARY_TITLE = "paused (their queued jobs wait; jobctl resume to lift)"
+
+
+def line(pause: Row) -> str:
+    """One pause in a sentence: what, for how long, by whom and why, and what waits."""
+    what = f"{pause['dimension']} {safe_text.visible(str(pause['value']))}"
+    who = safe_text.visible(str(pause.get("actor") or pause.get("db_role") or "?"))
+    why = safe_text.visible(str(pause.get("reason") or ""))
+    waiting = int(pause.get("waiting") or 0)
+    # the value quoted for a shell, then made visible: what is pasted lifts this pause only
+    resume = safe_text.visible(f"--{pause['dimension']}={shlex.quote(str(pause['value']))}")
+    return (
+        f"{what} is paused ({seconds(pause.get('paused_s'))} by {who}: {why}): "
+        f"{waiting} queued job(s) of it wait, and reclaim requeues its expired jobs to wait too; "
+        f"jobctl resume {resume} lifts it"
+    )
+
+
+def lines(pauses: Sequence[Row]) -> list[str]:
+    """What ``stuck`` says under its list (stderr) while some kind or queue is paused."""
+    return [line(p) for p in pauses]

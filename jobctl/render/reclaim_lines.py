@@ -1,4 +1,5 @@
-"""What a reclaim says under its table, in words: what it did (or would do), the next step,
+"""What a reclaim says under its table, in words: what it did (or would do), the next step
+(and the hint under ``stuck``, the plan saved),
 when its requeued jobs return (--spread), and what a confirmed commit left. Pure: counts in,
 lines out (the counting is ``ops.reclaim.tally``'s)."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+from collections.abc import Iterable, Sequence
 
 
 def summary_line(
@@ -75,3 +77,34 @@ def expired_after(count: int) -> str | None:
     if not count:
         return None
     return f"{count} more lease(s) expired after the preview, left: jobctl reclaim --dry-run"
+
+
+def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:
+    """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
+    targets holding rows, across targets; None: one database; ``total``: every job the
+    filter matched, when a --limit showed fewer)."""
+    if holding is None:
+        shown = f"showing {found} of {total} job(s) (--limit)" if total else f"{found} job(s)"
+        return f"{shown}; preview the reclaim with: jobctl reclaim --dry-run"
+    return (
+        f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
+        f"jobctl {_target_options(holding)} reclaim --dry-run"
+    )
+
+
+def plan_line(path: object, targets: Sequence[str] | None) -> str | None:
+    """Where a dry run's plan was saved (``path``), and the command that applies it
+    (``targets``: the targets it was saved across; None: one database). None without one."""
+    if path is None:
+        return None
+    if targets is None:
+        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
+    return (
+        f"plan of {len(targets)} target(s) saved to {path}: apply it with "
+        f"jobctl {_target_options(targets)} reclaim --commit --plan {path}"
+    )
+
+
+def _target_options(names: Iterable[str]) -> str:
+    """The options that name these targets again, in a command to run next."""
+    return " ".join(f"--target {name}" for name in names)

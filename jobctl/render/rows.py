@@ -239,6 +239,14 @@ class QueueLatency(TypedDict):
     oldest_ready_s: float | None
 
 
+class PausesSeen(TypedDict):
+    """A report's pauses: the kinds and queues paused now (``pause_waiting``'s rows), and the
+    pauses and resumes in the window, oldest first (``pause_events_listed``'s rows)."""
+
+    now: list[Row]
+    events: list[Row]
+
+
 class IncidentReport(TypedDict):
     """``jobctl report``: an incident on one page (``-o json`` gives it as it is)."""
 
@@ -260,6 +268,7 @@ class IncidentReport(TypedDict):
     latency: QueueLatency
     parked: str  # the table's status values: what reclaim parks in, and queued
     queued: str
+    pauses: PausesSeen  # the kinds and queues whose claim was paused (jobctl pause)
 
 
 # ---------------------------------------------------------------- what tables show

@@ -334,42 +334,12 @@ def ready_waiting_line(waiting: rows.Row, after: str) -> str:
     )
 
 
-def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:
-    """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
-    targets holding rows, across targets; None: one database; ``total``: every job the
-    filter matched, when a --limit showed fewer)."""
-    if holding is None:
-        shown = f"showing {found} of {total} job(s) (--limit)" if total else f"{found} job(s)"
-        return f"{shown}; preview the reclaim with: jobctl reclaim --dry-run"
-    return (
-        f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
-        f"jobctl {_target_options(holding)} reclaim --dry-run"
-    )
-
-
-def plan_line(path: object, targets: Sequence[str] | None) -> str | None:
-    """Where a dry run's plan was saved (``path``), and the command that applies it
-    (``targets``: the targets it was saved across; None: one database). None without one."""
-    if path is None:
-        return None
-    if targets is None:
-        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
-    return (
-        f"plan of {len(targets)} target(s) saved to {path}: apply it with "
-        f"jobctl {_target_options(targets)} reclaim --commit --plan {path}"
-    )
-
-
-def _target_options(names: Iterable[str]) -> str:
-    """The options that name these targets again, in a command to run next."""
-    return " ".join(f"--target {name}" for name in names)
-
-
 # summary's waiting section (awaiting_review_unrecorded: summary --exact only)
 SUMMARY_WAITING = ("ready", "oldest_ready_s", "awaiting_review", "awaiting_review_unrecorded")
 
 
 def summary(result: rows.Row) -> Document:
+    paused = result.get("paused") or []  # one database's pauses (jobctl pause)
     by_status = [
         {
             "status": status,
@@ -392,6 +362,18 @@ def summary(result: rows.Row) -> Document:
                 result["workers"],
                 rows.SUMMARY_WORKER_COLUMNS,
                 SUMMARY_WORKER_VIEW,
+            ),
+            *(
+                [
+                    Section(
+                        pause_views.SUMMARY_TITLE,
+                        paused,
+                        pause_views.SUMMARY_COLUMNS,
+                        pause_views.SUMMARY_VIEW,
+                    )
+                ]
+                if paused
+                else []
             ),
         ],
     )

@@ -159,6 +159,21 @@ SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
 FROM jobctl.pauses p WHERE p.job_table = %(job_table)s
 ORDER BY p.dimension, p.value
 
+-- name: pause_waiting
+-- the table's pauses now, as every view shows them (summary, stuck, metrics, report, top):
+-- who paused each, why, for how long, and how many queued jobs it holds back (the queued
+-- jobs the claim passes over for it: their kind or queue is the paused value, as job_paused
+-- compares them; counted through the status, as summary counts the queued)
+SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) p.paused_at)
+           AS paused_s,
+       (SELECT count(*) FROM {table} j
+        WHERE j.{status} OPERATOR(pg_catalog.=) {queued}
+          AND CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
+              OPERATOR(pg_catalog.=) p.value) AS waiting
+FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}
+ORDER BY p.paused_at, p.dimension, p.value
+
 -- name: pause_existing
 -- the table's pause of this kind or queue, if any (who, why, since when)
 SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at
@@ -633,7 +648,7 @@ FROM (
            extract(epoch FROM now() - min(j.{available_at})
                                       FILTER (WHERE j.{available_at} >= {earliest_time}))::float8
     FROM {table} j
-    WHERE j.{status} = {queued} AND j.{available_at} <= now() AND {mapped_filter}
+    WHERE {ready_now} AND {mapped_filter}
     GROUP BY 1
     UNION ALL
     SELECT {group_key}, 0, 0, 0, 0, 0, 0, count(*), 0, NULL
@@ -939,15 +954,23 @@ SELECT count(*) AS awaiting_review,
        count(*) FILTER (WHERE {effective_policy} = 'manual') AS awaiting_manual
 FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 
+-- name: ready_now
+-- a job ready to run: queued, available, and not of a paused kind or queue (the claim's own
+-- condition, claim_unpaused: what a worker's claim would take now). A paused kind's queued
+-- jobs are not ready: pause_waiting counts them apart, so that the queue's latency and its
+-- alert say what the workers are failing to take, not what an operator held back
+j.{status} OPERATOR(pg_catalog.=) {queued}
+AND j.{available_at} OPERATOR(pg_catalog.<=) pg_catalog.now(){claim_pause_check}
+
 -- name: queue_ready
--- jobs ready to run (queued and available, not yet claimed): how many, and how long the
--- oldest has waited since it became available (NULL when none; queue index); an
--- available_at before a client's calendar (-infinity) is counted, not subtracted
+-- jobs ready to run (ready_now): how many, and how long the oldest has waited since it
+-- became available (NULL when none; queue index); an available_at before a client's calendar
+-- (-infinity) is counted, not subtracted
 SELECT count(*) AS ready,
        extract(epoch FROM now() - min({available_at})
                                   FILTER (WHERE {available_at} >= {earliest_time}))::float8
            AS oldest_ready_s
-FROM {table} j WHERE {status} = {queued} AND {available_at} <= now() AND {mapped_filter}
+FROM {table} j WHERE {ready_now} AND {mapped_filter}
 
 -- name: events_window
 -- the history's events of the jobs table in a time window, narrowed by the operator's filters;
@@ -1196,13 +1219,13 @@ ORDER BY 1 LIMIT 50
 -- the lease design's claim: one ready job, a new token, a fresh lease. The worker API's
 -- statements (claim, heartbeat, complete, worker_fail, job_outcome) run in the workers'
 -- autocommit, under their session's search_path: every function, operator and type in them
--- is named with its schema (tests/unit/test_sql_search_path.py). {claim_pause_check}: a job
--- whose kind or queue is paused is passed over (the block claim_unpaused, where jobctl.pauses
--- exists and the table maps a kind or queue; else nothing)
+-- is named with its schema (tests/unit/test_sql_search_path.py). It takes a job ready_now
+-- judges ready (the one judgement summary, metrics, report and top count as ready): a job
+-- whose kind or queue is paused is passed over (claim_unpaused, where jobctl.pauses exists
+-- and the table maps a kind or queue)
 WITH target AS (
     SELECT {id} AS id FROM {table} j
-    WHERE {status} OPERATOR(pg_catalog.=) {queued}
-      AND {available_at} OPERATOR(pg_catalog.<=) pg_catalog.now(){claim_pause_check}
+    WHERE {ready_now}
     ORDER BY {available_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1

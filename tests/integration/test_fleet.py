@@ -688,3 +688,24 @@ def test_the_service_serves_every_target_and_rides_out_one_going_down(staged, se
 
 def test_the_fixture_config_is_private(staged):
     assert Path(staged.config).stat().st_mode & 0o077 == 0
+
+
+def test_metrics_across_targets_carry_each_targets_pauses(staged, run):
+    """A pause on orders is its series with target="orders" across targets; the other
+    targets, with none, have none."""
+    with psycopg.connect(staged.dsns["orders"], autocommit=True) as conn:
+        conn.execute("ALTER TABLE jobs ADD COLUMN kind text DEFAULT 'charge_card'")
+    code, _, err = run("--target", "orders", "schema", "apply", "--column", "kind=kind", "--yes")
+    assert code == 0, err
+    code, _, err = run("--target", "orders", "pause", "--kind", "charge_card", "--reason", "x")
+    assert code == 0, err
+    code, out, err = run("--all-targets", "metrics")
+    prometheus.check_metrics(out)
+    assert prometheus.duplicate_series(out) == []
+    waiting = {
+        labels: value
+        for (name, labels), value in prometheus.samples(out).items()
+        if name == "jobctl_pause_waiting_jobs"
+    }
+    labels = (("dimension", "kind"), ("table", "public.jobs"), ("target", "orders"))
+    assert waiting == {(*labels, ("value", "charge_card")): 4}

@@ -85,3 +85,56 @@ def test_kinds_named_other_and_none_beside_null_and_the_rest_are_distinct_series
         ("other", "rest"): 2,
     }
     prometheus.check_metrics(result.out)
+
+
+def test_a_pause_is_a_series_of_its_age_and_waiting_jobs_until_resumed(conn, run):
+    """Each pause (ops.pause.waiting) its two gauges, labelled with dimension and value as
+    the other families label a kind: a long value cut past 256 characters, a quote and a
+    newline escaped; promtool reads the exposition; resumed, the series end."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
+    applied = run("schema", "apply", "--column", "kind=kind", "--column", "queue=queue", "--yes")
+    assert applied.code == 0, applied.err
+    odd = 'say "hi"\nnow'
+    long = "k" * 300
+    for kind, n in (("charge_card", 3), (odd, 2), (long, 1), ("free", 4)):
+        conn.execute(
+            "INSERT INTO jobs (kind, queue) SELECT %s, 'main' FROM generate_series(1, %s)",
+            (kind, n),
+        )
+    for kind in ("charge_card", odd, long):
+        assert run("pause", "--kind", kind, "--reason", "provider down").code == 0
+    assert run("pause", "--queue", "main", "--reason", "deploy").code == 0
+    conn.execute(
+        "UPDATE jobctl.pauses SET paused_at = now() - interval '2 hours' "
+        "WHERE value = 'charge_card'"
+    )
+    result = run("metrics")
+    assert result.code == 0, result.err
+    prometheus.check_metrics(result.out)
+    assert prometheus.duplicate_series(result.out) == []
+    samples = prometheus.samples(result.out)
+    table = ("table", "public.jobs")
+    cut = "k" * 256 + "… (44 more bytes)"
+    waiting = {
+        dict(labels)["value"]: v
+        for (name, labels), v in samples.items()
+        if name == "jobctl_pause_waiting_jobs"
+    }
+    assert waiting == {"charge_card": 3, odd: 2, cut: 1, "main": 10}
+    seconds = {
+        (dict(labels)["dimension"], dict(labels)["value"]): v
+        for (name, labels), v in samples.items()
+        if name == "jobctl_pause_seconds"
+    }
+    assert 7200 <= seconds[("kind", "charge_card")] < 7300
+    assert 0 <= seconds[("queue", "main")] < 60
+    key = (("dimension", "kind"), table, ("value", "charge_card"))
+    assert samples[("jobctl_pause_waiting_jobs", key)] == 3
+    assert "# HELP jobctl_pause_seconds " in result.out
+    assert '\\"hi\\"\\nnow' in result.out  # escaped as the text format wants
+    for kind in ("charge_card", odd, long):
+        assert run("resume", "--kind", kind).code == 0
+    assert run("resume", "--queue", "main").code == 0
+    after = run("metrics").out
+    assert "jobctl_pause_" not in after
+    prometheus.check_metrics(after)

@@ -54,6 +54,7 @@ FIGURES = {
     "reclaimer_passes": 0,
     "reclaimer_last_pass": 0.0,
     "notices_failed": 0,
+    "pauses": [{"dimension": "kind", "value": "charge_card", "paused_s": 1.0, "waiting": 1}],
 }
 
 
@@ -114,8 +115,23 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
         ),
         # a reclaimer that never ran said as "for 20790d 15h"
         (" or jobctl:reclaimer_last_pass_timestamp_seconds:held == 0", ""),
+        # a pause's threshold changed, and its figures not held through an outage
+        ("(jobctl:pause_seconds:held > 3600)", "(jobctl:pause_seconds:held > 7200)"),
+        (
+            "expr: jobctl_pause_seconds or (jobctl:pause_seconds:held and on (instance, job, "
+            "target) jobctl:unread)",
+            "expr: jobctl_pause_seconds",
+        ),
     ],
-    ids=["threshold", "down-beside-targets", "no-hold", "extrapolated", "never"],
+    ids=[
+        "threshold",
+        "down-beside-targets",
+        "no-hold",
+        "extrapolated",
+        "never",
+        "pause-1h",
+        "pause-no-hold",
+    ],
 )
 def test_a_broken_rule_fails_its_test(tmp_path, before, after):
     """The cases can fail: each mutation (a fix undone) breaks them."""

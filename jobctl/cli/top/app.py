@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jobctl.render.rows import Row
 
 CSS = """
-#strip { height: 2; background: $boost; }
+#strip { height: auto; max-height: 3; background: $boost; }
 #title { height: 1; text-style: bold; }
 #rows { height: 1fr; }
 #summary { height: 1fr; display: none; }

@@ -183,7 +183,8 @@ def strip(
     lost: Sequence[str] = (),
 ) -> Text:
     """The summary strip: the counts, the oldest ready job, the server, the mode; while a
-    database is lost, its reconnection (``lost``) before the time of the figures shown."""
+    database is lost, its reconnection (``lost``) before the time of the figures shown; a
+    third line while a kind or queue is paused (``jobctl pause``)."""
     if snap is None:
         if lost:
             return plain(f"reconnecting ({'; '.join(lost)})", "bold red")
@@ -211,7 +212,19 @@ def strip(
     else:
         text.append(f" · {snap.read_at.astimezone():%H:%M:%S} every {screen.seconds(every)} · ")
     text.append(safe(where))
+    if snap.pauses:  # a third line: the claim of these kinds or queues is stopped
+        text.append("\n")
+        text.append("paused: ", "bold yellow")
+        text.append(" · ".join(paused(p) for p in snap.pauses), "yellow")
     return text
+
+
+def paused(row: Row) -> str:
+    """A pause as the strip says it: ``kind charge_card (1h2m, 40 waiting)``, its target
+    first across targets."""
+    where = f"{safe(row['target'])} " if row.get("target") else ""
+    age = screen.seconds(row.get("paused_s") or 0.0)
+    return f"{where}{row['dimension']} {safe(row['value'])} ({age}, {row['waiting']} waiting)"
 
 
 def counted(view: str, snap: Snapshot | None, shown: int, needle: str) -> str:
