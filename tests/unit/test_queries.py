@@ -65,6 +65,17 @@ FRAGMENTS = {
     "shown_value": sql.SQL("e.value"),  # a pause's kind or queue (events.pause_events)
     "order": sql.SQL("DESC"),
     "shown_group": sql.SQL("j.queue"),  # summary_groups' group as shown (triage.summary_by)
+    # the history's kept texts (history.kept_texts, triage.shown_texts)
+    "bytes": sql.SQL("e.reason_bytes"),
+    "bytes_worker": sql.SQL("e.worker_bytes"),
+    "bytes_reason": sql.SQL("e.reason_bytes"),
+    "kept_chars": sql.Literal(4096),
+    "kept_worker": sql.SQL("OLD.reserved_by"),
+    "kept_worker_bytes": sql.SQL("NULL"),
+    "kept_action_reason": sql.SQL("NULL"),
+    "kept_action_reason_bytes": sql.SQL("NULL"),
+    "kept_event_reason": sql.SQL("NULL"),
+    "kept_event_reason_bytes": sql.SQL("NULL"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL
