@@ -176,3 +176,12 @@ def test_a_block_needs_a_description_and_a_unique_name():
         queries.parse("-- name: bare\nSELECT 1\n")
     with pytest.raises(ValueError, match="twice"):
         queries.parse("-- name: a\n-- one\nSELECT 1\n-- name: a\n-- two\nSELECT 2\n")
+
+
+def test_the_history_keeps_what_the_reads_show():
+    """The history keeps a long text cut where every read cuts (history 009): what a read
+    shows without --full is what the history has."""
+    from jobctl.ops import triage
+    from jobctl.schema import history
+
+    assert history.KEPT_CHARS == triage.DISPLAY_CHARS
