@@ -53,7 +53,7 @@ class JobsTable:
     history: bool = False
     # jobctl.pauses exists (history 010): the claim passes over the paused kinds and queues
     pauses: bool = False
-    # jobctl.events and jobctl.attempts have the kept texts' lengths (history 009: a long
+    # jobctl.events and jobctl.attempts have the kept texts' lengths (history 011: a long
     # worker name or reason kept cut, worker_bytes and reason_bytes its whole length)
     kept_texts: bool = False
 
@@ -121,7 +121,7 @@ def spelling(
         )
         for design in mapping.mapped_optional
     )
-    # review's last worker as the history keeps it: with its whole length (history 009)
+    # review's last worker as the history keeps it: with its whole length (history 011)
     fragments["last_worker_bytes"] = (
         sql.Identifier("e", "worker_bytes") if kept_texts else sql.SQL("NULL::pg_catalog.int8")
     )

@@ -292,7 +292,7 @@ def _shown_columns(s: Session) -> sql.Composable:
 
 
 # the history's texts it keeps cut past history.KEPT_CHARS, with their whole length beside
-# them (history 009: COLUMN_bytes)
+# them (history 011: COLUMN_bytes)
 KEPT_TEXTS = ("worker", "reason")
 
 
@@ -300,8 +300,8 @@ def shown_texts(alias: str, *columns: str, kept: bool = False) -> dict[str, sql.
     """The fragments ``{shown_COLUMN}`` of a statement that shows the history's texts: the
     column ``alias.COLUMN`` as a display shows it (display_text: cut when long), or a text
     the history kept cut with a note of what it did not keep (kept_text; ``kept``: history
-    009 is installed, s.table.kept_texts); and ``{bytes_COLUMN}``, that whole length (NULL
-    when the text is whole, or before 009), for a statement that groups by the text."""
+    011 is installed, s.table.kept_texts); and ``{bytes_COLUMN}``, that whole length (NULL
+    when the text is whole, or before 011), for a statement that groups by the text."""
     shown: dict[str, sql.Composable] = {}
     for column in columns:
         text = sql.Identifier(alias, column)

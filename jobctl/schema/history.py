@@ -35,7 +35,7 @@ from jobctl.table.mapping import TableMapping
 TRIGGER = "jobctl_history"
 TRIGGER_VERSION = "4"  # bumped when the trigger's WHEN, arguments or what it stores change
 # the characters of a text an application writes (a worker's name, a reason) that the history
-# keeps (history 009; the reads' cut too, ops.triage.DISPLAY_CHARS): a longer one is kept cut,
+# keeps (history 011; the reads' cut too, ops.triage.DISPLAY_CHARS): a longer one is kept cut,
 # with its whole length in bytes beside it (worker_bytes, reason_bytes)
 KEPT_CHARS = 4096
 FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table

@@ -15,7 +15,7 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        CASE WHEN pg_catalog.to_regclass('jobctl.events') IS NULL THEN false
             ELSE pg_catalog.has_table_privilege(pg_catalog.to_regclass('jobctl.events'),
                                                 'SELECT') END AS has_history,
-       -- the history keeps long texts cut, with their whole length (history 009)
+       -- the history keeps long texts cut, with their whole length (history 011)
        EXISTS (SELECT FROM pg_catalog.pg_attribute a
                WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('jobctl.events')
                  AND a.attname OPERATOR(pg_catalog.=) 'reason_bytes'::pg_catalog.name

@@ -723,8 +723,8 @@ CASE WHEN {text_is_long} THEN {text_cut} ELSE {text} END
 
 -- name: kept_text
 -- a text the history keeps ({text}) as a display shows it: display_text, unless the history
--- kept it cut (history 009: {bytes}, the whole text's length in bytes, is set; NULL before
--- 009, or whole); then what it kept and a note of the bytes it did not keep, with or without
+-- kept it cut (history 011: {bytes}, the whole text's length in bytes, is set; NULL before
+-- 011, or whole); then what it kept and a note of the bytes it did not keep, with or without
 -- --full (the history has no more of it), so that a kept text still reads longer than the
 -- cut and is never taken for a whole one (triage.shown_texts)
 CASE WHEN {bytes} IS NOT NULL AND NOT {text_is_long}

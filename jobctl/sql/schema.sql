@@ -408,7 +408,7 @@ CASE WHEN action IS NULL THEN {new_last_error_text}
 
 -- name: history_kept
 -- a text an application or a role wrote ({text}: a worker's name, a reason) as the history
--- keeps it (history 009): whole up to {kept_chars} characters (history.KEPT_CHARS, 4096: the
+-- keeps it (history 011): whole up to {kept_chars} characters (history.KEPT_CHARS, 4096: the
 -- reads' cut), else its first {kept_chars}. Its length in bytes first, read from the value's
 -- header without the value, so that an ordinary text costs a comparison; substr reads only a
 -- slice of a long one (never the whole 30 MB a hostile role can write)

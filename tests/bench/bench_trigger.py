@@ -61,7 +61,7 @@ CONFIGS = {
     "exact (opt-in)": "exact",
 }
 # earlier designs, measured with --variants: version 2's trigger, and a SET search_path;
-# and the function of trigger version 3 (before the history kept long texts cut, history 009)
+# and the function of trigger version 3 (before the history kept long texts cut, history 011)
 VARIANTS = {
     "late, version 2": "v2",
     "late + SET search_path": "late+set",

@@ -1,4 +1,4 @@
-"""The history keeps a long text cut (history 009, trigger version 4): a worker's name and a
+"""The history keeps a long text cut (history 011, trigger version 4): a worker's name and a
 reason past history.KEPT_CHARS characters are stored as their first KEPT_CHARS characters,
 with the whole text's length in bytes beside them, so that a hostile role's 30 MB name costs
 the history what a short one does. schema apply upgrades a table whose trigger is version 3
@@ -30,12 +30,12 @@ NOT_KEPT = "more bytes not kept by the history)"
 
 
 def downgrade_to_version_3(conn) -> None:
-    """The database as jobctl's trigger version 3 left it: migrations 1-8, the reference
+    """The database as jobctl's trigger version 3 left it: migrations 1-10, the reference
     table's trigger and function as that version made them (tests/fixtures)."""
     conn.execute(
         "ALTER TABLE jobctl.attempts DROP COLUMN worker_bytes;"
         "ALTER TABLE jobctl.events DROP COLUMN worker_bytes, DROP COLUMN reason_bytes;"
-        "DELETE FROM jobctl.migrations WHERE version = 9"
+        "DELETE FROM jobctl.migrations WHERE version = 11"
     )
     conn.execute(FIXTURE.read_text())
 
@@ -73,11 +73,11 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
         name = "é" * (CUT + 10)  # two bytes a character: cut by characters, not bytes
         error = "x" * 50_000
         before = fail(empty_dsn, name, error)
-        # version 3 kept every byte; 009's columns are not there yet
+        # version 3 kept every byte; 011's columns are not there yet
         assert conn.execute(
             "SELECT length(worker) AS n FROM jobctl.events WHERE event = 'retried'"
         ).fetchone()["n"] == len(name)
-        # and the reads of this version read that history (no 009 column named)
+        # and the reads of this version read that history (no 011 column named)
         seen = json.loads(run("history", str(before.id), "-o", "json", dsn=empty_dsn).out)
         assert {a["worker"] for a in seen["attempts"]} == {f"{'é' * CUT}… (20 {FULL}"}
         full = json.loads(run("history", str(before.id), "--full", "-o", "json", dsn=empty_dsn).out)
@@ -87,7 +87,7 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
         installed = {c["check"]: c for c in check}["history installed"]
         assert not installed["ok"] and "trigger version 3, want 4" in installed["detail"]
         plan = run("schema", "apply", "--sql", dsn=empty_dsn).out
-        assert "history migration 009 (kept_texts)" in plan
+        assert "history migration 011 (kept_texts)" in plan
         assert "install the history trigger" in plan
 
         # a worker's failure in an open transaction holds jobctl's tables and a jobs row:
@@ -117,7 +117,7 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
                 > 0
                 or apply.poll() is not None
             ),
-            what="apply tries its lock (its first step, migration 009)",
+            what="apply tries its lock (its first step, migration 011)",
         )
         times = []
         # (queued behind apply's lock until the holder ends, a worker would wait for ever)

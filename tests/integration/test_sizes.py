@@ -43,7 +43,7 @@ def shown(text: str, cut: int = CUT) -> str:
 
 
 def kept(text: str, cut: int = CUT) -> str:
-    """What a display shows of ``text`` as the history keeps it (history 009): its first
+    """What a display shows of ``text`` as the history keeps it (history 011): its first
     ``cut`` characters and a note of the bytes the history did not keep, with or without
     --full."""
     head = text[:cut]

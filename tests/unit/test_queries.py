@@ -179,7 +179,7 @@ def test_a_block_needs_a_description_and_a_unique_name():
 
 
 def test_the_history_keeps_what_the_reads_show():
-    """The history keeps a long text cut where every read cuts (history 009): what a read
+    """The history keeps a long text cut where every read cuts (history 011): what a read
     shows without --full is what the history has."""
     from jobctl.ops import triage
     from jobctl.schema import history

@@ -1,7 +1,7 @@
 -- The texts an application writes, kept by the history at most 4096 characters long, with the
 -- whole one's length beside them (hostile role, round three: a 30 MB worker name and
 -- last_error made each row of a reclaim write 90 MB into the history, 58 s of a 64 s commit of
--- 16 such rows).
+-- 16 such rows). (Numbered after 010: a database that applied 010 first never runs a lower one.)
 --
 -- The trigger (history_function_body in sql/schema.sql, trigger version 4) stores a worker's
 -- name (events.worker, attempts.worker) and an event's reason (events.reason: a worker's
