@@ -148,8 +148,9 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
             ("attempt", CUT, len(name.encode()), None, None),
             ("retried", CUT, len(name.encode()), CUT, len(error)),
         ]
+        # (its first attempt: the busy worker may have claimed the job again since)
         old = json.loads(run("history", str(before.id), "-o", "json", dsn=empty_dsn).out)
-        assert {a["worker"] for a in old["attempts"]} == {f"{'é' * CUT}… (20 {FULL}"}
+        assert old["attempts"][0]["worker"] == f"{'é' * CUT}… (20 {FULL}"
         # (the job may have been the busy worker's before: its own attempt is the last)
         new = json.loads(run("history", str(after.id), "-o", "json", dsn=empty_dsn).out)
         assert new["attempts"][-1]["worker"] == f"{'é' * CUT}… (20 {NOT_KEPT}"
