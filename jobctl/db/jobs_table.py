@@ -53,6 +53,9 @@ class JobsTable:
     history: bool = False
     # jobctl.pauses exists (history 010): the claim passes over the paused kinds and queues
     pauses: bool = False
+    # jobctl.events and jobctl.attempts have the kept texts' lengths (history 011: a long
+    # worker name or reason kept cut, worker_bytes and reason_bytes its whole length)
+    kept_texts: bool = False
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -66,6 +69,7 @@ class JobsTable:
             policy_table=self.qualified if self.kind_policies else None,
             history_table=self.qualified if self.history else None,
             pause_table=self.qualified if self.pauses else None,
+            kept_texts=self.kept_texts,
         )
 
 
@@ -79,6 +83,7 @@ def spelling(
     policy_table: str | None = None,
     history_table: str | None = None,
     pause_table: str | None = None,
+    kept_texts: bool = False,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -115,6 +120,10 @@ def spelling(
             column_name=sql.Identifier(design),
         )
         for design in mapping.mapped_optional
+    )
+    # review's last worker as the history keeps it: with its whole length (history 011)
+    fragments["last_worker_bytes"] = (
+        sql.Identifier("e", "worker_bytes") if kept_texts else sql.SQL("NULL::pg_catalog.int8")
     )
     fragments.update(shown_fragments(fragments))
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
@@ -157,7 +166,8 @@ def shown_fragments(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Co
     the server past the statement's ``%(cut)s`` characters, with a note; whole when it is
     NULL, --full): ``{shown_reserved_by}``, ``{shown_recovery_policy}``,
     ``{shown_last_error}`` of the jobs row ``j``, ``{shown_last_worker}`` of review's reclaim
-    event ``r``. An application writes them, so one may be 30 MB."""
+    event ``r`` (as the history keeps it: kept_text). An application writes them, so one may
+    be 30 MB."""
     from psycopg import sql
 
     texts = {
@@ -166,9 +176,13 @@ def shown_fragments(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Co
         "last_error": sql.SQL("{}::pg_catalog.text").format(fragments["last_error_text"]),
         "last_worker": sql.Identifier("r", "worker"),
     }
-    return {
+    shown: dict[str, sql.Composable] = {
         f"shown_{name}": queries.query("display_text", text=text) for name, text in texts.items()
     }
+    shown["shown_last_worker"] = queries.query(
+        "kept_text", text=texts["last_worker"], bytes=sql.Identifier("r", "worker_bytes")
+    )
+    return shown
 
 
 def optional_fragments(
@@ -340,6 +354,7 @@ def resolve_table(
         bool(row.get("has_kind_policies")),
         bool(row.get("has_history")),
         bool(row.get("has_pauses")),
+        bool(row.get("has_kept_texts")),
     )
 
 

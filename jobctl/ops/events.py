@@ -137,7 +137,7 @@ def stream(
         "limit": limit,
         "cut": triage.cut(full),
     }
-    shown = triage.shown_texts("e", "worker", "actor", "reason")
+    shown = triage.shown_texts("e", "worker", "actor", "reason", kept=s.table.kept_texts)
     pauses = _pause_events(s, params, oldest_first)
     try:
         rows = (cast(JobEvent, row) for row in s.stream(name, params, **shown))

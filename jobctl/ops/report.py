@@ -55,7 +55,7 @@ def collect(s: Session, window: events.Window) -> IncidentReport:
         "listed": LISTED,
         "cut": triage.DISPLAY_CHARS,  # the texts of rows and roles, as a display shows them
     }
-    texts = triage.shown_texts("e", "worker", "actor", "reason")
+    texts = triage.shown_texts("e", "worker", "actor", "reason", kept=s.table.kept_texts)
     bounds = s.one("report_bounds", params)
     expired_rows = s.rows("report_expired", params, **texts)
     expired, workers = _listed(expired_rows, "all_workers")

@@ -291,13 +291,29 @@ def _shown_columns(s: Session) -> sql.Composable:
     return sql.SQL(", ").join(parts)
 
 
-def shown_texts(alias: str, *columns: str) -> dict[str, sql.Composable]:
+# the history's texts it keeps cut past history.KEPT_CHARS, with their whole length beside
+# them (history 011: COLUMN_bytes)
+KEPT_TEXTS = ("worker", "reason")
+
+
+def shown_texts(alias: str, *columns: str, kept: bool = False) -> dict[str, sql.Composable]:
     """The fragments ``{shown_COLUMN}`` of a statement that shows the history's texts: the
-    column ``alias.COLUMN`` as a display shows it (display_text: cut when long)."""
-    return {
-        f"shown_{column}": queries.query("display_text", text=sql.Identifier(alias, column))
-        for column in columns
-    }
+    column ``alias.COLUMN`` as a display shows it (display_text: cut when long), or a text
+    the history kept cut with a note of what it did not keep (kept_text; ``kept``: history
+    011 is installed, s.table.kept_texts); and ``{bytes_COLUMN}``, that whole length (NULL
+    when the text is whole, or before 011), for a statement that groups by the text."""
+    shown: dict[str, sql.Composable] = {}
+    for column in columns:
+        text = sql.Identifier(alias, column)
+        if column not in KEPT_TEXTS:
+            shown[f"shown_{column}"] = queries.query("display_text", text=text)
+            continue
+        length = (
+            sql.Identifier(alias, f"{column}_bytes") if kept else sql.SQL("NULL::pg_catalog.int8")
+        )
+        shown[f"shown_{column}"] = queries.query("kept_text", text=text, bytes=length)
+        shown[f"bytes_{column}"] = length
+    return shown
 
 
 def _with_cut_values(row: Row) -> Row:
@@ -340,10 +356,10 @@ def _attempts_and_events(
     params = {"job_table": s.table.qualified, "id": str(the_job["id"]), "cut": cut(full)}
     mode = hist.table_state(s.conn, s.table.oid).mode
     attempts = job_history.merge(
-        s.rows("job_attempts", params, **shown_texts("a", "worker")),
+        s.rows("job_attempts", params, **shown_texts("a", "worker", kept=s.table.kept_texts)),
         job_history.live_attempt(the_job, mode, s.table.mapping),
     )
-    events_texts = shown_texts("e", "worker", "actor", "reason")
+    events_texts = shown_texts("e", "worker", "actor", "reason", kept=s.table.kept_texts)
     stored = s.rows("job_events", params | {"limit": limit}, **events_texts)
     completion = job_history.unrecorded_completion(
         the_job, attempts, stored, s.table.mapping.status("done")

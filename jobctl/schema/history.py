@@ -33,7 +33,11 @@ from jobctl.sql import queries
 from jobctl.table.mapping import TableMapping
 
 TRIGGER = "jobctl_history"
-TRIGGER_VERSION = "3"  # bumped when the trigger's WHEN or arguments change
+TRIGGER_VERSION = "4"  # bumped when the trigger's WHEN, arguments or what it stores change
+# the characters of a text an application writes (a worker's name, a reason) that the history
+# keeps (history 011; the reads' cut too, ops.triage.DISPLAY_CHARS): a longer one is kept cut,
+# with its whole length in bytes beside it (worker_bytes, reason_bytes)
+KEPT_CHARS = 4096
 FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table
 OLD_TRIGGERS = ("jobctl_history_insert", "jobctl_history_update")  # version 1
 MODES = ("transitions", "late", "exact", "audit")
@@ -221,12 +225,34 @@ def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     named = db.row(conn, "qualified_name", {"schema": target.schema, "name": target.name})
     assert named is not None
     fragments["job_table"] = sql.Literal(named["qualified"])
+    fragments |= kept_texts(fragments)
     body = queries.query("history_function_body", **fragments).as_string(conn)
     event = queries.query(f"history_on_{mode}", **fragments).as_string(conn)
     when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
     made_of = f"{TRIGGER_VERSION}\x00{body}\x00{event}\x00{when}"
     digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
     return Wanted(target.function, body, event, when, digest)
+
+
+def kept_texts(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Composable]:
+    """The texts the history keeps cut past KEPT_CHARS characters (history_kept), and the
+    whole one's length in bytes when it is (history_kept_bytes): ``{kept_worker}`` (the
+    ending attempt's worker, whatever the column's type, as text), ``{kept_action_reason}``
+    (an operator's declared reason) and ``{kept_event_reason}`` (a transition's:
+    history_event_reason), each with its ``..._bytes``."""
+    fragments = {**fragments, "kept_chars": sql.Literal(KEPT_CHARS)}
+    texts = {
+        # ::text of a string column is no call (binary coercible); of a uuid or an integer,
+        # their built-in output (no CREATE CAST of the application's reaches those)
+        "kept_worker": sql.SQL("OLD.{}::pg_catalog.text").format(fragments["reserved_by"]),
+        "kept_action_reason": queries.query("history_reason", **fragments),
+        "kept_event_reason": queries.query("history_event_reason", **fragments),
+    }
+    kept: dict[str, sql.Composable] = {"kept_chars": fragments["kept_chars"]}
+    for name, text in texts.items():
+        kept[name] = queries.query("history_kept", **fragments, text=text)
+        kept[f"{name}_bytes"] = queries.query("history_kept_bytes", **fragments, text=text)
+    return kept
 
 
 def stale(state: TableState, want: Wanted, mode: str) -> list[str]:

@@ -14,7 +14,12 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        -- the history's events, read for the jobs awaiting review (awaiting_candidates)
        CASE WHEN pg_catalog.to_regclass('jobctl.events') IS NULL THEN false
             ELSE pg_catalog.has_table_privilege(pg_catalog.to_regclass('jobctl.events'),
-                                                'SELECT') END AS has_history
+                                                'SELECT') END AS has_history,
+       -- the history keeps long texts cut, with their whole length (history 011)
+       EXISTS (SELECT FROM pg_catalog.pg_attribute a
+               WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('jobctl.events')
+                 AND a.attname OPERATOR(pg_catalog.=) 'reason_bytes'::pg_catalog.name
+                 AND NOT a.attisdropped) AS has_kept_texts
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)

@@ -721,6 +721,17 @@ pg_catalog.format(
 -- statements that show the history's texts get it as {shown_worker} ..., triage.shown_texts)
 CASE WHEN {text_is_long} THEN {text_cut} ELSE {text} END
 
+-- name: kept_text
+-- a text the history keeps ({text}) as a display shows it: display_text, unless the history
+-- kept it cut (history 011: {bytes}, the whole text's length in bytes, is set; NULL before
+-- 011, or whole); then what it kept and a note of the bytes it did not keep, with or without
+-- --full (the history has no more of it), so that a kept text still reads longer than the
+-- cut and is never taken for a whole one (triage.shown_texts)
+CASE WHEN {bytes} IS NOT NULL AND NOT {text_is_long}
+     THEN pg_catalog.format('%%s… (%%s more bytes not kept by the history)', {text},
+                            {bytes} OPERATOR(pg_catalog.-) pg_catalog.octet_length({text}))
+     ELSE {display_text} END
+
 -- name: job_events
 -- a job's events from the history, oldest first (the latest %(limit)s); claimed: what a role
 -- not jobctl's declared (history 005; read through to_jsonb, NULL before 005 is applied);
@@ -925,7 +936,7 @@ SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS stat
        j.{updated_at} AS updated_at, j.xmin::text AS row_version
 FROM {table} j
 LEFT JOIN LATERAL (
-    SELECT e.at, e.worker FROM jobctl.events e
+    SELECT e.at, e.worker, {last_worker_bytes} AS worker_bytes FROM jobctl.events e
     WHERE e.job_table = %(job_table)s AND e.job_id = j.{id}::text COLLATE pg_catalog."C"
       AND e.event = 'reclaimed'
     ORDER BY e.event_id DESC LIMIT 1
@@ -1056,7 +1067,8 @@ e.event = 'reclaimed' AND e.actor IS DISTINCT FROM e.db_role AND NOT {report_liv
 -- window, each with its attempt's lease expiry (events counted by id: an attempt token the
 -- application wrote twice counts once); the first %(listed)s workers, with how many workers,
 -- jobs and reclaims there are in all (the same on every row); grouped by the whole worker
--- name, shown cut past %(cut)s characters ({shown_worker}: display_text)
+-- name (as the history keeps it, and its whole length: {bytes_worker}), shown cut past
+-- %(cut)s characters ({shown_worker}: kept_text)
 SELECT {shown_worker} AS worker, count(DISTINCT e.job_id) AS jobs, count(DISTINCT e.event_id) AS reclaims,
        min(a.lease_expires_at) AS first_expiry, max(a.lease_expires_at) AS last_expiry,
        min(e.at) AS first_reclaim, max(e.at) AS last_reclaim,
@@ -1066,7 +1078,7 @@ FROM jobctl.events e
 LEFT JOIN jobctl.attempts a
        ON a.job_table = e.job_table AND a.job_id = e.job_id AND a.attempt_token = e.attempt_token
 WHERE {events_window} AND {report_jobctl_reclaim}
-GROUP BY e.worker
+GROUP BY e.worker, {bytes_worker}
 ORDER BY count(DISTINCT e.event_id) DESC, min(e.at), e.worker
 LIMIT %(listed)s
 
@@ -1120,7 +1132,7 @@ ORDER BY r.reclaims DESC, r.job_id
 -- what people did in the window: jobctl's writes other than reclaim (kinds the history
 -- records only for a role of jobctl's that declared them), by actor, action and reason; the
 -- first %(listed)s groups, with how many in all; each group's first 10 ids (the actor and
--- reason shown cut past %(cut)s characters, grouped whole)
+-- reason shown cut past %(cut)s characters, grouped as the history keeps them: {bytes_reason})
 SELECT {shown_actor} AS actor, e.event, {shown_reason} AS reason, count(*) AS jobs,
        (array_agg(e.job_id::{id_type} ORDER BY e.at, e.event_id))[1:10] AS ids,
        min(e.at) AS first_at, max(e.at) AS last_at,
@@ -1128,7 +1140,7 @@ SELECT {shown_actor} AS actor, e.event, {shown_reason} AS reason, count(*) AS jo
 FROM jobctl.events e
 WHERE {events_window}
   AND e.event IN ('requeued', 'manually_failed', 'cancelled', 'quarantined', 'policy_changed')
-GROUP BY e.actor, e.event, e.reason
+GROUP BY e.actor, e.event, e.reason, {bytes_reason}
 ORDER BY min(e.at), e.actor, e.event
 LIMIT %(listed)s
 

@@ -171,25 +171,37 @@ COMMENT ON FUNCTION {function}() IS {comment}
 -- FROM, NOT IN and nullif are avoided because they look their operator up by name. A status
 -- is recorded as text with format('%s'), which calls the type's output function: a cast
 -- (::text) would call a CREATE CAST of the application's for an ENUM it owns, as the owner.
+-- The texts an application writes (the worker's name, the reason) are kept cut past
+-- {kept_chars} characters, with the whole one's length in bytes ({kept_worker} ...: history.py),
+-- each computed into a variable by an assignment (a plpgsql simple expression, evaluated as
+-- it is) and only then inserted: an INSERT naming OLD's text directly gets it as a parameter
+-- the planner folds into a constant for a custom plan, which reads the whole value (30 MB:
+-- 45 ms a row) to cut 4096 characters of it.
 DECLARE
     action pg_catalog.text;
     kind pg_catalog.text;
     gap pg_catalog.interval;
     actor pg_catalog.text;
     claimed pg_catalog.jsonb;
+    kept_worker pg_catalog.text;
+    worker_bytes pg_catalog.int8;
+    kept_reason pg_catalog.text;
+    reason_bytes pg_catalog.int8;
 BEGIN
     IF NEW.jobctl_action IS NULL THEN
         IF NEW.{status} OPERATOR(pg_catalog.=) {done}
            AND OLD.{status} OPERATOR(pg_catalog.=) {processing}
            AND OLD.{attempt_token} IS NOT NULL THEN
             -- a completion: the attempt's one row
+            kept_worker := {kept_worker};
+            worker_bytes := {kept_worker_bytes};
             INSERT INTO jobctl.attempts (
                 attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
                 last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease,
-                lease_expires_at, heartbeat_stats, ended_by)
+                lease_expires_at, heartbeat_stats, ended_by, worker_bytes)
             VALUES (
                 OLD.{attempt_token}, {job_table},
-                OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
+                OLD.{id}::pg_catalog.text, OLD.{attempts}, kept_worker,
                 coalesce(OLD.{reserved_at}, pg_catalog.now()),
                 CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                      THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
@@ -201,7 +213,7 @@ BEGIN
                               THEN OLD.jobctl_lease END,
                          OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
                          coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
-                OLD.{lease_expires_at}, TG_ARGV[0], session_user);
+                OLD.{lease_expires_at}, TG_ARGV[0], session_user, worker_bytes);
             IF OLD.jobctl_attempt IS NOT NULL THEN
                 NEW.jobctl_attempt := NULL;
                 NEW.jobctl_heartbeats := NULL;
@@ -258,6 +270,8 @@ BEGIN
         END IF;
     END IF;
     actor := coalesce(actor, session_user);
+    kept_worker := {kept_worker};
+    worker_bytes := {kept_worker_bytes};
 
     IF NEW.{status} OPERATOR(pg_catalog.=) OLD.{status}
        AND coalesce(NEW.{attempt_token} OPERATOR(pg_catalog.=) OLD.{attempt_token},
@@ -275,13 +289,16 @@ BEGIN
                 RAISE EXCEPTION 'jobctl: % does not describe this change of job %',
                     action, NEW.{id};
             END IF;
+            kept_reason := {kept_action_reason};
+            reason_bytes := {kept_action_reason_bytes};
             INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
-                                       attempt, attempt_token, worker, actor, reason, db_role)
+                                       attempt, attempt_token, worker, actor, reason, db_role,
+                                       worker_bytes, reason_bytes)
             VALUES ({job_table},
                     NEW.{id}::pg_catalog.text, action,
                     pg_catalog.format('%s', OLD.{status}), pg_catalog.format('%s', NEW.{status}),
-                    OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
-                    actor, {history_reason}, session_user);
+                    OLD.{attempts}, OLD.{attempt_token}, kept_worker,
+                    actor, kept_reason, session_user, worker_bytes, reason_bytes);
         END IF;
         RETURN NEW;
     END IF;
@@ -322,10 +339,10 @@ BEGIN
         INSERT INTO jobctl.attempts (
             attempt_token, job_table, job_id, attempt, worker, claimed_at, heartbeats,
             last_heartbeat_at, max_heartbeat_gap, ended_at, outcome, lease, lease_expires_at,
-            heartbeat_stats, ended_by)
+            heartbeat_stats, ended_by, worker_bytes)
         VALUES (
             OLD.{attempt_token}, {job_table},
-            OLD.{id}::pg_catalog.text, OLD.{attempts}, OLD.{reserved_by},
+            OLD.{id}::pg_catalog.text, OLD.{attempts}, kept_worker,
             coalesce(OLD.{reserved_at}, pg_catalog.now()),
             CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                  THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
@@ -337,25 +354,19 @@ BEGIN
                           THEN OLD.jobctl_lease END,
                      OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
                      coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
-            OLD.{lease_expires_at}, TG_ARGV[0], session_user);
+            OLD.{lease_expires_at}, TG_ARGV[0], session_user, worker_bytes);
     END IF;
     IF NOT (kind OPERATOR(pg_catalog.=) 'claimed' OR kind OPERATOR(pg_catalog.=) 'completed') THEN
+        kept_reason := {kept_event_reason};
+        reason_bytes := {kept_event_reason_bytes};
         INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                    attempt, attempt_token, worker, actor, reason, db_role,
-                                   claimed)
+                                   claimed, worker_bytes, reason_bytes)
         VALUES ({job_table},
                 NEW.{id}::pg_catalog.text, kind,
                 pg_catalog.format('%s', OLD.{status}), pg_catalog.format('%s', NEW.{status}),
-                OLD.{attempts}, OLD.{attempt_token}, OLD.{reserved_by},
-                actor,
-                -- an action's reason is the one its operator declared, or none: never the
-                -- row's text (a requeue without --reason is not the application's last_error
-                -- in the operator's mouth); a reclaim's is reclaim's own words
-                CASE WHEN action IS NULL THEN {new_last_error_text}
-                     WHEN action OPERATOR(pg_catalog.=) 'reclaimed'
-                     THEN coalesce({history_reason}, {reclaim_error})
-                     ELSE {history_reason} END,
-                session_user, claimed);
+                OLD.{attempts}, OLD.{attempt_token}, kept_worker,
+                actor, kept_reason, session_user, claimed, worker_bytes, reason_bytes);
     END IF;
 
     -- the statistics columns describe the live attempt only ('exact' counts from the claim)
@@ -384,6 +395,34 @@ CASE WHEN pg_catalog.current_setting('jobctl.actor', true) OPERATOR(pg_catalog.<
 -- the reason declared for jobctl's own write (jobctl.reason), if any
 CASE WHEN pg_catalog.current_setting('jobctl.reason', true) OPERATOR(pg_catalog.<>) ''
      THEN pg_catalog.current_setting('jobctl.reason', true) END
+
+-- name: history_event_reason
+-- a transition's reason (history_function_body): an action's reason is the one its operator
+-- declared, or none: never the row's text (a requeue without --reason is not the
+-- application's last_error in the operator's mouth); a reclaim's is reclaim's own words; any
+-- other change's is the row's last_error as it now reads
+CASE WHEN action IS NULL THEN {new_last_error_text}
+     WHEN action OPERATOR(pg_catalog.=) 'reclaimed'
+     THEN coalesce({history_reason}, {reclaim_error})
+     ELSE {history_reason} END
+
+-- name: history_kept
+-- a text an application or a role wrote ({text}: a worker's name, a reason) as the history
+-- keeps it (history 011): whole up to {kept_chars} characters (history.KEPT_CHARS, 4096: the
+-- reads' cut), else its first {kept_chars}. Its length in bytes first, read from the value's
+-- header without the value, so that an ordinary text costs a comparison; substr reads only a
+-- slice of a long one (never the whole 30 MB a hostile role can write)
+CASE WHEN pg_catalog.octet_length({text}) OPERATOR(pg_catalog.>) {kept_chars}
+     THEN pg_catalog.substr({text}, 1, {kept_chars}) ELSE {text} END
+
+-- name: history_kept_bytes
+-- the whole text's length in bytes when history_kept cut it (more than {kept_chars}
+-- characters: a text of more bytes but as many characters or fewer is kept whole), else NULL
+CASE WHEN pg_catalog.octet_length({text}) OPERATOR(pg_catalog.>) {kept_chars}
+          AND pg_catalog.length(pg_catalog.substr(
+                  {text}, 1, {kept_chars} OPERATOR(pg_catalog.+) 1))
+              OPERATOR(pg_catalog.>) {kept_chars}
+     THEN pg_catalog.octet_length({text}) END
 
 -- name: history_trusted_at_once
 -- the usual ones of jobctl's roles (history_trusted), told without a query (a plpgsql simple

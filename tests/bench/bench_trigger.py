@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import psycopg
 from common import arguments, bench_dsn, machine, table
@@ -30,6 +31,7 @@ from jobctl import db, lease
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history
 from jobctl.schema import steps as schema_steps
+from jobctl.sql import queries
 
 NAME = "bench_trigger"
 JOBS = 150_000
@@ -58,8 +60,16 @@ CONFIGS = {
     "late (opt-in)": "late",
     "exact (opt-in)": "exact",
 }
-# earlier designs, measured with --variants: version 2's trigger, and a SET search_path
-VARIANTS = {"late, version 2": "v2", "late + SET search_path": "late+set"}
+# earlier designs, measured with --variants: version 2's trigger, and a SET search_path;
+# and the function of trigger version 3 (before the history kept long texts cut, history 011)
+VARIANTS = {
+    "late, version 2": "v2",
+    "late + SET search_path": "late+set",
+    "late, version 3": "v3:late",
+    "exact, version 3": "v3:exact",
+}
+# the reference table's function and trigger as trigger version 3 made them
+V3_FIXTURE = Path(__file__).parents[1] / "fixtures" / "history_v3_jobs.sql"
 FLOOR = "no trigger"
 BARE = "lease columns alone"  # the floor of the cautious adopter's question: nothing of jobctl's
 
@@ -79,7 +89,11 @@ def chosen_configs(args: argparse.Namespace) -> dict[str, str | None]:
     configs = CONFIGS | (VARIANTS if args.variants else {})
     if args.only:
         wanted = {None, "bare", *args.only.split(",")}
-        configs = {label: mode for label, mode in configs.items() if mode in wanted}
+        configs = {
+            label: mode
+            for label, mode in configs.items()
+            if mode in wanted or (mode or "").removeprefix("v3:") in wanted
+        }
     return configs
 
 
@@ -113,6 +127,8 @@ def setup(dsn: str, mode: str | None) -> None:
             conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(old), t))
         if mode == "v2":
             conn.execute(sql.SQL(V2_LATE_TRIGGER).format(t=t))
+        elif mode is not None and mode.startswith("v3:"):
+            install_version_3(conn, mode.removeprefix("v3:"))
         elif mode is not None and mode != "bare":
             target = history.Target.of(db.resolve_table(conn, NAME))
             base = mode.removesuffix("+set")
@@ -134,6 +150,33 @@ def setup(dsn: str, mode: str | None) -> None:
         conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(t))
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(t))
         conn.execute("CHECKPOINT")  # full-page writes start afresh for every configuration
+
+
+def install_version_3(conn: psycopg.Connection, mode: str) -> None:
+    """The function of trigger version 3 (tests/fixtures: made for public.jobs, renamed here;
+    its body is the same for every mode), and today's trigger of ``mode`` calling it."""
+    target = history.Target.of(db.resolve_table(conn, NAME))
+    text = V3_FIXTURE.read_text()
+    function = text[
+        text.index("CREATE OR REPLACE FUNCTION") : text.index("CREATE OR REPLACE TRIGGER")
+    ]
+    function = function.replace(history.function_name("public", "jobs"), target.function)
+    function = function.replace('"public"."jobs"', sql.Identifier("public", NAME).as_string(conn))
+    conn.execute(function.replace("public.jobs", f"public.{NAME}"))
+    want = history.wanted(conn, target, mode)
+    conn.execute(
+        queries.query(
+            "history_trigger",
+            target.ident,
+            trigger=sql.Identifier(history.TRIGGER),
+            event=sql.SQL(want.event),
+            when=sql.SQL(want.when),
+            function=sql.Identifier("jobctl", target.function),
+            mode=sql.Literal(mode),
+            version=sql.Literal("3"),
+            digest=sql.Literal("version 3"),
+        )
+    )
 
 
 def worker_dsn(dsn: str, synchronous_commit: str) -> str:

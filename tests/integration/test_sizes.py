@@ -42,6 +42,15 @@ def shown(text: str, cut: int = CUT) -> str:
     return f"{head}… ({more} {NOTE}"
 
 
+def kept(text: str, cut: int = CUT) -> str:
+    """What a display shows of ``text`` as the history keeps it (history 011): its first
+    ``cut`` characters and a note of the bytes the history did not keep, with or without
+    --full."""
+    head = text[:cut]
+    more = len(text.encode()) - len(head.encode())
+    return f"{head}… ({more} more bytes not kept by the history)"
+
+
 def test_show_cuts_a_long_last_error_on_the_server_and_full_shows_every_byte(conn, run):
     (job_id,) = add_jobs(conn, 1)
     error = big_text()
@@ -83,7 +92,9 @@ def test_the_cut_counts_characters_and_keeps_short_values_and_their_types(conn, 
 
 
 def test_history_events_and_explain_cut_the_history_texts(conn, dsn, run):
-    """A worker's 5 MB failure reason and a 5 MB worker name, as the history recorded them."""
+    """A worker's 5 MB failure reason and a 5 MB worker name, as the history recorded them:
+    kept up to the reads' cut, and a longer one cut with its whole length in bytes, which
+    every read shows as a note (--full has no more of it to show)."""
     (job_id,) = add_jobs(conn, 1)
     worker = "w" * BIG
     (claimed,) = claim_all(dsn, 1, worker=worker, lease_seconds=600)
@@ -92,30 +103,38 @@ def test_history_events_and_explain_cut_the_history_texts(conn, dsn, run):
         from jobctl import lease
 
         lease.Worker(c, worker, lease_seconds=600).fail(claimed, error)
-    reasons = conn.execute(
-        "SELECT octet_length(reason) AS n FROM jobctl.events WHERE reason IS NOT NULL"
+    stored = conn.execute(
+        "SELECT 'event' AS what, worker, worker_bytes, reason, reason_bytes FROM jobctl.events "
+        "WHERE reason IS NOT NULL UNION ALL SELECT 'attempt', worker, worker_bytes, NULL, NULL "
+        "FROM jobctl.attempts ORDER BY 1"
     ).fetchall()
-    assert reasons and max(r["n"] for r in reasons) == BIG  # the history holds it whole
+    assert [(r["what"], r["worker"], r["worker_bytes"]) for r in stored] == [
+        ("attempt", worker[:CUT], BIG),
+        ("event", worker[:CUT], BIG),
+    ]  # the history keeps the first CUT characters of each, and their whole length
+    assert (stored[1]["reason"], stored[1]["reason_bytes"]) == (error[:CUT], BIG)
 
     history = run("history", str(job_id), "-o", "json")
     assert history.code == 0, history.err
     assert len(history.out) < 100_000
     found = json.loads(history.out)
-    assert found["job"]["last_error"] == shown(error)
-    assert {a["worker"] for a in found["attempts"]} == {shown(worker)}
-    assert shown(error) in {e["reason"] for e in found["events"]}
+    assert found["job"]["last_error"] == shown(error)  # the row itself: every byte there
+    assert {a["worker"] for a in found["attempts"]} == {kept(worker)}
+    assert kept(error) in {e["reason"] for e in found["events"]}
     full = json.loads(run("history", str(job_id), "--full", "-o", "json").out)
-    assert error in {e["reason"] for e in full["events"]}
-    assert {a["worker"] for a in full["attempts"]} == {worker}
+    assert full["job"]["last_error"] == error
+    assert kept(error) in {e["reason"] for e in full["events"]}  # no more kept to show
+    assert {a["worker"] for a in full["attempts"]} == {kept(worker)}
 
     events = run("events", "-o", "json")
     assert events.code == 0, events.err
     assert len(events.out) < 100_000
-    assert shown(error) in {e["reason"] for e in json.loads(events.out)}
+    assert kept(error) in {e["reason"] for e in json.loads(events.out)}
     table = run("events")
-    assert table.code == 0 and NOTE in table.out and len(table.out) < 100_000
+    assert table.code == 0 and "not kept by the history)" in table.out
+    assert len(table.out) < 100_000
     full_events = json.loads(run("events", "--full", "-o", "json").out)
-    assert error in {e["reason"] for e in full_events}
+    assert kept(error) in {e["reason"] for e in full_events}
 
     story = run("explain", str(job_id), "-o", "json")
     assert story.code == 0, story.err
@@ -397,8 +416,9 @@ def test_metrics_label_a_long_kind_cut(conn, run):
 
 
 def test_review_report_and_the_operator_writes_read_the_texts_cut(conn, run):
-    """The parked jobs' worker (from the history) and last_error, the report's workers and
-    a requeue's result come back cut."""
+    """The parked jobs' worker (from the history: as it keeps it) and last_error, the
+    report's workers and a requeue's result come back cut. Names that differ only past the
+    history's cut are one worker of the report: the history keeps no more of them."""
     workers = hostile(conn, run, policy="manual")
     cut = shown(workers[0])
     assert run("reclaim", "--commit", "--yes").code == 0
@@ -406,14 +426,17 @@ def test_review_report_and_the_operator_writes_read_the_texts_cut(conn, run):
     assert found.code == 0, found.err
     assert len(found.out) < SMALL
     assert [(r["last_worker"], r["kind"]) for r in json.loads(found.out)] == (
-        [(cut, cut)] * HOSTILE
+        [(kept(workers[0]), cut)] * HOSTILE
     )
     full = json.loads(run("review", "--full", "-o", "json").out)
-    assert [r["last_worker"] for r in full] == workers
+    assert [(r["last_worker"], r["kind"]) for r in full] == [
+        (kept(w), w) for w in workers
+    ]  # the row's kind whole; the worker as the history keeps it
     report = run("report", "--since", "1h", "-o", "json")
     assert report.code == 0, report.err
     assert len(report.out) < SMALL
-    assert [w["worker"] for w in json.loads(report.out)["expired"]] == [cut] * HOSTILE
+    expired = json.loads(report.out)["expired"]
+    assert [(w["worker"], w["jobs"]) for w in expired] == [(kept(workers[0]), HOSTILE)]
 
 
 def test_the_operator_writes_read_the_texts_cut(conn, run):

@@ -65,6 +65,17 @@ FRAGMENTS = {
     "shown_value": sql.SQL("e.value"),  # a pause's kind or queue (events.pause_events)
     "order": sql.SQL("DESC"),
     "shown_group": sql.SQL("j.queue"),  # summary_groups' group as shown (triage.summary_by)
+    # the history's kept texts (history.kept_texts, triage.shown_texts)
+    "bytes": sql.SQL("e.reason_bytes"),
+    "bytes_worker": sql.SQL("e.worker_bytes"),
+    "bytes_reason": sql.SQL("e.reason_bytes"),
+    "kept_chars": sql.Literal(4096),
+    "kept_worker": sql.SQL("OLD.reserved_by"),
+    "kept_worker_bytes": sql.SQL("NULL"),
+    "kept_action_reason": sql.SQL("NULL"),
+    "kept_action_reason_bytes": sql.SQL("NULL"),
+    "kept_event_reason": sql.SQL("NULL"),
+    "kept_event_reason_bytes": sql.SQL("NULL"),
     "type": sql.SQL("text"),
     "expression": sql.SQL("status <> ''"),
     # the history function's DDL
@@ -165,3 +176,12 @@ def test_a_block_needs_a_description_and_a_unique_name():
         queries.parse("-- name: bare\nSELECT 1\n")
     with pytest.raises(ValueError, match="twice"):
         queries.parse("-- name: a\n-- one\nSELECT 1\n-- name: a\n-- two\nSELECT 2\n")
+
+
+def test_the_history_keeps_what_the_reads_show():
+    """The history keeps a long text cut where every read cuts (history 011): what a read
+    shows without --full is what the history has."""
+    from jobctl.ops import triage
+    from jobctl.schema import history
+
+    assert history.KEPT_CHARS == triage.DISPLAY_CHARS
