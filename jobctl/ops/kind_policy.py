@@ -17,6 +17,9 @@ from jobctl import db, errors
 from jobctl.db.session import Session
 from jobctl.render.rows import Row
 
+# what the refusal of another role says (they steer reclaim for every job of the kind)
+RECORDED = "policies per kind (they steer reclaim for every job of the kind)"
+
 POLICIES = ("auto", "manual")
 
 
@@ -45,14 +48,16 @@ def set_policy(s: Session, dimension: str, value: str, policy: str, *, reason: s
         "policy": policy,
         "reason": reason,
     }
-    return _written(s, "kind_policy_set", params, reason)[0]
+    return owner_write(s, "kind_policy_set", params, reason, recorded=RECORDED)[0]
 
 
 def remove(s: Session, dimension: str, value: str, *, reason: str | None) -> bool:
     """Remove the kind's (or queue's) policy: its jobs' rows decide again. False: none was set."""
     _ready(s, dimension)
     params = {"job_table": s.table.qualified, "dimension": dimension, "value": value}
-    return bool(_written(s, "kind_policy_remove", params | {"reason": reason}, reason))
+    return bool(
+        owner_write(s, "kind_policy_remove", params | {"reason": reason}, reason, recorded=RECORDED)
+    )
 
 
 def listed(s: Session) -> list[Row]:
@@ -63,14 +68,18 @@ def listed(s: Session) -> list[Row]:
         return s.rows("kind_policy_list", {"job_table": s.table.qualified})
 
 
-def _written(s: Session, statement: str, params: dict[str, Any], reason: str | None) -> list[Row]:
+def owner_write(
+    s: Session, statement: str, params: dict[str, Any], reason: str | None, *, recorded: str
+) -> list[Row]:
+    """A write to what schema jobctl's owner alone writes (policies per kind, pauses): the
+    statement's rows, in a short transaction with the reason; another role refused (exit 2)
+    in one line saying what is ``recorded`` there and why only its owner writes it."""
     with db.mapped_errors():
         try:
             with s.transaction(reason=reason):
                 return s.rows(statement, params)
         except psycopg.errors.InsufficientPrivilege:
             raise errors.Refused(
-                "policies per kind are recorded in schema jobctl, which only its owner writes "
-                "(they steer reclaim for every job of the kind): run this as the role that "
-                "ran jobctl schema apply; nothing changed"
+                f"{recorded} are recorded in schema jobctl, which only its owner writes: run "
+                "this as the role that ran jobctl schema apply; nothing changed"
             ) from None

@@ -13,13 +13,16 @@ its jobs stay queued and wait. Example::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import psycopg
 
-from jobctl import db, errors
+from jobctl import errors
 from jobctl.db.session import Session
+from jobctl.ops import kind_policy
 from jobctl.render.rows import Row
+
+# what the refusal of another role says (a pause stops every worker's claim of the kind)
+RECORDED = "pauses (a pause stops every worker's claim of the kind)"
 
 DIMENSIONS = ("kind", "queue")
 
@@ -58,7 +61,7 @@ def pause(s: Session, dimension: str, value: str, *, reason: str) -> Outcome:
         "value": value,
         "reason": reason,
     }
-    done = _written(s, "pause_set", params, reason)
+    done = kind_policy.owner_write(s, "pause_set", params, reason, recorded=RECORDED)
     if done:
         return Outcome(True, done[0])
     with s.transaction(read_only=True):
@@ -75,7 +78,7 @@ def resume(s: Session, dimension: str, value: str, *, reason: str | None) -> Out
         "value": value,
         "reason": reason,
     }
-    done = _written(s, "pause_resume", params, reason)
+    done = kind_policy.owner_write(s, "pause_resume", params, reason, recorded=RECORDED)
     return Outcome(bool(done), done[0] if done else None)
 
 
@@ -101,16 +104,3 @@ def waiting(s: Session) -> list[Row]:
         return s.rows("pause_waiting")
     with s.transaction(read_only=True):
         return s.rows("pause_waiting")
-
-
-def _written(s: Session, statement: str, params: dict[str, Any], reason: str | None) -> list[Row]:
-    with db.mapped_errors():
-        try:
-            with s.transaction(reason=reason):
-                return s.rows(statement, params)
-        except psycopg.errors.InsufficientPrivilege:
-            raise errors.Refused(
-                "pauses are recorded in schema jobctl, which only its owner writes (a pause "
-                "stops every worker's claim of the kind): run this as the role that ran "
-                "jobctl schema apply; nothing changed"
-            ) from None
