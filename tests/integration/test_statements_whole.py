@@ -12,10 +12,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import helpers
 import psycopg
 import pytest
-
-from tests import helpers
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference" / "statements.md"
 
