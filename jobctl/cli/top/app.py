@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jobctl.render.rows import Row
 
 CSS = """
-#strip { height: auto; max-height: 3; background: $boost; }
+#strip { height: 2; background: $boost; }
 #title { height: 1; text-style: bold; }
 #rows { height: 1fr; }
 #summary { height: 1fr; display: none; }
@@ -222,7 +222,11 @@ class TopApp(App[int]):
             where=self.source.where,
             lost=self.source.reconnecting(),
         )
-        self.query_one("#strip", Static).update(strip)
+        widget = self.query_one("#strip", Static)
+        widget.update(strip)
+        # two lines, three while something is paused: set here rather than left to height
+        # auto, so that the table gets its rows back as soon as a pause goes
+        widget.styles.height = max(2, min(3, str(strip).count("\n") + 1))
 
     def redraw(self) -> None:
         self._strip()
