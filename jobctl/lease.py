@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
 import uuid
 from typing import Any
 
@@ -49,6 +50,11 @@ class LeaseLost(Exception):
 
 
 MOVED_RETRIES = 10  # claims tried again after the row moved partitions under them, at most
+# how old the table's pauses a Worker claims by may be, at most: it reads them again after
+# this long (jobctl pause returns only once this has passed, so that when it says the kind
+# is paused no Worker claims it); between reads its claim is the design's own statement while
+# nothing is paused (no read of jobctl.pauses per claim), the pauses a parameter while some are
+PAUSES_READ_EVERY = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +98,13 @@ class Worker:
         # the table's own names and types, as schema apply recorded them (jobctl.tables)
         self.table = db.resolve_table(conn, name)
         self._statements: dict[str, sql.Composed] = {}
+        # the table's pauses as last read (None: not yet), and when (time.monotonic(), taken
+        # before the read: a pause committed after it is seen by the next read at the latest)
+        self._pausable = bool(self.table.pauses and self.table.mapping.mapped_optional)
+        self._pauses: list[str] | None = None
+        self._pauses_read_at = 0.0
+        if self._pausable:
+            self._statements.update(_claims_by_pauses(self.table.fragments))
 
     def _run(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         # the one statement runner outside db/'s gateway, on purpose: the public worker API
@@ -113,16 +126,38 @@ class Worker:
                 # partition while this statement waited for it (SQLSTATE 40001; nothing was
                 # changed). A claim tries again for another job; for this attempt's own row
                 # it means the row is no longer as this attempt left it: no row.
-                if name != "claim":
+                if not name.startswith("claim"):
                     return None
         return None
 
     def claim(self) -> Claim | None:
-        """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None."""
-        row = self._run(
-            "claim", {"worker": self.worker_id, "attempt_token": uuid.uuid4(), "lease": self.lease}
-        )
+        """Claim one ready job (FOR UPDATE SKIP LOCKED) with a new token, or None. A job of a
+        paused kind or queue is passed over (the table's pauses read at most
+        ``PAUSES_READ_EVERY`` seconds ago)."""
+        params: dict[str, Any] = {
+            "worker": self.worker_id,
+            "attempt_token": uuid.uuid4(),
+            "lease": self.lease,
+        }
+        name = "claim"
+        if self._pausable:
+            paused = self._paused()
+            name = "claim_paused_given" if paused else "claim_nothing_paused"
+            if paused:
+                params["paused"] = paused
+        row = self._run(name, params)
         return None if row is None else Claim(row[0], row[1], row[2], row[3])
+
+    def _paused(self) -> list[str]:
+        """The table's pauses as keys ('kind:charge_card'), read again when the last read
+        is ``PAUSES_READ_EVERY`` seconds old: one small read a second instead of one per
+        claim (docs/reference/performance.md, "Pauses on the claim")."""
+        started = time.monotonic()
+        if self._pauses is None or started - self._pauses_read_at >= PAUSES_READ_EVERY:
+            row = self._run("pause_keys_read", {})
+            self._pauses = list(row[0]) if row is not None and row[0] else []
+            self._pauses_read_at = started
+        return self._pauses
 
     def heartbeat(self, job: Claim) -> Claim:
         """Extend the lease; LeaseLost if this attempt no longer holds the job (0 rows: the
@@ -170,3 +205,20 @@ class Worker:
         if row is None:
             raise LeaseLost(job, "fail")
         return str(row[0])
+
+
+def _claims_by_pauses(fragments: dict[str, sql.Composable]) -> dict[str, sql.Composed]:
+    """The claim as a Worker runs it on a table that can be paused: with no pause check while
+    nothing is paused (the design's statement itself), and with the table's pauses given as a
+    parameter (the block job_paused, its ``{pause_keys}`` the parameter ``paused``) while some
+    are; and its read of the pauses (the block table_pause_keys)."""
+    given = {**fragments, "pause_keys": sql.SQL("%(paused)s::pg_catalog.text[]")}
+    given["paused"] = queries.query("job_paused", **given)
+    given["claim_pause_check"] = sql.SQL("\n      ") + queries.query("claim_unpaused", **given)
+    return {
+        "claim_nothing_paused": queries.query(
+            "claim", **{**fragments, "claim_pause_check": sql.SQL("")}
+        ),
+        "claim_paused_given": queries.query("claim", **given),
+        "pause_keys_read": queries.query("pause_keys_read", **fragments),
+    }

@@ -13,10 +13,11 @@ its jobs stay queued and wait. Example::
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import psycopg
 
-from jobctl import errors
+from jobctl import errors, lease
 from jobctl.db.session import Session
 from jobctl.ops import kind_policy
 from jobctl.render.rows import Row
@@ -25,6 +26,7 @@ from jobctl.render.rows import Row
 RECORDED = "pauses (a pause stops every worker's claim of the kind)"
 
 DIMENSIONS = ("kind", "queue")
+SETTLE_S = 0.1  # beyond lease.PAUSES_READ_EVERY: a clock tick, a scheduler's delay
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +65,9 @@ def pause(s: Session, dimension: str, value: str, *, reason: str) -> Outcome:
     }
     done = kind_policy.owner_write(s, "pause_set", params, reason, recorded=RECORDED)
     if done:
+        # a lease.Worker claims by the pauses it read at most PAUSES_READ_EVERY ago: once
+        # that has passed since the commit, every Worker's next claim passes the kind over
+        time.sleep(lease.PAUSES_READ_EVERY + SETTLE_S)
         return Outcome(True, done[0])
     with s.transaction(read_only=True):
         return Outcome(False, s.row("pause_existing", params))

@@ -101,19 +101,33 @@ ORDER BY p.dimension, p.value
 
 -- name: job_paused
 -- is this job's (j) kind or queue paused for its table (jobctl pause): the one truth every
--- statement reads, the workers' claim first ({pause_table}: the jobs table as jobctl.pauses
--- names it; {kind_value}, {queue_value}: NULL when unmapped; {paused} where a block includes
--- it: false when nothing can be paused). The table's pauses are read once per statement (an
--- uncorrelated subquery: one probe of jobctl.pauses' primary key), each job's kind and queue
--- compared with them in memory: the cheapest form to plan, which an unprepared claim pays on
--- every call (tests/bench/bench_pause.py). A NULL kind or queue is no pause's. Read in the
--- workers' claim under their search_path: every operator named with its schema
-(ARRAY['kind:'::pg_catalog.text OPERATOR(pg_catalog.||) {kind_value},
-       'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
- OPERATOR(pg_catalog.&&)
- ARRAY(SELECT p.dimension OPERATOR(pg_catalog.||) ':'::pg_catalog.text
-              OPERATOR(pg_catalog.||) p.value
-       FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}))
+-- statement reads, the workers' claim first ({pause_keys}: the table's pauses as keys,
+-- table_pause_keys, or lease.Worker's copy of them read at most a second ago, a parameter;
+-- {paused} where a block includes it: false when nothing can be paused). Each job's kind and
+-- queue (job_pause_keys) compared with the table's pauses in memory: the cheapest form to
+-- plan, which an unprepared claim pays on every call (tests/bench/bench_pause.py). Read in
+-- the workers' claim under their search_path: every operator named with its schema
+({job_pause_keys} OPERATOR(pg_catalog.&&) {pause_keys})
+
+-- name: job_pause_keys
+-- a job's (j) kind and queue as pause keys ('kind:charge_card', 'queue:billing'; {kind_value},
+-- {queue_value}: NULL when unmapped, and a NULL kind or queue is no pause's)
+ARRAY['kind:'::pg_catalog.text OPERATOR(pg_catalog.||) {kind_value},
+      'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
+
+-- name: table_pause_keys
+-- the table's pauses as keys, as job_pause_keys spells a job's ({pause_table}: the jobs
+-- table as jobctl.pauses names it): an uncorrelated subquery, read once per statement (one
+-- probe of jobctl.pauses' primary key)
+ARRAY(SELECT p.dimension OPERATOR(pg_catalog.||) ':'::pg_catalog.text
+             OPERATOR(pg_catalog.||) p.value
+      FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table})
+
+-- name: pause_keys_read
+-- lease.Worker's read of the table's pauses (table_pause_keys), at most once a second: its
+-- claim then passes them as a parameter (claim_unpaused with {pause_keys} given), or claims
+-- with no pause check at all while none is on
+SELECT {table_pause_keys} AS pause_keys
 
 -- name: claim_unpaused
 -- the claim's condition on pauses (the claim's {claim_pause_check}): this job's kind and

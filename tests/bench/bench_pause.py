@@ -18,6 +18,13 @@ server's CPU is this run's alone on a shared machine; --dsn SERVER --shared runs
 
     python tests/bench/bench_pause.py --seconds 10 --rounds 6
     python tests/bench/bench_pause.py --protocol simple   # lease.Worker's default: no PREPARE
+    python tests/bench/bench_pause.py --worker --rounds 8  # lease.Worker itself, its copy
+
+--worker times lease.Worker's own cycle (claim, complete) in this process, one connection,
+unprepared: the design's claim with no pause check at all (the floor: the Worker with the
+check taken out), the check read per claim (the subquery form, before lease.Worker kept a
+copy), and the Worker as it is (the table's pauses read at most once a second, passed as a
+parameter while one is on), nothing paused and another kind paused.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +48,7 @@ from bench_trigger import paired_loss, server_cpu
 from common import arguments, machine
 from psycopg import conninfo
 
-from jobctl import db
+from jobctl import db, lease
 from jobctl.schema import statements
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -191,11 +199,23 @@ def main() -> None:
     parser.add_argument(
         "--per-claim", action="store_true", help="the backend's CPU per claim instead of pgbench"
     )
+    parser.add_argument(
+        "--worker", action="store_true", help="lease.Worker's own cycle instead of pgbench"
+    )
+    parser.add_argument("--cycles", type=int, default=3000, help="--worker: cycles per round")
     args = parser.parse_args()
     if shutil.which("pgbench") is None:
         sys.exit("pgbench not found (apt-get install postgresql-client)")
     with server(args) as dsn, tempfile.TemporaryDirectory() as tmp:
         bench = setup(dsn)
+        if args.worker:
+            print(
+                f"machine: {machine(dsn)}; lease.Worker unprepared, claim + complete, "
+                f"{args.rounds} interleaved rounds of {args.cycles:,} cycles, "
+                f"{min(args.jobs, 50_000):,} jobs, synchronous_commit=off"
+            )
+            print(worker_cycles(bench, args.rounds, args.cycles, min(args.jobs, 50_000)))
+            return
         if args.per_claim:
             print(f"machine: {machine(dsn)}; {args.rounds} interleaved rounds of 1,500 claims")
             print(per_claim(bench, args.rounds))
@@ -262,6 +282,73 @@ def per_claim(dsn: str, rounds: int, calls: int = 1500) -> str:
         f"{label}: {statistics.median(times) * 1e6:.0f} µs of the backend's CPU per claim"
         + ("" if label == FLOOR else f" ({(statistics.median(times) / floor - 1) * 100:+.1f} %)")
         for label, times in spent.items()
+    )
+
+
+WORKER_FLOOR = "the design's claim, no pause check"
+WORKERS = {  # label: (how the Worker claims, a pause of another kind recorded)
+    WORKER_FLOOR: ("bare", False),
+    "the check read per claim (before)": ("per-claim", False),
+    "pauses read once a second, nothing paused": ("cached", False),
+    "pauses read once a second, another kind paused": ("cached", True),
+}
+
+
+def _worker(conn: psycopg.Connection, how: str) -> lease.Worker:
+    """A Worker claiming as ``how`` says: as it is (cached), or with its claim replaced by the
+    design's bare claim or by the claim with the per-claim subquery (the block as the
+    statements render it without a copy)."""
+    worker = lease.Worker(conn, "bench", table=TABLE)
+    if how == "cached":
+        return worker
+    worker._pausable = False  # its claim is then the statement named "claim", set here
+    if how == "bare":
+        worker._statements["claim"] = worker._statements["claim_nothing_paused"]
+    return worker
+
+
+def worker_cycles(dsn: str, rounds: int, cycles: int, jobs: int) -> str:
+    """lease.Worker's cycles per second and the backend's CPU per cycle, configurations
+    interleaved round after round, each round on a table loaded afresh."""
+    from bench_trigger import _ticks
+    from tabulate import tabulate
+
+    rate: dict[str, list[float]] = {label: [] for label in WORKERS}
+    cpu: dict[str, list[float]] = {label: [] for label in WORKERS}
+    for n in range(rounds):
+        order = list(WORKERS) if n % 2 == 0 else list(reversed(WORKERS))
+        for label in order:
+            how, paused = WORKERS[label]
+            load(dsn, paused, jobs)
+            with psycopg.connect(dsn, autocommit=True, options="-c synchronous_commit=off") as conn:
+                worker = _worker(conn, how)
+                pid = conn.info.backend_pid
+                before, started = _ticks(pid), time.perf_counter()
+                for _ in range(cycles):
+                    job = worker.claim()
+                    assert job is not None
+                    worker.complete(job)
+                elapsed = time.perf_counter() - started
+                spent = (_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
+            rate[label].append(cycles / elapsed)
+            cpu[label].append(spent / cycles * 1e6)
+            print(f"  round {n + 1} {label}: {cycles / elapsed:.0f} cycles/s", file=sys.stderr)
+    rows = []
+    for label in WORKERS:
+        row = {
+            "lease.Worker": label,
+            "cycles/s median": f"{statistics.median(rate[label]):.0f}",
+            "backend CPU µs/cycle": f"{statistics.median(cpu[label]):.0f}",
+        }
+        if label != WORKER_FLOOR:
+            row["loss paired"] = f"{paired_loss(rate[label], rate[WORKER_FLOOR]) * 100:.1f} %"
+            row["CPU paired"] = f"{-paired_loss(cpu[label], cpu[WORKER_FLOOR]) * 100:+.1f} %"
+        else:
+            row["loss paired"] = row["CPU paired"] = "-"
+        rows.append(row)
+    return tabulate(rows, headers="keys", tablefmt="github") + (
+        "\n\nloss paired: the median of each round's 1 - cycles/s against the same round's "
+        "design's claim; CPU paired: the backend's CPU per cycle against the same round's."
     )
 
 

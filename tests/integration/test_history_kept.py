@@ -69,7 +69,9 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
     assert run("schema", "apply", "--create", "--yes", dsn=empty_dsn).code == 0
     with psycopg.connect(empty_dsn, autocommit=True, row_factory=rows.dict_row) as conn:
         downgrade_to_version_3(conn)
-        add_jobs(conn, 400)
+        # enough that two seconds of claims and failures cannot use them all up (a fast
+        # server does a few hundred a second; each failed job waits for its retry)
+        add_jobs(conn, 4000)
         name = "é" * (CUT + 10)  # two bytes a character: cut by characters, not bytes
         error = "x" * 50_000
         before = fail(empty_dsn, name, error)
@@ -120,20 +122,27 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
             what="apply tries its lock (its first step, migration 011)",
         )
         times = []
-        # (queued behind apply's lock until the holder ends, a worker would wait for ever)
-        with psycopg.connect(empty_dsn, autocommit=True, options="-c statement_timeout=5s") as c:
-            worker = lease.Worker(c, "busy", lease_seconds=600)
-            ends = time.monotonic() + 2
-            while time.monotonic() < ends:
-                started = time.monotonic()
-                claim = worker.claim()
-                assert claim is not None
-                worker.fail(claim, "busy failure")  # writes the history: events, attempts
-                times.append((time.monotonic() - started) * 1000)
-        assert apply.poll() is None, apply.stderr  # still trying: the holder is open
-        holder.commit()
-        holder.close()
-        _, err = apply.communicate(timeout=60)
+        try:
+            # (queued behind apply's lock until the holder ends, a worker would wait for ever)
+            with psycopg.connect(
+                empty_dsn, autocommit=True, options="-c statement_timeout=5s"
+            ) as c:
+                worker = lease.Worker(c, "busy", lease_seconds=600)
+                ends = time.monotonic() + 2
+                while time.monotonic() < ends:
+                    started = time.monotonic()
+                    claim = worker.claim()
+                    assert claim is not None
+                    worker.fail(claim, "busy failure")  # writes the history: events, attempts
+                    times.append((time.monotonic() - started) * 1000)
+            assert apply.poll() is None, apply.stderr  # still trying: the holder is open
+            holder.commit()
+            _, err = apply.communicate(timeout=60)
+        finally:  # a failure above leaves no apply running and no transaction open
+            holder.close()
+            if apply.poll() is None:
+                apply.kill()
+                apply.communicate()
         assert apply.returncode == 0, err
         assert len(times) > 20 and max(times) < BOUND_MS, (len(times), max(times))
 

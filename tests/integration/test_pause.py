@@ -213,6 +213,61 @@ def test_concurrent_worker_processes_never_claim_a_paused_kind(conn, dsn, run, t
     assert set(ids["charge_card"]) <= set(claimed)
 
 
+def test_a_worker_reads_the_pauses_once_a_second_and_claims_by_them(conn, dsn, run):
+    """lease.Worker reads the table's pauses at most once every PAUSES_READ_EVERY seconds
+    (not once per claim) and claims by its copy: with nothing paused, the design's claim
+    itself (no read of jobctl.pauses); a pause written behind its back is honoured from its
+    next read on; jobctl pause returns only after that, so when it says so no Worker claims
+    the kind."""
+    kinded(conn, run, per_kind=200)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w-cached")
+        ran: list[str] = []
+        run_statement = worker._run
+
+        def counted(name, params):
+            ran.append(name)
+            return run_statement(name, params)
+
+        worker._run = counted  # type: ignore[method-assign]
+        started = time.monotonic()
+        for _ in range(50):
+            assert worker.claim() is not None
+        if time.monotonic() - started < lease.PAUSES_READ_EVERY:  # (a slow machine: skip)
+            assert ran.count("pause_keys_read") == 1
+        assert set(ran) == {"pause_keys_read", "claim_nothing_paused"}
+
+        # a pause recorded behind the Worker's back (not by jobctl pause, which waits)
+        conn.execute(
+            "INSERT INTO jobctl.pauses (job_table, dimension, value, reason) "
+            "VALUES (%s, 'kind', 'charge_card', 'by hand')",
+            (worker.table.qualified,),
+        )
+        time.sleep(lease.PAUSES_READ_EVERY)
+        ran.clear()
+        claimed = [worker.claim() for _ in range(600)]
+        assert "claim_paused_given" in ran and ran.count("pause_keys_read") >= 1
+        kinds = conn.execute(
+            "SELECT kind FROM jobs WHERE id = ANY(%s)", ([j.id for j in claimed if j],)
+        ).fetchall()
+        assert {r["kind"] for r in kinds} == {"send_email", "resize_image"}
+        assert by_kind(conn)[("charge_card", "queued")] == 200
+
+        # resumed by hand: claimed again once the Worker reads the pauses again
+        conn.execute("DELETE FROM jobctl.pauses")
+        time.sleep(lease.PAUSES_READ_EVERY)
+        job = worker.claim()
+        assert job is not None
+        assert conn.execute("SELECT kind FROM jobs WHERE id = %s", (job.id,)).fetchone() == {
+            "kind": "charge_card"
+        }
+
+        # jobctl pause waits out the Workers' copies: its next claim passes the kind over
+        assert worker.claim() is not None  # (its copy: nothing paused, read just now)
+        assert run("pause", "--kind", "charge_card", "--reason", "provider down").code == 0
+        assert worker.claim() is None
+
+
 def test_the_rendered_claim_prepared_honours_the_pause(conn, dsn, run):
     """The claim as schema statements renders it for a worker in another language, PREPAREd
     and EXECUTEd with text parameters (and sent through libpq with $n): it passes over the

@@ -50,6 +50,9 @@ UNDER_USER_PATH = (
     # in it) and a kind or queue of another type than text as text (kind_value)
     "claim_unpaused",
     "job_paused",
+    "job_pause_keys",
+    "table_pause_keys",
+    "pause_keys_read",  # lease.Worker's read of the table's pauses, at most once a second
     "optional_text",
 )
 # jobctl's writes to the jobs table: the statements run with an action declared (found in

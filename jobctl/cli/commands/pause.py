@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import errors
+from jobctl import errors, lease
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.render import output, pause_views, rows, safe_text, views
@@ -122,7 +122,10 @@ def _said(
     if done.changed and verb == "paused":
         terminal.say(f"{shown} paused: its queued jobs wait, unclaimed, until jobctl resume")
     elif done.changed:
-        terminal.say(f"{shown} resumed: its queued jobs are claimed again")
+        terminal.say(
+            f"{shown} resumed: its queued jobs are claimed again (by lease.Worker within "
+            f"{lease.PAUSES_READ_EVERY:g} s)"
+        )
     elif done.row is not None:
         row = done.row
         by = safe_text.visible(str(row.get("actor") or row.get("db_role")))
