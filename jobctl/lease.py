@@ -52,8 +52,8 @@ class LeaseLost(Exception):
 MOVED_RETRIES = 10  # claims tried again after the row moved partitions under them, at most
 # how old the table's pauses a Worker claims by may be, at most: it reads them again after
 # this long (jobctl pause returns only once this has passed, so that when it says the kind
-# is paused no Worker claims it); between reads its claim is the design's own statement while
-# nothing is paused (no read of jobctl.pauses per claim), the pauses a parameter while some are
+# is paused no Worker claims it); between reads its claim is given them as a parameter (no
+# read of jobctl.pauses per claim)
 PAUSES_READ_EVERY = 1.0
 
 
@@ -140,11 +140,8 @@ class Worker:
             "lease": self.lease,
         }
         name = "claim"
-        if self._pausable:
-            paused = self._paused()
-            name = "claim_paused_given" if paused else "claim_nothing_paused"
-            if paused:
-                params["paused"] = paused
+        if self._pausable:  # the pauses a parameter: an empty array while none is on
+            name, params["paused"] = "claim_by_pauses_read", self._paused()
         row = self._run(name, params)
         return None if row is None else Claim(row[0], row[1], row[2], row[3])
 
@@ -208,17 +205,14 @@ class Worker:
 
 
 def _claims_by_pauses(fragments: dict[str, sql.Composable]) -> dict[str, sql.Composed]:
-    """The claim as a Worker runs it on a table that can be paused: with no pause check while
-    nothing is paused (the design's statement itself), and with the table's pauses given as a
-    parameter (the block job_paused, its ``{pause_keys}`` the parameter ``paused``) while some
-    are; and its read of the pauses (the block table_pause_keys)."""
+    """The claim as a Worker runs it on a table that can be paused, the table's pauses given
+    as a parameter (the block job_paused, its ``{pause_keys}`` the parameter ``paused``: no
+    read of jobctl.pauses per claim; doctor knows this form as one that honours pauses), and
+    its read of the pauses (the block pause_keys_read)."""
     given = {**fragments, "pause_keys": sql.SQL("%(paused)s::pg_catalog.text[]")}
     given["paused"] = queries.query("job_paused", **given)
     given["claim_pause_check"] = sql.SQL("\n      ") + queries.query("claim_unpaused", **given)
     return {
-        "claim_nothing_paused": queries.query(
-            "claim", **{**fragments, "claim_pause_check": sql.SQL("")}
-        ),
-        "claim_paused_given": queries.query("claim", **given),
+        "claim_by_pauses_read": queries.query("claim", **given),
         "pause_keys_read": queries.query("pause_keys_read", **fragments),
     }

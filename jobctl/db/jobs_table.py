@@ -145,7 +145,6 @@ def spelling(
     fragments["paused"] = sql.SQL("false")
     fragments["claim_pause_check"] = sql.SQL("")
     if pause_table is not None and mapping.mapped_optional:
-        fragments["pause_keys"] = queries.query("table_pause_keys", **fragments)
         fragments["paused"] = queries.query("job_paused", **fragments)
         check = queries.query("claim_unpaused", **fragments)
         fragments["claim_pause_check"] = sql.SQL("\n      ") + check

@@ -290,10 +290,27 @@ def _writes(nodes: list[dict[str, Any]], table: Table) -> Iterator[tuple[str, di
 
 
 def _reads_pauses(update: dict[str, Any]) -> bool:
-    """Whether a claim reads jobctl.pauses anywhere (its CTE, a subquery of its WHERE)."""
-    return any(
-        n.get("relname") == "pauses" and n.get("schemaname") == "jobctl" for n in _walk(update)
-    )
+    """Whether a claim honours the pauses: it reads jobctl.pauses anywhere (its CTE, a
+    subquery of its WHERE), or it is lease.Worker's, which is given the table's pauses as
+    a parameter (read at most a second before): ``ARRAY[kind and queue] && $n``."""
+    for n in _walk(update):
+        if n.get("relname") == "pauses" and n.get("schemaname") == "jobctl":
+            return True
+        if "A_Expr" in n and _pauses_given(n["A_Expr"]):
+            return True
+    return False
+
+
+def _pauses_given(expr: Any) -> bool:
+    """``ARRAY[...] && $n`` (job_paused with its pause keys a parameter)."""
+    if not isinstance(expr, dict):
+        return False
+    names = [x.get("String", {}).get("sval") for x in expr.get("name", []) if isinstance(x, dict)]
+    if not names or names[-1] != "&&" or "A_ArrayExpr" not in (expr.get("lexpr") or {}):
+        return False
+    right = expr.get("rexpr") or {}
+    right = right.get("TypeCast", {}).get("arg", right)
+    return isinstance(right, dict) and "ParamRef" in right
 
 
 def _plans_only(stmt: dict[str, Any]) -> bool:

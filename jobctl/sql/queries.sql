@@ -101,8 +101,8 @@ ORDER BY p.dimension, p.value
 
 -- name: job_paused
 -- is this job's (j) kind or queue paused for its table (jobctl pause): the one truth every
--- statement reads, the workers' claim first ({pause_keys}: the table's pauses as keys,
--- table_pause_keys, or lease.Worker's copy of them read at most a second ago, a parameter;
+-- statement reads, the workers' claim first ({pause_keys}: the table's pauses as keys, the
+-- block pause_keys, or lease.Worker's copy of them read at most a second ago, a parameter;
 -- {paused} where a block includes it: false when nothing can be paused). Each job's kind and
 -- queue (job_pause_keys) compared with the table's pauses in memory: the cheapest form to
 -- plan, which an unprepared claim pays on every call (tests/bench/bench_pause.py). Read in
@@ -115,7 +115,7 @@ ORDER BY p.dimension, p.value
 ARRAY['kind:'::pg_catalog.text OPERATOR(pg_catalog.||) {kind_value},
       'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
 
--- name: table_pause_keys
+-- name: pause_keys
 -- the table's pauses as keys, as job_pause_keys spells a job's ({pause_table}: the jobs
 -- table as jobctl.pauses names it): an uncorrelated subquery, read once per statement (one
 -- probe of jobctl.pauses' primary key)
@@ -124,10 +124,9 @@ ARRAY(SELECT p.dimension OPERATOR(pg_catalog.||) ':'::pg_catalog.text
       FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table})
 
 -- name: pause_keys_read
--- lease.Worker's read of the table's pauses (table_pause_keys), at most once a second: its
--- claim then passes them as a parameter (claim_unpaused with {pause_keys} given), or claims
--- with no pause check at all while none is on
-SELECT {table_pause_keys} AS pause_keys
+-- lease.Worker's read of the table's pauses (the block pause_keys), at most once a second:
+-- its claim then passes them as a parameter (job_paused with {pause_keys} given)
+SELECT {pause_keys} AS pause_keys
 
 -- name: claim_unpaused
 -- the claim's condition on pauses (the claim's {claim_pause_check}): this job's kind and

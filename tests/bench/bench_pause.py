@@ -46,10 +46,11 @@ from pathlib import Path
 import psycopg
 from bench_trigger import paired_loss, server_cpu
 from common import arguments, machine
-from psycopg import conninfo
+from psycopg import conninfo, sql
 
 from jobctl import db, lease
 from jobctl.schema import statements
+from jobctl.sql import queries
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cluster
@@ -303,7 +304,8 @@ def _worker(conn: psycopg.Connection, how: str) -> lease.Worker:
         return worker
     worker._pausable = False  # its claim is then the statement named "claim", set here
     if how == "bare":
-        worker._statements["claim"] = worker._statements["claim_nothing_paused"]
+        bare = {**worker.table.fragments, "claim_pause_check": sql.SQL("")}
+        worker._statements["claim"] = queries.query("claim", **bare)
     return worker
 
 

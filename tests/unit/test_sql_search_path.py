@@ -51,7 +51,7 @@ UNDER_USER_PATH = (
     "claim_unpaused",
     "job_paused",
     "job_pause_keys",
-    "table_pause_keys",
+    "pause_keys",
     "pause_keys_read",  # lease.Worker's read of the table's pauses, at most once a second
     "optional_text",
 )
