@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime as dt
 import os
 import re
 import shutil
@@ -250,38 +251,49 @@ def main() -> None:
 
 
 def per_claim(dsn: str, rounds: int, calls: int = 1500) -> str:
-    """The backend's own CPU per claim (unprepared, as lease.Worker runs it by default), with
-    and without the check, nothing paused: each claim in a transaction rolled back (the same
-    first job every time), the backend's user + system time read from /proc, the variants
-    interleaved round after round. The figure a loaded machine moves least."""
+    """The backend's own CPU per claim (unprepared, as lease.Worker runs it by default),
+    nothing paused: the design's claim without the check, with the check reading the pauses
+    (the subquery ``schema statements`` renders), and lease.Worker's (the pauses given, an
+    empty array): each claim sent by psycopg as the Worker sends it, in a transaction rolled
+    back (the same first job every time), the backend's user + system time read from /proc,
+    the variants interleaved round after round, in turn forward and backward. The figure a
+    loaded machine moves least."""
     import uuid
 
     from bench_trigger import _ticks
 
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
         load(dsn, False, 20_000)
-        table = db.resolve_table(conn, TABLE)
+        worker = lease.Worker(conn, "bench", table=TABLE)
+        bare = {**worker.table.fragments, "claim_pause_check": sql.SQL("")}
         claims = {
-            label: {s.name: s.sql for s in statements.render(conn, shaped)}["claim"]
-            for label, shaped in (
-                (FLOOR, dataclasses.replace(table, pauses=False)),
-                ("with the check, nothing paused", table),
-            )
+            FLOOR: queries.query("claim", **bare),
+            "with the check, nothing paused": queries.query("claim", **worker.table.fragments),
+            "lease.Worker, the pauses given, nothing paused": worker._statements[
+                "claim_by_pauses_read"
+            ],
         }
-        params = ("bench", str(uuid.uuid4()), 60)
-        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        params = {"worker": "bench", "attempt_token": uuid.uuid4(), "lease": dt.timedelta(60)}
+        pid = conn.info.backend_pid
         spent: dict[str, list[float]] = {label: [] for label in claims}
-        for _ in range(rounds):
-            for label, text in claims.items():
+        for n in range(rounds):
+            for label in list(claims) if n % 2 == 0 else list(reversed(claims)):
+                statement = claims[label]
+                given = {**params, "paused": []} if label.startswith("lease") else params
                 before = _ticks(pid)
                 for _ in range(calls):
                     with conn.transaction(force_rollback=True):
-                        conn.pgconn.exec_params(text.encode(), [str(p).encode() for p in params])
+                        conn.execute(statement, given, prepare=False)
                 spent[label].append((_ticks(pid) - before) / os.sysconf("SC_CLK_TCK") / calls)
     floor = statistics.median(spent[FLOOR])
     return "\n".join(
         f"{label}: {statistics.median(times) * 1e6:.0f} µs of the backend's CPU per claim"
-        + ("" if label == FLOOR else f" ({(statistics.median(times) / floor - 1) * 100:+.1f} %)")
+        + (
+            ""
+            if label == FLOOR
+            else f" ({(statistics.median(times) / floor - 1) * 100:+.1f} %, paired "
+            f"{-paired_loss(times, spent[FLOOR]) * 100:+.1f} %)"
+        )
         for label, times in spent.items()
     )
 
