@@ -1,32 +1,23 @@
-"""The typer app: the global options and the entry point. The commands live in
-``cli/commands/`` (and ``cli/top/``) and are registered here in the order ``jobctl --help``
-lists them. Heavy modules (psycopg, tabulate, rich's renderers) are imported inside the
-commands, so that ``jobctl --help`` and shell completion stay fast.
+"""The typer app: the global options, the commands registered from the command table
+(``cli/commands``, in the order ``jobctl --help`` lists them) and the entry point. Heavy
+modules (psycopg, tabulate, rich's renderers) are imported inside the commands, so that
+``jobctl --help`` and shell completion stay fast.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Mapping
 from typing import Annotated
 
 import typer
 
 from jobctl import __version__, db, errors
-from jobctl.cli import context, terminal
+from jobctl.cli import commands, context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
-from jobctl.cli.commands import cancel as cli_cancel
-from jobctl.cli.commands import doctor as cli_doctor
-from jobctl.cli.commands import monitoring as cli_monitoring
-from jobctl.cli.commands import pause as cli_pause
-from jobctl.cli.commands import review as cli_review
-from jobctl.cli.commands import schema as cli_schema
-from jobctl.cli.commands import shells as cli_shells
-from jobctl.cli.commands import targets as cli_targets
-from jobctl.cli.commands import triage as cli_triage
-from jobctl.cli.commands import writes as cli_writes
-from jobctl.cli.top import command as cli_top
 from jobctl.render import output
 
 app = typer.Typer(
@@ -40,7 +31,6 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
-app.add_typer(cli_schema.app, name="schema")
 
 
 # ---------------------------------------------------------------- global options
@@ -105,51 +95,20 @@ def main_options(
 
 
 # ---------------------------------------------------------------- the commands
-# Registered here, in the order jobctl --help lists them (docs/commands.md follows it).
-app.command()(cli_triage.stuck)
-app.command()(cli_triage.summary)
-app.command()(cli_triage.show)
-app.command()(cli_triage.history)
-app.command(
-    short_help="A job's story in plain sentences: claims, heartbeats, reclaims, who acted and why."
-)(cli_triage.explain)
-app.command(
-    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
-)(cli_monitoring.metrics)
-app.command("reclaim")(cli_writes.reclaim_command)
-app.command(
-    short_help="Jobs waiting for a human: reclaim failed or parked them; longest waiting first."
-)(cli_review.review)
-app.command(
-    short_help="The history across jobs: transitions and every jobctl write, newest first."
-)(cli_review.events)
-app.command(short_help="An incident on one page of Markdown, for the postmortem.")(
-    cli_review.report
-)
-app.command()(cli_writes.requeue)
-app.command()(cli_writes.fail)
-app.command(
-    short_help="Take a running attempt back: fenced on its token; the worker's heartbeat stops it."
-)(cli_cancel.cancel)
-app.command()(cli_writes.quarantine)
-app.command()(cli_writes.policy)
-app.command(short_help="Stop claiming a kind or queue of jobs until resume; --list the pauses.")(
-    cli_pause.pause
-)
-app.command(short_help="Claim a paused kind or queue again.")(cli_pause.resume)
-app.command(
-    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
-)(cli_top.top)
-app.command(short_help="The lease design's pre-launch checks against what the application runs.")(
-    cli_doctor.doctor
-)
-app.command()(cli_triage.demo)
-app.command(
-    "targets", short_help="The named databases of the config file; --check connects to each."
-)(cli_targets.targets_command)
-app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
-    cli_shells.completion_command
-)
+def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.Group]) -> None:
+    """The commands of ``table`` (``cli/commands``) on ``on``, in its order: each function
+    imported from its module (its module's heavy imports stay inside the function)."""
+    for name, listed in table.items():
+        if isinstance(listed, commands.Group):
+            sub = typer.Typer(help=listed.help, no_args_is_help=True, rich_markup_mode=None)
+            _register(sub, listed.commands)
+            on.add_typer(sub, name=name)
+            continue
+        function = getattr(importlib.import_module(listed.module), listed.function)
+        on.command(name, short_help=listed.summary)(function)
+
+
+_register(app, commands.COMMANDS)
 
 
 # ---------------------------------------------------------------- entry point
