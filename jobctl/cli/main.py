@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from jobctl import __version__, db, errors
-from jobctl.cli import commands, context, terminal
+from jobctl.cli import bundles, commands, context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
 from jobctl.render import output
@@ -97,7 +97,8 @@ def main_options(
 # ---------------------------------------------------------------- the commands
 def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.Group]) -> None:
     """The commands of ``table`` (``cli/commands``) on ``on``, in its order: each function
-    imported from its module (its module's heavy imports stay inside the function)."""
+    imported from its module (its module's heavy imports stay inside the function), its
+    bundles of options expanded (``cli/bundles``)."""
     for name, listed in table.items():
         if isinstance(listed, commands.Group):
             sub = typer.Typer(help=listed.help, no_args_is_help=True, rich_markup_mode=None)
@@ -105,7 +106,7 @@ def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.G
             on.add_typer(sub, name=name)
             continue
         function = getattr(importlib.import_module(listed.module), listed.function)
-        on.command(name, short_help=listed.summary)(function)
+        on.command(name, short_help=listed.summary)(bundles.expanded(function))
 
 
 _register(app, commands.COMMANDS)

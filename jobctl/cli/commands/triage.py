@@ -49,14 +49,8 @@ def stuck(
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
     trust_replica: opt.TrustReplica = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
-    notify_urls: cli_monitoring.NotifyUrls = None,
-    notify_env: cli_monitoring.NotifyEnv = None,
-    notify_file: cli_monitoring.NotifyFile = None,
-    notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
-    notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
+    slicing: opt.Slicing = opt.ANY_JOB,
+    notify: cli_monitoring.Asked = cli_monitoring.NO_NOTIFY,
     full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
@@ -78,7 +72,7 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    what = opt.slice_of(kind, queue, error)
+    what = slicing.slice()
     where = triage.ExpiredFilter(
         worker=worker,
         policy=context.policy_option(policy),
@@ -88,8 +82,7 @@ def stuck(
         error=what.error,
         full=full,
     )
-    asked = cli_monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
-    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, asked)
+    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, notify)
     ask = core.Ask(where, limit, expiring_within, trust_replica)
     shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
     try:
@@ -200,9 +193,7 @@ def summary(
     watch: opt.Watch = False,
     every: opt.Every = dt.timedelta(seconds=2),
     count: opt.Count = None,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     by: opt.SummaryBy = None,
     full: opt.Full = False,
     out: opt.Out = output.Output.table,
@@ -221,7 +212,7 @@ def summary(
     from jobctl.ops import summary as core
 
     several = context.across(ctx) is not None
-    ask = core.Ask(expiring_within, exact, opt.slice_of(kind, queue, error), by, full)
+    ask = core.Ask(expiring_within, exact, slicing.slice(), by, full)
 
     def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
         counted = [(o.target.name, o.value.result) for o in outcomes if o.value]
