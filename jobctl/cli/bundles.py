@@ -2,8 +2,9 @@
 options, so a bundle is a frozen dataclass whose fields are its options (``Annotated``
 aliases with their defaults), each named as the parameter it becomes; ``options.Slicing``
 (--kind, --queue, --error), ``options.Bulk`` (requeue, fail and cancel on a filter),
-``monitoring.Asked`` (the --notify options). The command table registers every command
-``expanded`` (``cli/main``): the bundle's options stand in the bundle's place, where
+``monitoring.Asked`` (the --notify options). A command's bundle parameter has a bundle as
+its default (``slicing: opt.Slicing = opt.ANY_JOB``). The command table registers every
+command ``expanded`` (``cli/main``): the bundle's options stand in the bundle's place, where
 ``--help`` lists them, and the command is called with the bundle made of their values.
 """
 
@@ -22,33 +23,68 @@ class Bundle:
 
 
 def expanded(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` as typer reads it: each ``Bundle`` parameter replaced by its options."""
-    signature = inspect.signature(command, eval_str=True)
-    bundles: dict[str, type[Bundle]] = {
-        name: p.annotation
-        for name, p in signature.parameters.items()
-        if isinstance(p.annotation, type) and issubclass(p.annotation, Bundle)
-    }
-    if not bundles:
+    """``command`` as typer reads it: each parameter whose default is a ``Bundle`` replaced
+    by the bundle's options. A command without one is itself."""
+    if not any(isinstance(default, Bundle) for default in command.__defaults__ or ()):
         return command
-    parameters: list[inspect.Parameter] = []
-    for p in signature.parameters.values():
-        if p.name not in bundles:
-            parameters.append(p)
-            continue
-        hints = typing.get_type_hints(p.annotation, include_extras=True)
-        parameters += [
-            inspect.Parameter(f.name, p.kind, default=f.default, annotation=hints[f.name])
-            for f in dataclasses.fields(p.annotation)
-        ]
+    return _Expanded(command)
 
-    @functools.wraps(command)
-    def run(**given: Any) -> Any:
-        for name, bundle in bundles.items():
-            options = {f.name: given.pop(f.name) for f in dataclasses.fields(bundle)}  # type: ignore[arg-type]
-            given[name] = bundle(**options)
-        return command(**given)
 
-    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in parameters}
-    return run
+class _Expanded:
+    """A command with bundles, called with their options. Its signature is worked out when
+    typer first reads it (every annotation evaluated): typer builds only the command that
+    runs (``click_api.lazy_group``), so ``jobctl --help`` and a TAB never pay for the others.
+    """
+
+    def __init__(self, command: Callable[..., Any]) -> None:
+        functools.update_wrapper(
+            self, command, assigned=("__module__", "__name__", "__qualname__", "__doc__")
+        )
+        self.command = command
+
+    @functools.cached_property
+    def bundles(self) -> dict[str, type[Bundle]]:
+        """The command's bundles by parameter name."""
+        parameters = inspect.signature(self.command).parameters
+        return {n: type(p.default) for n, p in parameters.items() if isinstance(p.default, Bundle)}
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        signature = inspect.signature(self.command, eval_str=True)
+        parameters: list[inspect.Parameter] = []
+        for p in signature.parameters.values():
+            bundle = self.bundles.get(p.name)
+            if bundle is None:
+                parameters.append(p)
+                continue
+            parameters += [o.replace(kind=p.kind) for o in _options(bundle)]
+        return signature.replace(parameters=parameters)  # a name twice: ValueError
+
+    @functools.cached_property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
+
+    def __call__(self, **given: Any) -> Any:
+        for name, bundle in self.bundles.items():
+            given[name] = bundle(**{o.name: given.pop(o.name) for o in _options(bundle)})
+        return self.command(**given)
+
+
+_OPTIONS: dict[type[Bundle], tuple[inspect.Parameter, ...]] = {}
+
+
+def _options(bundle: type[Bundle]) -> tuple[inspect.Parameter, ...]:
+    """A bundle's options as parameters, its annotations evaluated once whatever the number
+    of commands that take it."""
+    if bundle not in _OPTIONS:
+        hints = typing.get_type_hints(bundle, include_extras=True)
+        _OPTIONS[bundle] = tuple(
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=f.default,
+                annotation=hints[f.name],
+            )
+            for f in dataclasses.fields(bundle)  # type: ignore[arg-type]
+        )
+    return _OPTIONS[bundle]

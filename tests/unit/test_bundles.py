@@ -4,6 +4,7 @@ options in that place, and the command gets the bundle back made of their values
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Annotated
 
 import pytest
@@ -72,7 +73,18 @@ def test_a_command_without_a_bundle_is_registered_as_it_is():
 
 def test_two_bundles_may_not_name_one_parameter_twice():
     with pytest.raises(ValueError, match="duplicate parameter name"):
-        bundles.expanded(clashing)
+        inspect.signature(bundles.expanded(clashing))
+
+
+def test_the_signature_is_read_when_typer_builds_the_command(monkeypatch):
+    """Registering reads no annotation: typer builds only the command that runs."""
+    read = []
+    real = inspect.signature
+    monkeypatch.setattr(inspect, "signature", lambda f, **kw: read.append(f) or real(f, **kw))
+    app = registered()
+    assert read == []
+    typer.main.get_command(app)
+    assert command in read
 
 
 def test_what_the_commands_bundles_give_the_core():
