@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from jobctl import db, errors
-from jobctl.cli import terminal
+from jobctl.cli import commands, terminal
 from jobctl.ops.gateway import Access
 from jobctl.render import output
 
@@ -27,21 +27,6 @@ if TYPE_CHECKING:
     from jobctl.ops.fleet import Outcome, Shown
     from jobctl.ops.replica import Standing
     from jobctl.targets import Fleet, Target
-
-# the commands that write, and the option that makes a command write (None: always): the
-# CLI's names for what the core is told as ``Access.writes``
-WRITES: dict[str, str | None] = {
-    "requeue": None,
-    "fail": None,
-    "policy": None,
-    "reclaim": "commit",
-    "quarantine": "commit",
-    "apply": None,  # schema apply
-    "grants": None,  # schema grants
-    "remove": None,  # schema remove
-    "top": "allow_writes",
-}
-WIDENED = ("stuck", "reclaim")  # the commands that widen their judgement by a standby's lag
 
 
 @dataclasses.dataclass
@@ -69,18 +54,19 @@ def address(ctx: typer.Context) -> db.Settings | Fleet:
 
 
 def access(command: str, params: Mapping[str, Any]) -> Access:
-    """What ``command`` run with ``params`` (typer's, by option name) does to the database."""
-    writes = False
-    if command in WRITES:
-        option = WRITES[command]
-        writes = option is None or bool(params.get(option))
-    widened = command in WIDENED and not params.get("trust_replica")
-    return Access(command, writes=writes, widened=widened)
+    """What ``command`` (as typed after ``jobctl``: ``reclaim``, ``schema apply``) run with
+    ``params`` (typer's, by parameter name) does to the database, as the command table says
+    (``cli/commands``): the CLI's names for what the core is told as ``Access``."""
+    listed = commands.find(command)
+    if listed is None:
+        return Access(command)
+    return Access(command, writes=listed.writes_with(params), widened=listed.widened_with(params))
 
 
 def command_access(ctx: typer.Context) -> Access:
     """What the command ``ctx`` runs does to the database, with the options it was given."""
-    return access(ctx.info_name or "", ctx.params)
+    name = ctx.command_path.removeprefix(ctx.find_root().command_path).strip()
+    return access(name, ctx.params)
 
 
 @contextlib.contextmanager

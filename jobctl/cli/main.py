@@ -1,39 +1,24 @@
-"""The typer app: the global options, the read commands (stuck, summary, show, history,
-explain), ``demo`` and the entry point. The other commands live in ``cli/commands/`` and are
-registered here in the order ``jobctl --help`` lists them. Heavy modules (psycopg, tabulate,
-rich's renderers) are imported inside the commands, so that ``jobctl --help`` and shell
-completion stay fast.
+"""The typer app: the global options, the commands registered from the command table
+(``cli/commands``, in the order ``jobctl --help`` lists them) and the entry point. Heavy
+modules (psycopg, tabulate, rich's renderers) are imported inside the commands, so that
+``jobctl --help`` and shell completion stay fast.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import importlib
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated
 
 import typer
 
-from jobctl import __version__, db, durations, errors
-from jobctl.cli import context, terminal
+from jobctl import __version__, db, errors
+from jobctl.cli import bundles, commands, context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.click_api import LazyGroup
-from jobctl.cli.commands import cancel as cli_cancel
-from jobctl.cli.commands import doctor as cli_doctor
-from jobctl.cli.commands import monitoring as cli_monitoring
-from jobctl.cli.commands import pause as cli_pause
-from jobctl.cli.commands import review as cli_review
-from jobctl.cli.commands import schema as cli_schema
-from jobctl.cli.commands import shells as cli_shells
-from jobctl.cli.commands import targets as cli_targets
-from jobctl.cli.commands import writes as cli_writes
-from jobctl.cli.top import command as cli_top
-from jobctl.render import output, reclaim_lines, rows, streamed, views
-
-if TYPE_CHECKING:
-    from jobctl.ops import fleet
-    from jobctl.ops import stuck as stuck_core
+from jobctl.render import output
 
 app = typer.Typer(
     name="jobctl",
@@ -46,7 +31,6 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
-app.add_typer(cli_schema.app, name="schema")
 
 
 # ---------------------------------------------------------------- global options
@@ -110,383 +94,22 @@ def main_options(
     )
 
 
-# ---------------------------------------------------------------- read path
-@app.command()
-def stuck(
-    ctx: typer.Context,
-    worker: opt.Worker = None,
-    policy: opt.Policy = None,
-    limit: Annotated[
-        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
-    ] = 1000,
-    grace: opt.Grace = dt.timedelta(0),
-    expiring_within: Annotated[
-        dt.timedelta | None, opt.Duration("Add live leases that expire within this.")
-    ] = None,
-    exit_code: Annotated[
-        bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
-    ] = False,
-    ready_after: Annotated[
-        dt.timedelta,
-        opt.Duration(
-            "With nothing stuck, say so when ready jobs wait longer than this.",
-            show_default="5m",
-        ),
-    ] = dt.timedelta(minutes=5),
-    watch: opt.Watch = False,
-    every: opt.Every = dt.timedelta(seconds=2),
-    count: opt.Count = None,
-    trust_replica: opt.TrustReplica = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
-    notify_urls: cli_monitoring.NotifyUrls = None,
-    notify_env: cli_monitoring.NotifyEnv = None,
-    notify_file: cli_monitoring.NotifyFile = None,
-    notify_format: cli_monitoring.NotifyAs = cli_monitoring.NotifyFormat.json,
-    notify_burst: cli_monitoring.NotifyBurst = cli_monitoring.BURST,
-    full: opt.Full = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
-
-    Each row says what reclaim would do to it (requeue or fail) and, when another session
-    holds it locked, who. --expiring-within adds the live leases about to run out, with each
-    worker's heartbeat lag. A worker's name, kind or queue longer than 4096 characters is cut,
-    with a note (--worker still matches the whole name); --full shows every byte.
-    Example: jobctl stuck --expiring-within 30s --watch
-    """
-    from jobctl.ops import fleet, triage
-    from jobctl.ops import stuck as core
-
-    if expiring_within is not None and grace:
-        raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
-    if exit_code and watch:  # a watch refreshes (--count or not): no one answer to exit with
-        raise errors.UsageError(
-            "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
-        )
-    what = opt.slice_of(kind, queue, error)
-    where = triage.ExpiredFilter(
-        worker=worker,
-        policy=context.policy_option(policy),
-        grace=grace,
-        kinds=what.kinds,
-        queues=what.queues,
-        error=what.error,
-        full=full,
-    )
-    asked = cli_monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
-    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, asked)
-    ask = core.Ask(where, limit, expiring_within, trust_replica)
-    shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
-    try:
-        outcomes = core.run(
-            context.address(ctx),
-            context.command_access(ctx),
-            ask,
-            say=terminal.say,
-            show=shown.stream,
-            ready_after=ready_after,
-            watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
-            seen=lambda found: cli_monitoring.refreshed(made[1] if made else None, found),
-            paused=made[1].pauses_seen if made else None,
-        )
-    finally:
-        if made:
-            made[0].close()
-    if watch:  # it ended with Ctrl-C or its --count
-        context.exit_with(fleet.exit_code(outcomes))
-        return
-    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown)
+# ---------------------------------------------------------------- the commands
+def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.Group]) -> None:
+    """The commands of ``table`` (``cli/commands``) on ``on``, in its order: each function
+    imported from its module (its module's heavy imports stay inside the function), its
+    bundles of options expanded (``cli/bundles``)."""
+    for name, listed in table.items():
+        if isinstance(listed, commands.Group):
+            sub = typer.Typer(help=listed.help, no_args_is_help=True, rich_markup_mode=None)
+            _register(sub, listed.commands)
+            on.add_typer(sub, name=name)
+            continue
+        function = getattr(importlib.import_module(listed.module), listed.function)
+        on.command(name, short_help=listed.summary)(bundles.expanded(function))
 
 
-class _StuckShown:
-    """``stuck``'s rows as its output shows them, on one database or across targets."""
-
-    def __init__(
-        self, ctx: typer.Context, at_risk: bool, out: output.Output, fmt: str | None
-    ) -> None:
-        self.several = context.across(ctx) is not None
-        self.at_risk, self.out, self.fmt = at_risk, out, fmt
-        self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
-
-    def stream(self, found: stuck_core.Stream) -> None:
-        """One database's rows, streamed where the format allows (on a terminal too: laid
-        out by the first rows; a piped table needs every row for its widths), a standby's
-        marked."""
-        from jobctl.ops import replica
-
-        if self.out.tabular and self.fmt is None and terminal.screen(sys.stdout):
-            shown = rows.with_optional(self.columns, found.optional)  # the first screen at once
-            doc = streamed.stuck(found.rows, shown, at_risk=self.at_risk)
-        elif self.out.tabular:
-            doc = views.stuck(list(found.rows), self.columns, at_risk=self.at_risk)
-        else:
-            shown = rows.with_optional(self.columns, found.optional)
-            doc = views.table(found.rows, found.rows, shown)
-        terminal.emit(replica.mark(doc, found.standing), self.out, self.fmt)
-
-    def doc(self, outcomes: list[fleet.Outcome[stuck_core.Found]]) -> output.Document:
-        """The rows kept (across targets; a watch's refresh), one table."""
-        found = [row for o in outcomes if o.value for row in o.value.rows]
-        doc = views.stuck(found, self.columns, at_risk=self.at_risk)
-        return views.across_targets(doc) if self.several else doc
-
-
-def _stuck_said(
-    outcomes: list[fleet.Outcome[stuck_core.Found]],
-    exit_code: bool,
-    ready_after: dt.timedelta,
-    out: output.Output,
-    fmt: str | None,
-    shown: _StuckShown,
-) -> None:
-    """After ``stuck`` read once: the targets' table, what they said, the hints, the exit."""
-    if shown.several:
-        terminal.emit(shown.doc(outcomes), out, fmt)
-    code = context.said(outcomes)
-    found = sum(o.value.count for o in outcomes if o.value)
-    for o in outcomes:
-        if o.value and o.value.waiting is not None:
-            after = durations.show(ready_after, decimal_seconds=True)
-            terminal.say(views.ready_waiting_line(o.value.waiting, after))
-    # every job the filter matched, when a --limit showed fewer: said under any output
-    total = sum(o.value.total or o.value.count for o in outcomes if o.value)
-    cut = total if total > found else None
-    if found and sys.stdout.isatty() and out.tabular:
-        holding = [o.target.name for o in outcomes if o.value and o.value.count]
-        terminal.say(reclaim_lines.reclaim_hint(found, holding if shown.several else None, cut))
-    elif cut:
-        terminal.say(f"showing {found} of {cut} job(s) (--limit)")
-    context.exit_with(context.with_findings(code, exit_code and bool(found)))
-
-
-def _watching(
-    ctx: typer.Context,
-    watch: bool,
-    every: dt.timedelta,
-    count: int | None,
-    doc_of: Callable[[list[fleet.Outcome[Any]]], output.Document],
-    out: output.Output,
-    fmt: str | None,
-) -> fleet.Watching[Any] | None:
-    """``--watch``'s refreshes, each shown as ``doc_of`` makes it (None: no --watch)."""
-    from jobctl.ops import fleet
-
-    if not watch:
-        return None
-    return fleet.Watching(every, count, context.live(ctx, out, fmt, every, doc_of))
-
-
-@app.command()
-def summary(
-    ctx: typer.Context,
-    expiring_within: opt.Soon = dt.timedelta(seconds=30),
-    exact: Annotated[
-        bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
-    ] = False,
-    watch: opt.Watch = False,
-    every: opt.Every = dt.timedelta(seconds=2),
-    count: opt.Count = None,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
-    by: opt.SummaryBy = None,
-    full: opt.Full = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """Counts by status; processing split live / expiring soon / expired; workers.
-
-    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
-    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
-    lag. On tables of a million rows or more, done and
-    failed are estimated from statistics (marked) unless --exact. A worker's name (or --by's
-    group) longer than 4096 characters is cut, with a note; --full shows every byte.
-    Example: jobctl summary --expiring-within 1m --watch
-    """
-    from jobctl.ops import fleet, replica
-    from jobctl.ops import summary as core
-
-    several = context.across(ctx) is not None
-    ask = core.Ask(expiring_within, exact, opt.slice_of(kind, queue, error), by, full)
-
-    def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
-        counted = [(o.target.name, o.value.result) for o in outcomes if o.value]
-        if several:
-            return views.summary_targets(core.rows(counted))
-        ((_, result),) = counted
-        return views.summary_by(result) if by is not None else views.summary(result)
-
-    outcomes = core.run(
-        context.address(ctx),
-        context.command_access(ctx),
-        ask,
-        say=terminal.say,
-        watching=_watching(ctx, watch, every, count, doc_of, out, fmt),
-    )
-    if watch:
-        context.exit_with(fleet.exit_code(outcomes))
-        return
-    terminal.emit(replica.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
-    if not several:  # one database: its lines under its table
-        (counted,) = (o.value for o in outcomes)
-        assert counted is not None
-        if by is None:
-            context.say_if(views.no_lease_line(counted.result["processing"]["no_lease"]))
-        context.say_if(counted.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
-    context.exit_with(context.said(outcomes))
-
-
-@app.command()
-def show(
-    ctx: typer.Context,
-    job_id: opt.JobId,
-    full: opt.Full = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """One job: its row, its lease state (live, expired, none) and its latest events.
-
-    A value longer than 4096 characters is cut, with a note; --full shows every byte.
-    Example: jobctl show 42 -o json. See also: history (every attempt and event), explain
-    (the same as sentences).
-    """
-    from jobctl.ops import triage
-
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        job = triage.show(s, job_id, full=full)
-    terminal.emit(context.marked(ctx, views.show(job, job_id)), out, fmt)
-
-
-@app.command()
-def history(
-    ctx: typer.Context,
-    job_id: opt.JobId,
-    full: opt.Full = False,
-    events: Annotated[
-        bool,
-        typer.Option(
-            "--events",
-            help="The events, not the attempts: -o csv/tsv's one table (a row each, with "
-            "the job's columns); on a terminal, the job and its events.",
-        ),
-    ] = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """A job's attempts (heartbeat history) and events (reclaim history), oldest first.
-    -o csv/tsv: one table, a row per attempt (--events: per event), with the job's columns.
-
-    Example: jobctl history 42 -o csv --events. See also: show (the row now), explain (the
-    same records as sentences).
-    """
-    from jobctl.ops import triage
-
-    if events and out in (output.Output.json, output.Output.jsonl):
-        raise errors.UsageError(f"--events chooses a table; -o {out.value} carries both")
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        result = triage.history(s, job_id, full=full)
-    if out in (output.Output.csv, output.Output.tsv):
-        doc = views.history_table(result, events=events)
-    else:
-        doc = views.history(result, job_id, events_only=events)
-    terminal.emit(context.marked(ctx, doc), out, fmt)
-
-
-@app.command(
-    short_help="A job's story in plain sentences: claims, heartbeats, reclaims, who acted and why."
-)
-def explain(
-    ctx: typer.Context,
-    job_id: opt.JobId,
-    full: opt.Full = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """A job's story in plain sentences: claims, heartbeats against the lease, reclaims, and
-    who requeued or failed it and why. JSON gives the same facts as fields.
-
-    Example: jobctl explain 42. See also: show (the row now), history (the records as data).
-    """
-    from jobctl.ops import triage
-    from jobctl.render import story
-
-    with context.open_session(ctx) as s, s.transaction(read_only=True):
-        mapping = s.table.mapping
-        result = story.explain(
-            triage.history(s, job_id, full=full),
-            parked=mapping.parked,
-            failed=mapping.status("failed"),
-            processing=mapping.status("processing"),
-            mapped=mapping.mapped_optional,
-        )
-    if out.tabular and fmt is None:
-        width = terminal.width() if out is output.Output.table else None
-        print("\n".join(output.prose(line, width) for line in result["story"]))
-        return
-    terminal.emit(context.marked(ctx, views.explain(result)), out, fmt)
-
-
-# ---------------------------------------------------------------- the other modules' commands
-# Registered here, in the order jobctl --help lists them (docs/commands.md follows it).
-app.command(
-    short_help="Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check."
-)(cli_monitoring.metrics)
-app.command("reclaim")(cli_writes.reclaim_command)
-app.command(
-    short_help="Jobs waiting for a human: reclaim failed or parked them; longest waiting first."
-)(cli_review.review)
-app.command(
-    short_help="The history across jobs: transitions and every jobctl write, newest first."
-)(cli_review.events)
-app.command(short_help="An incident on one page of Markdown, for the postmortem.")(
-    cli_review.report
-)
-app.command()(cli_writes.requeue)
-app.command()(cli_writes.fail)
-app.command(
-    short_help="Take a running attempt back: fenced on its token; the worker's heartbeat stops it."
-)(cli_cancel.cancel)
-app.command()(cli_writes.quarantine)
-app.command()(cli_writes.policy)
-app.command(short_help="Stop claiming a kind or queue of jobs until resume; --list the pauses.")(
-    cli_pause.pause
-)
-app.command(short_help="Claim a paused kind or queue again.")(cli_pause.resume)
-app.command(
-    "top", short_help="An interactive console: stuck and review jobs, live; r/f if allowed."
-)(cli_top.top)
-app.command(short_help="The lease design's pre-launch checks against what the application runs.")(
-    cli_doctor.doctor
-)
-
-
-# ---------------------------------------------------------------- demo
-@app.command()
-def demo(
-    keep: Annotated[bool, typer.Option(help="Leave the server running to explore.")] = False,
-    stop: Annotated[bool, typer.Option(help="Stop a server left by --keep.")] = False,
-) -> None:
-    """Start an embedded PostgreSQL, stage a deploy that kills workers, then triage it.
-
-    Needs the demo extra: pip install 'jobctl[demo]'. Example: jobctl demo --keep
-    """
-    from jobctl.cli.commands import demo as the_demo
-
-    if stop:
-        terminal.say(the_demo.stop_kept())
-        return
-    the_demo.run(keep=keep, say=terminal.say)
-
-
-app.command(
-    "targets", short_help="The named databases of the config file; --check connects to each."
-)(cli_targets.targets_command)
-app.command("completion", short_help="Print the shell completion script: bash, zsh or fish.")(
-    cli_shells.completion_command
-)
+_register(app, commands.COMMANDS)
 
 
 # ---------------------------------------------------------------- entry point

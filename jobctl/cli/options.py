@@ -1,4 +1,5 @@
-"""Options several commands share, defined once (``Annotated`` aliases for typer).
+"""Options several commands share, defined once (``Annotated`` aliases for typer), and the
+bundles of them that commands take as one parameter (``Slicing``, ``Bulk``: ``cli/bundles``).
 
 Durations are a parameter type: ``--grace 5m`` arrives as a ``timedelta``, and a bad one is
 refused by the parser with one line (exit 2) before the command runs.
@@ -6,15 +7,20 @@ refused by the parser with one line (exit 2) before the command runs.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from jobctl import durations, targets
+from jobctl.cli.bundles import Bundle
 from jobctl.render import output
+
+if TYPE_CHECKING:
+    from jobctl.ops.slices import Slice
 
 
 def duration(value: str | dt.timedelta) -> dt.timedelta:
@@ -135,6 +141,9 @@ Count = Annotated[
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
 Reason = Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded in the history.")]
+RequiredReason = Annotated[  # fail and cancel
+    str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
+]
 
 
 def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
@@ -455,11 +464,22 @@ ErrorText = Annotated[
 ]
 
 
-def slice_of(kinds: list[str] | None, queues: list[str] | None, error: str | None) -> Any:
-    """The options --kind, --queue, --error as the core's ``Slice``."""
-    from jobctl.ops.slices import Slice
+@dataclasses.dataclass(frozen=True)
+class Slicing(Bundle):
+    """--kind, --queue, --error as given: what the job is, as a command narrows by it."""
 
-    return Slice(tuple(kinds or ()), tuple(queues or ()), error or None)
+    kind: Kinds = None
+    queue: Queues = None
+    error: ErrorText = None
+
+    def slice(self) -> Slice:
+        """The core's ``Slice``."""
+        from jobctl.ops.slices import Slice
+
+        return Slice(tuple(self.kind or ()), tuple(self.queue or ()), self.error or None)
+
+
+ANY_JOB = Slicing()  # no --kind, --queue or --error
 
 
 # requeue / fail on a filter
@@ -494,6 +514,21 @@ BulkSavePlan = Annotated[
         help="With a filter: write the listed jobs to FILE as a plan, for --plan FILE.",
     ),
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Bulk(Bundle):
+    """The rest of requeue's, fail's and cancel's filter (after --kind, --queue, --error and
+    --status): the jobs' worker, their age, the lease-less ones only, and how many."""
+
+    worker: Worker = None
+    older_than: BulkOlderThan = None
+    no_lease: BulkNoLease = False
+    limit: BulkLimit = 10_000
+
+
+BULK_DEFAULTS = Bulk()
+
 
 # reclaim and requeue: the work returned paced
 Spread = Annotated[

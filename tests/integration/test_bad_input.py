@@ -125,8 +125,8 @@ def test_process_exit_codes_and_no_tty(dsn, conn):
 
 def test_version_and_help_for_every_command(run):
     assert run("--version").out.startswith("jobctl ")
+    from jobctl.cli import commands as table
     from jobctl.cli import main as cli
-    from jobctl.cli.commands import schema as cli_schema
 
     commands = [c.name or c.callback.__name__ for c in cli.app.registered_commands]
     assert {
@@ -146,7 +146,7 @@ def test_version_and_help_for_every_command(run):
         "events",
         "report",
     } <= set(commands)
-    schema = [f"schema {c.name}" for c in cli_schema.app.registered_commands]
+    schema = [f"schema {name}" for name in table.COMMANDS["schema"].commands]
     assert set(schema) == {
         "schema apply",
         "schema remove",

@@ -1,1 +1,139 @@
-"""The command groups registered on the app, one module per job."""
+"""Every command of jobctl, in the order ``jobctl --help`` lists them (pip's ``commands_dict``):
+its name, the module and function that implement it, the line ``--help`` lists it with, and
+what it does to the database: whether it writes (always, or when one of its options is
+given) and whether it judges expiry widened by a standby's lag. ``cli/main`` registers the
+commands from this table alone; ``cli/context`` tells the core from it what a command does
+(``gateway.Access``). Nothing is imported here: reading the table loads no command.
+
+A new command is a function in a module of ``cli/commands/`` and one line here, at its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One command: ``function`` of ``module``, listed in ``jobctl --help`` with ``summary``
+    (None: the start of its docstring, as click shortens it)."""
+
+    module: str
+    function: str
+    summary: str | None = None
+    # False: never; True: always; an option's parameter name ("commit"): when it is given
+    writes: bool | str = False
+    widened: bool = False  # its expiry widened by a standby's lag, unless --trust-replica
+
+    def writes_with(self, params: Mapping[str, Any]) -> bool:
+        """Whether the command writes, run with ``params`` (typer's, by parameter name)."""
+        if isinstance(self.writes, str):
+            return bool(params.get(self.writes))
+        return self.writes
+
+    def widened_with(self, params: Mapping[str, Any]) -> bool:
+        """Whether its judgement of expiry is widened, run with ``params``."""
+        return self.widened and not params.get("trust_replica")
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Commands under one name (``jobctl schema apply``), ``help`` their group's help."""
+
+    help: str
+    commands: dict[str, Command]
+
+
+# typer lists a group after the commands, wherever it is registered: groups go last
+COMMANDS: dict[str, Command | Group] = {
+    "stuck": Command("jobctl.cli.commands.triage", "stuck", widened=True),
+    "summary": Command("jobctl.cli.commands.triage", "summary"),
+    "show": Command("jobctl.cli.commands.triage", "show"),
+    "history": Command("jobctl.cli.commands.triage", "history"),
+    "explain": Command(
+        "jobctl.cli.commands.triage",
+        "explain",
+        "A job's story in plain sentences: claims, heartbeats, reclaims, who acted and why.",
+    ),
+    "metrics": Command(
+        "jobctl.cli.commands.monitoring",
+        "metrics",
+        "Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check.",
+    ),
+    "reclaim": Command(
+        "jobctl.cli.commands.writes", "reclaim_command", writes="commit", widened=True
+    ),
+    "review": Command(
+        "jobctl.cli.commands.review",
+        "review",
+        "Jobs waiting for a human: reclaim failed or parked them; longest waiting first.",
+    ),
+    "events": Command(
+        "jobctl.cli.commands.review",
+        "events",
+        "The history across jobs: transitions and every jobctl write, newest first.",
+    ),
+    "report": Command(
+        "jobctl.cli.commands.review",
+        "report",
+        "An incident on one page of Markdown, for the postmortem.",
+    ),
+    "requeue": Command("jobctl.cli.commands.writes", "requeue", writes=True),
+    "fail": Command("jobctl.cli.commands.writes", "fail", writes=True),
+    "cancel": Command(
+        "jobctl.cli.commands.cancel",
+        "cancel",
+        "Take a running attempt back: fenced on its token; the worker's heartbeat stops it.",
+    ),
+    "quarantine": Command("jobctl.cli.commands.writes", "quarantine", writes="commit"),
+    "policy": Command("jobctl.cli.commands.writes", "policy", writes=True),
+    "pause": Command(
+        "jobctl.cli.commands.pause",
+        "pause",
+        "Stop claiming a kind or queue of jobs until resume; --list the pauses.",
+    ),
+    "resume": Command("jobctl.cli.commands.pause", "resume", "Claim a paused kind or queue again."),
+    "top": Command(
+        "jobctl.cli.top.command",
+        "top",
+        "An interactive console: stuck and review jobs, live; r/f if allowed.",
+        writes="allow_writes",
+    ),
+    "doctor": Command(
+        "jobctl.cli.commands.doctor",
+        "doctor",
+        "The lease design's pre-launch checks against what the application runs.",
+    ),
+    "demo": Command("jobctl.cli.commands.triage", "demo"),
+    "targets": Command(
+        "jobctl.cli.commands.targets",
+        "targets_command",
+        "The named databases of the config file; --check connects to each.",
+    ),
+    "completion": Command(
+        "jobctl.cli.commands.shells",
+        "completion_command",
+        "Print the shell completion script: bash, zsh or fish.",
+    ),
+    "schema": Group(
+        "Install and check the lease columns, reclaim index and history.",
+        {
+            "apply": Command("jobctl.cli.commands.schema", "schema_apply", writes=True),
+            "remove": Command("jobctl.cli.commands.schema", "schema_remove", writes=True),
+            "grants": Command("jobctl.cli.commands.schema", "schema_grants", writes=True),
+            "check": Command("jobctl.cli.commands.schema", "schema_check"),
+            "statements": Command("jobctl.cli.commands.schema", "schema_statements"),
+        },
+    ),
+}
+
+
+def find(name: str) -> Command | None:
+    """The command ``name``, as typed after ``jobctl`` (``reclaim``, ``schema apply``), or None."""
+    first, _, rest = name.partition(" ")
+    found = COMMANDS.get(first)
+    if isinstance(found, Group):
+        return found.commands.get(rest)
+    return None if rest else found

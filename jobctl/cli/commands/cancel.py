@@ -24,9 +24,7 @@ def cancel(
     ctx: typer.Context,
     job_ids: opt.JobIdsOrStdin = None,
     plan: opt.ReviewPlan = None,
-    reason: Annotated[
-        str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
-    ] = "",
+    reason: opt.RequiredReason = "",
     park: Annotated[
         bool,
         typer.Option(
@@ -36,13 +34,8 @@ def cancel(
     ] = False,
     expect_token: opt.ExpectToken = None,
     yes: opt.Yes = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
-    worker: opt.Worker = None,
-    older_than: opt.BulkOlderThan = None,
-    no_lease: opt.BulkNoLease = False,
-    limit: opt.BulkLimit = 10_000,
+    slicing: opt.Slicing = opt.ANY_JOB,
+    bulk: opt.Bulk = opt.BULK_DEFAULTS,
     save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
@@ -57,7 +50,7 @@ def cancel(
     jobs it matches: --save-plan FILE saves them, --yes cancels exactly those.
     Example: jobctl cancel 42 --reason "payment provider down" --yes
     """
-    which = writes.bulk_filter(kind, queue, error, None, worker, older_than, limit, no_lease)
+    which = writes.bulk_filter(slicing, None, bulk)
     if which or not (job_ids or plan):
         writes.ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
         writes.bulk_write(

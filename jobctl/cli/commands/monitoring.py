@@ -26,6 +26,7 @@ import typer
 from jobctl import db, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
+from jobctl.cli.bundles import Bundle
 
 if TYPE_CHECKING:
     from jobctl.ops.fleet import Outcome
@@ -109,18 +110,22 @@ BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify
 
 
 @dataclasses.dataclass(frozen=True)
-class Asked:
-    """The ``--notify*`` options as given on the command line."""
+class Asked(Bundle):
+    """The ``--notify*`` options as given on the command line (``stuck --watch``,
+    ``reclaim --every``): one parameter of the command, a bundle (``cli/bundles``)."""
 
-    urls: list[str] | None = None
-    env_vars: list[str] | None = None
-    file: Path | None = None
-    fmt: NotifyFormat = NotifyFormat.json
-    burst: int = BURST
+    notify_urls: NotifyUrls = None
+    notify_env: NotifyEnv = None
+    notify_file: NotifyFile = None
+    notify_format: NotifyAs = NotifyFormat.json
+    notify_burst: NotifyBurst = BURST
 
     @property
     def given(self) -> bool:
-        return bool(self.urls or self.env_vars or self.file)
+        return bool(self.notify_urls or self.notify_env or self.notify_file)
+
+
+NO_NOTIFY = Asked()  # no --notify option: the environment's, if any
 
 
 def from_environment() -> bool:
@@ -139,15 +144,17 @@ def urls_of(asked: Asked, log: Callable[[str], None]) -> list[str]:
         found = notify.urls_in(os.environ.get(URLS_VAR, ""), f"${URLS_VAR}")
         path = os.environ.get(FILE_VAR, "").strip()
         return found + (_file_urls(Path(path), f"${FILE_VAR}", log) if path else [])
-    found = [notify.check_url(u, f"--notify #{n}") for n, u in enumerate(asked.urls or [], 1)]
-    for var in asked.env_vars or []:
+    found = [
+        notify.check_url(u, f"--notify #{n}") for n, u in enumerate(asked.notify_urls or [], 1)
+    ]
+    for var in asked.notify_env or []:
         value = os.environ.get(var, "")
         if value.strip():
             found += notify.urls_in(value, f"${var}")
         else:
             log(f"notify: ${var} is unset or empty: no notifications to it")
-    if asked.file is not None:
-        found += _file_urls(asked.file, "--notify-file", log)
+    if asked.notify_file is not None:
+        found += _file_urls(asked.notify_file, "--notify-file", log)
     return found
 
 
@@ -194,26 +201,26 @@ def notifier(
     if not found:
         return None
     key = os.environ.get(ROUTING_KEY_VAR, "")
-    if asked.fmt is NotifyFormat.pagerduty and not key:
+    if asked.notify_format is NotifyFormat.pagerduty and not key:
         raise errors.UsageError(f"--notify-format pagerduty needs ${ROUTING_KEY_VAR}")
-    if any(notify.holds_secret(url) for url in asked.urls or []):
+    if any(notify.holds_secret(url) for url in asked.notify_urls or []):
         log(
             "jobctl: warning: a --notify URL looks like it holds a secret (a user, a token in "
             "its path or query) and stays visible in the process list (ps) while this runs: "
             f"use --notify-file, --notify-env or ${URLS_VAR}"
         )
-    sender = notify.Sender(found, asked.fmt.value, log=log, routing_key=key)
+    sender = notify.Sender(found, asked.notify_format.value, log=log, routing_key=key)
     watch = notify.Watch(
         sender.send,
         table=table,
         target=target,
         command=command,
-        burst=asked.burst,
+        burst=asked.notify_burst,
         delivery=sender.delivery,
-        close_stale=asked.fmt is NotifyFormat.pagerduty,
+        close_stale=asked.notify_format is NotifyFormat.pagerduty,
     )
     names = ", ".join(notify.shown(url) for url in found)
-    log(f"notify: {asked.fmt.value} notifications to {names}")
+    log(f"notify: {asked.notify_format.value} notifications to {names}")
     return sender, watch
 
 
@@ -280,9 +287,7 @@ def metrics(
     max_overdue: Annotated[
         dt.timedelta | None, opt.Duration("Exit 4 when a lease expired longer ago.")
     ] = None,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     label_top: opt.LabelTop = 10,
     textfile: Textfile = None,
 ) -> None:
@@ -296,7 +301,7 @@ def metrics(
     from jobctl.render import openmetrics
 
     where = context.address(ctx)
-    what = opt.slice_of(kind, queue, error)
+    what = slicing.slice()
     ask = core.Ask(expiring_within, reclaim_window, what, label_top, max_stuck, max_overdue)
     try:
         measured = core.run(where, context.command_access(ctx), ask, say=terminal.say)

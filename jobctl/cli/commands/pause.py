@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import errors, lease
+from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.render import output, pause_views, rows, safe_text, views
@@ -122,6 +122,8 @@ def _said(
     if done.changed and verb == "paused":
         terminal.say(f"{shown} paused: its queued jobs wait, unclaimed, until jobctl resume")
     elif done.changed:
+        from jobctl import lease  # (psycopg: not at jobctl's start)
+
         terminal.say(
             f"{shown} resumed: its queued jobs are claimed again (by lease.Worker within "
             f"{lease.PAUSES_READ_EVERY:g} s)"

@@ -42,9 +42,7 @@ def review(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
     ] = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
@@ -64,7 +62,7 @@ def review(
         worker=worker,
         since=since,
         older_than=older_than,
-        what=opt.slice_of(kind, queue, error),
+        what=slicing.slice(),
         full=full,
     )
     several = context.across(ctx) is not None
@@ -115,9 +113,7 @@ def events(
     ] = False,
     limit: opt.Limit = None,
     full: opt.Full = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -137,7 +133,7 @@ def events(
             actor=actor,
             worker=worker,
             ids=s.job_ids(job_ids) if job_ids else None,
-            what=opt.slice_of(kind, queue, error),  # the jobs as they are now
+            what=slicing.slice(),  # the jobs as they are now
         )
         window.what.check(s.table.mapping)
         with s.transaction(read_only=True):
@@ -170,9 +166,7 @@ def report(
         str, typer.Option(metavar="WHEN", help="From this long ago (2h) or this time.")
     ] = "2h",
     until: opt.Until = None,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     out: opt.Out = output.Output.table,
 ) -> None:
     """An incident on one page of Markdown, for the postmortem: what expired (when, by
@@ -189,7 +183,7 @@ def report(
     window = events.Window(
         since=events.bound(since),
         until=events.bound(until) if until else None,
-        what=opt.slice_of(kind, queue, error),
+        what=slicing.slice(),
     )
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = core.collect(s, window)

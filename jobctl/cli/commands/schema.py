@@ -1,7 +1,8 @@
 """``jobctl schema``: install, grant and check what jobctl needs on the jobs table.
 
 Thin commands like the rest of the CLI: the steps are planned by ``schema`` and run by
-``schema_steps``; ``schema_check`` checks.
+``schema_steps``; ``schema_check`` checks. Registered by ``cli``, in the order ``jobctl schema
+--help`` lists them.
 """
 
 from __future__ import annotations
@@ -23,14 +24,7 @@ if TYPE_CHECKING:
 
     from jobctl.schema.steps import Step
 
-app = typer.Typer(
-    help="Install and check the lease columns, reclaim index and history.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
 
-
-@app.command("apply")
 def schema_apply(
     ctx: typer.Context,
     print_sql: opt.PrintSql = False,
@@ -168,7 +162,6 @@ def _print_or_apply(
             raise progress.lost(exc) from None
 
 
-@app.command("remove")
 def schema_remove(
     ctx: typer.Context,
     history_too: Annotated[
@@ -227,7 +220,6 @@ def schema_remove(
             terminal.say(line)
 
 
-@app.command("grants")
 def schema_grants(
     ctx: typer.Context,
     readonly: Annotated[
@@ -271,7 +263,6 @@ def schema_grants(
         context.say_if(refused)
 
 
-@app.command("check")
 def schema_check(
     ctx: typer.Context, out: opt.Out = output.Output.table, fmt: opt.Format = None
 ) -> None:
@@ -306,7 +297,6 @@ def schema_check(
         raise typer.Exit(errors.EXIT_FINDINGS)
 
 
-@app.command("statements")
 def schema_statements(
     ctx: typer.Context,
     prepare: Annotated[

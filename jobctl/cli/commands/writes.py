@@ -43,17 +43,11 @@ def reclaim_command(
     plan: opt.ApplyPlan = None,
     every: opt.ServeEvery = None,
     trust_replica: opt.TrustReplica = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     spread: opt.Spread = dt.timedelta(0),
     refund_attempt: opt.RefundAttempt = False,
     park_older_than: opt.ParkOlderThan = None,
-    notify_urls: monitoring.NotifyUrls = None,
-    notify_env: monitoring.NotifyEnv = None,
-    notify_file: monitoring.NotifyFile = None,
-    notify_format: monitoring.NotifyAs = monitoring.NotifyFormat.json,
-    notify_burst: monitoring.NotifyBurst = monitoring.BURST,
+    notify: monitoring.Asked = monitoring.NO_NOTIFY,
     full: opt.Full = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
@@ -72,7 +66,7 @@ def reclaim_command(
     from jobctl.ops import fleet, reclaim
     from jobctl.ops import reclaim_run as core
 
-    what = opt.slice_of(kind, queue, error)
+    what = slicing.slice()
     which = _expired(
         worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than, full
     )
@@ -93,8 +87,7 @@ def reclaim_command(
     if every is not None:  # the service runs for long, its command line visible all along
         context.warn_password_on_command_line(ctx)
     shown = _ReclaimShown(fleet.several(where), out, fmt)
-    asked = monitoring.Asked(notify_urls, notify_env, notify_file, notify_format, notify_burst)
-    notifying = monitoring.for_reclaim_service(where, every, asked)
+    notifying = monitoring.for_reclaim_service(where, every, notify)
     with notifying as watch:
         done = core.run(
             where,
@@ -203,14 +196,9 @@ def requeue(
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     status: opt.BulkStatuses = None,
-    worker: opt.Worker = None,
-    older_than: opt.BulkOlderThan = None,
-    no_lease: opt.BulkNoLease = False,
-    limit: opt.BulkLimit = 10_000,
+    bulk: opt.Bulk = opt.BULK_DEFAULTS,
     save_plan: opt.BulkSavePlan = None,
     spread: opt.Spread = dt.timedelta(0),
     out: opt.Out = output.Output.table,
@@ -224,7 +212,7 @@ def requeue(
     lists the jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    which = bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
+    which = bulk_filter(slicing, status, bulk)
     if which or not (job_ids or plan):
         ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
         bulk_write(
@@ -251,20 +239,13 @@ def fail(
     ctx: typer.Context,
     job_ids: opt.JobIdsOrStdin = None,
     plan: opt.ReviewPlan = None,
-    reason: Annotated[
-        str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
-    ] = "",
+    reason: opt.RequiredReason = "",
     expect_token: opt.ExpectToken = None,
     force: opt.Force = False,
     yes: opt.Yes = False,
-    kind: opt.Kinds = None,
-    queue: opt.Queues = None,
-    error: opt.ErrorText = None,
+    slicing: opt.Slicing = opt.ANY_JOB,
     status: opt.BulkStatuses = None,
-    worker: opt.Worker = None,
-    older_than: opt.BulkOlderThan = None,
-    no_lease: opt.BulkNoLease = False,
-    limit: opt.BulkLimit = 10_000,
+    bulk: opt.Bulk = opt.BULK_DEFAULTS,
     save_plan: opt.BulkSavePlan = None,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
@@ -278,7 +259,7 @@ def fail(
     it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
-    which = bulk_filter(kind, queue, error, status, worker, older_than, limit, no_lease)
+    which = bulk_filter(slicing, status, bulk)
     if which or not (job_ids or plan):
         ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
         bulk_write(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
@@ -299,24 +280,18 @@ def fail(
 
 
 def bulk_filter(
-    kind: list[str] | None,
-    queue: list[str] | None,
-    error: str | None,
-    status: list[str] | None,
-    worker: str | None,
-    older_than: dt.timedelta | None,
-    limit: int,
-    no_lease: bool,
+    slicing: opt.Slicing, status: list[str] | None, options: opt.Bulk
 ) -> bulk.BulkFilter:
+    """``requeue``, ``fail`` and ``cancel``'s filter as the core's (empty: no filter given)."""
     from jobctl.ops import bulk
 
     return bulk.BulkFilter(
-        opt.slice_of(kind, queue, error),
+        slicing.slice(),
         tuple(v.strip() for value in status or () for v in value.split(",") if v.strip()),
-        worker,
-        older_than,
-        limit,
-        no_lease,
+        options.worker,
+        options.older_than,
+        options.limit,
+        options.no_lease,
     )
 
 
