@@ -220,6 +220,9 @@ def test_a_caught_up_standby_judges_as_its_primary(trio, jobctl):
         ("schema", "apply"),
         ("schema", "grants", "--readonly", "postgres"),
         ("schema", "remove"),
+        ("cancel", "1", "--reason", "gone"),
+        ("pause", "--kind", "k", "--reason", "down"),
+        ("resume", "--kind", "k"),
     ],
     ids=lambda a: " ".join(a[:2]),
 )
@@ -235,6 +238,15 @@ def test_writes_on_a_standby_are_refused_before_any_prompt(trio, jobctl, args):
     assert f"127.0.0.1:{standby.port} is a standby" in err
     assert "target_session_attrs=read-write" in err and "nothing changed" in err
     assert leases(at(primary)) == before
+
+
+def test_the_lists_of_writing_commands_are_served_by_a_standby(trio, jobctl):
+    """pause --list and policy --list only read: a standby serves them as any read."""
+    standby = trio.standby("sync1")
+    for args in (("pause", "--list", "-o", "json"), ("policy", "--list", "-o", "json")):
+        code, out, err = jobctl(at(standby), *args)
+        assert code == 0 and "is a standby" not in err, (args, err)
+        assert isinstance(json.loads(out), list)
 
 
 def test_a_multi_host_dsn_finds_the_primary_or_reads_the_standby(trio, jobctl):

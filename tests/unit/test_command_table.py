@@ -61,6 +61,8 @@ def test_each_entry_names_its_function_and_its_options(name, entry):
     flags = {p.name for p in command.params if getattr(p, "is_flag", False)}
     if isinstance(entry.writes, str):  # the option that makes it write: a flag of its own
         assert entry.writes in flags, f"{name} has no flag {entry.writes}"
+    if entry.reads_with is not None:  # the option that makes it only read: a flag too
+        assert entry.reads_with in flags, f"{name} has no flag {entry.reads_with}"
     if entry.widened:
         assert "trust_replica" in flags, name
 
@@ -71,6 +73,9 @@ def test_what_the_core_is_told_follows_the_table():
     assert not context.access("apply", {}).writes  # only as typed after jobctl
     assert context.access("top", {"allow_writes": True}).writes
     assert not context.access("no-such", {"commit": True}).writes
+    assert context.access("pause", {}).writes and context.access("cancel", {}).writes
+    assert not context.access("pause", {"list_pauses": True}).writes
+    assert not context.access("policy", {"list_kinds": True}).writes
     for name, entry in listed():
         assert context.access(name, {}).writes is (entry.writes is True)
         assert context.access(name, {}).widened is entry.widened

@@ -26,9 +26,14 @@ class Command:
     # False: never; True: always; an option's parameter name ("commit"): when it is given
     writes: bool | str = False
     widened: bool = False  # its expiry widened by a standby's lag, unless --trust-replica
+    # an option's parameter name that makes a writing command only read ("list_pauses": pause
+    # --list), served on a standby as any read is
+    reads_with: str | None = None
 
     def writes_with(self, params: Mapping[str, Any]) -> bool:
         """Whether the command writes, run with ``params`` (typer's, by parameter name)."""
+        if self.reads_with is not None and params.get(self.reads_with):
+            return False
         if isinstance(self.writes, str):
             return bool(params.get(self.writes))
         return self.writes
@@ -86,15 +91,20 @@ COMMANDS: dict[str, Command | Group] = {
         "jobctl.cli.commands.cancel",
         "cancel",
         "Take a running attempt back: fenced on its token; the worker's heartbeat stops it.",
+        writes=True,
     ),
     "quarantine": Command("jobctl.cli.commands.writes", "quarantine", writes="commit"),
-    "policy": Command("jobctl.cli.commands.writes", "policy", writes=True),
+    "policy": Command("jobctl.cli.commands.writes", "policy", writes=True, reads_with="list_kinds"),
     "pause": Command(
         "jobctl.cli.commands.pause",
         "pause",
         "Stop claiming a kind or queue of jobs until resume; --list the pauses.",
+        writes=True,
+        reads_with="list_pauses",
     ),
-    "resume": Command("jobctl.cli.commands.pause", "resume", "Claim a paused kind or queue again."),
+    "resume": Command(
+        "jobctl.cli.commands.pause", "resume", "Claim a paused kind or queue again.", writes=True
+    ),
     "top": Command(
         "jobctl.cli.top.command",
         "top",
