@@ -20,7 +20,8 @@ from jobctl import errors
 from jobctl.render import output, rows, safe_text, views
 
 if TYPE_CHECKING:
-    from jobctl.ops import manual, reclaim
+    from jobctl.ops import manual
+    from jobctl.ops.reclaim import one_database
 
 T = TypeVar("T", bound=Sequence[Any])
 
@@ -96,7 +97,7 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
         columns = rows.RECLAIM_COLUMNS if reclaiming else rows.PREVIEW_COLUMNS
         view = views.RECLAIM_VIEW if reclaiming else views.PREVIEW_VIEW
         shown = list(about[:TABLE_ROWS])
-        # a reclaim.Sample: its first rows and the counts of all (a million are never held)
+        # a one_database.Sample: its first rows and the counts of all (a million are never held)
         total = getattr(about, "total", len(about))
         if len(shown) < total:
             title = f"{title}: the first {len(shown)} of {total}"
@@ -199,7 +200,7 @@ TABLE_ROWS = 20
 
 
 def drain(
-    run: reclaim.Run,
+    run: one_database.Run,
     out: output.Output,
     fmt: str | None,
     *,
@@ -209,7 +210,7 @@ def drain(
     one write, and keeps no rows; so do json, as the elements of one array (left unclosed when
     a later batch fails: never a valid document that reads as the whole), and csv and tsv, under
     one header; the table keeps the rows it shows (``table_rows``), so memory stays flat."""
-    from jobctl.ops import reclaim
+    from jobctl.ops.reclaim import batches
 
     kept: list[rows.ReclaimRow] = []
     counts: collections.Counter[str] = collections.Counter()
@@ -226,7 +227,7 @@ def drain(
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
         for batch in with_progress(run.batches, run.total, "reclaiming"):
             seen = sum(counts.values())
-            counts += reclaim.tally(batch)
+            counts += batches.tally(batch)
             if out is output.Output.jsonl:
                 print_batch(batch)
             elif out.tabular:

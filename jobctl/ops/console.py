@@ -78,7 +78,7 @@ class Snapshot:
         return max(0, self.awaiting_review - len(self.review))
 
 
-# a lost connection is retried as the reclaimer retries it (``ops.service``): at once
+# a lost connection is retried as the reclaimer retries it (``ops.reclaim.service``): at once
 # after half a second, then each wait twice the last, never more than this
 FIRST_RETRY_S = 0.5
 MAX_RETRY_S = 30.0

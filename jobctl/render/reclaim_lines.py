@@ -1,7 +1,7 @@
 """What a reclaim says under its table, in words: what it did (or would do), the next step
 (and the hint under ``stuck``, the plan saved),
 when its requeued jobs return (--spread), and what a confirmed commit left. Pure: counts in,
-lines out (the counting is ``ops.reclaim.tally``'s)."""
+lines out (the counting is ``ops.reclaim.batches.tally``'s)."""
 
 from __future__ import annotations
 

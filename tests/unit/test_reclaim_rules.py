@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from jobctl import errors
-from jobctl.ops import reclaim
+from jobctl.ops.reclaim import plans, request
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
 
-REQUEST = reclaim.Request()
+REQUEST = request.Request()
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,8 @@ ROW = {
 
 def test_a_saved_plan_loads_back(tmp_path):
     path = tmp_path / "plan.json"
-    reclaim.save_plan(path, HERE, [ROW])  # type: ignore[list-item]
-    assert reclaim.load_plan(path, HERE) == [ROW]
+    plans.save_plan(path, HERE, [ROW])  # type: ignore[list-item]
+    assert plans.load_plan(path, HERE) == [ROW]
 
 
 @pytest.mark.parametrize(
@@ -65,13 +65,13 @@ def test_a_saved_plan_loads_back(tmp_path):
         ("not json", errors.UsageError, "not a jobctl plan"),
         ('{"format": "other"}', errors.UsageError, "not a jobctl plan"),
         (
-            json.dumps({"format": reclaim.PLAN_FORMAT, "where": HERE, "rows": [{"id": 1}]}),
+            json.dumps({"format": plans.PLAN_FORMAT, "where": HERE, "rows": [{"id": 1}]}),
             errors.UsageError,
             "malformed plan rows",
         ),
         (
             json.dumps(
-                {"format": reclaim.PLAN_FORMAT, "where": {**HERE, "database": "b"}, "rows": []}
+                {"format": plans.PLAN_FORMAT, "where": {**HERE, "database": "b"}, "rows": []}
             ),
             errors.Refused,
             "made for database 'b'",
@@ -82,12 +82,12 @@ def test_bad_plans_are_refused(tmp_path, content, error, message):
     path = tmp_path / "plan.json"
     path.write_text(content)
     with pytest.raises(error, match=message):
-        reclaim.load_plan(path, HERE)
+        plans.load_plan(path, HERE)
 
 
 def test_a_missing_plan_is_one_line(tmp_path):
     with pytest.raises(errors.UsageError, match="cannot read plan"):
-        reclaim.load_plan(tmp_path / "absent.json", HERE)
+        plans.load_plan(tmp_path / "absent.json", HERE)
 
 
 def test_summary_line():

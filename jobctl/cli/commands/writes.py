@@ -21,10 +21,11 @@ from jobctl.cli.commands import monitoring
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
-    import collections
     import uuid
+    from collections import Counter
 
-    from jobctl.ops import bulk, manual, reclaim, reclaim_run, triage
+    from jobctl.ops import bulk, manual, triage
+    from jobctl.ops.reclaim import one_database, run
     from jobctl.ops.slices import Slice
 
 
@@ -69,14 +70,15 @@ def reclaim_command(
     Examples: jobctl reclaim --commit; jobctl reclaim --save-plan p.json; jobctl reclaim
     --commit --plan p.json
     """
-    from jobctl.ops import fleet, reclaim
-    from jobctl.ops import reclaim_run as core
+    from jobctl.ops import fleet
+    from jobctl.ops.reclaim import run as core
+    from jobctl.ops.reclaim.request import Request
 
     what = opt.slice_of(kind, queue, error)
     which = _expired(
         worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than, full
     )
-    request = reclaim.Request(
+    request = Request(
         commit=commit,
         batch_size=batch_size,
         limit=limit,
@@ -147,7 +149,7 @@ class _ReclaimShown:
     def __init__(self, several: bool, out: output.Output, fmt: str | None) -> None:
         self.several, self.out, self.fmt = several, out, fmt
 
-    def drain(self, run: reclaim.Run) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
+    def drain(self, run: one_database.Run) -> tuple[list[rows.ReclaimRow], Counter[str]]:
         """The batches printed as they come (``terminal.drain``)."""
         columns = ["target", *rows.RECLAIM_KEYS] if self.several else rows.RECLAIM_KEYS
         return terminal.drain(run, self.out, self.fmt, columns=columns)
@@ -156,7 +158,7 @@ class _ReclaimShown:
         """A batch of the service."""
         terminal.emit_reclaimed(applied, self.out, self.fmt, across_targets=self.several)
 
-    def said(self, done: reclaim_run.Reclaimed) -> None:
+    def said(self, done: run.Reclaimed) -> None:
         """After the batches: the table, the lines, what the targets said, the plan, the exit."""
         if not self.several:
             if done.kept is not None:
@@ -171,7 +173,7 @@ class _ReclaimShown:
         context.say_if(done.plan_line)
         context.exit_with(done.exit_code)
 
-    def _across(self, done: reclaim_run.Reclaimed) -> output.Document | None:
+    def _across(self, done: run.Reclaimed) -> output.Document | None:
         """The table across targets: a dry run's rows (a table: each target's first ones and
         skipped ones), or what a commit's drain kept (a table only: the rest were printed)."""
         from jobctl.ops import fleet

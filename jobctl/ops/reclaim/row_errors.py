@@ -1,7 +1,7 @@
 """Reclaim's row-by-row retry, its rules: which errors of a batch one row may have caused (and
 are isolated, that row skipped) and which ended the statement; which are tried again; what a
 skipped row says, and the rows a commit left so, named once (``LeftAlone``). No database here:
-``reclaim._row_by_row`` runs the retry."""
+``batches._row_by_row`` runs the retry."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
     cancel or lock timeout the server raised itself; those stop the reclaim, as before.
 
     A privilege missing, a statement-level trigger's refusal: every row fails, and the
-    statement alone fails too (``reclaim._statement_fails``): the statement's error, raised.
+    statement alone fails too (``batches._statement_fails``): the statement's error, raised.
     """
     state = exc.sqlstate or ""
     if not state or state[:2] in ("08", "53"):
@@ -45,7 +45,7 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
 
 
 class LeftAlone:
-    """The rows a commit skipped because their update raised (``reclaim._row_by_row``), by id, as
+    """The rows a commit skipped because their update raised (``batches._row_by_row``), by id, as
     its batches pass (``watch``): the picture is partial, and ``line`` says so once."""
 
     SHOWN = 10  # ids named in the line; the rows themselves say the rest

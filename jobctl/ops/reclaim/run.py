@@ -1,8 +1,8 @@
 """``jobctl reclaim``'s workflow (``run``), the one the command calls whatever the number of
 targets. One database is a fleet of one that keeps its own path: its dry run streamed, or its
-commit after one question, batch after batch (``reclaim.start``), its lines said at once and
+commit after one question, batch after batch (``one_database.start``), its lines said at once and
 its failure raised. Across targets the dry run reads every target at once, and the commit
-runs target after target after one question (``reclaim_targets``). With ``--every``: the
+runs target after target after one question (``across_targets``). With ``--every``: the
 reclaimer service, for one database or for every target from one process (``service``).
 
 What it did (or, a dry run, would do) comes back as ``Reclaimed``: the rows a table shows,
@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
-from jobctl.ops import fleet, reclaim, reclaim_targets, row_errors
+from jobctl.ops import fleet
+from jobctl.ops.reclaim import across_targets, batches, one_database, row_errors
 from jobctl.render import reclaim_lines
 from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
@@ -32,12 +33,12 @@ if TYPE_CHECKING:
     from jobctl.db.session import Confirm
     from jobctl.ops.gateway import Access
     from jobctl.ops.notify import Watch
-    from jobctl.ops.reclaim import Request
+    from jobctl.ops.reclaim.request import Request
     from jobctl.ops.replica import Standing
     from jobctl.targets import Target
 
 # drains a reclaim's batches as they come (printing them): the rows a table keeps, and the tally
-Drain = Callable[[reclaim.Run], tuple[list[ReclaimRow], collections.Counter[str]]]
+Drain = Callable[[one_database.Run], tuple[list[ReclaimRow], collections.Counter[str]]]
 Served = Callable[[list[ReclaimRow]], None]  # a service's batch, its applied rows (tagged)
 Failed = Callable[[list[fleet.Outcome[Any]]], object]  # told of targets that failed a preview
 
@@ -122,7 +123,9 @@ def _on_one(
     from jobctl.ops import gateway, replica
 
     with gateway.open(settings, access, say=say) as (s, standing):
-        started = reclaim.start(s, request, confirm, standing=standing, trust_replica=trust_replica)
+        started = one_database.start(
+            s, request, confirm, standing=standing, trust_replica=trust_replica
+        )
         left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
         started.batches = left.watch(
             replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
@@ -144,12 +147,12 @@ def _dry_run_across(
     targets: Sequence[Target], access: Access, request: Request, trust_replica: bool
 ) -> Reclaimed:
     """Every target's dry run, read at once (its plan across targets saved, if asked)."""
-    outcomes, parks = reclaim_targets.dry_run(targets, request, access, trust_replica=trust_replica)
+    outcomes, parks = across_targets.dry_run(targets, request, access, trust_replica=trust_replica)
     found = [(o.target.name, o.value[1]) for o in outcomes if o.value is not None]
-    counts = {name: reclaim.tally(rows) for name, rows in found}
+    counts = {name: batches.tally(rows) for name, rows in found}
     return Reclaimed(
         found=found,
-        lines=reclaim_targets.tally_lines(counts, parks, committed=False),
+        lines=across_targets.tally_lines(counts, parks, committed=False),
         outcomes=list(outcomes),
         plan_line=reclaim_lines.plan_line(request.save_plan, [name for name, _ in found]),
     )
@@ -165,17 +168,17 @@ def _commit_across(
     unreachable: Failed,
     drain: Drain,
 ) -> Reclaimed:
-    """The commit target after target, after one question (``reclaim_targets.start``)."""
-    started = reclaim_targets.start(
+    """The commit target after target, after one question (``across_targets.start``)."""
+    started = across_targets.start(
         targets, request, access, confirm=confirm, say=say, unreachable=unreachable
     )
     if not started.targets:  # none left to commit: nothing shown, nothing counted
         return Reclaimed(unreachable=started.unreachable)
-    kept, counts = drain(reclaim.Run(started.batches, started.total))
+    kept, counts = drain(one_database.Run(started.batches, started.total))
     return Reclaimed(
         kept=kept,
         total=sum(counts.values()),
-        lines=reclaim_targets.tally_lines(started.done, started.parks, committed=True),
+        lines=across_targets.tally_lines(started.done, started.parks, committed=True),
         outcomes=started.outcomes,
         unreachable=started.unreachable,
     )
@@ -192,7 +195,7 @@ def _served(
     """The reclaimer service until SIGTERM or SIGINT: one database's, or every target's from
     one process (a thread, a connection and a backoff each: one target down never stops the
     others; a target with a problem in the config file is never served)."""
-    from jobctl.ops import service
+    from jobctl.ops.reclaim import service
 
     every = request.every
     assert every is not None

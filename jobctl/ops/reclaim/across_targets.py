@@ -1,13 +1,13 @@
 """Reclaim across several targets (``--all-targets``, or ``--target`` more than once): the
 dry run reads every target at once (``dry_run``, a plan across targets saved from it); the
-commit runs target after target, each its own fenced batches (``reclaim.committed``), after
+commit runs target after target, each its own fenced batches (``batches.committed``), after
 one confirmation — of a plan across targets, or of every target's dry run, read at once;
 ``tally_lines`` says what each did and the total.
 
 A target that fails is its outcome's error: what it committed before stays committed, and
 counted; the others go on. Example::
 
-    run = reclaim_targets.start(targets, request, access, confirm=ask, say=print)
+    run = across_targets.start(targets, request, access, confirm=ask, say=print)
     for batch in run.batches:   # every row tagged with its target
         ...
 """
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.plans import Parts
-    from jobctl.ops.reclaim import Request
+    from jobctl.ops.reclaim.request import Request
     from jobctl.ops.replica import Standing
     from jobctl.targets import Target
 
@@ -42,7 +42,7 @@ def dry_run(
     ``trust_replica``, and said to be one), with the park status of each that answered; with
     ``request.save_plan``, the plan across targets of those that answered saved."""
     from jobctl.ops import plans, replica
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     parks: dict[str, str | None] = {}
 
@@ -124,13 +124,13 @@ def start(
     ``unreachable`` the targets the preview could not read (before the question too). With no
     target left to commit, the run has no ``targets`` (and asks nothing)."""
     from jobctl.ops import plans
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim.plans import PLAN_COLUMNS
 
     planned: Parts = {}
     failed: list[fleet.Outcome[Any]] = []
     total: int | None = None
     if request.plan is not None:
-        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, PLAN_COLUMNS)
         total = sum(len(r) for _, r in planned.values())
         targets = _planned_targets(request, planned, total, targets, confirm=confirm, say=say)
     elif not request.yes:
@@ -183,7 +183,7 @@ def _previewed(
     targets: Sequence[Target], request: Request, access: Access
 ) -> list[fleet.Outcome[list[rows.ReclaimRow]]]:
     """Every target's dry run, read at once: what the question shows."""
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     return fleet.read(
         targets, access, lambda s, _st, _say: core.dry_run(s, request.expired, request.limit)
@@ -228,7 +228,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
     from jobctl.ops import gateway, plans, replica
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     commit = gateway.Access("reclaim", writes=True, widened=True)
     for target in run.targets:
