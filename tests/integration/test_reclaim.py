@@ -27,6 +27,7 @@ from jobctl.db import session
 from jobctl.ops import triage
 from jobctl.ops.reclaim import batches as reclaim_batches
 from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim.tally import Tally
 from jobctl.render import rows
 from jobctl.sql import queries
 
@@ -279,7 +280,7 @@ def test_past_the_rows_a_table_shows_each_comes_back_with_its_id_and_action(conn
     whole = set(rows.RECLAIM_KEYS) - {"kind", "queue"}
     assert all(k >= whole for k in keys[:10])  # the batches that began before the 7th row
     assert all(k == {"id", "action", "applied", "skipped"} for k in keys[10:])
-    assert reclaim_batches.tally([row for batch in batches for row in batch]) == {"requeue": 23}
+    assert Tally.of([row for batch in batches for row in batch]).counts == {"requeue": 23}
     assert _still_processing(conn) == 0
     add_jobs(conn, 30)
     claim_all(dsn, 30)

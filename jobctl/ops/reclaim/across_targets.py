@@ -2,7 +2,8 @@
 dry run reads every target at once (``dry_run``, a plan across targets saved from it); the
 commit runs target after target, each its own fenced batches (``batches.committed``), after
 one confirmation — of a plan across targets, or of every target's dry run, read at once;
-``tally_lines`` says what each did and the total.
+each target's tally is kept (``reclaim_lines.across_targets`` says what each did and the
+total).
 
 A target that fails is its outcome's error: what it committed before stays committed, and
 counted; the others go on. Example::
@@ -14,14 +15,14 @@ counted; the others go on. Example::
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.ops import fleet
-from jobctl.render import reclaim_lines, rows
+from jobctl.ops.reclaim.tally import Tally
+from jobctl.render import rows
 
 if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
@@ -63,36 +64,6 @@ def dry_run(
     return outcomes, parks
 
 
-def tally_lines(
-    counts: dict[str, collections.Counter[str]],
-    parks: dict[str, str | None],
-    *,
-    committed: bool,
-) -> list[str]:
-    """What a reclaim across targets did (or would do): each target's line (its park status
-    named, as one reclaim's line does), the total over several, and the next step."""
-
-    said = []
-    for name, tally in counts.items():
-        line = reclaim_lines.summary_line(tally, committed, park_status=parks.get(name))
-        said.append(f"target {name}: {line}")
-    total: collections.Counter[str] = sum(counts.values(), collections.Counter())
-    some_parked = any(parks.get(name) for name in counts)
-    if len(counts) > 1:
-        line = reclaim_lines.summary_line(total, committed, some_parked=some_parked)
-        said.append(f"all {len(counts)} targets: {line}")
-    names = list(counts)
-    step = reclaim_lines.next_step(
-        total,
-        committed,
-        park_status=parks.get(names[0]) if len(names) == 1 else None,
-        some_parked=len(names) > 1 and some_parked,
-    )
-    if step is not None:
-        said.append(f"{step} (with the same target options)")
-    return said
-
-
 @dataclasses.dataclass
 class Commit:
     """A commit across targets under way: drain ``batches`` (every target's, tagged, target
@@ -104,7 +75,7 @@ class Commit:
     total: int | None
     targets: list[Target]
     unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
-    done: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
+    done: dict[str, Tally] = dataclasses.field(default_factory=dict)
     parks: dict[str, str | None] = dataclasses.field(default_factory=dict)
     outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
 
@@ -234,7 +205,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
     for target in run.targets:
         outcome: fleet.Outcome[Any] = fleet.Outcome(target)
         run.outcomes.append(outcome)
-        tally = run.done[target.name] = collections.Counter()
+        tally = run.done[target.name] = Tally()
         try:
             if target.problem:
                 raise errors.JobctlError(target.problem)
@@ -250,8 +221,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
                 batches = replica.reclaimed(
                     batches, request.batch_size, target.settings.resolved_dsn()
                 )
-                for batch in batches:
-                    tally += core.tally(batch)
+                for batch in tally.counted(batches):
                     yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
         except errors.JobctlError as exc:
             outcome.error = exc

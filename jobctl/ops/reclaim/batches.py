@@ -1,10 +1,10 @@
 """Reclaim's batches: the lease design's statement in fenced batches, each its own short
 transaction (a batch a row failed, again row by row); a dry run that shares its SQL, whole or
-streamed; a reviewed plan's rows applied exactly as reviewed; and the tally of what they did."""
+streamed; a reviewed plan's rows applied exactly as reviewed (what they did is counted by
+``tally``)."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -46,11 +46,6 @@ def committed(
         limit=request.limit,
         whole=request.whole,
     )
-
-
-def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
-    """requeue / fail / skipped counts of reclaim rows."""
-    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
 
 
 # ---------------------------------------------------------------- dry run and commit

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from jobctl.db import failures
+from jobctl.render import reclaim_lines
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,8 +49,6 @@ class LeftAlone:
     """The rows a commit skipped because their update raised (``batches._row_by_row``), by id, as
     its batches pass (``watch``): the picture is partial, and ``line`` says so once."""
 
-    SHOWN = 10  # ids named in the line; the rows themselves say the rest
-
     def __init__(self) -> None:
         self.ids: list[str] = []
 
@@ -60,15 +59,7 @@ class LeftAlone:
 
     def line(self) -> str | None:
         """One line naming the rows left (None when none was): exit 1, the rest done."""
-        if not self.ids:
-            return None
-        named = ", ".join(self.ids[: self.SHOWN])
-        more = f" and {len(self.ids) - self.SHOWN} more" if len(self.ids) > self.SHOWN else ""
-        return (
-            f"partial: {len(self.ids)} job(s) left as they were, their update refused by the "
-            f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
-            "the others reclaimed"
-        )
+        return reclaim_lines.left_alone(self.ids)
 
 
 def raised(row: ReclaimRow | Row) -> bool:

@@ -26,6 +26,7 @@ from jobctl.db import session
 from jobctl.ops import pause, replica, triage
 from jobctl.ops.reclaim import batches as reclaim_batches
 from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim.tally import Tally
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
@@ -59,11 +60,7 @@ def run(
         for batch, park_status in batches:
             applied = [row for row in batch if row["applied"]]
             on_batch(applied)
-            log(
-                reclaim_lines.summary_line(
-                    reclaim_batches.tally(applied), True, park_status=park_status
-                )
-            )
+            log(reclaim_lines.summary_line(Tally.of(applied).counts, True, park_status=park_status))
     except errors.JobctlError as exc:
         if watch is not None:
             watch.stopped(db.redact(exc.message, settings.dsn))
@@ -102,7 +99,7 @@ def run_many(
                 settings, which, batch_size=batch_size, every=every, stop=stop, log=said
             ):
                 applied = [row for row in batch if row["applied"]]
-                counts = reclaim_batches.tally(applied)
+                counts = Tally.of(applied).counts
                 line = reclaim_lines.summary_line(counts, True, park_status=park_status)
                 with handing:
                     on_batch(name, applied)
@@ -232,7 +229,7 @@ def _counted(
     """A batch's applied rows, counted into the pass; the jobs it left for a human named."""
     _tell_poisoned(batch, told, log)
     applied = [row for row in batch if row["applied"]]
-    pass_counts.update(reclaim_batches.tally(applied))
+    pass_counts.update(Tally.of(applied).counts)
     return applied
 
 
