@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 from jobctl import errors
-from jobctl.render import output, rows, safe_text, views
+from jobctl.contract import safe_text, shapes
+from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
     from jobctl.ops import manual
@@ -248,7 +249,7 @@ _DONE = object()
 YIELD_ROWS = 50  # rows the output thread prints before it lets the batches' thread run
 
 
-def _print_rows(batch: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+def _print_rows(batch: list[shapes.ReclaimRow], out: output.Output, fmt: str | None) -> None:
     """A batch printed from the output thread, ``YIELD_ROWS`` at a time, letting go of the
     GIL in between (``sleep(0)``): the thread waiting on the server takes it back as soon as
     the next reply comes, not after the interpreter's 5 ms switch interval (which cost back
@@ -299,7 +300,7 @@ def behind(write: Callable[[Any], None], depth: int = 2) -> Iterator[Callable[[A
 
 
 def emit_reclaim(
-    found: list[rows.ReclaimRow], total: int, out: output.Output, fmt: str | None
+    found: list[shapes.ReclaimRow], total: int, out: output.Output, fmt: str | None
 ) -> None:
     """A reclaim's rows at its end (what its tally kept of ``total``): a table of the first
     ones and the skipped ones; the other formats printed each batch as it landed."""
@@ -309,7 +310,7 @@ def emit_reclaim(
 
 
 def emit_reclaimed(
-    applied: list[rows.ReclaimRow],
+    applied: list[shapes.ReclaimRow],
     out: output.Output,
     fmt: str | None,
     *,

@@ -18,6 +18,7 @@ from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
+from jobctl.contract import shapes
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ class _ReclaimShown:
         columns = ["target", *rows.RECLAIM_KEYS] if self.several else rows.RECLAIM_KEYS
         terminal.drain(run, self.out, self.fmt, columns=columns)
 
-    def served(self, applied: list[rows.ReclaimRow]) -> None:
+    def served(self, applied: list[shapes.ReclaimRow]) -> None:
         """A batch of the service."""
         terminal.emit_reclaimed(applied, self.out, self.fmt, across_targets=self.several)
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
+from jobctl.contract import shapes
 from jobctl.ops import fleet
 from jobctl.ops.reclaim.tally import Tally
-from jobctl.render import rows
 
 if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from jobctl.targets import Target
 
 PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
-Reviewed = tuple[dict[str, Any], list[rows.ReclaimRow]]  # a target's dry run: where, its rows
+Reviewed = tuple[dict[str, Any], list[shapes.ReclaimRow]]  # a target's dry run: where, its rows
 
 
 def dry_run(
@@ -71,7 +71,7 @@ class Commit:
     status); ``outcomes`` the targets committed, ``unreachable`` those that failed the
     preview (not committed). ``total``: the rows expected, when a preview or plan said."""
 
-    batches: Iterator[list[rows.ReclaimRow]]
+    batches: Iterator[list[shapes.ReclaimRow]]
     total: int | None
     targets: list[Target]
     unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
@@ -116,7 +116,7 @@ def start(
         # what was confirmed is what is written: each target's previewed rows are its plan,
         # fenced as shown (a lease that expires while the question is up is left)
         planned = {
-            o.target.name: ({}, cast(list[rows.Row], o.value or [])) for o in preview if o.ok
+            o.target.name: ({}, cast(list[shapes.Row], o.value or [])) for o in preview if o.ok
         }
     run = Commit(iter(()), total, list(targets), failed)
     run.batches = _committed(run, request, planned)
@@ -152,7 +152,7 @@ def _planned_targets(
 
 def _previewed(
     targets: Sequence[Target], request: Request, access: Access
-) -> list[fleet.Outcome[list[rows.ReclaimRow]]]:
+) -> list[fleet.Outcome[list[shapes.ReclaimRow]]]:
     """Every target's dry run, read at once: what the question shows."""
     from jobctl.ops.reclaim import batches as core
 
@@ -162,7 +162,7 @@ def _previewed(
 
 
 def _confirm_preview(
-    preview: list[fleet.Outcome[list[rows.ReclaimRow]]],
+    preview: list[fleet.Outcome[list[shapes.ReclaimRow]]],
     failed: list[fleet.Outcome[Any]],
     *,
     confirm: Confirm,
@@ -190,12 +190,12 @@ def _confirm_preview(
     return len(found)
 
 
-def _counts(found: Sequence[rows.ReclaimRow]) -> str:
+def _counts(found: Sequence[shapes.ReclaimRow]) -> str:
     requeue = sum(r["action"] == "requeue" for r in found)
     return f"{requeue} requeue, {len(found) - requeue} fail"
 
 
-def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[rows.ReclaimRow]]:
+def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[shapes.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
     from jobctl.ops import gateway, plans, replica
@@ -222,6 +222,6 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
                     batches, request.batch_size, target.settings.resolved_dsn()
                 )
                 for batch in tally.counted(batches):
-                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
+                    yield cast(list[shapes.ReclaimRow], list(fleet.tagged(target.name, batch)))
         except errors.JobctlError as exc:
             outcome.error = exc

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any, cast
 import psycopg
 
 from jobctl import db
+from jobctl.contract.shapes import ReclaimRow, Row
 from jobctl.db.session import STREAM_CHUNK, Session
 from jobctl.ops import plans
 from jobctl.ops.reclaim import row_errors
 from jobctl.ops.reclaim.plans import PLAN_COLUMNS, PLAN_FORMAT
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
-from jobctl.render import output
-from jobctl.render.rows import ReclaimRow, Row
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request
@@ -311,7 +310,7 @@ def commit_plan(
         reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
         # how the rows return (--spread, --refund-attempt, --park-older-than): the request's
         which = dataclasses.replace(
-            how or ExpiredFilter(), ids=[r["id"] for r in chunk], plan=output.to_json(reviewed)
+            how or ExpiredFilter(), ids=[r["id"] for r in chunk], plan=db.json_parameter(reviewed)
         )
         applied = [
             row

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
+from jobctl.contract.shapes import ReclaimRow, Row
 from jobctl.db.session import Confirm, Session
 from jobctl.ops.reclaim.batches import commit_plan, committed, preview, streamed_dry_run
 from jobctl.ops.reclaim.plans import load_plan
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
-from jobctl.render.rows import ReclaimRow, Row
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from jobctl.contract.shapes import ReclaimRow, Row
 from jobctl.ops import plans
-from jobctl.render.rows import ReclaimRow, Row
 
 PLAN_FORMAT = "jobctl-reclaim-plan/1"
 PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on

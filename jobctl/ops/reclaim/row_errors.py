@@ -14,7 +14,7 @@ from jobctl.render import reclaim_lines
 if TYPE_CHECKING:
     import psycopg
 
-    from jobctl.render.rows import ReclaimRow, Row
+    from jobctl.contract.shapes import ReclaimRow, Row
 
 SKIPPED_AS = "error"  # how the skipped text of a row whose update raised begins
 RETRIES = 3  # a row's deadlock or serialization failure: tried again, then skipped

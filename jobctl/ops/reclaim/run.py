@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
+from jobctl.contract.shapes import ReclaimRow
 from jobctl.ops import fleet
 from jobctl.ops.reclaim import across_targets, one_database, row_errors
 from jobctl.ops.reclaim.tally import Tally
 from jobctl.render import reclaim_lines
-from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:

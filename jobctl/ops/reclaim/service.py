@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from jobctl import db, errors
+from jobctl.contract.shapes import ReclaimRow
 from jobctl.db import session
 from jobctl.ops import pause, replica, triage
 from jobctl.ops.reclaim import batches as reclaim_batches
@@ -30,7 +31,6 @@ from jobctl.ops.reclaim.tally import Tally
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
-from jobctl.render.rows import ReclaimRow
 
 if TYPE_CHECKING:
     from jobctl.ops.notify import Watch

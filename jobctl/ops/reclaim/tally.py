@@ -15,8 +15,8 @@ import collections
 from collections.abc import Iterable, Iterator, Mapping
 from typing import cast
 
+from jobctl.contract.shapes import ReclaimRow
 from jobctl.ops import fleet
-from jobctl.render.rows import ReclaimRow
 
 
 class Tally:
