@@ -47,7 +47,7 @@ from jobctl.cli.click_api import (
     resolve_incomplete,
     split_arg_string,
 )
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 
 T = TypeVar("T")
 DEADLINE_S = 1.0  # the longest a TAB waits on databases, all asks together (docs/commands.md)

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 from jobctl import errors
-from jobctl.render import output, rows, safe_text, views
+from jobctl.contract import safe_text, shapes
+from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
-    from jobctl.ops import manual, reclaim
+    from jobctl.ops import manual
+    from jobctl.ops.reclaim import one_database
 
 T = TypeVar("T", bound=Sequence[Any])
 
@@ -96,7 +98,7 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
         columns = rows.RECLAIM_COLUMNS if reclaiming else rows.PREVIEW_COLUMNS
         view = views.RECLAIM_VIEW if reclaiming else views.PREVIEW_VIEW
         shown = list(about[:TABLE_ROWS])
-        # a reclaim.Sample: its first rows and the counts of all (a million are never held)
+        # a one_database.Sample: its first rows and the counts of all (a million are never held)
         total = getattr(about, "total", len(about))
         if len(shown) < total:
             title = f"{title}: the first {len(shown)} of {total}"
@@ -194,25 +196,23 @@ def refreshed_in_place(out: output.Output, fmt: str | None) -> bool:
 
 # ---------------------------------------------------------------- results of writes
 # The rows a reclaim's table shows: the first TABLE_ROWS, then up to TABLE_ROWS skipped ones
-# (what was not done); every row with -o jsonl, json or csv. The totals go to stderr.
+# (what was not done), kept by the run's tally (``Request.whole``); every row with -o jsonl,
+# json or csv. The totals go to stderr.
 TABLE_ROWS = 20
 
 
 def drain(
-    run: reclaim.Run,
+    run: one_database.Run,
     out: output.Output,
     fmt: str | None,
     *,
     columns: Sequence[str] = rows.RECLAIM_KEYS,
-) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
-    """Drain a reclaim's batches, counting outcomes: jsonl prints each batch as it lands, in
-    one write, and keeps no rows; so do json, as the elements of one array (left unclosed when
-    a later batch fails: never a valid document that reads as the whole), and csv and tsv, under
-    one header; the table keeps the rows it shows (``table_rows``), so memory stays flat."""
-    from jobctl.ops import reclaim
-
-    kept: list[rows.ReclaimRow] = []
-    counts: collections.Counter[str] = collections.Counter()
+) -> None:
+    """Print a reclaim's batches as they come (the run counts them, and keeps the rows its
+    table shows): jsonl prints each batch as it lands, in one write; so do json, as the
+    elements of one array (left unclosed when a later batch fails: never a valid document that
+    reads as the whole), and csv and tsv, under one header; a table prints nothing until the
+    end (``emit_reclaim``), so memory stays flat."""
     streamed: contextlib.AbstractContextManager[Callable[[Iterable[Any]], None]]
     if out is output.Output.json:
         streamed = output.json_array(sys.stdout)
@@ -225,15 +225,10 @@ def drain(
         _import_behind("tabulate")
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
         for batch in with_progress(run.batches, run.total, "reclaiming"):
-            seen = sum(counts.values())
-            counts += reclaim.tally(batch)
             if out is output.Output.jsonl:
                 print_batch(batch)
-            elif out.tabular:
-                kept.extend(table_rows(batch, seen, sum(r["skipped"] is not None for r in kept)))
-            else:
+            elif not out.tabular:
                 write(batch)
-    return kept, counts
 
 
 def _import_behind(module: str) -> None:
@@ -254,7 +249,7 @@ _DONE = object()
 YIELD_ROWS = 50  # rows the output thread prints before it lets the batches' thread run
 
 
-def _print_rows(batch: list[rows.ReclaimRow], out: output.Output, fmt: str | None) -> None:
+def _print_rows(batch: list[shapes.ReclaimRow], out: output.Output, fmt: str | None) -> None:
     """A batch printed from the output thread, ``YIELD_ROWS`` at a time, letting go of the
     GIL in between (``sleep(0)``): the thread waiting on the server takes it back as soon as
     the next reply comes, not after the interpreter's 5 ms switch interval (which cost back
@@ -304,19 +299,10 @@ def behind(write: Callable[[Any], None], depth: int = 2) -> Iterator[Callable[[A
         raise failed[0]
 
 
-def table_rows(batch: list[rows.ReclaimRow], seen: int, skipped_kept: int) -> list[rows.ReclaimRow]:
-    """The rows of ``batch`` a reclaim's table shows, after ``seen`` rows of which it kept
-    ``skipped_kept`` skipped ones: the first TABLE_ROWS, then up to TABLE_ROWS skipped."""
-    first = batch[: max(TABLE_ROWS - seen, 0)]
-    room = TABLE_ROWS - skipped_kept - sum(r["skipped"] is not None for r in first)
-    later = [r for r in batch[len(first) :] if r["skipped"] is not None][: max(room, 0)]
-    return first + later
-
-
 def emit_reclaim(
-    found: list[rows.ReclaimRow], total: int, out: output.Output, fmt: str | None
+    found: list[shapes.ReclaimRow], total: int, out: output.Output, fmt: str | None
 ) -> None:
-    """A reclaim's rows at its end (what ``drain`` kept of ``total``): a table of the first
+    """A reclaim's rows at its end (what its tally kept of ``total``): a table of the first
     ones and the skipped ones; the other formats printed each batch as it landed."""
     if out.tabular:
         shown = rows.with_optional(rows.RECLAIM_COLUMNS, found)  # kind, queue: when mapped
@@ -324,19 +310,20 @@ def emit_reclaim(
 
 
 def emit_reclaimed(
-    applied: list[rows.ReclaimRow],
+    applied: list[shapes.ReclaimRow],
     out: output.Output,
     fmt: str | None,
     *,
     across_targets: bool = False,
 ) -> None:
-    """One batch of the reclaimer service: JSON lines, or a table (its first rows);
-    ``across_targets``: its rows carry their target, the first column."""
+    """One batch of the reclaimer service: JSON lines, or a table (its first rows: they are
+    all applied, none skipped); ``across_targets``: its rows carry their target, the first
+    column."""
     if out in (output.Output.jsonl, output.Output.json):
         doc = output.Document(applied, [])
         out = output.Output.jsonl
     elif out.tabular:
-        shown = table_rows(applied, 0, 0)
+        shown = applied[:TABLE_ROWS]
         columns = rows.with_optional(rows.RECLAIM_COLUMNS, applied)
         doc = views.some_rows(shown, len(applied), columns, views.RECLAIM_VIEW)
     else:

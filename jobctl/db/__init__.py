@@ -8,7 +8,8 @@ names, the way callers use them):
 * ``failures``: database errors as one line and an exit code (``mapped_errors``);
 * ``secrets``: passwords kept out of every message (``redact``);
 * ``gateway``: a statement of ``sql/`` run on a connection (``rows``, ``row``, ``one``,
-  ``run``, ``stream``), the only way one reaches the server outside ``db/``;
+  ``run``, ``stream``), the only way one reaches the server outside ``db/``, and the text of
+  a JSON parameter (``json_parameter``);
 * ``session``: the one way in, a connection with its settings and table (``Session``);
 * ``locks``, ``loaders``: lock tries that never make workers queue; values read safely.
 """
@@ -33,7 +34,7 @@ from jobctl.db.failures import (
     moved_to_another_partition,
     pooler_hint,
 )
-from jobctl.db.gateway import one, row, rows, run, stream
+from jobctl.db.gateway import json_parameter, one, row, rows, run, stream
 from jobctl.db.jobs_table import (
     DESIGN_ID_TYPE,
     DESIGN_STATUS_TYPE,
@@ -73,6 +74,7 @@ __all__ = [
     "default_actor",
     "holds_password",
     "identify",
+    "json_parameter",
     "mapped_errors",
     "moved_to_another_partition",
     "one",

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from jobctl import errors
+from jobctl.contract import safe_text
 from jobctl.db.secrets import redact
-from jobctl.render import safe_text
 
 if TYPE_CHECKING:
     pass

@@ -1,7 +1,7 @@
 """The gateway: the one place outside ``db/``'s own modules where a statement meets a
 psycopg connection. ``Session`` runs its table's statements through it, and the code that
 works before a table is resolved (``schema/``, the demo's setup) calls it on the connection
-it holds, as ``db.rows/row/one/run/stream``.
+it holds, as ``db.rows/row/one/run/stream``. A JSON parameter's text is ``json_parameter``'s.
 
 A statement is the name of a block of ``sql/`` (composed with no fragments, as
 ``queries.query(name)``), or one already composed from such blocks (``queries.query(name,
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from jobctl.contract import json_text
 from jobctl.db import loaders
 from jobctl.sql import queries
 
@@ -90,6 +91,13 @@ def stream(
         cursor.itersize = chunk
         cursor.execute(_composed(statement), params)
         yield from cursor
+
+
+def json_parameter(value: Any) -> str:
+    """``value`` as the text of a statement's JSON parameter (``%(plan)s::pg_catalog.jsonb``):
+    strict JSON with the contract's types (``contract.json_text``), the text a machine format
+    writes of the same rows, so what was reviewed is what a write is fenced on."""
+    return json_text.to_json(value)
 
 
 def _cursor(conn: psycopg.Connection[Any], times_as_text: bool) -> psycopg.Cursor[dict[str, Any]]:

@@ -247,7 +247,7 @@ def _served_here(conn: Any, name: str) -> str:
     import psycopg
     from psycopg.rows import dict_row
 
-    from jobctl.render import safe_text
+    from jobctl.contract import safe_text
 
     try:
         with conn.transaction():

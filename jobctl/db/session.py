@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
+from jobctl.contract.shapes import Row
 from jobctl.db import gateway
-from jobctl.render.rows import Row
 from jobctl.sql import queries
 
 if TYPE_CHECKING:

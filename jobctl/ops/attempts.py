@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from jobctl.render.rows import Row
+from jobctl.contract.shapes import Row
 from jobctl.table.mapping import TableMapping
 
 

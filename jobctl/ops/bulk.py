@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobctl import errors
+from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
 from jobctl.ops import manual, triage
 from jobctl.ops.slices import EVERY, Slice
-from jobctl.render.rows import Row
 
 BULK_LIMIT = 10_000  # rows listed (and written) at most unless --limit says otherwise
 STATUSES = ("queued", "processing", "failed", "parked")  # --status: the design's names

@@ -21,9 +21,9 @@ from jobctl.ops import manual, pause, replica, review, slices, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import Row
     from jobctl.db.session import Session
     from jobctl.ops.replica import Standing
-    from jobctl.render.rows import Row
 
 # what a stuck row (no row version in stuck's read) must still be, as manual_read reads it,
 # for a write to go ahead: the attempt, its worker and its lease (a heartbeat moves it)
@@ -78,7 +78,7 @@ class Snapshot:
         return max(0, self.awaiting_review - len(self.review))
 
 
-# a lost connection is retried as the reclaimer retries it (``ops.service``): at once
+# a lost connection is retried as the reclaimer retries it (``ops.reclaim.service``): at once
 # after half a second, then each wait twice the last, never more than this
 FIRST_RETRY_S = 0.5
 MAX_RETRY_S = 30.0

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations, errors
+from jobctl.contract.shapes import Row
 from jobctl.ops import doctor_statements as judge
 from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
-from jobctl.render.rows import Row
 from jobctl.schema import statements as rendered
 from jobctl.sql import queries
 

@@ -21,9 +21,9 @@ from typing import Any, cast
 import psycopg
 
 from jobctl import errors
+from jobctl.contract.shapes import JobEvent
 from jobctl.db.session import Session
 from jobctl.ops.slices import EVERY, Slice
-from jobctl.render.rows import JobEvent
 
 # a bound of the window: an age (now() minus it) or a point in time
 Bound = dt.timedelta | dt.datetime | None

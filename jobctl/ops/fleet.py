@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobctl import db, errors
-from jobctl.render.rows import Row
+from jobctl.contract.shapes import Row
 from jobctl.targets import Fleet, Target
 
 if TYPE_CHECKING:

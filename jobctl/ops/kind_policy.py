@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 
 from jobctl import db, errors
+from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
-from jobctl.render.rows import Row
 
 # what the refusal of another role says (they steer reclaim for every job of the kind)
 RECORDED = "policies per kind (they steer reclaim for every job of the kind)"

@@ -14,11 +14,10 @@ from typing import Any, Literal
 import psycopg
 
 from jobctl import db, errors
+from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import replica, triage
 from jobctl.ops.outcomes import OUTCOME_EXIT, totals
-from jobctl.render import output
-from jobctl.render.rows import ManualResult, Row
 from jobctl.table.mapping import TableMapping
 
 Action = Literal["requeue", "fail", "cancel"]
@@ -496,7 +495,7 @@ def _fenced_write(
     past lock_timeout: ``locked``, naming the session that holds it. Else ``done``.
     """
     assert decision.seen is not None
-    seen = output.to_json([{k: decision.seen[k] for k in FENCE}])
+    seen = db.json_parameter([{k: decision.seen[k] for k in FENCE}])
     try:
         with db.mapped_errors():
             try:

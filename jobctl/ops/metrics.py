@@ -14,10 +14,10 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from jobctl import errors
+from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
 from jobctl.ops import fleet, pause
 from jobctl.ops.slices import EVERY, Slice
-from jobctl.render.rows import Row
 
 if TYPE_CHECKING:
     from jobctl.ops.gateway import Access

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobctl import errors
-from jobctl.render import notifications, safe_text
+from jobctl.contract import safe_text
+from jobctl.render import notifications
 from jobctl.render.notifications import Notice
 
 TIMEOUT_S = 5.0  # one POST, whole: name lookup, connect, send and the full answer

@@ -18,9 +18,9 @@ import time
 import psycopg
 
 from jobctl import errors, lease
+from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
 from jobctl.ops import kind_policy
-from jobctl.render.rows import Row
 
 # what the refusal of another role says (a pause stops every worker's claim of the kind)
 RECORDED = "pauses (a pause stops every worker's claim of the kind)"

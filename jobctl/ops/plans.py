@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from jobctl import errors, targets
-from jobctl.render import output
+from jobctl.contract import json_text
 
 # what a plan's origin must name, and the place it is applied must match
 ORIGIN = ("system_identifier", "database", "table")
@@ -33,7 +33,7 @@ def write(path: Path, document: dict[str, Any]) -> None:
     ``path`` is a symbolic link, not a regular file, or a file another user owns: the plan is
     never written through a link nor into a file someone else can read or swap."""
     with _atomic(path) as put:
-        put(output.to_json(document) + "\n")
+        put(json_text.to_json(document) + "\n")
 
 
 @contextlib.contextmanager
@@ -157,7 +157,7 @@ def writing_rows(
     document (its JSON written in pieces); the plan lands at ``path`` only when the block ends
     without an error (else nothing is left, as ``write``)."""
     made_at = dt.datetime.now(dt.timezone.utc).isoformat()
-    head = output.to_json({"format": format, "made_at": made_at, "where": location, "rows": []})
+    head = json_text.to_json({"format": format, "made_at": made_at, "where": location, "rows": []})
     if not head.endswith("[]}"):
         raise AssertionError("a plan's rows come last")
     with _atomic(path) as put:
@@ -168,7 +168,7 @@ def writing_rows(
             nonlocal first
             parts = []
             for row in rows:
-                parts.append(output.to_json(row) if first else ", " + output.to_json(row))
+                parts.append(json_text.to_json(row) if first else ", " + json_text.to_json(row))
                 first = False
             put("".join(parts))
 

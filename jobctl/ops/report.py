@@ -18,10 +18,10 @@ from typing import Any, cast
 
 from psycopg import sql
 
+from jobctl.contract.shapes import IncidentReport, PausesSeen, Row
 from jobctl.db.session import Session
 from jobctl.ops import events, pause, triage
 from jobctl.ops import review as awaiting
-from jobctl.render.rows import IncidentReport, PausesSeen, Row
 from jobctl.sql import queries
 
 LISTED = 20  # rows named one by one in a section; the rest counted by the server

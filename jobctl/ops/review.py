@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
+from jobctl.contract.shapes import ReviewRow, Row
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import fleet, manual, plans, triage
 from jobctl.ops.slices import EVERY, Slice
-from jobctl.render.rows import ReviewRow, Row
 
 if TYPE_CHECKING:
     from jobctl.ops.gateway import Access

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from jobctl.ops import fleet, pause, replica, triage
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import LeaseRow, Row
     from jobctl.db.session import Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
-    from jobctl.render.rows import LeaseRow, Row
 
 
 @dataclasses.dataclass(frozen=True)

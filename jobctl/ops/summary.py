@@ -20,10 +20,10 @@ from jobctl.ops import fleet
 from jobctl.ops.slices import EVERY, Slice
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import Row
     from jobctl.db.session import Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
-    from jobctl.render.rows import Row
     from jobctl.table.mapping import TableMapping
 
 

@@ -10,11 +10,11 @@ from typing import Any, cast
 from psycopg import sql
 
 from jobctl import errors
+from jobctl.contract.shapes import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
 from jobctl.ops import pause
 from jobctl.ops.slices import EVERY, Slice
-from jobctl.render.rows import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.sql import queries
 from jobctl.table.mapping import COLUMNS, TableMapping
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
+from jobctl.contract.shapes import Row
 from jobctl.render.output import Document, Section
-from jobctl.render.rows import Row
 
 MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 INDENT = " " * 9  # under a check's title, past its mark

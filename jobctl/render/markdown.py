@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jobctl import durations
+from jobctl.contract.shapes import IncidentReport, PeopleGroup
 from jobctl.render import output
-from jobctl.render.rows import IncidentReport, PeopleGroup
 
 
 class Rendered(str):

@@ -34,7 +34,7 @@ import json
 from typing import Any
 
 from jobctl import durations
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 
 SCHEMA = "jobctl.notification/1"
 EVENTS = (

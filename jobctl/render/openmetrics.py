@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobctl.render.rows import Row
+from jobctl.contract.shapes import Row
 
 Family = tuple[str, str, str, list[tuple[str, Any]]]  # name, type, help, (labels, value)s
 

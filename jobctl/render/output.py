@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
-from jobctl.render import json_text, safe_text
+from jobctl.contract import json_text, safe_text
 from jobctl.render.screen import Column
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way

@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from jobctl.render import safe_text
-from jobctl.render.rows import Row
+from jobctl.contract import safe_text
+from jobctl.contract.shapes import Row
 from jobctl.render.screen import Column, seconds
 
 

@@ -1,6 +1,7 @@
-"""What a reclaim says under its table, in words: what it did (or would do), the next step
-(and the hint under ``stuck``, the plan saved),
-when its requeued jobs return (--spread), and what a confirmed commit left. Pure: counts in,
+"""What a reclaim says under its table, in words: what it did (or would do), on one database
+(``one_database``) or across targets, each and all (``across_targets``); the next step (and
+the hint under ``stuck``, the plan saved); when its requeued jobs return (--spread); what a
+confirmed commit left, and the rows whose update the database refused. Pure: counts in,
 lines out (the counting is ``ops.reclaim.tally``'s)."""
 
 from __future__ import annotations
@@ -71,12 +72,79 @@ def spread_line(
     )
 
 
+def one_database(
+    counts: collections.Counter[str],
+    committed: bool,
+    *,
+    park_status: str | None,
+    spread: dt.timedelta,
+    note: str | None = None,
+) -> list[str]:
+    """One database's lines under its reclaim's table: what it did (or would do), the next
+    step, when the requeued jobs return (--spread), and ``note`` (a dry run read on a standby:
+    the commit must run on the primary)."""
+    said = [
+        summary_line(counts, committed, park_status=park_status),
+        next_step(counts, committed, park_status=park_status),
+        spread_line(counts, spread, committed),
+        note,
+    ]
+    return [line for line in said if line]
+
+
+def across_targets(
+    counts: dict[str, collections.Counter[str]],
+    parks: dict[str, str | None],
+    *,
+    committed: bool,
+) -> list[str]:
+    """What a reclaim across targets did (or would do): each target's line (its park status
+    named, as one reclaim's line does), the total over several, and the next step."""
+
+    said = []
+    for name, tally in counts.items():
+        line = summary_line(tally, committed, park_status=parks.get(name))
+        said.append(f"target {name}: {line}")
+    total: collections.Counter[str] = sum(counts.values(), collections.Counter())
+    some_parked = any(parks.get(name) for name in counts)
+    if len(counts) > 1:
+        line = summary_line(total, committed, some_parked=some_parked)
+        said.append(f"all {len(counts)} targets: {line}")
+    names = list(counts)
+    step = next_step(
+        total,
+        committed,
+        park_status=parks.get(names[0]) if len(names) == 1 else None,
+        some_parked=len(names) > 1 and some_parked,
+    )
+    if step is not None:
+        said.append(f"{step} (with the same target options)")
+    return said
+
+
 def expired_after(count: int) -> str | None:
     """After a confirmed commit (it wrote exactly the rows its question showed): the leases
     that expired while it asked, which nobody confirmed, and the command that shows them."""
     if not count:
         return None
     return f"{count} more lease(s) expired after the preview, left: jobctl reclaim --dry-run"
+
+
+LEFT_ALONE_NAMED = 10  # ids the line names; the rows themselves say the rest
+
+
+def left_alone(ids: Sequence[str]) -> str | None:
+    """The rows a commit left because their update raised (a trigger, a constraint), in one
+    line naming the first of them (None when none was): exit 1, the rest done."""
+    if not ids:
+        return None
+    named = ", ".join(ids[:LEFT_ALONE_NAMED])
+    more = f" and {len(ids) - LEFT_ALONE_NAMED} more" if len(ids) > LEFT_ALONE_NAMED else ""
+    return (
+        f"partial: {len(ids)} job(s) left as they were, their update refused by the "
+        f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
+        "the others reclaimed"
+    )
 
 
 def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:

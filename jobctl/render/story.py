@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobctl import durations
+from jobctl.contract.shapes import History, Row
 from jobctl.render import judgements
-from jobctl.render.rows import History, Row
 
 GAP_WARNING = 0.8  # a heartbeat gap above 80 % of the lease: the lease is too short
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from jobctl.contract import shapes
 from jobctl.render import judgements, pause_views, rows
 from jobctl.render.output import Document, Section, key_values
 from jobctl.render.screen import Column
@@ -322,7 +323,7 @@ def review(found: list[Any], *, several: bool = False) -> Document:
     return table(found, found, shown, REVIEW_VIEW)
 
 
-def ready_waiting_line(waiting: rows.Row, after: str) -> str:
+def ready_waiting_line(waiting: shapes.Row, after: str) -> str:
     """``stuck`` with nothing stuck on one database: the ready jobs that have waited longer
     than ``after`` (as typed), for "my job is stuck" often means nobody claims it."""
     from jobctl import durations
@@ -338,7 +339,7 @@ def ready_waiting_line(waiting: rows.Row, after: str) -> str:
 SUMMARY_WAITING = ("ready", "oldest_ready_s", "awaiting_review", "awaiting_review_unrecorded")
 
 
-def summary(result: rows.Row) -> Document:
+def summary(result: shapes.Row) -> Document:
     paused = result.get("paused") or []  # one database's pauses (jobctl pause)
     by_status = [
         {
@@ -379,7 +380,7 @@ def summary(result: rows.Row) -> Document:
     )
 
 
-def summary_by(result: rows.Row) -> Document:
+def summary_by(result: shapes.Row) -> Document:
     """``summary --by``: a row per group, the most stuck first."""
     by = result["by"]
     view = [
@@ -408,7 +409,7 @@ SUMMARY_GROUP_VIEW = [
 ]
 
 
-def show(job: rows.Row, job_id: object) -> Document:
+def show(job: shapes.Row, job_id: object) -> Document:
     """The job's fields as a two-column table, then its latest events."""
     fields = {k: v for k, v in job.items() if k != "events"}
     return Document(
@@ -420,7 +421,7 @@ def show(job: rows.Row, job_id: object) -> Document:
     )
 
 
-def history(result: rows.History, job_id: object, *, events_only: bool = False) -> Document:
+def history(result: shapes.History, job_id: object, *, events_only: bool = False) -> Document:
     """The job's head, its attempts and its events, as tables for a person (``events_only``:
     the head and the events). JSON: the whole ``result``."""
     head = {
@@ -438,7 +439,7 @@ def history(result: rows.History, job_id: object, *, events_only: bool = False) 
     )
 
 
-def history_table(result: rows.History, *, events: bool = False) -> Document:
+def history_table(result: shapes.History, *, events: bool = False) -> Document:
     """``history -o csv/tsv``: one table a CSV reader takes whole (csvkit, mlr, Python's
     csv): a row per attempt (``events``: per event), with every key JSON gives that row
     (those some rows lack included), then every column of the job's row as ``job_NAME``,
@@ -491,7 +492,7 @@ def _rows(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(r, Mapping) for r in value)
 
 
-def explain(result: rows.Row) -> Document:
+def explain(result: shapes.Row) -> Document:
     return table(result, [{"story": line} for line in result["story"]])
 
 
@@ -574,6 +575,6 @@ def across_targets(doc: Document) -> Document:
     )
 
 
-def summary_targets(found: list[rows.Row]) -> Document:
+def summary_targets(found: list[shapes.Row]) -> Document:
     """``summary`` across targets: a row per target and the total."""
     return table(found, found, None, SUMMARY_TARGETS_VIEW)

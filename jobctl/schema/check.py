@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from jobctl import db
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, ownership, reclaim_index, remove, shape, statuses, unserved
 from jobctl.sql import queries

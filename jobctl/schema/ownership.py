@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 
 from jobctl import db, errors
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 
 # what a role other than the owner may hold on jobctl's objects: the readers' access
 ALLOWED = {"schema": {"USAGE"}, "table": {"SELECT"}, "column": {"SELECT"}, "function": set()}

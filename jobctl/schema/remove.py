@@ -27,7 +27,7 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, reclaim_index
 from jobctl.schema import steps as schema_steps

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 from jobctl.sql import queries
 from jobctl.table import column_types, libraries
 from jobctl.table.mapping import TableMapping

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from jobctl.render import safe_text
+from jobctl.contract import safe_text
 from jobctl.sql import queries
 from jobctl.sql.printable import printable
 

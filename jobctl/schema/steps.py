@@ -14,8 +14,8 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, durations, errors
+from jobctl.contract import safe_text
 from jobctl.db import locks
-from jobctl.render import safe_text
 from jobctl.sql import printable
 
 

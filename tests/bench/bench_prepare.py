@@ -26,7 +26,7 @@ from common import arguments, bench_dsn, machine, table
 
 from jobctl import db, lease
 from jobctl.db import session
-from jobctl.ops import reclaim
+from jobctl.ops.reclaim import batches
 from jobctl.ops.triage import ExpiredFilter
 
 UNPREPARED, PREPARED = "unprepared (jobctl)", "prepared (psycopg default)"
@@ -53,7 +53,7 @@ def reclaim_batches(dsn: str) -> dict[str, list[float]]:
         while not done:
             for name, s in sessions.items():
                 started = time.perf_counter()
-                rows = [r for b in reclaim.commit(s, ALL, batch_size=50, limit=50) for r in b]
+                rows = [r for b in batches.commit(s, ALL, batch_size=50, limit=50) for r in b]
                 if len(rows) < 50:
                     done = True
                     break

@@ -17,7 +17,7 @@ import pytest
 from helpers import add_jobs, claim_all, snapshot
 from psycopg import conninfo
 
-from jobctl.ops import reclaim
+from jobctl.ops.reclaim import plans
 
 WAIT = 20  # seconds a refused command may take at most (it takes well under one)
 
@@ -80,7 +80,7 @@ def test_a_saved_plan_is_private_and_written_whole(conn, dsn, run, tmp_path):
     path.chmod(0o666)  # an existing world-writable file keeps no mode of its own
     assert run("reclaim", "--save-plan", str(path)).code == 0
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert json.loads(path.read_text())["format"] == reclaim.PLAN_FORMAT
+    assert json.loads(path.read_text())["format"] == plans.PLAN_FORMAT
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]  # no temporary left
 
 

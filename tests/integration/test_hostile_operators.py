@@ -28,7 +28,7 @@ from psycopg import conninfo, rows
 from shapes import BIGINT_ENUM, INT_DOMAIN_PARKED, TEXT_VARCHAR_NAIVE, UUID_TEXT_CHECK
 
 from jobctl import db, lease
-from jobctl.ops import service
+from jobctl.ops.reclaim import service
 from jobctl.ops.triage import ExpiredFilter
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "jobctl" / "sql"

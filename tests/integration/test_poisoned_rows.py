@@ -16,7 +16,7 @@ import pytest
 from helpers import add_jobs, claim_all
 
 from jobctl import db
-from jobctl.ops import service
+from jobctl.ops.reclaim import service
 from jobctl.ops.triage import ExpiredFilter
 
 POISONS = {

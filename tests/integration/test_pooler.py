@@ -24,7 +24,7 @@ from helpers import POOL_SIZE, add_jobs, claim_all, wait_until
 
 from jobctl import db, lease
 from jobctl.db import connection, locks, session
-from jobctl.ops import reclaim
+from jobctl.ops.reclaim import batches as reclaim_batches
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import steps as schema_steps
@@ -239,7 +239,7 @@ def test_reclaim_core_through_the_pool(conn, dsn, pooled_dsn):
     claim_all(pooled_dsn, 70)
     s = session.connect(db.Settings(dsn=pooled_dsn, actor="core@ci"))
     with s.conn:
-        batches = list(reclaim.commit(s, ExpiredFilter(), batch_size=3, limit=None))
+        batches = list(reclaim_batches.commit(s, ExpiredFilter(), batch_size=3, limit=None))
     assert sum(len(b) for b in batches) == 70 and len(batches) == 24
     assert processing(conn) == 0
     assert_pool_clean(dsn, pooled_dsn, "reclaim.commit")

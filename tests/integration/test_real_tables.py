@@ -28,7 +28,8 @@ from shapes import (
 
 from jobctl import db, lease
 from jobctl.db import session
-from jobctl.ops import reclaim, triage
+from jobctl.ops import triage
+from jobctl.ops.reclaim import batches
 
 LEASE_S = 0.4
 
@@ -341,7 +342,7 @@ def test_reclaim_races_workers_moving_rows_between_partitions(empty_dsn, run):
         try:
             deadline = time.monotonic() + 4
             while time.monotonic() < deadline:
-                for batch in reclaim.commit(s_, triage.ExpiredFilter(), batch_size=5, limit=None):
+                for batch in batches.commit(s_, triage.ExpiredFilter(), batch_size=5, limit=None):
                     reclaimed += sum(r["applied"] for r in batch)
         finally:
             stop.set()

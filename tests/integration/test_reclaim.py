@@ -24,7 +24,10 @@ from hypothesis import strategies as st
 
 from jobctl import db, lease
 from jobctl.db import session
-from jobctl.ops import reclaim, row_errors, triage
+from jobctl.ops import triage
+from jobctl.ops.reclaim import batches as reclaim_batches
+from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim.tally import Tally
 from jobctl.render import rows
 from jobctl.sql import queries
 
@@ -58,11 +61,11 @@ def test_dry_run_predicts_commit_and_changes_nothing(conn, dsn, specs, batch_siz
     s = core(dsn)
     with s.conn:
         before = snapshot(conn)
-        predicted = {r["id"]: r["action"] for r in reclaim.dry_run(s, where, None)}
+        predicted = {r["id"]: r["action"] for r in reclaim_batches.dry_run(s, where, None)}
         assert snapshot(conn) == before
         applied = [
             r
-            for batch in reclaim.commit(s, where, batch_size=batch_size, limit=None)
+            for batch in reclaim_batches.commit(s, where, batch_size=batch_size, limit=None)
             for r in batch
         ]
     assert {r["id"]: r["action"] for r in applied} == predicted
@@ -122,7 +125,7 @@ def test_reclaim_blocked_behind_completion_skips_it(conn, dsn):
     )
     s = core(dsn)
     with s.conn:
-        rows = [r for b in reclaim.commit(s, ALL, batch_size=50, limit=None) for r in b]
+        rows = [r for b in reclaim_batches.commit(s, ALL, batch_size=50, limit=None) for r in b]
     worker.commit()
     worker.close()
     by_id = {r["id"]: r for r in rows}
@@ -255,7 +258,7 @@ def test_next_batch_runs_while_the_last_is_handed_on(conn, dsn):
     claim_all(dsn, 12)
     s = core(dsn)
     with s.conn:
-        batches = reclaim.commit(s, ALL, batch_size=5, limit=None)
+        batches = reclaim_batches.commit(s, ALL, batch_size=5, limit=None)
         first = next(batches)
         assert len(first) == 5
         wait_until(lambda: _still_processing(conn) == 2)  # batch 2 committed meanwhile
@@ -271,13 +274,13 @@ def test_past_the_rows_a_table_shows_each_comes_back_with_its_id_and_action(conn
     claim_all(dsn, 23)
     s = core(dsn)
     with s.conn:
-        batches = list(reclaim.commit(s, ALL, batch_size=5, limit=None, whole=7))
+        batches = list(reclaim_batches.commit(s, ALL, batch_size=5, limit=None, whole=7))
     keys = [set(row) for batch in batches for row in batch]
     assert [len(batch) for batch in batches] == [5, 5, 5, 5, 3]
     whole = set(rows.RECLAIM_KEYS) - {"kind", "queue"}
     assert all(k >= whole for k in keys[:10])  # the batches that began before the 7th row
     assert all(k == {"id", "action", "applied", "skipped"} for k in keys[10:])
-    assert reclaim.tally([row for batch in batches for row in batch]) == {"requeue": 23}
+    assert Tally.of([row for batch in batches for row in batch]).counts == {"requeue": 23}
     assert _still_processing(conn) == 0
     add_jobs(conn, 30)
     claim_all(dsn, 30)
@@ -296,7 +299,7 @@ def test_service_sends_no_batch_while_it_holds_one(conn, dsn):
     stop = threading.Event()
     s = core(dsn)
     with s.conn:
-        batches = reclaim.commit(s, ALL, batch_size=5, limit=None, stop=stop)
+        batches = reclaim_batches.commit(s, ALL, batch_size=5, limit=None, stop=stop)
         assert len(next(batches)) == 5
         time.sleep(0.5)
         assert _still_processing(conn) == 7
@@ -541,7 +544,7 @@ def test_a_row_a_trigger_refuses_is_skipped_whatever_its_sqlstate(conn, dsn, run
 def test_the_service_names_a_refused_row_once_and_passes_it_over(conn, dsn):
     """The reclaimer service meets the refused row in its first pass, names it once, and
     never tries it again in the passes after (no retry loop, no target_down)."""
-    from jobctl.ops import service
+    from jobctl.ops.reclaim import service
 
     job = refused_row(conn, dsn, "42501")
     stop, lines = threading.Event(), []

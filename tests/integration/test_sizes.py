@@ -23,7 +23,10 @@ from helpers import add_jobs, claim_all
 
 from jobctl import db, errors
 from jobctl.db import session
-from jobctl.ops import console, metrics, notify, plans, reclaim, triage
+from jobctl.ops import console, metrics, notify, plans, triage
+from jobctl.ops.reclaim import one_database
+from jobctl.ops.reclaim.plans import PLAN_FORMAT
+from jobctl.ops.reclaim.request import Request
 from jobctl.render import output
 
 BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
@@ -180,7 +183,7 @@ def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn
     rows_ = session.STREAM_CHUNK * 2 + 5 + (session.STREAM_CHUNK * 2 + 5) // 5
     settings = db.Settings(dsn=dsn)
     with session.open(settings) as s:
-        run_ = reclaim.start(s, reclaim.Request(), lambda *_: None)
+        run_ = one_database.start(s, Request(), lambda *_: None)
         first = next(run_.batches)
         cursors = s.conn.execute("SELECT name FROM pg_cursors").fetchall()
         rest = [row for batch in run_.batches for row in batch]
@@ -223,7 +226,7 @@ def test_a_saved_plan_is_what_the_whole_document_writer_made(conn, dsn, run, tmp
     assert text == output.to_json(document) + "\n"  # the whole-document writer's bytes
     with session.open(db.Settings(dsn=dsn)) as s:
         assert document["where"] == s.origin()
-    assert document["format"] == reclaim.PLAN_FORMAT
+    assert document["format"] == PLAN_FORMAT
     assert steady(document["rows"]) == expected_rows(dsn)
     assert len(document["rows"]) > session.STREAM_CHUNK
     assert oct(path.stat().st_mode & 0o777) == "0o600"
@@ -240,7 +243,7 @@ def test_a_dry_run_that_fails_midway_leaves_no_plan(conn, dsn, tmp_path: Path):
     expired_jobs(conn, session.STREAM_CHUNK + 300)
     path = tmp_path / "plan.json"
     with session.open(db.Settings(dsn=dsn)) as s:
-        run_ = reclaim.start(s, reclaim.Request(save_plan=path), lambda *_: None)
+        run_ = one_database.start(s, Request(save_plan=path), lambda *_: None)
         next(run_.batches)
         with pytest.raises(RuntimeError):
             run_.batches.throw(RuntimeError("stopped"))
@@ -277,7 +280,7 @@ def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
         raise errors.Cancelled()
 
     with session.open(db.Settings(dsn=dsn)) as s, pytest.raises(errors.Cancelled):
-        reclaim.start(s, reclaim.Request(commit=True), refuse)
+        one_database.start(s, Request(commit=True), refuse)
     ((question, about),) = asked
     expected = expected_rows(dsn)
     requeue = sum(r["action"] == "requeue" for r in expected)
@@ -285,8 +288,8 @@ def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
         f"Reclaim {len(expected)} expired job(s): {requeue} requeue, "
         f"{len(expected) - requeue} fail?"
     )
-    assert isinstance(about, list) and len(about) == reclaim.PREVIEW_ROWS
-    assert steady(json.loads(output.to_json(about))) == expected[: reclaim.PREVIEW_ROWS]
+    assert isinstance(about, list) and len(about) == one_database.PREVIEW_ROWS
+    assert steady(json.loads(output.to_json(about))) == expected[: one_database.PREVIEW_ROWS]
     assert about.total == len(expected)
     assert dict(about.workers) == {"dead": len(expected)}
     assert conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'processing'").fetchone()[

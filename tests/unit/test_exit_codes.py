@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobctl import errors
+from jobctl.contract import shapes
 from jobctl.ops import manual
-from jobctl.render import rows
 
 
 def test_worst_exit_code():
@@ -16,7 +16,7 @@ def test_worst_exit_code():
     assert errors.worst_exit_code([]) == 0
 
 
-def result(job_id: int, outcome: str, detail: str = "") -> rows.ManualResult:
+def result(job_id: int, outcome: str, detail: str = "") -> shapes.ManualResult:
     return manual.Decision(job_id, None, outcome, detail).result()
 
 

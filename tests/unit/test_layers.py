@@ -27,6 +27,7 @@ LAYERS = {
     "table": 1,  # the user's table in the design's terms: names, column types, libraries
     "render": 0,  # rows, documents, tables, machine formats, safe text
     "sql": 0,  # the named statements and their loader
+    "contract": -1,  # the row shapes, JSON as jobctl writes it, stored text made safe: for all
     "errors": -1,  # errors with exit codes, and durations as operators type them: for all
     "durations": -1,
     "__init__": -1,
@@ -101,6 +102,20 @@ def test_imports_go_down_only(module):
     assert "textual" not in outer or module.startswith(TEXTUAL_ALLOWED), module
 
 
+def test_the_database_layer_imports_nothing_of_render():
+    """``db/`` stands on ``contract/`` (the row shapes a session returns, the JSON text of a
+    statement's parameter, names made safe in its messages), never on ``render/``: how a
+    command shows its rows can change nothing a statement is sent or a session returns. Lower
+    than db, render may be imported by the layer rule; this one forbids it."""
+    database = [m for m in MODULES if unit(m) == "db"]
+    assert "jobctl.db.session" in database  # the rule has modules to hold for
+    rendered = {
+        module: sorted(i for i in imports(MODULES[module])[0] if unit(i) == "render")
+        for module in database
+    }
+    assert not any(rendered.values()), {m: i for m, i in rendered.items() if i}
+
+
 def test_only_click_api_imports_typers_private_parts():
     """typer's private modules (``typer._click``, ``typer._completion_classes``) and its
     internal models are imported by the adapter alone, so a typer that moves them breaks one
@@ -137,7 +152,7 @@ def test_no_import_cycle_between_files():
     assert not cycles, " | ".join(" -> ".join(c) for c in cycles)
 
 
-PURE = ("render", "sql", "table", "errors", "durations")
+PURE = ("render", "sql", "table", "contract", "errors", "durations")
 TOUCHES = {"environ", "stdout", "stderr", "stdin", "get_terminal_size", "getenv"}
 
 

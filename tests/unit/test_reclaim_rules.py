@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from jobctl import errors
-from jobctl.ops import reclaim
+from jobctl.ops.reclaim import plans, request
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
 
-REQUEST = reclaim.Request()
+REQUEST = request.Request()
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,8 @@ ROW = {
 
 def test_a_saved_plan_loads_back(tmp_path):
     path = tmp_path / "plan.json"
-    reclaim.save_plan(path, HERE, [ROW])  # type: ignore[list-item]
-    assert reclaim.load_plan(path, HERE) == [ROW]
+    plans.save_plan(path, HERE, [ROW])  # type: ignore[list-item]
+    assert plans.load_plan(path, HERE) == [ROW]
 
 
 @pytest.mark.parametrize(
@@ -65,13 +65,13 @@ def test_a_saved_plan_loads_back(tmp_path):
         ("not json", errors.UsageError, "not a jobctl plan"),
         ('{"format": "other"}', errors.UsageError, "not a jobctl plan"),
         (
-            json.dumps({"format": reclaim.PLAN_FORMAT, "where": HERE, "rows": [{"id": 1}]}),
+            json.dumps({"format": plans.PLAN_FORMAT, "where": HERE, "rows": [{"id": 1}]}),
             errors.UsageError,
             "malformed plan rows",
         ),
         (
             json.dumps(
-                {"format": reclaim.PLAN_FORMAT, "where": {**HERE, "database": "b"}, "rows": []}
+                {"format": plans.PLAN_FORMAT, "where": {**HERE, "database": "b"}, "rows": []}
             ),
             errors.Refused,
             "made for database 'b'",
@@ -82,12 +82,12 @@ def test_bad_plans_are_refused(tmp_path, content, error, message):
     path = tmp_path / "plan.json"
     path.write_text(content)
     with pytest.raises(error, match=message):
-        reclaim.load_plan(path, HERE)
+        plans.load_plan(path, HERE)
 
 
 def test_a_missing_plan_is_one_line(tmp_path):
     with pytest.raises(errors.UsageError, match="cannot read plan"):
-        reclaim.load_plan(tmp_path / "absent.json", HERE)
+        plans.load_plan(tmp_path / "absent.json", HERE)
 
 
 def test_summary_line():
@@ -112,21 +112,25 @@ def test_summary_line_names_the_park_status():
 
 def test_the_table_keeps_the_first_rows_and_the_skipped_ones():
     from jobctl.cli import terminal
+    from jobctl.ops.reclaim.tally import Tally
     from jobctl.render import views
 
     first = terminal.TABLE_ROWS
 
     def batches(skipped: set[int], size: int, count: int) -> list[list[dict]]:
-        rows = [{"id": i, "skipped": "locked" if i in skipped else None} for i in range(count)]
+        rows = [
+            {"id": i, "action": "requeue", "skipped": "locked" if i in skipped else None}
+            for i in range(count)
+        ]
         return [rows[i : i + size] for i in range(0, count, size)]
 
     def drained(skipped: set[int], size: int = 7, count: int = 100) -> list[int]:
-        kept: list[dict] = []
-        seen = 0
-        for batch in batches(skipped, size, count):
-            kept += terminal.table_rows(batch, seen, sum(r["skipped"] is not None for r in kept))
-            seen += len(batch)
-        return [r["id"] for r in kept]
+        tally = Tally(shown=first)
+        for _ in tally.counted(batches(skipped, size, count)):  # type: ignore[arg-type]
+            pass
+        assert tally.total == count
+        assert tally.counts["skipped"] == len(skipped & set(range(count)))
+        return [r["id"] for r in tally.kept]
 
     assert drained(set()) == list(range(first))
     assert drained({3, first + 5, 99}) == [*range(first), first + 5, 99]
@@ -137,6 +141,29 @@ def test_the_table_keeps_the_first_rows_and_the_skipped_ones():
     assert doc.sections[0].title.startswith("1 of 30 rows shown")
     assert "-o jsonl" in doc.sections[0].title
     assert views.some_rows([{"id": 1}], 1).sections[0].title is None
+
+
+def test_a_tally_across_targets_keeps_each_targets_first_rows_under_its_name():
+    """A dry run across targets: each target's table rows (its first ones, then its skipped
+    ones), target after target, and the counts of all."""
+    from jobctl.ops.reclaim.tally import Tally
+
+    def found(count: int, skipped: set[int]) -> list[dict]:
+        return [
+            {"id": i, "action": "fail" if i % 3 else "requeue", "skipped": None}
+            | ({"skipped": "locked"} if i in skipped else {})
+            for i in range(count)
+        ]
+
+    a = Tally.of(found(30, {25}), shown=20)  # type: ignore[arg-type]
+    b = Tally.of(found(3, set()), shown=20)  # type: ignore[arg-type]
+    joined = Tally.across({"a": a, "b": b})
+    assert [(r["target"], r["id"]) for r in joined.kept] == [
+        *(("a", i) for i in [*range(20), 25]),
+        *(("b", i) for i in range(3)),
+    ]
+    assert joined.total == 33 and joined.counts == a.counts + b.counts
+    assert a.counts == {"requeue": 10, "fail": 19, "skipped": 1}
 
 
 def test_the_summary_line_names_where_jobs_not_retried_go():

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from jobctl.ops import row_errors
+from jobctl.ops.reclaim import row_errors
 
 
 class Raised(Exception):

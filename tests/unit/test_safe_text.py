@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from jobctl.render import output, safe_text
+from jobctl.contract import safe_text
+from jobctl.render import output
 
 HOSTILE = "\x1b]0;pwned\x07web-9\nAt 10:00 alice requeued it\u202eevil\r\t\x9b2J\u200b\ufeff"
 

@@ -12,7 +12,8 @@ import typer
 from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.render import output, pause_views, rows, safe_text, views
+from jobctl.contract import safe_text
+from jobctl.render import output, pause_views, rows, views
 
 if TYPE_CHECKING:
     from jobctl.ops import pause as pause_core

@@ -121,8 +121,8 @@ def _print_or_apply(
     """--sql prints the steps for review; otherwise confirm, then apply them one by one,
     saying why a step waits (a spinner line on a terminal, else a line a second at most).
     ``preface``: what the steps amount to, told before them (as comments in --sql's script)."""
+    from jobctl.contract import safe_text
     from jobctl.ops import replica
-    from jobctl.render import safe_text
     from jobctl.schema import steps as schema_steps
 
     if print_sql:

@@ -18,13 +18,14 @@ from jobctl import errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
+from jobctl.contract import shapes
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
-    import collections
     import uuid
 
-    from jobctl.ops import bulk, manual, reclaim, reclaim_run, triage
+    from jobctl.ops import bulk, manual, triage
+    from jobctl.ops.reclaim import one_database, run
     from jobctl.ops.slices import Slice
 
 
@@ -63,14 +64,15 @@ def reclaim_command(
     Examples: jobctl reclaim --commit; jobctl reclaim --save-plan p.json; jobctl reclaim
     --commit --plan p.json
     """
-    from jobctl.ops import fleet, reclaim
-    from jobctl.ops import reclaim_run as core
+    from jobctl.ops import fleet
+    from jobctl.ops.reclaim import run as core
+    from jobctl.ops.reclaim.request import Request
 
     what = slicing.slice()
     which = _expired(
         worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than, full
     )
-    request = reclaim.Request(
+    request = Request(
         commit=commit,
         batch_size=batch_size,
         limit=limit,
@@ -79,8 +81,9 @@ def reclaim_command(
         plan=plan,
         every=every,
         yes=yes,
-        # a table shows the first rows of a commit and counts the rest: those come back
-        # with their id and action alone (the machine formats print every row whole)
+        # a table shows the first rows of a commit (kept by the run's tally) and counts the
+        # rest: those come back with their id and action alone (the machine formats print
+        # every row whole)
         whole=terminal.TABLE_ROWS if out.tabular else None,
     )
     where = context.address(ctx)
@@ -140,20 +143,20 @@ class _ReclaimShown:
     def __init__(self, several: bool, out: output.Output, fmt: str | None) -> None:
         self.several, self.out, self.fmt = several, out, fmt
 
-    def drain(self, run: reclaim.Run) -> tuple[list[rows.ReclaimRow], collections.Counter[str]]:
+    def drain(self, run: one_database.Run) -> None:
         """The batches printed as they come (``terminal.drain``)."""
         columns = ["target", *rows.RECLAIM_KEYS] if self.several else rows.RECLAIM_KEYS
-        return terminal.drain(run, self.out, self.fmt, columns=columns)
+        terminal.drain(run, self.out, self.fmt, columns=columns)
 
-    def served(self, applied: list[rows.ReclaimRow]) -> None:
+    def served(self, applied: list[shapes.ReclaimRow]) -> None:
         """A batch of the service."""
         terminal.emit_reclaimed(applied, self.out, self.fmt, across_targets=self.several)
 
-    def said(self, done: reclaim_run.Reclaimed) -> None:
+    def said(self, done: run.Reclaimed) -> None:
         """After the batches: the table, the lines, what the targets said, the plan, the exit."""
         if not self.several:
-            if done.kept is not None:
-                terminal.emit_reclaim(done.kept, done.total, self.out, self.fmt)
+            if done.tally is not None:
+                terminal.emit_reclaim(done.tally.kept, done.tally.total, self.out, self.fmt)
         else:
             doc = self._across(done)
             if doc is not None:
@@ -164,24 +167,16 @@ class _ReclaimShown:
         context.say_if(done.plan_line)
         context.exit_with(done.exit_code)
 
-    def _across(self, done: reclaim_run.Reclaimed) -> output.Document | None:
-        """The table across targets: a dry run's rows (a table: each target's first ones and
-        skipped ones), or what a commit's drain kept (a table only: the rest were printed)."""
-        from jobctl.ops import fleet
-
-        if done.found is not None:
-            found = [row for name, got in done.found for row in fleet.tagged(name, got)]
-            if not self.out.tabular:
-                return views.table(found, found, rows.RECLAIM_COLUMNS)
-            shown = [
-                row
-                for name, got in done.found
-                for row in fleet.tagged(name, terminal.table_rows(got, 0, 0))
-            ]
-            return views.some_rows(shown, len(found), rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
-        if done.kept is None or not self.out.tabular:
+    def _across(self, done: run.Reclaimed) -> output.Document | None:
+        """The table across targets: what the tally kept (a dry run: each target's first rows
+        and skipped ones; a commit: the first and skipped ones, the rest printed as they came),
+        or a dry run's every row in a machine format."""
+        if done.found is not None and not self.out.tabular:
+            return views.table(done.found, done.found, rows.RECLAIM_COLUMNS)
+        if done.tally is None or not self.out.tabular:
             return None
-        return views.some_rows(done.kept, done.total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
+        kept, total = done.tally.kept, done.tally.total
+        return views.some_rows(kept, total, rows.RECLAIM_COLUMNS, views.RECLAIM_VIEW)
 
 
 # ---------------------------------------------------------------- operator writes

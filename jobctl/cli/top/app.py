@@ -24,9 +24,9 @@ from jobctl.cli.top import views
 from jobctl.cli.top.data import Failed, Source
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import Row
     from jobctl.ops.console import Snapshot
     from jobctl.ops.manual import Action
-    from jobctl.render.rows import Row
 
 CSS = """
 #strip { height: 2; background: $boost; }

@@ -23,10 +23,10 @@ from jobctl.cli.top import views
 from jobctl.ops import console
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import ManualResult, Row
     from jobctl.db.session import Session
     from jobctl.ops.manual import Action, Report
     from jobctl.ops.replica import Standing
-    from jobctl.render.rows import ManualResult, Row
 
 T = TypeVar("T")
 # how a site connects again: ``gateway.open`` as the command opened it, its lines to ``say``

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from jobctl.render import judgements, safe_text, screen
+from jobctl.contract import safe_text
+from jobctl.render import judgements, screen
 
 if TYPE_CHECKING:
+    from jobctl.contract.shapes import Row
     from jobctl.ops.console import Snapshot
-    from jobctl.render.rows import Row
 
 STUCK, REVIEW, SUMMARY = "stuck", "review", "summary"
 VIEWS = (STUCK, REVIEW, SUMMARY)

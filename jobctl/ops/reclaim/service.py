@@ -22,12 +22,15 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from jobctl import db, errors
+from jobctl.contract.shapes import ReclaimRow
 from jobctl.db import session
-from jobctl.ops import pause, reclaim, replica, row_errors, triage
+from jobctl.ops import pause, replica, triage
+from jobctl.ops.reclaim import batches as reclaim_batches
+from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim.tally import Tally
 from jobctl.ops.slices import EVERY
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import reclaim_lines
-from jobctl.render.rows import ReclaimRow
 
 if TYPE_CHECKING:
     from jobctl.ops.notify import Watch
@@ -57,7 +60,7 @@ def run(
         for batch, park_status in batches:
             applied = [row for row in batch if row["applied"]]
             on_batch(applied)
-            log(reclaim_lines.summary_line(reclaim.tally(applied), True, park_status=park_status))
+            log(reclaim_lines.summary_line(Tally.of(applied).counts, True, park_status=park_status))
     except errors.JobctlError as exc:
         if watch is not None:
             watch.stopped(db.redact(exc.message, settings.dsn))
@@ -96,7 +99,7 @@ def run_many(
                 settings, which, batch_size=batch_size, every=every, stop=stop, log=said
             ):
                 applied = [row for row in batch if row["applied"]]
-                counts = reclaim.tally(applied)
+                counts = Tally.of(applied).counts
                 line = reclaim_lines.summary_line(counts, True, park_status=park_status)
                 with handing:
                     on_batch(name, applied)
@@ -169,7 +172,7 @@ def serve(
                 # the rows whose update raised in an earlier pass are passed over: named
                 # once, never tried again by this service (no retry loop on one row)
                 this_pass = dataclasses.replace(which, exclude=[*left]) if left else which
-                for batch in reclaim.commit(
+                for batch in reclaim_batches.commit(
                     current, this_pass, batch_size=batch_size, limit=None, stop=stop
                 ):
                     left.update(str(row["id"]) for row in batch if row_errors.raised(row))
@@ -226,7 +229,7 @@ def _counted(
     """A batch's applied rows, counted into the pass; the jobs it left for a human named."""
     _tell_poisoned(batch, told, log)
     applied = [row for row in batch if row["applied"]]
-    pass_counts.update(reclaim.tally(applied))
+    pass_counts.update(Tally.of(applied).counts)
     return applied
 
 

@@ -1,6 +1,7 @@
 """JSON as jobctl writes it: strict (RFC 8259), its values' types encoded as the contract says
 (ISO timestamps with their offset, seconds, UUIDs as strings), by json's C encoder made once.
-Pure: ``output`` renders with it, and the plans and reports write it.
+Pure: ``render/output`` renders with it, the plan files are written with it, and a
+statement's JSON parameter is its text (``db.json_parameter``).
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ what is stored, one line per row:
 
 A backslash is left as it is: ``web\\n7`` typed literally looks like an escaped newline, but
 stays on its line. Machine formats piped to a file or program keep the data exact (see
-docs/safety.md, "Text from rows on a terminal"). Pure: the rendering boundary (output.py,
-the explain and message lines) calls it.
+docs/safety.md, "Text from rows on a terminal"). Pure: the rendering boundary (render's
+output, the explain and message lines) calls it, and so do the messages of every layer that
+quote a name read from the database (``db/``'s, ``schema/``'s).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reclaim's row-by-row retry, its rules: which errors of a batch one row may have caused (and
 are isolated, that row skipped) and which ended the statement; which are tried again; what a
 skipped row says, and the rows a commit left so, named once (``LeftAlone``). No database here:
-``reclaim._row_by_row`` runs the retry."""
+``batches._row_by_row`` runs the retry."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from jobctl.db import failures
+from jobctl.render import reclaim_lines
 
 if TYPE_CHECKING:
     import psycopg
 
-    from jobctl.render.rows import ReclaimRow, Row
+    from jobctl.contract.shapes import ReclaimRow, Row
 
 SKIPPED_AS = "error"  # how the skipped text of a row whose update raised begins
 RETRIES = 3  # a row's deadlock or serialization failure: tried again, then skipped
@@ -32,7 +33,7 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
     cancel or lock timeout the server raised itself; those stop the reclaim, as before.
 
     A privilege missing, a statement-level trigger's refusal: every row fails, and the
-    statement alone fails too (``reclaim._statement_fails``): the statement's error, raised.
+    statement alone fails too (``batches._statement_fails``): the statement's error, raised.
     """
     state = exc.sqlstate or ""
     if not state or state[:2] in ("08", "53"):
@@ -45,10 +46,8 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
 
 
 class LeftAlone:
-    """The rows a commit skipped because their update raised (``reclaim._row_by_row``), by id, as
+    """The rows a commit skipped because their update raised (``batches._row_by_row``), by id, as
     its batches pass (``watch``): the picture is partial, and ``line`` says so once."""
-
-    SHOWN = 10  # ids named in the line; the rows themselves say the rest
 
     def __init__(self) -> None:
         self.ids: list[str] = []
@@ -60,15 +59,7 @@ class LeftAlone:
 
     def line(self) -> str | None:
         """One line naming the rows left (None when none was): exit 1, the rest done."""
-        if not self.ids:
-            return None
-        named = ", ".join(self.ids[: self.SHOWN])
-        more = f" and {len(self.ids) - self.SHOWN} more" if len(self.ids) > self.SHOWN else ""
-        return (
-            f"partial: {len(self.ids)} job(s) left as they were, their update refused by the "
-            f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
-            "the others reclaimed"
-        )
+        return reclaim_lines.left_alone(self.ids)
 
 
 def raised(row: ReclaimRow | Row) -> bool:

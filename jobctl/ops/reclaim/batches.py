@@ -1,161 +1,33 @@
-"""Reclaim: the lease design's statement in fenced batches; a dry run that shares its SQL;
-saved plans; and ``jobctl reclaim`` on one database (its option rules and three modes; the
-command's workflow, one database or several, is ``reclaim_run``)."""
+"""Reclaim's batches: the lease design's statement in fenced batches, each its own short
+transaction (a batch a row failed, again row by row); a dry run that shares its SQL, whole or
+streamed; a reviewed plan's rows applied exactly as reviewed (what they did is counted by
+``tally``)."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import datetime as dt
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
-from jobctl import db, errors
-from jobctl.db.session import STREAM_CHUNK, Confirm, Session
-from jobctl.ops import plans, row_errors
+from jobctl import db
+from jobctl.contract.shapes import ReclaimRow, Row
+from jobctl.db.session import STREAM_CHUNK, Session
+from jobctl.ops import plans
+from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim.plans import PLAN_COLUMNS, PLAN_FORMAT
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
-from jobctl.render import output, reclaim_lines
-from jobctl.render.rows import ReclaimRow, Row
 
 if TYPE_CHECKING:
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.reclaim.request import Request
 
-PLAN_FORMAT = "jobctl-reclaim-plan/1"
-PLAN_COLUMNS = ("id", "attempt_token", "lease_expires_at", "action")  # what a row is fenced on
-MIN_BATCH, MAX_BATCH = 1, 10_000
 REFUND_REASON = "attempt refunded (--refund-attempt): the worker was killed, not the job"
 MOVED_RETRIES = 20  # a batch read again after rows moved partitions under it, at most
-
-
-# ---------------------------------------------------------------- the workflow
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """What the operator asked of ``jobctl reclaim``, checked as it is made (and remade)."""
-
-    commit: bool = False
-    batch_size: int = 50
-    limit: int | None = None
-    expired: ExpiredFilter = dataclasses.field(default_factory=ExpiredFilter)
-    save_plan: Path | None = None
-    plan: Path | None = None
-    every: dt.timedelta | None = None
-    yes: bool = False
-    # the rows a commit returns whole, the first ones (None: every row, as the machine
-    # formats print them); past them each comes back with its id and action alone (a table
-    # shows the first rows and counts the rest: the lease's columns need not cross the wire)
-    whole: int | None = None
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """The rules between options: UsageError (exit 2) before anything is read."""
-        if not MIN_BATCH <= self.batch_size <= MAX_BATCH:
-            raise errors.UsageError(
-                f"--batch-size must be between {MIN_BATCH} and {MAX_BATCH}, not {self.batch_size}"
-            )
-        if self.every is not None and not (self.commit and self.yes):
-            raise errors.UsageError("--every runs the reclaimer service: it needs --commit --yes")
-        if self.plan is not None and not self.commit:
-            raise errors.UsageError("--plan applies a saved plan: it needs --commit")
-        if self.save_plan is not None and self.commit:
-            raise errors.UsageError("--save-plan saves a dry run: it cannot go with --commit")
-        narrowed = (
-            dataclasses.replace(
-                self.expired, spread=dt.timedelta(0), refund_attempt=False, park_older_than=None
-            )
-            != ExpiredFilter()
-        )
-        if self.plan is not None and (narrowed or self.every):
-            raise errors.UsageError("--plan applies exactly the plan's rows: no filters with it")
-
-
-@dataclasses.dataclass
-class Run:
-    """A reclaim under way: its batches (drain them), and how many rows are expected."""
-
-    batches: Iterator[list[ReclaimRow]]
-    # known after a commit's preview or from a plan; None for a dry run (streamed, not
-    # counted ahead) and when --yes skipped the preview
-    total: int | None
-    # a confirmed commit's line once drained: how many leases expired after its preview
-    # (which it left, as it was confirmed without them); None: nothing to say
-    after: Callable[[], str | None] | None = None
-
-
-def start(
-    s: Session,
-    request: Request,
-    confirm: Confirm,
-    *,
-    standing: Standing | None = None,
-    trust_replica: bool = False,
-) -> Run:
-    """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit.
-
-    A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
-    found; the dry run with ``save_plan`` writes the reviewed rows before returning. A dry
-    run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
-    lease that expired within the lag may be live on the primary), unless ``trust_replica``.
-    """
-    request.expired.check(s.table.mapping)  # --kind on a table that maps none: exit 2
-    if not request.commit:
-        from jobctl.ops import replica
-
-        widened = replica.widen(request.expired, standing, trust=trust_replica)
-        request = dataclasses.replace(request, expired=widened)
-    if request.expired.ids:  # as typed: converted (and checked) by the database
-        request = dataclasses.replace(
-            request,
-            expired=dataclasses.replace(request.expired, ids=s.job_ids(request.expired.ids)),
-        )
-    if not request.commit:  # streamed: a million expired rows are never held at once
-        batches = streamed_dry_run(s, request.expired, request.limit, request.save_plan)
-        # the statement runs now, its first chunk read: a failure of its own (a column the
-        # table lacks, a privilege) is start's, as for the whole list, not a later batch's
-        return Run(_started(batches), None)
-    if request.plan is not None:
-        planned = load_plan(request.plan, s.origin())
-        if not request.yes:
-            confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
-        return Run(committed(s, request, planned), len(planned))
-    if request.yes:  # no question: what is expired when each batch runs
-        return Run(committed(s, request, None), None)
-    # what the person confirms is what is written: the preview's rows are the commit's plan,
-    # each fenced on its token, lease expiry and action as shown (an implicit plan); a lease
-    # that expires while the question is up is left, and said
-    preview_rows = sample(s, request.expired, request.limit, hold=CONFIRMED_ROWS)
-    total = preview_rows.total
-    if preview_rows.held is None:
-        raise errors.UsageError(
-            f"{total} expired job(s): more than one question holds ({CONFIRMED_ROWS}); nothing "
-            "changed: narrow it (--limit, --kind, --worker), review a plan (reclaim --dry-run "
-            "--save-plan FILE, then --plan FILE --commit), or reclaim with --yes (what is "
-            "expired when it runs)"
-        )
-    requeue = preview_rows.actions["requeue"]
-    confirm(
-        f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
-        preview_rows,
-        "about to reclaim (the dry run, now)",
-    )
-    held = cast(list[Row], preview_rows.held)
-    batches = commit_plan(s, held, batch_size=request.batch_size, how=request.expired)
-    return Run(batches, total, lambda: expired_since(s, request.expired, preview_rows.read_at))
-
-
-def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> str | None:
-    """The line after a confirmed commit: the leases that expired after its preview (read at
-    ``previewed_at``, the database's time), which it left unconfirmed, and the command that
-    shows them. (Every lease the preview saw expired had run out before that time.)"""
-    with s.transaction(read_only=True):
-        left = s.one("expired_after", {**which.params(), "since": previewed_at})
-    return reclaim_lines.expired_after(int(left["expired"]))
 
 
 def committed(
@@ -173,51 +45,6 @@ def committed(
         limit=request.limit,
         whole=request.whole,
     )
-
-
-PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)
-# the rows a confirmed commit holds as its plan, at most (about 2 KB each): beyond, the
-# question is refused with the ways to narrow it, review a plan, or not ask (--yes)
-CONFIRMED_ROWS = 50_000
-
-
-class Sample(list[ReclaimRow]):
-    """The first PREVIEW_ROWS rows of a dry run, with counts of every row (``total``, by
-    ``actions`` and by ``workers``): what a commit's question shows. ``held``: every row, for
-    the commit to apply exactly those (None: more than ``sample``'s ``hold``, or not asked)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.total = 0
-        self.actions: collections.Counter[str] = collections.Counter()
-        self.workers: collections.Counter[Any] = collections.Counter()
-        self.held: list[ReclaimRow] | None = None
-        self.read_at: Any = None  # the database's time of the preview's transaction
-
-
-def sample(s: Session, which: ExpiredFilter, limit: int | None, *, hold: int = 0) -> Sample:
-    """The dry run, streamed, as a commit's question shows it (``Sample``); with ``hold``, up
-    to that many rows kept whole (``held``), the rest only counted."""
-    found = Sample()
-    held: list[ReclaimRow] = []
-    with s.transaction(read_only=True):
-        found.read_at = s.one("now")["at"]
-        for row in preview(s, which, limit):
-            found.total += 1
-            found.actions[row["action"]] += 1
-            found.workers[row["reserved_by"]] += 1
-            if len(found) < PREVIEW_ROWS:
-                found.append(row)
-            if found.total <= hold:
-                held.append(row)
-    if hold and found.total <= hold:
-        found.held = held
-    return found
-
-
-def tally(rows: list[ReclaimRow]) -> collections.Counter[str]:
-    """requeue / fail / skipped counts of reclaim rows."""
-    return collections.Counter("skipped" if r["skipped"] else r["action"] for r in rows)
 
 
 # ---------------------------------------------------------------- dry run and commit
@@ -256,19 +83,6 @@ def streamed_dry_run(
             write(chunk)
         if chunk:
             yield chunk
-
-
-def _started(batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
-    """``batches`` with its first one read now (its statement run); closing or throwing into
-    what it returns reaches ``batches`` (a plan being written is then dropped)."""
-    first = next(batches, None)
-
-    def rest() -> Iterator[list[ReclaimRow]]:
-        if first is not None:
-            yield first
-        yield from batches
-
-    return rest()
 
 
 def preview(s: Session, which: ExpiredFilter, limit: int | None) -> Iterator[ReclaimRow]:
@@ -478,24 +292,6 @@ def _statement_fails(s: Session, which: ExpiredFilter) -> None:
 
 
 # ---------------------------------------------------------------- plans
-def save_plan(path: Path, location: dict[str, Any], rows: list[ReclaimRow]) -> None:
-    """Write the reviewed rows and where they were reviewed (no password) to ``path``: 0600,
-    atomically, never through a link (``plans.write_rows``)."""
-    plans.write_rows(path, PLAN_FORMAT, location, rows)
-
-
-def load_plan(path: Path, location: dict[str, Any]) -> list[Row]:
-    """The reviewed rows of a plan; refused (exit 2) when made for another database or table,
-    without its origin, malformed or writable by others (``plans.read_rows``)."""
-    return plans.read_rows(
-        path,
-        PLAN_FORMAT,
-        location,
-        PLAN_COLUMNS,
-        hint=" (a plan saved across targets applies across them: the same --target options)",
-    )
-
-
 def commit_plan(
     s: Session,
     plan_rows: list[Row],
@@ -514,7 +310,7 @@ def commit_plan(
         reviewed = [{k: r[k] for k in PLAN_COLUMNS} for r in chunk]
         # how the rows return (--spread, --refund-attempt, --park-older-than): the request's
         which = dataclasses.replace(
-            how or ExpiredFilter(), ids=[r["id"] for r in chunk], plan=output.to_json(reviewed)
+            how or ExpiredFilter(), ids=[r["id"] for r in chunk], plan=db.json_parameter(reviewed)
         )
         applied = [
             row

@@ -1,12 +1,14 @@
 """``jobctl reclaim``'s workflow (``run``), the one the command calls whatever the number of
 targets. One database is a fleet of one that keeps its own path: its dry run streamed, or its
-commit after one question, batch after batch (``reclaim.start``), its lines said at once and
-its failure raised. Across targets the dry run reads every target at once, and the commit
-runs target after target after one question (``reclaim_targets``). With ``--every``: the
-reclaimer service, for one database or for every target from one process (``service``).
+commit after one question, batch after batch (``one_database.start``), its lines said at
+once and its failure raised. Across targets the dry run reads every target at once, and the
+commit runs target after target after one question (``across_targets``). With ``--every``:
+the reclaimer service, for one database or for every target from one process (``service``).
 
-What it did (or, a dry run, would do) comes back as ``Reclaimed``: the rows a table shows,
-the lines under it, the targets' outcomes. Example::
+The batches are counted here as they pass (``tally.Tally``), and handed to ``drain``, which
+prints them. What it did (or, a dry run, would do) comes back as ``Reclaimed``: its tally
+(the counts, and the rows a table shows), the lines under it, the targets' outcomes.
+Example::
 
     done = run(settings, Access("reclaim"), Request(), trust_replica=False, confirm=ask,
                say=print, unreachable=print_failures, drain=drain, served=print_batch)
@@ -16,15 +18,16 @@ the lines under it, the targets' outcomes. Example::
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
-from jobctl.ops import fleet, reclaim, reclaim_targets, row_errors
+from jobctl.contract.shapes import ReclaimRow
+from jobctl.ops import fleet
+from jobctl.ops.reclaim import across_targets, one_database, row_errors
+from jobctl.ops.reclaim.tally import Tally
 from jobctl.render import reclaim_lines
-from jobctl.render.rows import ReclaimRow
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
@@ -32,28 +35,26 @@ if TYPE_CHECKING:
     from jobctl.db.session import Confirm
     from jobctl.ops.gateway import Access
     from jobctl.ops.notify import Watch
-    from jobctl.ops.reclaim import Request
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.reclaim.request import Request
     from jobctl.targets import Target
 
-# drains a reclaim's batches as they come (printing them): the rows a table keeps, and the tally
-Drain = Callable[[reclaim.Run], tuple[list[ReclaimRow], collections.Counter[str]]]
+Drain = Callable[[one_database.Run], None]  # prints a reclaim's batches as they come (counted)
 Served = Callable[[list[ReclaimRow]], None]  # a service's batch, its applied rows (tagged)
 Failed = Callable[[list[fleet.Outcome[Any]]], object]  # told of targets that failed a preview
 
 
 @dataclasses.dataclass
 class Reclaimed:
-    """What ``run`` did, or (a dry run) would do, for the command to show, in this order: the
-    rows a table shows (``kept`` by the drain, of ``total``; None: no table) or, a dry run
-    across targets, each target's rows (``found``); the ``lines`` under them; what the
+    """What ``run`` did, or (a dry run) would do, for the command to show, in this order: its
+    ``tally`` (the rows a table shows, ``kept``, of its ``total``; None: nothing drained, no
+    table) or, a dry run across targets in a machine format (``Request.whole`` None), every
+    row with its target (``found``, printed at the end); the ``lines`` under them; what the
     targets said and why any failed (``outcomes``); the ``plan_line``. ``unreachable``: the
     targets that failed before the question (said then); ``unserved``: the targets whose
     service stopped on an error or never started."""
 
-    kept: list[ReclaimRow] | None = None
-    total: int = 0
-    found: list[tuple[str, list[ReclaimRow]]] | None = None
+    tally: Tally | None = None
+    found: list[ReclaimRow] | None = None
     lines: list[str] = dataclasses.field(default_factory=list)
     outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
     plan_line: str | None = None
@@ -88,7 +89,8 @@ def run(
     ``unreachable`` told first of the targets the preview could not read), or the service
     (each batch to ``served``, rows tagged with their target across targets; ``watch``: one
     database's notifications). ``drain`` prints the batches of a dry run streamed or of a
-    commit. ``trust_replica``: a standby's rows taken as the primary's, lag or not."""
+    commit, counted as they pass. ``trust_replica``: a standby's rows taken as the primary's,
+    lag or not."""
     if isinstance(where, Fleet) and request.expired.ids:
         raise errors.UsageError("--id: ids are per database: give one --target with it")
     if request.every is not None:
@@ -122,18 +124,28 @@ def _on_one(
     from jobctl.ops import gateway, replica
 
     with gateway.open(settings, access, say=say) as (s, standing):
-        started = reclaim.start(s, request, confirm, standing=standing, trust_replica=trust_replica)
-        left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
-        started.batches = left.watch(
-            replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
+        started = one_database.start(
+            s, request, confirm, standing=standing, trust_replica=trust_replica
         )
-        kept, counts = drain(started)
+        left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
+        tally = Tally(request.whole)
+        started.batches = tally.counted(
+            left.watch(
+                replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
+            )
+        )
+        drain(started)
         park_status = s.table.mapping.named_park
         after = started.after() if started.after is not None else None
-    said = lines(counts, request, park_status=park_status, standing=standing)
+    said = reclaim_lines.one_database(
+        tally.counts,
+        request.commit,
+        park_status=park_status,
+        spread=request.expired.spread,
+        note=None if request.commit else replica.dry_run_note(standing),
+    )
     return Reclaimed(
-        kept=kept,
-        total=sum(counts.values()),
+        tally=tally,
         lines=[*said, *filter(None, [after, left.line()])],
         plan_line=reclaim_lines.plan_line(request.save_plan, None),
         left_alone=left.ids,
@@ -144,12 +156,19 @@ def _dry_run_across(
     targets: Sequence[Target], access: Access, request: Request, trust_replica: bool
 ) -> Reclaimed:
     """Every target's dry run, read at once (its plan across targets saved, if asked)."""
-    outcomes, parks = reclaim_targets.dry_run(targets, request, access, trust_replica=trust_replica)
+    outcomes, parks = across_targets.dry_run(targets, request, access, trust_replica=trust_replica)
     found = [(o.target.name, o.value[1]) for o in outcomes if o.value is not None]
-    counts = {name: reclaim.tally(rows) for name, rows in found}
+    tallies = {name: Tally.of(rows, request.whole) for name, rows in found}
+    counts = {name: tally.counts for name, tally in tallies.items()}
+    every_row = None  # a table shows the rows the tallies kept, a machine format every one
+    if request.whole is None:
+        every_row = [
+            cast(ReclaimRow, row) for name, rows in found for row in fleet.tagged(name, rows)
+        ]
     return Reclaimed(
-        found=found,
-        lines=reclaim_targets.tally_lines(counts, parks, committed=False),
+        tally=Tally.across(tallies),
+        found=every_row,
+        lines=reclaim_lines.across_targets(counts, parks, committed=False),
         outcomes=list(outcomes),
         plan_line=reclaim_lines.plan_line(request.save_plan, [name for name, _ in found]),
     )
@@ -165,17 +184,18 @@ def _commit_across(
     unreachable: Failed,
     drain: Drain,
 ) -> Reclaimed:
-    """The commit target after target, after one question (``reclaim_targets.start``)."""
-    started = reclaim_targets.start(
+    """The commit target after target, after one question (``across_targets.start``)."""
+    started = across_targets.start(
         targets, request, access, confirm=confirm, say=say, unreachable=unreachable
     )
     if not started.targets:  # none left to commit: nothing shown, nothing counted
         return Reclaimed(unreachable=started.unreachable)
-    kept, counts = drain(reclaim.Run(started.batches, started.total))
+    tally = Tally(request.whole)
+    drain(one_database.Run(tally.counted(started.batches), started.total))
+    counts = {name: done.counts for name, done in started.done.items()}
     return Reclaimed(
-        kept=kept,
-        total=sum(counts.values()),
-        lines=reclaim_targets.tally_lines(started.done, started.parks, committed=True),
+        tally=tally,
+        lines=reclaim_lines.across_targets(counts, started.parks, committed=True),
         outcomes=started.outcomes,
         unreachable=started.unreachable,
     )
@@ -192,7 +212,7 @@ def _served(
     """The reclaimer service until SIGTERM or SIGINT: one database's, or every target's from
     one process (a thread, a connection and a backoff each: one target down never stops the
     others; a target with a problem in the config file is never served)."""
-    from jobctl.ops import service
+    from jobctl.ops.reclaim import service
 
     every = request.every
     assert every is not None
@@ -224,26 +244,3 @@ def _served(
         log=say,
     )
     return Reclaimed(unserved=[*(t.name for t in unusable), *stopped])
-
-
-# ---------------------------------------------------------------- what it says
-def lines(
-    counts: collections.Counter[str],
-    request: Request,
-    *,
-    park_status: str | None,
-    standing: Standing | None,
-) -> list[str]:
-    """One database's lines under its reclaim's table: what it did (or would do), the next
-    step, when the requeued jobs return (--spread), and (a dry run read on a standby) that
-    the commit must run on the primary."""
-    from jobctl.ops import replica
-
-    committed = request.commit
-    said = [
-        reclaim_lines.summary_line(counts, committed, park_status=park_status),
-        reclaim_lines.next_step(counts, committed, park_status=park_status),
-        reclaim_lines.spread_line(counts, request.expired.spread, committed),
-        None if committed else replica.dry_run_note(standing),
-    ]
-    return [line for line in said if line]

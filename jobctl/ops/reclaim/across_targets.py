@@ -1,38 +1,39 @@
 """Reclaim across several targets (``--all-targets``, or ``--target`` more than once): the
 dry run reads every target at once (``dry_run``, a plan across targets saved from it); the
-commit runs target after target, each its own fenced batches (``reclaim.committed``), after
+commit runs target after target, each its own fenced batches (``batches.committed``), after
 one confirmation — of a plan across targets, or of every target's dry run, read at once;
-``tally_lines`` says what each did and the total.
+each target's tally is kept (``reclaim_lines.across_targets`` says what each did and the
+total).
 
 A target that fails is its outcome's error: what it committed before stays committed, and
 counted; the others go on. Example::
 
-    run = reclaim_targets.start(targets, request, access, confirm=ask, say=print)
+    run = across_targets.start(targets, request, access, confirm=ask, say=print)
     for batch in run.batches:   # every row tagged with its target
         ...
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
+from jobctl.contract import shapes
 from jobctl.ops import fleet
-from jobctl.render import reclaim_lines, rows
+from jobctl.ops.reclaim.tally import Tally
 
 if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
     from jobctl.ops.gateway import Access
     from jobctl.ops.plans import Parts
-    from jobctl.ops.reclaim import Request
+    from jobctl.ops.reclaim.request import Request
     from jobctl.ops.replica import Standing
     from jobctl.targets import Target
 
 PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
-Reviewed = tuple[dict[str, Any], list[rows.ReclaimRow]]  # a target's dry run: where, its rows
+Reviewed = tuple[dict[str, Any], list[shapes.ReclaimRow]]  # a target's dry run: where, its rows
 
 
 def dry_run(
@@ -42,7 +43,7 @@ def dry_run(
     ``trust_replica``, and said to be one), with the park status of each that answered; with
     ``request.save_plan``, the plan across targets of those that answered saved."""
     from jobctl.ops import plans, replica
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     parks: dict[str, str | None] = {}
 
@@ -63,36 +64,6 @@ def dry_run(
     return outcomes, parks
 
 
-def tally_lines(
-    counts: dict[str, collections.Counter[str]],
-    parks: dict[str, str | None],
-    *,
-    committed: bool,
-) -> list[str]:
-    """What a reclaim across targets did (or would do): each target's line (its park status
-    named, as one reclaim's line does), the total over several, and the next step."""
-
-    said = []
-    for name, tally in counts.items():
-        line = reclaim_lines.summary_line(tally, committed, park_status=parks.get(name))
-        said.append(f"target {name}: {line}")
-    total: collections.Counter[str] = sum(counts.values(), collections.Counter())
-    some_parked = any(parks.get(name) for name in counts)
-    if len(counts) > 1:
-        line = reclaim_lines.summary_line(total, committed, some_parked=some_parked)
-        said.append(f"all {len(counts)} targets: {line}")
-    names = list(counts)
-    step = reclaim_lines.next_step(
-        total,
-        committed,
-        park_status=parks.get(names[0]) if len(names) == 1 else None,
-        some_parked=len(names) > 1 and some_parked,
-    )
-    if step is not None:
-        said.append(f"{step} (with the same target options)")
-    return said
-
-
 @dataclasses.dataclass
 class Commit:
     """A commit across targets under way: drain ``batches`` (every target's, tagged, target
@@ -100,11 +71,11 @@ class Commit:
     status); ``outcomes`` the targets committed, ``unreachable`` those that failed the
     preview (not committed). ``total``: the rows expected, when a preview or plan said."""
 
-    batches: Iterator[list[rows.ReclaimRow]]
+    batches: Iterator[list[shapes.ReclaimRow]]
     total: int | None
     targets: list[Target]
     unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
-    done: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
+    done: dict[str, Tally] = dataclasses.field(default_factory=dict)
     parks: dict[str, str | None] = dataclasses.field(default_factory=dict)
     outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
 
@@ -124,13 +95,13 @@ def start(
     ``unreachable`` the targets the preview could not read (before the question too). With no
     target left to commit, the run has no ``targets`` (and asks nothing)."""
     from jobctl.ops import plans
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim.plans import PLAN_COLUMNS
 
     planned: Parts = {}
     failed: list[fleet.Outcome[Any]] = []
     total: int | None = None
     if request.plan is not None:
-        planned = plans.read_parts(request.plan, PLANS_FORMAT, core.PLAN_COLUMNS)
+        planned = plans.read_parts(request.plan, PLANS_FORMAT, PLAN_COLUMNS)
         total = sum(len(r) for _, r in planned.values())
         targets = _planned_targets(request, planned, total, targets, confirm=confirm, say=say)
     elif not request.yes:
@@ -145,7 +116,7 @@ def start(
         # what was confirmed is what is written: each target's previewed rows are its plan,
         # fenced as shown (a lease that expires while the question is up is left)
         planned = {
-            o.target.name: ({}, cast(list[rows.Row], o.value or [])) for o in preview if o.ok
+            o.target.name: ({}, cast(list[shapes.Row], o.value or [])) for o in preview if o.ok
         }
     run = Commit(iter(()), total, list(targets), failed)
     run.batches = _committed(run, request, planned)
@@ -181,9 +152,9 @@ def _planned_targets(
 
 def _previewed(
     targets: Sequence[Target], request: Request, access: Access
-) -> list[fleet.Outcome[list[rows.ReclaimRow]]]:
+) -> list[fleet.Outcome[list[shapes.ReclaimRow]]]:
     """Every target's dry run, read at once: what the question shows."""
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     return fleet.read(
         targets, access, lambda s, _st, _say: core.dry_run(s, request.expired, request.limit)
@@ -191,7 +162,7 @@ def _previewed(
 
 
 def _confirm_preview(
-    preview: list[fleet.Outcome[list[rows.ReclaimRow]]],
+    preview: list[fleet.Outcome[list[shapes.ReclaimRow]]],
     failed: list[fleet.Outcome[Any]],
     *,
     confirm: Confirm,
@@ -219,22 +190,22 @@ def _confirm_preview(
     return len(found)
 
 
-def _counts(found: Sequence[rows.ReclaimRow]) -> str:
+def _counts(found: Sequence[shapes.ReclaimRow]) -> str:
     requeue = sum(r["action"] == "requeue" for r in found)
     return f"{requeue} requeue, {len(found) - requeue} fail"
 
 
-def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[rows.ReclaimRow]]:
+def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[shapes.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
     from jobctl.ops import gateway, plans, replica
-    from jobctl.ops import reclaim as core
+    from jobctl.ops.reclaim import batches as core
 
     commit = gateway.Access("reclaim", writes=True, widened=True)
     for target in run.targets:
         outcome: fleet.Outcome[Any] = fleet.Outcome(target)
         run.outcomes.append(outcome)
-        tally = run.done[target.name] = collections.Counter()
+        tally = run.done[target.name] = Tally()
         try:
             if target.problem:
                 raise errors.JobctlError(target.problem)
@@ -250,8 +221,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[r
                 batches = replica.reclaimed(
                     batches, request.batch_size, target.settings.resolved_dsn()
                 )
-                for batch in batches:
-                    tally += core.tally(batch)
-                    yield cast(list[rows.ReclaimRow], list(fleet.tagged(target.name, batch)))
+                for batch in tally.counted(batches):
+                    yield cast(list[shapes.ReclaimRow], list(fleet.tagged(target.name, batch)))
         except errors.JobctlError as exc:
             outcome.error = exc
