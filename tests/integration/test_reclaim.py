@@ -541,6 +541,29 @@ def test_a_row_a_trigger_refuses_is_skipped_whatever_its_sqlstate(conn, dsn, run
     assert tries(conn) == REFUSALS[state]  # the batch, then the row (a deadlock: retried)
 
 
+def test_a_refused_row_beside_a_locked_one_does_not_end_the_commit_early(conn, dsn, run):
+    """Thirty expired leases reclaimed in batches of ten; the application's trigger refuses
+    the fourth, and another session holds the second's lock. The batch that meets the refusal
+    is applied row by row, where the locked row comes back with nothing: that is a row passed
+    over, not the end of the expired rows. Every other row is reclaimed, the refused one is
+    named, the locked one left and said."""
+    add_jobs(conn, 30)
+    claimed = claim_all(dsn, 30)
+    refused, locked = claimed[3].id, claimed[1].id
+    conn.execute(REFUSING_TRIGGER.format(job=refused, state="42501"))
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (locked,))
+        result = run("reclaim", "--commit", "--yes", "--batch-size", "10", "-o", "json")
+    assert result.code == 1, result.err
+    rows_out = {r["id"]: r for r in json.loads(result.out)}
+    assert sum(bool(r["applied"]) for r in rows_out.values()) == 28, result.err
+    assert not rows_out[refused]["applied"] and "nope" in rows_out[refused]["skipped"]
+    assert not rows_out[locked]["applied"] and "locked" in rows_out[locked]["skipped"]
+    assert "28 requeued, 0 failed, 2 skipped" in result.err, result.err
+    left = conn.execute("SELECT id FROM jobs WHERE status = 'processing' ORDER BY id")
+    assert [r["id"] for r in left.fetchall()] == sorted([refused, locked])
+
+
 def test_the_service_names_a_refused_row_once_and_passes_it_over(conn, dsn):
     """The reclaimer service meets the refused row in its first pass, names it once, and
     never tries it again in the passes after (no retry loop, no target_down)."""

@@ -109,10 +109,13 @@ def commit(
     """
     handled = 0
     poisoned: list[Any] = []  # rows whose update raises (a trigger, a constraint): left behind
+    # rows a row-by-row pass found nothing to do for (locked by another session, or no longer
+    # expired): passed over after, as SKIP LOCKED passes over a locked row in a batch
+    passed: list[Any] = []
     moved = 0  # batches that met a row moved to another partition, in a row
     while limit is None or handled < limit:
-        passed_over = [*(which.exclude or ()), *poisoned]
-        current = dataclasses.replace(which, exclude=passed_over) if poisoned else which
+        passed_over = [*(which.exclude or ()), *poisoned, *passed]
+        current = dataclasses.replace(which, exclude=passed_over) if passed_over else which
         left = None if limit is None else limit - handled
         try:
             for rows in _batches(s, current, batch_size, left, stop, whole):
@@ -136,12 +139,16 @@ def commit(
                 raise
         # one row failed the whole batch: apply it row by row so only that row stays behind
         size = batch_size if limit is None else min(batch_size, limit - handled)
-        rows, failed = _row_by_row(s, current, size)
+        rows, failed, untouched = _row_by_row(s, current, size)
         poisoned.extend(row["id"] for row in failed)
+        passed.extend(untouched)
         handled += len(rows)
         if rows or failed:
             yield rows + failed
-        if len(rows) + len(failed) < size or (stop is not None and stop.is_set()):
+        # the expired rows end when the pass saw fewer than a batch, not when fewer were
+        # applied (a locked row comes back with nothing); every pass adds what it saw to the
+        # rows passed over, so the next batch reads on past them
+        if len(rows) + len(failed) + len(untouched) < size or (stop and stop.is_set()):
             break
     if which.plan is None and (limit is None or handled < limit):
         with s.transaction(read_only=True):  # streamed: only the locked rows are kept
@@ -259,18 +266,23 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
 
 def _row_by_row(
     s: Session, which: ExpiredFilter, size: int
-) -> tuple[list[ReclaimRow], list[ReclaimRow]]:
-    """A failed batch again, one row per transaction: (applied rows, rows that raised). A
-    row that deadlocks or fails to serialize is tried row_errors.RETRIES times more, then skipped;
-    any other row error skips it at once (``row_errors.isolated``). Each row is tried in this pass
-    only: the caller passes over the skipped ones after."""
+) -> tuple[list[ReclaimRow], list[ReclaimRow], list[Any]]:
+    """A failed batch again, one row per transaction: (applied rows, rows that raised, the
+    ids of rows that came back with nothing: locked by another session, or changed since the
+    dry run). A row that deadlocks or fails to serialize is tried row_errors.RETRIES times
+    more, then skipped; any other row error skips it at once (``row_errors.isolated``). Each
+    row is tried in this pass only: the caller passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
+    untouched: list[Any] = []
     for candidate in dry_run(s, which, size):
         one = dataclasses.replace(which, ids=[candidate["id"]])
         for tries in range(1, row_errors.RETRIES + 2):
             try:
-                applied += _batch(s, one, 1)
+                done = _batch(s, one, 1)
+                applied += done
+                if not done:
+                    untouched.append(candidate["id"])
                 break
             except psycopg.DatabaseError as exc:
                 if not row_errors.isolated(exc):
@@ -281,7 +293,7 @@ def _row_by_row(
                 break
     if failed and not applied:
         _statement_fails(s, which)  # every row failed: perhaps the statement itself
-    return applied, failed
+    return applied, failed, untouched
 
 
 def _statement_fails(s: Session, which: ExpiredFilter) -> None:
