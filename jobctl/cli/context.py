@@ -19,7 +19,7 @@ import typer
 
 from jobctl import db, errors
 from jobctl.cli import commands, terminal
-from jobctl.ops.gateway import Access
+from jobctl.ops.sessions import Access
 from jobctl.render import output
 
 if TYPE_CHECKING:
@@ -71,13 +71,13 @@ def command_access(ctx: typer.Context) -> Access:
 
 @contextlib.contextmanager
 def open_session(ctx: typer.Context) -> Iterator[Session]:
-    """The command's session (connection, settings, resolved jobs table), through the one
-    way in (``gateway.open``); the server it found is kept as this run's ``standing``."""
-    from jobctl.ops import gateway
+    """The command's session (connection, settings, resolved jobs table), opened by
+    ``sessions.open``; the server it found is kept as this run's ``standing``."""
+    from jobctl.ops import sessions
     from jobctl.targets import one_database
 
     settings = one_database(address(ctx), ctx.command_path)
-    with gateway.open(settings, command_access(ctx), say=terminal.say) as (s, standing):
+    with sessions.open(settings, command_access(ctx), say=terminal.say) as (s, standing):
         invocation(ctx).standing = standing
         yield s
 
@@ -126,10 +126,11 @@ def warn_password_on_command_line(ctx: typer.Context) -> None:
 
 
 # ---------------------------------------------------------------- one database or several
-def said(outcomes: Sequence[Outcome[Any]], *, refresh: bool = False) -> int:
-    """What each target said, then each failure, one line each, in the targets' order; the
-    exit code the failures make (0 when none: one database's outcome never holds either,
-    its lines said at once and its failure raised). ``refresh``: one refresh of a watch's."""
+def exit_code(outcomes: Sequence[Outcome[Any]], *, refresh: bool = False) -> int:
+    """The exit code the targets' failures make (0 when none), once what each target said
+    and each failure are printed, one line each, in the targets' order (one database's
+    outcome never holds either: its lines said at once, its failure raised). ``refresh``: one
+    refresh of a watch's."""
     from jobctl.ops import fleet
 
     for o in outcomes:
@@ -170,7 +171,7 @@ def live(
             def shown(at: dt.datetime, outcomes: list[Outcome[Any]]) -> None:
                 doc = doc_of(outcomes)
                 if not in_place:
-                    said(outcomes, refresh=True)
+                    exit_code(outcomes, refresh=True)
                     show(at, doc)
                     return
                 show(at, views.with_target_lines(doc, target_lines(outcomes)))

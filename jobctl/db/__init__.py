@@ -10,7 +10,7 @@ names, the way callers use them):
 * ``gateway``: a statement of ``sql/`` run on a connection (``rows``, ``row``, ``one``,
   ``run``, ``stream``), the only way one reaches the server outside ``db/``, and the text of
   a JSON parameter (``json_parameter``);
-* ``session``: the one way in, a connection with its settings and table (``Session``);
+* ``session``: a connection with its settings and table (``Session``), what workflows take;
 * ``locks``, ``loaders``: lock tries that never make workers queue; values read safely.
 """
 

@@ -1,4 +1,4 @@
-"""The one way in: a connection, the settings and the resolved jobs table, held together.
+"""A session: a connection, the settings and the resolved jobs table, held together.
 
 Every core workflow takes a ``Session``; it runs the named statements of ``sql/`` against
 its table, inside short transactions with the settings' timeouts (see ``db.transaction``).

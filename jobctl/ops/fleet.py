@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import concurrent.futures
 
     from jobctl.db.session import Session
-    from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
+    from jobctl.ops.sessions import Access
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)
@@ -82,9 +82,9 @@ def once(where: Where, access: Access, work: Read[T], *, say: Say) -> list[Outco
     session the command's, ``say`` told at once, a failure raised (its own exit code)."""
     if isinstance(where, Fleet):
         return read(where.targets, access, _in_transaction(work))
-    from jobctl.ops import gateway
+    from jobctl.ops import sessions
 
-    with gateway.open(where, access, say=say) as (s, st), s.transaction(read_only=True):
+    with sessions.open(where, access, say=say) as (s, st), s.transaction(read_only=True):
         return [Outcome(_one(where), work(s, st, say), standing=st)]
 
 
@@ -97,9 +97,9 @@ def refreshed(
     from jobctl.ops import watch
 
     if not isinstance(where, Fleet):
-        from jobctl.ops import gateway
+        from jobctl.ops import sessions
 
-        with gateway.open(where, access, say=say) as (s, st), watching.live() as show:
+        with sessions.open(where, access, say=say) as (s, st), watching.live() as show:
             one = _one(where)
 
             def produce() -> list[Outcome[T]]:
@@ -187,10 +187,10 @@ def read(
     work: Read[T],
     kept: KeptSessions | None = None,
 ) -> list[Outcome[T]]:
-    """``work(session, standing, say)`` on every target at once, each session opened through
-    the one way in (``gateway.open``); on the ``kept`` sessions if given, else each on a new
-    one. Ctrl-C cancels every target's statement (``Busy``)."""
-    from jobctl.ops import gateway
+    """``work(session, standing, say)`` on every target at once, each session opened by
+    ``sessions.open`` as every command's is; on the ``kept`` sessions if given, else each on
+    a new one. Ctrl-C cancels every target's statement (``Busy``)."""
+    from jobctl.ops import sessions
 
     busy = Busy()
 
@@ -200,7 +200,7 @@ def read(
             def on_connect(conn: Any) -> None:
                 working.enter_context(busy.using(conn))
 
-            opened = gateway.open(
+            opened = sessions.open(
                 target.settings, access, say=say, on_connect=on_connect, kept=kept
             )
             with opened as (s, st):

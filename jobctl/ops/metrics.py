@@ -20,8 +20,8 @@ from jobctl.ops import fleet, pause
 from jobctl.ops.slices import EVERY, Slice
 
 if TYPE_CHECKING:
-    from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
+    from jobctl.ops.sessions import Access
 
 
 def collect(

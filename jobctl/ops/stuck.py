@@ -22,8 +22,8 @@ from jobctl.ops import fleet, pause, replica, triage
 if TYPE_CHECKING:
     from jobctl.contract.shapes import LeaseRow, Row
     from jobctl.db.session import Session
-    from jobctl.ops.gateway import Access
     from jobctl.ops.replica import Standing
+    from jobctl.ops.sessions import Access
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ import psutil
 from jobctl import db
 from jobctl.cli.top.app import TopApp
 from jobctl.cli.top.data import Source
-from jobctl.ops import console, gateway
+from jobctl.ops import console, sessions
 
 dsn, table, refreshes, limit, view = sys.argv[1:6]
 refreshes, limit = int(refreshes), int(limit)
@@ -38,7 +38,7 @@ times = []
 
 async def main():
     settings = db.Settings(dsn=dsn, table=table)
-    with gateway.open(settings, gateway.Access("top"), say=lambda line: None) as (s, standing):
+    with sessions.open(settings, sessions.Access("top"), say=lambda line: None) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit, view)
         app = TopApp(Source.one(s, standing, ask, writes=False), dt.timedelta(hours=1))
         async with app.run_test(size=(100, 30)) as pilot:

@@ -22,7 +22,7 @@ import prometheus
 import pytest
 
 from jobctl import db
-from jobctl.ops import console, gateway
+from jobctl.ops import console, sessions
 
 KINDS = ("charge_card", "send_email", "resize_image")
 QUEUES = ("payments", "mail", "media")
@@ -135,7 +135,7 @@ def _json(run: Any, *args: str) -> Any:
 def _top_review(dsn: str) -> tuple[set[int], int]:
     """What `jobctl top` shows in its review view: its rows and its strip's count."""
     settings = db.Settings(dsn=dsn, actor="tester@ci")
-    with gateway.open(settings, gateway.Access("top"), say=lambda line: None) as (s, standing):
+    with sessions.open(settings, sessions.Access("top"), say=lambda line: None) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit=500, view="review")
         snap = console.refresh(s, standing, ask)
     return {int(r["id"]) for r in snap.review}, snap.awaiting_review

@@ -506,12 +506,12 @@ def test_top_says_ids_repeat_and_does_not_crash(empty_dsn, run):
 
     from jobctl.cli.top.app import TopApp
     from jobctl.cli.top.data import Source
-    from jobctl.ops import console, gateway
+    from jobctl.ops import console, sessions
 
     conn, job = repeated_after_apply(empty_dsn, run)
     settings = db.Settings(dsn=empty_dsn, actor="tester@ci")
     said: list[str] = []
-    with conn, gateway.open(settings, gateway.Access("top"), say=said.append) as (s, standing):
+    with conn, sessions.open(settings, sessions.Access("top"), say=said.append) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit=500)
         app = TopApp(Source.one(s, standing, ask, writes=False), dt.timedelta(hours=1))
 

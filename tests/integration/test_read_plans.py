@@ -27,8 +27,7 @@ from psycopg import sql
 from jobctl import db
 from jobctl.db import gateway
 from jobctl.db.session import Session
-from jobctl.ops import console
-from jobctl.ops import gateway as ops_gateway
+from jobctl.ops import console, sessions
 
 ROWS = 200_000
 PARKED = 30  # manual jobs a reclaim parks
@@ -133,7 +132,7 @@ def _scanning(dsn: str, statements: Recorded) -> dict[str, list[str]]:
 
 def _top(dsn: str, view: str) -> None:
     settings = db.Settings(dsn=dsn, actor="tester@ci")
-    with ops_gateway.open(settings, ops_gateway.Access("top"), say=lambda line: None) as (
+    with sessions.open(settings, sessions.Access("top"), say=lambda line: None) as (
         s,
         standing,
     ):

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 from jobctl import db
 from jobctl.cli.top.app import ConfirmScreen, PromptScreen, TextScreen, TopApp
 from jobctl.cli.top.data import Site, Source
-from jobctl.ops import console, gateway
+from jobctl.ops import console, sessions
 
 HOUR = dt.timedelta(hours=1)
 
@@ -31,10 +31,10 @@ HOUR = dt.timedelta(hours=1)
 def console_app(dsn: str, *, writes: bool = False) -> Iterator[TopApp]:
     """The console on ``dsn``, its session opened again as the command's is when lost."""
     settings = db.Settings(dsn=dsn, actor="tester@ci")
-    access = gateway.Access("top", writes=writes)
-    with gateway.open(settings, access, say=lambda line: None) as (s, standing):
+    access = sessions.Access("top", writes=writes)
+    with sessions.open(settings, access, say=lambda line: None) as (s, standing):
         ask = console.Ask(dt.timedelta(seconds=30), limit=500)
-        site = Site(s, standing, reopen=lambda say: gateway.open(settings, access, say=say))
+        site = Site(s, standing, reopen=lambda say: sessions.open(settings, access, say=say))
         source = Source([site], ask, writes)
         try:
             yield TopApp(source, HOUR)
@@ -295,8 +295,8 @@ def test_across_targets_rows_tagged_and_each_write_on_its_own_target(
             sites = []
             for name, where in (("a", dsn), ("b", other)):
                 settings = db.Settings(dsn=where, actor="tester@ci", target=name)
-                access = gateway.Access("top", writes=True)
-                s, standing = stack.enter_context(gateway.open(settings, access, say=print))
+                access = sessions.Access("top", writes=True)
+                s, standing = stack.enter_context(sessions.open(settings, access, say=print))
                 sites.append(Site(s, standing, name))
             ask = console.Ask(dt.timedelta(seconds=30), limit=500)
             app = TopApp(Source(sites, ask, writes=True), HOUR)
@@ -374,14 +374,14 @@ def test_across_targets_a_lost_target_keeps_its_rows_the_others_stay_fresh(
         (on_b,) = [c.id for c in claim_all(other, 1, worker="wb", lease_seconds=-60)]
         with contextlib.ExitStack() as stack:
             sites = []
-            access = gateway.Access("top")
+            access = sessions.Access("top")
             for name, where in (("a", dsn), ("b", other)):
                 settings = db.Settings(dsn=where, actor="tester@ci", target=name)
-                s, standing = stack.enter_context(gateway.open(settings, access, say=print))
+                s, standing = stack.enter_context(sessions.open(settings, access, say=print))
                 sites.append(Site(s, standing, name))
             # b comes back nowhere: its server "moved" to a port where nobody listens
             gone = db.Settings(dsn=f"{other} port=1 connect_timeout=2", target="b")
-            sites[1].reopen = lambda say: gateway.open(gone, access, say=say)
+            sites[1].reopen = lambda say: sessions.open(gone, access, say=say)
             source = Source(sites, console.Ask(dt.timedelta(seconds=30), limit=500))
             stack.callback(source.close)
             app = TopApp(source, HOUR)
@@ -455,9 +455,9 @@ def test_a_restarted_server_is_reconnected_with_backoff_said_on_the_strip(own_se
         add_jobs(c, 2)
     claim_all(dsn, 2, worker="w1", lease_seconds=-30)
     settings = db.Settings(dsn=dsn, actor="tester@ci")
-    access = gateway.Access("top")
-    with gateway.open(settings, access, say=lambda line: None) as (s, standing):
-        site = Site(s, standing, reopen=lambda say: gateway.open(settings, access, say=say))
+    access = sessions.Access("top")
+    with sessions.open(settings, access, say=lambda line: None) as (s, standing):
+        site = Site(s, standing, reopen=lambda say: sessions.open(settings, access, say=say))
         source = Source([site], console.Ask(dt.timedelta(seconds=30), limit=500))
         app = TopApp(source, HOUR)  # (no refresh of its own for an hour: only reconnections)
 

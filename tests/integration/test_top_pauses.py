@@ -20,7 +20,7 @@ from textual.widgets import Static
 from jobctl import db
 from jobctl.cli.top.app import TopApp
 from jobctl.cli.top.data import Site, Source
-from jobctl.ops import console, gateway
+from jobctl.ops import console, sessions
 
 
 def kinds(conn, run, where: str | None = None) -> None:
@@ -76,8 +76,8 @@ def test_across_targets_each_pause_names_its_target(server_dsn, template, dsn, c
             sites = []
             for name, where in (("a", dsn), ("b", other)):
                 settings = db.Settings(dsn=where, actor="tester@ci", target=name)
-                access = gateway.Access("top")
-                s, standing = stack.enter_context(gateway.open(settings, access, say=print))
+                access = sessions.Access("top")
+                s, standing = stack.enter_context(sessions.open(settings, access, say=print))
                 sites.append(Site(s, standing, name))
             ask = console.Ask(dt.timedelta(seconds=30), limit=500)
             app = TopApp(Source(sites, ask), HOUR)

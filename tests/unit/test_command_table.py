@@ -15,7 +15,7 @@ from test_layers import MODULES, imports
 
 from jobctl.cli import commands, context
 from jobctl.cli import main as cli
-from jobctl.ops.gateway import Access
+from jobctl.ops.sessions import Access
 
 ROOT = Path(__file__).resolve().parents[2]
 

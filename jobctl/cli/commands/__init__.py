@@ -3,7 +3,7 @@ its name, the module and function that implement it, the line ``--help`` lists i
 what it does to the database: whether it writes (always, or when one of its options is
 given) and whether it judges expiry widened by a standby's lag. ``cli/main`` registers the
 commands from this table alone; ``cli/context`` tells the core from it what a command does
-(``gateway.Access``). Nothing is imported here: reading the table loads no command.
+(``sessions.Access``). Nothing is imported here: reading the table loads no command.
 
 A new command is a function in a module of ``cli/commands/`` and one line here, at its place.
 """

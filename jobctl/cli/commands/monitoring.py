@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
@@ -29,6 +29,7 @@ from jobctl.cli import options as opt
 from jobctl.cli.bundles import Bundle
 
 if TYPE_CHECKING:
+    from jobctl.ops import notify
     from jobctl.ops.fleet import Outcome
     from jobctl.ops.metrics import Measured
     from jobctl.targets import Fleet
@@ -183,6 +184,14 @@ def _file_urls(path: Path, source: str, log: Callable[[str], None]) -> list[str]
     return found
 
 
+class Notifications(NamedTuple):
+    """A command's notifications: their ``sender`` (a queue and a thread per webhook, closed
+    when the command ends) and the ``watch`` that tells it what changed."""
+
+    sender: notify.Sender
+    watch: notify.Watch
+
+
 def notifier(
     asked: Asked,
     *,
@@ -190,7 +199,7 @@ def notifier(
     target: str | None,
     command: str,
     log: Callable[[str], None],
-) -> tuple[Any, Any] | None:
+) -> Notifications | None:
     """The notifications' sender and watch (``ops.notify``), or None when no URL is given;
     bad input (a malformed URL, PagerDuty without its routing key) is exit 2, before the
     service starts. A URL that looks like it holds a secret, on the command line of this
@@ -221,10 +230,10 @@ def notifier(
     )
     names = ", ".join(notify.shown(url) for url in found)
     log(f"notify: {asked.notify_format.value} notifications to {names}")
-    return sender, watch
+    return Notifications(sender, watch)
 
 
-def for_stuck_watch(here: Any, watch: bool, asked: Asked) -> tuple[Any, Any] | None:
+def for_stuck_watch(here: Any, watch: bool, asked: Asked) -> Notifications | None:
     """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
     refresh), on one database only (``here``: its settings; a fleet is exit 2). The
     environment's URLs serve a watch on one database, and nothing else."""
@@ -239,7 +248,7 @@ def for_stuck_watch(here: Any, watch: bool, asked: Asked) -> tuple[Any, Any] | N
     return _notifier_of(here, "stuck --watch", asked)
 
 
-def _notifier_of(here: db.Settings, command: str, asked: Asked) -> tuple[Any, Any] | None:
+def _notifier_of(here: db.Settings, command: str, asked: Asked) -> Notifications | None:
     """``notifier`` for ``command`` on the database ``here``, its lines on stderr."""
     return notifier(asked, table=here.table, target=here.target, command=command, log=terminal.say)
 
@@ -260,10 +269,10 @@ def for_reclaim_service(here: Any, every: dt.timedelta | None, asked: Asked) -> 
         )
     made = _notifier_of(here, "reclaim --every", asked)
     try:
-        yield made[1] if made else None
+        yield made.watch if made else None
     finally:
         if made:
-            made[0].close()
+            made.sender.close()
 
 
 def refreshed(watch: Any, seen: list[Any]) -> None:
@@ -310,7 +319,7 @@ def metrics(
             terminal.publish(textfile, openmetrics.down(where.target, collected_at=time.time()))
         raise
     terminal.publish(textfile, _exposition(where, measured))
-    code = context.said(measured)
+    code = context.exit_code(measured)
     for line in _critical(where, measured):
         terminal.say(line)
     breached = any(o.value.breached for o in measured if o.value)

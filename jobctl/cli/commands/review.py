@@ -76,7 +76,7 @@ def review(
     )
     found = [row for o in outcomes for row in o.value or []]
     terminal.emit(views.review(found, several=several), out, fmt)
-    code = context.said(outcomes)
+    code = context.exit_code(outcomes)
     if save_plan is not None:
         terminal.say(
             f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "

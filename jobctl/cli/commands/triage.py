@@ -94,12 +94,12 @@ def stuck(
             show=shown.stream,
             ready_after=ready_after,
             watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
-            seen=lambda found: cli_monitoring.refreshed(made[1] if made else None, found),
-            paused=made[1].pauses_seen if made else None,
+            seen=lambda found: cli_monitoring.refreshed(made.watch if made else None, found),
+            paused=made.watch.pauses_seen if made else None,
         )
     finally:
         if made:
-            made[0].close()
+            made.sender.close()
     if watch:  # it ended with Ctrl-C or its --count
         context.exit_with(fleet.exit_code(outcomes))
         return
@@ -150,7 +150,7 @@ def _stuck_said(
     """After ``stuck`` read once: the targets' table, what they said, the hints, the exit."""
     if shown.several:
         terminal.emit(shown.doc(outcomes), out, fmt)
-    code = context.said(outcomes)
+    code = context.exit_code(outcomes)
     found = sum(o.value.count for o in outcomes if o.value)
     for o in outcomes:
         if o.value and o.value.waiting is not None:
@@ -238,7 +238,7 @@ def summary(
         if by is None:
             context.say_if(views.no_lease_line(counted.result["processing"]["no_lease"]))
         context.say_if(counted.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
-    context.exit_with(context.said(outcomes))
+    context.exit_with(context.exit_code(outcomes))
 
 
 def show(

@@ -99,7 +99,7 @@ def reclaim_command(
             trust_replica=trust_replica,
             confirm=terminal.confirm,
             say=terminal.say,
-            unreachable=context.said,
+            unreachable=context.exit_code,
             drain=shown.drain,
             served=shown.served,
             watch=watch,
@@ -163,7 +163,7 @@ class _ReclaimShown:
                 terminal.emit(views.across_targets(doc), self.out, self.fmt)
         for line in done.lines:
             terminal.say(line)
-        context.said(done.outcomes)
+        context.exit_code(done.outcomes)
         context.say_if(done.plan_line)
         context.exit_with(done.exit_code)
 

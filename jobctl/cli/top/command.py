@@ -74,13 +74,13 @@ def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Sou
     command's is, a writer refused on a standby), all open until the console ends; each
     opened again the same way when its connection is lost."""
     from jobctl.cli.top.data import Site, Source
-    from jobctl.ops import gateway
+    from jobctl.ops import sessions
 
     fleet = context.across(ctx)
-    access = gateway.Access("top", writes=writes)
+    access = sessions.Access("top", writes=writes)
 
     def again(settings: db.Settings) -> Reopen:  # a lost session opened as the first was
-        return lambda say: gateway.open(settings, access, say=say)
+        return lambda say: sessions.open(settings, access, say=say)
 
     if fleet is None:
         with context.open_session(ctx) as s:
@@ -96,7 +96,7 @@ def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Sou
         for target in fleet:
             target.check()
             s, standing = stack.enter_context(
-                gateway.open(target.settings, access, say=terminal.say)
+                sessions.open(target.settings, access, say=terminal.say)
             )
             sites.append(Site(s, standing, target.name, reopen=again(s.settings)))
         source = Source(sites, ask, writes)

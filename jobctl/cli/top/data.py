@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jobctl.ops.replica import Standing
 
 T = TypeVar("T")
-# how a site connects again: ``gateway.open`` as the command opened it, its lines to ``say``
+# how a site connects again: ``sessions.open`` as the command opened it, its lines to ``say``
 Reopen = Callable[
     [Callable[[str], None]], contextlib.AbstractContextManager[tuple["Session", "Standing"]]
 ]

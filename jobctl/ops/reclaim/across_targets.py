@@ -26,10 +26,10 @@ from jobctl.ops.reclaim.tally import Tally
 
 if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
-    from jobctl.ops.gateway import Access
     from jobctl.ops.plans import Parts
     from jobctl.ops.reclaim.request import Request
     from jobctl.ops.replica import Standing
+    from jobctl.ops.sessions import Access
     from jobctl.targets import Target
 
 PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
@@ -198,10 +198,10 @@ def _counts(found: Sequence[shapes.ReclaimRow]) -> str:
 def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[shapes.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
-    from jobctl.ops import gateway, plans, replica
+    from jobctl.ops import plans, replica, sessions
     from jobctl.ops.reclaim import batches as core
 
-    commit = gateway.Access("reclaim", writes=True, widened=True)
+    commit = sessions.Access("reclaim", writes=True, widened=True)
     for target in run.targets:
         outcome: fleet.Outcome[Any] = fleet.Outcome(target)
         run.outcomes.append(outcome)
@@ -209,7 +209,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[s
         try:
             if target.problem:
                 raise errors.JobctlError(target.problem)
-            with gateway.open(target.settings, commit, say=outcome.said.append) as (s, _):
+            with sessions.open(target.settings, commit, say=outcome.said.append) as (s, _):
                 run.parks[target.name] = s.table.mapping.named_park
                 plan_rows = None
                 if target.name in planned:  # a saved plan's rows, or the confirmed preview's

@@ -33,9 +33,9 @@ from jobctl.targets import Fleet
 if TYPE_CHECKING:
     from jobctl import db
     from jobctl.db.session import Confirm
-    from jobctl.ops.gateway import Access
     from jobctl.ops.notify import Watch
     from jobctl.ops.reclaim.request import Request
+    from jobctl.ops.sessions import Access
     from jobctl.targets import Target
 
 Drain = Callable[[one_database.Run], None]  # prints a reclaim's batches as they come (counted)
@@ -121,9 +121,9 @@ def _on_one(
     drain: Drain,
 ) -> Reclaimed:
     """One database's dry run (streamed) or commit, drained on its session."""
-    from jobctl.ops import gateway, replica
+    from jobctl.ops import replica, sessions
 
-    with gateway.open(settings, access, say=say) as (s, standing):
+    with sessions.open(settings, access, say=say) as (s, standing):
         started = one_database.start(
             s, request, confirm, standing=standing, trust_replica=trust_replica
         )

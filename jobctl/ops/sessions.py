@@ -1,9 +1,9 @@
-"""The one way in: a command's session on a database, opened the same way whether the command
+"""How a command reaches a database: its session, opened the same way whether the command
 runs on one database or on several — the server it found (a write refused on a standby before
 anything is read or asked; a read on a standby said so), and a table jobctl does not serve (yet)
 said to be so, with the next step (``unserved.explained``). Example::
 
-    with gateway.open(settings, Access("requeue", writes=True), say=print) as (s, standing):
+    with sessions.open(settings, Access("requeue", writes=True), say=print) as (s, standing):
         ...
 """
 
