@@ -25,7 +25,7 @@ from jobctl.render import output
 if TYPE_CHECKING:
     from jobctl.db.session import Session
     from jobctl.ops.fleet import Outcome, Shown
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.standby import Standing
     from jobctl.targets import Fleet, Target
 
 
@@ -105,9 +105,9 @@ def policy_option(value: str | None) -> str | None:
 
 def marked(ctx: typer.Context, doc: output.Document) -> output.Document:
     """On a standby, JSON carries a ``replica`` field (docs/replicas.md)."""
-    from jobctl.ops import replica
+    from jobctl.ops import standby
 
-    return replica.mark(doc, standing(ctx))
+    return standby.mark(doc, standing(ctx))
 
 
 def say_if(line: str | None) -> None:

@@ -177,7 +177,7 @@ def _idle(conn: psycopg.Connection[Any]) -> bool:
 def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
     styles it parses, for the catalog reads that need no timeouts of their own (inside a
-    command's transaction, or alone: ``replica.probe``)."""
+    command's transaction, or alone: ``standby.probe``)."""
     with policies_named(conn), batched(conn), conn.transaction():  # settings go with a read
         conn.execute(queries.query("safe_transaction_settings"))
         yield conn

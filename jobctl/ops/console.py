@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobctl import durations, errors
-from jobctl.ops import manual, pause, replica, review, slices, triage
+from jobctl.ops import manual, pause, review, slices, standby, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
     from jobctl.contract.shapes import Row
     from jobctl.db.session import Session
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.standby import Standing
 
 # what a stuck row (no row version in stuck's read) must still be, as manual_read reads it,
 # for a write to go ahead: the attempt, its worker and its lease (a heartbeat moves it)
@@ -125,7 +125,7 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
     which = stuck_read.Ask(triage.ExpiredFilter(), ask.limit, ask.expiring_within)
     if standing is not None and standing.standby:  # its lag now: the strip, the widening
         with s.transaction(read_only=True):
-            standing = replica.probe(s.conn)
+            standing = standby.probe(s.conn)
     with s.transaction(read_only=True):
         found, waiting = [], []
         if ask.view == "stuck":

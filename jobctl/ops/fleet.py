@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import concurrent.futures
 
     from jobctl.db.session import Session
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
 
 T = TypeVar("T")
 MAX_AT_ONCE = 16  # targets read at the same time, at most (one connection and thread each)

@@ -16,7 +16,7 @@ import psycopg
 from jobctl import db, errors
 from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import replica, triage
+from jobctl.ops import lost_server, triage
 from jobctl.ops.outcomes import OUTCOME_EXIT, totals
 from jobctl.table.mapping import TableMapping
 
@@ -240,7 +240,7 @@ def act(
     if eligible and confirm is not None:
         confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", eligible, f"about to {verb}")
     results: list[ManualResult] = []
-    progress = replica.Progress(
+    progress = lost_server.Progress(
         f"of {len(eligible)} job(s) written ({verb}) and committed",
         "re-running the same command is safe: the jobs already done are refused or conflict "
         "(their row changed), the rest are done",

@@ -20,8 +20,8 @@ from jobctl.ops import fleet, pause
 from jobctl.ops.slices import EVERY, Slice
 
 if TYPE_CHECKING:
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
 
 
 def collect(
@@ -117,13 +117,13 @@ def on_server(
 ) -> Row:
     """The figures of one database, with the server's (a standby's lag): what ``metrics``
     exposes for one database and for each target; the caller holds the transaction."""
-    from jobctl.ops import replica
+    from jobctl.ops import standby
 
     figures = collect(s, expiring_within=expiring_within, reclaim_window=reclaim_window, what=what)
     if s.table.mapping.mapped_optional:
         figures["groups"] = by_group(s, expiring_within=expiring_within, what=what, top=top)
     figures["pauses"] = pause_labels(pause.waiting(s))
-    return figures | replica.figures(standing)
+    return figures | standby.figures(standing)
 
 
 def pause_labels(pauses: list[Row]) -> list[Row]:

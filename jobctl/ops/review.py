@@ -27,8 +27,8 @@ from jobctl.ops import fleet, manual, plans, triage
 from jobctl.ops.slices import EVERY, Slice
 
 if TYPE_CHECKING:
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
 
 PLAN_FORMAT = "jobctl-review-plan/1"
 

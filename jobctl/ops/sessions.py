@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from jobctl import db
     from jobctl.db.session import Session
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.standby import Standing
 
 
 class Kept(Protocol):
@@ -53,12 +53,12 @@ def open(
     errors inside become one line (``db.mapped_errors``); ``on_connect`` gets the connection
     as soon as it is made (``fleet.Busy``: Ctrl-C can then cancel even the table's lookup)."""
     from jobctl.db import session
-    from jobctl.ops import replica
+    from jobctl.ops import standby
     from jobctl.schema import unserved
 
     opened = kept.session(settings, on_connect) if kept else session.open(settings, on_connect)
     with opened as s, unserved.explained(s):
-        standing = replica.check(
+        standing = standby.check(
             s.conn, access.command, writes=access.writes, widened=access.widened, say=say
         )
         yield s, standing

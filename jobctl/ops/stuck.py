@@ -17,13 +17,13 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobctl.ops import fleet, pause, replica, triage
+from jobctl.ops import fleet, pause, standby, triage
 
 if TYPE_CHECKING:
     from jobctl.contract.shapes import LeaseRow, Row
     from jobctl.db.session import Session
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Ask:
 
     def on(self, standing: Standing | None) -> triage.ExpiredFilter:
         """The filter as it runs on the server ``standing`` says the session is on."""
-        return replica.widen(self.which, standing, trust=self.trust_replica)
+        return standby.widen(self.which, standing, trust=self.trust_replica)
 
 
 def rows(s: Session, standing: Standing | None, ask: Ask) -> Iterator[LeaseRow]:
@@ -55,7 +55,7 @@ def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
     nothing was widened)."""
     if ask.expiring_within is not None or ask.on(standing) is ask.which:
         return None
-    return replica.held_back(replica.held_back_count(s, ask.which, standing), standing)
+    return standby.held_back(standby.held_back_count(s, ask.which, standing), standing)
 
 
 # ---------------------------------------------------------------- the workflow
@@ -166,5 +166,5 @@ def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
     for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s))]:
         if line:
             say(line)
-    marked = replica.mark(output.Document(found, []), st).payload
+    marked = standby.mark(output.Document(found, []), st).payload
     return Found(len(found), list(fleet.tagged(s.settings.target or "", marked)))

@@ -22,8 +22,8 @@ from jobctl.ops.slices import EVERY, Slice
 if TYPE_CHECKING:
     from jobctl.contract.shapes import Row
     from jobctl.db.session import Session
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
     from jobctl.table.mapping import TableMapping
 
 

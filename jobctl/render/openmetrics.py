@@ -124,7 +124,7 @@ def _families(figures: Row, t: str) -> list[Family]:
                 ],
             )
         )
-    if "replica_lag_s" in figures:  # replica.figures: where the figures were read
+    if "replica_lag_s" in figures:  # standby.figures: where the figures were read
         families += [
             (
                 "jobctl_replica_lag_seconds",

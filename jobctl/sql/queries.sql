@@ -1420,7 +1420,7 @@ pg_catalog.set_config('transaction_read_only', 'on', true),
 
 -- name: lag_held_back
 -- leases the operator's filter calls expired that expired within a standby's replay lag: a
--- worker may have extended them on the primary since (replica.py)
+-- worker may have extended them on the primary since (ops/standby.py)
 SELECT count(*) AS held_back FROM {table} j
 WHERE {expired_filter}
   AND j.{lease_expires_at} >= now() - %(grace)s::interval - %(lag)s::interval

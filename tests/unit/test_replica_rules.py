@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobctl import errors
 from jobctl.cli import context
-from jobctl.ops import replica
+from jobctl.ops import standby
 from jobctl.ops.triage import ExpiredFilter
 from jobctl.render import output
 
 STANDBY = {"standby": True, "paused": False, "replay_age_s": 9.5, "caught_up": False}
 
 
-def standing(**row: object) -> replica.Standing:
-    return replica.standing("10.0.0.2", "5433", {**STANDBY, "receiver": "streaming", **row})
+def standing(**row: object) -> standby.Standing:
+    return standby.standing("10.0.0.2", "5433", {**STANDBY, "receiver": "streaming", **row})
 
 
 def test_a_primary_has_no_lag_and_no_notice():
-    st = replica.standing("db", "5432", {"standby": False})
+    st = standby.standing("db", "5432", {"standby": False})
     assert not st.standby and st.margin == dt.timedelta(0)
-    assert replica.notice(st, widened=True) is None
-    assert replica.figures(st) == {"replica_lag_s": 0.0, "standby": 0}
+    assert standby.notice(st, widened=True) is None
+    assert standby.figures(st) == {"replica_lag_s": 0.0, "standby": 0}
     where = ExpiredFilter()
-    assert replica.widen(where, st, trust=False) is where
+    assert standby.widen(where, st, trust=False) is where
 
 
 def test_the_lag_is_the_replay_age_unless_replay_caught_up_with_a_streaming_primary():
@@ -36,23 +35,23 @@ def test_the_lag_is_the_replay_age_unless_replay_caught_up_with_a_streaming_prim
 
 
 def test_the_notice_says_the_lag_and_what_it_means_for_leases():
-    line = replica.notice(standing(paused=True), widened=True)
+    line = standby.notice(standing(paused=True), widened=True)
     assert line is not None and "\n" not in line
     assert line.startswith("jobctl: reading standby 10.0.0.2:5433 (replay paused, 9.5s behind)")
     assert "leases that expire within 9.5s of now may have been extended on the primary" in line
     assert "--trust-replica" in line
-    assert "--trust-replica" not in (replica.notice(standing(), widened=False) or "")
-    assert "caught up" in (replica.notice(standing(caught_up=True), widened=True) or "")
-    assert "not streaming" in (replica.notice(standing(receiver=None), widened=True) or "")
-    assert "a guess" in (replica.notice(standing(replay_age_s=None), widened=True) or "")
+    assert "--trust-replica" not in (standby.notice(standing(), widened=False) or "")
+    assert "caught up" in (standby.notice(standing(caught_up=True), widened=True) or "")
+    assert "not streaming" in (standby.notice(standing(receiver=None), widened=True) or "")
+    assert "a guess" in (standby.notice(standing(replay_age_s=None), widened=True) or "")
 
 
 def test_widening_adds_the_lag_to_the_grace_unless_trusted():
     where = ExpiredFilter(grace=dt.timedelta(seconds=1))
-    assert replica.widen(where, standing(), trust=False).grace == dt.timedelta(seconds=10.5)
-    assert replica.widen(where, standing(), trust=True) is where
-    assert replica.widen(where, standing(caught_up=True), trust=False) is where
-    assert replica.widen(where, None, trust=False) is where
+    assert standby.widen(where, standing(), trust=False).grace == dt.timedelta(seconds=10.5)
+    assert standby.widen(where, standing(), trust=True) is where
+    assert standby.widen(where, standing(caught_up=True), trust=False) is where
+    assert standby.widen(where, None, trust=False) is where
 
 
 def test_which_commands_write():
@@ -64,30 +63,17 @@ def test_which_commands_write():
     assert context.access("stuck", {}).widened and context.access("reclaim", {}).widened
     assert not context.access("stuck", {"trust_replica": True}).widened
     assert not context.access("summary", {}).widened
-    line = replica.refusal(standing(), "requeue")
+    line = standby.refusal(standing(), "requeue")
     assert "10.0.0.2:5433 is a standby" in line and "target_session_attrs=read-write" in line
 
 
 def test_json_carries_the_replica_field_only_on_a_standby():
     rows = [{"id": 1}]
     doc = output.Document(rows, [])
-    assert replica.mark(doc, replica.standing("db", "5432", {"standby": False})) is doc
-    marked = replica.mark(doc, standing())
+    assert standby.mark(doc, standby.standing("db", "5432", {"standby": False})) is doc
+    marked = standby.mark(doc, standing())
     assert marked.payload == [{"id": 1, "replica": standing().info()}]
-    one = replica.mark(output.Document({"a": 1}, []), standing())
+    one = standby.mark(output.Document({"a": 1}, []), standing())
     assert one.payload["replica"]["lag_s"] == 9.5
-    streamed = replica.mark(output.Document(iter(rows), []), standing()).payload
+    streamed = standby.mark(output.Document(iter(rows), []), standing()).payload
     assert list(streamed) == [{"id": 1, "replica": standing().info()}]
-
-
-def test_losing_the_server_says_what_was_done_and_that_a_rerun_is_safe():
-    progress = replica.Progress("of 7 step(s) applied", "re-running is safe", "the step")
-    progress.done = 3
-    lost = progress.lost(errors.ConnectError("database unavailable: server closed"))
-    assert isinstance(lost, errors.ConnectError)
-    assert lost.message == (
-        "database unavailable: server closed; before the loss: 3 of 7 step(s) applied; the step "
-        "in flight may or may not have committed; re-running is safe"
-    )
-    other = errors.LockTimeout("lock")
-    assert progress.lost(other) is other

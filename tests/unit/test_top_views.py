@@ -109,7 +109,7 @@ def test_top_off_a_terminal_refuses_in_one_line(capsys):
 
 
 def test_top_is_a_writer_only_with_allow_writes():
-    # a writer is refused on a standby before anything shows (sessions.open, replica.check)
+    # a writer is refused on a standby before anything shows (sessions.open, standby.check)
     from jobctl.cli import context
 
     assert context.access("top", {"allow_writes": True}).writes

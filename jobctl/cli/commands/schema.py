@@ -122,7 +122,7 @@ def _print_or_apply(
     saying why a step waits (a spinner line on a terminal, else a line a second at most).
     ``preface``: what the steps amount to, told before them (as comments in --sql's script)."""
     from jobctl.contract import safe_text
-    from jobctl.ops import replica
+    from jobctl.ops import lost_server, standby
     from jobctl.schema import steps as schema_steps
 
     if print_sql:
@@ -131,9 +131,9 @@ def _print_or_apply(
         head = "".join(f"-- {safe_text.visible(line)}\n" for line in preface or ())
         sys.stdout.write(head + schema_steps.render_sql(conn, steps))
         return
-    standing = replica.probe(conn)  # a standby: refused before the prompt
+    standing = standby.probe(conn)  # a standby: refused before the prompt
     if standing.standby:
-        raise errors.Refused(replica.refusal(standing, command))
+        raise errors.Refused(standby.refusal(standing, command))
     if not yes and steps:
         # the steps it will take, one line each (--sql has their statements)
         terminal.say(
@@ -143,7 +143,7 @@ def _print_or_apply(
         )
     if not yes:
         terminal.confirm(question)
-    progress = replica.Progress(
+    progress = lost_server.Progress(
         f"of {len(steps)} step(s) applied and committed (each atomic)",
         "re-running the same command is safe: it plans only what is still missing",
     )
@@ -191,7 +191,7 @@ def schema_remove(
     the table. Idempotent; each locking step takes short tries, as apply's do.
     Example: jobctl schema remove --history --sql
     """
-    from jobctl.ops import replica
+    from jobctl.ops import standby
     from jobctl.schema import remove
 
     settings = targets.one_database(context.address(ctx), ctx.command_path)
@@ -204,7 +204,7 @@ def schema_remove(
             sys.stdout.write(remove.render_sql(conn, removal))
         else:
             # a standby: refused, no prompt
-            replica.check(conn, "remove", writes=True, widened=False, say=terminal.say)
+            standby.check(conn, "remove", writes=True, widened=False, say=terminal.say)
             if not yes:
                 terminal.confirm(removal.question)
             with terminal.waiting("removing jobctl") as (on_wait, on_done):
@@ -272,13 +272,13 @@ def schema_check(
     """
     import dataclasses
 
-    from jobctl.ops import replica
+    from jobctl.ops import standby
     from jobctl.schema import check as schema_check
 
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         # on a standby, says so
-        replica.check(conn, "check", writes=False, widened=False, say=terminal.say)
+        standby.check(conn, "check", writes=False, widened=False, say=terminal.say)
         with db.transaction(conn, settings, read_only=True):
             results = [dataclasses.asdict(c) for c in schema_check.check(conn, settings.table)]
     width = terminal.width()

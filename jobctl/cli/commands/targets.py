@@ -90,7 +90,8 @@ def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
     """One target, checked: where the connection landed, its role, its table's state."""
     from jobctl import db
     from jobctl.db import session
-    from jobctl.ops import replica, slices
+    from jobctl.ops import slices
+    from jobctl.ops import standby as replica
     from jobctl.schema import unserved
 
     with session.open(target.settings) as s:

@@ -120,7 +120,7 @@ class _StuckShown:
         """One database's rows, streamed where the format allows (on a terminal too: laid
         out by the first rows; a piped table needs every row for its widths), a standby's
         marked."""
-        from jobctl.ops import replica
+        from jobctl.ops import standby as replica
 
         if self.out.tabular and self.fmt is None and terminal.screen(sys.stdout):
             shown = rows.with_optional(self.columns, found.optional)  # the first screen at once
@@ -208,7 +208,8 @@ def summary(
     group) longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl summary --expiring-within 1m --watch
     """
-    from jobctl.ops import fleet, replica
+    from jobctl.ops import fleet
+    from jobctl.ops import standby as replica
     from jobctl.ops import summary as core
 
     several = context.across(ctx) is not None

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jobctl.contract.shapes import ManualResult, Row
     from jobctl.db.session import Session
     from jobctl.ops.manual import Action, Report
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.standby import Standing
 
 T = TypeVar("T")
 # how a site connects again: ``sessions.open`` as the command opened it, its lines to ``say``

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from jobctl.db.session import Confirm, Session
     from jobctl.ops.plans import Parts
     from jobctl.ops.reclaim.request import Request
-    from jobctl.ops.replica import Standing
     from jobctl.ops.sessions import Access
+    from jobctl.ops.standby import Standing
     from jobctl.targets import Target
 
 PLANS_FORMAT = "jobctl-reclaim-plans/1"  # a reclaim plan across targets (plans.write_parts)
@@ -42,16 +42,16 @@ def dry_run(
     """Every target's dry run, read at once (a standby's widened by its lag unless
     ``trust_replica``, and said to be one), with the park status of each that answered; with
     ``request.save_plan``, the plan across targets of those that answered saved."""
-    from jobctl.ops import plans, replica
+    from jobctl.ops import plans, standby
     from jobctl.ops.reclaim import batches as core
 
     parks: dict[str, str | None] = {}
 
     def read(s: Session, st: Standing, say: fleet.Say) -> Reviewed:
         found = core.dry_run(
-            s, replica.widen(request.expired, st, trust=trust_replica), request.limit
+            s, standby.widen(request.expired, st, trust=trust_replica), request.limit
         )
-        note = replica.dry_run_note(st)
+        note = standby.dry_run_note(st)
         if note:
             say(note)
         parks[s.settings.target or ""] = s.table.mapping.named_park
@@ -198,7 +198,7 @@ def _counts(found: Sequence[shapes.ReclaimRow]) -> str:
 def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[shapes.ReclaimRow]]:
     """The batches of every target's commit, tagged, target after target: a target that fails
     is its outcome's error (what it committed before stays committed, and counted)."""
-    from jobctl.ops import plans, replica, sessions
+    from jobctl.ops import lost_server, plans, sessions
     from jobctl.ops.reclaim import batches as core
 
     commit = sessions.Access("reclaim", writes=True, widened=True)
@@ -218,7 +218,7 @@ def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[s
                         plans.check_origin(request.plan, made, s.origin())
                 batches = core.committed(s, request, plan_rows)
                 # a server lost mid-way: its line says how many it committed before the loss
-                batches = replica.reclaimed(
+                batches = lost_server.reclaimed(
                     batches, request.batch_size, target.settings.resolved_dsn()
                 )
                 for batch in tally.counted(batches):

@@ -20,7 +20,7 @@ from jobctl.render import reclaim_lines
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request
-    from jobctl.ops.replica import Standing
+    from jobctl.ops.standby import Standing
 
 
 @dataclasses.dataclass
@@ -48,14 +48,14 @@ def start(
 
     A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
     found; the dry run with ``save_plan`` writes the reviewed rows before returning. A dry
-    run read on a standby (``standing``) widens the filter by its lag (``replica.widen``: a
+    run read on a standby (``standing``) widens the filter by its lag (``standby.widen``: a
     lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
     request.expired.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     if not request.commit:
-        from jobctl.ops import replica
+        from jobctl.ops import standby
 
-        widened = replica.widen(request.expired, standing, trust=trust_replica)
+        widened = standby.widen(request.expired, standing, trust=trust_replica)
         request = dataclasses.replace(request, expired=widened)
     if request.expired.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(

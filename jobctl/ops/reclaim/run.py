@@ -121,7 +121,7 @@ def _on_one(
     drain: Drain,
 ) -> Reclaimed:
     """One database's dry run (streamed) or commit, drained on its session."""
-    from jobctl.ops import replica, sessions
+    from jobctl.ops import lost_server, sessions, standby
 
     with sessions.open(settings, access, say=say) as (s, standing):
         started = one_database.start(
@@ -131,7 +131,9 @@ def _on_one(
         tally = Tally(request.whole)
         started.batches = tally.counted(
             left.watch(
-                replica.reclaimed(started.batches, request.batch_size, s.settings.resolved_dsn())
+                lost_server.reclaimed(
+                    started.batches, request.batch_size, s.settings.resolved_dsn()
+                )
             )
         )
         drain(started)
@@ -142,7 +144,7 @@ def _on_one(
         request.commit,
         park_status=park_status,
         spread=request.expired.spread,
-        note=None if request.commit else replica.dry_run_note(standing),
+        note=None if request.commit else standby.dry_run_note(standing),
     )
     return Reclaimed(
         tally=tally,

@@ -24,7 +24,7 @@ import psycopg
 from jobctl import db, errors
 from jobctl.contract.shapes import ReclaimRow
 from jobctl.db import session
-from jobctl.ops import pause, replica, triage
+from jobctl.ops import pause, standby, triage
 from jobctl.ops.reclaim import batches as reclaim_batches
 from jobctl.ops.reclaim import row_errors
 from jobctl.ops.reclaim.tally import Tally
@@ -325,9 +325,9 @@ def _connect(
     without target_session_attrs=read-write, or one not yet promoted) is refused, retried."""
     current = session.connect(settings)
     try:
-        st = replica.probe(current.conn)
+        st = standby.probe(current.conn)
         if st.standby:
-            raise errors.ConnectError(replica.refusal(st, "the reclaimer"))
+            raise errors.ConnectError(standby.refusal(st, "the reclaimer"))
     except BaseException:
         current.conn.close()
         raise

@@ -1,6 +1,7 @@
-"""Standbys and failover: where a command is connected, what a standby's lag means for the
-leases it shows, refusing writes there early, and what a command had done when it lost its
-server (docs/replicas.md).
+"""Primary or standby: where a command is connected, what a standby's lag means for the
+leases it shows, and refusing writes there early (docs/replicas.md). What a command had done
+when it lost its server is ``ops/lost_server``'s; how a document read here is marked,
+``render/replica_field``'s.
 
 A hot standby replays its primary's WAL: its rows are the primary's as of some time ago (the
 replay lag), judged against its own clock. A lease a worker extended on the primary within
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations, errors
-from jobctl.render import output
+from jobctl.render import output, replica_field
 
 if TYPE_CHECKING:
     import psycopg
@@ -31,7 +32,6 @@ PRIMARY_HINT = (
     "connect to the primary instead: a DSN with target_session_attrs=read-write finds it "
     "among several hosts (host=a,b)"
 )
-RERUN_SAFE = "re-running the same command is safe"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,17 +191,7 @@ def mark(doc: output.Document, st: Standing | None) -> output.Document:
     on a primary the document as it is, byte for byte. Tables and CSV keep their columns."""
     if st is None or not st.standby:
         return doc
-    info = st.info()
-    payload = doc.payload
-    if isinstance(payload, Mapping):
-        marked: Any = {**payload, "replica": info}
-    elif isinstance(payload, list):
-        marked = [{**row, "replica": info} for row in payload]
-    elif isinstance(payload, Iterable):
-        marked = ({**row, "replica": info} for row in payload)
-    else:
-        return doc
-    return dataclasses.replace(doc, payload=marked)
+    return replica_field.mark(doc, st.info())
 
 
 def figures(st: Standing | None) -> dict[str, Any]:
@@ -209,43 +199,3 @@ def figures(st: Standing | None) -> dict[str, Any]:
     if st is None or not st.standby:
         return {"replica_lag_s": 0.0, "standby": 0}
     return {"replica_lag_s": -1.0 if st.lag_s is None else st.lag_s, "standby": 1}
-
-
-# ---------------------------------------------------------------- losing the server
-class Progress:
-    """What a command has done so far, for the line it ends with if it loses its server."""
-
-    def __init__(self, unit: str, rerun: str = RERUN_SAFE, in_flight: str = "") -> None:
-        self.unit, self.rerun, self.in_flight = unit, rerun, in_flight
-        self.done = 0
-
-    def lost(self, exc: errors.JobctlError) -> errors.JobctlError:
-        """``exc`` (a lost server) with what was done before the loss and whether to re-run."""
-        if not isinstance(exc, errors.ConnectError):
-            return exc
-        line = f"{exc.message}; before the loss: {self.done} {self.unit}"
-        if self.in_flight:
-            line += f"; {self.in_flight} in flight may or may not have committed"
-        return errors.ConnectError(f"{line}; {self.rerun}")
-
-
-def reclaimed(
-    batches: Iterator[list[Any]], batch_size: int, dsn: str | None = None
-) -> Iterator[list[Any]]:
-    """A reclaim's batches, counted: losing the server ends it with one line saying how many
-    jobs were reclaimed (committed) before the loss and that running it again is safe (the
-    rows it reclaimed no longer qualify, the fence skips any that changed)."""
-    from jobctl import db
-
-    progress = Progress(
-        "job(s) reclaimed and committed",
-        "re-running the same command is safe: it reclaims the rest, and none twice",
-        f"the batch (up to {batch_size})",
-    )
-    try:
-        with db.mapped_errors(dsn):
-            for batch in batches:
-                progress.done += sum(1 for row in batch if row.get("applied"))
-                yield batch
-    except errors.ConnectError as exc:
-        raise progress.lost(exc) from None
