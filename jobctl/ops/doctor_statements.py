@@ -1,7 +1,7 @@
 """``jobctl doctor``'s judge of the application's statements: each statement that writes the
 jobs table, parsed by PostgreSQL's own parser (pglast, libpg_query; never a regular
 expression), judged against the lease design's rules. Pure: no database; unit-tested on
-strings (tests/unit/test_doctor_rules.py).
+strings (tests/unit/test_doctor_statements.py).
 
 What is judged (pg_stat_statements normalizes every constant to ``$n``, so a status value is
 never known; the judgement is by the statement's shape: which columns it sets, what its WHERE

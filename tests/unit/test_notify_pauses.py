@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from test_notify_rules import AT, watched
+from test_notify import AT, watched
 
 from jobctl.render import notifications
 
