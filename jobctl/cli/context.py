@@ -1,7 +1,7 @@
 """What every command shares: one run's state (``Invocation``: the global options' ``--debug``
 and ``--dsn`` as typed, where the command runs, the server its session found), the command's
 session, and the small helpers the commands of ``cli/`` use (one database or several,
-``--policy``, ``--watch``, the replica mark on JSON).
+``--policy`` and the expired leases a command selects, ``--watch``, the replica mark on JSON).
 
 The state is the root context's ``obj``, made by ``main`` for each run: nothing of one run
 outlives it, and the command modules need not import ``cli.main`` (which imports them).
@@ -23,9 +23,11 @@ from jobctl.ops.sessions import Access
 from jobctl.render import output
 
 if TYPE_CHECKING:
+    from jobctl.cli.options import Slicing
     from jobctl.db.session import Session
     from jobctl.ops.fleet import Outcome, Shown
     from jobctl.ops.replica import Standing
+    from jobctl.ops.triage import ExpiredFilter
     from jobctl.targets import Fleet, Target
 
 
@@ -101,6 +103,36 @@ def policy_option(value: str | None) -> str | None:
     if value is not None and value not in ("auto", "manual"):
         raise errors.UsageError(f"--policy {value!r} must be auto or manual")
     return value
+
+
+def expired(
+    slicing: Slicing,
+    *,
+    worker: str | None,
+    policy: str | None,
+    grace: dt.timedelta,
+    full: bool,
+    ids: Sequence[str] | None = None,
+    spread: dt.timedelta = dt.timedelta(0),
+    refund_attempt: bool = False,
+    park_older_than: dt.timedelta | None = None,
+) -> ExpiredFilter:
+    """The expired leases the options of ``stuck`` or ``reclaim`` select (``--policy``
+    checked), of the jobs ``slicing`` says, and how reclaim returns them: the core's
+    ``ExpiredFilter``."""
+    from jobctl.ops.triage import ExpiredFilter
+
+    return ExpiredFilter(
+        worker=worker,
+        policy=policy_option(policy),
+        ids=ids or None,
+        grace=grace,
+        what=slicing.slice(),
+        spread=spread,
+        refund_attempt=refund_attempt,
+        park_older_than=park_older_than,
+        full=full,
+    )
 
 
 def marked(ctx: typer.Context, doc: output.Document) -> output.Document:

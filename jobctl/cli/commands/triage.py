@@ -63,7 +63,7 @@ def stuck(
     with a note (--worker still matches the whole name); --full shows every byte.
     Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl.ops import fleet, triage
+    from jobctl.ops import fleet
     from jobctl.ops import stuck as core
 
     if expiring_within is not None and grace:
@@ -72,16 +72,7 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    what = slicing.slice()
-    where = triage.ExpiredFilter(
-        worker=worker,
-        policy=context.policy_option(policy),
-        grace=grace,
-        kinds=what.kinds,
-        queues=what.queues,
-        error=what.error,
-        full=full,
-    )
+    where = context.expired(slicing, worker=worker, policy=policy, grace=grace, full=full)
     made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, notify)
     ask = core.Ask(where, limit, expiring_within, trust_replica)
     shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
