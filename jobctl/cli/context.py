@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from jobctl.ops.fleet import Outcome, Shown
     from jobctl.ops.replica import Standing
     from jobctl.ops.triage import ExpiredFilter
-    from jobctl.targets import Fleet, Target
+    from jobctl.targets import Where
 
 
 @dataclasses.dataclass
@@ -37,7 +37,7 @@ class Invocation:
 
     debug: bool = False
     raw_dsn: str | None = None  # --dsn as typed, to redact it from any message
-    address: db.Settings | Fleet | None = None  # where the command runs (targets.address)
+    address: Where | None = None  # where the command runs (targets.address)
     standing: Standing | None = None  # the server of the command's session
 
 
@@ -49,8 +49,9 @@ def invocation(ctx: typer.Context) -> Invocation:
     return root.obj
 
 
-def address(ctx: typer.Context) -> db.Settings | Fleet:
-    """Where the command runs: one database's settings, or a fleet of targets."""
+def address(ctx: typer.Context) -> Where:
+    """Where the command runs: one database's settings, or a fleet of targets, as decided
+    once when the global options were read (``targets.address``)."""
     where = invocation(ctx).address
     return db.Settings() if where is None else where
 
@@ -87,15 +88,6 @@ def open_session(ctx: typer.Context) -> Iterator[Session]:
 def standing(ctx: typer.Context) -> Standing | None:
     """The server the command's session found (None before it opened one)."""
     return invocation(ctx).standing
-
-
-def across(ctx: typer.Context) -> Sequence[Target] | None:
-    """The targets of a command run across several (``--all-targets``, or more than one
-    ``--target``), else None: one database."""
-    from jobctl.targets import Fleet
-
-    where = address(ctx)
-    return where.targets if isinstance(where, Fleet) else None
 
 
 def policy_option(value: str | None) -> str | None:

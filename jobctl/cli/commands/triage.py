@@ -72,13 +72,14 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    where = context.expired(slicing, worker=worker, policy=policy, grace=grace, full=full)
-    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, notify)
-    ask = core.Ask(where, limit, expiring_within, trust_replica)
-    shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
+    which = context.expired(slicing, worker=worker, policy=policy, grace=grace, full=full)
+    where = context.address(ctx)
+    made = cli_monitoring.for_stuck_watch(where, watch, notify)
+    ask = core.Ask(which, limit, expiring_within, trust_replica)
+    shown = _StuckShown(fleet.several(where), expiring_within is not None, out, fmt)
     try:
         outcomes = core.run(
-            context.address(ctx),
+            where,
             context.command_access(ctx),
             ask,
             say=terminal.say,
@@ -100,10 +101,8 @@ def stuck(
 class _StuckShown:
     """``stuck``'s rows as its output shows them, on one database or across targets."""
 
-    def __init__(
-        self, ctx: typer.Context, at_risk: bool, out: output.Output, fmt: str | None
-    ) -> None:
-        self.several = context.across(ctx) is not None
+    def __init__(self, several: bool, at_risk: bool, out: output.Output, fmt: str | None) -> None:
+        self.several = several
         self.at_risk, self.out, self.fmt = at_risk, out, fmt
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
 
@@ -202,7 +201,8 @@ def summary(
     from jobctl.ops import fleet, replica
     from jobctl.ops import summary as core
 
-    several = context.across(ctx) is not None
+    where = context.address(ctx)
+    several = fleet.several(where)
     ask = core.Ask(expiring_within, exact, slicing.slice(), by, full)
 
     def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
@@ -213,7 +213,7 @@ def summary(
         return views.summary_by(result) if by is not None else views.summary(result)
 
     outcomes = core.run(
-        context.address(ctx),
+        where,
         context.command_access(ctx),
         ask,
         say=terminal.say,
