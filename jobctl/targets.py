@@ -306,6 +306,9 @@ class Fleet:
     targets: Sequence[Target]
 
 
+Where = db.Settings | Fleet  # where a command runs, decided once (``address``)
+
+
 def address(
     names: Sequence[str],
     all_targets: bool,
@@ -314,7 +317,7 @@ def address(
     one: db.Settings,
     overrides: Mapping[str, Any],
     warn: Callable[[str], None],
-) -> db.Settings | Fleet:
+) -> Where:
     """Where a command runs: ``one`` (the global options' database) when no target is named;
     a target's settings when one is; a ``Fleet`` for several or ``all_targets``. ``overrides``:
     the global options given on the command line, which win over the config file's."""
@@ -341,14 +344,20 @@ def from_environment() -> list[str]:
     return [n for n in os.environ.get("JOBCTL_TARGET", "").replace(",", " ").split() if n]
 
 
-def one_database(addressed: db.Settings | Fleet, command: str) -> db.Settings:
+def single(where: Where) -> db.Settings | None:
+    """The one database a command runs on; None across several targets."""
+    return None if isinstance(where, Fleet) else where
+
+
+def one_database(where: Where, command: str) -> db.Settings:
     """The settings of a command that works on one database; across targets: exit 2."""
-    if isinstance(addressed, Fleet):
+    settings = single(where)
+    if settings is None:
         raise errors.UsageError(
             f"{command} works on one database at a time (ids, plans and schemas are per "
             "database): name one with --target, not several nor --all-targets"
         )
-    return addressed
+    return settings
 
 
 def names(incomplete: str = "") -> list[str]:

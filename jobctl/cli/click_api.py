@@ -26,6 +26,7 @@ from typer._click.shell_completion import (
     split_arg_string,
 )
 from typer._completion_classes import BashComplete, FishComplete, ZshComplete
+from typer.models import OptionInfo  # what typer.Option makes (typed Any, as a default)
 from typer.models import TyperPath as PathType  # typer's PATH parameter type
 
 # what a shell's completion is about: the command and its parameter (or command) at the cursor
@@ -39,6 +40,7 @@ __all__ = [
     "LazyGroup",
     "MissingParameter",
     "NoArgsIsHelpError",
+    "OptionInfo",
     "ParameterSource",
     "PathType",
     "ZshComplete",

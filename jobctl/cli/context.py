@@ -1,7 +1,7 @@
 """What every command shares: one run's state (``Invocation``: the global options' ``--debug``
 and ``--dsn`` as typed, where the command runs, the server its session found), the command's
 session, and the small helpers the commands of ``cli/`` use (one database or several,
-``--policy``, ``--watch``, the replica mark on JSON).
+``--policy`` and the expired leases a command selects, ``--watch``, the replica mark on JSON).
 
 The state is the root context's ``obj``, made by ``main`` for each run: nothing of one run
 outlives it, and the command modules need not import ``cli.main`` (which imports them).
@@ -23,10 +23,12 @@ from jobctl.ops.sessions import Access
 from jobctl.render import output
 
 if TYPE_CHECKING:
+    from jobctl.cli.options import Slicing
     from jobctl.db.session import Session
     from jobctl.ops.fleet import Outcome, Shown
     from jobctl.ops.standby import Standing
-    from jobctl.targets import Fleet, Target
+    from jobctl.ops.triage import ExpiredFilter
+    from jobctl.targets import Where
 
 
 @dataclasses.dataclass
@@ -35,7 +37,7 @@ class Invocation:
 
     debug: bool = False
     raw_dsn: str | None = None  # --dsn as typed, to redact it from any message
-    address: db.Settings | Fleet | None = None  # where the command runs (targets.address)
+    address: Where | None = None  # where the command runs (targets.address)
     standing: Standing | None = None  # the server of the command's session
 
 
@@ -47,8 +49,9 @@ def invocation(ctx: typer.Context) -> Invocation:
     return root.obj
 
 
-def address(ctx: typer.Context) -> db.Settings | Fleet:
-    """Where the command runs: one database's settings, or a fleet of targets."""
+def address(ctx: typer.Context) -> Where:
+    """Where the command runs: one database's settings, or a fleet of targets, as decided
+    once when the global options were read (``targets.address``)."""
     where = invocation(ctx).address
     return db.Settings() if where is None else where
 
@@ -87,20 +90,41 @@ def standing(ctx: typer.Context) -> Standing | None:
     return invocation(ctx).standing
 
 
-def across(ctx: typer.Context) -> Sequence[Target] | None:
-    """The targets of a command run across several (``--all-targets``, or more than one
-    ``--target``), else None: one database."""
-    from jobctl.targets import Fleet
-
-    where = address(ctx)
-    return where.targets if isinstance(where, Fleet) else None
-
-
 def policy_option(value: str | None) -> str | None:
     """``--policy`` checked: auto, manual, or not given."""
     if value is not None and value not in ("auto", "manual"):
         raise errors.UsageError(f"--policy {value!r} must be auto or manual")
     return value
+
+
+def expired(
+    slicing: Slicing,
+    *,
+    worker: str | None,
+    policy: str | None,
+    grace: dt.timedelta,
+    full: bool,
+    ids: Sequence[str] | None = None,
+    spread: dt.timedelta = dt.timedelta(0),
+    refund_attempt: bool = False,
+    park_older_than: dt.timedelta | None = None,
+) -> ExpiredFilter:
+    """The expired leases the options of ``stuck`` or ``reclaim`` select (``--policy``
+    checked), of the jobs ``slicing`` says, and how reclaim returns them: the core's
+    ``ExpiredFilter``."""
+    from jobctl.ops.triage import ExpiredFilter
+
+    return ExpiredFilter(
+        worker=worker,
+        policy=policy_option(policy),
+        ids=ids or None,
+        grace=grace,
+        what=slicing.slice(),
+        spread=spread,
+        refund_attempt=refund_attempt,
+        park_older_than=park_older_than,
+        full=full,
+    )
 
 
 def marked(ctx: typer.Context, doc: output.Document) -> output.Document:

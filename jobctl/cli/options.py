@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +21,7 @@ from jobctl.cli.bundles import Bundle
 from jobctl.render import output
 
 if TYPE_CHECKING:
+    from jobctl.cli.click_api import OptionInfo
     from jobctl.ops.slices import Slice
 
 
@@ -33,15 +35,26 @@ def duration(value: str | dt.timedelta) -> dt.timedelta:
         raise typer.BadParameter(str(exc)) from None
 
 
-def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwargs: Any) -> Any:
+def Duration(
+    help: str,
+    *,
+    show_default: str | None = None,
+    floor: tuple[dt.timedelta, str] | None = None,
+) -> OptionInfo:
     """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s": the help
     says ``[default: 2s]``, as a value, where typer would say ``(2s)``); ``floor``: the
     shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
-    if isinstance(kwargs.get("show_default"), str):
-        help = f"{help}  [default: {kwargs.pop('show_default')}]"
-        kwargs["show_default"] = False
-    if floor is None:
-        return typer.Option(parser=duration, metavar="DURATION", help=help, **kwargs)
+    if show_default is not None:
+        help = f"{help}  [default: {show_default}]"
+    parser = duration if floor is None else _at_least(floor)
+    option: OptionInfo = typer.Option(
+        parser=parser, metavar="DURATION", help=help, show_default=show_default is None
+    )
+    return option
+
+
+def _at_least(floor: tuple[dt.timedelta, str]) -> Callable[[str | dt.timedelta], dt.timedelta]:
+    """A DURATION parser that refuses a value shorter than ``floor``'s (with its reason)."""
     least, why = floor
 
     def bounded(value: str | dt.timedelta) -> dt.timedelta:
@@ -52,7 +65,7 @@ def Duration(help: str, *, floor: tuple[dt.timedelta, str] | None = None, **kwar
             )
         return parsed
 
-    return typer.Option(parser=bounded, metavar="DURATION", help=help, **kwargs)
+    return bounded
 
 
 # the floors (docs/commands.md): PostgreSQL counts its timeouts in whole milliseconds and
@@ -64,7 +77,9 @@ SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads 
 WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
 
 
-def _format_with_output(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+def _format_with_output(
+    ctx: typer.Context, param: typer.CallbackParam, value: output.Output | str | None
+) -> str | None:
     """--format is for -o table: with any other -o it would be ignored, so it is refused (exit
     2) before the command runs. Each of the two options checks when the other is parsed."""
     other = "fmt" if param.name == "out" else "out"
@@ -357,7 +372,9 @@ def _from_database(ctx: typer.Context, statement: str, incomplete: str, left: fl
         return []
 
 
-def not_an_option(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+def not_an_option(
+    ctx: typer.Context, param: typer.CallbackParam, value: str | list[str] | None
+) -> str | list[str] | None:
     """Ids where an option's name was meant (``policy 9 manual``, ``requeue 7 force``) are
     refused by the parser (exit 2) with the option they look like: as ids they would only be
     "not found" (or worse, the command would run without the option). An id spelled exactly

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from jobctl import db, errors
 from jobctl.contract.shapes import Row
 from jobctl.targets import Fleet, Target
+from jobctl.targets import Where as Where  # one database (a fleet of one), or several
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -39,7 +40,6 @@ STOP_POLL_S = 0.2  # at Ctrl-C, how often the cancel is sent again until every t
 
 Say = Callable[[str], None]
 Read = Callable[["Session", "Standing", Say], T]
-Where = db.Settings | Fleet  # one database (a fleet of one), or several targets
 
 
 @dataclasses.dataclass

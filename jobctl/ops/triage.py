@@ -37,10 +37,7 @@ class ExpiredFilter:
     grace: dt.timedelta = dt.timedelta(0)
     plan: str | None = None  # JSON rows of a saved plan: only those, exactly as reviewed
     exclude: Sequence[Any] | None = None  # rows a batch must pass over (they raised before)
-    # what the job is: any of these kinds, queues (mapped columns), an error's text
-    kinds: Sequence[str] = ()
-    queues: Sequence[str] = ()
-    error: str | None = None
+    what: Slice = EVERY  # what the job is: its kinds, queues (mapped columns), an error's text
     # not which rows but how the requeued return (reclaim --spread): their available_at
     # spread evenly over [now, now + spread], with jitter (reclaim_batch's paced)
     spread: dt.timedelta = dt.timedelta(0)
@@ -65,12 +62,12 @@ class ExpiredFilter:
             "grace": self.grace,
             "plan": self.plan,
             "exclude": [str(i) for i in self.exclude] if self.exclude else None,
-            **Slice(self.kinds, self.queues, self.error).params(),
+            **self.what.params(),
         }
 
     def check(self, mapping: TableMapping) -> None:
         """UsageError (exit 2) when --kind or --queue is given on a table that maps none."""
-        Slice(self.kinds, self.queues, self.error).check(mapping)
+        self.what.check(mapping)
 
 
 def stuck(

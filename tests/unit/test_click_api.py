@@ -82,3 +82,7 @@ def test_the_lazy_group_lists_what_typer_lists_in_its_order():
         assert [p.name for p in a.params] == [p.name for p in b.params]
         assert a.get_short_help_str() == b.get_short_help_str()
     assert lazy.get_command(None, "no-such") is None  # type: ignore[arg-type]
+
+
+def test_an_option_is_typers_option_info():
+    assert isinstance(typer.Option(metavar="DURATION"), click_api.OptionInfo)

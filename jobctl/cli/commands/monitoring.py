@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
-from jobctl import db, errors
+from jobctl import db, errors, targets
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.bundles import Bundle
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from jobctl.ops import notify
     from jobctl.ops.fleet import Outcome
     from jobctl.ops.metrics import Measured
-    from jobctl.targets import Fleet
+    from jobctl.targets import Where
 
 Textfile = Annotated[
     Path | None,
@@ -107,7 +107,7 @@ NotifyBurst = Annotated[
 ROUTING_KEY_VAR = "JOBCTL_PAGERDUTY_ROUTING_KEY"
 URLS_VAR = "JOBCTL_NOTIFY"  # the URLs (spaces or newlines between), when no option names any
 FILE_VAR = "JOBCTL_NOTIFY_FILE"  # a file of them, likewise
-BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify_rules.py)
+BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,19 +233,20 @@ def notifier(
     return Notifications(sender, watch)
 
 
-def for_stuck_watch(here: Any, watch: bool, asked: Asked) -> Notifications | None:
+def for_stuck_watch(where: Where, watch: bool, asked: Asked) -> Notifications | None:
     """``stuck --watch``'s notifications (expiry_burst when ``burst`` leases are expired at a
-    refresh), on one database only (``here``: its settings; a fleet is exit 2). The
-    environment's URLs serve a watch on one database, and nothing else."""
+    refresh), on one database only (a fleet is exit 2). The environment's URLs serve a
+    watch on one database, and nothing else."""
+    one = targets.single(where) if watch else None
     if not asked.given:
-        if watch and isinstance(here, db.Settings) and from_environment():
-            return _notifier_of(here, "stuck --watch", asked)
+        if one is not None and from_environment():
+            return _notifier_of(one, "stuck --watch", asked)
         return None
-    if not watch or not isinstance(here, db.Settings):
+    if one is None:
         raise errors.UsageError(
             "--notify, --notify-env and --notify-file are for stuck --watch on one database"
         )
-    return _notifier_of(here, "stuck --watch", asked)
+    return _notifier_of(one, "stuck --watch", asked)
 
 
 def _notifier_of(here: db.Settings, command: str, asked: Asked) -> Notifications | None:
@@ -254,20 +255,22 @@ def _notifier_of(here: db.Settings, command: str, asked: Asked) -> Notifications
 
 
 @contextlib.contextmanager
-def for_reclaim_service(here: Any, every: dt.timedelta | None, asked: Asked) -> Iterator[Any]:
-    """``reclaim --every``'s notifications, on one database only (``here``: its settings;
-    without --every, or across targets, exit 2): their watch (``ops.notify.Watch``, or None
-    when no URL is given), the sender closed when the service ends. The environment's URLs
-    serve the service on one database, and nothing else."""
-    one = every is not None and isinstance(here, db.Settings)
-    if not asked.given and not (one and from_environment()):
+def for_reclaim_service(
+    where: Where, every: dt.timedelta | None, asked: Asked
+) -> Iterator[notify.Watch | None]:
+    """``reclaim --every``'s notifications, on one database only (without --every, or across
+    targets, exit 2): their watch (``ops.notify.Watch``, or None when no URL is given), the
+    sender closed when the service ends. The environment's URLs serve the service on one
+    database, and nothing else."""
+    one = targets.single(where) if every is not None else None
+    if not asked.given and not (one is not None and from_environment()):
         yield None
         return
-    if not one:
+    if one is None:
         raise errors.UsageError(
             "--notify, --notify-env and --notify-file are for reclaim --every on one database"
         )
-    made = _notifier_of(here, "reclaim --every", asked)
+    made = _notifier_of(one, "reclaim --every", asked)
     try:
         yield made.watch if made else None
     finally:
@@ -310,32 +313,34 @@ def metrics(
     from jobctl.render import openmetrics
 
     where = context.address(ctx)
+    one = targets.single(where)
     what = slicing.slice()
     ask = core.Ask(expiring_within, reclaim_window, what, label_top, max_stuck, max_overdue)
     try:
         measured = core.run(where, context.command_access(ctx), ask, say=terminal.say)
     except errors.JobctlError:  # up 0 still published (exit 1): never the last good figures
-        if isinstance(where, db.Settings):
-            terminal.publish(textfile, openmetrics.down(where.target, collected_at=time.time()))
+        if one is not None:
+            terminal.publish(textfile, openmetrics.down(one.target, collected_at=time.time()))
         raise
-    terminal.publish(textfile, _exposition(where, measured))
+    terminal.publish(textfile, _exposition(one, measured))
     code = context.exit_code(measured)
-    for line in _critical(where, measured):
+    for line in _critical(one is None, measured):
         terminal.say(line)
     breached = any(o.value.breached for o in measured if o.value)
     context.exit_with(context.with_findings(code, breached))
 
 
-def _exposition(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> str:
-    """One database's exposition (labelled with its target, if named), or one across targets:
-    every sample labelled with its target, ``jobctl_target_up`` saying which answered."""
+def _exposition(one: db.Settings | None, measured: list[Outcome[Measured]]) -> str:
+    """One database's exposition (labelled with its target, if named), or (``one`` None) one
+    across targets: every sample labelled with its target, ``jobctl_target_up`` saying which
+    answered."""
     from jobctl.render import openmetrics
 
-    if isinstance(where, db.Settings):
-        (one,) = (o.value for o in measured)  # one database: its failure was raised
-        assert one is not None
+    if one is not None:
+        (value,) = (o.value for o in measured)  # one database: its failure was raised
+        assert value is not None
         return openmetrics.exposition(
-            one.figures, one.table, target=where.target, collected_at=time.time()
+            value.figures, value.table, target=one.target, collected_at=time.time()
         )
     return openmetrics.exposition_across(
         [(o.target.name, (o.value.table, o.value.figures)) for o in measured if o.value],
@@ -344,9 +349,8 @@ def _exposition(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -
     )
 
 
-def _critical(where: db.Settings | Fleet, measured: list[Outcome[Measured]]) -> list[str]:
+def _critical(several: bool, measured: list[Outcome[Measured]]) -> list[str]:
     """A line per threshold broken (across targets: each naming its target)."""
-    several = not isinstance(where, db.Settings)
     return [
         f"jobctl: CRITICAL: target {o.target.name}: {line}"
         if several

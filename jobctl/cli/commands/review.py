@@ -55,6 +55,7 @@ def review(
     or last_error longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl review --policy manual --since 2h
     """
+    from jobctl.ops import fleet
     from jobctl.ops import review as core
 
     which = core.ReviewFilter(
@@ -65,9 +66,10 @@ def review(
         what=slicing.slice(),
         full=full,
     )
-    several = context.across(ctx) is not None
+    where = context.address(ctx)
+    several = fleet.several(where)
     outcomes = core.run(
-        context.address(ctx),
+        where,
         context.command_access(ctx),
         which,
         limit=limit,

@@ -90,12 +90,11 @@ def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
     """One target, checked: where the connection landed, its role, its table's state."""
     from jobctl import db
     from jobctl.db import session
-    from jobctl.ops import slices
-    from jobctl.ops import standby as replica
+    from jobctl.ops import slices, standby
     from jobctl.schema import unserved
 
     with session.open(target.settings) as s:
-        st = replica.probe(s.conn)
+        st = standby.probe(s.conn)
         with db.safe(s.conn):
             missing = unserved.diagnose(s.conn, s.table)
         stuck = None
@@ -104,7 +103,7 @@ def _checked(target: Target, _say: fleet.Say) -> dict[str, Any]:
                 every = slices.EVERY.params()  # no --kind, --queue, --error
                 leases = s.one("metrics_leases", {"soon": dt.timedelta(0), **every})
             stuck = leases["stuck_auto"] + leases["stuck_manual"]
-    role = st.role if not st.standby else f"standby (lag {replica.seconds(st.lag_s)})"
+    role = st.role if not st.standby else f"standby (lag {standby.seconds(st.lag_s)})"
     return {
         "reachable": True,
         "server": st.where,

@@ -63,7 +63,7 @@ def stuck(
     with a note (--worker still matches the whole name); --full shows every byte.
     Example: jobctl stuck --expiring-within 30s --watch
     """
-    from jobctl.ops import fleet, triage
+    from jobctl.ops import fleet
     from jobctl.ops import stuck as core
 
     if expiring_within is not None and grace:
@@ -72,22 +72,14 @@ def stuck(
         raise errors.UsageError(
             "--exit-code answers once: drop --watch (a check in a loop runs stuck --exit-code)"
         )
-    what = slicing.slice()
-    where = triage.ExpiredFilter(
-        worker=worker,
-        policy=context.policy_option(policy),
-        grace=grace,
-        kinds=what.kinds,
-        queues=what.queues,
-        error=what.error,
-        full=full,
-    )
-    made = cli_monitoring.for_stuck_watch(context.address(ctx), watch, notify)
-    ask = core.Ask(where, limit, expiring_within, trust_replica)
-    shown = _StuckShown(ctx, expiring_within is not None, out, fmt)
+    which = context.expired(slicing, worker=worker, policy=policy, grace=grace, full=full)
+    where = context.address(ctx)
+    made = cli_monitoring.for_stuck_watch(where, watch, notify)
+    ask = core.Ask(which, limit, expiring_within, trust_replica)
+    shown = _StuckShown(fleet.several(where), expiring_within is not None, out, fmt)
     try:
         outcomes = core.run(
-            context.address(ctx),
+            where,
             context.command_access(ctx),
             ask,
             say=terminal.say,
@@ -109,10 +101,8 @@ def stuck(
 class _StuckShown:
     """``stuck``'s rows as its output shows them, on one database or across targets."""
 
-    def __init__(
-        self, ctx: typer.Context, at_risk: bool, out: output.Output, fmt: str | None
-    ) -> None:
-        self.several = context.across(ctx) is not None
+    def __init__(self, several: bool, at_risk: bool, out: output.Output, fmt: str | None) -> None:
+        self.several = several
         self.at_risk, self.out, self.fmt = at_risk, out, fmt
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
 
@@ -120,7 +110,7 @@ class _StuckShown:
         """One database's rows, streamed where the format allows (on a terminal too: laid
         out by the first rows; a piped table needs every row for its widths), a standby's
         marked."""
-        from jobctl.ops import standby as replica
+        from jobctl.ops import standby
 
         if self.out.tabular and self.fmt is None and terminal.screen(sys.stdout):
             shown = rows.with_optional(self.columns, found.optional)  # the first screen at once
@@ -130,7 +120,7 @@ class _StuckShown:
         else:
             shown = rows.with_optional(self.columns, found.optional)
             doc = views.table(found.rows, found.rows, shown)
-        terminal.emit(replica.mark(doc, found.standing), self.out, self.fmt)
+        terminal.emit(standby.mark(doc, found.standing), self.out, self.fmt)
 
     def doc(self, outcomes: list[fleet.Outcome[stuck_core.Found]]) -> output.Document:
         """The rows kept (across targets; a watch's refresh), one table."""
@@ -208,11 +198,11 @@ def summary(
     group) longer than 4096 characters is cut, with a note; --full shows every byte.
     Example: jobctl summary --expiring-within 1m --watch
     """
-    from jobctl.ops import fleet
-    from jobctl.ops import standby as replica
+    from jobctl.ops import fleet, standby
     from jobctl.ops import summary as core
 
-    several = context.across(ctx) is not None
+    where = context.address(ctx)
+    several = fleet.several(where)
     ask = core.Ask(expiring_within, exact, slicing.slice(), by, full)
 
     def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
@@ -223,7 +213,7 @@ def summary(
         return views.summary_by(result) if by is not None else views.summary(result)
 
     outcomes = core.run(
-        context.address(ctx),
+        where,
         context.command_access(ctx),
         ask,
         say=terminal.say,
@@ -232,7 +222,7 @@ def summary(
     if watch:
         context.exit_with(fleet.exit_code(outcomes))
         return
-    terminal.emit(replica.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
+    terminal.emit(standby.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
     if not several:  # one database: its lines under its table
         (counted,) = (o.value for o in outcomes)
         assert counted is not None

@@ -24,9 +24,8 @@ from jobctl.render import output, rows, views
 if TYPE_CHECKING:
     import uuid
 
-    from jobctl.ops import bulk, manual, triage
+    from jobctl.ops import bulk, manual
     from jobctl.ops.reclaim import one_database, run
-    from jobctl.ops.slices import Slice
 
 
 # ---------------------------------------------------------------- reclaim
@@ -68,9 +67,16 @@ def reclaim_command(
     from jobctl.ops.reclaim import run as core
     from jobctl.ops.reclaim.request import Request
 
-    what = slicing.slice()
-    which = _expired(
-        worker, policy, job_ids, grace, what, spread, refund_attempt, park_older_than, full
+    which = context.expired(
+        slicing,
+        worker=worker,
+        policy=policy,
+        ids=job_ids,
+        grace=grace,
+        spread=spread,
+        refund_attempt=refund_attempt,
+        park_older_than=park_older_than,
+        full=full,
     )
     request = Request(
         commit=commit,
@@ -105,35 +111,6 @@ def reclaim_command(
             watch=watch,
         )
     shown.said(done)
-
-
-def _expired(
-    worker: str | None,
-    policy: str | None,
-    job_ids: list[str] | None,
-    grace: dt.timedelta,
-    what: Slice,
-    spread: dt.timedelta,
-    refund_attempt: bool,
-    park_older_than: dt.timedelta | None,
-    full: bool = False,
-) -> triage.ExpiredFilter:
-    """The expired leases ``reclaim``'s options select, and how the jobs return."""
-    from jobctl.ops import triage
-
-    return triage.ExpiredFilter(
-        worker=worker,
-        policy=context.policy_option(policy),
-        ids=job_ids or None,
-        grace=grace,
-        kinds=what.kinds,
-        queues=what.queues,
-        error=what.error,
-        spread=spread,
-        refund_attempt=refund_attempt,
-        park_older_than=park_older_than,
-        full=full,
-    )
 
 
 class _ReclaimShown:

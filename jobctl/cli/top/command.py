@@ -75,30 +75,31 @@ def _sources(ctx: typer.Context, ask: console.Ask, writes: bool) -> Iterator[Sou
     opened again the same way when its connection is lost."""
     from jobctl.cli.top.data import Site, Source
     from jobctl.ops import sessions
+    from jobctl.targets import Fleet
 
-    fleet = context.across(ctx)
     access = sessions.Access("top", writes=writes)
 
     def again(settings: db.Settings) -> Reopen:  # a lost session opened as the first was
         return lambda say: sessions.open(settings, access, say=say)
 
-    if fleet is None:
-        with context.open_session(ctx) as s:
-            site = Site(s, context.standing(ctx), reopen=again(s.settings))
-            source = Source([site], ask, writes)
-            try:
+    match context.address(ctx):
+        case Fleet(targets=chosen):
+            with contextlib.ExitStack() as stack:
+                sites = []
+                for target in chosen:
+                    target.check()
+                    s, standing = stack.enter_context(
+                        sessions.open(target.settings, access, say=terminal.say)
+                    )
+                    sites.append(Site(s, standing, target.name, reopen=again(s.settings)))
+                source = Source(sites, ask, writes)
+                stack.callback(source.close)
                 yield source
-            finally:
-                source.close()
-        return
-    with contextlib.ExitStack() as stack:
-        sites = []
-        for target in fleet:
-            target.check()
-            s, standing = stack.enter_context(
-                sessions.open(target.settings, access, say=terminal.say)
-            )
-            sites.append(Site(s, standing, target.name, reopen=again(s.settings)))
-        source = Source(sites, ask, writes)
-        stack.callback(source.close)
-        yield source
+        case _:
+            with context.open_session(ctx) as s:
+                site = Site(s, context.standing(ctx), reopen=again(s.settings))
+                source = Source([site], ask, writes)
+                try:
+                    yield source
+                finally:
+                    source.close()

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from jobctl import errors
+from jobctl import db, errors
 from jobctl.contract.shapes import ReclaimRow
 from jobctl.ops import fleet
 from jobctl.ops.reclaim import across_targets, one_database, row_errors
@@ -31,7 +31,6 @@ from jobctl.render import reclaim_lines
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
-    from jobctl import db
     from jobctl.db.session import Confirm
     from jobctl.ops.notify import Watch
     from jobctl.ops.reclaim.request import Request
@@ -91,23 +90,29 @@ def run(
     database's notifications). ``drain`` prints the batches of a dry run streamed or of a
     commit, counted as they pass. ``trust_replica``: a standby's rows taken as the primary's,
     lag or not."""
-    if isinstance(where, Fleet) and request.expired.ids:
-        raise errors.UsageError("--id: ids are per database: give one --target with it")
-    if request.every is not None:
-        return _served(where, request, served=served, say=say, watch=watch)
-    if not isinstance(where, Fleet):
-        return _on_one(where, access, request, trust_replica, confirm=confirm, say=say, drain=drain)
-    if not request.commit:
-        return _dry_run_across(where.targets, access, request, trust_replica)
-    return _commit_across(
-        where.targets,
-        access,
-        request,
-        confirm=confirm,
-        say=say,
-        unreachable=unreachable,
-        drain=drain,
-    )
+    match where:
+        case Fleet(targets=targets):
+            if request.expired.ids:
+                raise errors.UsageError("--id: ids are per database: give one --target with it")
+            if request.every is not None:
+                return _served_across(targets, request, served=served, say=say)
+            if not request.commit:
+                return _dry_run_across(targets, access, request, trust_replica)
+            return _commit_across(
+                targets,
+                access,
+                request,
+                confirm=confirm,
+                say=say,
+                unreachable=unreachable,
+                drain=drain,
+            )
+        case db.Settings() as settings:
+            if request.every is not None:
+                return _served_one(settings, request, served=served, say=say, watch=watch)
+            return _on_one(
+                settings, access, request, trust_replica, confirm=confirm, say=say, drain=drain
+            )
 
 
 def _on_one(
@@ -203,36 +208,44 @@ def _commit_across(
     )
 
 
-def _served(
-    where: fleet.Where,
+def _served_one(
+    settings: db.Settings,
     request: Request,
     *,
     served: Served,
     say: fleet.Say,
     watch: Watch | None,
 ) -> Reclaimed:
-    """The reclaimer service until SIGTERM or SIGINT: one database's, or every target's from
-    one process (a thread, a connection and a backoff each: one target down never stops the
-    others; a target with a problem in the config file is never served)."""
+    """One database's reclaimer service until SIGTERM or SIGINT."""
+    from jobctl.ops.reclaim import service
+
+    assert request.every is not None
+    service.run(
+        settings,
+        request.expired,
+        batch_size=request.batch_size,
+        every=request.every,
+        on_batch=served,
+        log=say,
+        watch=watch,
+    )
+    return Reclaimed()
+
+
+def _served_across(
+    targets: Sequence[Target], request: Request, *, served: Served, say: fleet.Say
+) -> Reclaimed:
+    """Every target's reclaimer service from one process until SIGTERM or SIGINT (a thread,
+    a connection and a backoff each: one target down never stops the others; a target with
+    a problem in the config file is never served)."""
     from jobctl.ops.reclaim import service
 
     every = request.every
     assert every is not None
-    if not isinstance(where, Fleet):
-        service.run(
-            where,
-            request.expired,
-            batch_size=request.batch_size,
-            every=every,
-            on_batch=served,
-            log=say,
-            watch=watch,
-        )
-        return Reclaimed()
-    unusable = [t for t in where.targets if t.problem]
+    unusable = [t for t in targets if t.problem]
     for t in unusable:  # never served from another DSN (JOBCTL_DSN) in its stead
         say(f"jobctl: error: target {t.name}: {t.problem}: not served")
-    usable = [t for t in where.targets if not t.problem]
+    usable = [t for t in targets if not t.problem]
     if not usable:
         raise errors.UsageError("no target can be served")
     stopped = service.run_many(
