@@ -107,21 +107,23 @@ ORDER BY p.dimension, p.value
 -- queue (job_pause_keys) compared with the table's pauses in memory: the cheapest form to
 -- plan, which an unprepared claim pays on every call (tests/bench/bench_pause.py). Read in
 -- the workers' claim under their search_path: every operator named with its schema
-({job_pause_keys} OPERATOR(pg_catalog.&&) {pause_keys})
+({job_pause_keys}
+ OPERATOR(pg_catalog.&&)
+ {pause_keys})
 
 -- name: job_pause_keys
 -- a job's (j) kind and queue as pause keys ('kind:charge_card', 'queue:billing'; {kind_value},
 -- {queue_value}: NULL when unmapped, and a NULL kind or queue is no pause's)
 ARRAY['kind:'::pg_catalog.text OPERATOR(pg_catalog.||) {kind_value},
-      'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
+       'queue:'::pg_catalog.text OPERATOR(pg_catalog.||) {queue_value}]
 
 -- name: pause_keys
 -- the table's pauses as keys, as job_pause_keys spells a job's ({pause_table}: the jobs
 -- table as jobctl.pauses names it): an uncorrelated subquery, read once per statement (one
 -- probe of jobctl.pauses' primary key)
 ARRAY(SELECT p.dimension OPERATOR(pg_catalog.||) ':'::pg_catalog.text
-             OPERATOR(pg_catalog.||) p.value
-      FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table})
+              OPERATOR(pg_catalog.||) p.value
+       FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table})
 
 -- name: pause_keys_read
 -- lease.Worker's read of the table's pauses (the block pause_keys), at most once a second:
