@@ -215,18 +215,19 @@ def staged(server_dsn: str, template: str, tmp_path: Path) -> Iterator[Fleet]:
         yield configured(made, tmp_path)
 
 
-def fingerprint(databases: Staged, server_dsn: str) -> dict[str, Any]:
-    """What a test could change on staged databases: each table's columns and rows (with
-    their xmin: a row updated to the same values shows), each sequence's value, and whether
-    each database takes connections. The same before and after a test that only reads."""
+def fingerprint(dsns: dict[str, str], server_dsn: str) -> dict[str, Any]:
+    """What a test could change on the databases of ``dsns`` (name -> DSN): each table's
+    columns and rows (with their xmin: a row updated to the same values shows), each
+    sequence's value, and whether each database takes connections. The same before and
+    after a test that only reads."""
     found: dict[str, Any] = {}
     with psycopg.connect(server_dsn) as admin:
-        for name, dsn in databases.dsns.items():
+        for name, dsn in dsns.items():
             allowed = admin.execute(
                 "SELECT datallowconn FROM pg_database WHERE datname = %s", (dbname(dsn),)
             ).fetchone()
             found[f"{name} takes connections"] = allowed
-    for name, dsn in databases.dsns.items():
+    for name, dsn in dsns.items():
         if found[f"{name} takes connections"] != (True,):
             continue  # changed already, and no way in to read it
         with psycopg.connect(dsn) as conn:

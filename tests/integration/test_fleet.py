@@ -1,7 +1,8 @@
 """One command across several databases (``--target``, ``--all-targets``): three databases of
 three shapes on the test server and one target nothing listens on (tests/fleet.py), staged
 once for the module: the tests that only read share them (each test's end checks they are
-as they were), a test that writes gets its own copy (``copied``)."""
+as they were), a test that writes gets its own copy (``copied``). The database ``run``
+exports as JOBCTL_DSN is the module's too, and checked likewise."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import fleet as staging
 import prometheus
 import psycopg
 import pytest
+from conftest import scratch_database
 from helpers import wait_until
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE
 
@@ -26,8 +28,9 @@ SHAPES = {"orders": staging.REFERENCE, "billing": OWN_NAMES_PARKED, "emails": TE
 
 
 class Shared:
-    """The fleet's databases staged once for the module's tests that only read them, with
-    their fingerprint; staged anew if a test left them changed."""
+    """The fleet's databases staged once for the module's tests that only read them, and the
+    database exported as JOBCTL_DSN, with their fingerprint; staged anew if a test left them
+    changed."""
 
     def __init__(self, server_dsn: str, template: str) -> None:
         self.server_dsn, self.template = server_dsn, template
@@ -37,10 +40,16 @@ class Shared:
     def stage(self) -> None:
         self.stack.close()
         self.made = self.stack.enter_context(staging.databases(self.server_dsn, self.template))
-        self.fingerprint = staging.fingerprint(self.made, self.server_dsn)
+        self.default = self.stack.enter_context(
+            scratch_database(self.server_dsn, "jobctl_t", self.template)
+        )
+        self.fingerprint = staging.fingerprint(self.dsns(), self.server_dsn)
+
+    def dsns(self) -> dict[str, str]:
+        return {**self.made.dsns, "JOBCTL_DSN's": self.default}
 
     def changed(self) -> bool:
-        return staging.fingerprint(self.made, self.server_dsn) != self.fingerprint
+        return staging.fingerprint(self.dsns(), self.server_dsn) != self.fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +71,25 @@ def configured(made: staging.Staged, tmp_path, monkeypatch) -> staging.Fleet:
 
 
 @pytest.fixture
+def dsn(shared):
+    """The database `run` exports as JOBCTL_DSN, as an operator with a config file may have
+    one: the module's, made from the template; a command across targets neither reads nor
+    writes it (it is in the fingerprint each test's end checks)."""
+    return shared.default
+
+
+def unchanged(shared: Shared, what: str) -> None:
+    if shared.changed():
+        shared.stage()
+        pytest.fail(f"this test changed {what} it shares with others")
+
+
+@pytest.fixture
 def staged(shared, tmp_path, monkeypatch):
     """The module's fleet, for a test that only reads it: after the test every database must
     be as it was (else the test fails, and the fleet is staged anew for the next)."""
     yield configured(shared.made, tmp_path, monkeypatch)
-    if shared.changed():
-        shared.stage()
-        pytest.fail("this test changed the fleet it shares with others: give it `copied`")
+    unchanged(shared, "the fleet (give it `copied`) or JOBCTL_DSN's database")
 
 
 @pytest.fixture
@@ -77,6 +98,7 @@ def copied(shared, server_dsn, tmp_path, monkeypatch):
     shared ones, dropped after it."""
     with staging.copied(server_dsn, shared.made) as made:
         yield configured(made, tmp_path, monkeypatch)
+    unchanged(shared, "JOBCTL_DSN's database")
 
 
 def processing(f: staging.Fleet, target: str) -> int:
