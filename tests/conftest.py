@@ -241,8 +241,12 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 @pytest.fixture
-def env(dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The test database as jobctl's default, as an operator would export it."""
+def env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test database as jobctl's default, as an operator would export it: ``dsn``'s, or
+    for a test on a table users bring (it asks for ``empty_dsn`` and nothing asks for
+    ``dsn``) that one, rather than a database made for nothing."""
+    users = "empty_dsn" in request.fixturenames and "dsn" not in request.fixturenames
+    dsn: str = request.getfixturevalue("empty_dsn" if users else "dsn")
     monkeypatch.setenv("JOBCTL_DSN", dsn)
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("JOBCTL_TABLE", raising=False)

@@ -7,6 +7,12 @@ and the config file that names them (the format in docs: [defaults], [targets.NA
         monkeypatch.setenv("JOBCTL_CONFIG", str(f.config))
         ... jobctl --all-targets stuck: f.stuck[target] rows for each reachable one ...
 
+Staging (two ``schema apply`` runs, the claims) is done once and shared: ``databases``
+stages the three, ``configured`` writes a config file naming them (a fresh unreachable
+port each time), ``copied`` makes a test its own copy of staged databases (each made with
+the staged one as its template: the same rows and ids) for a test that writes, and
+``fingerprint`` tells whether a test that shares them left them as they were.
+
 * ``orders``: the reference jobs table (cloned from the template): 3 stuck (one manual),
   2 live leases, 4 queued. ``dsn`` in the config.
 * ``billing``: its own names (tests/shapes.py OWN_NAMES_PARKED: ``tasks``, state
@@ -114,8 +120,17 @@ def toml(value: str) -> str:
     return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
 
 
+@dataclasses.dataclass(frozen=True)
+class Staged:
+    """The three staged databases: reachable target -> DSN, and the stuck ids of each."""
+
+    dsns: dict[str, str]
+    ids: dict[str, list[Any]]
+
+
 @contextlib.contextmanager
-def staged(server_dsn: str, template: str, tmp_path: Path) -> Iterator[Fleet]:
+def databases(server_dsn: str, template: str) -> Iterator[Staged]:
+    """orders, billing and emails staged on the test server, dropped after."""
     with contextlib.ExitStack() as stack:
         made = {
             "orders": stack.enter_context(scratch_database(server_dsn, "jobctl_orders", template)),
@@ -129,18 +144,39 @@ def staged(server_dsn: str, template: str, tmp_path: Path) -> Iterator[Fleet]:
             "billing": stage(made["billing"], OWN_NAMES_PARKED, stuck=2, live=1, queued=2),
             "emails": stage(made["emails"], TEXT_VARCHAR_NAIVE, stuck=0, live=2, queued=3),
         }
-        dsns = {
-            **made,
-            DOWN: f"host=127.0.0.1 port={free_port()} dbname=down user=postgres connect_timeout=2",
+        yield Staged(made, ids)
+
+
+@contextlib.contextmanager
+def copied(server_dsn: str, of: Staged) -> Iterator[Staged]:
+    """A copy of staged databases, dropped after: each made with the staged one as its
+    template (nothing may be connected to it meanwhile), so the same rows and ids."""
+    with contextlib.ExitStack() as stack:
+        made = {
+            name: stack.enter_context(scratch_database(server_dsn, f"jobctl_{name}", dbname(dsn)))
+            for name, dsn in of.dsns.items()
         }
-        tables = {
-            "orders": "jobs",
-            "billing": OWN_NAMES_PARKED.table,
-            "emails": TEXT_VARCHAR_NAIVE.table,
-            DOWN: "jobs",
-        }
-        config = tmp_path / "jobctl.toml"
-        text = f"""\
+        yield Staged(made, of.ids)
+
+
+def dbname(dsn: str) -> str:
+    return str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
+
+
+def configured(databases: Staged, tmp_path: Path) -> Fleet:
+    """The fleet of ``databases`` and a target nothing listens on, in a new config file."""
+    dsns = {
+        **databases.dsns,
+        DOWN: f"host=127.0.0.1 port={free_port()} dbname=down user=postgres connect_timeout=2",
+    }
+    tables = {
+        "orders": "jobs",
+        "billing": OWN_NAMES_PARKED.table,
+        "emails": TEXT_VARCHAR_NAIVE.table,
+        DOWN: "jobs",
+    }
+    config = tmp_path / "jobctl.toml"
+    text = f"""\
 [defaults]
 actor = "fleet-tests@ci"
 
@@ -159,14 +195,62 @@ lock_timeout = "1s"
 [targets.{DOWN}]
 dsn = {toml(dsns[DOWN])}
 """
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        yield Fleet(
-            config=config,
-            dsns=dsns,
-            tables=tables,
-            stuck={name: len(found) for name, found in ids.items()},
-            ids=ids,
-            env={EMAILS_ENV: dsns["emails"]},
-        )
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return Fleet(
+        config=config,
+        dsns=dsns,
+        tables=tables,
+        stuck={name: len(found) for name, found in databases.ids.items()},
+        ids=databases.ids,
+        env={EMAILS_ENV: dsns["emails"]},
+    )
+
+
+@contextlib.contextmanager
+def staged(server_dsn: str, template: str, tmp_path: Path) -> Iterator[Fleet]:
+    """The fleet staged anew, its config file in ``tmp_path``."""
+    with databases(server_dsn, template) as made:
+        yield configured(made, tmp_path)
+
+
+def fingerprint(dsns: dict[str, str], server_dsn: str) -> dict[str, Any]:
+    """What a test could change on the databases of ``dsns`` (name -> DSN): each table's
+    columns and rows (with their xmin: a row updated to the same values shows), each
+    sequence's value, and whether each database takes connections. The same before and
+    after a test that only reads."""
+    found: dict[str, Any] = {}
+    with psycopg.connect(server_dsn) as admin:
+        for name, dsn in dsns.items():
+            allowed = admin.execute(
+                "SELECT datallowconn FROM pg_database WHERE datname = %s", (dbname(dsn),)
+            ).fetchone()
+            found[f"{name} takes connections"] = allowed
+    for name, dsn in dsns.items():
+        if found[f"{name} takes connections"] != (True,):
+            continue  # changed already, and no way in to read it
+        with psycopg.connect(dsn) as conn:
+            relations = conn.execute(
+                "SELECT c.oid::regclass::text, c.relkind = 'S' FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind IN ('r', 'p', 'S') AND n.nspname <> 'information_schema'"
+                " AND n.nspname !~ '^pg_' ORDER BY 1"
+            ).fetchall()
+            for table, sequence in relations:
+                if sequence:
+                    found[f"{name} {table}"] = conn.execute(
+                        f"SELECT last_value, is_called FROM {table}"
+                    ).fetchone()
+                    continue
+                found[f"{name} {table} columns"] = conn.execute(
+                    "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', '"
+                    " ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                    (table,),
+                ).fetchone()
+                found[f"{name} {table} rows"] = conn.execute(
+                    f"SELECT count(*), md5(coalesce(string_agg(t::text || ' ' || t.xmin::text,"
+                    f" ',' ORDER BY t::text), '')) FROM {table} t"
+                ).fetchone()
+    return found

@@ -1,8 +1,12 @@
 """One command across several databases (``--target``, ``--all-targets``): three databases of
-three shapes on the test server and one target nothing listens on (tests/fleet.py)."""
+three shapes on the test server and one target nothing listens on (tests/fleet.py), staged
+once for the module: the tests that only read share them (each test's end checks they are
+as they were), a test that writes gets its own copy (``copied``). The database ``run``
+exports as JOBCTL_DSN is the module's too, and checked likewise."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,21 +20,85 @@ import fleet as staging
 import prometheus
 import psycopg
 import pytest
+from conftest import scratch_database
 from helpers import wait_until
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE
 
 SHAPES = {"orders": staging.REFERENCE, "billing": OWN_NAMES_PARKED, "emails": TEXT_VARCHAR_NAIVE}
 
 
-@pytest.fixture
-def staged(server_dsn, template, tmp_path, monkeypatch):
-    """The fleet, its config file as JOBCTL_CONFIG, the dsn_env target's variable set."""
-    with staging.staged(server_dsn, template, tmp_path) as made:
-        for name, value in made.env.items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("JOBCTL_CONFIG", str(made.config))
-        monkeypatch.delenv("JOBCTL_TARGET", raising=False)
+class Shared:
+    """The fleet's databases staged once for the module's tests that only read them, and the
+    database exported as JOBCTL_DSN, with their fingerprint; staged anew if a test left them
+    changed."""
+
+    def __init__(self, server_dsn: str, template: str) -> None:
+        self.server_dsn, self.template = server_dsn, template
+        self.stack = contextlib.ExitStack()
+        self.stage()
+
+    def stage(self) -> None:
+        self.stack.close()
+        self.made = self.stack.enter_context(staging.databases(self.server_dsn, self.template))
+        self.default = self.stack.enter_context(
+            scratch_database(self.server_dsn, "jobctl_t", self.template)
+        )
+        self.fingerprint = staging.fingerprint(self.dsns(), self.server_dsn)
+
+    def dsns(self) -> dict[str, str]:
+        return {**self.made.dsns, "JOBCTL_DSN's": self.default}
+
+    def changed(self) -> bool:
+        return staging.fingerprint(self.dsns(), self.server_dsn) != self.fingerprint
+
+
+@pytest.fixture(scope="module")
+def shared(server_dsn, template):
+    made = Shared(server_dsn, template)
+    with made.stack:
         yield made
+
+
+def configured(made: staging.Staged, tmp_path, monkeypatch) -> staging.Fleet:
+    """The fleet of ``made``, its config file as JOBCTL_CONFIG, the dsn_env target's variable
+    set."""
+    fleet = staging.configured(made, tmp_path)
+    for name, value in fleet.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("JOBCTL_CONFIG", str(fleet.config))
+    monkeypatch.delenv("JOBCTL_TARGET", raising=False)
+    return fleet
+
+
+@pytest.fixture
+def dsn(shared):
+    """The database `run` exports as JOBCTL_DSN, as an operator with a config file may have
+    one: the module's, made from the template; a command across targets neither reads nor
+    writes it (it is in the fingerprint each test's end checks)."""
+    return shared.default
+
+
+def unchanged(shared: Shared, what: str) -> None:
+    if shared.changed():
+        shared.stage()
+        pytest.fail(f"this test changed {what} it shares with others")
+
+
+@pytest.fixture
+def staged(shared, tmp_path, monkeypatch):
+    """The module's fleet, for a test that only reads it: after the test every database must
+    be as it was (else the test fails, and the fleet is staged anew for the next)."""
+    yield configured(shared.made, tmp_path, monkeypatch)
+    unchanged(shared, "the fleet (give it `copied`) or JOBCTL_DSN's database")
+
+
+@pytest.fixture
+def copied(shared, server_dsn, tmp_path, monkeypatch):
+    """A copy of the module's fleet for a test that writes: its own databases, made from the
+    shared ones, dropped after it."""
+    with staging.copied(server_dsn, shared.made) as made:
+        yield configured(made, tmp_path, monkeypatch)
+    unchanged(shared, "JOBCTL_DSN's database")
 
 
 def processing(f: staging.Fleet, target: str) -> int:
@@ -454,32 +522,32 @@ def test_targets_lists_and_checks_without_a_password(staged, run, tmp_path, monk
 
 
 # ---------------------------------------------------------------- writes
-def test_reclaim_across_targets_each_target_its_own(staged, run):
+def test_reclaim_across_targets_each_target_its_own(copied, run):
     code, out, err = run("--all-targets", "reclaim", "--commit", "--yes", "-o", "jsonl")
     done = jsonl(out)
-    assert {n: sum(r["target"] == n and r["applied"] for r in done) for n in staged.stuck} == (
-        staged.stuck
+    assert {n: sum(r["target"] == n and r["applied"] for r in done) for n in copied.stuck} == (
+        copied.stuck
     )
     assert "target orders: reclaimed: 2 requeued, 1 failed" in err
     assert "target billing: reclaimed: 2 requeued, 0 parked in manual_review" in err
-    assert f"jobctl: error: target {staged.down}" in err and code == 1
-    for name in staged.stuck:
+    assert f"jobctl: error: target {copied.down}" in err and code == 1
+    for name in copied.stuck:
         assert (
-            processing(staged, name)
-            == staged.stuck[name] * 0 + {"orders": 2, "billing": 1, "emails": 2}[name]
+            processing(copied, name)
+            == copied.stuck[name] * 0 + {"orders": 2, "billing": 1, "emails": 2}[name]
         )  # the live leases stay
 
 
-def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(staged):
+def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(copied):
     """orders (3,000 more stuck jobs, batches of 20) loses jobctl's connection mid-commit:
     one line says how many were committed before the loss, billing is reclaimed after it."""
-    with psycopg.connect(staged.dsns["orders"], autocommit=True) as conn:
+    with psycopg.connect(copied.dsns["orders"], autocommit=True) as conn:
         conn.execute(
             "INSERT INTO jobs (status, attempts, reserved_by, attempt_token, lease_expires_at)"
             " SELECT 'processing', 1, 'dead', gen_random_uuid(), now() - interval '1 minute'"
             " FROM generate_series(1, 3000)"
         )
-    orders_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["orders"])["dbname"]
+    orders_db = psycopg.conninfo.conninfo_to_dict(copied.dsns["orders"])["dbname"]
     command = [sys.executable, "-m", "jobctl", "--target", "orders", "--target", "billing"]
     command += ["reclaim", "--commit", "--yes", "--batch-size", "20", "-o", "jsonl"]
     proc = subprocess.Popen(
@@ -491,12 +559,12 @@ def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(st
     )
 
     def reclaimed() -> int:
-        with psycopg.connect(staged.dsns["orders"]) as conn:
+        with psycopg.connect(copied.dsns["orders"]) as conn:
             return conn.execute("SELECT count(*) FROM jobs WHERE reclaim_count > 0").fetchone()[0]
 
     try:
         wait_until(lambda: reclaimed() >= 200 or proc.poll() is not None, what="200 reclaimed")
-        with psycopg.connect(staged.dsns["orders"], autocommit=True) as admin:
+        with psycopg.connect(copied.dsns["orders"], autocommit=True) as admin:
             killed = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE datname = %s AND application_name = 'jobctl'",
@@ -512,8 +580,8 @@ def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(st
     assert "re-running the same command is safe" in lines[0] and "Traceback" not in err
     done = [r for r in jsonl(out) if r["applied"]]
     assert 200 <= sum(r["target"] == "orders" for r in done) <= said <= reclaimed() < 3003
-    assert sum(r["target"] == "billing" for r in done) == staged.stuck["billing"]
-    assert processing(staged, "billing") == 1  # only its live lease left
+    assert sum(r["target"] == "billing" for r in done) == copied.stuck["billing"]
+    assert processing(copied, "billing") == 1  # only its live lease left
     assert proc.returncode == 1
 
 
@@ -523,7 +591,7 @@ def test_reclaim_across_targets_off_a_terminal_asks_for_yes(staged, run):
     assert processing(staged, "orders") == 5  # 3 stuck + 2 live: nothing changed
 
 
-def test_reclaim_across_targets_writes_what_was_confirmed(staged, run, monkeypatch):
+def test_reclaim_across_targets_writes_what_was_confirmed(copied, run, monkeypatch):
     """The live leases of orders run out while the question is up: 'yes' reclaims what the
     question showed on each target, not the leases that expired after it."""
     from jobctl.cli import terminal
@@ -532,7 +600,7 @@ def test_reclaim_across_targets_writes_what_was_confirmed(staged, run, monkeypat
 
     def answer_yes_late(question, about=(), title=""):
         asked.append(question)
-        expire_live_leases(staged, "orders")  # 2 live leases run out while a person reads
+        expire_live_leases(copied, "orders")  # 2 live leases run out while a person reads
 
     monkeypatch.setattr(terminal, "confirm", answer_yes_late)
     code, out, err = run(
@@ -542,10 +610,10 @@ def test_reclaim_across_targets_writes_what_was_confirmed(staged, run, monkeypat
     assert asked == ["Reclaim 5 expired job(s) on 2 target(s)?"]
     done = [r for r in jsonl(out) if r["applied"]]
     assert sum(r["target"] == "orders" for r in done) == 3  # not 5
-    assert processing(staged, "orders") == 2  # the two expired after the question: left
+    assert processing(copied, "orders") == 2  # the two expired after the question: left
 
 
-def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged, run, tmp_path):
+def test_a_plan_across_targets_records_each_target_and_applies_there_only(copied, run, tmp_path):
     plan = tmp_path / "p.json"
     code, _, err = run(
         "--target", "orders", "--target", "billing", "reclaim", "--save-plan", str(plan)
@@ -571,7 +639,7 @@ def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged
     # one target: the plan across targets is not its kind
     code, _, err = run("--target", "orders", "reclaim", "--commit", "--plan", str(plan), "--yes")
     assert code == 2 and "across targets" in err
-    assert processing(staged, "orders") == 5
+    assert processing(copied, "orders") == 5
 
     # a part moved to another target's name is refused there (made for another database);
     # each target's part stands alone, as each target's reclaim does: billing's applies
@@ -585,7 +653,7 @@ def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged
     )
     assert "target emails: plan" in err and "was made for database" in err and code == 1
     assert [(r["target"], r["applied"]) for r in jsonl(out)] == [("billing", True)] * 2
-    assert processing(staged, "orders") == 5 and processing(staged, "emails") == 2
+    assert processing(copied, "orders") == 5 and processing(copied, "emails") == 2
 
     code, out, err = run(
         "--all-targets", "reclaim", "--commit", "--plan", str(plan), "--yes", "-o", "jsonl"
@@ -594,10 +662,10 @@ def test_a_plan_across_targets_records_each_target_and_applies_there_only(staged
     assert [(r["target"], r["applied"]) for r in jsonl(out)] == [("orders", True)] * 3 + [
         ("billing", False)  # reclaimed since the review: fenced out
     ] * 2
-    assert processing(staged, "orders") == 2 and processing(staged, "billing") == 1
+    assert processing(copied, "orders") == 2 and processing(copied, "billing") == 1
 
 
-def test_a_plan_saved_on_one_target_records_it_and_applies_on_that_database(staged, run, tmp_path):
+def test_a_plan_saved_on_one_target_records_it_and_applies_on_that_database(copied, run, tmp_path):
     plan = tmp_path / "one.json"
     assert run("--target", "billing", "reclaim", "--save-plan", str(plan)).code == 0
     assert json.loads(plan.read_text())["where"]["target"] == "billing"
@@ -606,21 +674,21 @@ def test_a_plan_saved_on_one_target_records_it_and_applies_on_that_database(stag
     code, _, err = run("--all-targets", "reclaim", "--commit", "--plan", str(plan), "--yes")
     assert code == 2 and "applies with that one --target" in err
     code, _, _ = run("--target", "billing", "reclaim", "--commit", "--plan", str(plan), "--yes")
-    assert code == 0 and processing(staged, "billing") == 1
+    assert code == 0 and processing(copied, "billing") == 1
 
 
-def test_review_across_targets(staged, run):
+def test_review_across_targets(copied, run):
     assert run("--all-targets", "reclaim", "--commit", "--yes").code == 1  # down: 1
     code, out, err = run("--target", "orders", "--target", "billing", "review", "-o", "jsonl")
     found = jsonl(out)
     # orders: the manual job, failed; billing: nothing exhausted, nothing manual
-    assert [(r["target"], r["id"]) for r in found] == [("orders", staged.ids["orders"][0])]
+    assert [(r["target"], r["id"]) for r in found] == [("orders", copied.ids["orders"][0])]
     assert code == 0, err
 
 
 # ---------------------------------------------------------------- the service
 @pytest.mark.slow
-def test_the_service_serves_every_target_and_rides_out_one_going_down(staged, server_dsn):
+def test_the_service_serves_every_target_and_rides_out_one_going_down(copied, server_dsn):
     env = {**os.environ, "JOBCTL_ACTOR": "tester@ci"}
     service = subprocess.Popen(
         [
@@ -645,11 +713,11 @@ def test_the_service_serves_every_target_and_rides_out_one_going_down(staged, se
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
-    billing_db = psycopg.conninfo.conninfo_to_dict(staged.dsns["billing"])["dbname"]
+    billing_db = psycopg.conninfo.conninfo_to_dict(copied.dsns["billing"])["dbname"]
 
     def stuck_left(name: str) -> int:
         shape = SHAPES[name]
-        with psycopg.connect(staged.dsns[name]) as conn:
+        with psycopg.connect(copied.dsns[name]) as conn:
             return conn.execute(
                 f"SELECT count(*) FROM {shape.table} WHERE {shape.status_column}::text = %s"
                 " AND lease_expires_at < now()",
@@ -667,11 +735,11 @@ def test_the_service_serves_every_target_and_rides_out_one_going_down(staged, se
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                 (billing_db,),
             )
-        expire_live_leases(staged, "orders")  # its 2 live leases run out
+        expire_live_leases(copied, "orders")  # its 2 live leases run out
         wait_until(lambda: stuck_left("orders") == 0, what="orders served, billing down")
         with psycopg.connect(server_dsn, autocommit=True) as admin:  # and comes back
             admin.execute(f"ALTER DATABASE {billing_db} ALLOW_CONNECTIONS true")
-        expire_live_leases(staged, "billing")  # its 1 live lease runs out
+        expire_live_leases(copied, "billing")  # its 1 live lease runs out
         wait_until(lambda: stuck_left("billing") == 0, timeout=30, what="billing back")
         service.send_signal(signal.SIGTERM)
         out, err = service.communicate(timeout=20)
@@ -690,10 +758,10 @@ def test_the_fixture_config_is_private(staged):
     assert Path(staged.config).stat().st_mode & 0o077 == 0
 
 
-def test_metrics_across_targets_carry_each_targets_pauses(staged, run):
+def test_metrics_across_targets_carry_each_targets_pauses(copied, run):
     """A pause on orders is its series with target="orders" across targets; the other
     targets, with none, have none."""
-    with psycopg.connect(staged.dsns["orders"], autocommit=True) as conn:
+    with psycopg.connect(copied.dsns["orders"], autocommit=True) as conn:
         conn.execute("ALTER TABLE jobs ADD COLUMN kind text DEFAULT 'charge_card'")
     code, _, err = run("--target", "orders", "schema", "apply", "--column", "kind=kind", "--yes")
     assert code == 0, err

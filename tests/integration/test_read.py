@@ -240,6 +240,17 @@ def test_read_commands_change_nothing(conn, dsn, run):
     assert snapshot(conn) == before
 
 
+def test_the_dsn_option_wins_over_jobctl_dsn(conn, dsn, empty_dsn, run):
+    """--dsn, not JOBCTL_DSN, names the database (the tests on a table users bring export
+    their own database as JOBCTL_DSN: this is where the two differ)."""
+    add_jobs(conn, 2)
+    claim_all(dsn, 2)
+    code, out, err = run("stuck", "-o", "json")  # JOBCTL_DSN: this test's jobs table
+    assert code == 0 and len(json.loads(out)) == 2, err
+    code, out, err = run("stuck", "-o", "json", dsn=empty_dsn)  # no jobs table there
+    assert code == 1 and out == "" and "does not exist" in err, err
+
+
 def test_application_name_from_dsn_wins(dsn):
     with db.connect(db.Settings(dsn=f"{dsn} application_name=mine")) as c:
         assert c.execute("SHOW application_name").fetchone()["application_name"] == "mine"

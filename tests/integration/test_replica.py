@@ -73,6 +73,23 @@ def trio(bindir: str) -> Iterator[cluster.Replicated]:
         yield made
 
 
+@pytest.fixture(scope="module")
+def lone_server(bindir: str) -> Iterator[cluster.Server]:
+    """A primary without standbys, for the tests that kill it and start it again."""
+    with cluster.replicated(bindir) as made:
+        yield made.primary
+
+
+@pytest.fixture
+def alone(lone_server: cluster.Server) -> cluster.Server:
+    """The module's lone primary, running, without the app database a test before made."""
+    if not lone_server.running():  # a test before failed while it was down
+        lone_server.start()
+    with lone_server.connect() as c:
+        c.execute(f"DROP DATABASE IF EXISTS {APP} WITH (FORCE)")
+    return lone_server
+
+
 @pytest.fixture
 def pair(bindir: str) -> Iterator[cluster.Replicated]:
     """A fresh primary and synchronous standby for one test that kills its primary."""
@@ -364,36 +381,35 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
     )
 
 
-def test_requeue_of_many_ids_losing_its_server_says_what_it_did(bindir, jobctl):
-    with cluster.replicated(bindir) as alone:
-        install(alone.primary)
-        dsn = at(alone.primary)
-        fresh_jobs(dsn, 3_000, 0)
-        ids = [str(i) for i in range(1, 3_001)]
-        proc = Spawned(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "jsonl")
-        started = time.monotonic()
-        while True:
-            with psycopg.connect(dsn) as c:
-                done = c.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()
-            if done and done[0] >= 100:
-                break
-            assert proc.running(), proc.finish()
-            assert time.monotonic() - started < 120
-            time.sleep(0.02)
-        alone.primary.stop("immediate")
-        code, _, err = proc.finish()
-        assert code == 1 and err.count("\n") == 1, err
-        said = int(err.split("before the loss: ")[1].split()[0])
-        assert "of 3000 job(s) written (requeue) and committed" in err
-        assert "re-running the same command is safe" in err
-        alone.primary.start()
-        requeued = sum(1 for v in leases(dsn).values() if v[0] == "queued")
-        assert said <= requeued <= said + 1  # the write in flight may have committed
-        code, out, err = jobctl(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "json")
-        outcomes = [r["outcome"] for r in json.loads(out)]
-        assert outcomes.count("requeued") == 3_000 - requeued
-        assert outcomes.count("refused") == requeued and code == 2
-        assert all(v[0] == "queued" for v in leases(dsn).values())
+def test_requeue_of_many_ids_losing_its_server_says_what_it_did(alone, jobctl):
+    install(alone)
+    dsn = at(alone)
+    fresh_jobs(dsn, 3_000, 0)
+    ids = [str(i) for i in range(1, 3_001)]
+    proc = Spawned(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "jsonl")
+    started = time.monotonic()
+    while True:
+        with psycopg.connect(dsn) as c:
+            done = c.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()
+        if done and done[0] >= 100:
+            break
+        assert proc.running(), proc.finish()
+        assert time.monotonic() - started < 120
+        time.sleep(0.02)
+    alone.stop("immediate")
+    code, _, err = proc.finish()
+    assert code == 1 and err.count("\n") == 1, err
+    said = int(err.split("before the loss: ")[1].split()[0])
+    assert "of 3000 job(s) written (requeue) and committed" in err
+    assert "re-running the same command is safe" in err
+    alone.start()
+    requeued = sum(1 for v in leases(dsn).values() if v[0] == "queued")
+    assert said <= requeued <= said + 1  # the write in flight may have committed
+    code, out, err = jobctl(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "json")
+    outcomes = [r["outcome"] for r in json.loads(out)]
+    assert outcomes.count("requeued") == 3_000 - requeued
+    assert outcomes.count("refused") == requeued and code == 2
+    assert all(v[0] == "queued" for v in leases(dsn).values())
 
 
 def test_the_reclaimer_service_rides_through_a_failover(pair):
@@ -435,48 +451,46 @@ def wait_for(condition: Any, what: str, timeout: float = 90) -> None:
         time.sleep(0.1)
 
 
-def test_schema_apply_losing_its_server_says_which_steps_were_applied(bindir, jobctl):
+def test_schema_apply_losing_its_server_says_which_steps_were_applied(alone, jobctl):
     """A plain queue table of 1,000,000 rows: the server killed while apply builds the reclaim
     index (or validates a constraint); the steps before it stay applied, a re-run finishes."""
-    with cluster.replicated(bindir) as alone:
-        server = alone.primary
-        with server.connect() as c:
-            c.execute(f"CREATE DATABASE {APP}")
-        dsn = at(server)
+    with alone.connect() as c:
+        c.execute(f"CREATE DATABASE {APP}")
+    dsn = at(alone)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "CREATE TABLE q (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT "
+            "'queued', attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 5,"
+            " available_at timestamptz NOT NULL DEFAULT now(), reserved_by text, "
+            "reserved_at timestamptz, last_error text, finished_at timestamptz, "
+            "updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        c.execute("INSERT INTO q (status) SELECT 'done' FROM generate_series(1, 1000000)")
+    proc = Spawned(dsn, "--table", "q", "schema", "apply", "--yes")
+    slow = "CREATE INDEX%%' OR query ILIKE 'ALTER TABLE%%VALIDATE%%"
+    started = time.monotonic()
+    while True:
         with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute(
-                "CREATE TABLE q (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT "
-                "'queued', attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 5,"
-                " available_at timestamptz NOT NULL DEFAULT now(), reserved_by text, "
-                "reserved_at timestamptz, last_error text, finished_at timestamptz, "
-                "updated_at timestamptz NOT NULL DEFAULT now())"
-            )
-            c.execute("INSERT INTO q (status) SELECT 'done' FROM generate_series(1, 1000000)")
-        proc = Spawned(dsn, "--table", "q", "schema", "apply", "--yes")
-        slow = "CREATE INDEX%%' OR query ILIKE 'ALTER TABLE%%VALIDATE%%"
-        started = time.monotonic()
-        while True:
-            with psycopg.connect(dsn, autocommit=True) as c:
-                busy = c.execute(
-                    f"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'jobctl' "
-                    f"AND state = 'active' AND (query ILIKE '{slow}')"
-                ).fetchone()
-            if busy and busy[0]:
-                break
-            assert proc.running(), proc.finish()
-            assert time.monotonic() - started < 120
-            time.sleep(0.01)
-        server.stop("immediate")
-        code, _, err = proc.finish()
-        *done, last = err.splitlines()  # a line per step applied, then the loss
-        assert code == 1 and "Traceback" not in err, err
-        assert all(line.startswith("done: ") for line in done)
-        assert last.startswith("jobctl: error: database unavailable")
-        applied = int(last.split("before the loss: ")[1].split()[0])
-        assert applied == len(done) >= 1 and "step(s) applied and committed" in last
-        assert "re-running the same command is safe" in last
-        server.start()
-        code, _, err = jobctl(dsn, "--table", "q", "schema", "apply", "--yes")
-        assert code == 0, err
-        code, out, _ = jobctl(dsn, "--table", "q", "schema", "check", "-o", "json")
-        assert code == 0 and all(c["ok"] for c in json.loads(out)), out
+            busy = c.execute(
+                f"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'jobctl' "
+                f"AND state = 'active' AND (query ILIKE '{slow}')"
+            ).fetchone()
+        if busy and busy[0]:
+            break
+        assert proc.running(), proc.finish()
+        assert time.monotonic() - started < 120
+        time.sleep(0.01)
+    alone.stop("immediate")
+    code, _, err = proc.finish()
+    *done, last = err.splitlines()  # a line per step applied, then the loss
+    assert code == 1 and "Traceback" not in err, err
+    assert all(line.startswith("done: ") for line in done)
+    assert last.startswith("jobctl: error: database unavailable")
+    applied = int(last.split("before the loss: ")[1].split()[0])
+    assert applied == len(done) >= 1 and "step(s) applied and committed" in last
+    assert "re-running the same command is safe" in last
+    alone.start()
+    code, _, err = jobctl(dsn, "--table", "q", "schema", "apply", "--yes")
+    assert code == 0, err
+    code, out, _ = jobctl(dsn, "--table", "q", "schema", "check", "-o", "json")
+    assert code == 0 and all(c["ok"] for c in json.loads(out)), out
