@@ -302,11 +302,11 @@ def _reads_pauses(update: dict[str, Any]) -> bool:
 
 
 def _pauses_given(expr: Any) -> bool:
-    """``ARRAY[...] && $n`` (job_paused with its pause keys a parameter)."""
-    if not isinstance(expr, dict):
+    """``ARRAY[...] && $n`` (job_paused with its pause keys a parameter), ``&&`` the
+    system's (``_catalog_operator``: not one named so in another schema)."""
+    if not isinstance(expr, dict) or not _catalog_operator(expr, ("&&",)):
         return False
-    names = [x.get("String", {}).get("sval") for x in expr.get("name", []) if isinstance(x, dict)]
-    if not names or names[-1] != "&&" or "A_ArrayExpr" not in (expr.get("lexpr") or {}):
+    if "A_ArrayExpr" not in (expr.get("lexpr") or {}):
         return False
     right = expr.get("rexpr") or {}
     right = right.get("TypeCast", {}).get("arg", right)

@@ -441,6 +441,16 @@ def test_a_claim_that_does_not_read_the_pauses():
     assert judge.judge(PAUSED_CLAIM, PAUSABLE).kinds == ()
     elsewhere = PAUSED_CLAIM.replace("jobctl.pauses", "public.pauses")
     assert judge.judge(elsewhere, PAUSABLE).kinds == ("claim_ignores_pauses",)
+    # lease.Worker's claim: the pauses given as a parameter, with the system's &&
+    given = DESIGN_CLAIM.replace(
+        "available_at <= now() ",
+        "available_at <= now() AND NOT (ARRAY['kind:' || j.kind, 'queue:' || j.queue] "
+        "OPERATOR(pg_catalog.&&) $8::text[]) ",
+    )
+    assert judge.judge(given, PAUSABLE).kinds == ()
+    assert judge.judge(given.replace("OPERATOR(pg_catalog.&&)", "&&"), PAUSABLE).kinds == ()
+    spoofed = given.replace("OPERATOR(pg_catalog.&&)", "OPERATOR(app.&&)")
+    assert judge.judge(spoofed, PAUSABLE).kinds == ("claim_ignores_pauses",)
     # not a claim: a heartbeat needs no pause check
     beat = (
         "UPDATE jobs SET heartbeat_at = now(), lease_expires_at = now() + $1::interval "
