@@ -124,15 +124,7 @@ def commit(
                 yield rows
             break  # a batch came back short, or the limit or stop ended them
         except psycopg.errors.SerializationFailure as exc:
-            if not db.moved_to_another_partition(exc):
-                raise
-            # a table partitioned by status: a worker's transition moved a row to another
-            # partition between this batch's snapshot and its lock (SQLSTATE 40001). Nothing
-            # of the batch was applied; the row changed, so the batch is read again (it no
-            # longer qualifies). Many in a row: not a race but the statement's own error.
-            moved += 1
-            if moved > MOVED_RETRIES:
-                raise
+            moved = _read_again(exc, moved)
             continue
         except psycopg.DatabaseError as exc:
             if not row_errors.isolated(exc):
@@ -151,11 +143,27 @@ def commit(
         if len(rows) + len(failed) + len(untouched) < size or (stop and stop.is_set()):
             break
     if which.plan is None and (limit is None or handled < limit):
-        with s.transaction(read_only=True):  # streamed: only the locked rows are kept
-            rest = preview(s, which, None if limit is None else limit - handled)
-            left_locked = [r for r in rest if r["skipped"]]
+        left_locked = _left_locked(s, which, None if limit is None else limit - handled)
         if left_locked:
             yield left_locked
+
+
+def _read_again(exc: psycopg.errors.SerializationFailure, moved: int) -> int:
+    """A table partitioned by status: a worker's transition moved a row to another partition
+    between a batch's snapshot and its lock (SQLSTATE 40001). Nothing of the batch was
+    applied; the row changed, so the batch is read again (it no longer qualifies): the count
+    of such batches in a row, one more. Many in a row: not a race but the statement's own
+    error, raised."""
+    if not db.moved_to_another_partition(exc) or moved >= MOVED_RETRIES:
+        raise exc
+    return moved + 1
+
+
+def _left_locked(s: Session, which: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
+    """The expired rows a commit passed by, locked by another session (read-only, streamed:
+    only the locked rows are kept)."""
+    with s.transaction(read_only=True):
+        return [row for row in preview(s, which, limit) if row["skipped"]]
 
 
 def _batches(
