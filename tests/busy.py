@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -77,7 +78,10 @@ def make_queue(conn: psycopg.Connection, table: str, queued: int, done: int = 0)
 
 
 def worker(dsn: str, table: str, name: str, seconds: float) -> dict[str, list[float]]:
-    """Claim and complete for ``seconds``; every statement's latency, in seconds."""
+    """Claim and complete for ``seconds``, or until SIGTERM (``stop``: the test is done with
+    the workers before then); every statement's latency, in seconds."""
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
     t = sql.Identifier(table)
     claim, complete = sql.SQL(CLAIM).format(t=t), sql.SQL(COMPLETE).format(t=t)
     latencies: list[float] = []
@@ -94,7 +98,7 @@ def worker(dsn: str, table: str, name: str, seconds: float) -> dict[str, list[fl
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         ends = time.monotonic() + seconds
-        while time.monotonic() < ends:
+        while time.monotonic() < ends and not stopped:
             try:
                 row = timed(claim, {"worker": name})
                 if row is None:
@@ -126,6 +130,12 @@ def start_workers(dsn: str, table: str, count: int, seconds: float) -> list[subp
         )
         for i in range(count)
     ]
+
+
+def stop(workers: list[subprocess.Popen]) -> None:
+    """Tell the workers to finish their current statement and print what they timed."""
+    for proc in workers:
+        proc.send_signal(signal.SIGTERM)
 
 
 def collect(workers: list[subprocess.Popen]) -> dict[str, list]:

@@ -230,7 +230,7 @@ def test_switching_modes_is_online_and_idempotent(conn, dsn):
     first = jobctl_process(dsn, "schema", "apply", "--yes")
     assert first.returncode == 0, first.stderr
     oid = db.resolve_table(conn, "jobs").oid
-    workers = busy.start_workers(dsn, "jobs", 3, seconds=8)
+    workers = busy.start_workers(dsn, "jobs", 3, seconds=60)  # stopped after the switches
     time.sleep(1)  # the workers are up and claiming
     stop, seen = threading.Event(), []
     sampler = threading.Thread(target=exclusive_locks, args=(dsn, oid, stop, seen))
@@ -248,6 +248,7 @@ def test_switching_modes_is_online_and_idempotent(conn, dsn):
         ended = time.time()
         stop.set()
         sampler.join()
+        busy.stop(workers)
     result = busy.collect(workers)
 
     assert seen == []

@@ -1,7 +1,7 @@
 """A primary and hot standbys the test session makes itself (initdb, ``pg_basebackup -R``, free
 local ports, the server binaries of the run's major version), torn down after: reads on a
 lagging standby, writes refused there, multi-host DSNs, a failover in the middle of a reclaim
-of 20,000 rows, requeue losing its server, and the reclaimer service through a failover.
+of 5,000 rows, requeue losing its server, and the reclaimer service through a failover.
 
 Skipped when no server binaries of the run's version are on the machine; failed instead when
 JOBCTL_REQUIRE_REPLICA=1 (CI sets it).
@@ -28,7 +28,9 @@ from jobctl import lease
 from jobctl.cli import main as cli
 
 APP = "app"
-EXPIRED, LIVE = 20_000, 500
+EXPIRED, LIVE = 5_000, 500
+LOSS_AT = 1_000  # reclaimed when the primary is killed
+MANY = 1_000  # ids one requeue is given when it loses its server
 
 
 # ---------------------------------------------------------------- the clusters
@@ -324,7 +326,7 @@ def count_reclaimed(dsn: str) -> int:
 
 
 def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
-    """20,000 expired jobs and 500 live ones; the primary killed (pg_ctl -m immediate) while
+    """5,000 expired jobs and 500 live ones; the primary killed (pg_ctl -m immediate) while
     reclaim --commit runs; the synchronous standby promoted; the same command run again."""
     primary, standby = pair.primary, pair.standby("sync1")
     claims = fresh_jobs(at(primary), EXPIRED, LIVE)
@@ -333,7 +335,7 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
     command = ("reclaim", "--commit", "--yes", "--batch-size", "20", "-o", "jsonl")
     proc = Spawned(both, *command)
     started = time.monotonic()
-    while count_reclaimed(at(primary)) < 2_000:
+    while count_reclaimed(at(primary)) < LOSS_AT:
         assert proc.running(), proc.finish()
         assert time.monotonic() - started < 120
         time.sleep(0.02)
@@ -347,7 +349,7 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
     assert "re-running the same command is safe" in line
     reported = [json.loads(row) for row in out.splitlines()]
     assert all(r["applied"] for r in reported)
-    assert 2_000 <= len(reported) <= said < EXPIRED
+    assert LOSS_AT <= len(reported) <= said < EXPIRED
 
     standby.promote()
     code, out, err = jobctl(both, *command)
@@ -384,8 +386,8 @@ def test_a_failover_in_the_middle_of_a_reclaim(pair, jobctl):
 def test_requeue_of_many_ids_losing_its_server_says_what_it_did(alone, jobctl):
     install(alone)
     dsn = at(alone)
-    fresh_jobs(dsn, 3_000, 0)
-    ids = [str(i) for i in range(1, 3_001)]
+    fresh_jobs(dsn, MANY, 0)
+    ids = [str(i) for i in range(1, MANY + 1)]
     proc = Spawned(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "jsonl")
     started = time.monotonic()
     while True:
@@ -400,14 +402,14 @@ def test_requeue_of_many_ids_losing_its_server_says_what_it_did(alone, jobctl):
     code, _, err = proc.finish()
     assert code == 1 and err.count("\n") == 1, err
     said = int(err.split("before the loss: ")[1].split()[0])
-    assert "of 3000 job(s) written (requeue) and committed" in err
+    assert f"of {MANY} job(s) written (requeue) and committed" in err
     assert "re-running the same command is safe" in err
     alone.start()
     requeued = sum(1 for v in leases(dsn).values() if v[0] == "queued")
     assert said <= requeued <= said + 1  # the write in flight may have committed
     code, out, err = jobctl(dsn, "requeue", *ids, "--yes", "--reason", "replay", "-o", "json")
     outcomes = [r["outcome"] for r in json.loads(out)]
-    assert outcomes.count("requeued") == 3_000 - requeued
+    assert outcomes.count("requeued") == MANY - requeued
     assert outcomes.count("refused") == requeued and code == 2
     assert all(v[0] == "queued" for v in leases(dsn).values())
 

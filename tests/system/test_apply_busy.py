@@ -46,7 +46,7 @@ def checks(dsn: str, table: str) -> dict[str, bool]:
 @pytest.mark.slow
 def test_workers_never_queue_behind_apply_and_it_lands_after_the_report(conn, dsn):
     busy.make_queue(conn, "q", queued=40_000, done=20_000)
-    workers = busy.start_workers(dsn, "q", 3, seconds=5)
+    workers = busy.start_workers(dsn, "q", 3, seconds=30)  # stopped once the apply is done
     time.sleep(1)  # the workers are up and claiming
     report, report_pid = busy.start_report(dsn, "q", 3)
     started = time.time()
@@ -54,6 +54,7 @@ def test_workers_never_queue_behind_apply_and_it_lands_after_the_report(conn, ds
         dsn, "--table", "q", "schema", "apply", "--yes", "--lock-deadline", "30s"
     )
     ended = time.time()
+    busy.stop(workers)
     report.communicate(timeout=30)
     result = busy.collect(workers)
 

@@ -27,9 +27,9 @@ def test_workers_never_queue_behind_remove_and_it_lands_after_the_report(conn, d
     busy.make_queue(conn, "q", queued=40_000, done=20_000)
     applied = jobctl_process(dsn, "--table", "q", "schema", "apply", "--yes")
     assert applied.returncode == 0, applied.stderr
-    workers = busy.start_workers(dsn, "q", 3, seconds=20)
+    workers = busy.start_workers(dsn, "q", 3, seconds=60)  # stopped once the removes are done
     time.sleep(1)  # the workers are up and claiming
-    report, report_pid = busy.start_report(dsn, "q", 10)  # (jobctl takes a while to start)
+    report, report_pid = busy.start_report(dsn, "q", 5)  # (jobctl takes a while to start)
     started = time.time()
     trigger = jobctl_process(
         dsn, "--table", "q", "schema", "remove", "--yes", "--lock-deadline", "30s"
@@ -42,6 +42,7 @@ def test_workers_never_queue_behind_remove_and_it_lands_after_the_report(conn, d
         dsn, "--table", "q", "schema", "remove", "--history", "--columns", "--yes"
     )
     rest_ended = time.time()
+    busy.stop(workers)
     result = busy.collect(workers)
 
     assert trigger.returncode == 0, trigger.stderr
