@@ -1,8 +1,9 @@
 """Tests run against a real PostgreSQL: JOBCTL_TEST_DSN when set, else a server the session
 starts from the binaries in JOBCTL_TEST_BINDIR when set, else an embedded server.
 
-Each test gets its own database, cloned from a template that already holds the reference
-jobs table and jobctl's history (``jobctl schema apply --create``).
+Each test gets a database of its own as a fresh clone of a template that already holds the
+reference jobs table and jobctl's history (``jobctl schema apply --create``): cloned, or
+emptied after a test that changed only rows (tests/databases.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from databases import Databases
 from helpers import POOL_SIZE
 from psycopg import conninfo, rows
 
@@ -153,8 +155,10 @@ def _wait_for(pooled: str, proc: subprocess.Popen[bytes], log: Any) -> None:
 
 
 @pytest.fixture
-def pooled_dsn(dsn: str, pgbouncer: str) -> str:
-    """This test's database, through the private PgBouncer (transaction mode)."""
+def pooled_dsn(dsn: str, pgbouncer: str, databases: Databases) -> str:
+    """This test's database, through the private PgBouncer (transaction mode); never lent
+    again (the pooler keeps server connections to it)."""
+    databases.spoil(dsn)
     return conninfo.make_conninfo(pgbouncer, dbname=conninfo.conninfo_to_dict(dsn)["dbname"])
 
 
@@ -188,10 +192,21 @@ def scratch_database(server_dsn: str, prefix: str, template: str | None = None) 
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest.fixture(scope="session")
+def databases(server_dsn: str, template: str) -> Iterator[Databases]:
+    """This process's clones of the template, lent to one test at a time (tests/databases.py)."""
+    made = Databases(server_dsn, template)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
 @pytest.fixture
-def dsn(server_dsn: str, template: str) -> Iterator[str]:
-    """A fresh database for this test, with the jobs table and the history installed."""
-    with scratch_database(server_dsn, "jobctl_t", template) as made:
+def dsn(databases: Databases) -> Iterator[str]:
+    """A database for this test as a fresh clone of the template: the jobs table and the
+    history installed, no rows."""
+    with databases.lent() as made:
         yield made
 
 
