@@ -217,7 +217,8 @@ def exclusive_locks(dsn: str, table_oid: int, stop: threading.Event, seen: list[
                 "SELECT coalesce(a.query, '?') FROM pg_locks l "
                 "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
                 "WHERE l.relation = %s AND l.locktype = 'relation'"
-                " AND l.mode = 'AccessExclusiveLock'",
+                " AND l.mode = 'AccessExclusiveLock' AND l.database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())",
                 (table_oid,),
             ):
                 seen.append(query)

@@ -114,7 +114,8 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
             lambda: (
                 conn.execute(
                     "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%jobctl.migrations%' AND pid <> pg_backend_pid()"
+                    "AND query LIKE '%jobctl.migrations%' AND pid <> pg_backend_pid() "
+                    "AND datname = current_database()"
                 ).fetchone()["n"]
                 > 0
                 or apply.poll() is not None

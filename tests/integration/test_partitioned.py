@@ -230,7 +230,10 @@ def test_an_interrupted_concurrent_build_is_dropped_and_rebuilt(empty_dsn, run):
         )
         # the first partition's concurrent build waits for the report's snapshot: stopped
         # there (as by Ctrl-C or a statement timeout), it leaves an invalid index behind
-        building = "SELECT pid FROM pg_stat_progress_create_index WHERE phase LIKE 'waiting%'"
+        building = (  # (this test's database: the other tests' builds run beside it)
+            "SELECT pid FROM pg_stat_progress_create_index"
+            " WHERE phase LIKE 'waiting%' AND datname = current_database()"
+        )
         wait_until(lambda: conn.execute(building).fetchone() is not None, what="the build")
         conn.execute(f"SELECT pg_cancel_backend(({building}))")
         _, err = apply.communicate(timeout=30)
