@@ -1,4 +1,4 @@
--- What a role that is not jobctl's claimed, kept apart from what the database saw (issue 23).
+-- What a role that is not jobctl's claimed, kept apart from what the database saw.
 --
 -- The trigger records the declared actor (jobctl.actor) as the event's actor, and the
 -- declared action (jobctl_action: requeued, manually_failed ...) as its kind, only when the

@@ -1,4 +1,4 @@
--- A recovery policy per kind or queue of a jobs table (issue 35): jobctl policy --kind K
+-- A recovery policy per kind or queue of a jobs table: jobctl policy --kind K
 -- --manual makes reclaim's one decision (reclaim_action) treat every job of kind K as manual,
 -- whatever its row says, and stuck says where the policy came from. One row per table,
 -- dimension (kind, queue) and value; every change beside it, with who made it and why.

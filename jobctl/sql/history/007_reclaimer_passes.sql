@@ -1,4 +1,4 @@
--- The reclaimer's heartbeat (issue 37): each `reclaim --every` records every pass it finishes,
+-- The reclaimer's heartbeat: each `reclaim --every` records every pass it finishes,
 -- one row per reclaimer of a table, so that metrics (jobctl_reclaimer_last_pass_timestamp_seconds,
 -- jobctl_reclaimer_passes_total) and summary can tell when no reclaimer has run: a sweeper that
 -- stopped is seen by its silence here, not by the stuck jobs piling up later.
