@@ -368,10 +368,12 @@ def test_reclaim_spread_paces_the_return_in_the_fenced_statement(conn, dsn, run)
     assert row["n"] == 20
     assert row["lo"].total_seconds() >= -5 and row["lo"].total_seconds() < 60
     assert row["hi"].total_seconds() > 480 and row["hi"].total_seconds() <= 600
-    # evenly: each of the ten minutes holds two of them
+    # evenly: each of the ten minutes after the reclaim (its transaction's now(), which its
+    # history event keeps; not this later now(), which would shift rows across minutes)
     minutes = conn.execute(
-        "SELECT floor(extract(epoch FROM available_at - now()) / 60) AS m, count(*) AS n "
-        "FROM jobs WHERE reclaim_count = 1 GROUP BY 1 ORDER BY 1"
+        "SELECT floor(extract(epoch FROM j.available_at - e.at) / 60) AS m, count(*) AS n "
+        "FROM jobs j JOIN jobctl.events e ON e.job_id = j.id::text AND e.event = 'reclaimed' "
+        "WHERE j.reclaim_count = 1 GROUP BY 1 ORDER BY 1"
     ).fetchall()
     assert [r["n"] for r in minutes] == [2] * 10
 
