@@ -71,8 +71,8 @@ class Baseline:
 
     catalog_rows: dict[str, int]  # catalog -> rows
     filled: dict[str, int]  # user table the template fills -> rows
-    called: frozenset[str]  # sequences the template has used
-    statistics: int  # pg_statistic rows of user tables
+    called: frozenset[str]  # sequences the template has used (none in the reference one)
+    statistics: int  # pg_statistic rows of user tables (none in the reference one)
 
 
 class Databases:
@@ -83,7 +83,7 @@ class Databases:
         self.spoiled: set[str] = set()
         self.baseline: Baseline | None = None
         self.catalogs: list[str] = []
-        self.lent_count = self.reused = 0
+        self.reused = 0
 
     def dsn(self, name: str) -> str:
         return conninfo.make_conninfo(self.server_dsn, dbname=name)
@@ -92,7 +92,6 @@ class Databases:
     def lent(self) -> Iterator[str]:
         """A database as a fresh clone of the template, for one test."""
         name = self.idle.pop() if self.idle else self._create()
-        self.lent_count += 1
         with psycopg.connect(self.server_dsn, autocommit=True) as admin:
             since = admin.execute("SELECT txid_current() % 4294967296").fetchone()[0]  # type: ignore[index]
         try:
@@ -155,8 +154,8 @@ class Databases:
         the database is as a fresh clone."""
         base = self.baseline
         assert base is not None
-        if base.called:
-            return False  # a template that used a sequence: its values are not set back
+        if base.called or base.statistics:
+            return False  # a template with used sequences or statistics: not set back
         try:
             with psycopg.connect(self.server_dsn, autocommit=True) as admin:
                 if not self._alone(admin, name):
@@ -213,25 +212,20 @@ class Databases:
             "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false)"
             " FROM pg_sequences WHERE last_value IS NOT NULL"
         )
-        if base.statistics == 0:
-            conn.execute(
-                "DELETE FROM pg_statistic s USING pg_class c, pg_namespace n"
-                f" WHERE c.oid = s.starelid AND n.oid = c.relnamespace AND {USER_SCHEMAS}"
-            )
+        conn.execute(
+            "DELETE FROM pg_statistic s USING pg_class c, pg_namespace n"
+            f" WHERE c.oid = s.starelid AND n.oid = c.relnamespace AND {USER_SCHEMAS}"
+        )
         conn.execute("SELECT pg_stat_reset()")
 
     def _catalog_rows(
         self, conn: psycopg.Connection, since: int | None
     ) -> dict[str, tuple[int, int]]:
         """Each catalog's rows, and how many were written since ``since`` (a transaction id)."""
-        newer = (
-            "0"
-            if since is None
-            else "count(*) FILTER (WHERE age(xmin) <= age(%(since)s::text::xid))"
-        )
+        new = sql.SQL("0" if since is None else f"count(*) FILTER (WHERE {NEW})")
         query = sql.SQL(" UNION ALL ").join(
-            sql.SQL("SELECT {name}, count(*), " + newer + " FROM pg_catalog.{table}").format(
-                name=sql.Literal(c), table=sql.Identifier(c)
+            sql.SQL("SELECT {name}, count(*), {new} FROM pg_catalog.{table}").format(
+                name=sql.Literal(c), new=new, table=sql.Identifier(c)
             )
             for c in self.catalogs
         )
