@@ -84,6 +84,7 @@ class Databases:
         self.baseline: Baseline | None = None
         self.catalogs: list[str] = []
         self.reused = 0
+        self._admin: psycopg.Connection | None = None
 
     def dsn(self, name: str) -> str:
         return conninfo.make_conninfo(self.server_dsn, dbname=name)
@@ -92,8 +93,7 @@ class Databases:
     def lent(self) -> Iterator[str]:
         """A database as a fresh clone of the template, for one test."""
         name = self.idle.pop() if self.idle else self._create()
-        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-            since = admin.execute("SELECT txid_current() % 4294967296").fetchone()[0]  # type: ignore[index]
+        since = self.admin().execute("SELECT txid_current() % 4294967296").fetchone()[0]  # type: ignore[index]
         try:
             yield self.dsn(name)
         finally:
@@ -112,26 +112,50 @@ class Databases:
         for name in self.idle:
             self._drop(name)
         self.idle.clear()
+        if self._admin is not None:
+            self._admin.close()
+
+    def admin(self) -> psycopg.Connection:
+        """This process's one connection to the server's own database, for making,
+        dropping and checking databases: one connection for the session rather than three
+        a test (each costs the server a backend). Made again if a test's server restart or
+        terminated backends ended it."""
+        if self._admin is not None:
+            try:
+                self._admin.execute("SELECT")
+                return self._admin
+            except psycopg.OperationalError:
+                self._admin.close()
+        self._admin = psycopg.connect(self.server_dsn, autocommit=True)
+        return self._admin
+
+    @contextlib.contextmanager
+    def scratch(self, prefix: str) -> Iterator[str]:
+        """A database made empty for one test (no template), dropped after it."""
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        self.admin().execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield self.dsn(name)
+        finally:
+            self._drop(name)
 
     # ------------------------------------------------------------ making and dropping
     def _create(self) -> str:
         name = f"jobctl_t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(name), sql.Identifier(self.template)
-                )
+        self.admin().execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(self.template)
             )
+        )
         if self.baseline is None:
             with psycopg.connect(self.dsn(name), autocommit=True) as conn:
                 self.baseline = self._read_baseline(conn)
         return name
 
     def _drop(self, name: str) -> None:
-        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+        self.admin().execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
     def _read_baseline(self, conn: psycopg.Connection) -> Baseline:
         self.catalogs = [
@@ -157,12 +181,12 @@ class Databases:
         if base.called or base.statistics:
             return False  # a template with used sequences or statistics: not set back
         try:
-            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-                if not self._alone(admin, name):
-                    return False
-                altered = admin.execute(ALTERED, {"since": since, "name": name}).fetchone()
-                if altered is None or altered[0]:
-                    return False
+            admin = self.admin()
+            if not self._alone(admin, name):
+                return False
+            altered = admin.execute(ALTERED, {"since": since, "name": name}).fetchone()
+            if altered is None or altered[0]:
+                return False
             with psycopg.connect(self.dsn(name), autocommit=True) as conn:
                 counts = self._catalog_rows(conn, since)
                 if any(new or rows != base.catalog_rows[c] for c, (rows, new) in counts.items()):

@@ -24,7 +24,7 @@ from jobctl.schema import history
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "history_v3_jobs.sql"
 CUT = history.KEPT_CHARS
-BOUND_MS = 500  # a worker's statement during an apply (tests/system/test_apply_busy.py)
+BOUND_MS = 500  # a worker's wait on a lock during an apply (tests/system/test_apply_busy.py)
 FULL = "more bytes; --full shows all)"
 NOT_KEPT = "more bytes not kept by the history)"
 
@@ -125,9 +125,10 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
         times = []
         try:
             # (queued behind apply's lock until the holder ends, a worker would wait for ever)
-            with psycopg.connect(
-                empty_dsn, autocommit=True, options="-c statement_timeout=5s"
-            ) as c:
+            # a wait on a lock over BOUND_MS fails the claim (lock_timeout), however busy
+            # the machine is with the rest of the suite
+            bounded = f"-c statement_timeout=5s -c lock_timeout={BOUND_MS}"
+            with psycopg.connect(empty_dsn, autocommit=True, options=bounded) as c:
                 worker = lease.Worker(c, "busy", lease_seconds=600)
                 ends = time.monotonic() + 2
                 while time.monotonic() < ends:
@@ -145,7 +146,7 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
                 apply.kill()
                 apply.communicate()
         assert apply.returncode == 0, err
-        assert len(times) > 20 and max(times) < BOUND_MS, (len(times), max(times))
+        assert len(times) > 20, (len(times), max(times))  # and none waited past its bound
 
         assert run("schema", "check", dsn=empty_dsn).code == 0
         after = fail(empty_dsn, name, error)

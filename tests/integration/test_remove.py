@@ -19,7 +19,7 @@ from shapes import OWN_NAMES_PARKED, SHAPES, WORKER_STATEMENTS, Shape
 
 from jobctl import db
 
-BOUND_MS = 500  # schema apply's bound for any worker statement while it runs (the same here)
+BOUND_MS = 500  # schema apply's bound for a worker's wait on a lock while it runs (the same here)
 LEASE = "30 seconds"
 
 
@@ -72,7 +72,12 @@ def checks(run, s: Shape, dsn: str) -> dict[str, dict[str, Any]]:
 
 class Workers:
     """Real workers on their own connections, running the lease design's statements in the
-    table's own names (claim, heartbeat, then complete or fail), timing each statement."""
+    table's own names (claim, heartbeat, then complete or fail), timing each statement.
+
+    A worker's wait on a lock is bounded by the server (``lock_timeout``: over ``BOUND_MS``
+    and the statement fails, an error the test reports), not by the statement's time seen
+    from here, which a machine busy with the rest of the suite stretches (562 ms was seen
+    once, with no lock wait)."""
 
     def __init__(self, dsn: str, s: Shape, count: int = 3) -> None:
         with psycopg.connect(dsn, row_factory=rows.dict_row) as conn:
@@ -102,7 +107,8 @@ class Workers:
 
     def work(self, name: str) -> None:
         n = 0
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        bounded = f"-c lock_timeout={BOUND_MS}"
+        with psycopg.connect(self.dsn, autocommit=True, options=bounded) as conn:
             while not self.stop.is_set():
                 token = uuid.uuid4()
                 try:
@@ -167,10 +173,9 @@ def test_remove_in_layers_while_workers_run_on_each_shape(empty_dsn, run, s):
         assert "kept: the history of" in trigger.stderr
         assert history_rows > 0  # the workers' failures were recorded, and are kept
         assert wiped.returncode == 0, wiped.stderr
-        assert not workers.errors, workers.errors[:3]
+        assert not workers.errors, workers.errors[:3]  # a lock wait over BOUND_MS is one
         meanwhile = workers.during(t0, t1) + workers.during(t2, t3)
         assert len(meanwhile) > 10, "the workers were not running during the removes"
-        assert max(meanwhile) * 1000 < BOUND_MS, max(meanwhile)
 
         found = checks(run, s, dsn)
         assert found["history installed"]["ok"] is False
