@@ -1,5 +1,5 @@
-"""What the job is, pure rules: the kind and queue mapping, the --error pattern, the paced return,
-and the bounded label set of metrics."""
+"""What the job is, pure rules: the kind and queue mapping, the paced return, and the bounded
+label set of metrics (the --kind/--queue/--error slice itself: test_slices.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 
 from jobctl import errors
 from jobctl.ops import manual, metrics
-from jobctl.ops.slices import Slice, error_pattern
 from jobctl.table.mapping import TableMapping
 
 
@@ -29,27 +28,6 @@ def test_a_kind_on_a_design_column_is_refused():
         TableMapping.parse(columns=["kind=status"])
     with pytest.raises(errors.UsageError, match="kind=COLUMN"):
         TableMapping.parse(columns=["kind="])
-
-
-def test_kind_without_the_mapping_says_how_to_map_it():
-    with pytest.raises(errors.UsageError, match="--column kind=COLUMN"):
-        Slice(kinds=("x",)).check(TableMapping())
-    Slice(error="x").check(TableMapping())  # --error needs no mapping
-
-
-@pytest.mark.parametrize(
-    ("text", "pattern"),
-    [
-        ("smtp", "%smtp%"),
-        ("100%", "%100\\%%"),
-        ("quota_used", "%quota\\_used%"),
-        ("a\\b", "%a\\\\b%"),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_error_text_matches_only_itself(text, pattern):
-    assert error_pattern(text) == pattern
 
 
 def test_paced_delays_are_even_with_jitter():
