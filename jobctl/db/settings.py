@@ -8,13 +8,8 @@ import datetime as dt
 import getpass
 import os
 import socket
-from typing import TYPE_CHECKING
 
 from jobctl import errors
-
-if TYPE_CHECKING:
-    pass
-
 
 DEFAULT_STATEMENT_TIMEOUT = dt.timedelta(seconds=30)
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=2)
