@@ -1,4 +1,4 @@
-"""Exit codes: the worst over several ids, and what an operator write reports."""
+"""Exit codes (jobctl/errors.py): the worst over several ids, and what an operator write reports."""
 
 from __future__ import annotations
 
