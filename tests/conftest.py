@@ -211,9 +211,9 @@ def dsn(databases: Databases) -> Iterator[str]:
 
 
 @pytest.fixture
-def empty_dsn(databases: Databases) -> Iterator[str]:
+def empty_dsn(server_dsn: str) -> Iterator[str]:
     """A fresh database with nothing of jobctl's in it: for the tables users bring."""
-    with databases.scratch("jobctl_e") as made:
+    with scratch_database(server_dsn, "jobctl_e") as made:
         yield made
 
 

@@ -129,16 +129,6 @@ class Databases:
         self._admin = psycopg.connect(self.server_dsn, autocommit=True)
         return self._admin
 
-    @contextlib.contextmanager
-    def scratch(self, prefix: str) -> Iterator[str]:
-        """A database made empty for one test (no template), dropped after it."""
-        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-        self.admin().execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield self.dsn(name)
-        finally:
-            self._drop(name)
-
     # ------------------------------------------------------------ making and dropping
     def _create(self) -> str:
         name = f"jobctl_t_{uuid.uuid4().hex[:12]}"
