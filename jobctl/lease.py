@@ -175,13 +175,17 @@ class Worker:
     def complete(self, job: Claim) -> None:
         """Mark the job done; LeaseLost if this attempt no longer holds it.
 
-        Safe to retry after a lost acknowledgement: a job that is done with no claim since
-        this attempt's (``attempts`` unchanged) was completed by this attempt.
+        Safe to retry after a lost acknowledgement: the completion keeps this attempt's token
+        on the done row, so a job done and holding this token was completed by this attempt
+        (and no other: each claim writes a new token). Nothing an operator can change decides
+        it: after ``reclaim --refund-attempt`` gives the attempt number back and another
+        worker completes the job, this attempt's late complete raises ``LeaseLost``.
         """
-        if self._run("complete", {"id": job.id, "attempt_token": job.attempt_token}):
+        params = {"id": job.id, "attempt_token": job.attempt_token}
+        if self._run("complete", params):
             return
-        row = self._run("job_outcome", {"id": job.id})
-        if row is not None and row[0] and row[1] == job.attempt:
+        row = self._run("job_outcome", params)
+        if row is not None and row[0]:
             return
         raise LeaseLost(job, "complete")
 

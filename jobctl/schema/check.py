@@ -336,11 +336,10 @@ def _lease_row_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> lis
             f"{counts['invisible']} rows reclaim can never see",
         ),
         Check(
-            "token iff processing",
+            "a token only on processing or done rows",
             counts["inconsistent"] == 0,
-            f"{counts['inconsistent']} rows where ({names.column('status')} = "
-            f"{names.status('processing')!r}) <> "
-            "(attempt_token IS NOT NULL)",
+            f"{counts['inconsistent']} rows neither {names.status('processing')!r} nor "
+            f"{names.status('done')!r} hold an attempt token",
         ),
     ]
 

@@ -1,10 +1,11 @@
 """The lease design's worker statements rendered for one table, as a worker in any language
-runs them: ``claim``, ``heartbeat``, ``complete`` and ``fail``, in the table's own names,
+runs them: ``claim``, ``heartbeat``, ``complete``, ``completed`` (a completion's retry after a
+lost acknowledgement) and ``fail``, in the table's own names,
 status values and types, every operator schema-qualified, with PostgreSQL's ``$n``
 placeholders (libpq, pgx, node-postgres, asyncpg, PDO; ``PREPARE name AS ...`` works).
 
 They are the very blocks ``lease.Worker`` runs (sql/queries.sql: claim, heartbeat, complete,
-worker_fail), composed for the table as the worker API composes them; only the parameters
+job_outcome, worker_fail), composed for the table as the worker API composes them; only the parameters
 are spelled for a client that sends text and numbers: the token as ``uuid``, the worker and
 the error as text, the lease and the retry delay in seconds. Example::
 
@@ -28,7 +29,13 @@ if TYPE_CHECKING:
     from jobctl.db.jobs_table import JobsTable
 
 # the design's statement -> the block lease.Worker runs for it
-BLOCKS = {"claim": "claim", "heartbeat": "heartbeat", "complete": "complete", "fail": "worker_fail"}
+BLOCKS = {
+    "claim": "claim",
+    "heartbeat": "heartbeat",
+    "complete": "complete",
+    "completed": "job_outcome",
+    "fail": "worker_fail",
+}
 
 # every parameter, in the order they are numbered: the block's name for it, and how a client
 # that sends text or numbers gets it to the block's type (None: the block already casts it)
@@ -57,8 +64,12 @@ SAYS = {
     "returns id, attempt_token, attempts, lease_expires_at, or no row",
     "heartbeat": "extend the lease of the attempt this worker holds; 0 rows: the attempt was "
     "reclaimed or cancelled (jobctl cancel) - stop the work",
-    "complete": "mark the job done, fenced by the token; no row: the lease was lost, the "
-    "result must not count",
+    "complete": "mark the job done, fenced by the token (kept on the done row); no row: the "
+    "lease was lost, the result must not count - or the acknowledgement of a completion was "
+    "lost: ask completed",
+    "completed": "after complete returned no row (or no answer): true only if this attempt's "
+    "completion landed (the job is done and holds this token); false or no row: the lease "
+    "was lost",
     "fail": "give the attempt back: queued again after the delay while attempts remain, else "
     "failed; returns the new status; no row: the lease was lost",
 }
@@ -68,13 +79,13 @@ _PLACEHOLDER = re.compile(r"%\((\w+)\)s(::[\w.\"]+)?")
 
 @dataclasses.dataclass(frozen=True)
 class Statement:
-    name: str  # claim, heartbeat, complete, fail
+    name: str  # claim, heartbeat, complete, completed, fail
     sql: str  # with $n placeholders, numbered in ``params``' order
     params: list[str]  # the parameters' names, $1 first
 
 
 def render(conn: psycopg.Connection[Any], table: JobsTable) -> list[Statement]:
-    """The four statements for ``table``, spelled on ``conn`` (its quoting of literals); a
+    """The five statements for ``table``, spelled on ``conn`` (its quoting of literals); a
     name or value with a control character in it escaped (sql.printable)."""
     return [
         _numbered(name, printable(queries.query(block, **table.fragments)).as_string(conn))

@@ -1284,11 +1284,15 @@ WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
 RETURNING {lease_expires_at} AS lease_expires_at
 
 -- name: complete
--- the lease design's completion, fenced by the attempt token
+-- the lease design's completion, fenced by the attempt token. The token stays on the done row
+-- (the design clears it): the one proof that this attempt, and no later one, completed the
+-- job, which job_outcome reads after a lost acknowledgement. Only a claim writes a token, and
+-- each claim a new one, so no operator write can make another attempt's completion look like
+-- this one's (attempts, which --refund-attempt winds back, can)
 UPDATE {table}
 SET {status} = {done},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
-    {lease_expires_at} = NULL, {attempt_token} = NULL,
+    {lease_expires_at} = NULL,
     {finished_at} = pg_catalog.now(), {updated_at} = {updated_at_now}
 WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
   AND {status} OPERATOR(pg_catalog.=) {processing}
@@ -1316,8 +1320,11 @@ WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
 RETURNING pg_catalog.format('%%s', {status}) AS status, {status} OPERATOR(pg_catalog.=) {queued} AS retried
 
 -- name: job_outcome
--- after an unacknowledged completion: is the job done with no later claim?
-SELECT {status} OPERATOR(pg_catalog.=) {done} AS done, {attempts} AS attempts FROM {table}
+-- after an unacknowledged completion: is the job done by this very attempt (its token still on
+-- the done row: complete keeps it)? Never judged by a counter: attempts can be wound back
+SELECT {status} OPERATOR(pg_catalog.=) {done} AND {attempt_token} IS NOT NULL
+       AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s AS completed_by_it
+FROM {table}
 WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
 
 -- name: job_ids
@@ -1369,10 +1376,12 @@ HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1
 LIMIT 1
 
 -- name: lease_consistency
--- processing rows reclaim can never see (no lease or no token), and token/status mismatches
+-- processing rows reclaim can never see (no lease or no token), and token/status mismatches:
+-- a token is held by a processing row, and kept by a done one (complete keeps the token of the
+-- attempt that completed it), never by a row in any other status
 SELECT count(*) FILTER (WHERE {status} = {processing} AND {lease_missing}) AS invisible,
-       count(*) FILTER (WHERE ({status} = {processing}) <> ({attempt_token} IS NOT NULL))
-           AS inconsistent
+       count(*) FILTER (WHERE {status} <> {processing} AND {status} <> {done}
+                          AND {attempt_token} IS NOT NULL) AS inconsistent
 FROM {table} j
 
 -- name: local_lock_timeout

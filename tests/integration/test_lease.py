@@ -23,7 +23,8 @@ def test_claim_heartbeat_complete(conn, worker):
     assert renewed.lease_expires_at >= job.lease_expires_at
     worker.complete(renewed)
     row = conn.execute("SELECT * FROM jobs WHERE id = %s", (job.id,)).fetchone()
-    assert row["status"] == "done" and row["attempt_token"] is None
+    # the completing attempt's token stays on the done row: its proof after a lost acknowledgement
+    assert row["status"] == "done" and row["attempt_token"] == job.attempt_token
     assert row["finished_at"] is not None
 
 
@@ -60,6 +61,31 @@ def test_stale_attempt_is_fenced_out(conn, dsn, worker):
     with pytest.raises(lease.LeaseLost):
         worker.fail(job, "late")
     assert conn.execute("SELECT status FROM jobs").fetchone()["status"] == "processing"
+
+
+def test_refunded_attempt_completed_by_another_is_lost_for_the_stale_one(conn, dsn, worker):
+    # Worker A's lease runs out; reclaim --refund-attempt gives the attempt back (attempts
+    # 1 -> 0); worker B claims it (attempt 1 again, a new token) and completes it. A's late
+    # complete must raise LeaseLost: the same attempt number is no proof, only the token is.
+    add_jobs(conn, 1)
+    stale = worker.claim()
+    assert stale is not None and stale.attempt == 1
+    conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1s'")
+    from jobctl.cli import main as cli
+
+    argv = ["--dsn", dsn, "reclaim", "--commit", "--yes", "--refund-attempt", "-o", "json"]
+    assert cli.main(argv) == 0
+    assert conn.execute("SELECT attempts FROM jobs").fetchone()["attempts"] == 0
+    with psycopg.connect(dsn, autocommit=True) as c:
+        other = lease.Worker(c, "w2")
+        live = other.claim()
+        assert live is not None and live.id == stale.id and live.attempt == stale.attempt
+        other.complete(live)
+        other.complete(live)  # its own retry after a lost acknowledgement: normal
+    with pytest.raises(lease.LeaseLost):
+        worker.complete(stale)
+    row = conn.execute("SELECT status, attempt_token FROM jobs").fetchone()
+    assert row["status"] == "done" and row["attempt_token"] == live.attempt_token
 
 
 def test_fail_retries_while_attempts_remain(conn, worker):

@@ -84,6 +84,8 @@ def test_create_in_another_schema(conn, run):
 
 def test_check_finds_what_reclaim_cannot_see(conn, run):
     conn.execute("INSERT INTO jobs (status) VALUES ('processing')")  # no lease, no token
+    # a token on a queued row: only a processing row holds one, and a done row keeps its own
+    conn.execute("INSERT INTO jobs (status, attempt_token) VALUES ('queued', gen_random_uuid())")
     conn.execute("DROP INDEX idx_jobs_processing_timeout")
     result = run("schema", "check", "-o", "json")
     assert result.code == 4
@@ -91,7 +93,7 @@ def test_check_finds_what_reclaim_cannot_see(conn, run):
     assert failed == {
         "reclaim index",
         "processing rows without lease or token",
-        "token iff processing",
+        "a token only on processing or done rows",
     }
     shown = json.loads(run("show", "1", "-o", "json").out)
     assert shown["lease_state"] == "none"

@@ -63,6 +63,9 @@ def cycle(conn, statements, status, status_of) -> None:
     assert execute(conn, "complete", job, token) != []
     assert status_of(job) == status["done"]
     assert execute(conn, "complete", job, token) == []  # a second completion: no row
+    # ... and after a lost acknowledgement, completed says whose completion landed
+    assert execute(conn, "completed", job, token) == [{"completed_by_it": True}]
+    assert execute(conn, "completed", job, str(uuid.uuid4())) == [{"completed_by_it": False}]
 
     token = str(uuid.uuid4())
     (claimed,) = execute(conn, "claim", "w-go-1", token, 30)
@@ -94,6 +97,7 @@ def test_reference_table(conn, run):
     assert [s["params"] for s in statements.values()] == [
         ["worker", "token", "lease_seconds"],
         ["id", "worker", "token", "lease_seconds"],
+        ["id", "token"],
         ["id", "token"],
         ["id", "token", "error", "retry_delay_seconds"],
     ]
