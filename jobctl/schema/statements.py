@@ -1,13 +1,13 @@
 """The lease design's worker statements rendered for one table, as a worker in any language
 runs them: ``claim``, ``heartbeat``, ``complete``, ``completed`` (a completion's retry after a
-lost acknowledgement) and ``fail``, in the table's own names,
-status values and types, every operator schema-qualified, with PostgreSQL's ``$n``
-placeholders (libpq, pgx, node-postgres, asyncpg, PDO; ``PREPARE name AS ...`` works).
+lost acknowledgement) and ``fail``, in the table's own names, status values and types, every
+operator schema-qualified, with PostgreSQL's ``$n`` placeholders (libpq, pgx, node-postgres,
+asyncpg, PDO; ``PREPARE name AS ...`` works).
 
 They are the very blocks ``lease.Worker`` runs (sql/queries.sql: claim, heartbeat, complete,
-job_outcome, worker_fail), composed for the table as the worker API composes them; only the parameters
-are spelled for a client that sends text and numbers: the token as ``uuid``, the worker and
-the error as text, the lease and the retry delay in seconds. Example::
+job_outcome, worker_fail), composed for the table as the worker API composes them; only the
+parameters are spelled for a client that sends text and numbers: the token as ``uuid``, the
+worker and the error as text, the lease and the retry delay in seconds. Example::
 
     for statement in render(conn, resolve_table(conn, "background_tasks")):
         print(statement.name, statement.params)   # claim ['worker', 'token', 'lease_seconds']
