@@ -39,6 +39,8 @@ from typing import Any
 
 from pglast import parser
 
+from jobctl.ops import doctor_fence as fence
+
 # the lease design's columns whose values only a processing row carries
 CLAIM_COLUMNS = ("reserved_by", "reserved_at")
 LEASE_COLUMNS = ("lease_expires_at", "heartbeat_at")
@@ -162,7 +164,7 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
     fenced = None
     named = False
     for stmt in statements:
-        nodes = _walk(stmt)
+        nodes = fence.walk(stmt)
         named = named or any("relname" in n and table.names(n) for n in nodes)
         if _plans_only(stmt):
             continue
@@ -183,12 +185,12 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
         return [], None  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
-    fence = _token_fence(body, c("attempt_token"), table)
+    how = fence.token_fence(body, c("attempt_token"), table.every_column)
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}
     if not (sets_status or set(sets) & lease):
         return [], None  # touches no part of an attempt (a payload, a priority)
-    if sets_status and fence != "param":  # a batch fenced on what it read may still sweep
+    if sets_status and how != "param":  # a batch fenced on what it read may still sweep
         tested = _columns(where) | _subquery_columns(body)
         ages = {c(x) for x in AGE_COLUMNS}
         if tested & ages and c("lease_expires_at") not in tested:
@@ -202,12 +204,12 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
         if table.pauses and not _reads_pauses(body):
             found.append("claim_ignores_pauses")
         return found, None
-    if fence is None:
+    if how is None:
         by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
         if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
             return ["hand_requeue"], None
         return ["unfenced_update"], None  # (a reclaim by the lease with no token, too)
-    if fence != "param" or not _param_equal(body, c("id"), table):
+    if how != "param" or not fence.param_equal(body, c("id"), table.every_column):
         return [], None  # a batch (reclaim): its calls - rows mean nothing
     return [], "completion" if sets_status else "heartbeat"
 
@@ -220,7 +222,7 @@ def _judge_delete(where: Any, table: Table) -> list[str]:
         return ["delete_processing"]
     status = table.column("status")
     unknown = False
-    for conjunct in _conjuncts(where):
+    for conjunct in fence.conjuncts(where):
         values = _status_values(conjunct, status)
         if values is None:
             continue
@@ -238,9 +240,9 @@ def _status_values(conjunct: dict[str, Any], status: str) -> tuple[bool, list[st
     """What a conjunct compares the status with: (whether it is =/IN/= ANY rather than <>,
     each value's text or None for a parameter or an expression); None: no status test."""
     expr = conjunct.get("A_Expr")
-    if not isinstance(expr, dict) or not _catalog_operator(expr, ("=", "<>")):
+    if not isinstance(expr, dict) or not fence.catalog_operator(expr, ("=", "<>")):
         return None
-    if not _column_named(expr.get("lexpr"), status):
+    if not fence.column_named(expr.get("lexpr"), status):
         return None
     op = expr.get("name", [])[-1].get("String", {}).get("sval")
     right = expr.get("rexpr")
@@ -255,7 +257,7 @@ def _status_values(conjunct: dict[str, Any], status: str) -> tuple[bool, list[st
 
 
 def _text_constant(node: Any) -> str | None:
-    node = _uncast(node)
+    node = fence.uncast(node)
     const = node.get("A_Const") if isinstance(node, dict) else None
     if isinstance(const, dict) and isinstance(const.get("sval"), dict):
         return str(const["sval"].get("sval", ""))
@@ -267,7 +269,7 @@ def _claims(sets: Mapping[str, Any], c: Any) -> bool:
     counts an attempt (attempts = attempts + 1). (The statistics write every constant, NULL
     too, as $n: a column set to a parameter may be set to NULL, so that alone says nothing.)"""
     stamped = sets.get(c("reserved_at"))
-    stamped = _uncast(stamped)
+    stamped = fence.uncast(stamped)
     if isinstance(stamped, dict) and not {"ParamRef", "A_Const"} & set(stamped):
         return True
     counted = sets.get(c("attempts"))
@@ -293,7 +295,7 @@ def _reads_pauses(update: dict[str, Any]) -> bool:
     """Whether a claim honours the pauses: it reads jobctl.pauses anywhere (its CTE, a
     subquery of its WHERE), or it is lease.Worker's, which is given the table's pauses as
     a parameter (read at most a second before): ``ARRAY[kind and queue] && $n``."""
-    for n in _walk(update):
+    for n in fence.walk(update):
         if n.get("relname") == "pauses" and n.get("schemaname") == "jobctl":
             return True
         if "A_Expr" in n and _pauses_given(n["A_Expr"]):
@@ -304,7 +306,7 @@ def _reads_pauses(update: dict[str, Any]) -> bool:
 def _pauses_given(expr: Any) -> bool:
     """``ARRAY[...] && $n`` (job_paused with its pause keys a parameter), ``&&`` the
     system's (``_catalog_operator``: not one named so in another schema)."""
-    if not isinstance(expr, dict) or not _catalog_operator(expr, ("&&",)):
+    if not isinstance(expr, dict) or not fence.catalog_operator(expr, ("&&",)):
         return False
     if "A_ArrayExpr" not in (expr.get("lexpr") or {}):
         return False
@@ -386,22 +388,6 @@ def _and(*parts: Any) -> Any:
     return {"BoolExpr": {"boolop": "AND_EXPR", "args": args}}
 
 
-def _walk(node: Any) -> list[dict[str, Any]]:
-    """Every JSON object under ``node``, itself first (iterative: a tree is walked a few
-    times per statement, and nested generators cost most of the judging)."""
-    found: list[dict[str, Any]] = []
-    stack = [node]
-    pop, push, add = stack.pop, stack.extend, found.append
-    while stack:
-        item = pop()
-        if type(item) is dict:
-            add(item)
-            push(item.values())
-        elif type(item) is list:
-            push(item)
-    return found
-
-
 def _sets(update: dict[str, Any]) -> dict[str, Any]:
     """The columns an UPDATE sets -> their value nodes (a row assignment's too)."""
     found: dict[str, Any] = {}
@@ -415,7 +401,7 @@ def _sets(update: dict[str, Any]) -> dict[str, Any]:
 def _columns(node: Any) -> set[str]:
     """The column names a expression refers to (the last field of each column reference)."""
     names = set()
-    for n in _walk(node):
+    for n in fence.walk(node):
         ref = n.get("ColumnRef")
         if isinstance(ref, dict):
             fields = ref.get("fields", [])
@@ -429,7 +415,7 @@ def _subquery_columns(update: dict[str, Any]) -> set[str]:
     sweeper that picks its rows in a CTE tests them there)."""
     names: set[str] = set()
     for part in ("withClause", "fromClause"):
-        for n in _walk(update.get(part)):
+        for n in fence.walk(update.get(part)):
             select = n.get("SelectStmt")
             if isinstance(select, dict):
                 names |= _columns(select.get("whereClause"))
@@ -439,135 +425,8 @@ def _subquery_columns(update: dict[str, Any]) -> set[str]:
 def _skip_locked(update: dict[str, Any]) -> bool:
     """Whether the statement locks the rows it picks FOR UPDATE SKIP LOCKED (in a CTE or a
     subquery of its WHERE or FROM)."""
-    for n in _walk(update):
+    for n in fence.walk(update):
         clause = n.get("LockingClause")
         if isinstance(clause, dict) and clause.get("waitPolicy") == "LockWaitSkip":
             return clause.get("strength") in ("LCS_FORUPDATE", "LCS_FORNOKEYUPDATE")
     return False
-
-
-def _token_fence(update: dict[str, Any], token: str, table: Table) -> str | None:
-    """How an UPDATE's WHERE requires the token, at its top level (ANDed, never under an OR
-    or a NOT), with ``=`` or ``pg_catalog.=``: ``"param"``, equal to a parameter, a
-    constant or a function's variable (one attempt's token, as the caller read it);
-    ``"read"``, equal to the token a CTE of the same statement read (the design's reclaim:
-    the row's token as read, under its lock); None, no fence (another column of the row
-    itself is no value: the row always equals itself)."""
-    where = update.get("whereClause")
-    if _param_equal(update, token, table, constants=True):
-        return "param"
-    reads = _cte_reads(update)
-    if reads and _equal(where, token, lambda n: _read_column(n, reads)):
-        return "read"
-    return None
-
-
-def _cte_reads(update: dict[str, Any]) -> set[str]:
-    """The names (or aliases) under which the UPDATE's FROM reads a CTE of its own WITH,
-    but never the name or alias of the table it writes."""
-    ctes = {
-        cte.get("CommonTableExpr", {}).get("ctename")
-        for cte in (update.get("withClause") or {}).get("ctes", [])
-    }
-    relation = update.get("relation") or {}
-    target = {relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
-    reads = set()
-    for item in update.get("fromClause") or []:
-        var = item.get("RangeVar") if isinstance(item, dict) else None
-        if isinstance(var, dict) and var.get("schemaname") is None and var.get("relname") in ctes:
-            reads.add((var.get("alias") or {}).get("aliasname") or var["relname"])
-    return reads - target
-
-
-def _read_column(node: Any, reads: set[str]) -> bool:
-    node = _uncast(node)
-    ref = node.get("ColumnRef") if isinstance(node, dict) else None
-    fields = ref.get("fields", []) if isinstance(ref, dict) else []
-    return len(fields) == 2 and fields[0].get("String", {}).get("sval") in reads
-
-
-def _param_equal(
-    update: dict[str, Any], column: str, table: Table, *, constants: bool = False
-) -> bool:
-    """Whether an UPDATE's WHERE requires ``column = $n`` at its top level (one row per
-    call): a parameter, a function's variable, and with ``constants`` a constant too."""
-    alone = not update.get("fromClause")  # no other relation a bare name could be a column of
-
-    def value(node: Any) -> bool:
-        node = _uncast(node)
-        if not isinstance(node, dict):
-            return False
-        if "ParamRef" in node or (constants and _is_constant(node)):
-            return True
-        return alone and _variable(node, table)
-
-    return _equal(update.get("whereClause"), column, value)
-
-
-def _variable(node: dict[str, Any], table: Table) -> bool:
-    """A bare name that is no column of the table (when the table's columns are known): a
-    variable or an argument of the function the statement runs in."""
-    fields = (node.get("ColumnRef") or {}).get("fields", [])
-    if len(fields) != 1 or not table.every_column:
-        return False
-    return fields[0].get("String", {}).get("sval") not in table.every_column
-
-
-def _catalog_operator(expr: dict[str, Any], ops: tuple[str, ...]) -> bool:
-    """Whether an operator is one of ``ops`` as the system defines it: unqualified (the
-    session's search_path puts pg_catalog first unless told otherwise) or pg_catalog's,
-    never one named so in another schema (``OPERATOR(app.=)`` may compare anything)."""
-    names = [x.get("String", {}).get("sval") for x in expr.get("name", [])]
-    return bool(names) and names[-1] in ops and names[:-1] in ([], ["pg_catalog"])
-
-
-def _equal(where: Any, column: str, value: Any) -> bool:
-    for conjunct in _conjuncts(where):
-        expr = conjunct.get("A_Expr")
-        if not isinstance(expr, dict) or expr.get("kind") != "AEXPR_OP":
-            continue
-        if not _catalog_operator(expr, ("=",)):
-            continue
-        sides = [expr.get("lexpr"), expr.get("rexpr")]
-        for mine, other in (sides, sides[::-1]):
-            if _column_named(mine, column) and value(other):
-                return True
-    return False
-
-
-def _conjuncts(where: Any) -> Iterator[dict[str, Any]]:
-    """The terms ANDed at a WHERE's top level (iterative: parentheses nest as deep as the
-    text likes)."""
-    pending = [where]
-    while pending:
-        node = pending.pop()
-        if not isinstance(node, dict):
-            continue
-        boolean = node.get("BoolExpr")
-        if isinstance(boolean, dict):
-            if boolean.get("boolop") == "AND_EXPR":
-                pending.extend(reversed(boolean.get("args", [])))
-            continue
-        yield node
-
-
-def _column_named(node: Any, name: str) -> bool:
-    node = _uncast(node)
-    ref = node.get("ColumnRef") if isinstance(node, dict) else None
-    if not isinstance(ref, dict):
-        return False
-    fields = ref.get("fields", [])
-    return bool(fields) and fields[-1].get("String", {}).get("sval") == name
-
-
-def _is_constant(node: dict[str, Any]) -> bool:
-    """A constant other than NULL: one value the caller gives, never an expression of the
-    row (``attempt_token = attempt_token`` is always true)."""
-    const = node.get("A_Const")
-    return isinstance(const, dict) and not const.get("isnull")
-
-
-def _uncast(node: Any) -> Any:
-    while isinstance(node, dict) and "TypeCast" in node:
-        node = node["TypeCast"].get("arg")
-    return node
