@@ -4,8 +4,15 @@ shown, never obeyed; piped machine formats exact."""
 from __future__ import annotations
 
 import csv
+import inspect
 import io
+import itertools
 import json
+import shutil
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Callable
 
 import pytest
 
@@ -113,22 +120,26 @@ INVISIBLE_CLASSES = {
     "tags": [chr(c) for c in range(0xE0000, 0xE0080)],
     "arabic and syriac format marks": ["\u0600", "\u0605", "\u06dd", "\u070f", "\u0890"],
     "astral format marks": ["\U000110bd", "\U00013430", "\U0001bca0", "\U0001d173"],
+    "variation selectors": ["\ufe00", "\ufe0e", "\ufe0f", "\U000e0100", "\U000e01ef"],
+    "mongolian free variation selectors": ["\u180b", "\u180c", "\u180d", "\u180f"],
+    "khmer inherent vowels": ["\u17b4", "\u17b5"],
+    "blanks that are not whitespace": ["\u2800", "\U00016fe4", "\U0001d159"],
+    "reserved default ignorables": ["\u2065", "\ufff0", "\ufff8", "\U000e0fff"],
 }
+
+
+def _spelled(code: int) -> str:
+    """How visible() spells one escaped code point."""
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 @pytest.mark.parametrize("name", sorted(INVISIBLE_CLASSES))
 def test_visible_escapes_each_class_of_invisible_character(name):
     for char in INVISIBLE_CLASSES[name]:
         shown = safe_text.visible(f"web{char}1")
-        code = ord(char)
-        spelled = (
-            f"\\x{code:02x}"
-            if code <= 0xFF
-            else f"\\u{code:04x}"
-            if code <= 0xFFFF
-            else f"\\U{code:08x}"
-        )
-        assert shown == f"web{spelled}1", (name, hex(code))
+        assert shown == f"web{_spelled(ord(char))}1", (name, hex(ord(char)))
         assert shown.isascii() and shown.isprintable()
 
 
@@ -159,3 +170,126 @@ def test_a_table_cell_with_invisible_characters_is_escaped():
     text = _render(output.Output.table, False, [{"reserved_by": "web\u3164\u00ad\U000e0041-1"}])
     assert "web\\u3164\\xad\\U000e0041-1" in text
     assert all(c.isascii() for c in text if not c.isspace() and c not in "─━│┃")
+
+
+# Default ignorable and blank code points: a rule by property (DerivedCoreProperties.txt's
+# Default_Ignorable_Code_Point, and the blanks that are not whitespace), checked whole.
+DI_TOTAL = 4174  # "# Total code points: 4174" under Default_Ignorable_Code_Point (14.0-16.0)
+
+
+def _code_points(table: tuple[tuple[int, int], ...]) -> list[int]:
+    return [code for first, last in table for code in range(first, last + 1)]
+
+
+def _human_facing() -> dict[str, Callable[[str], str]]:
+    """safe_text's functions that make text for people, each as a check sees it: text in,
+    what a terminal is sent out (json_text takes JSON, so the text goes in as a JSON string
+    and comes out read back by the check)."""
+    return {"visible": safe_text.visible, "json_text": safe_text.json_text}
+
+
+def test_the_checks_cover_every_public_function_of_safe_text():
+    public = {
+        name
+        for name, member in inspect.getmembers(safe_text, inspect.isfunction)
+        if not name.startswith("_") and member.__module__ == safe_text.__name__
+    }
+    assert public == set(_human_facing())  # a new function: add it to _human_facing
+
+
+@pytest.mark.parametrize("name", ["DEFAULT_IGNORABLE", "BLANK"])
+def test_the_tables_are_sorted_ranges_of_assignable_code_points(name):
+    table = getattr(safe_text, name)
+    assert all(0 <= first <= last <= sys.maxunicode for first, last in table)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(table)), "sorted, disjoint"
+    blank = _code_points(safe_text.BLANK)
+    assert not any(chr(code).isspace() for code in blank)  # whitespace is shown as it is
+
+
+def test_default_ignorable_is_the_whole_property():
+    codes = _code_points(safe_text.DEFAULT_IGNORABLE)
+    assert len(codes) == len(set(codes)) == DI_TOTAL
+    for code in (0x00AD, 0x034F, 0x061C, 0x17B4, 0x180F, 0x200B, 0x2065, 0x3164, 0xFE0F):
+        assert code in codes, hex(code)
+    for first, last in [(0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF)]:
+        assert set(range(first, last + 1)) <= set(codes), hex(first)
+
+
+def _unicode_default_ignorable() -> tuple[str, set[int]]:
+    """Default_Ignorable_Code_Point from the Unicode database on this machine: Perl's
+    Unicode::UCD (generated from DerivedCoreProperties.txt; no copy of the .txt itself is
+    shipped by Python or its packages), or a skip where there is none."""
+    perl = shutil.which("perl")
+    if perl is None:
+        pytest.skip("no perl: no Unicode database with Default_Ignorable_Code_Point here")
+    script = (
+        "use Unicode::UCD qw(prop_invlist); "
+        'print Unicode::UCD::UnicodeVersion(), "\\n", '
+        'join(" ", prop_invlist("Default_Ignorable_Code_Point")), "\\n";'
+    )
+    done = subprocess.run(
+        [perl, "-e", script], capture_output=True, text=True, timeout=30, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"perl has no Unicode::UCD: {done.stderr.strip()}")
+    version, listed = done.stdout.splitlines()
+    if int(version.split(".")[0]) < 14:  # U+180F was unassigned, not ignorable, before 14.0
+        pytest.skip(f"Unicode {version} predates the table's 14.0")
+    bounds = [int(n) for n in listed.split()]  # an inversion list: starts, then ends (open)
+    if len(bounds) % 2:
+        bounds.append(sys.maxunicode + 1)
+    return version, {c for a, b in zip(bounds[::2], bounds[1::2], strict=True) for c in range(a, b)}
+
+
+def test_default_ignorable_matches_the_unicode_database_on_this_machine():
+    version, reference = _unicode_default_ignorable()
+    ours = set(_code_points(safe_text.DEFAULT_IGNORABLE))
+    assert sorted(map(hex, ours - reference)) == [], version
+    assert sorted(map(hex, reference - ours)) == [], version
+
+
+def test_every_code_point_of_the_tables_is_escaped_by_every_function():
+    codes = sorted(
+        set(_code_points(safe_text.DEFAULT_IGNORABLE)) | set(_code_points(safe_text.BLANK))
+    )
+    missed: list[tuple[str, str]] = []
+    for code in codes:
+        char = chr(code)
+        if safe_text.visible(f"w{char}1") != f"w{_spelled(code)}1":
+            missed.append(("visible", hex(code)))
+        text = output.to_json({"w": f"w{char}1"})
+        safe = safe_text.json_text(text)
+        if not safe.isascii() or json.loads(safe) != {"w": f"w{char}1"}:
+            missed.append(("json_text", hex(code)))
+    assert missed == []
+    assert set(_human_facing()) == {"visible", "json_text"}  # each checked above
+    every = "".join(map(chr, codes))
+    assert safe_text.visible(every) == "".join(map(_spelled, codes))
+
+
+def test_the_issues_examples_are_shown():
+    assert safe_text.visible("w1\ufe0f") == "w1\\ufe0f"
+    assert safe_text.visible("w\u2800\u180b1\u17b4") == "w\\u2800\\u180b1\\u17b4"
+    assert safe_text.visible("\u2764\ufe0f") == "\u2764\\ufe0f"  # the heart stays a heart
+
+
+def _assigned(first: int, last: int) -> str:
+    return "".join(chr(c) for c in range(first, last + 1) if unicodedata.category(chr(c)) != "Cn")
+
+
+ORDINARY = {
+    "ascii": "".join(map(chr, range(0x20, 0x7F))),
+    "cjk": _assigned(0x4E00, 0x9FFF) + _assigned(0x3041, 0x30FF) + _assigned(0xAC00, 0xD7A3),
+    "emoji": _assigned(0x1F300, 0x1F5FF) + _assigned(0x1F600, 0x1F64F) + "👍🏽 🇫🇷 🦀",
+    "accented": "".join(chr(c) for c in range(0xC0, 0x250) if c != 0xAD)
+    + " e\u0301 Tiếng Việt Ελληνικά кириллица",
+    "other scripts": "مرحبا שלום नमस्ते ສະບາຍດີ ᠮᠣᠩᠭᠣᠯ ខ្មែរ",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDINARY))
+def test_ordinary_text_is_unchanged_by_every_function(name):
+    text = ORDINARY[name]
+    assert safe_text.visible(text) is text
+    as_json = output.to_json({"w": text})
+    assert safe_text.json_text(as_json) is as_json
