@@ -5,6 +5,7 @@ database; unit-tested through the judge (tests/unit/test_doctor_statements.py)."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,44 +26,238 @@ def walk(node: Any) -> list[dict[str, Any]]:
     return found
 
 
-def token_fence(update: dict[str, Any], token: str, columns: frozenset[str]) -> str | None:
-    """How an UPDATE's WHERE requires the token, at its top level (ANDed, never under an OR
-    or a NOT), with ``=`` or ``pg_catalog.=``: ``"param"``, equal to a parameter, a
-    constant or a function's variable (one attempt's token, as the caller read it);
-    ``"read"``, equal to the token a CTE of the same statement read (the design's reclaim:
-    the row's token as read, under its lock); None, no fence (another column of the row
-    itself is no value: the row always equals itself)."""
-    where = update.get("whereClause")
-    if param_equal(update, token, columns, constants=True):
+@dataclasses.dataclass(frozen=True)
+class Fence:
+    """How an UPDATE's WHERE requires the token: ``how`` is ``"param"`` (equal to a value the
+    caller gives: a parameter, a constant, a function's variable, a trigger's or rule's
+    ``NEW`` field, or such a value selected by a CTE or a subquery of its FROM), ``"read"``
+    (equal to the token a CTE of the same statement read, FOR UPDATE, of rows it chose by
+    their lease: the design's reclaim) or None; ``shape``, when None, the comparison of the
+    token that is no fence, in words; ``cast``, that comparison goes through a cast to
+    another type or a function (a kind of its own, ``fence_cast``)."""
+
+    how: str | None
+    shape: str | None = None
+    cast: bool = False
+
+
+def token_fence(update: dict[str, Any], token: str, lease: str, columns: frozenset[str]) -> Fence:
+    """The UPDATE's fence (``Fence``): ``token = value`` ANDed at its WHERE's top level
+    (never under an OR or a NOT), with ``=`` or ``pg_catalog.=``, the token column itself on
+    one side and the value on the other, each cast at most to ``uuid`` (a cast to a domain
+    or another schema's type brings that type's own ``=``; one with a length, through text or
+    a function compares part of the token). Another column of the row itself is no value:
+    the row always equals itself, read directly or back through a CTE."""
+    relation = update.get("relation") or {}
+    target = {None, relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
+    alone = not update.get("fromClause")
+    sources = _sources(update)
+    refused: list[Fence] = []
+    read = False
+    for conjunct in conjuncts(update.get("whereClause")):
+        expr = conjunct.get("A_Expr")
+        if not isinstance(expr, dict) or expr.get("kind") != "AEXPR_OP":
+            continue
+        names = _names(expr.get("name"))
+        if not names or names[-1] != "=":
+            continue
+        sides = [expr.get("lexpr"), expr.get("rexpr")]
+        for mine, other in (sides, sides[::-1]):
+            if not _mentions(mine, token, target):
+                continue
+            if names[:-1] not in ([], ["pg_catalog"]):
+                refused.append(
+                    Fence(None, f"compared with OPERATOR({'.'.join(names)}), not pg_catalog's =")
+                )
+                break
+            casts = list(dict.fromkeys(_casts(mine) + _casts(other)))
+            bare, value = uncast(mine), uncast(other)
+            if not _own(bare, token, target):
+                refused.append(Fence(None, _expression(bare), cast=True))
+                break
+            if casts:
+                refused.append(Fence(None, f"a cast to {', '.join(casts)} on the fence", cast=True))
+                break
+            found = _value(value, token, lease, columns, target, alone, sources)
+            if isinstance(found, Fence):
+                refused.append(found)
+            elif found == "param":
+                return Fence("param")
+            else:
+                read = True
+            break
+    if read:
+        return Fence("read")
+    return refused[0] if refused else Fence(None)
+
+
+def _value(
+    node: Any,
+    token: str,
+    lease: str,
+    columns: frozenset[str],
+    target: set[str | None],
+    alone: bool,
+    sources: dict[str, tuple[dict[str, Any], list[str]]],
+) -> str | Fence:
+    """What the token is compared with: ``"param"``, ``"read"`` or the Fence that refuses it."""
+    if not isinstance(node, dict):
+        return Fence(None, "the token compared with no value")
+    if "ParamRef" in node or is_constant(node):
         return "param"
-    reads = cte_reads(update)
-    if reads and equal(where, token, lambda n: read_column(n, reads)):
-        return "read"
+    if alone and (variable(node, columns) or given(node, target)):
+        return "param"
+    fields = _fields(node)
+    if not fields:
+        return Fence(None, f"the {token} compared with an expression, not a parameter")
+    if len(fields) == 2 and fields[0] in sources:
+        select, names = sources[fields[0]]
+        picked = _selected(select, names, fields[1])
+        casts = _casts(picked)
+        picked = uncast(picked)
+        if casts:
+            return Fence(None, f"a cast to {', '.join(casts)} on the fence", cast=True)
+        if isinstance(picked, dict) and ("ParamRef" in picked or is_constant(picked)):
+            return "param"
+        if _fields(picked) and _fields(picked)[-1] == token and _locks_by_lease(select, lease):
+            return "read"
+        return Fence(
+            None,
+            f"the row's own {token}, read back through {fields[0]}, compared with itself "
+            "(not a parameter)",
+        )
+    return Fence(None, f"the row's {token} compared with a column of its own row")
+
+
+def given(node: dict[str, Any], target: set[str | None]) -> bool:
+    """A field of ``NEW`` (``new.token``) where no relation of the statement is named so: a
+    trigger's or a rule's new row, the values the statement that fired it gives."""
+    fields = _fields(node)
+    return len(fields) == 2 and fields[0] == "new" and "new" not in target
+
+
+def _sources(update: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """The relations of the UPDATE's FROM that are a CTE of its own WITH or a subquery, by
+    the name or alias it reads them under: their SELECT and their column names, if given."""
+    ctes = {}
+    for cte in (update.get("withClause") or {}).get("ctes", []):
+        body = cte.get("CommonTableExpr", {})
+        select = (body.get("ctequery") or {}).get("SelectStmt")
+        if isinstance(select, dict):
+            ctes[body.get("ctename")] = (select, _names(body.get("aliascolnames")))
+    relation = update.get("relation") or {}
+    target = {relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
+    found = {}
+    for item in update.get("fromClause") or []:
+        var = item.get("RangeVar") if isinstance(item, dict) else None
+        sub = item.get("RangeSubselect") if isinstance(item, dict) else None
+        if isinstance(var, dict) and var.get("schemaname") is None and var.get("relname") in ctes:
+            alias = var.get("alias") or {}
+            select, names = ctes[var["relname"]]
+            found[alias.get("aliasname") or var["relname"]] = (
+                select,
+                _names(alias.get("colnames")) or names,
+            )
+        elif isinstance(sub, dict) and isinstance(sub.get("alias"), dict):
+            select = (sub.get("subquery") or {}).get("SelectStmt")
+            if isinstance(select, dict):
+                alias = sub["alias"]
+                found[alias.get("aliasname")] = (select, _names(alias.get("colnames")))
+    return {name: v for name, v in found.items() if name not in target}
+
+
+def _selected(select: dict[str, Any], names: list[str], column: str) -> Any:
+    """The expression a SELECT (or a one-row VALUES) gives for its column ``column``."""
+    rows = select.get("valuesLists") or []
+    if rows:
+        row = (rows[0].get("List") or {}).get("items", []) if len(rows) == 1 else []
+        spelled = names or [f"column{i}" for i in range(1, len(row) + 1)]
+        return row[spelled.index(column)] if column in spelled[: len(row)] else None
+    targets = [t.get("ResTarget", {}) for t in select.get("targetList", [])]
+    for i, res in enumerate(targets):
+        name = names[i] if i < len(names) else res.get("name") or _last(res.get("val"))
+        if name == column:
+            return res.get("val")
     return None
 
 
-def cte_reads(update: dict[str, Any]) -> set[str]:
-    """The names (or aliases) under which the UPDATE's FROM reads a CTE of its own WITH,
-    but never the name or alias of the table it writes."""
-    ctes = {
-        cte.get("CommonTableExpr", {}).get("ctename")
-        for cte in (update.get("withClause") or {}).get("ctes", [])
-    }
-    relation = update.get("relation") or {}
-    target = {relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
-    reads = set()
-    for item in update.get("fromClause") or []:
-        var = item.get("RangeVar") if isinstance(item, dict) else None
-        if isinstance(var, dict) and var.get("schemaname") is None and var.get("relname") in ctes:
-            reads.add((var.get("alias") or {}).get("aliasname") or var["relname"])
-    return reads - target
+def _locks_by_lease(select: dict[str, Any], lease: str) -> bool:
+    """A SELECT that locks its rows FOR UPDATE and chooses them by their lease: the
+    design's reclaim, whose token as read, under the lock, is its fence."""
+    locked = any(
+        (c.get("LockingClause") or {}).get("strength") in ("LCS_FORUPDATE", "LCS_FORNOKEYUPDATE")
+        for c in select.get("lockingClause") or []
+    )
+    tested = {_last(n) for n in walk(select.get("whereClause"))}
+    return locked and lease in tested
 
 
-def read_column(node: Any, reads: set[str]) -> bool:
-    node = uncast(node)
+def _mentions(node: Any, token: str, target: set[str | None]) -> bool:
+    """Whether an expression reads the written row's token column (anywhere in it)."""
+    return any(_own(n, token, target) for n in walk(node))
+
+
+def _own(node: Any, token: str, target: set[str | None]) -> bool:
+    """The written row's token column itself: ``token`` or ``relation.token``."""
+    fields = _fields(node)
+    if not fields or fields[-1] != token:
+        return False
+    return len(fields) == 1 or (len(fields) >= 2 and fields[-2] in target)
+
+
+def _fields(node: Any) -> list[str]:
     ref = node.get("ColumnRef") if isinstance(node, dict) else None
-    fields = ref.get("fields", []) if isinstance(ref, dict) else []
-    return len(fields) == 2 and fields[0].get("String", {}).get("sval") in reads
+    if not isinstance(ref, dict):
+        return []
+    return [f.get("String", {}).get("sval") for f in ref.get("fields", [])]
+
+
+def _last(node: Any) -> str | None:
+    """A column reference's column (its last field), else None."""
+    fields = _fields(node)
+    return fields[-1] if fields else None
+
+
+def _names(items: Any) -> list[str]:
+    return [x.get("String", {}).get("sval") for x in items or [] if isinstance(x, dict)]
+
+
+# a cast to the token's own type: ``uuid`` or ``pg_catalog.uuid``, with no length
+_OWN_TYPE = (["uuid"], ["pg_catalog", "uuid"])
+
+
+def _casts(node: Any) -> list[str]:
+    """The casts of an expression's chain to another type than the token's own, innermost
+    first, as written (``app.tok``, ``varchar(1)``)."""
+    found: list[str] = []
+    while isinstance(node, dict) and "TypeCast" in node:
+        cast = node["TypeCast"]
+        spelled = _type(cast.get("typeName") or {})
+        if spelled is not None and spelled not in found:
+            found.insert(0, spelled)
+        node = cast.get("arg")
+    return found
+
+
+def _type(type_name: dict[str, Any]) -> str | None:
+    """A type as written, or None for the token's own type."""
+    names = _names(type_name.get("names"))
+    mods = []
+    for mod in type_name.get("typmods") or []:
+        value = (mod.get("A_Const") or {}).get("ival") if isinstance(mod, dict) else None
+        mods.append(str(value.get("ival", 0)) if isinstance(value, dict) else "?")
+    if names in _OWN_TYPE and not mods and not type_name.get("arrayBounds"):
+        return None
+    shown = names[1:] if names[:1] == ["pg_catalog"] else names
+    return ".".join(shown) + (f"({', '.join(mods)})" if mods else "")
+
+
+def _expression(node: Any) -> str:
+    """The words for an expression of the token that is not the token itself."""
+    call = node.get("FuncCall") if isinstance(node, dict) else None
+    if isinstance(call, dict):
+        return f"the function {'.'.join(_names(call.get('funcname')))}() on the token"
+    return "an expression of the token, not the token itself, on the fence"
 
 
 def param_equal(
@@ -71,6 +266,8 @@ def param_equal(
     """Whether an UPDATE's WHERE requires ``column = $n`` at its top level (one row per
     call): a parameter, a function's variable, and with ``constants`` a constant too."""
     alone = not update.get("fromClause")  # no other relation a bare name could be a column of
+    relation = update.get("relation") or {}
+    target = {relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
 
     def value(node: Any) -> bool:
         node = uncast(node)
@@ -78,7 +275,7 @@ def param_equal(
             return False
         if "ParamRef" in node or (constants and is_constant(node)):
             return True
-        return alone and variable(node, columns)
+        return alone and (variable(node, columns) or given(node, target))
 
     return equal(update.get("whereClause"), column, value)
 

@@ -37,6 +37,15 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "its WHERE: a worker whose job was reclaimed still overwrites the new attempt's row",
         "complete / heartbeat / fail",
     ),
+    "fence_cast": (
+        "fenced_writes",
+        "a fence that compares attempt_token through a cast or a function: a cast to a "
+        "domain or another schema's type brings that type's own = (which may always be "
+        "true), and a cast with a length, through text or a function compares a part of the "
+        "token, so another attempt's completion still lands",
+        "compare the column itself with the token as uuid, with the system's =: "
+        "attempt_token OPERATOR(pg_catalog.=) $n::pg_catalog.uuid (as complete does)",
+    ),
     "hand_requeue": (
         "fenced_writes",
         "a hand SET status (a requeue) with no token: it races a live worker, whose late "

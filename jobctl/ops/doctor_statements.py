@@ -52,6 +52,8 @@ PROCESSING_ONLY = (
     "lease_expires_at",
     "attempt_token",
 )
+# every design column the judge reads (the table may name each its own way)
+DESIGN = (*PROCESSING_ONLY, "id", "status", "attempts", "available_at", "updated_at", "finished_at")
 
 # why a statement could not be parsed (the parser's own message is kept apart, in JSON only:
 # it quotes the statement)
@@ -83,9 +85,46 @@ class Table:
     # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
     # claim must read jobctl.pauses
     pauses: bool = False
+    # the views among ``related`` a write may go through, as the catalog defines them:
+    # (schema, name) -> each of the view's columns -> the table's column it shows (None: an
+    # expression, or another relation's column)
+    views: Mapping[tuple[str, str], Mapping[str, str | None]] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
+
+    def through(self, relation: Mapping[str, Any]) -> tuple[Table, str | None]:
+        """The table as a write through ``relation`` (a RangeVar's fields) sees it: through
+        a view, the view's names for the design's columns (the view's column that shows the
+        table's), and, when the view shows a column under the name of another of the
+        design's (its ``attempt_token`` is the table's ``reserved_by``), that in words."""
+        name, schema = relation.get("relname"), relation.get("schemaname")
+        found = [
+            (known, shows)
+            for known, shows in self.views.items()
+            if name == known[1] and schema in (None, known[0])
+        ]
+        if not found:
+            return self, None
+        (view_schema, view), shows = found[0]
+        names = {d: self.column(d) for d in DESIGN}
+        seen = {
+            d: next((v for v, base in shows.items() if base == column), f"\0{d}")
+            for d, column in names.items()
+        }
+        renamed = [
+            f"{v} is the table's {base}" if base else f"{v} is an expression"
+            for v, base in shows.items()
+            if v in names.values() and base != v
+        ]
+        note = f"through the view {view_schema}.{view}, whose " + ", ".join(renamed)
+        every = frozenset(shows)
+        return (
+            dataclasses.replace(self, columns=seen, every_column=every, views={}),
+            note if renamed else None,
+        )
 
     def names(self, relation: Mapping[str, Any]) -> bool:
         """Whether a parsed relation (a RangeVar's fields) is this table: its name (and
@@ -160,6 +199,7 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
     except Unparsed as e:
         return Judged(True, ("unparsed",), why=e.why, parse_error=e.detail)
     kinds: list[str] = []
+    notes: list[str] = []
     writes = False
     fenced = None
     named = False
@@ -170,31 +210,41 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
             continue
         for node in _writes(nodes, table):
             writes = True
-            found, what = _judge_one(node, table)
+            seen, note = table.through(node[1].get("relation") or {})
+            found, what, shape = _judge_one(node, seen)
             kinds += [k for k in found if k not in kinds]
+            said = "; ".join(x for x in (shape, note) if x)
+            if found and said and said not in notes:
+                notes.append(said)
             fenced = fenced or what
-    return Judged(writes, tuple(kinds), fenced if not kinds else None, named=named)
+    why = "; ".join(notes) or None
+    return Judged(writes, tuple(kinds), fenced if not kinds else None, why=why, named=named)
 
 
-def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str], str | None]:
+def _judge_one(
+    node: tuple[str, dict[str, Any]], table: Table
+) -> tuple[list[str], str | None, str | None]:
+    """One write's finding kinds, what it is when fenced (heartbeat, completion), and the
+    shape of the comparison of the token that is no fence, in words."""
     kind, body = node
     where = body.get("whereClause")
     if kind == "DeleteStmt":
-        return _judge_delete(where, table), None
+        return _judge_delete(where, table), None, None
     if kind != "UpdateStmt":
-        return [], None  # an INSERT adds a job: nothing to fence
+        return [], None, None  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
-    how = fence.token_fence(body, c("attempt_token"), table.every_column)
+    fenced = fence.token_fence(body, c("attempt_token"), c("lease_expires_at"), table.every_column)
+    how = fenced.how
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}
     if not (sets_status or set(sets) & lease):
-        return [], None  # touches no part of an attempt (a payload, a priority)
+        return [], None, None  # touches no part of an attempt (a payload, a priority)
     if sets_status and how != "param":  # a batch fenced on what it read may still sweep
         tested = _columns(where) | _subquery_columns(body)
         ages = {c(x) for x in AGE_COLUMNS}
         if tested & ages and c("lease_expires_at") not in tested:
-            return ["sweeper_by_age"], None
+            return ["sweeper_by_age"], None, None
     if _claims(sets, c):
         found = []
         if not _skip_locked(body):
@@ -203,15 +253,17 @@ def _judge_one(node: tuple[str, dict[str, Any]], table: Table) -> tuple[list[str
             found.append("claim_without_lease")
         if table.pauses and not _reads_pauses(body):
             found.append("claim_ignores_pauses")
-        return found, None
+        return found, None, None
     if how is None:
+        if fenced.cast:
+            return ["fence_cast"], None, fenced.shape
         by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
         if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
-            return ["hand_requeue"], None
-        return ["unfenced_update"], None  # (a reclaim by the lease with no token, too)
+            return ["hand_requeue"], None, fenced.shape
+        return ["unfenced_update"], None, fenced.shape  # (a reclaim with no token, too)
     if how != "param" or not fence.param_equal(body, c("id"), table.every_column):
-        return [], None  # a batch (reclaim): its calls - rows mean nothing
-    return [], "completion" if sets_status else "heartbeat"
+        return [], None, None  # a batch (reclaim): its calls - rows mean nothing
+    return [], "completion" if sets_status else "heartbeat", None
 
 
 def _judge_delete(where: Any, table: Table) -> list[str]:

@@ -3,6 +3,7 @@ holds them (every constant, NULL too, as $n), parsed by PostgreSQL's parser; no 
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -457,3 +458,169 @@ def test_a_claim_that_does_not_read_the_pauses():
         "WHERE id = $2 AND status = $3 AND attempt_token = $4"
     )
     assert judge.judge(beat, PAUSABLE).kinds == ()
+
+
+COMPLETE = "UPDATE jobs SET status = $1, finished_at = now() WHERE id = $2 AND {fence}"
+
+
+@pytest.mark.parametrize(
+    "fence, kind, shape",
+    [
+        # 1. a domain over uuid with its own = (or any other schema's type): no fence
+        (
+            "attempt_token::app.tok = $3::app.tok",
+            "fence_cast",
+            "a cast to app.tok on the fence",
+        ),
+        ("attempt_token = $3::app.tok", "fence_cast", "a cast to app.tok on the fence"),
+        ("attempt_token::tok = $3", "fence_cast", "a cast to tok on the fence"),
+        (
+            "attempt_token OPERATOR(app.=) $3::uuid",
+            "unfenced_update",
+            "compared with OPERATOR(app.=), not pg_catalog's =",
+        ),
+        # 3. a cast that truncates, through text, or any function of the token
+        (
+            "attempt_token::text::varchar(1) = $3::varchar(1)",
+            "fence_cast",
+            "a cast to text, varchar(1) on the fence",
+        ),
+        ("attempt_token::text = $3", "fence_cast", "a cast to text on the fence"),
+        ("attempt_token::char(8) = $3", "fence_cast", "a cast to bpchar(8) on the fence"),
+        (
+            "left(attempt_token::text, 1) = $3",
+            "fence_cast",
+            "the function left() on the token",
+        ),
+        (
+            "attempt_token::uuid[] = $3",
+            "fence_cast",
+            "a cast to uuid on the fence",
+        ),
+        ("attempt_token = lower($3)", "unfenced_update", "compared with an expression"),
+    ],
+)
+def test_a_fence_through_a_cast_a_function_or_another_operator(fence, kind, shape):
+    verdict = judge.judge(COMPLETE.format(fence=fence), JOBS)
+    assert verdict.kinds == (kind,) and verdict.fenced is None
+    assert shape in (verdict.why or ""), verdict.why
+
+
+@pytest.mark.parametrize(
+    "fence",
+    [
+        "attempt_token = $3",
+        "attempt_token = $3::uuid",
+        "attempt_token::uuid = $3::pg_catalog.uuid",
+        "attempt_token OPERATOR(pg_catalog.=) $3::pg_catalog.uuid",
+        "jobs.attempt_token = $3",
+    ],
+)
+def test_the_token_cast_to_its_own_type_is_still_a_fence(fence):
+    verdict = judge.judge(COMPLETE.format(fence=fence), JOBS)
+    assert verdict.kinds == () and verdict.fenced == "completion"
+
+
+SELF_THROUGH_CTE = (
+    "WITH t AS (SELECT id, attempt_token FROM jobs WHERE id = $1) "
+    "UPDATE jobs SET status = $2, reserved_by = $3, attempt_token = $4, lease_expires_at = $5 "
+    "FROM t WHERE jobs.id = t.id AND jobs.attempt_token = t.attempt_token"
+)
+
+
+def test_the_rows_own_token_through_a_cte_is_no_fence():
+    """2. The token must be compared with a value the caller gives; the row's own, read back
+    through a CTE, is always equal. Only the design's reclaim (rows locked FOR UPDATE and
+    chosen by their lease) may fence on the token it read."""
+    verdict = judge.judge(SELF_THROUGH_CTE, JOBS)
+    assert verdict.kinds == ("hand_requeue",)
+    assert "the row's own attempt_token, read back through t, compared with itself" in (
+        verdict.why or ""
+    )
+    done = SELF_THROUGH_CTE.replace("reserved_by = $3, attempt_token = $4, ", "")
+    done = done.replace("lease_expires_at = $5", "finished_at = now()")
+    assert judge.judge(done, JOBS).kinds == ("unfenced_update",)
+    # locked, but not chosen by the lease: still no fence
+    locked = done.replace("WHERE id = $1)", "WHERE id = $1 FOR UPDATE)")
+    assert judge.judge(locked, JOBS).kinds == ("unfenced_update",)
+    # the token a CTE or a subquery selects as a parameter is a fence
+    given = done.replace(
+        "SELECT id, attempt_token FROM jobs WHERE id = $1",
+        "SELECT $1 AS id, $6::uuid AS attempt_token",
+    )
+    assert judge.judge(given, JOBS).kinds == ()
+    values = (
+        "WITH t(id, token) AS (VALUES ($1, $2::uuid)) UPDATE jobs SET status = $3 "
+        "FROM t WHERE jobs.id = t.id AND jobs.attempt_token = t.token"
+    )
+    assert judge.judge(values, JOBS).kinds == ()
+    subquery = (
+        "UPDATE jobs SET status = $1 FROM (SELECT $2::bigint AS id, $3::uuid AS token) p "
+        "WHERE jobs.id = p.id AND jobs.attempt_token = p.token"
+    )
+    assert judge.judge(subquery, JOBS).kinds == ()
+    cast = subquery.replace("$3::uuid", "$3::varchar(1)")
+    assert judge.judge(cast, JOBS).kinds == ("fence_cast",)
+
+
+@pytest.mark.parametrize(
+    "reclaim",
+    [
+        # the lease design's reclaim (the design's card)
+        "WITH expired AS (SELECT id, attempt_token FROM jobs WHERE status = $1 "
+        "AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT $2 "
+        "FOR UPDATE SKIP LOCKED) UPDATE jobs j SET status = $3, reserved_by = $4, "
+        "reserved_at = $5, heartbeat_at = $6, lease_expires_at = $7, attempt_token = $8 "
+        "FROM expired WHERE j.id = expired.id AND j.attempt_token = expired.attempt_token",
+        # a FOR NO KEY UPDATE lock, the token aliased
+        "WITH e AS (SELECT id, attempt_token AS tok FROM jobs WHERE lease_expires_at < now() "
+        "FOR NO KEY UPDATE SKIP LOCKED) UPDATE jobs SET status = $1, attempt_token = $2 "
+        "FROM e WHERE jobs.id = e.id AND jobs.attempt_token = e.tok",
+    ],
+)
+def test_the_designs_reclaim_fences_on_the_token_it_read(reclaim):
+    assert judge.judge(reclaim, JOBS).kinds == ()
+
+
+def test_a_view_is_judged_by_the_tables_columns_it_shows():
+    """4. Through a view, each column is the table's column it shows: a view whose
+    attempt_token is the table's reserved_by fences nothing."""
+    shows = {"id": "id", "status": "status", "attempt_token": "reserved_by"}
+    table = judge.Table(
+        "jobs",
+        "public",
+        {},
+        related=frozenset({("app", "jv")}),
+        views={("app", "jv"): shows},
+    )
+    statement = "UPDATE app.jv SET status = $1 WHERE id = $2 AND attempt_token = $3"
+    verdict = judge.judge(statement, table)
+    assert verdict.kinds == ("unfenced_update",)
+    assert "through the view app.jv, whose attempt_token is the table's reserved_by" in (
+        verdict.why or ""
+    )
+    # the same view showing the real token (renamed) fences on it
+    honest = {"id": "id", "status": "status", "token": "attempt_token"}
+    table = dataclasses.replace(table, views={("app", "jv"): honest})
+    fenced = statement.replace("attempt_token = $3", "token = $3")
+    assert judge.judge(fenced, table).fenced == "completion"
+    assert judge.judge(statement, table).kinds == ("unfenced_update",)
+    # an expression shown as the token is none
+    computed = {"id": "id", "status": "status", "attempt_token": None}
+    table = dataclasses.replace(table, views={("app", "jv"): computed})
+    verdict = judge.judge(statement, table)
+    assert verdict.kinds == ("unfenced_update",)
+    assert "through the view app.jv, whose attempt_token is an expression" in (verdict.why or "")
+
+
+def test_a_triggers_or_rules_new_row_is_a_value():
+    """A rule's or trigger's UPDATE compares with NEW's fields: the values of the statement
+    that fired it (a row of its own named new is not)."""
+    fenced = "UPDATE jobs SET status = $1 WHERE id = new.job_id AND attempt_token = new.token"
+    assert judge.judge(fenced, JOBS).fenced == "completion"
+    unfenced = "UPDATE jobs SET status = $1 WHERE id = new.job_id"
+    assert judge.judge(unfenced, JOBS).kinds == ("unfenced_update",)
+    aliased = (
+        "UPDATE jobs AS new SET status = $1 WHERE id = $2 AND attempt_token = new.attempt_token"
+    )
+    assert judge.judge(aliased, JOBS).kinds == ("unfenced_update",)
