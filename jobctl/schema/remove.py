@@ -12,6 +12,10 @@ In three layers, each on request, in this order:
    index (an index on a dropped column goes with it), and the recorded names. Refused while
    any row is processing with a live lease: its worker writes those columns.
 
+Refused too, before any step, when an object jobctl did not make depends on one the steps
+would drop (a view over ``jobctl.events`` or over a lease column, a foreign key, a policy...):
+a DROP without CASCADE would stop at it half way, after the steps before it had run.
+
 The steps are ``schema_steps.Step``s, run by ``schema_steps.apply`` with the same discipline
 as apply: each locking step in short tries until the deadline, the blocker named;
 ``schema_steps.render_sql`` prints them. A plan with no step: nothing is left to remove.
@@ -72,10 +76,12 @@ def plan(
     where = _shown(table.qualified)
     found = _history(conn, table)
     # 1. the trigger and the table's function
-    trigger, present = _trigger_step(conn, table, found)
+    trigger, triggers, present = _trigger_step(conn, table, found)
     # 3 is planned before 2 (it decides whether the recorded names are still needed), and
     # runs before schema jobctl, which holds them, is dropped
-    column_step, column_kept = _columns_step(conn, table, found) if columns else (None, [])
+    column_step, column_kept, drops = (
+        _columns_step(conn, table, found) if columns else (None, [], None)
+    )
     # 2. the history: this table's rows, or schema jobctl when no other table is in it
     mapping_needed = found.mapped and not columns
     keep_schema = bool(found.others or found.foreign or mapping_needed)
@@ -85,6 +91,9 @@ def plan(
     if history_too and found.schema and not keep_schema:
         schema_step = _schema_step(conn, table, found, present)
     steps = [s for s in (trigger, rows_step, column_step, schema_step) if s is not None]
+    if steps:
+        functions = present + (_history_functions(conn) if schema_step else [])
+        _refuse_dependents(conn, table, triggers, functions, drops, schema=bool(schema_step))
     kept = _history_kept(found, history_too, keep_schema, mapping_needed, where)
     kept += column_kept
     if not columns and _lease_columns(conn, table):
@@ -98,9 +107,9 @@ def plan(
 
 def _trigger_step(
     conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
-) -> tuple[schema_steps.Step | None, list[str]]:
+) -> tuple[schema_steps.Step | None, list[str], list[str]]:
     """The step that drops the history trigger and the table's function (None: neither is
-    there), and the functions of schema jobctl it drops."""
+    there), the triggers and the functions of schema jobctl it drops."""
     state = history.table_state(conn, table.oid)
     triggers = [t for t in (history.TRIGGER, *history.OLD_TRIGGERS) if _has_trigger(state, t)]
     functions = {history.function_name(table.schema, table.name)}
@@ -112,14 +121,14 @@ def _trigger_step(
         functions.add(state.function[1])  # (made under the table's former name)
     present = sorted(_present_functions(conn, functions)) if found.schema else []
     if not (triggers or present):
-        return None, present
+        return None, triggers, present
     statements = [
         queries.query("remove_trigger", table.ident, trigger=sql.Identifier(t)) for t in triggers
     ] + [queries.query("remove_function", function=sql.Identifier("jobctl", f)) for f in present]
     what = "drop the history trigger" if triggers else "drop the history function"
     if present:
         what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
-    return schema_steps.Step(what, _joined(statements), locks=table.qualified), present
+    return schema_steps.Step(what, _joined(statements), locks=table.qualified), triggers, present
 
 
 def _history_rows_step(table: db.JobsTable, found: _History) -> schema_steps.Step | None:
@@ -230,8 +239,9 @@ class _Drops:
 
 def _columns_step(
     conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
-) -> tuple[schema_steps.Step | None, list[str]]:
-    """The step that drops what jobctl added to the table's columns, and what it keeps."""
+) -> tuple[schema_steps.Step | None, list[str], _Drops | None]:
+    """The step that drops what jobctl added to the table's columns, what it keeps, and what
+    it drops (None: no step)."""
     where = _shown(table.qualified)
     columns = {r["name"] for r in db.rows(conn, "table_columns", {"oid": table.oid})}
     kept = [
@@ -247,7 +257,7 @@ def _columns_step(
         mapping=found.schema and found.mapped,
     )
     if not (drops.columns or drops.checks or drops.index or drops.mapping):
-        return None, kept
+        return None, kept, None
     leased = table.mapping.column("lease_expires_at") in columns
     expired = _expired_leases(conn, table) if leased else 0
     statements = _drop_statements(table, drops, leased)
@@ -257,7 +267,7 @@ def _columns_step(
             f" ({expired} row(s) still processing with an expired lease or none stay so, "
             "with no lease to expire: jobctl reclaim --commit first to requeue them)"
         )
-    return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept
+    return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept, drops
 
 
 def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
@@ -327,7 +337,7 @@ def _dropped(conn: psycopg.Connection[Any], table: db.JobsTable, drops: _Drops) 
             + ", ".join(_shown(i) for i in sorted(indexes))
         )
     if drops.mapping:
-        parts.append("the recorded names")
+        parts.append("recorded names")  # after "the " as the others: "the recorded names"
     return parts
 
 
@@ -360,6 +370,46 @@ def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None
     ours = reclaim_index.index_name(table.name, "_processing_timeout")
     names = {r["relname"] for r in db.rows(conn, "reclaim_index_candidates", {"oid": table.oid})}
     return ours if ours in names else None
+
+
+# ---------------------------------------------------------------- what depends on it
+_NAMED = 10  # the dependents a refusal names
+
+
+def _refuse_dependents(
+    conn: psycopg.Connection[Any],
+    table: db.JobsTable,
+    triggers: list[str],
+    functions: list[str],
+    drops: _Drops | None,
+    *,
+    schema: bool,
+) -> None:
+    """Refuse, before any step, when an object jobctl did not make depends on one the steps
+    drop (``schema``: schema jobctl and its tables too): each named with what it depends on."""
+    params = {
+        "oid": table.oid,
+        "columns": drops.columns if drops else [],
+        "checks": drops.checks if drops else [],
+        "index": drops.index if drops else None,
+        "triggers": triggers,
+        "functions": functions,
+        "schema": schema,
+    }
+    found = db.rows(conn, "remove_dependents", params)
+    if not found:
+        return
+    named = [
+        f"{_shown(r['kind'])} {_shown(r['name'])} (on "
+        + ", ".join(_shown(d) for d in sorted(r["depends_on"]))
+        + ")"
+        for r in found[:_NAMED]
+    ]
+    more = f" and {len(found) - _NAMED} more" if found[_NAMED:] else ""
+    raise errors.NothingDone(
+        f"{_shown(table.qualified)}: objects jobctl did not make depend on what schema remove "
+        f"would drop: {', '.join(named)}{more}; drop or change them first"
+    )
 
 
 # ---------------------------------------------------------------- the history

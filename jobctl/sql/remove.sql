@@ -107,7 +107,8 @@ DELETE FROM jobctl.attempts WHERE job_table = {job_table}
 
 -- name: remove_history_schema
 -- schema jobctl and everything of it ({functions}: DROP FUNCTION of each), no CASCADE: an
--- object of someone else's that depends on it stops the step, nothing dropped
+-- object of someone else's that depends on it stops the step, nothing dropped (and
+-- remove_dependents refuses the removal before its first step)
 DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migrations,
     jobctl.kind_policies, jobctl.kind_policy_events, jobctl.reclaimer_passes, jobctl.pauses,
     jobctl.pause_events;
@@ -169,7 +170,8 @@ END
 
 -- name: remove_columns
 -- the columns and checks jobctl added ({drops}: remove_drop_constraint, remove_drop_column);
--- an index on a dropped column goes with it; a view on one stops the step (no CASCADE)
+-- an index on a dropped column goes with it; a view on one stops the step (no CASCADE; and
+-- remove_dependents refuses the removal before its first step)
 ALTER TABLE {table} {drops}
 
 -- name: remove_drop_constraint
@@ -190,3 +192,113 @@ WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
   AND d.refobjid = %(oid)s AND a.attname::text = ANY(%(names)s::text[])
   AND c.relkind IN ('i', 'I')
 ORDER BY 1
+
+-- name: remove_dependents
+-- what depends on the objects the steps would drop and would stop a step (a DROP without
+-- CASCADE fails on it), read before any step runs. Dropped: the jobs table's columns named
+-- (on its partitions and children too: the drop recurses), its checks, its index and its
+-- triggers named, schema jobctl's functions named (no arguments), and when asked schema
+-- jobctl and its tables; with them what PostgreSQL drops along (an auto or internal
+-- dependency: an index on a dropped column, a table's row type, a view's rule, a partition's
+-- clone). Their other dependents, by pg_depend's normal dependencies, refuse: views and
+-- materialized views (their rule named as the view), foreign keys, columns of a dropped type,
+-- defaults and generated columns (named as the column), triggers, policies, functions with a
+-- SQL body, objects in schema jobctl it did not make. Each once, with what it depends on
+WITH RECURSIVE tree (relid) AS (
+    SELECT %(oid)s::pg_catalog.oid
+    UNION
+    SELECT i.inhrelid
+    FROM pg_catalog.pg_inherits i
+    JOIN tree ON i.inhparent OPERATOR(pg_catalog.=) tree.relid
+),
+target (classid, objid, objsubid) AS (
+    SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid, a.attrelid,
+           a.attnum::pg_catalog.int4
+    FROM pg_catalog.pg_attribute a
+    JOIN tree ON a.attrelid OPERATOR(pg_catalog.=) tree.relid
+    WHERE a.attname::pg_catalog.text OPERATOR(pg_catalog.=) ANY(%(columns)s::pg_catalog.text[])
+      AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+      AND (a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid OR NOT a.attislocal)
+    UNION ALL
+    SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid, c.oid, 0
+    FROM pg_catalog.pg_constraint c
+    WHERE c.conrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+      AND c.conname::pg_catalog.text OPERATOR(pg_catalog.=) ANY(%(checks)s::pg_catalog.text[])
+    UNION ALL
+    SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid, i.indexrelid, 0
+    FROM pg_catalog.pg_index i
+    JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indexrelid
+    WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+      AND c.relname::pg_catalog.text OPERATOR(pg_catalog.=) %(index)s::pg_catalog.text
+    UNION ALL
+    SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass::pg_catalog.oid, t.oid, 0
+    FROM pg_catalog.pg_trigger t
+    WHERE t.tgrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+      AND t.tgname::pg_catalog.text OPERATOR(pg_catalog.=) ANY(%(triggers)s::pg_catalog.text[])
+    UNION ALL
+    SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, 0
+    FROM pg_catalog.pg_proc p
+    WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+      AND p.pronargs OPERATOR(pg_catalog.=) 0
+      AND p.proname::pg_catalog.text OPERATOR(pg_catalog.=) ANY(%(functions)s::pg_catalog.text[])
+    UNION ALL
+    SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass::pg_catalog.oid, n.oid, 0
+    FROM pg_catalog.pg_namespace n
+    WHERE %(schema)s::pg_catalog.bool
+      AND n.oid OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+    UNION ALL
+    SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid, c.oid, 0
+    FROM pg_catalog.pg_class c
+    WHERE %(schema)s::pg_catalog.bool
+      AND c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+      AND c.relkind OPERATOR(pg_catalog.=) ANY(ARRAY['r', 'p']::pg_catalog."char"[])
+),
+dropped (classid, objid, objsubid) AS (
+    SELECT classid, objid, objsubid FROM target
+    UNION
+    SELECT d.classid, d.objid, d.objsubid
+    FROM pg_catalog.pg_depend d
+    JOIN dropped t ON d.refclassid OPERATOR(pg_catalog.=) t.classid
+                  AND d.refobjid OPERATOR(pg_catalog.=) t.objid
+                  AND (t.objsubid OPERATOR(pg_catalog.=) 0
+                       OR d.refobjsubid OPERATOR(pg_catalog.=) t.objsubid)
+    WHERE d.deptype OPERATOR(pg_catalog.=) ANY(ARRAY['a', 'i', 'P', 'S']::pg_catalog."char"[])
+),
+refusing AS (
+    SELECT DISTINCT d.classid, d.objid, d.objsubid,
+           t.classid AS on_classid, t.objid AS on_objid, t.objsubid AS on_objsubid
+    FROM dropped t
+    JOIN pg_catalog.pg_depend d ON d.refclassid OPERATOR(pg_catalog.=) t.classid
+                               AND d.refobjid OPERATOR(pg_catalog.=) t.objid
+                               AND (t.objsubid OPERATOR(pg_catalog.=) 0
+                                    OR d.refobjsubid OPERATOR(pg_catalog.=) t.objsubid)
+    WHERE d.deptype OPERATOR(pg_catalog.=) 'n'::pg_catalog."char"
+      AND NOT EXISTS (SELECT FROM dropped o
+                      WHERE o.classid OPERATOR(pg_catalog.=) d.classid
+                        AND o.objid OPERATOR(pg_catalog.=) d.objid
+                        AND (o.objsubid OPERATOR(pg_catalog.=) 0
+                             OR o.objsubid OPERATOR(pg_catalog.=) d.objsubid))
+)
+SELECT o.type AS kind, o.identity AS name,
+       pg_catalog.array_agg(DISTINCT (r.type OPERATOR(pg_catalog.||) ' '::pg_catalog.text
+                                      OPERATOR(pg_catalog.||) r.identity)) AS depends_on
+FROM refusing f
+LEFT JOIN pg_catalog.pg_rewrite w
+       ON f.classid
+          OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass::pg_catalog.oid
+      AND w.oid OPERATOR(pg_catalog.=) f.objid
+      AND w.rulename OPERATOR(pg_catalog.=) '_RETURN'::pg_catalog.name
+LEFT JOIN pg_catalog.pg_attrdef ad
+       ON f.classid
+          OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass::pg_catalog.oid
+      AND ad.oid OPERATOR(pg_catalog.=) f.objid
+CROSS JOIN LATERAL pg_catalog.pg_identify_object(
+    CASE WHEN w.oid IS NULL AND ad.oid IS NULL THEN f.classid
+         ELSE 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid END,
+    COALESCE(w.ev_class, ad.adrelid, f.objid),
+    CASE WHEN w.oid IS NOT NULL THEN 0
+         WHEN ad.oid IS NOT NULL THEN ad.adnum::pg_catalog.int4
+         ELSE f.objsubid END) o
+CROSS JOIN LATERAL pg_catalog.pg_identify_object(f.on_classid, f.on_objid, f.on_objsubid) r
+GROUP BY o.type, o.identity
+ORDER BY o.identity, o.type

@@ -383,3 +383,88 @@ def test_a_lease_column_that_is_the_tables_own_is_kept(empty_dsn, run):
         }
         assert "last_seen" in columns and "attempt_token" not in columns
         assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
+
+
+# ---------------------------------------------------------------- the application's objects
+def jobctl_rows(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+    """The rows of jobctl's own tables, as text: the history, the recorded names, the pauses."""
+    return {
+        t: [
+            r["row"]
+            for r in conn.execute(
+                sql.SQL("SELECT t::text AS row FROM jobctl.{} t ORDER BY 1").format(
+                    sql.Identifier(t)
+                )
+            )
+        ]
+        for t in ("events", "attempts", "tables", "pauses", "pause_events")
+    }
+
+
+@pytest.mark.parametrize(
+    ("view", "named"),
+    [
+        (
+            "CREATE VIEW app_events AS SELECT job_id, event, at FROM jobctl.events",
+            "view public.app_events (on table jobctl.events)",
+        ),
+        (
+            "CREATE VIEW app_pauses AS SELECT job_table, value FROM jobctl.pauses",
+            "view public.app_pauses (on table jobctl.pauses)",
+        ),
+        (
+            "CREATE VIEW app_leases AS SELECT id, lease_expires_at FROM public.jobs",
+            "view public.app_leases (on table column public.jobs.lease_expires_at)",
+        ),
+    ],
+    ids=["over the events", "over the pauses", "over a lease column"],
+)
+def test_an_object_on_what_remove_drops_refuses_it_before_any_step(conn, dsn, run, view, named):
+    """A view of the application's over what the steps would drop: refused before the first
+    step (the trigger's), naming it; before, the columns' step ran and the schema's failed."""
+    assert run("schema", "apply", "--yes", "--column", "queue=queue").code == 0  # names recorded
+    assert run("pause", "--queue", "mail", "--reason", "provider down").code == 0
+    conn.execute("INSERT INTO jobs (payload) SELECT '{}' FROM generate_series(1, 3)")
+    from jobctl import lease
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=30)
+        job = worker.claim()
+        assert job is not None
+        worker.fail(job, "boom", retry_delay=0)  # an event and an attempt in the history
+    conn.execute(view)
+    before, rows_before = catalog(conn), jobctl_rows(conn)
+    assert rows_before["events"] and rows_before["tables"] and rows_before["pauses"]
+
+    for args in (("--yes",), ("--sql",)):
+        result = run("schema", "remove", "--history", "--columns", *args)
+        assert result.code == 2, result.err
+        assert result.out == ""
+        assert result.err.count("\n") == 1, result.err
+        assert named in result.err and result.err.endswith("; nothing done\n"), result.err
+        assert catalog(conn) == before  # the trigger, the columns, schema jobctl: all there
+        assert jobctl_rows(conn) == rows_before
+
+    # the view gone, the same removal takes everything, the recorded names said once
+    conn.execute("DROP VIEW " + view.split()[2])
+    done = run("schema", "remove", "--history", "--columns", "--yes")
+    assert done.code == 0, done.err
+    assert "; the recorded names" in done.err and "the the" not in done.err
+    assert conn.execute("SELECT to_regnamespace('jobctl') AS s").fetchone()["s"] is None
+    assert "lease_expires_at" not in {c.split()[0].split(".")[-1] for c in catalog(conn)["columns"]}
+
+
+def test_an_object_on_what_remove_keeps_does_not_stop_it(conn, run):
+    """Only what the steps drop counts: a view over a lease column leaves --history free (the
+    columns stay), a view over the history leaves the bare removal free (the history stays)."""
+    conn.execute("CREATE VIEW app_leases AS SELECT id, lease_expires_at FROM jobs")
+    conn.execute("CREATE VIEW app_events AS SELECT job_id FROM jobctl.events")
+    bare = run("schema", "remove", "--yes")
+    assert bare.code == 0, bare.err
+    conn.execute("DROP VIEW app_events")
+    history = run("schema", "remove", "--history", "--yes")
+    assert history.code == 0, history.err
+    assert "done: drop schema jobctl" in history.err
+    refused = run("schema", "remove", "--columns", "--yes")
+    assert refused.code == 2, refused.err
+    assert "view public.app_leases (on table column public.jobs.lease_expires_at)" in refused.err
