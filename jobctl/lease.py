@@ -96,7 +96,7 @@ class Worker:
         self.prepare: bool | None = None if prepare else False  # None: the connection decides
         name = table.as_string(conn) if isinstance(table, sql.Identifier) else table
         # the table's own names and types, as schema apply recorded them (jobctl.tables)
-        self.table = db.resolve_table(conn, name)
+        self.table = db.resolve_table(conn, name, as_worker=True)
         self._statements: dict[str, sql.Composed] = {}
         # the table's pauses as last read (None: not yet), and when (time.monotonic(), taken
         # before the read: a pause committed after it is seen by the next read at the latest)

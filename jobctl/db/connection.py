@@ -191,16 +191,18 @@ def transaction(
     read_only: bool = False,
     action: str | None = None,
     reason: str | None = None,
+    role: str | None = None,
 ) -> Iterator[psycopg.Connection[Any]]:
     """A short transaction with statement_timeout and lock_timeout set locally.
 
     ``read_only`` makes the transaction read only itself, transaction-locally (psycopg's
     read_only attribute does nothing in autocommit; SET TRANSACTION READ ONLY would mark the
     setting as the session's). ``action`` and ``reason`` reach the history trigger together
-    with the actor, through transaction-local settings.
+    with the actor, through transaction-local settings. ``role``: the role the transaction
+    runs as, set transaction-locally (SET LOCAL ROLE: Session.write_role).
     """
     with policies_named(conn), conn.transaction():
-        _apply(conn, settings, read_only=read_only, action=action, reason=reason)
+        _apply(conn, settings, read_only=read_only, action=action, reason=reason, role=role)
         yield conn
 
 
@@ -212,6 +214,7 @@ def pipelined(
     *,
     action: str | None = None,
     reason: str | None = None,
+    role: str | None = None,
 ) -> list[dict[str, Any]]:
     """``statement`` in its own short transaction, in one round trip: BEGIN, the timeouts and
     actor (and ``action``, as ``transaction``) set transaction-locally, the statement, COMMIT,
@@ -226,7 +229,7 @@ def pipelined(
     # about the pipeline it could not close (a second line on stderr, without a handler)
     logging.getLogger("psycopg").addHandler(_SILENT)
     if not psycopg.Pipeline.is_supported():
-        with transaction(conn, settings, action=action, reason=reason):
+        with transaction(conn, settings, action=action, reason=reason, role=role):
             return conn.execute(statement, params).fetchall()
     # the rows are read after the COMMIT, by the session's own DateStyle (loaders.reading_iso);
     # when that is ISO already, psycopg's own loaders (C, not a Python call per value) read them
@@ -235,7 +238,7 @@ def pipelined(
     with policies_named(conn), _rolled_back(conn):
         with conn.pipeline():
             conn.execute("BEGIN")
-            _apply(conn, settings, action=action, reason=reason)
+            _apply(conn, settings, action=action, reason=reason, role=role)
             cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
             cursor.execute(statement, params)
             conn.execute("COMMIT")
@@ -268,6 +271,7 @@ def sending(
     *,
     action: str | None = None,
     reason: str | None = None,
+    role: str | None = None,
 ) -> Iterator[Callable[..., Sent]]:
     """``send(params, text)``: ``statement`` (or ``text``, another of the same statement, when
     given) in its own short transaction, as ``pipelined`` runs it, sent without waiting for
@@ -283,7 +287,7 @@ def sending(
     if not psycopg.Pipeline.is_supported():
 
         def run_now(params: dict[str, Any], text: bytes | None = None) -> Sent:
-            with transaction(conn, settings, action=action, reason=reason):
+            with transaction(conn, settings, action=action, reason=reason, role=role):
                 cursor = conn.cursor()
                 cursor.execute(text or statement, params)
                 return Sent(cursor, None)
@@ -295,7 +299,7 @@ def sending(
 
         def send(params: dict[str, Any], text: bytes | None = None) -> Sent:
             conn.execute("BEGIN")
-            _apply(conn, settings, action=action, reason=reason)
+            _apply(conn, settings, action=action, reason=reason, role=role)
             cursor = conn.cursor() if session_iso else loaders.reading_iso(conn.cursor())
             cursor.execute(text or statement, params)
             conn.execute("COMMIT")
@@ -326,12 +330,15 @@ def _apply(
     read_only: bool = False,
     action: str | None = None,
     reason: str | None = None,
+    role: str | None = None,
 ) -> None:
     """The timeouts and the audit settings, for the current transaction only (no session
-    state: behind a pooler the session is shared with the application's own clients)."""
+    state: behind a pooler the session is shared with the application's own clients);
+    ``role``: the role the transaction runs as from here on, transaction-locally too."""
     conn.execute(
-        _settings_statement(read_only, action is not None),
+        _settings_statement(read_only, action is not None, role is not None),
         {
+            "role": role,
             "st": str(_milliseconds(settings.statement_timeout)),
             "lt": str(_milliseconds(settings.lock_timeout)),
             "actor": settings.actor,
@@ -342,18 +349,22 @@ def _apply(
 
 
 @functools.cache
-def _settings_statement(read_only: bool, writes: bool = False) -> sql.Composed:
+def _settings_statement(
+    read_only: bool, writes: bool = False, as_role: bool = False
+) -> sql.Composed:
     """The transaction settings statement, composed once (every reclaim batch runs it).
     ``writes``: a write of jobctl's to the jobs table (it names an action), whose triggers of
     the application's run in it: pg_catalog first, then the session's own search path, so
     that they find their objects as in the workers' writes (``write_search_path``); refused,
     by an error of this statement, in a session whose session_replication_role is not origin
     (``origin_session``: no trigger would record it). Every transaction sets the output
-    styles psycopg parses (``parse_settings``: DateStyle ...)."""
+    styles psycopg parses (``parse_settings``: DateStyle ...). ``as_role``: the transaction
+    runs as the role given (``role_setting``: SET LOCAL ROLE)."""
     from psycopg import sql
 
     return queries.query(
         "transaction_settings",
+        role=queries.query("role_setting") if as_role else sql.SQL(""),
         read_only=queries.query("read_only_setting") if read_only else sql.SQL(""),
         search_path=queries.query("write_search_path")
         if writes

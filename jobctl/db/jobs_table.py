@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
+from jobctl.contract import safe_text
 from jobctl.db.connection import batched, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
@@ -41,7 +42,9 @@ class JobsTable:
     oid: int
     qualified: str  # schema.name as the history trigger records it: format('%I.%I', ...)
     mapping: TableMapping = dataclasses.field(default_factory=TableMapping)
-    id_type: tuple[str, str] = DESIGN_ID_TYPE  # the id column's type: schema, name
+    # the type ids are compared and passed as: the id column's (schema, name), a domain's
+    # innermost base type (casting to the domain would run its CHECK)
+    id_type: tuple[str, str] = DESIGN_ID_TYPE
     status_type: tuple[str, str] = DESIGN_STATUS_TYPE
     id_type_display: str = "bigint"  # as the database prints it, for messages
     # the types of the table's columns playing the design's (by the design's name)
@@ -56,6 +59,12 @@ class JobsTable:
     # jobctl.events and jobctl.attempts have the kept texts' lengths (history 011: a long
     # worker name or reason kept cut, worker_bytes and reason_bytes its whole length)
     kept_texts: bool = False
+    # the role jobctl's writes of the table run as (SET LOCAL ROLE), when the session's role
+    # holds privileges the table's owner lacks: jobctl's operator role; None: the session's
+    writes_as: str | None = None
+    # why jobctl's writes of the table are refused (a superuser session on a table another
+    # role owns, with no operator role to run them as), or None
+    write_refusal: str | None = None
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -226,6 +235,18 @@ def optional_fragments(
     return fragments
 
 
+def untrusted_jobctl(what: str, owner: str) -> errors.NothingDone:
+    """Schema jobctl holds ``what``, owned by a role weaker than this session: read nothing."""
+    shown = safe_text.visible(owner)
+    return errors.NothingDone(
+        f"{safe_text.visible(what)} is owned by role {shown}, which does not hold "
+        "your privileges: jobctl reads nothing there, since a view or function in it would run "
+        f"{shown}'s code as you. If {shown} installed jobctl, run jobctl as {shown} (or as a "
+        f"role {shown} is a member of); if not, inspect it, then DROP SCHEMA jobctl CASCADE "
+        "(or rename it) and run jobctl schema apply as a superuser"
+    )
+
+
 def table_not_found(conn: Any, name: str) -> errors.TableNotFound:
     """The jobs table is missing: name where jobctl looked (server, database, user), since a
     wrong server or database is the usual cause, and how to set the table and the DSN."""
@@ -299,11 +320,20 @@ def creation_schema(conn: psycopg.Connection[Any]) -> str:
 
 
 def resolve_table(
-    conn: psycopg.Connection[Any], name: str, mapping: TableMapping | None = None
+    conn: psycopg.Connection[Any],
+    name: str,
+    mapping: TableMapping | None = None,
+    *,
+    as_worker: bool = False,
 ) -> JobsTable:
     """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
     mapping schema apply recorded for it (or ``mapping``, one about to be recorded) and the
-    types of its id and status columns."""
+    types of its id and status columns.
+
+    Refused (exit 2, nothing read of it) when schema jobctl or an object in it is owned by a
+    role that does not hold this session's privileges (``untrusted_jobctl``): a view or
+    function there would run that role's code as this session. ``as_worker``: the worker API
+    on the application's own connection, whose role's code it is anyway, is not refused."""
     from psycopg import sql
     from psycopg.rows import dict_row
 
@@ -313,6 +343,8 @@ def resolve_table(
         row = _identified(conn, name)  # the rest on jobctl's safe search_path
         if row is None:
             raise table_not_found(conn, name)
+        if row["jobctl_untrusted"] is not None and not as_worker:
+            raise untrusted_jobctl(*row["jobctl_untrusted"])
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
         if mapping is None:
             mapping = recorded_mapping(cursor, row)
@@ -333,8 +365,9 @@ def resolve_table(
         row["oid"],
         row["qualified"],
         mapping,
-        (id_row["type_schema"], id_row["type_name"]) if id_row else DESIGN_ID_TYPE,
-        # a domain's statuses as its base type's (see the column_types block)
+        # ids and statuses as the domain's innermost base type (the column_types block): a
+        # value cast to a domain runs its CHECK, the application's code, in every read
+        (id_row["literal_schema"], id_row["literal_name"]) if id_row else DESIGN_ID_TYPE,
         (status_row["literal_schema"], status_row["literal_name"])
         if status_row
         else DESIGN_STATUS_TYPE,
@@ -355,6 +388,29 @@ def resolve_table(
         bool(row.get("has_history")),
         bool(row.get("has_pauses")),
         bool(row.get("has_kept_texts")),
+        *_writes_as(row),
+    )
+
+
+def _writes_as(row: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Whose privileges jobctl's writes run the application's code with (its triggers,
+    checks, domain checks, index expressions, defaults), from ``table_identity``: the
+    session's own when the table's owner holds them all; else jobctl's operator role, when
+    the session may become it; else, for a superuser, none: the writes are refused. (A role
+    neither the owner's nor a superuser, with no operator role, writes as itself: its own
+    grants decide.) Returns (writes_as, write_refusal)."""
+    if row["owner_holds_mine"]:
+        return None, None
+    if row["operator_role"] is not None:
+        return row["operator_role"], None
+    if not row["superuser"]:
+        return None, None
+    owner = safe_text.visible(row["owner"])
+    return None, (
+        f"you are a superuser and the jobs table is owned by role {owner}: a write would run "
+        f"{owner}'s triggers, checks and defaults with a superuser's privileges. Run the "
+        f"write as jobctl's operator role (jobctl schema grants --operator ROLE once; jobctl "
+        f"then runs its writes as ROLE, SET LOCAL ROLE) or as {owner}"
     )
 
 

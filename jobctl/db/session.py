@@ -43,10 +43,25 @@ class Session:
     def transaction(
         self, *, read_only: bool = False, action: str | None = None, reason: str | None = None
     ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
-        """A short transaction with the settings' timeouts (and the audit's actor)."""
+        """A short transaction with the settings' timeouts (and the audit's actor); one that
+        writes the table (``action``) runs as ``write_role`` says."""
         return db.transaction(
-            self.conn, self.settings, read_only=read_only, action=action, reason=reason
+            self.conn,
+            self.settings,
+            read_only=read_only,
+            action=action,
+            reason=reason,
+            role=self.write_role() if action is not None else None,
         )
+
+    def write_role(self) -> str | None:
+        """The role a write of the table runs as (the table's ``writes_as``: jobctl's operator
+        role when this session's role holds privileges the table's owner lacks), or None: the
+        session's. Refused (exit 2, before anything is written) when there is none to run it
+        as and the session is a superuser (``write_refusal``)."""
+        if self.table.write_refusal is not None:
+            raise errors.NothingDone(self.table.write_refusal)
+        return self.table.writes_as
 
     def origin(self) -> dict[str, Any]:
         """Where this session is, for a saved plan (``db.where``), and its target's name."""
@@ -118,7 +133,10 @@ class Session:
         audit's ``action``) set transaction-locally, in one round trip (``db.pipelined``); its
         rows. The statement is composed once per session (a reclaim runs it for every batch)."""
         text = self._text(name, fragments)
-        return db.pipelined(self.conn, self.settings, text, params, action=action, reason=reason)
+        role = self.write_role() if action is not None else None
+        return db.pipelined(
+            self.conn, self.settings, text, params, action=action, reason=reason, role=role
+        )
 
     @contextlib.contextmanager
     def sending(
@@ -135,7 +153,10 @@ class Session:
         given the same one (composed once per session too). Nothing else runs on the session
         inside the block."""
         text = self._text(name, fragments)
-        with db.sending(self.conn, self.settings, text, action=action, reason=reason) as send:
+        role = self.write_role() if action is not None else None
+        with db.sending(
+            self.conn, self.settings, text, action=action, reason=reason, role=role
+        ) as send:
 
             def sent(params: dict[str, Any], **more: sql.Composable) -> db.Sent:
                 return send(params, self._text(name, {**fragments, **more}) if more else None)

@@ -61,4 +61,6 @@ def open(
         standing = standby.check(
             s.conn, access.command, writes=access.writes, widened=access.widened, say=say
         )
+        if access.writes:  # refused before anything is asked, when no role may run it
+            s.write_role()
         yield s, standing

@@ -8,6 +8,66 @@
 SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        c.relkind::pg_catalog.text AS relkind,
        pg_catalog.format('%%I.%%I', n.nspname, c.relname) AS qualified,
+       -- the first of schema jobctl and the objects in it whose owner does not hold this
+       -- session's privileges, and that owner (NULL: none, or no schema): jobctl reads nothing
+       -- of such a schema, since a view or function there runs its owner's code as this session
+       (SELECT ARRAY[owned.what, r.rolname::pg_catalog.text]
+        FROM (SELECT ns.nspowner AS owner, 0 AS n, 'schema jobctl' AS what
+              FROM pg_catalog.pg_namespace ns
+              WHERE ns.nspname OPERATOR(pg_catalog.=) 'jobctl'::pg_catalog.name
+              UNION ALL
+              SELECT c.relowner,
+                     CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'r'
+                               OR c.relkind OPERATOR(pg_catalog.=) 'p' THEN 1 ELSE 2 END,
+                     pg_catalog.format('%%s jobctl.%%s',
+                                       CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'r'
+                                                 OR c.relkind OPERATOR(pg_catalog.=) 'p'
+                                                 THEN 'table'
+                                            WHEN c.relkind OPERATOR(pg_catalog.=) 'v'
+                                                 OR c.relkind OPERATOR(pg_catalog.=) 'm'
+                                                 THEN 'view'
+                                            WHEN c.relkind OPERATOR(pg_catalog.=) 'i' THEN 'index'
+                                            WHEN c.relkind OPERATOR(pg_catalog.=) 'S'
+                                                 THEN 'sequence'
+                                            ELSE 'relation' END, c.relname)
+              FROM pg_catalog.pg_class c
+              WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+              UNION ALL
+              SELECT p.proowner, 3, pg_catalog.format('function jobctl.%%s', p.proname)
+              FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+              UNION ALL
+              SELECT o.oprowner, 4, pg_catalog.format('operator jobctl.%%s', o.oprname)
+              FROM pg_catalog.pg_operator o
+              WHERE o.oprnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+              UNION ALL
+              SELECT t.typowner, 5, pg_catalog.format('type jobctl.%%s', t.typname)
+              FROM pg_catalog.pg_type t
+              WHERE t.typnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl'))
+             AS owned
+        JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) owned.owner
+        WHERE NOT pg_catalog.pg_has_role(owned.owner, CURRENT_USER, 'USAGE')
+        ORDER BY owned.n LIMIT 1) AS jobctl_untrusted,
+       -- whose privileges jobctl's writes run the table's triggers, checks and defaults with
+       -- (the application's code): the session's own when the table's owner holds them all
+       -- (a superuser owner, the owner itself, a role the owner is a member of) ...
+       pg_catalog.pg_has_role(c.relowner, CURRENT_USER, 'USAGE') AS owner_holds_mine,
+       (SELECT o.rolname::pg_catalog.text FROM pg_catalog.pg_roles o
+        WHERE o.oid OPERATOR(pg_catalog.=) c.relowner) AS owner,
+       (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) AS superuser,
+       -- ... else jobctl's operator role, one this session may become: granted UPDATE of
+       -- jobctl_action by name (schema grants --operator), not a superuser, the first by name
+       (SELECT r.rolname::pg_catalog.text
+        FROM pg_catalog.pg_attribute a, pg_catalog.aclexplode(a.attacl) g,
+             pg_catalog.pg_roles r
+        WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+          AND a.attname OPERATOR(pg_catalog.=) 'jobctl_action'::pg_catalog.name
+          AND NOT a.attisdropped
+          AND g.privilege_type OPERATOR(pg_catalog.=) 'UPDATE'::pg_catalog.text
+          AND r.oid OPERATOR(pg_catalog.=) g.grantee AND NOT r.rolsuper
+          AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER')
+        ORDER BY r.rolname LIMIT 1) AS operator_role,
        pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
        pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies,
        pg_catalog.to_regclass('jobctl.pauses') IS NOT NULL AS has_pauses,

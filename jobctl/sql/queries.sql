@@ -1415,6 +1415,7 @@ ORDER BY id LIMIT 1
 -- row security (a superuser, BYPASSRLS, the table's owner without FORCE)
 SELECT pg_catalog.set_config('search_path', {search_path}, true),
        pg_catalog.set_config('row_security', 'off', true),
+       {role}
        {read_only}
        {origin_session}
        {parse_settings}
@@ -1424,6 +1425,12 @@ SELECT pg_catalog.set_config('search_path', {search_path}, true),
        pg_catalog.set_config('jobctl.actor', %(actor)s, true),
        pg_catalog.set_config('jobctl.action', %(action)s, true),
        pg_catalog.set_config('jobctl.reason', %(reason)s, true)
+
+-- name: role_setting
+-- the role a write of the jobs table runs as, for the current transaction only (SET LOCAL ROLE:
+-- jobctl's operator role, when the session's role holds privileges the table's owner lacks;
+-- the table's triggers, checks and defaults, the application's code, then run with no more)
+pg_catalog.set_config('role', %(role)s, true),
 
 -- name: read_only_setting
 -- the current transaction read only (transaction-locally, unlike SET TRANSACTION READ ONLY)

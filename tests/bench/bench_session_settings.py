@@ -36,7 +36,7 @@ def statements() -> dict[str, sql.Composed]:
 
     def made(search_path: sql.Composable, **left_out: sql.Composable) -> sql.Composed:
         return queries.query(
-            "transaction_settings", read_only=empty, search_path=search_path, **left_out
+            "transaction_settings", read_only=empty, role=empty, search_path=search_path, **left_out
         )
 
     write_path = queries.query("write_search_path")

@@ -73,6 +73,7 @@ JOBCTL = Path(__file__).resolve().parents[2] / "jobctl"
 # words followed by a parenthesis that call no function looked up by name
 KEYWORDS = {
     "operator",
+    "from",  # FROM (SELECT ...): a subquery
     "in",
     "any",
     "all",
