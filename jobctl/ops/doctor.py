@@ -11,6 +11,7 @@ fail or unknown, with its evidence. Example::
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import db, durations, errors
 from jobctl.contract.shapes import Row
+from jobctl.ops import doctor_catalog as catalog
 from jobctl.ops import doctor_statements as judge
 from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
 from jobctl.schema import statements as rendered
@@ -94,7 +96,7 @@ def _table(s: Session) -> judge.Table:
         columns[design] = mapping.column(design)
     related = s.rows("doctor_table_relations", {"oid": s.table.oid})
     every = s.rows("doctor_table_columns", {"oid": s.table.oid})
-    return judge.Table(
+    table = judge.Table(
         s.table.name,
         s.table.schema,
         columns,
@@ -103,6 +105,24 @@ def _table(s: Session) -> judge.Table:
         every_column=frozenset(str(r["name"]) for r in every),
         pauses=s.table.pauses and bool(mapping.mapped_optional),
     )
+    views = [int(r["oid"]) for r in related if r["view"]]
+    if not views:
+        return table
+    shown = {
+        (str(v["schema"]), str(v["name"])): catalog.view_columns(v["definition"], v["columns"])
+        for v in s.rows("doctor_views", {"oids": views, "chars": READ_CHARS})
+    }
+    return dataclasses.replace(table, views=catalog.views_on_the_table(shown, table))
+
+
+def _hooks(s: Session, table: judge.Table) -> list[Row]:
+    """The findings in the rules and triggers that write the jobs table (their statements
+    never reach pg_stat_statements as themselves), read from the catalog."""
+    related = s.rows("doctor_table_relations", {"oid": s.table.oid})
+    oids = [s.table.oid, *(int(r["oid"]) for r in related)]
+    rules = s.rows("doctor_rules", {"oids": oids, "chars": READ_CHARS})
+    triggers = s.rows("doctor_triggers", {"chars": READ_CHARS})
+    return catalog.hooks(rules, triggers, table, limit=READ_CHARS, kept=STATEMENT_KEPT)
 
 
 def claims_ignoring_pauses(s: Session) -> int:
@@ -183,12 +203,21 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
     """The checks read from the statements the server has seen (``rows``: None without
     pg_stat_statements): sweepers by age, unfenced writes, and the fence's refusals."""
     lease_rows = _claimed_without_lease(s)
+    table = _table(s)
+    hooks = _hooks(s, table)
+    sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
+    for f in hooks:
+        if f.get("fix") in sql_of:
+            f["fix_sql"] = sql_of[f["fix"]]
+    in_hooks = f"; {len(hooks)} in rules or triggers (read from the catalog)" if hooks else ""
     if rows is None:
-        fenced_status = "warn" if lease_rows else "unknown"
         missing = "pg_stat_statements is not installed here (how to: the first check)"
+        swept = [f for f in hooks if f["check"] == "timeout_by_lease"]
+        written = [f for f in hooks if f["check"] == "fenced_writes"]
+        fenced_status = _worst(written, "warn" if lease_rows else "unknown")
         return [
-            _check("timeout_by_lease", "unknown", ENABLE),
-            _check("fenced_writes", fenced_status, missing, lease_rows),
+            _check("timeout_by_lease", "fail" if swept else "unknown", ENABLE, swept),
+            _check("fenced_writes", fenced_status, missing + in_hooks, written + lease_rows),
             _check("fence_rejections", "unknown", missing),
         ]
     hidden = [0]
@@ -200,14 +229,13 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
             else:
                 yield r
 
-    found, rejected, judged = findings(visible(), _table(s), own_fingerprints(s))
-    sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
+    found, rejected, judged = findings(visible(), table, own_fingerprints(s))
     for f in found:
         if f.get("fix") in sql_of:
             f["fix_sql"] = sql_of[f["fix"]]
     by_check: dict[str, list[Row]] = {"timeout_by_lease": [], "fenced_writes": []}
     refusals = [f for f in found if "rejected" in f]
-    for f in found:
+    for f in [*found, *hooks]:
         if "rejected" not in f:
             by_check[f["check"]].append(f)
     seen = f"{judged} distinct statement(s) naming {s.table.qualified} judged"
@@ -229,7 +257,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
         _check(
             "fenced_writes",
             _worst(writes, "warn" if hidden[0] or lease_rows else "ok"),
-            seen + _written(writes),
+            seen + _written(writes) + in_hooks,
             writes + lease_rows,
         ),
         _check(

@@ -177,6 +177,11 @@ def _grammar() -> int:
     return int(parser.get_postgresql_version()[0])
 
 
+def may_write(text: str) -> bool:
+    """Whether a text holds a write's keyword (a statement without one cannot write)."""
+    return bool(_MAY_WRITE.search(text))
+
+
 def fingerprint(text: str) -> str | None:
     """libpg_query's fingerprint of a statement (constants and parameter numbers ignored):
     how jobctl's own statements are recognised in the statistics."""

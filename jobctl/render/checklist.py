@@ -46,14 +46,20 @@ def _finding(f: Row, width: int) -> list[str]:
         statement = " ".join(str(f["statement"]).split())
         if len(statement) > STATEMENT_CHARS:
             statement = statement[:STATEMENT_CHARS] + " ..."
-        head = (
-            f"- {f['kind']}: queryid {f['queryid']}, role {_s(f['role'])}, "
-            f"{f['calls']} call(s), {f['rows']} row(s)"
-        )
+        if "source" in f:  # a rule's or trigger's, read from the catalog
+            head = f"- {f['kind']}: {f['source']} {_s(f['name'])} on {_s(f['relation'])}"
+            if "function" in f:
+                head += f", function {_s(f['function'])}"
+            head += " (read from the catalog: pg_stat_statements never holds it)"
+        else:
+            head = (
+                f"- {f['kind']}: queryid {f['queryid']}, role {_s(f['role'])}, "
+                f"{f['calls']} call(s), {f['rows']} row(s)"
+            )
         return [
             *_wrapped(head, width, INDENT),
             *_wrapped(_s(statement), width, INDENT + "    "),
-            *_wrapped(f"wrong: {f['wrong']}", width, INDENT + "  "),
+            *_wrapped(f"wrong: {_s(f['wrong'])}", width, INDENT + "  "),
             *_wrapped(
                 f"fix: {f['fix']}"
                 + (" (jobctl schema statements prints it)" if "fix_sql" in f else ""),

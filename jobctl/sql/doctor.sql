@@ -41,12 +41,70 @@ WITH RECURSIVE edges(parent, child) AS (
     UNION
     SELECT e.child FROM edges e JOIN related r ON e.parent OPERATOR(pg_catalog.=) r.oid
 )
-SELECT n.nspname AS schema, c.relname AS name
+SELECT n.nspname AS schema, c.relname AS name, c.oid AS oid,
+       c.relkind OPERATOR(pg_catalog.=) 'v' AS view
 FROM related r
 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.oid
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE r.oid OPERATOR(pg_catalog.<>) %(oid)s::pg_catalog.oid
 LIMIT 10000
+
+-- name: doctor_views
+-- the views among those relations (%(oids)s), each with its definition as the server prints
+-- it (cut at %(chars)s characters) and its columns in order: doctor maps each column to the
+-- table's column it shows, and judges a write through the view on the table's columns
+SELECT n.nspname AS schema, c.relname AS name,
+       pg_catalog.left(pg_catalog.pg_get_viewdef(c.oid), %(chars)s) AS definition,
+       ARRAY(SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum > 0
+               AND NOT a.attisdropped
+             ORDER BY a.attnum) AS columns
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE c.oid OPERATOR(pg_catalog.=) ANY (%(oids)s::pg_catalog.oid[])
+  AND c.relkind OPERATOR(pg_catalog.=) 'v'
+ORDER BY 1, 2
+LIMIT 10000
+
+-- name: doctor_rules
+-- the rules (other than a view's own SELECT, _RETURN) on any relation whose actions name the
+-- jobs table or a relation that reaches it (%(oids)s): what they write never reaches
+-- pg_stat_statements as itself (the statement that fired them does). Each with its
+-- definition as the server prints it, cut at %(chars)s characters, and its whole length
+SELECT n.nspname AS schema, c.relname AS relation, w.rulename AS name,
+       pg_catalog.left(pg_catalog.pg_get_ruledef(w.oid), %(chars)s) AS definition,
+       pg_catalog.length(pg_catalog.pg_get_ruledef(w.oid)) AS chars
+FROM pg_catalog.pg_rewrite w
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) w.ev_class
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE w.rulename OPERATOR(pg_catalog.<>) '_RETURN'
+  AND EXISTS (SELECT FROM pg_catalog.pg_depend d
+              WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                AND d.objid OPERATOR(pg_catalog.=) w.oid
+                AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                AND d.refobjid OPERATOR(pg_catalog.=) ANY (%(oids)s::pg_catalog.oid[]))
+ORDER BY 1, 2, 3
+LIMIT 1000
+
+-- name: doctor_triggers
+-- every trigger the application made on any relation (not a constraint's, not a partition's
+-- clone of its parent's), with its function's language and definition as the server prints
+-- it (cut at %(chars)s characters, its whole length beside it): the statements of a trigger
+-- are in pg_stat_statements only with track = 'all'. Read, never run
+SELECT n.nspname AS schema, c.relname AS relation, t.tgname AS name,
+       pn.nspname OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) p.proname AS function,
+       l.lanname AS language,
+       pg_catalog.left(pg_catalog.pg_get_functiondef(p.oid), %(chars)s) AS definition,
+       pg_catalog.length(pg_catalog.pg_get_functiondef(p.oid)) AS chars
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid OPERATOR(pg_catalog.=) p.prolang
+WHERE NOT t.tgisinternal AND t.tgparentid OPERATOR(pg_catalog.=) 0
+ORDER BY 1, 2, 3
+LIMIT 1000
 
 -- name: doctor_table_columns
 -- every column of the jobs table (a name outside them in a statement is a function's variable)

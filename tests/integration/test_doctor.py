@@ -356,6 +356,22 @@ EVASIONS = {
         "unfenced_update",
         "fail",
     ),
+    "a_cast_that_truncates_the_token": (
+        None,
+        "UPDATE jobs SET status = 'done' WHERE id = 1 "
+        "AND attempt_token::text::varchar(1) = '0'::varchar(1)",
+        "fence_cast",
+        "fail",
+    ),
+    "the_rows_own_token_through_a_cte": (
+        None,
+        "WITH t AS (SELECT id, attempt_token FROM jobs WHERE id = 1) "
+        "UPDATE jobs SET status = 'queued', reserved_by = NULL, attempt_token = NULL, "
+        "lease_expires_at = NULL FROM t "
+        "WHERE jobs.id = t.id AND jobs.attempt_token = t.attempt_token",
+        "hand_requeue",
+        "fail",
+    ),
     "delete_of_a_status_the_statistics_hide": (
         None,
         "DELETE FROM jobs WHERE status = 'processing' AND id = 1",
@@ -535,3 +551,107 @@ def test_a_claim_that_ignores_pauses_is_found_and_pause_warns(statistics_server,
         assert worker.claim() is not None
     code, _, err = jobctl(dsn, "pause", "--kind", "charge_card", "--reason", "again")
     assert code == 0 and "warning" not in err, err
+
+
+def test_a_fence_through_a_domain_with_an_equal_of_its_own(statistics_server, jobctl):
+    """A domain over uuid whose = (first on the search_path) is always true: the fence lets
+    any token through, and doctor names the cast."""
+    dsn = reference_database(statistics_server, jobctl)
+    statement = (
+        "UPDATE jobs SET status = 'done' WHERE id = 1 "
+        "AND attempt_token::app.tok = '00000000-0000-0000-0000-000000000000'::app.tok"
+    )
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "CREATE SCHEMA app; CREATE DOMAIN app.tok AS uuid; "
+            "CREATE FUNCTION app.always(app.tok, app.tok) RETURNS boolean LANGUAGE sql "
+            "AS 'SELECT true'; "
+            "CREATE OPERATOR app.= (leftarg = app.tok, rightarg = app.tok, function = app.always)"
+        )
+        c.execute("SET search_path = app, public")
+        assert c.execute(statement).rowcount == 1  # job 1 has no token at all: it passed
+    checks = report(jobctl, dsn)
+    (f,) = kinds(checks)["fence_cast"]
+    assert "a cast to app.tok on the fence" in f["wrong"] and "::app.tok" in f["statement"]
+    assert "OPERATOR(pg_catalog.=)" in f["fix"]
+    assert checks["fenced_writes"]["status"] == "fail"
+
+
+def test_a_view_whose_attempt_token_is_another_column(statistics_server, jobctl):
+    """A write through a view is judged on the table's columns it shows: a view (and a view
+    of it) whose attempt_token is reserved_by fences nothing; a view showing the real token
+    under another name fences on it."""
+    dsn = reference_database(statistics_server, jobctl)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "CREATE SCHEMA app; "
+            "CREATE VIEW app.jv AS SELECT id, status, reserved_by AS attempt_token FROM jobs; "
+            "CREATE VIEW app.jv2 AS SELECT * FROM app.jv; "
+            "CREATE VIEW app.honest AS SELECT id, status, attempt_token AS token FROM jobs"
+        )
+        c.execute("UPDATE app.jv SET status = 'done' WHERE id = 1 AND attempt_token = 'w-1'")
+        c.execute("UPDATE app.jv2 SET status = 'done' WHERE id = 2 AND attempt_token = 'w-1'")
+        c.execute(
+            "UPDATE app.honest SET status = 'done' WHERE id = 3 "
+            "AND token = '00000000-0000-0000-0000-000000000000'"
+        )
+    checks = report(jobctl, dsn)
+    found = kinds(checks)
+    assert set(found) == {"unfenced_update"}, found
+    words = sorted(f["wrong"].split(" (", 1)[1] for f in found["unfenced_update"])
+    assert words == [
+        "through the view app.jv, whose attempt_token is the table's reserved_by)",
+        "through the view app.jv2, whose attempt_token is the table's reserved_by)",
+    ]
+
+
+HOOKS = """
+CREATE SCHEMA app;
+CREATE TABLE app.done_log (job_id bigint, token uuid);
+CREATE RULE completes AS ON INSERT TO app.done_log
+    DO ALSO UPDATE public.jobs SET status = 'done' WHERE id = NEW.job_id;
+CREATE TABLE app.beats (job_id bigint, token uuid);
+CREATE FUNCTION app.beat() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE public.jobs SET lease_expires_at = now() + interval '1 hour' WHERE id = NEW.job_id;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER beats AFTER INSERT ON app.beats FOR EACH ROW EXECUTE FUNCTION app.beat();
+CREATE TABLE app.finished (job_id bigint, token uuid);
+CREATE FUNCTION app.finish() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE public.jobs SET status = 'done', finished_at = now()
+    WHERE id = NEW.job_id AND attempt_token = NEW.token;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER finished AFTER INSERT ON app.finished FOR EACH ROW EXECUTE FUNCTION app.finish();
+CREATE RULE finishes AS ON INSERT TO app.finished
+    DO ALSO UPDATE public.jobs SET status = 'done' WHERE id = NEW.job_id
+    AND attempt_token = NEW.token;
+"""
+
+
+def test_rules_and_triggers_that_write_the_jobs_table(statistics_server, jobctl):
+    """A rule's action and a trigger's statements reach pg_stat_statements only as the
+    statement that fired them: doctor reads them from the catalog and names them; the ones
+    fenced on NEW's token (the firing statement's value) are not findings."""
+    dsn = reference_database(statistics_server, jobctl)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(HOOKS)
+        c.execute("INSERT INTO app.done_log VALUES (5, NULL)")  # completes job 5, unfenced
+        assert c.execute("SELECT status FROM jobs WHERE id = 5").fetchone() == ("done",)
+    checks = report(jobctl, dsn)
+    found = [f for f in checks["fenced_writes"]["findings"] if "source" in f]
+    named = sorted((f["kind"], f["source"], f["name"], f["relation"]) for f in found)
+    assert named == [
+        ("unfenced_update", "rule", "completes", "app.done_log"),
+        ("unfenced_update", "trigger", "beats", "app.beats"),
+    ], found
+    (beat,) = [f for f in found if f["source"] == "trigger"]
+    assert beat["function"] == "app.beat" and "NEW.job_id" in beat["statement"]
+    assert checks["fenced_writes"]["status"] == "fail"
+    assert "2 in rules or triggers" in checks["fenced_writes"]["evidence"]
+    code, out, _ = jobctl(dsn, "doctor", "--exit-code")
+    assert code == 4
+    assert "unfenced_update: rule completes on app.done_log" in out
+    assert "unfenced_update: trigger beats on app.beats, function app.beat" in out

@@ -64,3 +64,26 @@ def test_json_is_the_report_whole_and_csv_a_row_a_check():
         ("timeout_by_lease", "ok", 0),
         ("fenced_writes", "fail", 2),
     ]
+
+
+def test_a_rules_or_triggers_finding_is_named_by_it_and_made_safe():
+    """What the catalog gave (a rule's name, its relation, a view's column in the words) is
+    the application's text: shown only through safe_text."""
+    hook = {
+        "kind": "unfenced_update",
+        "source": "trigger",
+        "name": "beats\x1b]0;owned\x07",
+        "relation": "app.beats\u202e",
+        "function": "app.beat",
+        "statement": "UPDATE public.jobs SET status = 'done' WHERE id = NEW.job_id",
+        "wrong": "an UPDATE without a fence (through the view app.jv\x1b[2J, whose ...)",
+        "fix": "complete / heartbeat / fail",
+    }
+    report = {**REPORT, "checks": [{**REPORT["checks"][1], "findings": [hook]}]}
+    text = checklist.text(report, width=200)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert (
+        "- unfenced_update: trigger beats\\x1b]0;owned\\x07 on app.beats\\u202e, function "
+        "app.beat (read from the catalog: pg_stat_statements never holds it)"
+    ) in text
+    assert "through the view app.jv\\x1b[2J" in text
