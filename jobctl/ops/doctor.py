@@ -104,6 +104,7 @@ def _table(s: Session) -> judge.Table:
         related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
         every_column=frozenset(str(r["name"]) for r in every),
         pauses=s.table.pauses and bool(mapping.mapped_optional),
+        shadowed=tuple(str(r["schema"]) for r in s.rows("doctor_equal_shadows")),
     )
     views = [int(r["oid"]) for r in related if r["view"]]
     if not views:

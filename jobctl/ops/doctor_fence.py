@@ -41,13 +41,21 @@ class Fence:
     cast: bool = False
 
 
-def token_fence(update: dict[str, Any], token: str, lease: str, columns: frozenset[str]) -> Fence:
+def token_fence(
+    update: dict[str, Any],
+    token: str,
+    lease: str,
+    columns: frozenset[str],
+    shadowed: tuple[str, ...] = (),
+) -> Fence:
     """The UPDATE's fence (``Fence``): ``token = value`` ANDed at its WHERE's top level
     (never under an OR or a NOT), with ``=`` or ``pg_catalog.=``, the token column itself on
     one side and the value on the other, each cast at most to ``uuid`` (a cast to a domain
     or another schema's type brings that type's own ``=``; one with a length, through text or
     a function compares part of the token). Another column of the row itself is no value:
-    the row always equals itself, read directly or back through a CTE."""
+    the row always equals itself, read directly or back through a CTE. ``shadowed``: the
+    schemas other than pg_catalog with an ``=`` between uuids, which an unqualified ``=``
+    may be on a search path that puts them first."""
     relation = update.get("relation") or {}
     target = {None, relation.get("relname"), (relation.get("alias") or {}).get("aliasname")}
     alone = not update.get("fromClause")
@@ -68,6 +76,15 @@ def token_fence(update: dict[str, Any], token: str, lease: str, columns: frozens
             if names[:-1] not in ([], ["pg_catalog"]):
                 refused.append(
                     Fence(None, f"compared with OPERATOR({'.'.join(names)}), not pg_catalog's =")
+                )
+                break
+            if not names[:-1] and shadowed:
+                refused.append(
+                    Fence(
+                        None,
+                        f"an unqualified =, which may be {shadowed[0]}.= (it compares uuids): "
+                        "write OPERATOR(pg_catalog.=)",
+                    )
                 )
                 break
             casts = list(dict.fromkeys(_casts(mine) + _casts(other)))

@@ -85,6 +85,9 @@ class Table:
     # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
     # claim must read jobctl.pauses
     pauses: bool = False
+    # the schemas other than pg_catalog with an = between uuids: an unqualified = on the
+    # fence may be theirs
+    shadowed: tuple[str, ...] = ()
     # the views among ``related`` a write may go through, as the catalog defines them:
     # (schema, name) -> each of the view's columns -> the table's column it shows (None: an
     # expression, or another relation's column)
@@ -239,7 +242,9 @@ def _judge_one(
         return [], None, None  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
-    fenced = fence.token_fence(body, c("attempt_token"), c("lease_expires_at"), table.every_column)
+    fenced = fence.token_fence(
+        body, c("attempt_token"), c("lease_expires_at"), table.every_column, table.shadowed
+    )
     how = fenced.how
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}

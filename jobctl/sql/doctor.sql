@@ -106,6 +106,19 @@ WHERE NOT t.tgisinternal AND t.tgparentid OPERATOR(pg_catalog.=) 0
 ORDER BY 1, 2, 3
 LIMIT 1000
 
+-- name: doctor_equal_shadows
+-- the schemas other than pg_catalog that define an operator = between uuids: on a search path
+-- that lists them before pg_catalog, an unqualified = on the fence is theirs
+SELECT DISTINCT n.nspname AS schema
+FROM pg_catalog.pg_operator o
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
+WHERE o.oprname OPERATOR(pg_catalog.=) '='
+  AND o.oprleft OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype
+  AND o.oprright OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype
+  AND n.nspname OPERATOR(pg_catalog.<>) 'pg_catalog'
+ORDER BY 1
+LIMIT 100
+
 -- name: doctor_table_columns
 -- every column of the jobs table (a name outside them in a statement is a function's variable)
 SELECT a.attname AS name

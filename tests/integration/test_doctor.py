@@ -655,3 +655,28 @@ def test_rules_and_triggers_that_write_the_jobs_table(statistics_server, jobctl)
     assert code == 4
     assert "unfenced_update: rule completes on app.done_log" in out
     assert "unfenced_update: trigger beats on app.beats, function app.beat" in out
+
+
+def test_an_equal_between_uuids_first_on_the_search_path(statistics_server, jobctl):
+    """app.=(uuid, uuid), always true, first on the role's search path: the plain = on the
+    fence is it. Doctor finds it; the design's statements (OPERATOR(pg_catalog.=)) pass."""
+    dsn = reference_database(statistics_server, jobctl)
+    statement = (
+        "UPDATE jobs SET status = 'done' WHERE id = 1 "
+        "AND attempt_token = '00000000-0000-0000-0000-000000000000'"
+    )
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "CREATE SCHEMA app; "
+            "CREATE FUNCTION app.always(uuid, uuid) RETURNS boolean LANGUAGE sql "
+            "AS 'SELECT true'; "
+            "CREATE OPERATOR app.= (leftarg = uuid, rightarg = uuid, function = app.always)"
+        )
+        c.execute("SET search_path = app, pg_catalog, public")
+        assert c.execute(statement).rowcount == 1  # job 1 has no token at all: it passed
+    good_traffic(dsn, "jobs", jobctl)
+    checks = report(jobctl, dsn)
+    found = kinds(checks)
+    assert set(found) == {"unfenced_update"}, found
+    (f,) = found["unfenced_update"]
+    assert "an unqualified =, which may be app.=" in f["wrong"]

@@ -624,3 +624,15 @@ def test_a_triggers_or_rules_new_row_is_a_value():
         "UPDATE jobs AS new SET status = $1 WHERE id = $2 AND attempt_token = new.attempt_token"
     )
     assert judge.judge(aliased, JOBS).kinds == ("unfenced_update",)
+
+
+def test_an_unqualified_equal_where_another_schema_compares_uuids():
+    """Where a schema other than pg_catalog defines = between uuids, a search path that
+    lists it first makes an unqualified = its: only OPERATOR(pg_catalog.=) is a fence."""
+    shadowed = judge.Table("jobs", "public", {}, shadowed=("app",))
+    plain = COMPLETE.format(fence="attempt_token = $3")
+    verdict = judge.judge(plain, shadowed)
+    assert verdict.kinds == ("unfenced_update",)
+    assert "an unqualified =, which may be app.=" in (verdict.why or "")
+    qualified = COMPLETE.format(fence="attempt_token OPERATOR(pg_catalog.=) $3")
+    assert judge.judge(qualified, shadowed).fenced == "completion"
