@@ -6,10 +6,12 @@ trigger may RAISE any SQLSTATE). The errors are the fields the rules read of psy
 
 from __future__ import annotations
 
+import datetime as dt
 import types
 
 import pytest
 
+from jobctl import db
 from jobctl.ops.reclaim import row_errors
 
 
@@ -17,10 +19,14 @@ class Raised(Exception):
     """An error as the rules read it: its SQLSTATE and the server function that raised it
     (what psycopg's ``sqlstate`` and ``diag.source_function`` give)."""
 
-    def __init__(self, sqlstate: str | None, source_function: str) -> None:
+    def __init__(
+        self, sqlstate: str | None, source_function: str, message: str = "", context: str = ""
+    ) -> None:
         super().__init__("nope")
         self.sqlstate = sqlstate
-        self.diag = types.SimpleNamespace(source_function=source_function)
+        self.diag = types.SimpleNamespace(
+            source_function=source_function, message_primary=message, context=context
+        )
 
 
 @pytest.mark.parametrize(
@@ -64,3 +70,65 @@ def test_the_rows_left_are_named_once_in_one_line():
         and left.line().endswith(": 3; the others reclaimed")
     )
     assert row_errors.LeftAlone().line() is None
+
+
+SETTINGS = db.Settings(
+    statement_timeout=dt.timedelta(seconds=1), lock_timeout=dt.timedelta(milliseconds=300)
+)
+IN_TRIGGER = 'SQL statement "SELECT pg_sleep(5)"\nPL/pgSQL function slow() line 3 at PERFORM'
+
+
+def test_a_statement_the_server_cancelled_at_its_timeout_was_held_by_a_row():
+    timed_out = Raised("57014", "ProcessInterrupts", "due to statement timeout", IN_TRIGGER)
+    assert row_errors.held(timed_out, 1.2, SETTINGS)
+    assert row_errors.held(
+        Raised("57014", "ProcessInterrupts", "wegen Zeitüberschreitung"), 1.0, SETTINGS
+    )
+    said = row_errors.held_skipped(timed_out, SETTINGS)
+    assert said.startswith("error: the statement was cancelled after 1s: an application trigger")
+    assert "(SQLSTATE 57014)" in said and row_errors.raised({"id": 1, "skipped": said})
+
+
+def test_a_cancel_request_before_the_timeout_is_the_statements():
+    """A cancel request (jobctl's own, anyone's pg_cancel_backend) comes before the timeout;
+    in English its message says so, whenever it comes."""
+    assert not row_errors.held(Raised("57014", "ProcessInterrupts", "", IN_TRIGGER), 0.5, SETTINGS)
+    user = Raised("57014", "ProcessInterrupts", "canceling statement due to user request")
+    assert not row_errors.held(user, 2.0, SETTINGS)
+    assert not row_errors.held(Raised("57014", "exec_stmt_raise"), 2.0, SETTINGS)  # isolated's
+    assert not row_errors.held(Raised("42501", "ProcessInterrupts"), 2.0, SETTINGS)
+
+
+def test_a_lock_timeout_inside_a_trigger_was_held_by_a_row_one_of_the_statements_not():
+    in_trigger = Raised("55P03", "ProcessInterrupts", "due to lock timeout", IN_TRIGGER)
+    assert row_errors.held(in_trigger, 0.3, SETTINGS)
+    assert "cancelled after 300ms" in row_errors.held_skipped(in_trigger, SETTINGS)
+    assert not row_errors.held(Raised("55P03", "ProcessInterrupts"), 5.0, SETTINGS)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_rows_passed_over_are_tried_again_once_their_time_is_up():
+    clock = Clock()
+    over = row_errors.PassedOver(for_=dt.timedelta(minutes=10), clock=clock)
+    over.add(["1", "2"])
+    clock.now = 300
+    over.add(["3", "1"])  # 1 skipped again: passed over from now again
+    assert over.ids() == ["2", "3", "1"] and "2" in over
+    clock.now = 600
+    assert over.ids() == ["3", "1"] and "2" not in over
+    clock.now = 900
+    assert over.ids() == []
+
+
+def test_the_rows_passed_over_are_bounded_the_oldest_tried_again_first():
+    over = row_errors.PassedOver(cap=3, clock=Clock())
+    over.add(str(n) for n in range(5))
+    assert over.ids() == ["2", "3", "4"]
+    assert row_errors.PassedOver().cap == 10_000

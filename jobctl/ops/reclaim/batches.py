@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -113,12 +114,13 @@ def commit(
     # expired): passed over after, as SKIP LOCKED passes over a locked row in a batch
     passed: list[Any] = []
     moved = 0  # batches that met a row moved to another partition, in a row
+    in_flight = _InFlight()
     while limit is None or handled < limit:
         passed_over = [*(which.exclude or ()), *poisoned, *passed]
         current = dataclasses.replace(which, exclude=passed_over) if passed_over else which
         left = None if limit is None else limit - handled
         try:
-            for rows in _batches(s, current, batch_size, left, stop, whole):
+            for rows in _batches(s, current, batch_size, left, stop, whole, in_flight):
                 moved = 0
                 handled += len(rows)
                 yield rows
@@ -127,7 +129,11 @@ def commit(
             moved = _read_again(exc, moved)
             continue
         except psycopg.DatabaseError as exc:
-            if not row_errors.isolated(exc):
+            # a row's error, or the server's timeout while a row held the batch (a trigger
+            # asleep, a lock it waits for); a cancel request, jobctl's own or anyone's, ends it
+            if not (
+                row_errors.isolated(exc) or row_errors.held(exc, in_flight.elapsed(), s.settings)
+            ):
                 raise
         # one row failed the whole batch: apply it row by row so only that row stays behind
         size = batch_size if limit is None else min(batch_size, limit - handled)
@@ -159,6 +165,20 @@ def _read_again(exc: psycopg.errors.SerializationFailure, moved: int) -> int:
     return moved + 1
 
 
+@dataclasses.dataclass
+class _InFlight:
+    """When the batch in flight was sent (``time.monotonic``): a batch the server cancelled
+    at least its statement_timeout after is one a row held (``row_errors.held``)."""
+
+    at: float = 0.0
+
+    def sent(self) -> None:
+        self.at = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.at
+
+
 def _left_locked(s: Session, which: ExpiredFilter, limit: int | None) -> list[ReclaimRow]:
     """The expired rows a commit passed by, locked by another session (read-only, streamed:
     only the locked rows are kept)."""
@@ -173,6 +193,7 @@ def _batches(
     left: int | None,
     stop: threading.Event | None,
     whole: int | None = None,
+    in_flight: _InFlight | None = None,
 ) -> Iterator[list[ReclaimRow]]:
     """Batches of the reclaim while each comes back full and ``left`` (None: no limit) allows;
     once ``whole`` rows came back whole, the next return each row's id and action alone.
@@ -181,10 +202,12 @@ def _batches(
     read and handed on: the server runs it meanwhile. With ``stop`` (the service), the next
     batch is sent only once the caller is done with the last and ``stop`` is not set: the
     service stops after the batch in hand. A batch's error is raised from it (nothing of that
-    batch applied; the batches before stay committed, and were yielded).
+    batch applied; the batches before stay committed, and were yielded); ``in_flight`` says
+    when the batch that raised it was sent.
     """
     statement = _statement(s, which)
     params = statement.params
+    clock = in_flight or _InFlight()
 
     def size_after(done: int) -> int:
         return batch_size if left is None else min(batch_size, left - done)
@@ -200,7 +223,12 @@ def _batches(
         action=statement.action,
         reason=statement.reason,
         **statement.fragments,
-    ) as send:
+    ) as sending:
+
+        def send(params: dict[str, Any], **text: Any) -> db.Sent:
+            clock.sent()
+            return sending(params, **text)
+
         size = size_after(0)
         sent: db.Sent | None = send({**params, "limit": size}, **returned(0))
         while sent is not None:
@@ -278,14 +306,17 @@ def _row_by_row(
     """A failed batch again, one row per transaction: (applied rows, rows that raised, the
     ids of rows that came back with nothing: locked by another session, or changed since the
     dry run). A row that deadlocks or fails to serialize is tried row_errors.RETRIES times
-    more, then skipped; any other row error skips it at once (``row_errors.isolated``). Each
-    row is tried in this pass only: the caller passes over the skipped ones after."""
+    more, then skipped; any other row error skips it at once (``row_errors.isolated``), and
+    so does a row the server cancelled after its own timeout in its own transaction (a
+    trigger or lock held it: ``row_errors.held``). Each row is tried in this pass only: the
+    caller passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
     untouched: list[Any] = []
     for candidate in dry_run(s, which, size):
         one = dataclasses.replace(which, ids=[candidate["id"]])
         for tries in range(1, row_errors.RETRIES + 2):
+            started = time.monotonic()
             try:
                 done = _batch(s, one, 1)
                 applied += done
@@ -293,6 +324,11 @@ def _row_by_row(
                     untouched.append(candidate["id"])
                 break
             except psycopg.DatabaseError as exc:
+                if row_errors.held(exc, time.monotonic() - started, s.settings):
+                    failed.append(
+                        {**candidate, "skipped": row_errors.held_skipped(exc, s.settings)}
+                    )
+                    break
                 if not row_errors.isolated(exc):
                     raise
                 if row_errors.transient(exc) and tries <= row_errors.RETRIES:

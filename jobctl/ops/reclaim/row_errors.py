@@ -5,15 +5,19 @@ skipped row says, and the rows a commit left so, named once (``LeftAlone``). No 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from jobctl import durations
 from jobctl.db import failures
 from jobctl.render import reclaim_lines
 
 if TYPE_CHECKING:
     import psycopg
 
+    from jobctl import db
     from jobctl.contract.shapes import ReclaimRow, Row
 
 SKIPPED_AS = "error"  # how the skipped text of a row whose update raised begins
@@ -43,6 +47,86 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
     if state in ("57014", "55P03"):  # query_canceled, lock_not_available
         return exc.diag.source_function != _INTERRUPTS
     return state[:2] != "57"
+
+
+def held(exc: psycopg.DatabaseError, elapsed: float, settings: db.Settings) -> bool:
+    """Did the server cancel the statement because a row held it, ``elapsed`` seconds after
+    it was sent: its statement_timeout ran out (57014 raised by the server itself, and at
+    least the settings' statement_timeout elapsed: a cancel request, jobctl's own or anyone's
+    ``pg_cancel_backend``, comes before it — on Ctrl-C psycopg raises KeyboardInterrupt, never
+    this error — and stays the statement's), or a lock timeout the server raised while an
+    application's trigger ran (55P03 with the trigger's context; jobctl's own statement waits
+    for no row lock, SKIP LOCKED, and a table lock it waits for has no context: the
+    statement's). Such a batch is tried again row by row, each row in its own transaction
+    with its own timeout; a row held again is skipped (``held_skipped``), the rest applied.
+    """
+    if (exc.sqlstate or "") not in ("57014", "55P03"):
+        return False
+    if exc.diag.source_function != _INTERRUPTS:
+        return False  # RAISEd by a trigger: ``isolated`` takes it
+    if exc.sqlstate == "55P03":
+        return bool(exc.diag.context)
+    if "user request" in (exc.diag.message_primary or ""):  # a cancel request, in English
+        return False
+    return elapsed >= settings.statement_timeout.total_seconds()
+
+
+def held_skipped(exc: psycopg.DatabaseError, settings: db.Settings) -> str:
+    """The skipped text of a row the server cancelled after its timeout (``held``)."""
+    timeout = settings.lock_timeout if exc.sqlstate == "55P03" else settings.statement_timeout
+    return (
+        f"{SKIPPED_AS}: the statement was cancelled after {durations.show(timeout)}: an "
+        f"application trigger or lock held it (SQLSTATE {exc.sqlstate}); left as it was"
+    )
+
+
+PASSED_OVER_CAP = 10_000  # the ids the reclaimer service passes over at once, at most
+PASSED_OVER_FOR = dt.timedelta(minutes=10)  # how long it passes over each, then tries it again
+
+
+class PassedOver:
+    """The jobs the reclaimer service passes over because their update raised or was held
+    (``raised``): each for ``for_`` (10 minutes) since it was last skipped, then tried again
+    (a trigger fixed, a lock released: the row is reclaimed; else skipped again, and passed
+    over again); at most ``cap`` (10,000) at once, the oldest tried again first beyond that.
+    Memory stays bounded however long the service runs. Example::
+
+        over = PassedOver()
+        over.add(["17"])
+        over.ids()  # ["17"] for the next 10 minutes, then []
+    """
+
+    def __init__(
+        self,
+        cap: int = PASSED_OVER_CAP,
+        for_: dt.timedelta = PASSED_OVER_FOR,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cap, self.for_, self._clock = cap, for_, clock
+        self._until: dict[str, float] = {}  # id -> when it is tried again; oldest first
+
+    def add(self, ids: Iterable[str]) -> None:
+        """``ids`` passed over from now (one already passed over: from now again)."""
+        until = self._clock() + self.for_.total_seconds()
+        for job in ids:
+            self._until.pop(job, None)
+            self._until[job] = until
+        while len(self._until) > self.cap:  # every entry lasts as long: the first ends first
+            del self._until[next(iter(self._until))]
+
+    def ids(self) -> list[str]:
+        """The ids passed over now (those whose time ran out are dropped: tried again)."""
+        self._expire()
+        return list(self._until)
+
+    def __contains__(self, job: object) -> bool:
+        self._expire()
+        return job in self._until
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._until and next(iter(self._until.values())) <= now:
+            del self._until[next(iter(self._until))]
 
 
 class LeftAlone:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from jobctl import db, errors
+from jobctl import db, durations, errors
 from jobctl.contract.shapes import ReclaimRow
 from jobctl.db import session
 from jobctl.ops import pause, standby, triage
@@ -148,9 +148,13 @@ def serve(
     log: Callable[[str], None],
     max_backoff_s: float = MAX_BACKOFF_S,
     watch: Watch | None = None,
+    passed_over: row_errors.PassedOver | None = None,
 ) -> Iterator[tuple[list[ReclaimRow], str | None]]:
     """The permanent reclaimer: reclaim, sleep ``every``, repeat until ``stop`` is set. Each
     batch that applied rows comes with the table's park status (schema apply --park-status).
+    The jobs whose update raised, or that a trigger or lock held past the statement_timeout,
+    are passed over for a while (``passed_over``: 10 minutes each, 10,000 at most), then
+    tried again.
 
     A lost connection (database restart, killed backend) is logged in one line and retried
     with exponential backoff; several reclaimers at once are safe (SKIP LOCKED + the fence).
@@ -159,7 +163,8 @@ def serve(
     backoff = 0.5
     connections = 0
     told: set[str] = set()  # the jobs left for a human already named (lease times unusable)
-    left: set[str] = set()  # the jobs whose update raised: passed over from then on
+    # the jobs whose update raised or was held: passed over for a while, then tried again
+    left = passed_over if passed_over is not None else row_errors.PassedOver()
     pass_counts: collections.Counter[str] = collections.Counter()  # this pass: requeue, fail
     recorded: bool | None = None  # the pass record works (None: not tried yet)
     while not stop.is_set():
@@ -170,13 +175,13 @@ def serve(
                     current = _connected(settings, connections, which, log)
                     connections += 1
                 # the rows whose update raised in an earlier pass are passed over: named
-                # once, never tried again by this service (no retry loop on one row)
-                this_pass = dataclasses.replace(which, exclude=[*left]) if left else which
+                # once, tried again only once their time is up (no retry loop on one row)
+                excluded = left.ids()
+                this_pass = dataclasses.replace(which, exclude=excluded) if excluded else which
                 for batch in reclaim_batches.commit(
                     current, this_pass, batch_size=batch_size, limit=None, stop=stop
                 ):
-                    left.update(str(row["id"]) for row in batch if row_errors.raised(row))
-                    applied = _counted(batch, told, pass_counts, log)
+                    applied = _counted(batch, told, left, pass_counts, log)
                     if applied:
                         done += len(applied)
                         if watch is not None:  # only queued: a webhook never delays this
@@ -223,11 +228,14 @@ def _connected(
 def _counted(
     batch: list[ReclaimRow],
     told: set[str],
+    left: row_errors.PassedOver,
     pass_counts: collections.Counter[str],
     log: Callable[[str], None],
 ) -> list[ReclaimRow]:
-    """A batch's applied rows, counted into the pass; the jobs it left for a human named."""
-    _tell_poisoned(batch, told, log)
+    """A batch's applied rows, counted into the pass; the jobs it left for a human named, and
+    those whose update raised passed over (``left``)."""
+    _tell_poisoned(batch, told, left, log)
+    left.add(str(row["id"]) for row in batch if row_errors.raised(row))
     applied = [row for row in batch if row["applied"]]
     pass_counts.update(Tally.of(applied).counts)
     return applied
@@ -299,23 +307,28 @@ def _review_count(s: session.Session) -> Callable[[], int]:
     return count
 
 
-def _tell_poisoned(batch: list[ReclaimRow], told: set[str], log: Callable[[str], None]) -> None:
-    """One line for each job of ``batch`` whose lease times reclaim cannot use, or whose
-    update the database refused (a trigger, a constraint: the service then passes it over
-    until it restarts), once per job while the service runs; it goes on with the others."""
+def _tell_poisoned(
+    batch: list[ReclaimRow],
+    told: set[str],
+    left: row_errors.PassedOver,
+    log: Callable[[str], None],
+) -> None:
+    """One line for each job of ``batch`` whose lease times reclaim cannot use (once per job
+    while the service runs), or whose update the database refused or held (a trigger, a
+    constraint, a lock: the service then passes it over for a while, ``left``, and names it
+    again if it is skipped again once tried again); it goes on with the others."""
     for row in batch:
         skipped = row.get("skipped") or ""
-        if str(row["id"]) in told:
-            continue
-        if skipped.startswith(triage.POISONED):
+        if row_errors.raised(row):
+            if str(row["id"]) not in left:
+                log(
+                    f"reclaimer: job {row['id']}: {skipped} (passed over for "
+                    f"{durations.show(left.for_)}, then tried again; jobctl reclaim --commit "
+                    f"--id {row['id']} tries it now)"
+                )
+        elif skipped.startswith(triage.POISONED) and str(row["id"]) not in told:
             told.add(str(row["id"]))
             log(f"reclaimer: job {row['id']}: {skipped}")
-        elif row_errors.raised(row):
-            told.add(str(row["id"]))
-            log(
-                f"reclaimer: job {row['id']}: {skipped} (passed over until the service "
-                f"restarts; jobctl reclaim --commit --id {row['id']} tries it again)"
-            )
 
 
 def _connect(

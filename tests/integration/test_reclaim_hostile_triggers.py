@@ -1,0 +1,177 @@
+"""Reclaim against the application's hostile triggers (issue 55): a trigger that holds one
+row past the statement_timeout (asleep, or waiting for a lock) costs that row alone, not the
+reclaim; the service goes on past it, and tries it again only once its time is up."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from typing import Any
+
+import psycopg
+from helpers import add_jobs, claim_all, wait_until
+
+from jobctl import db
+from jobctl.ops import triage
+from jobctl.ops.reclaim import row_errors, service
+
+HELD = "the statement was cancelled after {}: an application trigger or lock held it"
+
+SLOW_TRIGGER = """
+    CREATE SEQUENCE slow_tries;
+    CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.id = {job} AND NEW.status <> 'processing' THEN
+            PERFORM nextval('slow_tries');  -- not rolled back: counts every try
+            PERFORM pg_sleep({seconds});
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER slow BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION slow();
+"""
+
+
+def slow_row(conn: psycopg.Connection[Any], dsn: str, seconds: float = 5) -> tuple[int, list[int]]:
+    """Six expired leases; the application's trigger sleeps ``seconds`` on the third's
+    reclaim: (its id, every id)."""
+    add_jobs(conn, 6)
+    claims = claim_all(dsn, 6)
+    job = claims[2].id
+    conn.execute(SLOW_TRIGGER.format(job=job, seconds=seconds))
+    return job, [c.id for c in claims]
+
+
+def tries(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT last_value, is_called FROM slow_tries").fetchone()
+    return row["last_value"] if row["is_called"] else 0
+
+
+def processing(conn: psycopg.Connection[Any]) -> list[int]:
+    left = conn.execute("SELECT id FROM jobs WHERE status = 'processing' ORDER BY id")
+    return [r["id"] for r in left.fetchall()]
+
+
+def test_a_row_a_trigger_holds_past_the_timeout_is_skipped_the_others_reclaimed(conn, dsn, run):
+    """The batch the server cancels at the statement_timeout is tried again row by row, each
+    row in its own transaction with its own timeout: the slow row is skipped, named, left;
+    the five others are reclaimed; exit 1 (partial, as a refused row)."""
+    job, _ = slow_row(conn, dsn)
+    started = time.monotonic()
+    result = run("--statement-timeout", "1s", "reclaim", "--commit", "--yes", "-o", "json")
+    assert time.monotonic() - started < 4.5  # the batch's second, the row's, not the 5 s
+    assert result.code == 1, result.err
+    out = {r["id"]: r for r in json.loads(result.out)}
+    assert sum(bool(r["applied"]) for r in out.values()) == 5
+    assert not out[job]["applied"] and HELD.format("1s") in out[job]["skipped"], out[job]
+    assert "SQLSTATE 57014" in out[job]["skipped"]
+    (line,) = [line for line in result.err.splitlines() if line.startswith("partial:")]
+    assert line.endswith(f": {job}; the others reclaimed"), line
+    assert "reclaimed: 5 requeued, 0 failed, 1 skipped" in result.err, result.err
+    assert processing(conn) == [job]
+    assert tries(conn) == 2  # the batch, then the row
+
+
+def test_a_cancel_request_still_stops_the_reclaim(conn, dsn, run):
+    """A cancel request (anyone's pg_cancel_backend, as jobctl's own on Ctrl-C) before the
+    statement_timeout is not a row held: the reclaim stops, nothing of the batch written."""
+    job, _ = slow_row(conn, dsn)
+    outcome: dict[str, Any] = {}
+
+    def reclaim() -> None:
+        outcome["result"] = run("--statement-timeout", "30s", "reclaim", "--commit", "--yes")
+
+    thread = threading.Thread(target=reclaim)
+    thread.start()
+    try:
+        wait_until(lambda: tries(conn) == 1, what="the trigger asleep")
+        conn.execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event = 'PgSleep'"
+            " AND pid <> pg_backend_pid()"
+        )
+    finally:
+        thread.join(20)
+    result = outcome["result"]
+    assert result.code == 1 and "statement cancelled" in result.err, result.err
+    assert "partial" not in result.err and tries(conn) == 1
+    assert len(processing(conn)) == 6 and job in processing(conn)
+
+
+def test_a_lock_timeout_inside_the_applications_trigger_skips_that_row(conn, dsn, run):
+    """The application's trigger waits for a lock another session holds: the server's
+    lock_timeout cancels the batch (55P03, raised inside the trigger), the row is skipped."""
+    add_jobs(conn, 4)
+    job = claim_all(dsn, 4)[1].id
+    conn.execute(f"""
+        CREATE TABLE side (id int PRIMARY KEY);
+        INSERT INTO side VALUES (1);
+        CREATE FUNCTION locking() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id = {job} AND NEW.status <> 'processing' THEN
+                PERFORM 1 FROM side WHERE id = 1 FOR UPDATE;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER locking BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION locking();
+    """)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT 1 FROM side WHERE id = 1 FOR UPDATE")
+        result = run("--lock-timeout", "300ms", "reclaim", "--commit", "--yes", "-o", "json")
+    assert result.code == 1, result.err
+    out = {r["id"]: r for r in json.loads(result.out)}
+    assert sum(bool(r["applied"]) for r in out.values()) == 3
+    assert HELD.format("300ms") in out[job]["skipped"] and "55P03" in out[job]["skipped"]
+    assert processing(conn) == [job]
+
+
+def test_the_service_goes_on_past_a_slow_row_and_tries_it_again_later(conn, dsn):
+    """The reclaimer service: its first pass reclaims the five others and names the slow row;
+    the passes after pass it over (no backoff, no retry first), until its time is up
+    (``PassedOver``, 10 minutes by default; 3 s here), when it is tried again, once."""
+    job, _ = slow_row(conn, dsn)
+    stop, lines, reclaimed = threading.Event(), [], []
+    passed_over = row_errors.PassedOver(for_=dt.timedelta(seconds=3))
+    settings = db.Settings(dsn=dsn, actor="service@ci", statement_timeout=dt.timedelta(seconds=1))
+    seen: dict[str, int] = {}
+
+    def passes() -> int:
+        return conn.execute(
+            "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
+        ).fetchone()["n"]
+
+    def watch() -> None:  # stops the service once the pass that tried the slow row again ended
+        try:
+            wait_until(lambda: tries(conn) >= 2 and passes() >= 1, timeout=20, what="pass 1")
+            seen["first"] = passes()
+            wait_until(lambda: tries(conn) >= 3, timeout=20, what="the slow row tried again")
+            seen["retried"] = passes()
+            wait_until(lambda: passes() > seen["retried"], timeout=20, what="that pass")
+        finally:
+            stop.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for batch, _ in service.serve(
+            settings,
+            triage.ExpiredFilter(),
+            batch_size=50,
+            every=dt.timedelta(milliseconds=100),
+            stop=stop,
+            log=lines.append,
+            passed_over=passed_over,
+        ):
+            reclaimed += [r["id"] for r in batch if r["applied"]]
+    finally:
+        stop.set()
+        watcher.join()
+    assert sorted(reclaimed) == sorted(set(reclaimed)) and len(reclaimed) == 5
+    assert job not in reclaimed and processing(conn) == [job]
+    assert seen["retried"] - seen["first"] >= 3, seen  # passes went on without trying it
+    assert tries(conn) == 4  # the first pass (batch, row), then once more when its time was up
+    named = [line for line in lines if f"job {job}:" in line]
+    assert len(named) == 2 and all(HELD.format("1s") in line for line in named), lines
+    assert "passed over for 3s, then tried again" in named[0], named
+    assert not [line for line in lines if "retrying" in line], lines
