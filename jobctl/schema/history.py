@@ -33,7 +33,7 @@ from jobctl.sql import queries
 from jobctl.table.mapping import TableMapping
 
 TRIGGER = "jobctl_history"
-TRIGGER_VERSION = "4"  # bumped when the trigger's WHEN, arguments or what it stores change
+TRIGGER_VERSION = "5"  # bumped when the trigger's WHEN, arguments or what it stores change
 # the characters of a text an application writes (a worker's name, a reason) that the history
 # keeps (history 011; the reads' cut too, ops.triage.DISPLAY_CHARS): a longer one is kept cut,
 # with its whole length in bytes beside it (worker_bytes, reason_bytes)
@@ -245,7 +245,8 @@ def kept_texts(fragments: Mapping[str, sql.Composable]) -> dict[str, sql.Composa
         # ::text of a string column is no call (binary coercible); of a uuid or an integer,
         # their built-in output (no CREATE CAST of the application's reaches those)
         "kept_worker": sql.SQL("OLD.{}::pg_catalog.text").format(fragments["reserved_by"]),
-        "kept_action_reason": queries.query("history_reason", **fragments),
+        # the reason the function believed (history_reason, pinned: history_function_body)
+        "kept_action_reason": sql.SQL("declared_reason"),
         "kept_event_reason": queries.query("history_event_reason", **fragments),
     }
     kept: dict[str, sql.Composable] = {"kept_chars": fragments["kept_chars"]}

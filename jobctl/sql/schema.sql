@@ -183,6 +183,10 @@ DECLARE
     gap pg_catalog.interval;
     actor pg_catalog.text;
     claimed pg_catalog.jsonb;
+    declared_reason pg_catalog.text;
+    declared pg_catalog.text;
+    pinned pg_catalog.text;
+    nested pg_catalog.bool;
     kept_worker pg_catalog.text;
     worker_bytes pg_catalog.int8;
     kept_reason pg_catalog.text;
@@ -256,16 +260,48 @@ BEGIN
            OPERATOR(pg_catalog.=) '' THEN
         action := NULL;
     END IF;
-    -- who declares the change (jobctl.actor, jobctl.reason): believed of jobctl's roles only;
-    -- any other role's declarations are kept as its claims and it is the event's actor
+    -- who declares the change (jobctl.actor, jobctl.reason): believed of jobctl's roles only,
+    -- and of their own statement only (trigger depth 1: a write nested in a trigger of the
+    -- application's that jobctl's statement fired runs at depth 2 or more, in jobctl's
+    -- transaction and with its settings); any other write's declarations are kept as its
+    -- claims (a nested one's marked nested) and its role is the event's actor
     actor := {history_actor};
     IF action IS NOT NULL OR actor IS NOT NULL THEN
-        IF NOT ({history_trusted_at_once}) THEN
+        declared_reason := {history_reason};
+        nested := pg_catalog.pg_trigger_depth() OPERATOR(pg_catalog.<>) 1;
+        IF nested THEN
+            claimed := '{{"nested": true}}'::pg_catalog.jsonb;
+        ELSIF NOT ({history_trusted_at_once}) THEN
             IF NOT {history_trusted} THEN
+                claimed := '{{}}'::pg_catalog.jsonb;
+            END IF;
+        END IF;
+        IF claimed IS NOT NULL THEN
+            claimed := pg_catalog.jsonb_strip_nulls(claimed OPERATOR(pg_catalog.||)
+                pg_catalog.jsonb_build_object(
+                    'actor', actor, 'action', action, 'reason', declared_reason));
+            action := NULL;
+            actor := NULL;
+        ELSE
+            -- believed: pinned for the transaction at its first row (jobctl.declared), so
+            -- that a trigger of the application's that changes the settings between jobctl's
+            -- rows does not relabel the later ones: they keep the pinned declarations, and
+            -- the changed ones are kept as claims (changed). A tripwire, not a guard: a
+            -- trigger that runs before jobctl's first row, or rewrites jobctl.declared too,
+            -- is not seen (docs/history.md, Nested writes)
+            declared := pg_catalog.jsonb_build_object(
+                'actor', actor, 'reason', declared_reason,
+                'action', pg_catalog.current_setting('jobctl.action', true))::pg_catalog.text;
+            pinned := pg_catalog.current_setting('jobctl.declared', true);
+            IF coalesce(pinned, '') OPERATOR(pg_catalog.=) '' THEN
+                pinned := pg_catalog.set_config('jobctl.declared', declared, true);
+            ELSIF pinned OPERATOR(pg_catalog.<>) declared THEN
                 claimed := pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
-                    'actor', actor, 'action', action, 'reason', {history_reason}));
-                action := NULL;
-                actor := NULL;
+                    'actor', actor, 'action', action, 'reason', declared_reason,
+                    'changed', true));
+                actor := pg_catalog.jsonb_extract_path_text(pinned::pg_catalog.jsonb, 'actor');
+                declared_reason := pg_catalog.jsonb_extract_path_text(
+                    pinned::pg_catalog.jsonb, 'reason');
             END IF;
         END IF;
     END IF;
@@ -293,12 +329,12 @@ BEGIN
             reason_bytes := {kept_action_reason_bytes};
             INSERT INTO jobctl.events (job_table, job_id, event, from_status, to_status,
                                        attempt, attempt_token, worker, actor, reason, db_role,
-                                       worker_bytes, reason_bytes)
+                                       claimed, worker_bytes, reason_bytes)
             VALUES ({job_table},
                     NEW.{id}::pg_catalog.text, action,
                     pg_catalog.format('%s', OLD.{status}), pg_catalog.format('%s', NEW.{status}),
                     OLD.{attempts}, OLD.{attempt_token}, kept_worker,
-                    actor, kept_reason, session_user, worker_bytes, reason_bytes);
+                    actor, kept_reason, session_user, claimed, worker_bytes, reason_bytes);
         END IF;
         RETURN NEW;
     END IF;
@@ -398,13 +434,14 @@ CASE WHEN pg_catalog.current_setting('jobctl.reason', true) OPERATOR(pg_catalog.
 
 -- name: history_event_reason
 -- a transition's reason (history_function_body): an action's reason is the one its operator
--- declared, or none: never the row's text (a requeue without --reason is not the
--- application's last_error in the operator's mouth); a reclaim's is reclaim's own words; any
--- other change's is the row's last_error as it now reads
+-- declared (declared_reason: history_reason as the function believed it), or none: never the
+-- row's text (a requeue without --reason is not the application's last_error in the
+-- operator's mouth); a reclaim's is reclaim's own words; any other change's is the row's
+-- last_error as it now reads
 CASE WHEN action IS NULL THEN {new_last_error_text}
      WHEN action OPERATOR(pg_catalog.=) 'reclaimed'
-     THEN coalesce({history_reason}, {reclaim_error})
-     ELSE {history_reason} END
+     THEN coalesce(declared_reason, {reclaim_error})
+     ELSE declared_reason END
 
 -- name: history_kept
 -- a text an application or a role wrote ({text}: a worker's name, a reason) as the history

@@ -52,6 +52,7 @@ def install(dsn: str, check: bool) -> None:
         target = history.Target.of(db.resolve_table(conn, NAME))
         fragments = dict(target.fragments)
         fragments["job_table"] = sql.Literal(f"public.{NAME}")
+        fragments |= history.kept_texts(fragments)
         if not check:
             fragments["history_trusted_at_once"] = sql.SQL("true")
             fragments["history_trusted"] = sql.SQL("true")
