@@ -462,7 +462,10 @@ LIMIT %(limit)s
 -- so still processing and still expired), written as join conditions so that the planner
 -- reaches each row by its id; a constant status test here made it hash-join every expired
 -- row of the table instead, in every batch (docs/reference/performance.md). A row whose lease
--- times jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them)
+-- times jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them).
+-- Every row it locked is returned, what it read next to what the UPDATE wrote
+-- (reclaim_written): an application's BEFORE trigger that fires after jobctl's may change the
+-- row back, or keep it back (RETURN NULL: not written, its written columns NULL)
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -470,7 +473,7 @@ WITH expired AS (
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
-){paced}
+){paced}, written AS (
 UPDATE {table} AS j
 SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
                     THEN {queued} ELSE {parked} END,
@@ -492,7 +495,22 @@ WHERE j.{id} OPERATOR(pg_catalog.=) expired.id
   AND j.{attempt_token} OPERATOR(pg_catalog.=) expired.attempt_token
   AND j.{lease_expires_at} OPERATOR(pg_catalog.=) expired.lease_expires_at
   AND {status_text} OPERATOR(pg_catalog.=) expired.status
-RETURNING {reclaim_returned}
+RETURNING j.{id} AS id, {status_text} AS status, j.{attempt_token} IS NULL AS token_cleared,
+          j.{reclaim_count} AS reclaim_count
+)
+SELECT {reclaim_returned}, {reclaim_written}
+FROM expired LEFT JOIN written ON written.id OPERATOR(pg_catalog.=) expired.id
+ORDER BY expired.lease_expires_at, expired.id
+
+-- name: reclaim_written
+-- what reclaim_batch wrote of each row it locked, as the row stands after every BEFORE trigger
+-- (the new row's columns): its status (as status_text writes it), whether its attempt token is
+-- cleared, its reclaim_count, and the reclaim_count it read; all NULL for a row an application's
+-- trigger kept back (not written). batches compares them with what it meant to write (the
+-- status decided, the token cleared, reclaim_count + 1): a row changed back is skipped
+written.id IS NOT NULL AS written_row, written.status AS written_status,
+written.token_cleared AS written_token_cleared, written.reclaim_count AS written_reclaim_count,
+expired.reclaim_count AS read_reclaim_count
 
 -- name: reclaim_counted
 -- what reclaim_batch returns of each row once the output shows no more rows whole (a table

@@ -175,3 +175,82 @@ def test_the_service_goes_on_past_a_slow_row_and_tries_it_again_later(conn, dsn)
     assert len(named) == 2 and all(HELD.format("1s") in line for line in named), lines
     assert "passed over for 3s, then tried again" in named[0], named
     assert not [line for line in lines if "retrying" in line], lines
+
+
+EVIL_TRIGGER = """
+    CREATE FUNCTION zz_evil() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF OLD.id = {veto} AND NEW.status <> 'processing' THEN
+            RETURN NULL;  -- the row is not updated
+        END IF;
+        IF OLD.id = {undo} AND NEW.status <> 'processing' THEN
+            NEW.status := OLD.status;  -- the change undone, but for reclaim_count
+            NEW.attempt_token := OLD.attempt_token;
+            NEW.lease_expires_at := OLD.lease_expires_at;
+        END IF;
+        RETURN NEW;
+    END $$;
+    -- BEFORE triggers fire in their names' order: after jobctl's own
+    CREATE TRIGGER zz_evil BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION zz_evil();
+"""
+KEPT_BACK = "error: an application trigger kept it back"
+CHANGED = "error: an application trigger changed it (status still processing"
+
+
+def evil_rows(
+    conn: psycopg.Connection[Any], dsn: str, count: int = 6
+) -> tuple[int, int, list[int]]:
+    """``count`` expired leases; the application's zz_evil trigger, after jobctl's, keeps the
+    second's reclaim back (RETURN NULL) and undoes the fifth's: (veto, undo, every id)."""
+    add_jobs(conn, count)
+    ids = [c.id for c in claim_all(dsn, count)]
+    veto, undo = ids[1], ids[4]
+    conn.execute(EVIL_TRIGGER.format(veto=veto, undo=undo))
+    return veto, undo, ids
+
+
+def test_rows_a_later_trigger_keeps_back_or_changes_back_are_skipped_not_reclaimed(conn, dsn, run):
+    """What the reclaim reports is what its RETURNING says was written: the row kept back is
+    listed skipped (it was missing), the row changed back is skipped, not `applied`; the
+    counts and the partial line say so (exit 1), and the rows are as the trigger left them."""
+    veto, undo, ids = evil_rows(conn, dsn)
+    result = run("reclaim", "--commit", "--yes", "-o", "json")
+    assert result.code == 1, result.err
+    out = {r["id"]: r for r in json.loads(result.out)}
+    assert sorted(out) == sorted(ids)
+    assert not out[veto]["applied"] and out[veto]["skipped"].startswith(KEPT_BACK), out[veto]
+    assert not out[undo]["applied"] and out[undo]["skipped"].startswith(CHANGED), out[undo]
+    assert all(
+        out[i]["applied"] and out[i]["skipped"] is None for i in ids if i not in (veto, undo)
+    )
+    assert not [key for row in out.values() for key in row if key.startswith(("written", "read_"))]
+    assert "reclaimed: 4 requeued, 0 failed, 2 skipped" in result.err, result.err
+    (line,) = [line for line in result.err.splitlines() if line.startswith("partial:")]
+    assert f"{veto}, {undo}" in line or f"{undo}, {veto}" in line, line
+    assert processing(conn) == sorted([veto, undo])
+    counts = {
+        r["id"]: r["reclaim_count"]
+        for r in conn.execute("SELECT id, reclaim_count FROM jobs").fetchall()
+    }
+    assert counts[veto] == 0 and counts[undo] == 1  # the trigger undid all but the count
+
+
+def test_rows_kept_back_are_passed_over_by_the_next_batches(conn, dsn, run):
+    """Batches of one: the row kept back is locked and returned, so the batch is full, and
+    the next would take it again; it is passed over, and every other row is reclaimed."""
+    veto, undo, ids = evil_rows(conn, dsn)
+    result = run("reclaim", "--commit", "--yes", "--batch-size", "1", "-o", "json")
+    assert result.code == 1, result.err
+    out = json.loads(result.out)
+    assert sorted(r["id"] for r in out) == sorted(ids)  # each once
+    assert sum(bool(r["applied"]) for r in out) == 4
+    assert "reclaimed: 4 requeued, 0 failed, 2 skipped" in result.err, result.err
+    assert processing(conn) == sorted([veto, undo])
+
+
+def test_the_table_of_a_commit_says_the_rows_a_trigger_kept_back(conn, dsn, run):
+    evil_rows(conn, dsn)
+    result = run("reclaim", "--commit", "--yes")
+    assert result.code == 1, result.err
+    assert "4 requeued, 0 failed, 2 skipped" in result.err, result.err
+    assert "kept it back" in result.out and "changed it" in result.out, result.out

@@ -58,3 +58,52 @@ def test_a_tally_across_targets_keeps_each_targets_first_rows_under_its_name():
     ]
     assert joined.total == 33 and joined.counts == a.counts + b.counts
     assert a.counts == {"requeue": 10, "fail": 19, "skipped": 1}
+
+
+def written(action: str = "requeue", **what: object) -> dict:
+    """A row as the reclaim statement returns it: what it read, and what it wrote."""
+    return {
+        "id": 7,
+        "action": action,
+        "skipped": None,
+        "written_row": True,
+        "written_status": "queued" if action == "requeue" else "failed",
+        "written_token_cleared": True,
+        "written_reclaim_count": 1,
+        "read_reclaim_count": 0,
+    } | what
+
+
+def test_a_row_written_as_meant_is_applied_and_what_it_wrote_is_not_shown():
+    from jobctl.ops.reclaim import tally
+    from jobctl.table.mapping import TableMapping
+
+    row = tally.as_written(written(), TableMapping())
+    assert row == {"id": 7, "action": "requeue", "skipped": None, "applied": True}
+    parked = TableMapping(park_status="errored")
+    assert tally.as_written(written("fail", written_status="errored"), parked)["applied"]
+    mapped = TableMapping(statuses={"queued": "pending"})
+    assert tally.as_written(written(written_status="pending"), mapped)["applied"]
+
+
+def test_a_row_a_later_trigger_kept_back_or_changed_back_is_skipped_saying_so():
+    from jobctl.ops.reclaim import row_errors, tally
+    from jobctl.table.mapping import TableMapping
+
+    kept = tally.as_written(written(written_row=False, written_status=None), TableMapping())
+    assert not kept["applied"] and kept["skipped"].startswith(
+        "error: an application trigger kept it back"
+    )
+    assert row_errors.raised(kept)  # named on the partial line, passed over by the service
+    back = written(written_status="processing", written_token_cleared=False)
+    changed = tally.as_written(back, TableMapping())
+    assert not changed["applied"]
+    assert changed["skipped"] == (
+        "error: an application trigger changed it (status still processing, "
+        "attempt token not cleared)"
+    )
+    other = tally.as_written(
+        written(written_status="done", written_reclaim_count=0), TableMapping()
+    )
+    assert other["skipped"].endswith("(status done, not queued, reclaim_count 0, not 1)")
+    assert Tally.of([kept, changed, other]).counts == {"skipped": 3}

@@ -20,7 +20,7 @@ from jobctl import db
 from jobctl.contract.shapes import ReclaimRow, Row
 from jobctl.db.session import STREAM_CHUNK, Session
 from jobctl.ops import plans
-from jobctl.ops.reclaim import row_errors
+from jobctl.ops.reclaim import row_errors, tally
 from jobctl.ops.reclaim.plans import PLAN_COLUMNS, PLAN_FORMAT
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
 
@@ -115,12 +115,13 @@ def commit(
     passed: list[Any] = []
     moved = 0  # batches that met a row moved to another partition, in a row
     in_flight = _InFlight()
+    kept_back: list[Any] = []  # rows an application's trigger kept back or changed back
     while limit is None or handled < limit:
-        passed_over = [*(which.exclude or ()), *poisoned, *passed]
+        passed_over = [*(which.exclude or ()), *poisoned, *passed, *kept_back]
         current = dataclasses.replace(which, exclude=passed_over) if passed_over else which
         left = None if limit is None else limit - handled
         try:
-            for rows in _batches(s, current, batch_size, left, stop, whole, in_flight):
+            for rows in _batches(s, current, batch_size, left, stop, whole, in_flight, kept_back):
                 moved = 0
                 handled += len(rows)
                 yield rows
@@ -194,6 +195,7 @@ def _batches(
     stop: threading.Event | None,
     whole: int | None = None,
     in_flight: _InFlight | None = None,
+    kept_back: list[Any] | None = None,
 ) -> Iterator[list[ReclaimRow]]:
     """Batches of the reclaim while each comes back full and ``left`` (None: no limit) allows;
     once ``whole`` rows came back whole, the next return each row's id and action alone.
@@ -203,11 +205,15 @@ def _batches(
     batch is sent only once the caller is done with the last and ``stop`` is not set: the
     service stops after the batch in hand. A batch's error is raised from it (nothing of that
     batch applied; the batches before stay committed, and were yielded); ``in_flight`` says
-    when the batch that raised it was sent.
+    when the batch that raised it was sent. Each row is judged by what was written
+    (``tally.as_written``); the ids of those an application's trigger kept back or changed
+    back go to ``kept_back`` and the next batches pass them over (they are still expired).
     """
     statement = _statement(s, which)
     params = statement.params
     clock = in_flight or _InFlight()
+    kept = kept_back if kept_back is not None else []
+    excluded = list(params.get("exclude") or [])
 
     def size_after(done: int) -> int:
         return batch_size if left is None else min(batch_size, left - done)
@@ -227,6 +233,8 @@ def _batches(
 
         def send(params: dict[str, Any], **text: Any) -> db.Sent:
             clock.sent()
+            if kept:  # passed over from now, as the rows the caller excludes
+                params = {**params, "exclude": [*excluded, *(str(k) for k in kept)]}
             return sending(params, **text)
 
         size = size_after(0)
@@ -236,12 +244,11 @@ def _batches(
             done += count
             full = count == size and (left is None or done < left)
             size = size_after(done)
+            rows = _as_written(s, sent.rows())
+            kept.extend(row["id"] for row in rows if row["skipped"])
             after = (
                 send({**params, "limit": size}, **returned(done)) if full and stop is None else None
             )
-            rows = cast(list[ReclaimRow], sent.rows())
-            for row in rows:
-                row["applied"], row["skipped"] = True, None
             if rows:
                 yield rows
             if full and stop is not None and not stop.is_set():
@@ -295,9 +302,12 @@ def _batch(s: Session, which: ExpiredFilter, size: int) -> list[ReclaimRow]:
         reason=statement.reason,
         **statement.fragments,
     )
-    for row in rows:
-        row["applied"], row["skipped"] = True, None
-    return cast(list[ReclaimRow], rows)
+    return _as_written(s, rows)
+
+
+def _as_written(s: Session, rows: list[dict[str, Any]]) -> list[ReclaimRow]:
+    """The rows a batch locked, each judged by what it wrote (``tally.as_written``)."""
+    return [tally.as_written(row, s.table.mapping) for row in rows]
 
 
 def _row_by_row(
@@ -319,7 +329,8 @@ def _row_by_row(
             started = time.monotonic()
             try:
                 done = _batch(s, one, 1)
-                applied += done
+                applied += [row for row in done if not row["skipped"]]
+                failed += [row for row in done if row["skipped"]]  # a trigger kept it back
                 if not done:
                     untouched.append(candidate["id"])
                 break

@@ -13,10 +13,26 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Iterator, Mapping
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 from jobctl.contract.shapes import ReclaimRow
 from jobctl.ops import fleet
+from jobctl.ops.reclaim.row_errors import SKIPPED_AS
+
+if TYPE_CHECKING:
+    from jobctl.table.mapping import TableMapping
+
+# what the reclaim statement returns of what it wrote (sql/queries.sql's reclaim_written),
+# beside the row it read: judged here (``as_written``), never shown
+WRITTEN = (
+    "written_row",
+    "written_status",
+    "written_token_cleared",
+    "written_reclaim_count",
+    "read_reclaim_count",
+)
+KEPT_BACK = f"{SKIPPED_AS}: an application trigger kept it back (not written)"
+CHANGED = f"{SKIPPED_AS}: an application trigger changed it"
 
 
 class Tally:
@@ -79,3 +95,41 @@ def _table_rows(
     room = shown - skipped_kept - sum(r["skipped"] is not None for r in first)
     later = [r for r in batch[len(first) :] if r["skipped"] is not None][: max(room, 0)]
     return first + later
+
+
+def as_written(row: dict[str, Any], mapping: TableMapping) -> ReclaimRow:
+    """A row the reclaim statement locked, judged by what its UPDATE wrote (``WRITTEN``, taken
+    out of the row): applied when it wrote what it meant to (the status its action decided,
+    the attempt token cleared, reclaim_count one more than it read); else skipped, saying
+    why: a row an application's BEFORE trigger kept back (RETURN NULL: not written), or one
+    such a trigger changed back (``status still processing``). Example::
+
+        as_written({"id": 7, "action": "requeue", "written_row": True, "written_status":
+                    "queued", "written_token_cleared": True, "written_reclaim_count": 1,
+                    "read_reclaim_count": 0}, mapping)["applied"]  # True
+    """
+    written = {key: row.pop(key, None) for key in WRITTEN}
+    skipped = None
+    if not written["written_row"]:
+        skipped = KEPT_BACK
+    else:
+        meant = mapping.status("queued") if row["action"] == "requeue" else mapping.parked
+        changed = []
+        if written["written_status"] != meant:
+            still = written["written_status"] == mapping.status("processing")
+            changed.append(
+                f"status still {written['written_status']}"
+                if still
+                else f"status {written['written_status']}, not {meant}"
+            )
+        if not written["written_token_cleared"]:
+            changed.append("attempt token not cleared")
+        read_count = written["read_reclaim_count"]
+        if read_count is not None and written["written_reclaim_count"] != read_count + 1:
+            changed.append(
+                f"reclaim_count {written['written_reclaim_count']}, not {read_count + 1}"
+            )
+        if changed:
+            skipped = f"{CHANGED} ({', '.join(changed)})"
+    row["applied"], row["skipped"] = skipped is None, skipped
+    return cast(ReclaimRow, row)
