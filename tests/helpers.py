@@ -101,8 +101,9 @@ def blocked_by(conn: psycopg.Connection[Any], pid: int) -> bool:
     return row["n"] > 0
 
 
-def grant_roles(run, roles: dict[str, str]):
-    """jobctl schema grants for the ``roles`` fixture's read-only and operator roles."""
+def grant_roles(run, roles: dict[str, str], dsn: str | None = None):
+    """jobctl schema grants for the ``roles`` fixture's read-only and operator roles (``dsn``:
+    in that database instead of the test's)."""
     return run(
         "schema",
         "grants",
@@ -111,6 +112,7 @@ def grant_roles(run, roles: dict[str, str]):
         "--operator",
         roles["operator"],
         "--yes",
+        dsn=dsn,
     )
 
 
