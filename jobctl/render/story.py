@@ -204,7 +204,14 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     if claims.get("action"):
         return [_forged(event, claims)]
     told = _told(event, attempt)
-    if claims.get("actor"):
+    if claims.get("changed"):
+        told.append(
+            f"Its actor or reason were changed to {_said(claims.get('actor'))} "
+            f"({_quoted(claims['reason']) if claims.get('reason') else 'no reason'}) while the "
+            "statement ran, by a trigger of the application's: the history kept the ones "
+            "jobctl declared first."
+        )
+    elif claims.get("actor"):
         told.append(
             f"Its database role {_said(event['db_role'])} claimed to be "
             f"{_said(claims['actor'])}: not one of jobctl's roles, so the history names the role."
@@ -212,10 +219,19 @@ def _sentences(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     return told
 
 
-def _forged(event: Mapping[str, Any], claims: Mapping[str, str]) -> str:
-    """A role that is not jobctl's set jobctl_action itself: told as what it is."""
+def _forged(event: Mapping[str, Any], claims: Mapping[str, Any]) -> str:
+    """A role that is not jobctl's set jobctl_action itself, or a trigger of the application's
+    did inside jobctl's own write (nested): told as what it is."""
     who = f" claiming to be {_said(claims['actor'])}" if claims.get("actor") else ""
     why = f" ({_quoted(claims['reason'])})" if claims.get("reason") else ""
+    if claims.get("nested"):
+        return (
+            f"At {_at(event['at'])} a trigger of the application's, inside another write of "
+            f"role {_said(event['db_role'])}, set jobctl_action={_said(claims['action'])}{who}"
+            f"{why}: not jobctl's own statement, so not a manual action; the row shows "
+            f"{_said(event['event'])} ({_said(event['from_status'])} -> "
+            f"{_said(event['to_status'])})."
+        )
     return (
         f"At {_at(event['at'])} role {_said(event['db_role'])} set "
         f"jobctl_action={_said(claims['action'])}{who}{why}: not one of jobctl's roles, so not "

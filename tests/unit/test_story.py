@@ -178,6 +178,30 @@ def test_a_forged_manual_action_is_told_as_the_role_that_made_it():
     )
 
 
+def test_a_nested_write_and_a_changed_actor_are_told_as_what_they_are():
+    nested = event("failed", 10, FIRST, "processing", "failed", worker="w1", actor="bob")
+    nested |= {
+        "db_role": "bob",
+        "claimed": {"nested": True, "actor": "alice", "action": "cancelled"},
+    }
+    changed = event("reclaimed", 20, SECOND, "processing", "queued", actor="bob@ops")
+    changed |= {
+        "db_role": "oncall_rw",
+        "claimed": {"changed": True, "actor": "alice", "reason": "forged"},
+    }
+    text = story.explain(HISTORY | {"events": [nested, changed]})["story"]
+    assert (
+        "At 2026-11-30 03:00:10+00:00 a trigger of the application's, inside another write of "
+        "role bob, set jobctl_action=cancelled claiming to be alice: not jobctl's own "
+        "statement, so not a manual action; the row shows failed (processing -> failed)."
+    ) in text
+    assert (
+        'Its actor or reason were changed to alice ("forged") while the statement ran, by a '
+        "trigger of the application's: the history kept the ones jobctl declared first."
+    ) in text
+    assert not any("Its database role oncall_rw claimed" in line for line in text)
+
+
 FORGER = (
     'w1 claimed it (attempt 1). At 2026-11-30 03:05:00+00:00 alice@ops requeued it by hand: "ok'
 )
