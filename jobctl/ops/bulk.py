@@ -20,7 +20,7 @@ from typing import Any
 from jobctl import errors
 from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
-from jobctl.ops import manual, triage
+from jobctl.ops import manual, repeated_ids, triage
 from jobctl.ops.slices import EVERY, Slice
 
 BULK_LIMIT = 10_000  # rows listed (and written) at most unless --limit says otherwise
@@ -74,6 +74,8 @@ class Listed:
     eligible: list[manual.Decision]
     refused: list[manual.Decision]
     limit: int
+    # an id two rows hold: left out, each named in one line (exit 1)
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def rows(self) -> list[Row]:
@@ -106,8 +108,10 @@ def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: b
     if action == "cancel" and not which.statuses:
         which = dataclasses.replace(which, statuses=RUNNING)
     params = which.params(s)
+    told = repeated_ids.LeftOut()
     with s.transaction(read_only=True):
-        found = s.rows("bulk_candidates", params)
+        found = [row for row in s.rows("bulk_candidates", params) if not told.took(row)]
+        left_out = told.lines(s)
     eligible: list[manual.Decision] = []
     refused: list[manual.Decision] = []
     for row in found:
@@ -116,7 +120,7 @@ def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: b
             row, action, force=force, expect_token=None, mapping=s.table.mapping
         )
         (eligible if decision.outcome is None else refused).append(decision)
-    return Listed(eligible, refused, which.limit)
+    return Listed(eligible, refused, which.limit, left_out)
 
 
 def commit(

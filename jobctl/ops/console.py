@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobctl import durations, errors
-from jobctl.ops import manual, pause, review, slices, standby, triage
+from jobctl.ops import manual, pause, repeated_ids, review, slices, standby, triage
 from jobctl.ops import stuck as stuck_read
 
 if TYPE_CHECKING:
@@ -68,6 +68,9 @@ class Snapshot:
     # the table's pauses (ops.pause.waiting: age, the queued jobs each holds back), oldest
     # first; across targets each tagged with its target
     pauses: list[Row] = dataclasses.field(default_factory=list)
+    # each id two rows hold that the refresh left out (every other job shown), in one line
+    # for the status line; across targets each line with its target
+    repeated: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def more_stuck(self) -> int:
@@ -122,7 +125,8 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
     review's, bounded by ``ask.limit``; or ``summary``'s whole) and the counts of
     ``summary`` (processing by lease state, awaiting review, the queue's ready jobs), each
     one round trip."""
-    which = stuck_read.Ask(triage.ExpiredFilter(), ask.limit, ask.expiring_within)
+    left = repeated_ids.LeftOut()  # ids two rows hold: left out, named on the status line
+    which = stuck_read.Ask(triage.ExpiredFilter(left_out=left), ask.limit, ask.expiring_within)
     if standing is not None and standing.standby:  # its lag now: the strip, the widening
         with s.transaction(read_only=True):
             standing = standby.probe(s.conn)
@@ -131,13 +135,14 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         if ask.view == "stuck":
             found = [dict(r) for r in stuck_read.rows(s, standing, which)]
         if ask.view == "review":
-            waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit)]
+            waiting = [dict(r) for r in review.awaiting(s, review.ReviewFilter(), ask.limit, left)]
         every = slices.EVERY.params()  # (the counts of every job: no slice)
         processing = s.one("summary_processing", {"soon": ask.expiring_within, **every})
         awaiting = s.one("review_count", every)["awaiting_review"]
         ready = s.one("queue_ready", every)
         whole = triage.summary(s, ask.expiring_within) if ask.view == "summary" else None
         paused = [dict(p) for p in pause.waiting(s)]
+        repeated = left.lines(s)
     return Snapshot(
         stuck=found,
         review=waiting,
@@ -151,6 +156,7 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
         summaries=[] if whole is None else [(None, whole)],
         standing=standing,
         pauses=paused,
+        repeated=repeated,
     )
 
 
@@ -175,6 +181,7 @@ def merged(snaps: Sequence[tuple[str, Snapshot]]) -> Snapshot:
         read_at=min(snap.read_at for _, snap in snaps),
         summaries=[(n, whole) for n, snap in snaps for _, whole in snap.summaries],
         pauses=[{"target": n, **p} for n, snap in snaps for p in snap.pauses],
+        repeated=[f"{n}: {line}" for n, snap in snaps for line in snap.repeated],
     )
 
 

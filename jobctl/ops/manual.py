@@ -16,7 +16,7 @@ import psycopg
 from jobctl import db, errors
 from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import lost_server, triage
+from jobctl.ops import lost_server, repeated_ids, triage
 from jobctl.ops.outcomes import OUTCOME_EXIT, totals
 from jobctl.table.mapping import TableMapping
 
@@ -84,6 +84,8 @@ class Report:
                 lines.append(f"jobctl: job {result['id']}: {result['detail']}")
             elif result["outcome"] == "not_found":
                 lines.append(f"jobctl: {result['detail']}")
+            elif result["outcome"] == "refused" and repeated_ids.WHY in result["detail"]:
+                lines.append(f"jobctl: {result['detail']}")  # an id two rows hold, whole
         return lines
 
 
@@ -272,6 +274,10 @@ def _read(s: Session, job_id: Any) -> Decision:
     """The job as an operator action sees it (its fence), in a read-only transaction."""
     with s.transaction(read_only=True):
         seen = s.row("manual_read", read_params(job_id))
+        repeated = seen is not None and seen.pop(repeated_ids.FLAG)
+        said = repeated_ids.refusal(s, job_id) if repeated else ""
+    if repeated:  # two jobs, one id: neither is written, the id is refused
+        return Decision(job_id, None, "refused", said)
     decision = Decision(job_id, seen)
     if seen is None:
         decision.outcome, decision.detail = "not_found", f"job {job_id} not found"

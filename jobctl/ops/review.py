@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from jobctl import errors
 from jobctl.contract.shapes import ReviewRow, Row
 from jobctl.db.session import Confirm, Session
-from jobctl.ops import fleet, manual, plans, triage
+from jobctl.ops import fleet, manual, plans, repeated_ids, triage
 from jobctl.ops.slices import EVERY, Slice
 
 if TYPE_CHECKING:
@@ -56,12 +56,19 @@ class ReviewFilter:
         }
 
 
-def awaiting(s: Session, which: ReviewFilter, limit: int | None) -> Iterator[ReviewRow]:
+def awaiting(
+    s: Session,
+    which: ReviewFilter,
+    limit: int | None,
+    left_out: repeated_ids.LeftOut | None = None,
+) -> Iterator[ReviewRow]:
     """The jobs awaiting review, longest waiting first, streamed (the caller holds a
-    read-only transaction)."""
+    read-only transaction); a job whose id another row holds too left out (its id told to
+    ``left_out``)."""
     which.what.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "limit": limit, "job_table": s.table.qualified}
-    return (cast(ReviewRow, row) for row in s.stream("review", params))
+    left = left_out if left_out is not None else repeated_ids.LeftOut()
+    return (cast(ReviewRow, row) for row in s.stream("review", params) if not left.took(row))
 
 
 # ---------------------------------------------------------------- plans

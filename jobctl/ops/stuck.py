@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobctl.ops import fleet, pause, standby, triage
+from jobctl.ops import fleet, pause, repeated_ids, standby, triage
 
 if TYPE_CHECKING:
     from jobctl.contract.shapes import LeaseRow, Row
@@ -34,6 +34,10 @@ class Ask:
     limit: int
     expiring_within: dt.timedelta | None = None  # also the live leases expiring this soon
     trust_replica: bool = False  # a standby's rows taken as the primary's, lag or not
+
+    def telling(self, left: repeated_ids.LeftOut) -> Ask:
+        """This ask, its rows whose id another row holds too told to ``left``."""
+        return dataclasses.replace(self, which=dataclasses.replace(self.which, left_out=left))
 
     def on(self, standing: Standing | None) -> triage.ExpiredFilter:
         """The filter as it runs on the server ``standing`` says the session is on."""
@@ -69,6 +73,7 @@ class Found:
     rows: list[Row] = dataclasses.field(default_factory=list)
     waiting: Row | None = None
     total: int | None = None  # every row the filter matches, when a --limit cut the list
+    left_out: int = 0  # ids another row holds too, left out and named (exit 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +138,8 @@ def _streamed(
     from jobctl.render import pause_views, views
 
     found = no_lease = 0
+    left = repeated_ids.LeftOut()
+    ask = ask.telling(left)
 
     def counted() -> Iterator[LeaseRow]:
         nonlocal found, no_lease
@@ -150,11 +157,13 @@ def _streamed(
     else:
         lines += [views.no_lease_line(no_lease)]
     lines += pause_views.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
+    lines += left.lines(s)  # an id two rows hold: neither listed, named once
     for line in lines:
         if line:
             say(line)
     waiting = None if found else triage.ready_waiting(s, ready_after)
-    return Found(found, waiting=waiting, total=total if total and total > found else None)
+    total = total if total and total > found else None
+    return Found(found, waiting=waiting, total=total, left_out=len(left.ids))
 
 
 def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
@@ -162,9 +171,11 @@ def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
     what it said (its standby's held leases, its pauses)."""
     from jobctl.render import output, pause_views
 
-    found: list[Any] = list(rows(s, st, ask))
-    for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s))]:
+    left = repeated_ids.LeftOut()
+    found: list[Any] = list(rows(s, st, ask.telling(left)))
+    for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s)), *left.lines(s)]:
         if line:
             say(line)
     marked = standby.mark(output.Document(found, []), st).payload
-    return Found(len(found), list(fleet.tagged(s.settings.target or "", marked)))
+    tagged = list(fleet.tagged(s.settings.target or "", marked))
+    return Found(len(found), tagged, left_out=len(left.ids))

@@ -13,7 +13,7 @@ from jobctl import errors
 from jobctl.contract.shapes import AtRiskRow, Attempt, Event, History, LeaseRow, Row
 from jobctl.db.session import Session
 from jobctl.ops import attempts as job_history
-from jobctl.ops import pause
+from jobctl.ops import pause, repeated_ids
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.sql import queries
 from jobctl.table.mapping import COLUMNS, TableMapping
@@ -50,6 +50,14 @@ class ExpiredFilter:
     # kind, queue; else each cut on the server past DISPLAY_CHARS characters, with a note
     # (lease_columns), in the reads, the dry run, the plan and the commit's returned rows
     full: bool = False
+    # not which rows but where the rows whose id another row holds too are told (their ids;
+    # they are left out of every read and write: sql/queries.sql's id_repeated), to be
+    # named once; None: left out all the same
+    left_out: repeated_ids.LeftOut | None = dataclasses.field(default=None, compare=False)
+
+    def told(self) -> repeated_ids.LeftOut:
+        """Where the ids left out are told (a sink of its own when none was given)."""
+        return self.left_out if self.left_out is not None else repeated_ids.LeftOut()
 
     def params(self) -> dict[str, Any]:
         return {
@@ -84,7 +92,10 @@ def stuck(
     """
     which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "limit": limit, "no_lease": no_lease}
-    return (cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params))
+    left = which.told()  # an id another row holds too: left out, told
+    return (
+        cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params) if not left.took(row)
+    )
 
 
 def stuck_count(s: Session, which: ExpiredFilter) -> tuple[int, int]:
@@ -105,7 +116,12 @@ def at_risk(
     """
     which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "window": window, "limit": limit}
-    return (cast(AtRiskRow, note_locked(row)) for row in s.stream("at_risk", params))
+    left = which.told()  # an id another row holds too: left out, told
+    return (
+        cast(AtRiskRow, note_locked(row))
+        for row in s.stream("at_risk", params)
+        if not left.took(row)
+    )
 
 
 def note_locked(row: Row) -> Row:
@@ -263,6 +279,8 @@ def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
         )
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
+    if row.pop("jobctl_id_repeated", False):  # two jobs, one id: neither shown
+        raise errors.Refused(repeated_ids.refusal(s, typed))
     row.pop("row_version", None)
     return design_names(_with_cut_values(row), s.table.mapping)
 

@@ -312,6 +312,31 @@ CASE WHEN {lease_times_poisoned} THEN pg_catalog.concat_ws(', ',
 -- the test is written: stuck, at_risk, summary, metrics, schema check and lease_state use it
 (j.{lease_expires_at} IS NULL OR j.{attempt_token} IS NULL)
 
+-- name: id_repeated
+-- another row holds this row's id (a partitioned table keyed on the id and its partition
+-- key: the same id in two partitions). jobctl names a job by its id alone (fences, plans,
+-- the history), so such a row is left out of every read and write that selects jobs (stuck,
+-- at_risk, reclaim_batch, plan_row_state, job_row, manual_read, bulk_candidates, review) and
+-- named (repeated_ids); every other job is served. One probe of the id's index (the key: id
+-- and partition key) per row a statement selected, never a read of the table; a row is told
+-- from another by (tableoid, ctid), as a ctid is a partition's own
+EXISTS (SELECT FROM {table} o
+        WHERE o.{id} OPERATOR(pg_catalog.=) j.{id}
+          AND (o.tableoid OPERATOR(pg_catalog.<>) j.tableoid
+               OR o.ctid OPERATOR(pg_catalog.<>) j.ctid))
+
+-- name: repeated_ids
+-- the ids a command left out (id_repeated), each with how many rows hold it and in which
+-- partitions: grouped over those ids' rows alone (by the id's index), never the table's
+SELECT j.{id}::pg_catalog.text AS id, pg_catalog.count(*) AS rows,
+       pg_catalog.string_agg(DISTINCT j.tableoid::pg_catalog.regclass::pg_catalog.text, ', ')
+           AS partitions
+FROM {table} j
+WHERE j.{id} = ANY(%(ids)s::pg_catalog.text[]::{id_type}[])
+GROUP BY j.{id}
+HAVING pg_catalog.count(*) > 1
+ORDER BY j.{id}
+
 -- name: no_lease_filter
 -- the processing rows with no lease that stuck lists beside the expired ones (reclaim never
 -- touches them), narrowed by the operator's filters; never part of a plan or of reclaim's
@@ -418,7 +443,7 @@ CASE WHEN j.xmax <> '0'::xid THEN lk.holders ->> j.xmax::text END
 WITH lockers AS MATERIALIZED ({row_lock_holders})
 SELECT {lease_columns}, {row_locked_by} AS locked_by, {poisoned_lease_times} AS poisoned,
        {lease_state} AS lease_state,
-       {claimed_age_s} AS claimed_age_s
+       {claimed_age_s} AS claimed_age_s, {id_repeated} AS id_repeated
 FROM {table} j {lockers_join}
 WHERE {expired_filter} OR {no_lease_filter}
 ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
@@ -448,7 +473,8 @@ SELECT {lease_columns},
             WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_locked_by} AS locked_by,
-       {poisoned_lease_times} AS poisoned, {claimed_age_s} AS claimed_age_s
+       {poisoned_lease_times} AS poisoned, {claimed_age_s} AS claimed_age_s,
+       {id_repeated} AS id_repeated
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by} {lockers_join}
 WHERE j.{status} = {processing}
   AND (j.{lease_expires_at} < now() + %(window)s::interval OR {lease_missing})
@@ -469,7 +495,7 @@ LIMIT %(limit)s
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
-    WHERE {expired_filter} AND NOT ({lease_times_poisoned})
+    WHERE {expired_filter} AND NOT ({lease_times_poisoned}) AND NOT {id_repeated}
     ORDER BY j.{lease_expires_at}, j.{id}
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -555,7 +581,7 @@ SELECT j.{id} AS id, {status_text} AS status, j.{attempt_token} AS attempt_token
        CASE WHEN {lease_expires_at_usable} THEN j.{lease_expires_at} END AS lease_expires_at,
        j.{lease_expires_at} < now() AS lease_expired,
        {reclaim_action} AS action, {row_lockers} AS locked_by,
-       {poisoned_lease_times} AS poisoned
+       {poisoned_lease_times} AS poisoned, {id_repeated} AS id_repeated
 FROM {table} j
 WHERE j.{id} = ANY(%(ids)s::text[]::{id_type}[])
 
@@ -710,7 +736,7 @@ pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.r
 SELECT j.*, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
-       j.xmin::text AS row_version
+       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: job_row_shown
@@ -720,7 +746,7 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 SELECT {shown_columns}, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
-       j.xmin::text AS row_version
+       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: shown_column
@@ -794,7 +820,8 @@ ORDER BY a.claimed_at, a.attempt
 -- name: manual_read
 -- a job as an operator action sees it (its fence: status, token, version)
 SELECT {fence_columns}, j.{lease_expires_at} AS lease_expires_at,
-       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
+       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review,
+       {id_repeated} AS id_repeated
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: fence_columns
@@ -879,7 +906,8 @@ RETURNING j.{id} AS id
 -- values), the worker holding it, how long since it last changed, what the job is, and
 -- (--no-lease) whether it is a claim with no lease (lease_missing)
 SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
-       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review
+       {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review,
+       {id_repeated} AS id_repeated
 FROM {table} j
 WHERE j.{status} OPERATOR(pg_catalog.=) ANY(%(statuses)s::pg_catalog.text[]::{status_type}[])
   AND (%(worker)s::pg_catalog.text IS NULL
@@ -966,7 +994,7 @@ SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS stat
        j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
        {policy_columns}
        {shown_last_error} AS last_error, j.{attempt_token} AS attempt_token,
-       j.{updated_at} AS updated_at, j.xmin::text AS row_version
+       j.{updated_at} AS updated_at, j.xmin::text AS row_version, {id_repeated} AS id_repeated
 FROM {table} j
 LEFT JOIN LATERAL (
     SELECT e.at, e.worker, {last_worker_bytes} AS worker_bytes FROM jobctl.events e

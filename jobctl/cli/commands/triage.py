@@ -154,6 +154,8 @@ def _stuck_said(
         terminal.say(reclaim_lines.reclaim_hint(found, holding if shown.several else None, cut))
     elif cut:
         terminal.say(f"showing {found} of {cut} job(s) (--limit)")
+    if any(o.value and o.value.left_out for o in outcomes):  # ids two rows hold: partial
+        code = errors.worst_exit_code([code, errors.EXIT_ERROR])
     context.exit_with(context.with_findings(code, exit_code and bool(found)))
 
 

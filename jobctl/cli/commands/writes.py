@@ -315,8 +315,9 @@ def bulk_write(
         listed = bulk.candidates(s, action, which, force=force)
         found = listed.rows
         if not found:
-            context.say_if(listed.refused_line())
+            _left_out(listed)
             terminal.say(f"no job matches the filter: nothing to {action}")
+            context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
             return
         if save_plan is not None:
             with s.transaction(read_only=True):
@@ -326,24 +327,35 @@ def bulk_write(
                 s, action, listed.eligible, reason=reason, delay=delay, spread=spread, park=park
             )
     if yes:
-        context.say_if(listed.refused_line())
+        _left_out(listed)
         terminal.say(f"{len(found)} job(s) matched the filter, each written fenced as listed")
-        terminal.report(report, out, fmt)
+        terminal.report(report, out, fmt)  # exits with the worst outcome's code, if not 0
+        context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
         return
     shown = rows.with_optional(rows.BULK_COLUMNS, found)
     terminal.emit(views.table(found, found, shown, views.BULK_VIEW), out, fmt)
-    context.say_if(listed.refused_line())
+    _left_out(listed)
     more = f" (the first {which.limit}: --limit N for more)" if listed.at_limit else ""
     if save_plan is not None:
         terminal.say(
             f"{len(found)} job(s) match{more}; plan saved to {save_plan}: apply it with "
             f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action != "requeue" else "")
         )
+        context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
         return
     terminal.say(
         f"{len(found)} job(s) match{more}; nothing changed: --yes to {action} exactly these, "
         f"or --save-plan FILE to review them first"
     )
+    context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
+
+
+def _left_out(listed: bulk.Listed) -> None:
+    """What a bulk write's filter left out, on stderr: the jobs the rules refuse, and each id
+    two rows hold (exit 1: the picture is partial)."""
+    context.say_if(listed.refused_line())
+    for line in listed.left_out:
+        terminal.say(line)
 
 
 def by_hand(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import db, errors
 from jobctl.contract.shapes import ReclaimRow
-from jobctl.ops import fleet
+from jobctl.ops import fleet, repeated_ids
 from jobctl.ops.reclaim import across_targets, one_database, row_errors
 from jobctl.ops.reclaim.tally import Tally
 from jobctl.render import reclaim_lines
@@ -60,12 +60,13 @@ class Reclaimed:
     unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
     unserved: list[str] = dataclasses.field(default_factory=list)
     left_alone: list[str] = dataclasses.field(default_factory=list)  # rows whose update raised
+    left_out: list[str] = dataclasses.field(default_factory=list)  # ids two rows hold
 
     @property
     def exit_code(self) -> int:
-        """1 when a target failed or was not served, or a row's update raised (the picture is
-        partial), else 0."""
-        if self.unserved or self.left_alone:
+        """1 when a target failed or was not served, a row's update raised, or an id two rows
+        hold was left out (the picture is partial), else 0."""
+        if self.unserved or self.left_alone or self.left_out:
             return errors.EXIT_ERROR
         return fleet.exit_code([*self.unreachable, *self.outcomes])
 
@@ -128,6 +129,10 @@ def _on_one(
     """One database's dry run (streamed) or commit, drained on its session."""
     from jobctl.ops import lost_server, sessions, standby
 
+    told = repeated_ids.LeftOut()  # ids two rows hold: left out by every read and write
+    request = dataclasses.replace(
+        request, expired=dataclasses.replace(request.expired, left_out=told)
+    )
     with sessions.open(settings, access, say=say) as (s, standing):
         started = one_database.start(
             s, request, confirm, standing=standing, trust_replica=trust_replica
@@ -144,6 +149,8 @@ def _on_one(
         drain(started)
         park_status = s.table.mapping.named_park
         after = started.after() if started.after is not None else None
+        with s.transaction(read_only=True):
+            left_out = told.lines(s)  # named once, under the rest: exit 1
     said = reclaim_lines.one_database(
         tally.counts,
         request.commit,
@@ -153,9 +160,10 @@ def _on_one(
     )
     return Reclaimed(
         tally=tally,
-        lines=[*said, *filter(None, [after, left.line()])],
+        lines=[*said, *filter(None, [after, left.line()]), *left_out],
         plan_line=reclaim_lines.plan_line(request.save_plan, None),
         left_alone=left.ids,
+        left_out=left_out,
     )
 
 
