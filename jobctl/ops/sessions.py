@@ -54,7 +54,7 @@ def open(
     as soon as it is made (``fleet.Busy``: Ctrl-C can then cancel even the table's lookup)."""
     from jobctl.db import session
     from jobctl.ops import standby
-    from jobctl.schema import unserved
+    from jobctl.schema import unserved, versions
 
     opened = kept.session(settings, on_connect) if kept else session.open(settings, on_connect)
     with opened as s, unserved.explained(s):
@@ -63,4 +63,6 @@ def open(
         )
         if access.writes:  # refused before anything is asked, when no role may run it
             s.write_role()
+            with s.transaction(read_only=True):  # a newer jobctl's install: said, goes on
+                versions.warn_newer(s.conn, s.table.oid, say)
         yield s, standing

@@ -12,7 +12,7 @@ from psycopg import sql
 
 from jobctl import db, errors
 from jobctl.db import locks
-from jobctl.schema import history, ownership, reclaim_index, shape, statuses
+from jobctl.schema import history, ownership, reclaim_index, shape, statuses, versions
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table import column_types, mapping
@@ -79,6 +79,8 @@ def plan_apply(
     refused before any step."""
     ownership.refuse_foreign(conn)  # a schema jobctl someone else made is never adopted
     exists = db.identify(conn, table_name)
+    # a database a newer jobctl installed is never downgraded: refused before any step
+    versions.refuse_newer(conn, exists["oid"] if exists else None)
     if exists is None:
         if not create:
             db.resolve_table(conn, table_name)  # raises TableNotFound, naming it
@@ -422,6 +424,7 @@ def plan_grants(
     neither can write jobctl's tables but through real changes of the jobs table."""
     table = db.resolve_table(conn, table_name)
     ownership.refuse_foreign(conn)
+    versions.refuse_newer(conn, table.oid)
     steps = []
     for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS)):
         if role is None:

@@ -10,7 +10,16 @@ import psycopg
 from jobctl import db
 from jobctl.contract import safe_text
 from jobctl.schema import apply as schema_apply
-from jobctl.schema import history, ownership, reclaim_index, remove, shape, statuses, unserved
+from jobctl.schema import (
+    history,
+    ownership,
+    reclaim_index,
+    remove,
+    shape,
+    statuses,
+    unserved,
+    versions,
+)
 from jobctl.sql import queries
 from jobctl.table import column_types
 
@@ -43,7 +52,11 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
     problems = []
     if version is not None and version < latest:
         problems.append(f"history at version {version} of {latest}")
-    if state.mode in history.MODES:
+    if versions.trigger_is_newer(state.version):  # a newer jobctl's: not "want" ours
+        problems.append(
+            f"trigger version {state.version}, newer than this jobctl's {history.TRIGGER_VERSION}"
+        )
+    elif state.mode in history.MODES:
         want = history.wanted(conn, history.Target.of(table), state.mode)
         problems += history.stale(state, want, state.mode)
     elif state.mode is None:
@@ -65,6 +78,37 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
         f"function jobctl.{history.function_name(table.schema, table.name)}; "
         f"costs {MODE_COST[state.mode]}",
     )
+
+
+def installed_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
+    """Which jobctl installed the database (history 012 on: recorded with each migration, and
+    in the comment of the table's history function), whether a migration's text changed since
+    it was applied, and a newer jobctl's install, failed with apply's refusal."""
+    found = versions.installed(conn, table.oid)
+    if not found.readable:
+        return Check(JOBCTL_VERSION, True, "not known: this role may not read jobctl.migrations")
+    newer = found.newer()
+    if newer is not None:
+        return Check(JOBCTL_VERSION, False, newer)
+    if not found.migrations:
+        return Check(JOBCTL_VERSION, True, "no history of jobctl's in this database yet")
+    said = f"installed by {found.describe()}; migrations {found.checksums()}"
+    if found.changed():
+        said += (
+            " (the recorded checksum is the sha256 of the migration's text when it was applied: "
+            "a release edited an applied migration; the database holds what that text did)"
+        )
+    if found.trigger is not None and found.trigger.isdigit():
+        if int(found.trigger) < int(history.TRIGGER_VERSION):
+            said += (
+                f"; its trigger version {found.trigger} is older than this jobctl's "
+                f"{history.TRIGGER_VERSION}: schema apply replaces it (an older jobctl's schema "
+                f"apply puts an older one back: {versions.UPGRADING})"
+            )
+    return Check(JOBCTL_VERSION, not found.changed(), said)
+
+
+JOBCTL_VERSION = "jobctl version"
 
 
 def ownership_check(conn: psycopg.Connection[Any]) -> Check:
@@ -158,6 +202,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _index_checks(conn, table)
     results += _optional_index_checks(conn, table)
     results.append(history_check(conn, table))
+    results.append(installed_check(conn, table))
     results.append(ownership_check(conn))
     results.append(row_security(conn, table))
     if table.mapping.column("id") in columns:  # a table with no id column yet: said above
@@ -166,10 +211,22 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
         results += _status_checks(conn, table)
     if not wrong:
         results += _lease_row_checks(conn, table)
-    return _one_verdict(results)
+    return _one_verdict(_newer_install(results))
 
 
 RUN_APPLY = "(run jobctl schema apply)"
+
+
+def _newer_install(results: list[Check]) -> list[Check]:
+    """A database a newer jobctl installed: apply refuses it, so no check says to run it."""
+    newer = any(
+        c.check == JOBCTL_VERSION and not c.ok and c.detail.endswith(versions.UPGRADE)
+        for c in results
+    )
+    if not newer:
+        return results
+    later = f"(upgrade jobctl first: {versions.UPGRADING})"
+    return [dataclasses.replace(c, detail=c.detail.replace(RUN_APPLY, later)) for c in results]
 
 
 def _one_verdict(results: list[Check]) -> list[Check]:

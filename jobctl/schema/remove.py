@@ -33,7 +33,7 @@ from psycopg import sql
 from jobctl import db, errors
 from jobctl.contract import safe_text
 from jobctl.schema import apply as schema_apply
-from jobctl.schema import history, reclaim_index
+from jobctl.schema import history, reclaim_index, versions
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
@@ -73,6 +73,7 @@ def plan(
 ) -> Removal:
     """The steps that take jobctl off ``table_name`` (see the module's docstring)."""
     table = db.resolve_table(conn, table_name)
+    versions.refuse_newer(conn, table.oid)  # a newer jobctl's install: not this one's to take
     where = _shown(table.qualified)
     found = _history(conn, table)
     # 1. the trigger and the table's function

@@ -86,8 +86,41 @@ CREATE TABLE IF NOT EXISTS jobctl.migrations (
 );
 
 -- name: record_migration
--- a migration applied, recorded in the same transaction
+-- a migration applied, recorded in the same transaction with the jobctl version that applied it
+-- and the sha256 of its text (the columns of history 012: from 012 on)
+INSERT INTO jobctl.migrations (version, name, jobctl_version, checksum)
+VALUES ({version}, {migration}, {jobctl_version}, {checksum})
+
+-- name: record_migration_before_012
+-- a migration before 012 applied, recorded in the same transaction (jobctl.migrations has no
+-- jobctl_version, checksum yet: record_installed_by writes them in 012's transaction)
 INSERT INTO jobctl.migrations (version, name) VALUES ({version}, {migration})
+
+-- name: record_installed_by
+-- the migrations this schema apply ran before 012, in 012's transaction: the jobctl version that
+-- applied them and the sha256 of each one's text ({versions}, {checksums}: arrays, in step)
+UPDATE jobctl.migrations m SET jobctl_version = {jobctl_version}, checksum = v.checksum
+FROM ROWS FROM (pg_catalog.unnest({versions}::pg_catalog.int4[]),
+               pg_catalog.unnest({checksums}::pg_catalog.text[])) AS v (version, checksum)
+WHERE m.version OPERATOR(pg_catalog.=) v.version AND m.jobctl_version IS NULL
+
+-- name: installed_migrations
+-- every migration recorded, with the jobctl version that applied it and its checksum (NULL:
+-- applied before history 012; read through the row's JSON, so that a database without 012's
+-- columns is read too); schema check's, schema apply's and the writes' (versions.py)
+SELECT m.version, m.name,
+       pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'jobctl_version' AS jobctl_version,
+       pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'checksum' AS checksum
+FROM jobctl.migrations m ORDER BY m.version
+
+-- name: history_function_comment
+-- the comment of a table's history function (the jobctl version that generated it: install_sql)
+SELECT pg_catalog.obj_description(p.oid, 'pg_proc') AS comment
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) %(schema)s::pg_catalog.name
+  AND p.proname OPERATOR(pg_catalog.=) %(name)s::pg_catalog.name
+  AND p.pronargs OPERATOR(pg_catalog.=) 0
 
 -- name: add_columns
 -- columns added to the jobs table ({columns}: ADD COLUMN name type, ...)

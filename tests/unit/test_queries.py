@@ -50,6 +50,11 @@ FRAGMENTS = {
     "mode": sql.Literal("late"),
     "version": sql.Literal(2),
     "migration": sql.Literal("lean_history"),
+    # a migration's record (history 012 on: history.migration_statement)
+    "jobctl_version": sql.Literal("0.2.0"),
+    "checksum": sql.Literal("0" * 64),
+    "versions": sql.Literal([1, 2]),
+    "checksums": sql.Literal(["0" * 64, "1" * 64]),
     "database": sql.Identifier("jobctl_demo"),
     "read_only": sql.SQL(""),
     "search_path": sql.SQL("'pg_catalog, pg_temp'"),

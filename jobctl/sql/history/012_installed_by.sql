@@ -1,0 +1,14 @@
+-- The database says what installed it: each migration recorded with the jobctl version that
+-- applied it and a checksum of the migration's text as applied (the sha256 of its file, in hex),
+-- so that schema check names the jobctl that installed the history, sees a migration whose text
+-- changed since it was applied, and an older jobctl sees a migration it does not know and
+-- refuses schema apply instead of downgrading the database (docs/upgrading.md).
+--
+-- Written by the record of every migration from this one on (the block record_migration of
+-- sql/schema.sql); the migrations a schema apply ran before this one in the same run are
+-- recorded so in this one's transaction (history.py, recorded_migrations). Rows of older
+-- releases have none: NULL, "not recorded (applied by jobctl before 0.2.0)".
+--
+-- Nullable columns without a default: a change of the catalog, no rewrite; the ACCESS
+-- EXCLUSIVE lock is on jobctl.migrations alone, which only jobctl's commands read.
+ALTER TABLE jobctl.migrations ADD COLUMN jobctl_version text, ADD COLUMN checksum text;
