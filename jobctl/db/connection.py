@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import logging
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,20 @@ def _idle(conn: psycopg.Connection[Any]) -> bool:
     return not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE
 
 
+# the role every transaction jobctl opens on a connection runs as (SET LOCAL ROLE), when the
+# jobs table's lookup asked for one (``run_as``); kept beside the connection, never set on
+# its session (behind a pooler the session is the application's too)
+_RUNS_AS: weakref.WeakKeyDictionary[psycopg.Connection[Any], str] = weakref.WeakKeyDictionary()
+
+
+def run_as(conn: psycopg.Connection[Any], role: str) -> None:
+    """Every transaction jobctl opens on ``conn`` from now on runs as ``role``, set
+    transaction-locally by its first statement (``safe``, ``transaction``, ``pipelined``,
+    ``sending``): the jobs table's lookup found the application's code where the planner may
+    run it as this stronger session (db.jobs_table)."""
+    _RUNS_AS[conn] = role
+
+
 @contextlib.contextmanager
 def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """A transaction (a savepoint inside one) on jobctl's safe search_path, with the output
@@ -180,6 +195,9 @@ def safe(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     command's transaction, or alone: ``standby.probe``)."""
     with policies_named(conn), batched(conn), conn.transaction():  # settings go with a read
         conn.execute(queries.query("safe_transaction_settings"))
+        role = _RUNS_AS.get(conn)
+        if role is not None:
+            conn.execute(queries.query("become_role"), {"role": role})
         yield conn
 
 
@@ -334,7 +352,9 @@ def _apply(
 ) -> None:
     """The timeouts and the audit settings, for the current transaction only (no session
     state: behind a pooler the session is shared with the application's own clients);
-    ``role``: the role the transaction runs as from here on, transaction-locally too."""
+    ``role``: the role the transaction runs as from here on, transaction-locally too (or
+    the one ``run_as`` registered for the connection)."""
+    role = role or _RUNS_AS.get(conn)
     conn.execute(
         _settings_statement(read_only, action is not None, role is not None),
         {

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobctl import errors
 from jobctl.contract import safe_text
-from jobctl.db.connection import batched, safe, under_user_search_path
+from jobctl.db.connection import batched, run_as, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
 from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, STATUSES, TableMapping
@@ -325,6 +325,7 @@ def resolve_table(
     mapping: TableMapping | None = None,
     *,
     as_worker: bool = False,
+    reads_rows: bool = True,
 ) -> JobsTable:
     """The jobs table named ``name`` (schema-qualified allowed), checked to exist, with the
     mapping schema apply recorded for it (or ``mapping``, one about to be recorded) and the
@@ -333,7 +334,9 @@ def resolve_table(
     Refused (exit 2, nothing read of it) when schema jobctl or an object in it is owned by a
     role that does not hold this session's privileges (``untrusted_jobctl``): a view or
     function there would run that role's code as this session. ``as_worker``: the worker API
-    on the application's own connection, whose role's code it is anyway, is not refused."""
+    on the application's own connection, whose role's code it is anyway, is not refused.
+    ``reads_rows``: False for a command that plans no query on the table (schema grants):
+    where the planner may run the application's code (``_read_role``), it is not refused."""
     from psycopg import sql
     from psycopg.rows import dict_row
 
@@ -345,6 +348,8 @@ def resolve_table(
             raise table_not_found(conn, name)
         if row["jobctl_untrusted"] is not None and not as_worker:
             raise untrusted_jobctl(*row["jobctl_untrusted"])
+        if reads_rows and not as_worker:
+            _read_role(conn, row)
         cursor = conn.cursor(row_factory=dict_row)  # whatever rows the connection makes
         if mapping is None:
             mapping = recorded_mapping(cursor, row)
@@ -389,6 +394,28 @@ def resolve_table(
         bool(row.get("has_pauses")),
         bool(row.get("has_kept_texts")),
         *_writes_as(row),
+    )
+
+
+def _read_role(conn: psycopg.Connection[Any], row: dict[str, Any]) -> None:
+    """When the planner may run the application's code (``planner_runs``: a function of its
+    owner's in an index's expression or predicate, which PostgreSQL folds as whoever plans a
+    query on the table) and this session is stronger than the table's owner: every
+    transaction from here on runs as jobctl's operator role (``run_as``), or, for a superuser
+    with none, the command is refused (exit 2, nothing read)."""
+    if row["planner_runs"] is None or row["owner_holds_mine"]:
+        return
+    if row["operator_role"] is not None:
+        run_as(conn, row["operator_role"])
+        return
+    if not row["superuser"]:
+        return  # its own grants decide (docs/safety.md: what remains)
+    owner = safe_text.visible(row["owner"])
+    raise errors.NothingDone(
+        f"{safe_text.visible(row['planner_runs'])}, a function of {owner}'s: PostgreSQL's "
+        f"planner may run it as you, a superuser, in any query on the table. Run jobctl as "
+        f"jobctl's operator role (jobctl schema grants --operator ROLE once; jobctl then runs "
+        f"as ROLE, SET LOCAL ROLE) or as {owner}"
     )
 
 

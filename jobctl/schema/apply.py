@@ -244,7 +244,8 @@ def _refuse_unserved(
     why = shape.repeated_id(conn, table)  # a job is named by its id alone
     if why is not None:
         raise errors.NothingDone(why)
-    domains = shape.rejected_domains(conn, table.types)  # a domain's own constraints
+    # a domain's own constraints, asked as the table's owner (the application's code)
+    domains = shape.rejected_domains(conn, table.types, shape.prober(conn, table.oid))
     if domains:
         raise errors.NothingDone(f"{table.qualified}: {'; '.join(domains)}")
     refused = shape.rejected_statuses(conn, found, mapping)
@@ -422,7 +423,7 @@ def plan_grants(
 
     The history trigger is SECURITY DEFINER and its function not executable by either role, so
     neither can write jobctl's tables but through real changes of the jobs table."""
-    table = db.resolve_table(conn, table_name)
+    table = db.resolve_table(conn, table_name, reads_rows=False)  # GRANTs plan no query
     ownership.refuse_foreign(conn)
     versions.refuse_newer(conn, table.oid)
     steps = []

@@ -11,8 +11,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobctl import db, errors
@@ -164,6 +165,41 @@ def repeated_id(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | Non
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Prober:
+    """Who asks the column's type and CHECKs whether they accept a value: running a domain's
+    CHECK or a CHECK's function, the application's code, with no more privilege than the
+    table's owner. ``role``: the owner, whom the session becomes for each probe (SET LOCAL
+    ROLE), or None: the session itself (the owner holds all of its privileges); ``may``:
+    False when neither (the session is stronger than the owner and cannot become it), and
+    nothing is probed."""
+
+    owner: str
+    role: str | None
+    may: bool
+
+
+def prober(conn: psycopg.Connection[Any], oid: int) -> Prober:
+    """The ``Prober`` of the table ``oid`` for this session."""
+    with db.safe(conn):
+        row = db.one(conn, "probe_role", {"oid": oid})
+    if row["owner_holds_mine"]:
+        return Prober(row["owner"], None, True)
+    return Prober(row["owner"], row["owner"], bool(row["may_become"]))
+
+
+@contextlib.contextmanager
+def probing(conn: psycopg.Connection[Any], asker: Prober) -> Iterator[None]:
+    """A savepoint (or transaction) whose statements run as ``asker`` says, the session's
+    own role back before it ends (an error rolls the role back with the rest)."""
+    with conn.transaction():
+        if asker.role is not None:
+            db.run(conn, queries.query("become_role"), {"role": asker.role})
+        yield
+        if asker.role is not None:
+            db.run(conn, queries.query("become_role"), {"role": "none"})
+
+
 def rejected_statuses(
     conn: psycopg.Connection[Any], shape: TableShape, mapping: TableMapping
 ) -> list[tuple[str, str]]:
@@ -180,10 +216,13 @@ def rejected_statuses(
 
     status = shape.columns[mapping.column("status")]
     checks = db.rows(conn, "status_checks", {"oid": shape.oid, "column": status.name})
+    asker = prober(conn, shape.oid)
+    if not asker.may:
+        return []  # not judged (the caller asks prober why)
     rejected: list[tuple[str, str]] = []
     for value in mapping.written_statuses():
         try:
-            with conn.transaction():
+            with probing(conn, asker):
                 db.run(
                     conn, queries.query("cast_probe", type=sql.SQL(status.type)), {"value": value}
                 )
@@ -198,25 +237,29 @@ def rejected_statuses(
                 column=sql.Identifier(status.name),
             )
             try:
-                with conn.transaction():
+                with probing(conn, asker):
                     row = db.row(conn, probe, {"value": value})
             except Exception:
                 continue  # the check needs other columns: not judged here
             if row is not None and not row["ok"]:
                 rejected.append((value, f"CHECK constraint {check['name']} refuses it"))
-        if shape.partitioned_by(mapping, "status") and not _has_partition(
-            conn, shape, status, value
-        ):
-            rejected.append((value, "no partition of the table holds this status"))
+        if shape.partitioned_by(mapping, "status"):
+            with probing(conn, asker):  # planning may run an index expression's function
+                held = _has_partition(conn, shape, status, value)
+            if not held:
+                rejected.append((value, "no partition of the table holds this status"))
     return rejected
 
 
 def rejected_domains(
-    conn: psycopg.Connection[Any], types: Mapping[str, column_types.ColumnType]
+    conn: psycopg.Connection[Any],
+    types: Mapping[str, column_types.ColumnType],
+    asker: Prober,
 ) -> list[str]:
     """Each design column of a domain over a served type whose own NOT NULL or CHECK refuses
     a value jobctl writes into it (``column_types.WRITES``): the column, the value, why. Asked
-    by casting each value to the domain inside a savepoint (what the write would do)."""
+    by casting each value to the domain inside a savepoint (what the write would do), as
+    ``asker`` says (nothing asked when it may not)."""
     import datetime as dt
 
     import psycopg
@@ -228,13 +271,15 @@ def rejected_domains(
         "text": "lease expired before completion",
         "count": 0,
     }
-    rejected = []
+    rejected: list[str] = []
+    if not asker.may:
+        return rejected  # not judged
     for design, found in types.items():
         if not found.domain:
             continue
         for written in column_types.WRITES.get(design, ()):
             try:
-                with conn.transaction():
+                with probing(conn, asker):
                     db.run(
                         conn,
                         queries.query("cast_probe", type=sql.Identifier(found.schema, found.name)),

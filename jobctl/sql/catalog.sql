@@ -68,6 +68,33 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
           AND r.oid OPERATOR(pg_catalog.=) g.grantee AND NOT r.rolsuper
           AND pg_catalog.pg_has_role(CURRENT_USER, r.oid, 'MEMBER')
         ORDER BY r.rolname LIMIT 1) AS operator_role,
+       -- a function whose owner does not hold this session's privileges, in an index's
+       -- expression or predicate or an extended statistics object of the table (or of a
+       -- partition): the planner may run it (it folds a function of constants) as whoever
+       -- plans a query on the table, every read included
+       (SELECT pg_catalog.format('%%s %%I calls %%I.%%I()',
+                                 CASE WHEN d.classid OPERATOR(pg_catalog.=)
+                                           'pg_catalog.pg_class'::pg_catalog.regclass
+                                      THEN 'index' ELSE 'statistics' END,
+                                 coalesce(i.relname, st.stxname), pn.nspname, p.proname)
+        FROM pg_catalog.pg_depend d
+        JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.refobjid
+        JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.pronamespace
+        LEFT JOIN pg_catalog.pg_index x
+               ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+              AND x.indexrelid OPERATOR(pg_catalog.=) d.objid
+        LEFT JOIN pg_catalog.pg_class i ON i.oid OPERATOR(pg_catalog.=) x.indexrelid
+        LEFT JOIN pg_catalog.pg_statistic_ext st
+               ON d.classid OPERATOR(pg_catalog.=)
+                  'pg_catalog.pg_statistic_ext'::pg_catalog.regclass
+              AND st.oid OPERATOR(pg_catalog.=) d.objid
+        WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+          AND coalesce(x.indrelid, st.stxrelid) OPERATOR(pg_catalog.=) ANY (ARRAY(
+                  SELECT c.oid
+                  UNION ALL
+                  SELECT t.relid FROM pg_catalog.pg_partition_tree(c.oid) t))
+          AND NOT pg_catalog.pg_has_role(p.proowner, CURRENT_USER, 'USAGE')
+        LIMIT 1) AS planner_runs,
        pg_catalog.to_regclass('jobctl.tables') IS NOT NULL AS has_mappings,
        pg_catalog.to_regclass('jobctl.kind_policies') IS NOT NULL AS has_kind_policies,
        pg_catalog.to_regclass('jobctl.pauses') IS NOT NULL AS has_pauses,
@@ -238,6 +265,21 @@ WHERE i.indrelid = %(oid)s
 -- name: lock_target
 -- a table named as typed, and now: what a step's tries wait on, and since when
 SELECT to_regclass(%(name)s)::oid::int AS oid, clock_timestamp() AS since
+
+-- name: probe_role
+-- who asks the column's type and CHECKs about a value (a domain's CHECK, a CHECK's function:
+-- the application's code): the table's owner, and whether it holds this session's privileges
+-- (then the session asks itself) or the session may become it (SET LOCAL ROLE)
+SELECT o.rolname::pg_catalog.text AS owner,
+       pg_catalog.pg_has_role(c.relowner, CURRENT_USER, 'USAGE') AS owner_holds_mine,
+       pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'MEMBER') AS may_become
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) c.relowner
+WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+
+-- name: become_role
+-- the role the rest of the transaction (or savepoint) runs as ('none': the session's own)
+SELECT pg_catalog.set_config('role', %(role)s, true)
 
 -- name: cast_probe
 -- does the column's type ({type}: enum, domain, varchar(n)) accept this value? (errors if not)

@@ -104,3 +104,32 @@ def test_the_owner_and_the_operator_write_as_themselves(roles, dsn, conn, run, a
     ran = conn.execute("SELECT who, superuser FROM public.ran_as ORDER BY who").fetchall()
     assert sorted(r["who"] for r in ran) == sorted([roles["operator"], app_owned])
     assert not any(r["superuser"] for r in ran)
+
+
+def test_a_function_the_planner_folds_is_never_run_as_a_superuser(roles, conn, run, app_owned):
+    # an index on a function of constants: PostgreSQL's planner folds it as whoever plans a
+    # query on the table. A superuser with no operator role is refused before any read; with
+    # one, every transaction runs as the operator role. The function fails any statement
+    # that runs it as a superuser (an IMMUTABLE function may not write down its calls)
+    expired(conn, 1)  # (before the index: this test's own statements are a superuser's)
+    conn.execute(
+        "CREATE FUNCTION public.folded(text) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$"
+        "BEGIN IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+        " THEN RAISE EXCEPTION 'folded as a superuser'; END IF; RETURN 1; END $$"
+    )
+    conn.execute(
+        sql.SQL("ALTER FUNCTION public.folded(text) OWNER TO {}").format(sql.Identifier(app_owned))
+    )
+    conn.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(app_owned)))
+    conn.execute("SET ROLE " + app_owned)  # (as a superuser the index could not be built)
+    conn.execute("CREATE INDEX jobs_folded ON jobs ((public.folded('x')))")
+    conn.execute("RESET ROLE")
+    for args in (["stuck"], ["show", "1"], ["schema", "check"]):
+        result = run(*args)
+        assert result.code == 2 and "index jobs_folded calls public.folded()" in result.err
+        assert len(result.err.strip().splitlines()) == 1 and "--operator" in result.err
+    assert grant_roles(run, roles).code == 0  # it plans no query on the table
+    for args in (["stuck"], ["show", "1"], ["reclaim", "--commit", "--yes"], ["summary"]):
+        result = run(*args)
+        assert result.code == 0, (args, result.err)
+    conn.execute("DROP INDEX jobs_folded")

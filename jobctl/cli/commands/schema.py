@@ -321,7 +321,8 @@ def schema_statements(
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
-            table = db.resolve_table(conn, settings.table)
+            # (it renders text: it plans no query on the table)
+            table = db.resolve_table(conn, settings.table, reads_rows=False)
             rendered = statements.render(conn, table)
     if out.tabular and fmt is None:
         sys.stdout.write(statements.as_script(rendered, table.qualified, prepare=prepare))
