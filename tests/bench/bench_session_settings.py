@@ -3,11 +3,12 @@
 Two hardenings put into ``transaction_settings`` (sql/queries.sql) the refusal of a session
 whose session_replication_role is not origin (``origin_session``) and the output styles jobctl
 parses (``parse_settings``: DateStyle, IntervalStyle, extra_float_digits), and make a pipelined
-statement's cursor read dates as ISO (``loaders.reading_iso``). This times, interleaved --rounds
-times, the statement without them and as jobctl sends it: on the server alone (a loop of
---loops inside one DO block: no round trips), and as a whole pipelined transaction (BEGIN,
-the settings, a --rows-row statement of timestamps like a reclaim batch's, COMMIT), per
-transaction.
+statement's cursor read dates as ISO (``loaders.reading_iso``); a write by a session stronger
+than the table's owner also takes jobctl's operator role there (``role_setting``). This times,
+interleaved --rounds times, the statement without them and as jobctl sends it: on the server
+alone (a loop of --loops inside one DO block: no round trips), and as a whole pipelined
+transaction (BEGIN, the settings, a --rows-row statement of timestamps like a reclaim
+batch's, COMMIT), per transaction.
 
     python tests/bench/bench_session_settings.py --rounds 7
 """
@@ -25,7 +26,16 @@ from jobctl import db
 from jobctl.db import loaders
 from jobctl.sql import queries
 
-PARAMS = {"st": "30000", "lt": "2000", "actor": "bench", "action": "reclaimed", "reason": ""}
+# (role: the role a stronger session's write runs as, SET LOCAL ROLE; any role the bench's
+# superuser may become does: pg_monitor is in every cluster)
+PARAMS = {
+    "st": "30000",
+    "lt": "2000",
+    "actor": "bench",
+    "action": "reclaimed",
+    "reason": "",
+    "role": "pg_monitor",
+}
 
 
 def statements() -> dict[str, sql.Composed]:
@@ -43,6 +53,7 @@ def statements() -> dict[str, sql.Composed]:
     return {
         "write: before": made(write_path, origin_session=empty, parse_settings=empty),
         "write: now": db._settings_statement(False, True),
+        "write: now, as the operator role": db._settings_statement(False, True, True),
         "constant path: before": made(constant, origin_session=empty, parse_settings=empty),
         "constant path: + origin_session": made(constant, parse_settings=empty),
         "constant path: + parse_settings too": made(constant),
@@ -100,7 +111,7 @@ def main() -> None:
                 server[name].append(on_server(conn, statement, args.loops))
                 if name in whole:
                     loops = max(1, args.loops // 10)
-                    iso = name == "write: now"
+                    iso = name.startswith("write: now")
                     whole[name].append(pipelined(conn, statement, iso, args.rows, loops))
     print(f"best of {args.rounds} interleaved rounds (median in brackets), microseconds")
     print("| settings statement | on the server | pipelined transaction |")
