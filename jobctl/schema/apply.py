@@ -13,6 +13,7 @@ from psycopg import sql
 from jobctl import db, errors
 from jobctl.db import locks
 from jobctl.schema import history, ownership, reclaim_index, shape, statuses, versions
+from jobctl.schema import reclaimer as schema_reclaimer
 from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table import column_types, mapping
@@ -416,10 +417,17 @@ OPERATOR_COLUMNS = (
 
 
 def plan_grants(
-    conn: psycopg.Connection[Any], table_name: str, *, readonly: str | None, operator: str | None
+    conn: psycopg.Connection[Any],
+    table_name: str,
+    *,
+    readonly: str | None,
+    operator: str | None,
+    reclaimer: str | None = None,
 ) -> list[Step]:
-    """GRANTs for a read-only role (stuck, summary, show, history, reclaim --dry-run) and an
-    operator role (those plus reclaim --commit, requeue, fail: UPDATE of the lease columns).
+    """GRANTs for a read-only role (stuck, summary, show, history, reclaim --dry-run), an
+    operator role (those plus reclaim --commit, requeue, fail: UPDATE of the lease columns)
+    and a reclaimer role (the reads, and reclaim --commit through the table's reclaimer
+    function only: ``schema.reclaimer``).
 
     The history trigger is SECURITY DEFINER and its function not executable by either role, so
     neither can write jobctl's tables but through real changes of the jobs table."""
@@ -427,7 +435,7 @@ def plan_grants(
     ownership.refuse_foreign(conn)
     versions.refuse_newer(conn, table.oid)
     steps = []
-    for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS)):
+    for role, columns in ((readonly, ()), (operator, OPERATOR_COLUMNS), (reclaimer, ())):
         if role is None:
             continue
         grants: sql.Composed = queries.query(
@@ -458,4 +466,6 @@ def plan_grants(
             )
             what = f"read access and UPDATE of the lease columns for {role}"
         steps.append(Step(what, grants))
+    if reclaimer is not None:  # after the operator's grants: its function may be that role's
+        steps += schema_reclaimer.plan(conn, table, reclaimer, operator)
     return steps

@@ -34,6 +34,11 @@ ALLOWED = {"schema": {"USAGE"}, "table": {"SELECT"}, "column": {"SELECT"}, "func
 # which schema grants --operator lets the reclaimer's role write; it is no job's history (a
 # forged row can only make a stopped reclaimer look alive, or a live one stopped)
 ALLOWED_ON = {("table", "reclaimer_passes"): {"SELECT", "INSERT", "UPDATE"}}
+# each jobs table's reclaimer function (schema grants --reclaimer: jobctl.reclaim_<table>_...):
+# EXECUTE for the reclaimer role (never PUBLIC), and owned by jobctl's operator role when the
+# installer is stronger than the table's owner (docs/safety.md, "The reclaimer role")
+RECLAIMER_PREFIX = "reclaim_"
+RECLAIMER_ALLOWED = {"EXECUTE"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +69,9 @@ def apply_refusal(conn: psycopg.Connection[Any]) -> str | None:
     objects = owned(conn)
     if not objects:
         return None
-    foreign = [o for o in objects if not (o.owned_by_me or o.owner_is_superuser)]
+    foreign = [
+        o for o in objects if not (o.owned_by_me or o.owner_is_superuser or _reclaimer_function(o))
+    ]
     if foreign:
         first = foreign[0]
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
@@ -105,7 +112,7 @@ def problems(conn: psycopg.Connection[Any]) -> tuple[list[str], str]:
         f"{o.said()} is owned by {safe_text.visible(o.owner)}, the schema by "
         f"{safe_text.visible(owner)}"
         for o in objects[1:]
-        if o.owner != owner
+        if o.owner != owner and not _reclaimer_function(o)
     ]
     found += privilege_problems(conn) + attached_problems(conn)
     kind = "a superuser" if objects[0].owner_is_superuser else "not a superuser"
@@ -122,6 +129,12 @@ def privilege_problems(conn: psycopg.Connection[Any], *, but_functions: bool = F
         if but_functions and row["kind"] == "function":
             continue
         allowed = ALLOWED_ON.get((row["kind"], row["name"])) or ALLOWED.get(row["kind"], set())
+        if (
+            row["kind"] == "function"
+            and row["name"].startswith(RECLAIMER_PREFIX)
+            and row["grantee"] != "PUBLIC"
+        ):
+            allowed = RECLAIMER_ALLOWED
         if row["privilege"] not in allowed:
             key = (row["kind"], row["name"], row["grantee"])
             excess.setdefault(key, []).append(row["privilege"])
@@ -130,6 +143,12 @@ def privilege_problems(conn: psycopg.Connection[Any], *, but_functions: bool = F
         + safe_text.visible("jobctl" if kind == "schema" else f"jobctl.{name}")
         for (kind, name, grantee), privileges in excess.items()
     ]
+
+
+def _reclaimer_function(o: Owned) -> bool:
+    """A table's reclaimer function, which schema grants gives jobctl's operator role (not a
+    superuser): no role but the schema's owner can make one there (CREATE on schema jobctl)."""
+    return o.kind == "function" and o.name.startswith(RECLAIMER_PREFIX) and not o.owner_is_superuser
 
 
 def attached_problems(conn: psycopg.Connection[Any]) -> list[str]:

@@ -34,6 +34,7 @@ from jobctl import db, errors
 from jobctl.contract import safe_text
 from jobctl.schema import apply as schema_apply
 from jobctl.schema import history, reclaim_index, versions
+from jobctl.schema import reclaimer as schema_reclaimer
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
@@ -121,14 +122,25 @@ def _trigger_step(
     ):
         functions.add(state.function[1])  # (made under the table's former name)
     present = sorted(_present_functions(conn, functions)) if found.schema else []
-    if not (triggers or present):
+    # the table's reclaimer function (schema grants --reclaimer), by its signature
+    reclaimer = schema_reclaimer.function_name(table.schema, table.name)
+    signatures = (
+        [r["signature"] for r in db.rows(conn, "reclaimer_existing", {"name": reclaimer})]
+        if found.schema
+        else []
+    )
+    if not (triggers or present or signatures):
         return None, triggers, present
     statements = [
         queries.query("remove_trigger", table.ident, trigger=sql.Identifier(t)) for t in triggers
     ] + [queries.query("remove_function", function=sql.Identifier("jobctl", f)) for f in present]
+    statements += [queries.query("reclaimer_drop", signature=sql.SQL(s)) for s in signatures]
     what = "drop the history trigger" if triggers else "drop the history function"
     if present:
         what += " and its function " + ", ".join(f"jobctl.{_shown(f)}" for f in present)
+    if signatures:
+        what += f" and the reclaimer's function jobctl.{_shown(reclaimer)}"
+        present = [*present, reclaimer]  # (what depends on it refuses the removal too)
     return schema_steps.Step(what, _joined(statements), locks=table.qualified), triggers, present
 
 

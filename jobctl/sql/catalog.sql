@@ -36,6 +36,10 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
               SELECT p.proowner, 3, pg_catalog.format('function jobctl.%%s', p.proname)
               FROM pg_catalog.pg_proc p
               WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+                -- (but a table's reclaimer function, jobctl's operator role's: only the
+                -- reclaimer role calls it, as that role; docs/safety.md, The reclaimer role)
+                AND NOT (p.prosecdef AND pg_catalog.starts_with(p.proname::pg_catalog.text,
+                                                                'reclaim_'))
               UNION ALL
               SELECT o.oprowner, 4, pg_catalog.format('operator jobctl.%%s', o.oprname)
               FROM pg_catalog.pg_operator o

@@ -25,7 +25,7 @@ _BLOCK_START = re.compile(
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql", "doctor.sql")
+FILES = ("queries.sql", "catalog.sql", "schema.sql", "remove.sql", "doctor.sql", "reclaimer.sql")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

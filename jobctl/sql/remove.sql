@@ -74,7 +74,8 @@ UNION ALL
 -- its tables (their indexes, sequences and row types go with them; kind_policies and
 -- kind_policy_events since history 006, reclaimer_passes since 007, pauses and pause_events
 -- since 010), functions but its
--- record_* ones, and types of their own
+-- record_* ones and the tables' reclaimer functions (reclaim_*: schema grants --reclaimer), and
+-- types of their own
 SELECT format('%%I', c.relname) AS name
 FROM pg_class c
 WHERE c.relnamespace = to_regnamespace('jobctl') AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
@@ -86,6 +87,7 @@ SELECT format('%%I()', p.proname)
 FROM pg_proc p
 WHERE p.pronamespace = to_regnamespace('jobctl')
   AND (p.proname::text NOT LIKE 'record\_%%' OR p.pronargs <> 0)
+  AND NOT (p.proname::text LIKE 'reclaim\_%%' AND p.prosecdef)
 UNION ALL
 SELECT format('type %%I', t.typname)
 FROM pg_type t

@@ -96,6 +96,14 @@ FRAGMENTS = {
     "functions": sql.SQL(""),
     "tag": sql.SQL("$jobctl$"),
     "group_key": sql.SQL("j.kind"),
+    # the reclaimer's function (schema.reclaimer)
+    "arguments": sql.SQL("p_limit pg_catalog.int8"),
+    "argument_types": sql.SQL("pg_catalog.int8"),
+    "give": sql.SQL(""),
+    "owner": sql.Identifier("jobctl_rw"),
+    "signature": sql.SQL("jobctl.reclaim_work_items_0123abcd(bigint)"),
+    "reclaimer_function": sql.Identifier("jobctl", "reclaim_work_items_0123abcd"),
+    "reclaimer_arguments": sql.SQL("%(limit)s::pg_catalog.int8"),
 }
 
 

@@ -66,6 +66,7 @@ WRITES = (
     "manual_fail",
     "manual_cancel",
     "set_policy",
+    "reclaimer_call",  # the reclaimer role's batch: the table's function (schema.reclaimer)
 )
 # the catalog reads inside the writes' transactions (manual._require_audit, before the write)
 IN_WRITE_TRANSACTIONS = ("history_triggers", "table_columns")

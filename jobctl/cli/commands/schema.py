@@ -229,23 +229,32 @@ def schema_grants(
         str | None,
         typer.Option(metavar="ROLE", help="Role that may also reclaim, requeue and fail."),
     ] = None,
+    reclaimer: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ROLE",
+            help="Role for the unattended reclaimer: reads, and reclaims expired leases "
+            "through jobctl's function, nothing else.",
+        ),
+    ] = None,
     print_sql: opt.PrintSql = False,
     yes: opt.Yes = False,
 ) -> None:
-    """Grant least privilege to existing roles: read-only, and operator (column UPDATE).
+    """Grant least privilege to existing roles: read-only, operator (column UPDATE), and
+    reclaimer (the reclaim function only).
 
     Example: jobctl schema grants --readonly oncall_ro --operator oncall_rw --sql
     """
     from jobctl.schema import apply as schema_apply
     from jobctl.schema import check as schema_check
 
-    if readonly is None and operator is None:
-        raise errors.UsageError("give --readonly ROLE and/or --operator ROLE")
+    if readonly is None and operator is None and reclaimer is None:
+        raise errors.UsageError("give --readonly ROLE, --operator ROLE and/or --reclaimer ROLE")
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
             steps = schema_apply.plan_grants(
-                conn, settings.table, readonly=readonly, operator=operator
+                conn, settings.table, readonly=readonly, operator=operator, reclaimer=reclaimer
             )
         _print_or_apply(
             conn,
@@ -258,7 +267,9 @@ def schema_grants(
         )
         with db.transaction(conn, settings, read_only=True):  # the roles it leaves refused
             refused = schema_check.grants_row_security(
-                conn, settings.table, [r for r in (readonly, operator) if r is not None]
+                conn,
+                settings.table,
+                [r for r in (readonly, operator, reclaimer) if r is not None],
             )
         context.say_if(refused)
 

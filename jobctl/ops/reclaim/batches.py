@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 
-from jobctl import db
+from jobctl import db, errors
 from jobctl.contract.shapes import ReclaimRow, Row
 from jobctl.db.session import STREAM_CHUNK, Session
 from jobctl.ops import plans
 from jobctl.ops.reclaim import row_errors, tally
 from jobctl.ops.reclaim.plans import PLAN_COLUMNS, PLAN_FORMAT
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
+from jobctl.schema import reclaimer as schema_reclaimer
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request
@@ -281,6 +282,14 @@ def _statement(s: Session, which: ExpiredFilter) -> _Statement:
         }
     if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
         fragments["refund_set"] = s.query("refund_attempt")
+    call = schema_reclaimer.call(s)
+    if call is not None:  # the reclaimer role: the table's function, reclaim_batch as installed
+        if fragments or which.park_older_than is not None:
+            raise errors.NothingDone(
+                "the reclaimer role reclaims as its function does: no --spread, "
+                "--refund-attempt or --park-older-than (jobctl's operator role takes them)"
+            )
+        return _Statement("reclaimer_call", which.params(), "reclaimed", None, call)
     # the action declared: the history then knows jobctl_action='reclaimed' is this write's
     return _Statement(
         "reclaim_batch",
