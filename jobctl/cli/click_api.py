@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 import typer
 from typer._click.core import Command, Context, ParameterSource
 from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
+from typer._click.formatting import HelpFormatter
 from typer._click.shell_completion import (
     CompletionItem,
     _resolve_context,
@@ -80,10 +81,34 @@ class _Commands(MutableMapping[str, Command]):
 
 
 class LazyGroup(typer.core.TyperGroup):
-    """typer's group, listing its commands by name without building them."""
+    """typer's group, listing its commands by name without building them, and in its help
+    under their panels."""
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        """The commands under the heading of their panel (typer's ``rich_help_panel=``, which
+        typer's plain help leaves out), the panels in the order of their first command, a
+        command without one under "Commands"; one column of names across the headings, and
+        each summary cut to the width, as click cuts it."""
+        listed = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                listed.append((name, command))
+        if not listed:
+            return
+        widest = max(len(name) for name, _ in listed)
+        limit = formatter.width - 6 - widest  # click's: three times its spacing
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for name, command in listed:
+            panel = getattr(command, "rich_help_panel", None) or "Commands"
+            row = (name.ljust(widest), command.get_short_help_str(limit))
+            panels.setdefault(panel, []).append(row)
+        for panel, rows in panels.items():
+            with formatter.section(panel):
+                formatter.write_dl(rows)
 
 
 def lazy_group(app: typer.Typer) -> typer.core.TyperGroup:

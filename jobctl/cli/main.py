@@ -96,17 +96,21 @@ def main_options(
 
 # ---------------------------------------------------------------- the commands
 def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.Group]) -> None:
-    """The commands of ``table`` (``cli/commands``) on ``on``, in its order: each function
+    """The commands of ``table`` (``cli/commands``) on ``on``, in its order, each under its
+    panel (typer's ``rich_help_panel``, which ``LazyGroup`` lists as a heading): each function
     imported from its module (its module's heavy imports stay inside the function), its
     bundles of options expanded (``cli/bundles``)."""
     for name, listed in table.items():
+        panel = listed.panel or None  # the heading of jobctl --help it is listed under
         if isinstance(listed, commands.Group):
             sub = typer.Typer(help=listed.help, no_args_is_help=True, rich_markup_mode=None)
             _register(sub, listed.commands)
-            on.add_typer(sub, name=name)
+            on.add_typer(sub, name=name, rich_help_panel=panel)
             continue
         function = getattr(importlib.import_module(listed.module), listed.function)
-        on.command(name, short_help=listed.summary)(bundles.expanded(function))
+        on.command(name, short_help=listed.summary, rich_help_panel=panel)(
+            bundles.expanded(function)
+        )
 
 
 _register(app, commands.COMMANDS)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import psycopg
 
 from jobctl import db, errors
+from jobctl.contract import safe_text
 from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Confirm, Session
 from jobctl.ops import lost_server, repeated_ids, triage
@@ -448,6 +449,7 @@ def apply(
                 action="cancel" if cancels else action,
                 reason=reason,
                 done=(DONE_OUTCOME[action], done),
+                becomes=became,
             )
             if not cancels or decision.outcome != "conflict" or not _same_attempt(s, decision):
                 break
@@ -494,11 +496,15 @@ def _fenced_write(
     action: str,
     reason: str | None,
     done: tuple[str, str],
+    becomes: str | None = None,
 ) -> None:
     """One UPDATE fenced on the row exactly as read, its audit event in the same transaction.
 
     0 rows means the row is no longer as read: ``conflict``, nothing written. A row lock held
-    past lock_timeout: ``locked``, naming the session that holds it. Else ``done``.
+    past lock_timeout: ``locked``, naming the session that holds it. What was written is
+    compared with what was meant (``becomes``, the status the write sets): a row the fence
+    matched that an application trigger kept back (its NULL) or changed (another status) is
+    ``kept_back``, and the transaction rolled back, the history's event with it. Else ``done``.
     """
     assert decision.seen is not None
     seen = db.json_parameter([{k: decision.seen[k] for k in FENCE}])
@@ -507,7 +513,12 @@ def _fenced_write(
             try:
                 with s.transaction(action=action, reason=reason):
                     _require_audit(s)
-                    updated = s.run(statement, {**params, "seen": seen})
+                    written = s.rows(statement, {**params, "seen": seen})
+                    _written_as_meant(s, written, seen, becomes)
+                    updated = len(written)
+            except _KeptBack as kept:
+                decision.outcome, decision.detail = "kept_back", f"{kept}; nothing written"
+                return
             except psycopg.errors.SerializationFailure as exc:
                 # a table partitioned by status: a worker's transition moved the row to
                 # another partition while this write waited for it (SQLSTATE 40001)
@@ -534,6 +545,25 @@ def _fenced_write(
     else:
         decision.outcome = "conflict"
         decision.detail = "the row changed since it was read; nothing written"
+
+
+class _KeptBack(Exception):
+    """What an operator write meant was not written (an application trigger): rolled back."""
+
+
+def _written_as_meant(s: Session, written: list[Row], seen: str, becomes: str | None) -> None:
+    """Raise ``_KeptBack`` when the fenced UPDATE's rows say the write did not happen as
+    meant: no row while the row is still as read (kept back), or another status."""
+    if not written:
+        if s.one("manual_fence_holds", {"seen": seen})["holds"]:
+            raise _KeptBack("an application trigger or rule kept it back (the row is as read)")
+        return
+    status = written[0].get("status")
+    if becomes is not None and status is not None and status != becomes:
+        raise _KeptBack(
+            f"an application trigger changed it ({safe_text.visible(str(status))}, not "
+            f"{safe_text.visible(becomes)})"
+        )
 
 
 def _require_audit(s: Session) -> None:

@@ -16,6 +16,7 @@ OUTCOME_EXIT = {
     "conflict": errors.EXIT_CONFLICT,
     "not_found": errors.EXIT_ERROR,
     "locked": errors.EXIT_ERROR,
+    "kept_back": errors.EXIT_ERROR,  # an application trigger or rule kept the write back
     "quarantined": errors.EXIT_OK,
     "policy_changed": errors.EXIT_OK,
 }
@@ -30,6 +31,7 @@ _COUNTED = {
     "conflict": ("conflict", "conflicts"),
     "refused": ("refused", "refused"),
     "locked": ("locked", "locked"),
+    "kept_back": ("kept back", "kept back"),
     "not_found": ("not found", "not found"),
 }
 
@@ -59,6 +61,8 @@ def _why(outcome: str, details: set[str]) -> str:
         return "changed since the review" if review else "changed since it was read"
     if outcome == "locked":
         return "row locked by another session"
+    if outcome == "kept_back":
+        return "an application trigger kept it back or changed it"
     if outcome == "not_found":
         return "no such job"
     if len(details) == 1:  # refused, all for one reason

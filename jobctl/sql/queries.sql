@@ -861,7 +861,7 @@ SET {status} = {queued},
     {updated_at} = {updated_at_now}, jobctl_action = 'requeued'
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.{id} AS id
+RETURNING j.{id} AS id, {status_text} AS status
 
 -- name: manual_fail
 -- fail a job by hand, fenced
@@ -874,7 +874,7 @@ SET {status} = {failed},
     {updated_at} = {updated_at_now}, jobctl_action = 'manually_failed'
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.{id} AS id
+RETURNING j.{id} AS id, {status_text} AS status
 
 -- name: manual_cancel
 -- take a running attempt back by hand (jobctl cancel, and jobctl fail --force on a live
@@ -890,7 +890,12 @@ SET {status} = CASE WHEN %(park)s::pg_catalog.bool THEN {parked} ELSE {failed} E
     {updated_at} = {updated_at_now}, jobctl_action = 'cancelled'
 FROM {seen_rows}
 WHERE {manual_fence}
-RETURNING j.{id} AS id
+RETURNING j.{id} AS id, {status_text} AS status
+
+-- name: manual_fence_holds
+-- after an operator write changed no row: is the row still exactly as read? Then the write
+-- matched it and something of the application's (a BEFORE trigger's NULL, a rule) kept it back
+SELECT EXISTS (SELECT FROM {table} AS j, {seen_rows} WHERE {manual_fence}) AS holds
 
 -- name: set_policy
 -- switch jobs' recovery policy, each fenced on the row as read

@@ -191,14 +191,14 @@ def test_no_color_keeps_the_layout_without_colour(incident):
 def test_bare_jobctl_prints_the_help():
     shot = on_terminal([], columns=80, rows=24, screen_rows=80)
     assert shot.code == 0
-    assert "Usage: jobctl" in shot.text and "Commands:" in shot.text
+    assert "Usage: jobctl" in shot.text and "Core commands:" in shot.text
     assert "jobctl: error" not in shot.text
     fits(shot, 80)
 
 
 def test_help_summaries_whole_at_120_columns():
     shot = on_terminal(["--help"], columns=120, rows=40, screen_rows=80)
-    commands = shot.text.split("Commands:")[1]
+    commands = shot.text.split("Core commands:")[1]
     assert "..." not in commands
 
 

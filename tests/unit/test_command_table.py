@@ -5,6 +5,7 @@ heavy."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import typer
 from test_layers import MODULES, imports
+from typer.testing import CliRunner
 
 from jobctl.cli import commands, context
 from jobctl.cli import main as cli
@@ -41,13 +43,21 @@ def listed() -> list[tuple[str, commands.Command]]:
 
 def test_the_app_holds_the_tables_commands_in_its_order():
     group = typer.main.get_command(cli.app)
-    assert list(group.commands) == list(commands.COMMANDS)  # type: ignore[attr-defined]
+    assert set(group.commands) == set(commands.COMMANDS)  # type: ignore[attr-defined]
     for name, entry in commands.COMMANDS.items():
         if isinstance(entry, commands.Group):
             assert list(built(name).commands) == list(entry.commands)  # type: ignore[attr-defined]
-    # typer lists a group after the commands: the table puts its groups last, as --help does
-    kinds = [isinstance(entry, commands.Group) for entry in commands.COMMANDS.values()]
-    assert kinds == sorted(kinds)
+
+
+def test_help_lists_the_table_under_its_panels_in_its_order():
+    panels = [entry.panel for entry in commands.COMMANDS.values()]
+    assert panels == sorted(panels, key=commands.PANELS.index)  # each panel one block
+    assert set(panels) == set(commands.PANELS)
+    text = CliRunner().invoke(cli.app, ["--help"], env={"COLUMNS": "120"}).output
+    headings = re.findall(r"^(\S.*):$", text, re.MULTILINE)
+    assert headings == ["Options", *commands.PANELS]  # the core first; no flat "Commands"
+    listed = re.findall(r"^  ([a-z]+) +\S", text.split(commands.PANELS[0] + ":")[1], re.MULTILINE)
+    assert listed == list(commands.COMMANDS)
 
 
 @pytest.mark.parametrize(("name", "entry"), listed(), ids=[n for n, _ in listed()])
