@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import os
 import sys
 import tempfile
@@ -214,17 +215,24 @@ def drain(
     reads as the whole), and csv and tsv, under one header; a table prints nothing until the
     end (``emit_reclaim``), so memory stays flat."""
     streamed: contextlib.AbstractContextManager[Callable[[Iterable[Any]], None]]
+    batches: Iterator[list[shapes.ReclaimRow]] = iter(run.batches)
     if out is output.Output.json:
         streamed = output.json_array(sys.stdout)
     elif out in (output.Output.csv, output.Output.tsv):
         delimiter = "," if out is output.Output.csv else "\t"
+        # the header: every key of a reclaim row, and kind and queue where the table maps
+        # them (its rows carry them; the run does not say the mapping yet: with no row, the
+        # shape's keys alone)
+        first = next(batches, [])
+        columns = rows.with_optional(list(columns), first)
+        batches = itertools.chain([first] if first else [], batches)
         streamed = output.delimited_rows(sys.stdout, columns, delimiter)
     else:
         streamed = contextlib.nullcontext(lambda _batch: None)
     if out.tabular:  # the table printed at the end: its renderer imported meanwhile
         _import_behind("tabulate")
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
-        for batch in with_progress(run.batches, run.total, "reclaiming"):
+        for batch in with_progress(batches, run.total, "reclaiming"):
             if out is output.Output.jsonl:
                 print_batch(batch)
             elif not out.tabular:
@@ -327,7 +335,7 @@ def emit_reclaimed(
         columns = rows.with_optional(rows.RECLAIM_COLUMNS, applied)
         doc = views.some_rows(shown, len(applied), columns, views.RECLAIM_VIEW)
     else:
-        doc = views.table(applied, applied, rows.RECLAIM_COLUMNS)
+        doc = views.table(applied, applied, rows.RECLAIM_COLUMNS, keys=rows.RECLAIM_KEYS)
     emit(views.across_targets(doc) if across_targets else doc, out, fmt)
     sys.stdout.flush()
 
@@ -335,7 +343,13 @@ def emit_reclaimed(
 def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
     """Print an operator write's outcomes; problems also on stderr; exit with the worst."""
     emit(
-        views.table(outcome.results, outcome.results, rows.MANUAL_COLUMNS, views.MANUAL_VIEW),
+        views.table(
+            outcome.results,
+            outcome.results,
+            rows.MANUAL_COLUMNS,
+            views.MANUAL_VIEW,
+            rows.MANUAL_KEYS,
+        ),
         out,
         fmt,
     )

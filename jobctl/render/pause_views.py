@@ -37,6 +37,22 @@ PAUSE_VIEW = [
 ]
 
 
+# every key of a pause's row (the block pause_waiting) and of a pause's event (the block
+# pause_events_listed), in JSON's order: -o csv/tsv's header, with no row as with many
+PAUSE_KEYS = [
+    "dimension",
+    "value",
+    "reason",
+    "actor",
+    "db_role",
+    "paused_at",
+    "paused_s",
+    "waiting",
+]
+PAUSE_EVENT_KEYS = ["at", "dimension", "value", "event", "actor", "db_role", "reason"]
+# what pause and resume did (-o json and the others: none when nothing changed)
+OUTCOME_KEYS = ["dimension", "value", "event", "reason", "actor", "db_role", "at", "changed"]
+
 # summary's section, and pause --list's columns in JSON's order
 SUMMARY_COLUMNS = ["dimension", "value", "waiting", "paused_s", "actor", "reason"]
 

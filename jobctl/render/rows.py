@@ -1,17 +1,64 @@
 """The columns a table shows of each row shape (``contract/shapes``), in order: a
-``*_COLUMNS`` list is what a table shows of a shape; JSON always carries every key.
+``*_COLUMNS`` list is what a table shows of a shape; JSON always carries every key, and
+``-o csv``/``tsv`` every key too (a ``*_KEYS`` list), whatever the rows.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jobctl.contract.shapes import LeaseRow
+from jobctl.contract import shapes
 
-# ---------------------------------------------------------------- what tables show
-# every key of a reclaim row, in the order its JSON has them: the header of an empty -o csv
-# (a row's own keys are the header when one comes: output.delimited_header)
-RECLAIM_KEYS = [k for k in LeaseRow.__annotations__ if k != "skipped"] + ["applied", "skipped"]
+
+def keys(shape: type) -> list[str]:
+    """A row shape's keys (``contract/shapes``), in the order it declares them."""
+    return list(shape.__annotations__)
+
+
+# ---------------------------------------------------------------- what machine formats carry
+# every key JSON carries of a row of each shape, in JSON's order: the header of -o csv/tsv,
+# the same with no row as with many (output.Section.keys); kind and queue after the id where
+# the table maps them (with_optional). tests/integration/test_formats.py holds each to the
+# rows the commands print.
+STUCK_KEYS = keys(shapes.LeaseRow)
+_LAG = [k for k in keys(shapes.AtRiskRow) if k not in STUCK_KEYS]
+_AT = STUCK_KEYS.index("lease_state") + 1  # the statement gives the lag after the state
+AT_RISK_KEYS = [*STUCK_KEYS[:_AT], *_LAG, *STUCK_KEYS[_AT:]]
+RECLAIM_KEYS = keys(shapes.ReclaimRow)
+REVIEW_KEYS = keys(shapes.ReviewRow)
+JOB_EVENT_KEYS = keys(shapes.JobEvent)
+EVENT_KEYS = keys(shapes.Event)
+ATTEMPT_KEYS = keys(shapes.Attempt)
+MANUAL_KEYS = keys(shapes.ManualResult)
+# a job as a write reads it before it decides (quarantine's dry run; requeue/fail on a
+# filter, which adds kind and queue where mapped, then its lease and whether it awaits review)
+READ_BEFORE_KEYS = [
+    "id",
+    "status",
+    "reserved_by",
+    "attempt_token",
+    "attempts",
+    "max_attempts",
+    "reclaim_count",
+    "recovery_policy",
+    "effective_policy",
+    "last_error",
+    "updated_at",
+    "row_version",
+]
+BULK_KEYS = [*READ_BEFORE_KEYS, "lease_expires_at", "lease_state", "awaiting_review"]
+# a policy recorded for a kind or queue (policy --list)
+KIND_POLICY_KEYS = ["dimension", "value", "policy", "reason", "actor", "db_role", "set_at"]
+
+
+def bulk_keys(optional: Any) -> list[str]:
+    """``BULK_KEYS`` with the optional keys ``optional`` (rows, or the keys) carries, after
+    the row's version, where the statement gives them."""
+    found = with_optional(["id"], optional)[1:]
+    at = BULK_KEYS.index("row_version") + 1
+    return [*BULK_KEYS[:at], *found, *BULK_KEYS[at:]]
+
+
 OPTIONAL_KEYS = ("kind", "queue")  # what the job is, when the table maps it
 
 

@@ -265,9 +265,11 @@ def table(
     found: Iterable[Any],
     columns: Sequence[str] | None = None,
     view: Sequence[Column] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> Document:
-    """One untitled table; ``payload`` is what JSON shows (often the same rows, streamed)."""
-    return Document(payload, [Section(None, found, columns, view)])
+    """One untitled table; ``payload`` is what JSON shows (often the same rows, streamed);
+    ``keys``: every key JSON carries of a row, the header of -o csv/tsv (None: ``columns``)."""
+    return Document(payload, [Section(None, found, columns, view, keys=keys)])
 
 
 def some_rows(
@@ -275,6 +277,7 @@ def some_rows(
     total: int,
     columns: Sequence[str] | None = None,
     view: Sequence[Column] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> Document:
     """``shown`` of ``total`` rows, the table's title saying how many when it is not all of
     them (thousands of rows on a terminal help nobody; the rest are behind ``-o``)."""
@@ -284,19 +287,28 @@ def some_rows(
             f"{len(shown)} of {total} rows shown: the first ones and any skipped "
             "(every row: -o jsonl, -o json or -o csv)"
         )
-    return Document(shown, [Section(title, shown, columns, view)])
+    return Document(shown, [Section(title, shown, columns, view, keys=keys)])
 
 
-def stuck(found: list[Any], columns: list[str], *, at_risk: bool = False) -> Document:
-    """Stuck rows; a ``skipped`` column only when some row is locked by another session."""
+def stuck(
+    found: list[Any],
+    columns: list[str],
+    *,
+    at_risk: bool = False,
+    optional: Sequence[str] | None = None,
+) -> Document:
+    """Stuck rows; a ``skipped`` column only when some row is locked by another session.
+    ``optional``: the mapped optional columns (kind, queue; None: those the rows carry)."""
     shown = rows.with_optional(columns, found)
     shown += ["skipped"] if any(r["skipped"] for r in found) else []
-    if not at_risk:
-        return table(found, found, shown, STUCK_VIEW)
-    live = any(r.get("lease_state") == "expiring" for r in found)
-    return Document(
-        found, [Section(None, found, shown, AT_RISK_VIEW, AT_RISK_NOTE if live else None)]
+    keys = rows.with_optional(
+        rows.AT_RISK_KEYS if at_risk else rows.STUCK_KEYS, found if optional is None else optional
     )
+    if not at_risk:
+        return table(found, found, shown, STUCK_VIEW, keys)
+    live = any(r.get("lease_state") == "expiring" for r in found)
+    note = AT_RISK_NOTE if live else None
+    return Document(found, [Section(None, found, shown, AT_RISK_VIEW, note, keys)])
 
 
 def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
@@ -318,9 +330,11 @@ def review(found: list[Any], *, several: bool = False) -> Document:
     when its rows hold them, across targets (``several``) the review's columns after the
     target."""
     if several:
-        return across_targets(table(found, found, rows.REVIEW_COLUMNS, REVIEW_VIEW))
+        return across_targets(
+            table(found, found, rows.REVIEW_COLUMNS, REVIEW_VIEW, rows.REVIEW_KEYS)
+        )
     shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
-    return table(found, found, shown, REVIEW_VIEW)
+    return table(found, found, shown, REVIEW_VIEW, rows.with_optional(rows.REVIEW_KEYS, found))
 
 
 def ready_waiting_line(waiting: shapes.Row, after: str) -> str:
@@ -335,11 +349,15 @@ def ready_waiting_line(waiting: shapes.Row, after: str) -> str:
     )
 
 
+SUMMARY_STATUS_KEYS = ["status", "jobs", "counted"]  # summary's jobs by status
 # summary's waiting section (awaiting_review_unrecorded: summary --exact only)
 SUMMARY_WAITING = ("ready", "oldest_ready_s", "awaiting_review", "awaiting_review_unrecorded")
 
 
-def summary(result: shapes.Row) -> Document:
+def summary(result: shapes.Row, *, every_section: bool = False) -> Document:
+    """Summary's sections, each named as its JSON key (``-o csv``/``tsv``: one table, a
+    ``section`` column first); ``every_section``: the pauses' too when there is none (a
+    machine format's header is the same whatever the rows)."""
     paused = result.get("paused") or []  # one database's pauses (jobctl pause)
     by_status = [
         {
@@ -352,17 +370,19 @@ def summary(result: shapes.Row) -> Document:
     return Document(
         result,
         [
-            Section("jobs by status", by_status),
-            Section("processing by lease", [result["processing"]]),
+            Section("jobs by status", by_status, SUMMARY_STATUS_KEYS, name="status"),
+            Section("processing by lease", [result["processing"]], name="processing"),
             Section(
                 "waiting",
                 [{k: result[k] for k in SUMMARY_WAITING if k in result}],
+                name="waiting",
             ),
             Section(
                 "workers (most expired first)",
                 result["workers"],
                 rows.SUMMARY_WORKER_COLUMNS,
                 SUMMARY_WORKER_VIEW,
+                name="workers",
             ),
             *(
                 [
@@ -371,9 +391,10 @@ def summary(result: shapes.Row) -> Document:
                         paused,
                         pause_views.SUMMARY_COLUMNS,
                         pause_views.SUMMARY_VIEW,
+                        name="paused",
                     )
                 ]
-                if paused
+                if paused or every_section
                 else []
             ),
         ],
@@ -437,59 +458,6 @@ def history(result: shapes.History, job_id: object, *, events_only: bool = False
             Section("events", result["events"], rows.EVENT_COLUMNS, EVENT_VIEW),
         ],
     )
-
-
-def history_table(result: shapes.History, *, events: bool = False) -> Document:
-    """``history -o csv/tsv``: one table a CSV reader takes whole (csvkit, mlr, Python's
-    csv): a row per attempt (``events``: per event), with every key JSON gives that row
-    (those some rows lack included), then every column of the job's row as ``job_NAME``,
-    ``job_id`` first. JSON is unchanged: the whole ``result``."""
-    found: list[Mapping[str, Any]] = list(result["events"] if events else result["attempts"])
-    own = _keys(rows.EVENT_COLUMNS if events else rows.ATTEMPT_COLUMNS, found)
-    job = {f"job_{k}": v for k, v in result["job"].items()}
-    columns = ["job_id", *own, *(k for k in job if k != "job_id")]
-    table = [{**job, **row} for row in found]
-    return Document(result, [Section(None, table, columns)])
-
-
-def _keys(listed: Sequence[str], found: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every key of ``found``'s rows, in the order they first come, after ``listed``'s."""
-    keys = dict.fromkeys(listed)
-    for row in found:
-        keys.update(dict.fromkeys(row))
-    return list(keys)
-
-
-def report_table(result: Mapping[str, Any]) -> Document:
-    """``report -o csv/tsv``: the report's data as one table, ``section`` first: a row of
-    the plain values of the top level (``report``: the table, the window, the counts) and
-    of each object in it (``latency``, ``expired_totals``, ``awaiting_review`` ...), and a
-    row per row of each list of rows (``expired``, ``awaiting_review.oldest`` ...: the JSON
-    path to it). Every column any row has, in the order they first come (empty where a
-    section has none); a deeper object or a list of values is one JSON cell. JSON is
-    unchanged: the whole ``result``."""
-    table: list[dict[str, Any]] = []
-    _report_rows("report", result, table)
-    return Document(result, [Section(None, table, _keys(["section"], table))])
-
-
-def _report_rows(path: str, value: Mapping[str, Any], table: list[dict[str, Any]]) -> None:
-    top = path == "report"
-    nested = {k: v for k, v in value.items() if _rows(v) or (top and isinstance(v, Mapping))}
-    plain = {k: v for k, v in value.items() if k not in nested}
-    if plain:
-        table.append({"section": path, **plain})
-    for key, inner in nested.items():
-        where = key if top else f"{path}.{key}"
-        if isinstance(inner, Mapping):
-            _report_rows(where, inner, table)
-        else:
-            table.extend({"section": where, **row} for row in inner)
-
-
-def _rows(value: Any) -> bool:
-    """A list of rows (objects); an empty list is one too (it adds none)."""
-    return isinstance(value, list) and all(isinstance(r, Mapping) for r in value)
 
 
 def explain(result: shapes.Row) -> Document:
@@ -568,6 +536,7 @@ def across_targets(doc: Document) -> Document:
             dataclasses.replace(
                 section,
                 columns=None if section.columns is None else ["target", *section.columns],
+                keys=None if section.keys is None else ["target", *section.keys],
                 view=None if section.view is None else [TARGET, *section.view],
             )
             for section in doc.sections

@@ -41,6 +41,8 @@ def flat(value) -> str:
     """A JSON value as a CSV cell holds it (render.output's flattening, read back)."""
     if value is None:
         return ""
+    if isinstance(value, bool):  # as JSON writes it
+        return "true" if value else "false"
     if isinstance(value, dict | list):
         return output.to_json(value)
     return str(value)

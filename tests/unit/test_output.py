@@ -87,7 +87,9 @@ def test_tsv_escapes_as_copy_text_and_reads_back(streamed):
     rows = [{"id": 1, "worker": HOSTILE, "n": None}, {"id": 2, "worker": "plain", "n": 3}]
     stream = io.StringIO()
     payload = iter(rows) if streamed else rows
-    section = output.Section(None, iter(rows) if streamed else rows, ["id"])
+    section = output.Section(
+        None, iter(rows) if streamed else rows, ["id"], keys=["id", "worker", "n"]
+    )
     output.render(output.Document(payload, [section]), output.Output.tsv, None, stream)
     lines = stream.getvalue().split("\n")
     assert lines[-1] == "" and len(lines) == 4  # one line per row: no line end inside a field
@@ -100,13 +102,59 @@ def test_tsv_escapes_as_copy_text_and_reads_back(streamed):
 def test_csv_carries_every_json_key_in_order():
     rows = [{"id": 1, "worker": HOSTILE, "extra": {"k": [1]}}]
     stream = io.StringIO()
-    doc = output.Document(rows, [output.Section(None, rows, ["id", "worker"])])
+    keys = ["id", "worker", "extra"]
+    doc = output.Document(rows, [output.Section(None, rows, ["id", "worker"], keys=keys)])
     output.render(doc, output.Output.csv, None, stream)
     import csv
 
     table = list(csv.reader(io.StringIO(stream.getvalue(), newline="")))
     assert table == [["id", "worker", "extra"], ["1", HOSTILE, '{"k": [1]}']]
     assert table[0] == list(json.loads(render_json(rows))[0])
+
+
+@pytest.mark.parametrize("fmt", [output.Output.csv, output.Output.tsv])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_header_is_the_declared_keys_with_no_row_and_with_many(fmt, streamed):
+    """The header is the section's keys, never its rows': a row that lacks a key (or the
+    first row's order) changes nothing, and no row gives the same first line."""
+    keys = ["id", "kind", "worker", "applied"]
+    many = [{"id": 2, "worker": "w", "applied": True}, {"applied": False, "id": 3, "kind": "k"}]
+
+    def first_lines(found):
+        stream = io.StringIO()
+        rows_ = iter(found) if streamed else found
+        doc = output.Document(rows_, [output.Section(None, rows_, ["id"], keys=keys)])
+        output.render(doc, fmt, None, stream)
+        return stream.getvalue().splitlines()
+
+    empty, full = first_lines([]), first_lines(many)
+    delimiter = "," if fmt is output.Output.csv else "\t"
+    assert empty == [delimiter.join(keys)] and full[0] == empty[0]
+    assert full[1:] == [
+        delimiter.join(["2", "", "w", "true"]),
+        delimiter.join(["3", "k", "", "false"]),
+    ]
+
+
+@pytest.mark.parametrize("fmt", [output.Output.csv, output.Output.tsv])
+def test_booleans_as_json_text_nulls_empty(fmt):
+    rows = [{"a": True, "b": False, "c": None, "d": 1, "e": [True, None]}]
+    stream = io.StringIO()
+    output.render(output.Document(rows, [output.Section(None, rows)]), fmt, None, stream)
+    import csv
+
+    delimiter = "," if fmt is output.Output.csv else "\t"
+    table = list(csv.reader(io.StringIO(stream.getvalue(), newline=""), delimiter=delimiter))
+    assert table[1] == ["true", "false", "", "1", "[true, null]"]
+
+
+def test_several_sections_are_one_table_with_a_section_column():
+    one = output.Section("first", [{"a": 1}], keys=["a", "b"], name="one")
+    two = output.Section("second", [], keys=["c"], name="two")
+    three = output.Section("third", [{"b": True, "c": 2}], keys=["b", "c"])
+    stream = io.StringIO()
+    output.render(output.Document({}, [one, two, three]), output.Output.csv, None, stream)
+    assert stream.getvalue().splitlines() == ["section,a,b,c", "one,1,,", "third,,true,2"]
 
 
 def render_json(rows):

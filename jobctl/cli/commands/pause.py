@@ -117,7 +117,7 @@ def _said(
     """The outcome: its row in a machine format (none: nothing changed), else a line."""
     if not out.tabular:
         found = [done.row | {"changed": done.changed}] if done.row is not None else []
-        terminal.emit(views.table(found, found), out, fmt)
+        terminal.emit(views.table(found, found, keys=pause_views.OUTCOME_KEYS), out, fmt)
         return
     shown = f"{dimension} {safe_text.visible(value)}"
     if done.changed and verb == "paused":

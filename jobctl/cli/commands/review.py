@@ -16,7 +16,7 @@ import typer
 
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
-from jobctl.render import output, rows, views
+from jobctl.render import output, rows, tables, views
 
 
 # ---------------------------------------------------------------- review
@@ -152,7 +152,10 @@ def events(
                 streamed = core.stream(s, window, oldest_first=oldest_first, limit=limit, full=full)
                 mapped = s.table.mapping.mapped_optional
                 doc = views.table(
-                    streamed, streamed, rows.with_optional(rows.JOB_EVENT_COLUMNS, mapped)
+                    streamed,
+                    streamed,
+                    rows.with_optional(rows.JOB_EVENT_COLUMNS, mapped),
+                    keys=rows.with_optional(rows.JOB_EVENT_KEYS, mapped),
                 )
                 more = False
             terminal.emit(doc, out, fmt)
@@ -194,5 +197,5 @@ def report(
         terminal.emit(output.Document(result, []), out, None)
     elif out.tabular:
         sys.stdout.write(markdown.report(result, target=target))
-    else:  # csv, tsv: one table, a section column (views.report_table)
-        terminal.emit(views.report_table(result), out, None)
+    else:  # csv, tsv: one table, a section column (tables.report_table)
+        terminal.emit(tables.report_table(result), out, None)

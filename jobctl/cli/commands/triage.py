@@ -17,7 +17,7 @@ from jobctl import durations, errors
 from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring as cli_monitoring
-from jobctl.render import output, reclaim_lines, rows, streamed, views
+from jobctl.render import output, reclaim_lines, rows, streamed, tables, views
 
 if TYPE_CHECKING:
     from jobctl.ops import fleet
@@ -105,6 +105,7 @@ class _StuckShown:
         self.several = several
         self.at_risk, self.out, self.fmt = at_risk, out, fmt
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
+        self.keys = rows.AT_RISK_KEYS if at_risk else rows.STUCK_KEYS
 
     def stream(self, found: stuck_core.Stream) -> None:
         """One database's rows, streamed where the format allows (on a terminal too: laid
@@ -117,9 +118,10 @@ class _StuckShown:
             doc = streamed.stuck(found.rows, shown, at_risk=self.at_risk)
         elif self.out.tabular:
             doc = views.stuck(list(found.rows), self.columns, at_risk=self.at_risk)
-        else:
+        else:  # every key JSON carries, the same header with no row (rows.*_KEYS)
             shown = rows.with_optional(self.columns, found.optional)
-            doc = views.table(found.rows, found.rows, shown)
+            keys = rows.with_optional(self.keys, found.optional)
+            doc = views.table(found.rows, found.rows, shown, keys=keys)
         terminal.emit(standby.mark(doc, found.standing), self.out, self.fmt)
 
     def doc(self, outcomes: list[fleet.Outcome[stuck_core.Found]]) -> output.Document:
@@ -212,7 +214,9 @@ def summary(
         if several:
             return views.summary_targets(core.rows(counted))
         ((_, result),) = counted
-        return views.summary_by(result) if by is not None else views.summary(result)
+        if by is not None:
+            return views.summary_by(result)
+        return views.summary(result, every_section=out in (output.Output.csv, output.Output.tsv))
 
     outcomes = core.run(
         where,
@@ -251,7 +255,11 @@ def show(
 
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id, full=full)
-    terminal.emit(context.marked(ctx, views.show(job, job_id)), out, fmt)
+    if out in (output.Output.csv, output.Output.tsv):  # one table: the job as one row
+        doc = tables.show_table(job)
+    else:
+        doc = views.show(job, job_id)
+    terminal.emit(context.marked(ctx, doc), out, fmt)
 
 
 def history(
@@ -282,7 +290,7 @@ def history(
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         result = triage.history(s, job_id, full=full)
     if out in (output.Output.csv, output.Output.tsv):
-        doc = views.history_table(result, events=events)
+        doc = tables.history_table(result, events=events)
     else:
         doc = views.history(result, job_id, events_only=events)
     terminal.emit(context.marked(ctx, doc), out, fmt)

@@ -149,7 +149,7 @@ class _ReclaimShown:
         and skipped ones; a commit: the first and skipped ones, the rest printed as they came),
         or a dry run's every row in a machine format."""
         if done.found is not None and not self.out.tabular:
-            return views.table(done.found, done.found, rows.RECLAIM_COLUMNS)
+            return views.table(done.found, done.found, rows.RECLAIM_COLUMNS, keys=rows.RECLAIM_KEYS)
         if done.tally is None or not self.out.tabular:
             return None
         kept, total = done.tally.kept, done.tally.total
@@ -314,7 +314,11 @@ def bulk_write(
     with context.open_session(ctx) as s:
         listed = bulk.candidates(s, action, which, force=force)
         found = listed.rows
+        keys = rows.bulk_keys(s.table.mapping.mapped_optional)  # the same with no row
         if not found:
+            if not out.tabular:  # a machine format: its header (--yes: the outcomes'), no row
+                shape = rows.MANUAL_KEYS if yes else keys
+                terminal.emit(views.table([], [], keys=shape), out, fmt)
             _left_out(listed)
             terminal.say(f"no job matches the filter: nothing to {action}")
             context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
@@ -333,7 +337,7 @@ def bulk_write(
         context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
         return
     shown = rows.with_optional(rows.BULK_COLUMNS, found)
-    terminal.emit(views.table(found, found, shown, views.BULK_VIEW), out, fmt)
+    terminal.emit(views.table(found, found, shown, views.BULK_VIEW, keys), out, fmt)
     _left_out(listed)
     more = f" (the first {which.limit}: --limit N for more)" if listed.at_limit else ""
     if save_plan is not None:
@@ -458,7 +462,13 @@ def quarantine(
                 s, min_reclaims, limit, reason=reason, confirm=None if yes else terminal.confirm
             )
     if not commit:
-        terminal.emit(views.table(found, found, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW), out, fmt)
+        terminal.emit(
+            views.table(
+                found, found, rows.PREVIEW_COLUMNS, views.PREVIEW_VIEW, rows.READ_BEFORE_KEYS
+            ),
+            out,
+            fmt,
+        )
         terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
         return
     terminal.report(report, out, fmt)
@@ -525,7 +535,7 @@ def policy(
         with context.open_session(ctx) as s:
             if list_kinds:
                 found = kind_policy.listed(s)
-                terminal.emit(views.table(found, found), out, fmt)
+                terminal.emit(views.table(found, found, keys=rows.KIND_POLICY_KEYS), out, fmt)
                 return
             if kind is not None and queue is not None:
                 raise errors.UsageError("give --kind or --queue, one at a time")
