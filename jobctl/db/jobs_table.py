@@ -65,6 +65,8 @@ class JobsTable:
     # why jobctl's writes of the table are refused (a superuser session on a table another
     # role owns, with no operator role to run them as), or None
     write_refusal: str | None = None
+    # a unique index on the id alone: no id is held by two rows (nothing to look for)
+    id_unique: bool = False
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -79,6 +81,7 @@ class JobsTable:
             history_table=self.qualified if self.history else None,
             pause_table=self.qualified if self.pauses else None,
             kept_texts=self.kept_texts,
+            id_unique=self.id_unique,
         )
 
 
@@ -93,6 +96,7 @@ def spelling(
     history_table: str | None = None,
     pause_table: str | None = None,
     kept_texts: bool = False,
+    id_unique: bool = False,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -135,6 +139,8 @@ def spelling(
         sql.Identifier("e", "worker_bytes") if kept_texts else sql.SQL("NULL::pg_catalog.int8")
     )
     fragments.update(shown_fragments(fragments))
+    if id_unique:  # a unique index on the id alone: no row's id is another's (id_repeated)
+        fragments["id_repeated"] = sql.SQL("false")
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
     # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
     fragments["policy_table"] = sql.Literal(policy_table)
@@ -394,6 +400,7 @@ def resolve_table(
         bool(row.get("has_pauses")),
         bool(row.get("has_kept_texts")),
         *_writes_as(row),
+        bool(id_row and id_row.get("unique_alone")),
     )
 
 

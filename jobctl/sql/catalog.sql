@@ -155,7 +155,13 @@ SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
        ln.nspname AS literal_schema, lt.typname AS literal_name,
        -- a domain's base as declared (varchar(36): the length jobctl cuts a reason to)
        CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char
-            THEN format_type(t.typbasetype, t.typtypmod) END AS base_display
+            THEN format_type(t.typbasetype, t.typtypmod) END AS base_display,
+       -- a unique index on this column alone (no predicate, no expression): no two rows hold
+       -- one value of it (for the id: no repeated id to look for, id_repeated)
+       EXISTS (SELECT FROM pg_index ix
+               WHERE ix.indrelid = a.attrelid AND ix.indisunique AND ix.indnkeyatts = 1
+                 AND ix.indkey[0] = a.attnum AND ix.indpred IS NULL
+                 AND ix.indexprs IS NULL) AS unique_alone
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace

@@ -319,7 +319,8 @@ CASE WHEN {lease_times_poisoned} THEN pg_catalog.concat_ws(', ',
 -- at_risk, reclaim_batch, plan_row_state, job_row, manual_read, bulk_candidates, review) and
 -- named (repeated_ids); every other job is served. One probe of the id's index (the key: id
 -- and partition key) per row a statement selected, never a read of the table; a row is told
--- from another by (tableoid, ctid), as a ctid is a partition's own
+-- from another by (tableoid, ctid), as a ctid is a partition's own. A table with a unique
+-- index on the id alone has no repeated id: there the block is `false` (db.spelling)
 EXISTS (SELECT FROM {table} o
         WHERE o.{id} OPERATOR(pg_catalog.=) j.{id}
           AND (o.tableoid OPERATOR(pg_catalog.<>) j.tableoid
