@@ -20,10 +20,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import releases
 from databases import Databases
 from helpers import POOL_SIZE
 from psycopg import conninfo, rows
@@ -247,6 +249,16 @@ def own_demo_dir() -> Iterator[str]:
         else:
             os.environ["JOBCTL_DEMO_DIR"] = before
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def jobctl_0_1_0(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """jobctl 0.1.0's ``jobctl`` in a venv of its own (tests/releases.py): pytest's cache keeps
+    it from one run to the next (-p no:cacheprovider: made in this session's temporary
+    directory)."""
+    cache = getattr(request.config, "cache", None)
+    where = cache.mkdir("jobctl-0.1.0") if cache else tmp_path_factory.mktemp("jobctl-0.1.0")
+    return releases.jobctl_0_1_0(Path(where))
 
 
 @pytest.fixture

@@ -7,22 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import rows
+from releases import old
 from test_remove import catalog
 
 import jobctl
 from jobctl.schema import history
 
-RELEASE_0_1_0 = "7d8e492"  # CHANGELOG.md: the first release
 REPO = Path(__file__).resolve().parents[2]
 SQL = REPO / "jobctl" / "sql" / "history"
 REFUSED_TAIL = (
@@ -196,57 +191,6 @@ def test_a_newer_trigger_names_the_jobctl_that_made_it(conn, run):
 
 
 # ---------------------------------------------------------------- from the 0.1.0 release
-def _old_jobctl(cache: Path) -> Path:
-    """jobctl 0.1.0 installed in a venv of its own (made once, kept in pytest's cache): the
-    release's tree from git, its dependencies from the package index."""
-    venv = cache / "venv"
-    binary = venv / "bin" / "jobctl"
-    if binary.exists():
-        return binary
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("jobctl 0.1.0: no git checkout to take release 7d8e492 from")
-    tree = cache / "tree"
-    shutil.rmtree(tree, ignore_errors=True)
-    tree.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", RELEASE_0_1_0], capture_output=True, check=False
-    )
-    if archive.returncode != 0:
-        pytest.skip(f"jobctl 0.1.0: git archive {RELEASE_0_1_0} failed: {archive.stderr!r}")
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(tree)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if pip.returncode != 0 or not binary.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        tail = (pip.stderr or pip.stdout).strip().splitlines()[-1:] or ["?"]
-        pytest.skip(f"jobctl 0.1.0's venv could not be built (offline?): pip: {tail[0]}")
-    return binary
-
-
-@pytest.fixture(scope="session")
-def jobctl_0_1_0(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """pytest's cache keeps the venv from one run to the next (-p no:cacheprovider: made in
-    this session's temporary directory)."""
-    cache = getattr(request.config, "cache", None)
-    where = cache.mkdir("jobctl-0.1.0") if cache else tmp_path_factory.mktemp("jobctl-0.1.0")
-    return _old_jobctl(Path(where))
-
-
-def old(binary: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
-    env.pop("JOBCTL_TABLE", None)
-    return subprocess.run(
-        [str(binary), *args], capture_output=True, text=True, env=env, check=False, timeout=120
-    )
-
-
 def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
     """0.1.0 installs (history 7, trigger 3); this jobctl's apply runs 008-012 and records
     them with its version; the rows of 0.1.0 are "not recorded". Then 0.1.0, which does not
