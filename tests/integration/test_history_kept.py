@@ -35,7 +35,8 @@ def downgrade_to_version_3(conn) -> None:
     conn.execute(
         "ALTER TABLE jobctl.attempts DROP COLUMN worker_bytes;"
         "ALTER TABLE jobctl.events DROP COLUMN worker_bytes, DROP COLUMN reason_bytes;"
-        "DELETE FROM jobctl.migrations WHERE version = 11"
+        "ALTER TABLE jobctl.migrations DROP COLUMN jobctl_version, DROP COLUMN checksum;"
+        "DELETE FROM jobctl.migrations WHERE version >= 11"
     )
     conn.execute(FIXTURE.read_text())
 
