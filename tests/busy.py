@@ -5,6 +5,8 @@ and tests/bench/bench_apply.py.
     python tests/busy.py worker DSN TABLE NAME SECONDS   # prints its latencies (JSON)
     python tests/busy.py report DSN TABLE SECONDS        # prints its pid once it holds the
                                                          # table, then when it let go (epoch)
+    python tests/busy.py lease DSN TABLE NAME SECONDS    # a lease.Worker: claim, heartbeat,
+                                                         # complete or fail (JSON, as worker)
 
 The table may lack the lease columns (a queue before ``jobctl schema apply``), so the workers
 run the lease design's claim and completion as such a table allows them: the same statements
@@ -110,6 +112,50 @@ def worker(dsn: str, table: str, name: str, seconds: float) -> dict[str, list[fl
     return {"latencies": latencies, "at": at, "errors": errors}
 
 
+def lease_worker(dsn: str, table: str, name: str, seconds: float) -> dict[str, list]:
+    """jobctl's worker API (``lease.Worker``) on its own connection, for ``seconds`` or until
+    SIGTERM: claim, heartbeat, then complete every other job and fail the rest (a retry while
+    attempts remain: each a transition the history records, an event inserted). Every
+    statement timed (``ops``: which one; ``failed``: how many fail() calls returned)."""
+    from jobctl import lease
+
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+    out: dict[str, list] = {"latencies": [], "at": [], "ops": [], "errors": [], "failed": []}
+
+    def timed(op: str, call, *args):
+        out["at"].append(time.time())
+        out["ops"].append(op)
+        started = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            out["latencies"].append(time.perf_counter() - started)
+
+    failed = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        worker = lease.Worker(conn, name, table=table)
+        ends = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < ends and not stopped:
+            try:
+                job = timed("claim", worker.claim)
+                if job is None:
+                    time.sleep(0.01)
+                    continue
+                job = timed("heartbeat", worker.heartbeat, job)
+                n += 1
+                if n % 2:
+                    timed("complete", worker.complete, job)
+                else:
+                    timed("fail", worker.fail, job, "boom")
+                    failed += 1
+            except Exception as exc:
+                out["errors"].append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    out["failed"] = [failed]
+    return out
+
+
 def report(dsn: str, table: str, seconds: float) -> None:
     """BEGIN; SELECT count(*) FROM the table; then keep the transaction (and its ACCESS SHARE
     lock) open for ``seconds``, running, as a long report does."""
@@ -132,6 +178,18 @@ def start_workers(dsn: str, table: str, count: int, seconds: float) -> list[subp
     ]
 
 
+def start_lease_workers(dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:
+    """``count`` lease.Worker processes (lease_worker), each on its own connection."""
+    return [
+        subprocess.Popen(
+            [sys.executable, HERE, "lease", dsn, table, f"w{i}", str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+
+
 def stop(workers: list[subprocess.Popen]) -> None:
     """Tell the workers to finish their current statement and print what they timed."""
     for proc in workers:
@@ -144,6 +202,7 @@ def collect(workers: list[subprocess.Popen]) -> dict[str, list]:
     for proc in workers:
         out, _ = proc.communicate(timeout=120)
         for key, values in json.loads(out).items():
+            merged.setdefault(key, [])
             merged[key] += values
     return merged
 
@@ -181,6 +240,8 @@ if __name__ == "__main__":
     command, dsn, table, *rest = sys.argv[1:]
     if command == "worker":
         print(json.dumps(worker(dsn, table, rest[0], float(rest[1]))))
+    elif command == "lease":
+        print(json.dumps(lease_worker(dsn, table, rest[0], float(rest[1]))))
     elif command == "report":
         report(dsn, table, float(rest[0]))
     else:

@@ -368,10 +368,7 @@ def _history_steps(
         if facts.table is None
         else history.Target.of(facts.table)
     )
-    return [
-        Step(what, statement, locks=facts.locked)
-        for what, statement in history.plan(conn, target, history_mode)
-    ]
+    return history.plan(conn, target, history_mode, locks=facts.locked)
 
 
 def _recording_mapping(steps: list[Step], facts: TableFacts) -> list[Step]:

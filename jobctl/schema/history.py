@@ -4,7 +4,11 @@
 The migrations are the files ``sql/history/NNN_name.sql``, applied in order by ``schema
 apply``, each in its own transaction with the row that records it in ``jobctl.migrations``
 (from history 012 on with the jobctl version that applied it and the sha256 of its text, which
-``schema.versions`` reads: a newer install is refused, never downgraded).
+``schema.versions`` reads: a newer install is refused, never downgraded). A migration whose
+header has the line ``-- jobctl: concurrently`` runs outside a transaction instead: each of its
+statements on its own (an index built ``CREATE INDEX CONCURRENTLY``, an invalid one left by an
+interrupted build dropped first; any other statement under the steps' short lock tries), then
+its record in a transaction of its own (``migration_steps``).
 A database with the unversioned history of jobctl 0.1-0.2 (``jobctl.events`` but no
 ``jobctl.migrations``) starts at 0: migration 1 is that history, written idempotently.
 
@@ -32,6 +36,7 @@ from psycopg import sql
 import jobctl
 from jobctl import db
 from jobctl.schema import ownership
+from jobctl.schema.steps import Step
 from jobctl.sql import queries
 from jobctl.table.mapping import TableMapping
 
@@ -63,6 +68,16 @@ DESCRIBE = {
 }
 
 _FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+# a migration's header line (among the comment lines it begins with): it runs outside a
+# transaction, statement by statement (docs/history.md, "Migrations that run outside a
+# transaction")
+CONCURRENTLY = "-- jobctl: concurrently"
+# an index a concurrently migration builds: its name and its table, both named with the schema
+_CONCURRENT_INDEX = re.compile(
+    r"^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(\w+)\s+ON\s+(?:ONLY\s+)?(\w+)\.(\w+)",
+    re.IGNORECASE,
+)
 
 
 RECORDED_FROM = 12  # history 012 added jobctl_version and checksum to jobctl.migrations
@@ -78,6 +93,31 @@ class Migration:
     def checksum(self) -> str:
         """The sha256 of its text, as jobctl.migrations records it (from history 012 on)."""
         return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def concurrently(self) -> bool:
+        """Does its header say it runs outside a transaction (``-- jobctl: concurrently``)?"""
+        for line in self.text.splitlines():
+            if not line.startswith("--"):
+                return False
+            if line.rstrip() == CONCURRENTLY:
+                return True
+        return False
+
+    def statements(self) -> tuple[str, ...]:
+        """Its statements, each with the comment lines before it, without the ``;`` that ends
+        it (at the end of a line); comment lines after the last are left out."""
+        found: list[str] = []
+        lines: list[str] = []
+        for line in self.text.splitlines():
+            lines.append(line)
+            if line.rstrip().endswith(";") and not line.lstrip().startswith("--"):
+                found.append("\n".join(lines).strip().removesuffix(";"))
+                lines = []
+        code = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("--")]
+        if code:
+            found.append("\n".join(lines).strip())
+        return tuple(found)
 
 
 @functools.cache
@@ -118,6 +158,22 @@ def migration_statement(
     jobctl first (plainly: one made by someone else in the meantime fails the step instead of
     being adopted); None: only the first migration does. ``earlier``: the migrations before
     012 this apply ran, recorded so in 012's transaction."""
+    if make_schema is None:
+        make_schema = migration.version == 1
+    head = [queries.query("history_schema"), sql.SQL("\n")] if make_schema else []
+    return sql.Composed(
+        [
+            *head,
+            queries.query("history_bootstrap"),
+            sql.SQL("\n" + migration.text + "\n"),
+            _record(migration, earlier),
+        ]
+    )
+
+
+def _record(migration: Migration, earlier: tuple[Migration, ...]) -> sql.Composed:
+    """The row recording ``migration`` (from 012 on, with this jobctl's version and the
+    migration's checksum; ``earlier`` recorded so in 012's)."""
     names = {"version": sql.Literal(migration.version), "migration": sql.Literal(migration.name)}
     if migration.version < RECORDED_FROM:
         record = queries.query("record_migration_before_012", **names)
@@ -137,12 +193,89 @@ def migration_statement(
                 checksums=sql.Literal([m.checksum for m in earlier]),
             )
             record = sql.Composed([record, sql.SQL(";\n"), backfill])
+    return record
+
+
+def migration_steps(
+    conn: psycopg.Connection[Any],
+    migration: Migration,
+    *,
+    locks: str,
+    make_schema: bool | None = None,
+    earlier: tuple[Migration, ...] = (),
+) -> list[Step]:
+    """The steps that apply ``migration`` (``make_schema`` and ``earlier``: as
+    migration_statement's). One, in a transaction: the migration and its record
+    (migration_statement), tried with the steps' short lock timeouts (``locks``: the table a
+    step names when it waits). A migration marked ``-- jobctl: concurrently``: each of its
+    statements on its own, outside a transaction (concurrent_steps), then its record in a
+    transaction of its own."""
+    what = migration_what(conn, migration)
+    if migration.concurrently:
+        return concurrent_steps(
+            conn, migration, what, locks=locks, make_schema=make_schema, earlier=earlier
+        )
+    statement = migration_statement(migration, make_schema=make_schema, earlier=earlier)
+    return [Step(what, statement, locks=locks)]
+
+
+def concurrent_steps(
+    conn: psycopg.Connection[Any],
+    migration: Migration,
+    what: str,
+    *,
+    locks: str,
+    make_schema: bool | None = None,
+    earlier: tuple[Migration, ...] = (),
+) -> list[Step]:
+    """A migration that runs outside a transaction, statement by statement: an index built
+    CONCURRENTLY (no worker statement waits for the build; its first lock tried first, whom it
+    waits for watched), an invalid one of that name (left by an interrupted build, which IF
+    NOT EXISTS would keep) dropped first under short lock tries; any other statement in a
+    transaction of its own under short lock tries. Then its record, in a transaction of its
+    own: a migration whose record is missing runs again, and each of its statements finds
+    what it made (IF NOT EXISTS)."""
     if make_schema is None:
         make_schema = migration.version == 1
-    head = [queries.query("history_schema"), sql.SQL("\n")] if make_schema else []
-    return sql.Composed(
-        [*head, queries.query("history_bootstrap"), sql.SQL("\n" + migration.text + "\n"), record]
-    )
+    bootstrap = queries.query("history_bootstrap")
+    steps = []
+    if make_schema:
+        steps.append(
+            Step(
+                "make schema jobctl and its record of migrations",
+                sql.Composed([queries.query("history_schema"), sql.SQL("\n"), bootstrap]),
+                locks=locks,
+            )
+        )
+    for text in migration.statements():
+        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("--"))
+        index = _CONCURRENT_INDEX.match(code)
+        if index is None:
+            steps.append(Step(what, sql.Composed([sql.SQL(text)]), locks=locks))
+            continue
+        name, schema, table = index.groups()
+        valid = db.row(conn, "index_valid", {"name": f"{schema}.{name}"})
+        if valid is not None and not valid["valid"]:
+            steps.append(
+                Step(  # never used by queries: dropping it is instant, under short lock tries
+                    f"drop the invalid index {schema}.{name} (left by an interrupted "
+                    f"concurrent build of {what})",
+                    queries.query("drop_index", index=sql.Identifier(schema, name)),
+                    locks=f"{schema}.{table}",
+                )
+            )
+        steps.append(
+            Step(
+                f"{what}: build {schema}.{name} concurrently (the workers go on)",
+                sql.Composed([sql.SQL(text)]),
+                outside_transaction=True,
+                probe=queries.query("concurrent_lock_probe", sql.Identifier(schema, table)),
+            )
+        )
+    # jobctl.migrations alone, which no worker statement touches: no lock the workers wait for
+    record = sql.Composed([bootstrap, sql.SQL("\n"), _record(migration, earlier)])
+    steps.append(Step(f"record {what}", record))
+    return steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,30 +455,36 @@ def plan(
     conn: psycopg.Connection[Any],
     target: Target,
     mode: str | None,
-) -> list[tuple[str, sql.Composed]]:
+    *,
+    locks: str,
+) -> list[Step]:
     """The history's steps for one jobs table: the migrations not yet applied, the columns
     missing, and the table's function and trigger if they are not the ones wanted (another
     mode, an older version, a function made for another mapping). ``mode`` None keeps the
-    installed mode (``transitions`` on a first install, ``late`` over version 1's triggers)."""
-    steps: list[tuple[str, sql.Composed]] = []
+    installed mode (``transitions`` on a first install, ``late`` over version 1's triggers).
+    Every step that takes a lock is tried with short lock timeouts (the trigger writes
+    jobctl's tables in the workers' transactions), naming ``locks`` (the jobs table) when it
+    waits."""
+    steps: list[Step] = []
     current = installed_version(conn) or 0
     make_schema = not ownership.owned(conn)  # no schema jobctl yet: the first step makes it
     earlier: list[Migration] = []  # this run's before 012: recorded so in 012's step
     for m in migrations():
         if m.version > current:
-            statement = migration_statement(
+            steps += migration_steps(
+                conn,
                 m,
+                locks=locks,
                 make_schema=make_schema,
                 earlier=tuple(earlier) if m.version == RECORDED_FROM else (),
             )
-            steps.append((migration_what(conn, m), statement))
             make_schema = False
             earlier.append(m)
     state = table_state(conn, target.oid)
     chosen = chosen_mode(state, mode)
     if state.missing_columns:
         steps.append(
-            (
+            Step(
                 "add the history columns (nullable, no default: no rewrite)",
                 queries.query(
                     "add_columns",
@@ -357,15 +496,17 @@ def plan(
                         for c in state.missing_columns
                     ),
                 ),
+                locks=locks,
             )
         )
     want = wanted(conn, target, chosen)
     if stale(state, want, chosen):
         steps.append(
-            (
+            Step(
                 f"install the history trigger and its function jobctl.{want.function} "
                 f"({DESCRIBE[chosen]})",
                 install_sql(target, chosen, want),
+                locks=locks,
             )
         )
     return steps

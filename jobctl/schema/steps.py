@@ -61,6 +61,11 @@ _SCRIPT_HEAD = """\
 -- run it again, with growing pauses, until a gap between long transactions lets it through
 -- ({command} does this by itself, up to --lock-deadline). Then run the rest.
 """
+_SCRIPT_OUTSIDE = """\
+-- Steps without BEGIN and COMMIT build an index CONCURRENTLY, outside a transaction: the
+-- workers go on during the build, which waits for the transactions already running. One that
+-- fails leaves an invalid index; run {command} again (or --sql): it drops that first.
+"""
 
 
 def render_sql(
@@ -92,6 +97,8 @@ def render_sql(
             parts.append(f"-- {what}\nBEGIN;\n{path}\n{text};\nCOMMIT;")
     locking = any(s.locks for s in steps)
     head = _SCRIPT_HEAD.format(timeout=timeout, command=rerun.command) if locking else ""
+    if any(s.outside_transaction for s in steps):
+        head += _SCRIPT_OUTSIDE.format(command=rerun.command)
     return head + "\n" + "\n\n".join(parts) + "\n" if head else "\n\n".join(parts) + "\n"
 
 

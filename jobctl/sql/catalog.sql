@@ -276,6 +276,13 @@ WHERE i.indrelid = %(oid)s
 -- a table named as typed, and now: what a step's tries wait on, and since when
 SELECT to_regclass(%(name)s)::oid::int AS oid, clock_timestamp() AS since
 
+-- name: index_valid
+-- an index named with its schema: whether it is valid (no row: no such index); an invalid one
+-- is what an interrupted CREATE INDEX CONCURRENTLY leaves (history.concurrent_steps)
+SELECT i.indisvalid AS valid
+FROM pg_catalog.pg_index i
+WHERE i.indexrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)::pg_catalog.oid
+
 -- name: probe_role
 -- who asks the column's type and CHECKs about a value (a domain's CHECK, a CHECK's function:
 -- the application's code): the table's owner, and whether it holds this session's privileges

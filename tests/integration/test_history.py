@@ -14,6 +14,7 @@ from psycopg import conninfo
 
 from jobctl import db, lease
 from jobctl.schema import history
+from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
 OPERATOR_ACTIONS = ("reclaimed", "requeued", "manually_failed", "quarantined", "policy_changed")
@@ -460,3 +461,71 @@ def test_migration_from_version_1_keeps_the_history(conn, dsn, run):
     claim_all(dsn, 1, lease_seconds=-60)
     assert run("reclaim", "--commit", "--yes").code == 0
     assert [e["event"] for e in events(conn, "reclaimed")] == ["reclaimed", "reclaimed"]
+
+
+def test_migration_008_builds_its_index_concurrently_and_an_invalid_one_again(empty_dsn, run):
+    """History 008 runs outside a transaction (its header line ``-- jobctl: concurrently``):
+    its index built CONCURRENTLY, then its record in a transaction of its own; the --sql script
+    prints it so. An invalid index of its name, left by an interrupted build (which IF NOT
+    EXISTS would keep), is dropped and built again."""
+    assert [m.version for m in history.migrations() if m.concurrently] == [8]
+    settings = db.Settings(dsn=empty_dsn)
+    with db.connect(settings) as c:  # a database at history 007, as 0.1.0 left it
+        for m in history.migrations():
+            if m.version <= 7:
+                steps = history.migration_steps(c, m, locks="jobctl.events")
+                schema_steps.apply(c, settings, steps)
+        c.execute(
+            "INSERT INTO jobctl.events (job_table, job_id, event) "
+            "VALUES ('public.jobs', '1', 'reclaimed'), ('public.jobs', '2', 'reclaimed')"
+        )
+        with pytest.raises(psycopg.errors.UniqueViolation):  # an interrupted build
+            c.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY events_reclaimed_idx ON jobctl.events (job_table)"
+            )
+
+        script = run("schema", "apply", "--create", "--sql").out
+        what = "history migration 008 (reclaimed_index)"
+        assert (
+            f"-- drop the invalid index jobctl.events_reclaimed_idx (left by an interrupted "
+            f"concurrent build of {what}): takes a lock the workers wait for; retry on lock "
+            "timeout\nBEGIN;\nSET LOCAL search_path = pg_catalog, pg_temp;\n"
+            "SET LOCAL lock_timeout = '150ms';\n"
+            'DROP INDEX IF EXISTS "jobctl"."events_reclaimed_idx";\nCOMMIT;\n\n'
+            f"-- {what}: build jobctl.events_reclaimed_idx concurrently (the workers go on)\n"
+            "-- jobctl: concurrently\n"
+        ) in script
+        build = script.split(f"-- {what}: build")[1].split("\n\n-- ")[0]
+        assert "BEGIN" not in build and "COMMIT" not in build
+        assert build.endswith(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS events_reclaimed_idx\n"
+            "    ON jobctl.events (job_table, to_status, job_id) INCLUDE (at)\n"
+            "    WHERE event OPERATOR(pg_catalog.=) 'reclaimed';"
+        )
+        assert (
+            f"\n\n-- record {what}\nBEGIN;\nSET LOCAL search_path = pg_catalog, pg_temp;\n"
+            "CREATE TABLE IF NOT EXISTS jobctl.migrations ("
+        ) in script
+
+        applied = run("schema", "apply", "--create", "--yes")
+        assert applied.code == 0, applied.err
+        for done in (
+            "drop the invalid index jobctl.events_reclaimed_idx",
+            f"{what}: build jobctl.events_reclaimed_idx concurrently",
+            f"record {what}",
+        ):
+            assert f"done: {done}" in applied.err
+        index = c.execute(
+            "SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) AS def FROM pg_index i "
+            "WHERE i.indexrelid = 'jobctl.events_reclaimed_idx'::regclass"
+        ).fetchone()
+        assert index is not None and index["indisvalid"]
+        assert index["def"].endswith(
+            "USING btree (job_table, to_status, job_id) INCLUDE (at) "
+            "WHERE (event = 'reclaimed'::text)"
+        )
+        recorded = c.execute("SELECT version, checksum FROM jobctl.migrations").fetchall()
+        (eighth,) = [m for m in history.migrations() if m.version == 8]
+        assert {"version": 8, "checksum": eighth.checksum} in recorded
+        assert run("schema", "check").code == 0
+        assert "history" not in run("schema", "apply", "--sql").out  # nothing left to do

@@ -40,9 +40,8 @@ def install(dsn: str, shape: Shape, mode: str = "late") -> db.JobsTable:
     function and trigger) through schema_steps.apply, with the short lock tries of a live table."""
     settings = db.Settings(dsn=dsn)
     with db.connect(settings) as conn:
-        for m in history.migrations():
-            with conn.transaction():
-                conn.execute(history.migration_statement(m))
+        for m in history.migrations():  # each as schema apply runs it (008: concurrently)
+            schema_steps.apply(conn, settings, history.migration_steps(conn, m, locks=shape.table))
         table = db.resolve_table(conn, shape.table, shape.mapping())
         conn.execute(queries.query("add_lease_columns", **table.fragments))
         conn.execute(
@@ -50,13 +49,11 @@ def install(dsn: str, shape: Shape, mode: str = "late") -> db.JobsTable:
             (table.qualified, shape.mapping().to_json()),
         )
         table = db.resolve_table(conn, shape.table)
-        steps = [
-            schema_steps.Step(what, statement, locks=table.qualified)
-            for what, statement in history.plan(conn, history.Target.of(table), mode)
-        ]
+        steps = history.plan(conn, history.Target.of(table), mode, locks=table.qualified)
         assert steps[0].what.startswith("add the history columns")
         schema_steps.apply(conn, settings, steps)
-        assert history.plan(conn, history.Target.of(table), mode) == []  # nothing left to do
+        # nothing left to do
+        assert history.plan(conn, history.Target.of(table), mode, locks=table.qualified) == []
         check = schema_check.history_check(conn, table)
         assert check.ok, check.detail
         return table
@@ -214,14 +211,13 @@ def test_a_changed_mapping_makes_the_function_stale(empty_dsn):
         table = db.resolve_table(conn, shape.table)
         check = schema_check.history_check(conn, table)
         assert not check.ok and "out of date" in check.detail
-        steps = history.plan(conn, history.Target.of(table), None)  # keeps the mode
-        assert [w for w, _ in steps] == [
+        # keeps the mode
+        steps = history.plan(conn, history.Target.of(table), None, locks=table.qualified)
+        assert [s.what for s in steps] == [
             f"install the history trigger and its function jobctl.{name} "
             f"({history.DESCRIBE['late']})"
         ]
-        schema_steps.apply(
-            conn, settings, [schema_steps.Step(w, s, locks=table.qualified) for w, s in steps]
-        )
+        schema_steps.apply(conn, settings, steps)
         assert schema_check.history_check(conn, table).ok
         count = conn.execute(
             "SELECT count(*) AS n FROM pg_proc WHERE proname LIKE 'record\\_tasks\\_%%'"
