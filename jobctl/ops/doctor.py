@@ -21,7 +21,7 @@ from jobctl import db, durations, errors
 from jobctl.contract.shapes import Row
 from jobctl.ops import doctor_catalog as catalog
 from jobctl.ops import doctor_statements as judge
-from jobctl.ops.doctor_kinds import KINDS, WARN_ONLY
+from jobctl.ops.doctor_kinds import WARN_ONLY, finding
 from jobctl.schema import statements as rendered
 from jobctl.sql import queries
 
@@ -335,14 +335,10 @@ def findings(
         if print_ is not None and print_ in own:
             continue
         for kind in verdict.kinds:
-            check, wrong, fix = KINDS[kind]
-            finding = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
-            if verdict.why:
-                finding["wrong"] = f"{wrong} ({verdict.why})"
-                finding["why"] = verdict.why
+            one = finding(kind, about, verdict.why)
             if verdict.parse_error:
-                finding["parse_error"] = verdict.parse_error
-            found.append(finding)
+                one["parse_error"] = verdict.parse_error
+            found.append(one)
     return found + refusals, rejected, judged
 
 

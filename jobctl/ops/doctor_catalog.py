@@ -24,7 +24,7 @@ from pglast import parser
 
 from jobctl.ops import doctor_fence as fence
 from jobctl.ops import doctor_statements as judge
-from jobctl.ops.doctor_kinds import KINDS
+from jobctl.ops.doctor_kinds import finding
 
 # a view's column -> the relation (schema or None, name) and its column it shows; None: an
 # expression, or no one relation's column
@@ -195,12 +195,4 @@ def _found(
     }
     if "function" in hook:
         about["function"] = hook["function"]
-    found = []
-    for kind in verdict.kinds:
-        check, wrong, fix = KINDS[kind]
-        finding = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
-        if verdict.why:
-            finding["wrong"] = f"{wrong} ({verdict.why})"
-            finding["why"] = verdict.why
-        found.append(finding)
-    return found
+    return [finding(kind, about, verdict.why) for kind in verdict.kinds]

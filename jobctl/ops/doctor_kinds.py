@@ -4,6 +4,8 @@ Pure data, read by the judge (``doctor_statements``) and the checklist (``doctor
 
 from __future__ import annotations
 
+from typing import Any
+
 # finding kind -> (check, what is wrong, the fix: which rendered statement replaces it)
 KINDS: dict[str, tuple[str, str, str]] = {
     "claim_without_skip_locked": (
@@ -74,3 +76,14 @@ KINDS: dict[str, tuple[str, str, str]] = {
 }
 # the kinds that make their check warn, not fail: what the statistics cannot tell
 WARN_ONLY = frozenset({"delete_status_unknown"})
+
+
+def finding(kind: str, about: dict[str, Any], why: str | None) -> dict[str, Any]:
+    """One finding of ``kind`` about a statement, rule or trigger (``about``: what names it):
+    its check, what is wrong (with ``why``, the judge's reason, when it gave one) and the fix."""
+    check, wrong, fix = KINDS[kind]
+    found = {"check": check, "kind": kind, **about, "wrong": wrong, "fix": fix}
+    if why:
+        found["wrong"] = f"{wrong} ({why})"
+        found["why"] = why
+    return found
