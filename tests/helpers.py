@@ -173,3 +173,16 @@ def function_statistics(conn: psycopg.Connection[Any], dbname: str) -> dict[str,
         time.sleep(0.1)
     after.pop(marker)
     return after
+
+
+# the application's trigger that records the role each UPDATE of the jobs table ran as (in
+# public.ran_as: current_user, whether a superuser, the login); the test makes its owner
+RECORD_ROLE = (
+    "CREATE TABLE public.ran_as (who text, superuser boolean, login text);"
+    "GRANT INSERT ON public.ran_as TO PUBLIC;"
+    "CREATE FUNCTION public.record_role() RETURNS trigger LANGUAGE plpgsql AS $$"
+    "BEGIN INSERT INTO public.ran_as SELECT current_user, rolsuper, session_user"
+    " FROM pg_roles WHERE rolname = current_user; RETURN NEW; END $$;"
+    "CREATE TRIGGER zz_app_records BEFORE UPDATE ON jobs"
+    " FOR EACH ROW EXECUTE FUNCTION public.record_role()"
+)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from helpers import add_jobs
+from helpers import RECORD_ROLE, add_jobs
 from psycopg import conninfo, sql
 
 
@@ -29,16 +29,7 @@ def app_owned(dsn: str, roles: dict[str, str], run) -> Iterator[dict[str, str]]:
     with psycopg.connect(dsn, autocommit=True) as admin:
         for name in (app, reclaimer):
             admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
-        admin.execute(
-            "ALTER TABLE jobs ADD COLUMN kind text;"
-            "CREATE TABLE public.ran_as (who text, superuser boolean, login text);"
-            "GRANT INSERT ON public.ran_as TO PUBLIC;"
-            "CREATE FUNCTION public.record_role() RETURNS trigger LANGUAGE plpgsql AS $$"
-            "BEGIN INSERT INTO public.ran_as SELECT current_user, rolsuper, session_user"
-            " FROM pg_roles WHERE rolname = current_user; RETURN NEW; END $$;"
-            "CREATE TRIGGER zz_app_records BEFORE UPDATE ON jobs"
-            " FOR EACH ROW EXECUTE FUNCTION public.record_role()"
-        )
+        admin.execute("ALTER TABLE jobs ADD COLUMN kind text;" + RECORD_ROLE)
         owner = sql.Identifier(app)
         admin.execute(sql.SQL("ALTER FUNCTION public.record_role() OWNER TO {}").format(owner))
         admin.execute(sql.SQL("ALTER TABLE jobs OWNER TO {}").format(owner))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from helpers import add_jobs, grant_roles
+from helpers import RECORD_ROLE, add_jobs, grant_roles
 from psycopg import sql
 
 
@@ -26,15 +26,7 @@ def app_owned(dsn: str) -> Iterator[str]:
     role = sql.Identifier(name)
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
-        admin.execute(
-            "CREATE TABLE public.ran_as (who text, superuser boolean, login text);"
-            "GRANT INSERT ON public.ran_as TO PUBLIC;"
-            "CREATE FUNCTION public.record_role() RETURNS trigger LANGUAGE plpgsql AS $$"
-            "BEGIN INSERT INTO public.ran_as SELECT current_user, rolsuper, session_user"
-            " FROM pg_roles WHERE rolname = current_user; RETURN NEW; END $$;"
-            "CREATE TRIGGER zz_app_records BEFORE UPDATE ON jobs"
-            " FOR EACH ROW EXECUTE FUNCTION public.record_role()"
-        )
+        admin.execute(RECORD_ROLE)
         admin.execute(sql.SQL("ALTER FUNCTION public.record_role() OWNER TO {}").format(role))
         admin.execute(sql.SQL("ALTER TABLE jobs OWNER TO {}").format(role))
     yield name
