@@ -1,71 +1,69 @@
-"""The parts of click and typer that jobctl needs and typer does not export: typer (since
-0.26) vendors click as ``typer._click``, a private module, and keeps its shells' completion
-classes and its PATH type in private or internal modules. They are imported here and nowhere else
-(``tests/unit/test_layers.py``), with typer's versions pinned in pyproject.toml, and what
-jobctl relies on of each is tested (``tests/unit/test_click_api.py``): a new typer that moves
-them fails there, in one place.
+"""What jobctl builds on of typer's command line, through typer's public API alone: the names
+``typer`` exports, ``typer.main.get_command`` (the click command of an app, in typer's "Using
+Click" tutorial) and ``typer.core.TyperGroup`` (a ``Typer``'s documented ``cls=``). Since 0.26
+typer vendors click as ``typer._click``, a private module, so click's own names (its
+exceptions, ``ParameterSource``, ``CompletionItem``, the shells' completion classes) are not
+imported, here or anywhere (``tests/unit/test_layers.py``); what jobctl needs of them it reads
+from the objects typer hands it, by the attributes click documents, and that is tested
+(``tests/unit/test_click_api.py``) on every typer the pin allows.
 
-``lazy_group`` is the one thing here that is jobctl's own: typer turns every registered
-command into a click command (reading each signature's annotations) before it parses the
-first argument; the lazy group builds only the command that runs (``--help`` and completion
-still list them all, in order)."""
+``LazyGroup`` is jobctl's own: a group whose commands are built on first use (typer would
+turn every command into a click command, reading each signature's annotations, before it
+parses the first argument); ``--help`` and completion still list them all, in order."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, ClassVar, TypeAlias
 
 import typer
-from typer._click.core import Command, Context, ParameterSource
-from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
-from typer._click.formatting import HelpFormatter
-from typer._click.shell_completion import (
-    CompletionItem,
-    _resolve_context,
-    _resolve_incomplete,
-    add_completion_class,
-    split_arg_string,
-)
-from typer._completion_classes import BashComplete, FishComplete, ZshComplete
-from typer.models import OptionInfo  # what typer.Option makes (typed Any, as a default)
-from typer.models import TyperPath as PathType  # typer's PATH parameter type
+import typer.core
+import typer.main
 
-# what a shell's completion is about: the command and its parameter (or command) at the cursor
-resolve_context, resolve_incomplete = _resolve_context, _resolve_incomplete
+# every error click raises for the person at the keyboard (usage, a bad or missing value)
+# derives from typer's public TyperException: its message and exit code
+ClickException = typer.TyperException
+Context = typer.Context
+OptionInfo: TypeAlias = Any  # what typer.Option makes (typer types it Any, as a default)
 
 __all__ = [
-    "BashComplete",
     "ClickException",
-    "CompletionItem",
-    "FishComplete",
+    "Context",
     "LazyGroup",
-    "MissingParameter",
-    "NoArgsIsHelpError",
     "OptionInfo",
-    "ParameterSource",
-    "PathType",
-    "ZshComplete",
-    "add_completion_class",
+    "given",
     "lazy_group",
-    "resolve_context",
-    "resolve_incomplete",
-    "split_arg_string",
+    "missing",
 ]
 
 
-class _Commands(MutableMapping[str, Command]):
-    """A group's commands by name, in registration order, each built when first looked up."""
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` came from the command line (not a default or the
+    environment): ``Context.get_parameter_source``, its enum read by name."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
-    def __init__(self, builders: dict[str, Callable[[], Command]]) -> None:
-        self._builders = builders
-        self._built: dict[str, Command] = {}
 
-    def __getitem__(self, name: str) -> Command:
+def missing(exc: BaseException) -> bool:
+    """Whether ``exc`` says a required argument or option was not given: click's
+    ``MissingParameter``, a ``typer.BadParameter`` whose message says so ("Missing argument
+    'ID...'.", "Missing option '--reason'."), the one typer does not export."""
+    return isinstance(exc, typer.BadParameter) and exc.format_message().startswith("Missing ")
+
+
+class _Commands(MutableMapping[str, Any]):
+    """A group's commands by name, in the table's order, each built when first looked up."""
+
+    def __init__(self, builders: Mapping[str, Callable[[], Any]]) -> None:
+        self._builders = dict(builders)
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
         if name not in self._built:
             self._built[name] = self._builders[name]()  # KeyError: not a command
         return self._built[name]
 
-    def __setitem__(self, name: str, command: Command) -> None:
+    def __setitem__(self, name: str, command: Any) -> None:
         self._builders.setdefault(name, lambda: command)
         self._built[name] = command
 
@@ -81,13 +79,21 @@ class _Commands(MutableMapping[str, Command]):
 
 
 class LazyGroup(typer.core.TyperGroup):
-    """typer's group, listing its commands by name without building them, and in its help
-    under their panels."""
+    """typer's group (a ``Typer``'s ``cls=``) whose commands are ``builders``' (a subclass
+    sets them: name to a function that returns the click command, typically
+    ``typer.main.get_command`` of a one-command app), each built when first looked up;
+    listed by name without building them, and in ``--help`` under their panels."""
 
-    def list_commands(self, ctx: Context) -> list[str]:
+    builders: ClassVar[Mapping[str, Callable[[], Any]]] = {}
+
+    def __init__(self, **attrs: Any) -> None:
+        attrs["commands"] = _Commands(self.builders)  # typer registered none on the app
+        super().__init__(**attrs)
+
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
         """The commands under the heading of their panel (typer's ``rich_help_panel=``, which
         typer's plain help leaves out), the panels in the order of their first command, a
         command without one under "Commands"; one column of names across the headings, and
@@ -104,40 +110,15 @@ class LazyGroup(typer.core.TyperGroup):
         panels: dict[str, list[tuple[str, str]]] = {}
         for name, command in listed:
             panel = getattr(command, "rich_help_panel", None) or "Commands"
-            row = (name.ljust(widest), command.get_short_help_str(limit))
+            summary = command.get_short_help_str(limit)
+            row = (name.ljust(widest) if summary else name, summary)
             panels.setdefault(panel, []).append(row)
         for panel, rows in panels.items():
             with formatter.section(panel):
                 formatter.write_dl(rows)
 
 
-def lazy_group(app: typer.Typer) -> typer.core.TyperGroup:
-    """``app`` as a click group whose commands (and sub-apps) are built on first use."""
-    commands, groups = app.registered_commands, app.registered_groups
-    short, markup = app.pretty_exceptions_short, app.rich_markup_mode
-    builders: dict[str, Callable[[], Command]] = {}
-    for info in commands:
-        assert info.callback is not None
-        name = info.name or typer.main.get_command_name(info.callback.__name__)
-        builders[name] = functools.partial(
-            typer.main.get_command_from_info,
-            info,
-            pretty_exceptions_short=short,
-            rich_markup_mode=markup,
-        )
-    for sub in groups:
-        assert sub.name, "every sub-app is named"
-        builders[sub.name] = functools.partial(
-            typer.main.get_group_from_info,
-            sub,
-            pretty_exceptions_short=short,
-            rich_markup_mode=markup,
-            suggest_commands=app.suggest_commands,
-        )
-    app.registered_commands, app.registered_groups = [], []
-    try:  # the group itself: its callback's options, built by typer as ever
-        group = typer.main.get_group(app)
-    finally:
-        app.registered_commands, app.registered_groups = commands, groups
-    group.commands = _Commands(builders)
-    return group
+def lazy_group(app: typer.Typer) -> Any:
+    """``app`` as its click group (``typer.main.get_command``): with a ``LazyGroup`` for its
+    ``cls``, no command is built until it is looked up."""
+    return typer.main.get_command(app)

@@ -18,7 +18,13 @@ Enter). Here, two rules (see docs/commands.md, "jobctl completion SHELL"):
   line, and quote it themselves on insertion (zsh's ``compadd`` without ``-Q``, fish's
   completions); their scripts read the lines into an array and never ``eval`` them.
 
-Only these three shells are registered: jobctl ships no PowerShell completion.
+Only these three shells are served: jobctl ships no PowerShell completion.
+
+The protocol is jobctl's own (``respond``, from ``cli/main`` when ``_JOBCTL_COMPLETE`` is set:
+``source_SHELL`` prints the script, ``complete_SHELL`` the candidates), on typer's public API
+only: the command at the cursor is found by parsing the words as click would with
+``resilient_parsing`` (``resolve``), and its parameter (or command) at the cursor offers its
+candidates (``shell_complete``: the ``autocompletion=`` of jobctl's options, or the commands).
 
 What a TAB asks the database (job ids, workers) has one deadline, ``DEADLINE_S`` for all of
 it in the process (``ask``): a read not done by then is left to a daemon thread and gives no
@@ -28,25 +34,18 @@ its exit never waits on a read left behind (a server that accepts and never answ
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from jobctl.cli.click_api import (
-    BashComplete,
-    CompletionItem,
-    FishComplete,
-    PathType,
-    ZshComplete,
-    add_completion_class,
-    resolve_context,
-    resolve_incomplete,
-    split_arg_string,
-)
+import typer.core
+
 from jobctl.contract import safe_text
 
 T = TypeVar("T")
@@ -91,6 +90,15 @@ def finish(text: str) -> str:
     os._exit(0)
 
 
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One candidate: the value the shell inserts, and its help (what a parameter's
+    ``shell_complete`` gives: click's completion items, read by their ``value`` and ``help``)."""
+
+    value: str
+    help: str | None = None
+
+
 # what bash leaves alone in a word: anything else is escaped with a backslash (ASCII only:
 # no character above U+007F is special to bash)
 _BASH_SPECIAL = re.compile(r"[^A-Za-z0-9_@%+=:,./\-\u0080-\U0010ffff]")
@@ -110,14 +118,14 @@ def bash_word(value: str) -> str:
     return _BASH_SPECIAL.sub(lambda m: "\\" + m.group(), value)
 
 
-def description(item: CompletionItem) -> str:
+def description(item: Candidate) -> str:
     """A candidate's help on one line, nothing a terminal would obey ('' if none)."""
     if not item.help:
         return ""
     return safe_text.visible(" ".join(str(item.help).split()))
 
 
-def paths(incomplete: str, *, dirs_only: bool = False) -> list[CompletionItem]:
+def paths(incomplete: str, *, dirs_only: bool = False) -> list[Candidate]:
     """The files (or folders) whose path starts with ``incomplete``, a folder with a ``/``:
     what a PATH option completes (listed here, so no script falls back to files where no
     file applies). Hidden ones only when ``incomplete``'s last part starts with a dot."""
@@ -137,22 +145,112 @@ def paths(incomplete: str, *, dirs_only: bool = False) -> list[CompletionItem]:
         if dirs_only and not is_dir:
             continue
         value = (f"{folder}/" if folder or incomplete.startswith("/") else "") + name
-        found.append(CompletionItem(value + ("/" if is_dir else "")))
+        found.append(Candidate(value + ("/" if is_dir else "")))
     return found
 
 
-def candidates(shell: Any, args: list[str], incomplete: str) -> list[CompletionItem]:
-    """What the parameter (or command) at the cursor offers, as click finds it (``--opt=value``
-    included: click splits it), a PATH option's files listed here (typer's offer none), and
+_SENTINEL = "\x00"  # a word no one types: what follows the words, to see where they stop
+PATH_METAVARS = {"FILE": False, "PATH": False, "DIR": True}  # a path option's: dirs only?
+
+
+def split_words(line: str) -> list[str]:
+    """A command line's words as a shell splits them; an unclosed quote or a trailing
+    backslash ends the last word as it is (the cursor may be inside a quote)."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    words: list[str] = []
+    try:
+        words.extend(lexer)
+    except ValueError:  # no closing quotation, or no escaped character
+        words.append(lexer.token)
+    return words
+
+
+def resolve(root: Any, args: list[str], obj: object) -> Any:
+    """The context of the command the words ``args`` (after ``jobctl``) reach, parsed as
+    click parses them but forgiving (``resilient_parsing``: no callbacks, no errors). A
+    group's subcommand is the word after its options: parsed with a word no one types after
+    the words, the group's leftover arguments end with it, and the word before them is the
+    subcommand's name (none left: no subcommand typed yet)."""
+    ctx = None
+    command, name, words = root, "jobctl", list(args)
+    while True:
+        settings: dict[str, Any] = {"resilient_parsing": True}
+        if ctx is None:
+            settings["obj"] = obj
+        if not isinstance(command, typer.core.TyperGroup):
+            return command.make_context(name, words, parent=ctx, **settings)
+        probe = [*words, _SENTINEL]
+        parsed = command.make_context(name, probe, parent=ctx, **settings)
+        rest = list(parsed.args)
+        sub = probe[len(probe) - len(rest) - 1] if rest else None
+        found = command.get_command(parsed, sub) if sub is not None else None
+        if sub is None or found is None:
+            return command.make_context(name, words, parent=ctx, **settings)
+        ctx, command, name, words = parsed, found, sub, rest[:-1]
+
+
+def _option_awaits_value(ctx: Any, args: list[str], param: Any) -> bool:
+    """Whether option ``param`` is the one the last words name, still without its value."""
+    if param.param_type_name != "option" or param.is_flag or param.count:
+        return False
+    for index, word in enumerate(reversed(args)):
+        if index + 1 > param.nargs:
+            return False
+        if word.startswith("-"):
+            return word in param.opts
+    return False
+
+
+def _argument_awaits_value(ctx: Any, param: Any) -> bool:
+    """Whether argument ``param`` can still take a value."""
+    if param.param_type_name != "argument" or param.name is None:
+        return False
+    value = ctx.params.get(param.name)
+    source = ctx.get_parameter_source(param.name)
+    return (
+        param.nargs == -1
+        or source is None
+        or source.name != "COMMANDLINE"
+        or (param.nargs > 1 and isinstance(value, tuple | list) and len(value) < param.nargs)
+    )
+
+
+def at_cursor(ctx: Any, args: list[str], incomplete: str) -> tuple[Any, str]:
+    """What completes ``incomplete``: an option's name (the command), an option's value (the
+    option; ``--opt=value`` split), an argument's value (the first that takes one), or a
+    subcommand's name (the group); and the text it completes."""
+    args = list(args)
+    if incomplete == "=":
+        incomplete = ""
+    elif "=" in incomplete and incomplete.startswith("-"):
+        name, _, incomplete = incomplete.partition("=")
+        args.append(name)
+    if "--" not in args and incomplete.startswith("-"):
+        return ctx.command, incomplete
+    params = ctx.command.get_params(ctx)
+    for param in params:
+        if _option_awaits_value(ctx, args, param):
+            return param, incomplete
+    for param in params:
+        if _argument_awaits_value(ctx, param):
+            return param, incomplete
+    return ctx.command, incomplete
+
+
+def candidates(root: Any, args: list[str], incomplete: str, obj: object) -> list[Candidate]:
+    """What the parameter (or command) at the cursor offers (``--opt=value`` included), a
+    path option's files listed here (its metavar FILE, PATH or DIR: typer offers none), and
     then only those ``offered`` allows."""
-    ctx = resolve_context(shell.cli, shell.ctx_args, shell.prog_name, args)
-    where, value = resolve_incomplete(ctx, args, incomplete)
-    kind = getattr(where, "type", None)
-    if isinstance(kind, PathType):
-        items = paths(value, dirs_only=bool(kind.dir_okay and not kind.file_okay))
+    ctx = resolve(root, args, obj)
+    where, value = at_cursor(ctx, args, incomplete)
+    metavar = getattr(where, "metavar", None) if where is not ctx.command else None
+    if metavar in PATH_METAVARS:
+        items = paths(value, dirs_only=PATH_METAVARS[metavar])
     else:
-        items = where.shell_complete(ctx, value)
-    return [item for item in items if offered(str(item.value))]
+        items = [Candidate(str(i.value), i.help) for i in where.shell_complete(ctx, value)]
+    return [item for item in items if offered(item.value)]
 
 
 def _is_option_value(word: str) -> bool:
@@ -198,7 +296,40 @@ def bash_words(words: list[str], current: int) -> tuple[list[str], str, str]:
     return joined[1:at], incomplete, prefix
 
 
-class Bash(BashComplete):
+class _Shell:
+    """A shell's side of the protocol: its script (``source_template``, %-formatted as click
+    formats its own), the words its script sends (``_TYPER_COMPLETE_ARGS``: the line up to
+    the cursor), and one line per candidate."""
+
+    source_template = ""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+
+    def source(self) -> str:
+        return self.source_template % {
+            "complete_func": "_jobctl_completion",
+            "autocomplete_var": "_JOBCTL_COMPLETE",
+            "prog_name": "jobctl",
+        }
+
+    def words(self) -> tuple[list[str], str]:
+        """(the complete words after ``jobctl``, the word at the cursor)."""
+        line = self.environ.get("_TYPER_COMPLETE_ARGS", "")
+        args = split_words(line)[1:]
+        if args and not line.endswith(" "):
+            return args[:-1], args[-1]
+        return args, ""
+
+    def line(self, item: Candidate) -> str:
+        raise NotImplementedError
+
+    def complete(self, root: Any, obj: object) -> str:
+        args, incomplete = self.words()
+        return finish("\n".join(self.line(i) for i in candidates(root, args, incomplete, obj)))
+
+
+class Bash(_Shell):
     """bash: one escaped word per line, read with ``mapfile`` (no word splitting, no globs)."""
 
     source_template = """\
@@ -223,22 +354,16 @@ complete -F %(complete_func)s %(prog_name)s
 
     prefix = ""
 
-    def get_completion_args(self) -> tuple[list[str], str]:
-        words = split_arg_string(os.environ["COMP_WORDS"])
-        args, incomplete, self.prefix = bash_words(words, int(os.environ["COMP_CWORD"]))
+    def words(self) -> tuple[list[str], str]:
+        words = split_words(self.environ["COMP_WORDS"])
+        args, incomplete, self.prefix = bash_words(words, int(self.environ["COMP_CWORD"]))
         return args, incomplete
 
-    def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
-        return candidates(self, args, incomplete)
-
-    def format_completion(self, item: CompletionItem) -> str:
-        return self.prefix + bash_word(str(item.value))
-
-    def complete(self) -> str:
-        return finish(super().complete())
+    def line(self, item: Candidate) -> str:
+        return self.prefix + bash_word(item.value)
 
 
-class Zsh(ZshComplete):
+class Zsh(_Shell):
     """zsh: raw candidates, a tab, their description; ``compadd`` quotes them on insertion."""
 
     source_template = """\
@@ -280,21 +405,12 @@ if [[ ${funcstack[1]} == _%(prog_name)s ]]; then
 fi
 """
 
-    def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
-        return candidates(self, args, incomplete)
-
-    def format_completion(self, item: CompletionItem) -> str:
+    def line(self, item: Candidate) -> str:
         help_text = description(item)
-        value = str(item.value)
-        return f"{value}\t{help_text}" if help_text else value
-
-    def complete(self) -> str:
-        args, incomplete = self.get_completion_args()
-        found = self.get_completions(args, incomplete)
-        return finish("\n".join(self.format_completion(i) for i in found))
+        return f"{item.value}\t{help_text}" if help_text else item.value
 
 
-class Fish(FishComplete):
+class Fish(_Shell):
     """fish: raw candidates, a tab, their description (fish escapes each candidate itself
     when it inserts it, and never expands a command substitution's output). Its script has
     no condition: nothing applies, nothing is offered (typer's fell back to files); a
@@ -310,31 +426,36 @@ complete --command %(prog_name)s --no-files --arguments \\
 
     prefix = ""
 
-    def get_completions(self, args: list[str], incomplete: str) -> list[CompletionItem]:
+    def words(self) -> tuple[list[str], str]:
+        args, incomplete = super().words()
         self.prefix = option_prefix(incomplete)
-        return candidates(self, args, incomplete)
+        return args, incomplete
 
-    def format_completion(self, item: CompletionItem) -> str:
+    def line(self, item: Candidate) -> str:
         help_text = description(item)
-        value = self.prefix + str(item.value)
+        value = self.prefix + item.value
         return f"{value}\t{help_text}" if help_text else value
-
-    def complete(self) -> str:
-        return finish(super().complete())
 
 
 SHELLS: dict[str, type[Bash | Zsh | Fish]] = {"bash": Bash, "zsh": Zsh, "fish": Fish}
 
 
-def script(shell: str, command: Any) -> str:
-    """``shell``'s completion script for ``command`` (the app's click command): what
-    ``jobctl completion SHELL`` prints, byte for byte ``_JOBCTL_COMPLETE=source_SHELL``'s."""
-    made = SHELLS[shell](command, {}, "jobctl", "_JOBCTL_COMPLETE")
-    return str(made.source()) + "\n"
+def script(shell: str) -> str:
+    """``shell``'s completion script: what ``jobctl completion SHELL`` prints, byte for byte
+    ``_JOBCTL_COMPLETE=source_SHELL``'s."""
+    return SHELLS[shell]({}).source() + "\n"
 
 
-def register() -> None:
-    """Make ``_JOBCTL_COMPLETE=source_SHELL`` and ``complete_SHELL`` use these classes."""
-    add_completion_class(Bash, "bash")
-    add_completion_class(Zsh, "zsh")
-    add_completion_class(Fish, "fish")
+def respond(root: Any, environ: Mapping[str, str], *, obj: object) -> int:
+    """``_JOBCTL_COMPLETE``'s answer: ``source_SHELL`` the script, ``complete_SHELL`` the
+    candidates at the cursor of the words the script sent, for ``root`` (the app's group;
+    ``obj``, the invocation the commands' completions read)."""
+    instruction, _, shell = environ.get("_JOBCTL_COMPLETE", "").partition("_")
+    if shell not in SHELLS or instruction not in ("source", "complete"):
+        print(f"jobctl: no completion for {environ.get('_JOBCTL_COMPLETE')!r}", file=sys.stderr)
+        return 1
+    made = SHELLS[shell](environ)
+    text = made.source() if instruction == "source" else made.complete(root, obj)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    return 0

@@ -6,26 +6,77 @@ modules (psycopg, tabulate, rich's renderers) are imported inside the commands, 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
-from collections.abc import Mapping
-from typing import Annotated
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
 import typer
 
 from jobctl import __version__, db, errors
-from jobctl.cli import bundles, commands, context, terminal
+from jobctl.cli import bundles, click_api, commands, context, terminal
 from jobctl.cli import options as opt
-from jobctl.cli.click_api import LazyGroup
 from jobctl.render import output
+
+
+# ---------------------------------------------------------------- the commands
+def _built(name: str, listed: commands.Command | commands.Group) -> Any:
+    """The click command typer makes of the table's ``listed`` (a group: of its commands),
+    through its public API: a one-command app, its function imported from its module (its
+    module's heavy imports stay inside the function), its bundles of options expanded
+    (``cli/bundles``), listed under its panel (typer's ``rich_help_panel``)."""
+    panel = listed.panel or None  # the heading of jobctl --help it is listed under
+    one = _typer()
+    if isinstance(listed, commands.Group):  # an app of one group: the group, as typer adds it
+        group = _typer(help=listed.help)
+        group.callback(invoke_without_command=True)(_group_help)
+        for sub, entry in listed.commands.items():
+            _add(group, sub, entry, None)
+        one.add_typer(group, name=name, rich_help_panel=panel)
+        return typer.main.get_command(one).get_command(None, name)  # type: ignore[attr-defined]
+    _add(one, name, listed, panel)
+    return typer.main.get_command(one)
+
+
+def _typer(**settings: Any) -> typer.Typer:
+    return typer.Typer(
+        add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False, **settings
+    )
+
+
+def _add(on: typer.Typer, name: str, listed: commands.Command, panel: str | None) -> None:
+    function = getattr(importlib.import_module(listed.module), listed.function)
+    on.command(name, short_help=listed.summary, rich_help_panel=panel)(bundles.expanded(function))
+
+
+def _group_help(ctx: typer.Context) -> None:
+    """A group named alone (``jobctl schema``): its help, as help."""
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        print(ctx.get_help())
+        raise typer.Exit()
+
+
+def _builders(
+    table: Mapping[str, commands.Command | commands.Group],
+) -> dict[str, Callable[[], Any]]:
+    return {name: functools.partial(_built, name, listed) for name, listed in table.items()}
+
+
+class Commands(click_api.LazyGroup):
+    """jobctl's group: the command table's commands (``cli/commands``), in its order, each
+    built when it runs or is listed."""
+
+    builders = _builders(commands.COMMANDS)
+
 
 app = typer.Typer(
     name="jobctl",
     help="Triage stuck jobs in a PostgreSQL job queue: find expired leases, reclaim them "
     "(dry run first), and requeue or fail jobs by hand, every write fenced by attempt_token.",
-    cls=LazyGroup,
-    no_args_is_help=True,
+    cls=Commands,
+    invoke_without_command=True,  # bare jobctl: its help (main_options), as help
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     add_completion=False,
@@ -60,16 +111,20 @@ def main_options(
 ) -> None:
     """jobctl: stuck-job triage for PostgreSQL job queues."""
     from jobctl import targets
-    from jobctl.cli.click_api import ParameterSource
 
     run = context.invocation(ctx)
     run.debug, run.raw_dsn = debug, dsn
     if ctx.resilient_parsing:
         return
+    if ctx.invoked_subcommand is None:  # bare jobctl: the help; options and no command: usage
+        if any(click_api.given(ctx, name) for name in ctx.params):
+            ctx.fail("Missing command.")
+        print(ctx.get_help())
+        raise typer.Exit()
     given = {
         name: ctx.params[name]
         for name in ("table", "statement_timeout", "lock_timeout", "actor")
-        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        if click_api.given(ctx, name)
     }
     run.address = targets.address(
         # JOBCTL_TARGET is the default of --target only: --dsn or --all-targets override it;
@@ -94,62 +149,30 @@ def main_options(
     )
 
 
-# ---------------------------------------------------------------- the commands
-def _register(on: typer.Typer, table: Mapping[str, commands.Command | commands.Group]) -> None:
-    """The commands of ``table`` (``cli/commands``) on ``on``, in its order, each under its
-    panel (typer's ``rich_help_panel``, which ``LazyGroup`` lists as a heading): each function
-    imported from its module (its module's heavy imports stay inside the function), its
-    bundles of options expanded (``cli/bundles``)."""
-    for name, listed in table.items():
-        panel = listed.panel or None  # the heading of jobctl --help it is listed under
-        if isinstance(listed, commands.Group):
-            sub = typer.Typer(help=listed.help, no_args_is_help=True, rich_markup_mode=None)
-            _register(sub, listed.commands)
-            on.add_typer(sub, name=name, rich_help_panel=panel)
-            continue
-        function = getattr(importlib.import_module(listed.module), listed.function)
-        on.command(name, short_help=listed.summary, rich_help_panel=panel)(
-            bundles.expanded(function)
-        )
-
-
-_register(app, commands.COMMANDS)
-
-
 # ---------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run jobctl; every failure becomes one line on stderr and an exit code."""
-    from jobctl.cli.click_api import (
-        ClickException,
-        MissingParameter,
-        NoArgsIsHelpError,
-        lazy_group,
-    )
-
-    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion: registered late (startup time)
+    run = context.Invocation()
+    if "_JOBCTL_COMPLETE" in os.environ:  # shell completion (cli/completion): its own protocol
         from jobctl.cli import completion
 
-        completion.register()
-    run = context.Invocation()
+        return completion.respond(click_api.lazy_group(app), os.environ, obj=run)
     try:
-        group = lazy_group(app)  # builds only the command that runs
+        group = click_api.lazy_group(app)  # builds only the command that runs
         result = group.main(args=argv, prog_name="jobctl", standalone_mode=False, obj=run)
         return result if isinstance(result, int) else 0
-    except NoArgsIsHelpError as exc:  # bare jobctl (or jobctl schema): the help, as help
-        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
-        return 0
     except errors.Cancelled as exc:  # no or Ctrl-C at a prompt: not an error
         print(f"jobctl: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except errors.JobctlError as exc:
         _fail(run, exc, exc.message)
         return exc.exit_code
-    except MissingParameter as exc:  # one line still, saying how the command is used
-        usage = exc.ctx.get_usage().replace("Usage: ", "usage: ") if exc.ctx else ""
-        _fail(run, exc, f"{exc.format_message()} {usage}".strip())
-        return exc.exit_code
-    except ClickException as exc:
-        _fail(run, exc, exc.format_message())
+    except typer.TyperException as exc:  # click's usage errors, a bad or missing value
+        message = exc.format_message()
+        if click_api.missing(exc) and isinstance(exc, typer.BadParameter) and exc.ctx:
+            usage = exc.ctx.get_usage().replace("Usage: ", "usage: ")  # one line still, saying
+            message = f"{message} {usage}"  # how the command is used
+        _fail(run, exc, message)
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         print("jobctl: interrupted; what was not committed was rolled back", file=sys.stderr)

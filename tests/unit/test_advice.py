@@ -25,7 +25,7 @@ import typer
 
 from jobctl.cli import context
 from jobctl.cli import main as cli
-from jobctl.cli.click_api import ClickException, MissingParameter, lazy_group
+from jobctl.cli.click_api import ClickException, lazy_group, missing
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = lazy_group(cli.app)
@@ -199,9 +199,9 @@ def parse(line: str) -> None:
             return  # a group named alone ("jobctl schema"): its help
         try:
             ctx = found.make_context(name, list(rest), parent=ctx)
-        except MissingParameter:
-            return  # a command named without its ids ("jobctl history"), not a line to run
         except ClickException as exc:
+            if missing(exc):
+                return  # a command named without its ids ("jobctl history"), not a line to run
             if "requires an argument" in exc.format_message() and not rest[-1:] == ["--"]:
                 if rest and rest[-1].startswith("-"):
                     return  # an option named, its value in the sentence ("--reason ...")

@@ -43,7 +43,7 @@ def listed() -> list[tuple[str, commands.Command]]:
 
 def test_the_app_holds_the_tables_commands_in_its_order():
     group = typer.main.get_command(cli.app)
-    assert set(group.commands) == set(commands.COMMANDS)  # type: ignore[attr-defined]
+    assert list(group.commands) == list(commands.COMMANDS)  # type: ignore[attr-defined]
     for name, entry in commands.COMMANDS.items():
         if isinstance(entry, commands.Group):
             assert list(built(name).commands) == list(entry.commands)  # type: ignore[attr-defined]

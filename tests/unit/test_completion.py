@@ -14,7 +14,6 @@ import time
 import pytest
 
 from jobctl.cli import completion
-from jobctl.cli.click_api import CompletionItem
 
 HOSTILE = [
     "web-3\\$(touch /tmp/pwned)",
@@ -54,9 +53,9 @@ def test_printable_values_are_offered(value):
 
 
 def test_a_description_is_one_line_with_nothing_a_terminal_obeys():
-    item = CompletionItem("--x", help="Rows per\ntransaction \x1b[2J (1-10000).")
+    item = completion.Candidate("--x", help="Rows per\ntransaction \x1b[2J (1-10000).")
     assert completion.description(item) == "Rows per transaction \\x1b[2J (1-10000)."
-    assert completion.description(CompletionItem("x")) == ""
+    assert completion.description(completion.Candidate("x")) == ""
 
 
 @pytest.mark.parametrize(

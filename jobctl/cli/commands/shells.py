@@ -31,4 +31,4 @@ def completion_command(
     """
     from jobctl.cli import completion
 
-    sys.stdout.write(completion.script(shell.value, ctx.find_root().command))
+    sys.stdout.write(completion.script(shell.value))
