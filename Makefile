@@ -19,6 +19,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jobctl tests
+	$(VENV)/bin/ruff format --check jobctl tests
 	$(VENV)/bin/mypy
 
 venv: $(STAMP)
