@@ -58,6 +58,7 @@ def jobctl_0_1_0(cache: Path) -> Path:
 def old(binary: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "JOBCTL_DSN": dsn, "NO_COLOR": "1"}
     env.pop("JOBCTL_TABLE", None)
+    env.pop("PYTHONPATH", None)  # the old venv's own jobctl, not a checkout's on the path
     return subprocess.run(
         [str(binary), *args], capture_output=True, text=True, env=env, check=False, timeout=120
     )
