@@ -130,8 +130,9 @@ def pause_labels(pauses: list[Row]) -> list[Row]:
     """The table's pauses (``ops.pause.waiting``: the table's, whatever slice the figures
     count) as series: each its dimension, its value cut past LABEL_CHARS characters with a
     note (an operator may pause a 30 MB kind; every scrape would carry it), how long it has
-    been on and the queued jobs it holds back. Values that meet under one cut label are one
-    series (the longest pause, their waiting jobs summed), never two. Pure."""
+    been on, the queued jobs it holds back and its claims since (None: not seen). Values
+    that meet under one cut label are one series (the longest pause, their waiting jobs and
+    claims summed), never two. Pure."""
     kept: dict[tuple[str, str], Row] = {}
     for p in pauses:
         value = str(p["value"])
@@ -140,10 +141,20 @@ def pause_labels(pauses: list[Row]) -> list[Row]:
             value = f"{head}… ({len(p['value'].encode()) - len(head.encode())} more bytes)"
         row = kept.setdefault(
             (p["dimension"], value),
-            {"dimension": p["dimension"], "value": value, "paused_s": 0.0, "waiting": 0},
+            {
+                "dimension": p["dimension"],
+                "value": value,
+                "paused_s": 0.0,
+                "waiting": 0,
+                "claims_since": 0,
+            },
         )
         row["paused_s"] = max(row["paused_s"], float(p["paused_s"] or 0.0))
         row["waiting"] += int(p["waiting"])
+        # the claims since the pause (claims_since_pause); None where the history keeps none
+        # of the ended attempts: not seen, no series
+        since, summed = p.get("claims_since"), row["claims_since"]
+        row["claims_since"] = None if since is None or summed is None else summed + int(since)
     return list(kept.values())
 
 

@@ -16,16 +16,25 @@ import dataclasses
 import time
 
 import psycopg
+from psycopg import sql
 
 from jobctl import errors, lease
 from jobctl.contract.shapes import Row
 from jobctl.db.session import Session
 from jobctl.ops import kind_policy
+from jobctl.schema import history
 
 # what the refusal of another role says (a pause stops every worker's claim of the kind)
 RECORDED = "pauses (a pause stops every worker's claim of the kind)"
 
 DIMENSIONS = ("kind", "queue")
+# which claims of a paused kind since its pause the database holds, by the history's mode
+# (``claims_seen``): every one (late, exact record each ended attempt), all but those that
+# completed (transitions records only the attempts that did not), or only those running now
+# (audit records no worker attempt; nor does a table without the history): then
+# ``claims_since`` is None, unknown
+SEEN = {"late": "all", "exact": "all", "transitions": "not_completed"}
+RUNNING_ONLY = "running"
 SETTLE_S = 0.1  # beyond lease.PAUSES_READ_EVERY: a clock tick, a scheduler's delay
 
 
@@ -88,15 +97,10 @@ def resume(s: Session, dimension: str, value: str, *, reason: str | None) -> Out
 
 
 def listed(s: Session) -> list[Row]:
-    """The table's pauses now (none before history 010), in the caller's transaction or a
-    read-only one of its own: what the views read (stuck, summary, top, report, metrics)."""
-    if not s.table.pauses:
-        return []
-    params = {"job_table": s.table.qualified}
-    if s.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return s.rows("pause_list", params)
-    with s.transaction(read_only=True):
-        return s.rows("pause_list", params)
+    """The table's pauses now (none before history 010), as ``pause --list`` shows them: the
+    rows every view reads (``waiting``: the queued jobs each holds back, its claims since),
+    by kind or queue and value."""
+    return sorted(waiting(s), key=lambda p: (p["dimension"], p["value"]))
 
 
 def waiting(s: Session) -> list[Row]:
@@ -106,6 +110,27 @@ def waiting(s: Session) -> list[Row]:
     if not s.table.pauses:
         return []
     if s.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return s.rows("pause_waiting")
+        return _waiting(s)
     with s.transaction(read_only=True):
-        return s.rows("pause_waiting")
+        return _waiting(s)
+
+
+def claims_seen(s: Session) -> str:
+    """Which claims of a paused kind the database holds (SEEN): by the mode of the history's
+    trigger on the table, when it is enabled and this role reads the history."""
+    if not s.table.history:
+        return RUNNING_ONLY
+    state = history.table_state(s.conn, s.table.oid)
+    if not state.enabled or state.mode is None:
+        return RUNNING_ONLY
+    return SEEN.get(state.mode, RUNNING_ONLY)
+
+
+def _waiting(s: Session) -> list[Row]:
+    """The block pause_waiting, each pause with its claims since (the block
+    claims_since_pause, its recorded attempts left out where the history keeps none)."""
+    seen = claims_seen(s)
+    recorded: dict[str, sql.Composable] = {}
+    if seen == RUNNING_ONLY:
+        recorded["claims_recorded_since_pause"] = sql.SQL("NULL::pg_catalog.int8")
+    return [row | {"claims_seen": seen} for row in s.rows("pause_waiting", {}, **recorded)]

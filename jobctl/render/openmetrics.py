@@ -153,7 +153,12 @@ def _pause_families(figures: Row, t: str) -> list[Family]:
     labels = [
         f'{t},dimension="{_label(p["dimension"])}",value="{_label(p["value"])}"' for p in pauses
     ]
-    return [
+    claims = [
+        (lab, int(p["claims_since"]))
+        for lab, p in zip(labels, pauses, strict=True)
+        if p.get("claims_since") is not None
+    ]
+    families: list[Family] = [
         (
             "jobctl_pause_seconds",
             "gauge",
@@ -167,7 +172,16 @@ def _pause_families(figures: Row, t: str) -> list[Family]:
             "Queued jobs a pause holds back: their kind or queue is paused (jobctl pause).",
             [(lab, int(p["waiting"])) for lab, p in zip(labels, pauses, strict=True)],
         ),
+        (
+            "jobctl_pause_claims",
+            "gauge",
+            "Claims of a paused kind or queue since its pause (running, and ended attempts the "
+            "history records; no series where it records none, --history audit): workers that "
+            "do not read pauses.",
+            claims,
+        ),
     ]
+    return families if claims else families[:2]
 
 
 def _settings_families(figures: Row, t: str) -> list[Family]:

@@ -134,7 +134,19 @@ REVIEW_COLUMNS = [
     "last_error",
 ]
 # a pause of a kind or queue (jobctl pause --list; the rows of ops/pause.listed)
-PAUSE_COLUMNS = ["dimension", "value", "reason", "actor", "db_role", "paused_at", "paused_s"]
+PAUSE_COLUMNS = [
+    "dimension",
+    "value",
+    "reason",
+    "actor",
+    "db_role",
+    "paused_at",
+    "paused_s",
+    "waiting",
+    "claims_running",
+    "claims_since",
+    "claims_seen",
+]
 JOB_EVENT_COLUMNS = [
     "at",
     "id",

@@ -178,16 +178,53 @@ ORDER BY p.dimension, p.value
 -- the table's pauses now, as every view shows them (summary, stuck, metrics, report, top):
 -- who paused each, why, for how long, and how many queued jobs it holds back (the queued
 -- jobs the claim passes over for it: their kind or queue is the paused value, as job_paused
--- compares them; counted through the status, as summary counts the queued)
+-- compares them; counted through the status, as summary counts the queued), and the claims
+-- of it since the pause (claims_since_pause: a worker that does not read pauses)
 SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
        pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) p.paused_at)
            AS paused_s,
        (SELECT count(*) FROM {table} j
         WHERE j.{status} OPERATOR(pg_catalog.=) {queued}
           AND CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
-              OPERATOR(pg_catalog.=) p.value) AS waiting
-FROM jobctl.pauses p WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}
+              OPERATOR(pg_catalog.=) p.value) AS waiting,
+       c.claims_running, c.claims_since
+FROM jobctl.pauses p CROSS JOIN LATERAL ({claims_since_pause}) c
+WHERE p.job_table OPERATOR(pg_catalog.=) {pause_table}
 ORDER BY p.paused_at, p.dimension, p.value
+
+-- name: claims_since_pause
+-- the claims of a paused kind or queue (p: its row of jobctl.pauses) since the pause began,
+-- counted from what the database holds (no pg_stat_statements): the claim jobctl gives
+-- workers passes a paused kind over, so each of these is a worker that does not read pauses
+-- (an older lease.Worker, one started before schema apply, or a claim of its own).
+-- claims_running: its jobs whose current claim began at or after the pause (processing,
+-- reserved_at at or after paused_at; through the processing index, the reclaim index's
+-- predicate); claims_since: those and the ended attempts the history recorded as claimed
+-- after it (the block claims_recorded_since_pause where the history's trigger records the
+-- workers' attempts; NULL in its place under --history audit or with no history, where
+-- they cannot be seen: ops/pause.waiting). The one count pause --list, summary, metrics, stuck, report
+-- and top show, through pause_waiting: read only while something is paused
+SELECT r.claims_running,
+       r.claims_running OPERATOR(pg_catalog.+) {claims_recorded_since_pause} AS claims_since
+FROM (SELECT count(*) AS claims_running FROM {table} j
+      WHERE j.{status} OPERATOR(pg_catalog.=) {processing}
+        AND j.{reserved_at} OPERATOR(pg_catalog.>=) p.paused_at
+        AND CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
+            OPERATOR(pg_catalog.=) p.value) r
+
+-- name: claims_recorded_since_pause
+-- the ended attempts of a paused kind or queue (p) that the history recorded as claimed at
+-- or after the pause (jobctl.attempts.claimed_at; the transitions mode records only the
+-- attempts that did not complete: a claim that completed is not seen there; late and exact
+-- record every one), each attempt's job read by its primary key for its kind or queue (a
+-- probe per attempt since the pause, never a scan of the jobs table; jobctl.attempts, the
+-- history's own table, is read whole: it has no index on claimed_at)
+(SELECT count(*) FROM jobctl.attempts a
+ WHERE a.job_table OPERATOR(pg_catalog.=) {history_table}
+   AND a.claimed_at OPERATOR(pg_catalog.>=) p.paused_at
+   AND (SELECT CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
+        FROM {table} j WHERE j.{id} OPERATOR(pg_catalog.=) a.job_id::{id_type})
+       OPERATOR(pg_catalog.=) p.value)
 
 -- name: pause_existing
 -- the table's pause of this kind or queue, if any (who, why, since when)

@@ -68,6 +68,8 @@ def pause(
         terminal.emit(
             views.table(found, found, rows.PAUSE_COLUMNS, pause_views.PAUSE_VIEW), out, fmt
         )
+        for said in pause_views.claims_lines(found):  # a worker that does not read pauses
+            terminal.say(said)
         return
     dimension, value = _which(kind, queue, "pause")
     if reason is None:
