@@ -5,7 +5,8 @@ of its own, each POST within one deadline and retried with backoff). A webhook t
 drips its answer or answers 500 never delays a reclaim nor another webhook: the service only
 puts a notice in each queue (never blocking; a full queue drops the notice, said in the
 log), and every failure is one line in the log the moment it is given up. The payloads are
-``render.notifications``'; where the URLs come from, and which are refused, is here too.
+``render.notifications``'; where the URLs come from, and which are refused, is
+``notify_urls``'.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import dataclasses
 import datetime as dt
 import http.client
 import queue
-import re
 import shlex
 import socket
 import ssl
@@ -26,8 +26,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobctl import errors
+from jobctl import durations, errors
 from jobctl.contract import safe_text
+from jobctl.ops import notify_urls
 from jobctl.render import notifications
 from jobctl.render.notifications import Notice
 
@@ -38,11 +39,13 @@ QUEUE_SIZE = 100  # notices waiting for one webhook; a full queue drops the new 
 INTERVAL_S = 300.0  # a condition is told at most once per interval (the rest aggregated)
 REVIEW_EVERY_S = 60.0  # how often the reclaimer counts the jobs waiting for review
 BURST = 20  # expired leases in one pass (or one refresh of stuck --watch): expiry_burst
+# a condition is told once it has lasted this long (--notify-after): a database restarted in
+# a few seconds is no page; one that clears sooner is told nothing, neither trigger nor resolve
+NOTIFY_AFTER_S = 60.0
+# conditions told at once whatever --notify-after says: a burst is one pass's count (the
+# next pass's count clears it), its own threshold is its filter
+AT_ONCE = ("expiry_burst",)
 ANSWER_BYTES = 65536  # what is read of a webhook's answer at most
-
-# what a URL may hold as typed: RFC 3986's characters (an IRI is percent-encoded first)
-_URL_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")
-
 
 SUMMARY_CHARS = 4_096  # a notice's summary at most, as a display cuts a row's text
 
@@ -56,67 +59,6 @@ def bounded(summary: str) -> str:
     head = summary[:SUMMARY_CHARS]
     more = len(summary.encode()) - len(head.encode())
     return f"{head}… ({more} more bytes)"
-
-
-def check_url(url: str, source: str = "--notify") -> str:
-    """An http(s) URL with a host and a valid port, or a usage error (exit 2) that names
-    where it came from (``source``) and what is wrong, never a part of the URL: a webhook's
-    URL is its secret, and a malformed one may hold it anywhere (``http://h:T0KEN/x``)."""
-    why = _malformed(url)
-    if why is not None:
-        raise errors.UsageError(f"{source}: {why} (the URL is not shown: it may hold a secret)")
-    return url
-
-
-def _malformed(url: str) -> str | None:
-    if not url or _URL_CHARS.fullmatch(url) is None:
-        return "not a URL: spaces, control or non-ASCII characters (percent-encode them)"
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port  # raises on a port that is not a number from 0 to 65535
-    except ValueError:
-        return "a malformed URL (its host or port cannot be read)"
-    if parts.scheme not in ("http", "https"):
-        return "not an http(s) URL"
-    if not parts.hostname:
-        return "an http(s) URL without a host"
-    if port == 0:
-        return "a malformed URL (port 0)"
-    return None
-
-
-def shown(url: str) -> str:
-    """A URL as the log names it: scheme and host only (a webhook's path is its secret)."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}/…"
-
-
-_TOKEN_SEGMENT = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[^/]{8,}|[^/]{16,}")
-
-
-def holds_secret(url: str) -> bool:
-    """Whether ``url`` looks like it carries a credential: a user or password, a query or a
-    fragment, or a path segment that looks like a token (16 characters or more, or 8 or more
-    mixing letters and digits: Slack's ``/services/T0…/B0…/…``). A guess, on the side of
-    saying: it only decides a warning."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username or parts.password or parts.query or parts.fragment:
-        return True
-    segments = urllib.parse.unquote(parts.path).split("/")
-    return any(_TOKEN_SEGMENT.fullmatch(segment) for segment in segments)
-
-
-def urls_in(text: str, source: str) -> list[str]:
-    """The URLs of a file or an environment variable: one per line (or separated by spaces),
-    blank lines and ``#`` comments skipped; each checked (``check_url``), named by
-    ``source`` and its line."""
-    found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("#"):
-            continue
-        for word in line.split():
-            found.append(check_url(word, f"{source} line {number}"))
-    return found
 
 
 # ---------------------------------------------------------------- one POST, one deadline
@@ -222,7 +164,7 @@ class _Receiver:
     another's notices; what it delivered, failed and dropped."""
 
     def __init__(self, url: str, fmt: str, owner: Sender) -> None:
-        self.url, self.fmt, self.owner, self.name = url, fmt, owner, shown(url)
+        self.url, self.fmt, self.owner, self.name = url, fmt, owner, notify_urls.shown(url)
         self.change_url = notifications.change_url(url) if fmt == "pagerduty" else None
         self.pending: queue.Queue[Notice | None] = queue.Queue(maxsize=owner.queue_size)
         self.sent = self.failed = self.dropped = 0
@@ -372,8 +314,12 @@ class Sender:
 
 class Watch:
     """What the service (or a watch) saw, turned into notices: one-shot events aggregated
-    and told at most once per ``interval_s`` per condition; conditions told when they begin
-    (again at most once per interval if they flap) and ``resolved`` when they clear."""
+    and told at most once per ``interval_s`` per condition; conditions told once they have
+    lasted ``after_s`` (``since`` says when they began; again at most once per interval if
+    they flap) and ``resolved`` when they clear. A condition that clears before ``after_s``
+    is told nothing, neither its trigger nor its resolve: counted in ``quiet`` and said in
+    the log (``log``). ``tick`` tells what has come due between two judgements, so a
+    condition is told at its minimum, not at the next judgement after it."""
 
     def __init__(
         self,
@@ -389,8 +335,15 @@ class Watch:
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
         delivery: Callable[[], tuple[int, int]] = lambda: (0, 0),
         close_stale: bool = False,
+        after_s: float = NOTIFY_AFTER_S,
+        log: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.send, self.table, self.target, self.command = send, table, target, command
+        self.after_s, self.log = after_s, log
+        # conditions on and not told yet: since when (the clock's, and the wall's) and their
+        # latest notice, told by a judgement or a ``tick`` once they have lasted ``after_s``
+        self.began: dict[str, tuple[float, dt.datetime, Callable[[], Notice]]] = {}
+        self.quiet = 0  # conditions that cleared before after_s: told nothing
         # a receiver that keeps incidents (PagerDuty) may hold one an earlier run opened and
         # could not resolve (it stopped first): the first time this run finds a condition
         # clear, it says ``resolved`` all the same (a resolve of nothing open is a no-op)
@@ -476,20 +429,63 @@ class Watch:
             )
 
     # ------------------------------------------------------------ conditions
+    def _after(self, name: str) -> float:
+        return 0.0 if name in AT_ONCE else self.after_s
+
     def _condition(self, name: str, on: bool, notice: Callable[[], Notice]) -> None:
         first = name not in self.judged
         self.judged.add(name)
-        if not on and first and self.close_stale and name not in self.active:
+        if not on:
+            self._cleared(name, first)
+            return
+        if name in self.active:
+            return
+        began, since, _ = self.began.get(name, (self.clock(), self.now(), notice))
+        self.began[name] = (began, since, notice)  # its latest words (the last error)
+        if self.clock() - began < self._after(name):
+            return  # not told yet: told by a judgement or a tick once it has lasted
+        if self._due(name):
+            del self.began[name]
+            self.active.add(name)
+            told = notice()
+            self._tell(dataclasses.replace(told, suppressed=self.held.get(name, 0), since=since))
+        else:
+            self.held[name] = self.held.get(name, 0) + 1
+
+    def _cleared(self, name: str, first: bool) -> None:
+        """``name`` judged clear: its resolve if it was told; nothing if it never was (one
+        that cleared before its minimum is counted and said in the log)."""
+        pending = self.began.pop(name, None)
+        if pending is not None and name not in self.active:
+            self.quiet += 1
+            took = durations.human(self.clock() - pending[0])
+            self.log(
+                f"notify: {name} cleared after {took}, before --notify-after "
+                f"{durations.human(self._after(name))}: not told ({self.quiet} so far)"
+            )
+        if first and self.close_stale and name not in self.active:
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} clear", condition=name))
-        elif on and name not in self.active:
-            if self._due(name):
-                self.active.add(name)
-                self._tell(dataclasses.replace(notice(), suppressed=self.held.get(name, 0)))
-            else:
-                self.held[name] = self.held.get(name, 0) + 1
-        elif not on and name in self.active:
+        elif name in self.active:
             self.active.discard(name)
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} cleared", condition=name))
+
+    def due_in(self) -> float | None:
+        """Seconds until a condition not told yet comes due (its minimum lasted, and its rate
+        limit past), by the watch's clock; None when none waits."""
+        if not self.began:
+            return None
+        return max(0.0, min(self._due_at(name) for name in self.began) - self.clock())
+
+    def _due_at(self, name: str) -> float:
+        began = self.began[name][0] + self._after(name)
+        last = self.last_sent.get(name)
+        return began if last is None else max(began, last + self.interval_s)
+
+    def tick(self) -> None:
+        """Tells each condition that has lasted its minimum since its last judgement (still
+        on as last judged: the service calls this while it waits, between judgements)."""
+        for name in [n for n in self.began if self._due_at(n) <= self.clock()]:
+            self._condition(name, True, self.began[name][2])
 
     def burst_seen(self, expired: int, ids: Sequence[Any] = ()) -> None:
         """``expired`` leases found expired at once (a pass, a refresh of stuck --watch)."""

@@ -14,6 +14,9 @@ A ``Notice`` is one thing worth telling (docs/monitoring.md#notifications):
 * ``resumed``: a pause went (``jobctl resume``): how long it was on, who had paused it, why;
 * ``resolved``: a condition (``condition``) cleared.
 
+A condition is told once it has lasted the reclaimer's ``--notify-after`` (``since`` says when it
+began): one that clears sooner (a database restarted in a few seconds) is told nothing.
+
 PagerDuty's incidents are for conditions only: each condition's ``trigger`` (its dedup key
 ``jobctl/TARGET/TABLE/CONDITION``) has its ``resolve`` when it clears; the one-off events
 (``reclaimed``, ``parked``, ``reclaimer_error``, ``paused``, ``resumed``) open nothing, they
@@ -80,6 +83,9 @@ class Notice:
     ids: list[str] = dataclasses.field(default_factory=list)
     next: list[str] = dataclasses.field(default_factory=list)  # the commands to run next
     suppressed: int = 0  # notices of this condition held back by the rate limit since the last
+    # a condition's trigger: when the condition began (it is told once it has lasted the
+    # reclaimer's --notify-after); None for every other notice
+    since: dt.datetime | None = None
     # paused, resumed: the pause (dimension, value, reason, actor, db_role, paused_at,
     # paused_s, waiting), texts as the database holds them
     pause: dict[str, Any] | None = None
@@ -107,6 +113,7 @@ def as_json(n: Notice) -> dict[str, Any]:
         "summary": n.summary,
         "dedup_key": n.dedup_key,
         "at": n.at.isoformat(),
+        "since": n.since.isoformat() if n.since is not None else None,
         "target": n.target,
         "table": n.table,
         "source": {"host": n.host, "command": n.command},
@@ -174,6 +181,9 @@ def as_slack(n: Notice) -> dict[str, Any]:
             f"{_slack_code(str(n.pause['dimension']))} {_slack_code(str(n.pause['value']))}"
             f" paused by {_slack_code(str(who))}: {_slack_text(str(n.pause.get('reason')))}"
         )
+    if n.since is not None:
+        took = durations.human((n.at - n.since).total_seconds())
+        lines.append(f"since {n.since.isoformat(timespec='seconds')} (for {took})")
     if n.suppressed:
         lines.append(f"({n.suppressed} earlier notice(s) held back by the rate limit)")
     if n.next:
@@ -228,7 +238,7 @@ def as_pagerduty(n: Notice, routing_key: str) -> dict[str, Any]:
             "summary": safe_text.visible(n.summary)[:1024],
             "source": n.host,
             "severity": n.severity,
-            "timestamp": n.at.isoformat(),
+            "timestamp": (n.since or n.at).isoformat(),  # when the condition began
             "component": safe_text.visible(n.table),
             "group": safe_text.visible(n.target or ""),
             "class": n.event,

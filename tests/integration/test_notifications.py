@@ -4,6 +4,7 @@ the payloads it posts, and a webhook that hangs or answers 500 never delaying a 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -54,7 +55,7 @@ def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
 
 def test_the_reclaimer_posts_reclaimed_and_parked(conn, dsn):
     with webhook("ok") as hook:
-        proc = service(dsn, hook_url=hook.url)
+        proc = service(dsn, "--notify-after", "0s", hook_url=hook.url)  # review_waiting at once
         try:
             add_jobs(conn, 3)
             add_jobs(conn, 2, policy="manual")
@@ -272,3 +273,70 @@ def test_urls_from_a_file_and_the_format_from_the_environment(
     assert refused.code == 2 and "other users" in refused.err
     missing = run("stuck", "--watch", "--count", "1", "--notify-file", str(tmp_path / "none"))
     assert missing.code == 2 and "cannot read" in missing.err
+
+
+# ---------------------------------------------------------------- a server restarted
+@pytest.fixture
+def own_server(server_dsn):
+    """A PostgreSQL of the run's version that this test alone stops and starts (never the
+    machine's): initdb'd by tests/cluster.py, the jobs table installed."""
+    import cluster
+    import psycopg
+
+    from jobctl.cli import main as cli
+
+    with psycopg.connect(server_dsn) as c:
+        major = int(c.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
+    bindir = cluster.bindir_for(major // 10_000)
+    if bindir is None:
+        pytest.skip(f"no PostgreSQL {major // 10_000} server binaries (initdb, pg_ctl) here")
+    with cluster.replicated(bindir) as made:
+        with made.primary.connect() as c:
+            c.execute("CREATE DATABASE app")
+        dsn = f"host=127.0.0.1 port={made.primary.port} user=postgres dbname=app connect_timeout=3"
+        assert cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"]) == 0
+        yield made.primary, dsn
+
+
+def test_a_restart_pages_nobody_and_an_outage_is_told_with_when_it_began(own_server):
+    """A 5-7 s pg_ctl stop/start made the reclaimer send a critical target_down and its
+    resolve in the same second: a page for a restart. Two reclaimers on one server through
+    one stop/start of about 6 s: the one with the default --notify-after (60s), to a fake
+    PagerDuty, sends nothing, neither trigger nor resolve, and says so in its log; the one
+    with --notify-after 2s tells the outage once it has lasted 2 s, with when it began, and
+    its resolve once the server is back."""
+    server, dsn = own_server
+    with webhook("pagerduty") as pd, webhook("ok") as short:
+        key = {"JOBCTL_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY"}
+        default = service(dsn, "--notify-format", "pagerduty", hook_url=pd.url, env=key)
+        brief = service(dsn, "--notify-after", "2s", hook_url=short.url)
+        try:
+            # the first pass of each: PagerDuty's stale resolves (3), and a pass record
+            wait_until(lambda: len(pd.alerts) >= 3, timeout=20, what="the first pass")
+            time.sleep(1)  # the other started with it: passing too
+            before = len(pd.alerts)
+            stopped_at = time.time()
+            server.stop("fast")
+            time.sleep(5)
+            server.start()
+            wait_until(
+                lambda: [p["event"] for p in short.received] == ["target_down", "resolved"],
+                timeout=40,
+                what="the outage told and resolved",
+            )
+            time.sleep(1)
+        finally:
+            _, quiet_err = stop(default)
+            _, short_err = stop(brief)
+    assert pd.alerts[before:] == [], pd.alerts  # nothing: no trigger, no resolve
+    assert pd.open_incidents() == [] and pd.refused == []
+    assert "notify: target_down cleared after " in quiet_err, quiet_err
+    assert "before --notify-after 1m: not told (1 so far)" in quiet_err, quiet_err
+    down, resolved = short.received
+    assert down["severity"] == "critical" and resolved["condition"] == "target_down"
+    since = dt.datetime.fromisoformat(down["since"]).timestamp()
+    at = dt.datetime.fromisoformat(down["at"]).timestamp()
+    assert stopped_at - 1 < since < stopped_at + 2, (stopped_at, down)
+    assert 2 <= at - since < 3, down  # told at its minimum, not at the next retry
+    assert resolved["since"] is None
+    assert "retrying in" in short_err and "reconnected to" in short_err, short_err

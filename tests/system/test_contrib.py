@@ -115,6 +115,17 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
         ),
         # a reclaimer that never ran said as "for 20790d 15h"
         (" or jobctl:reclaimer_last_pass_timestamp_seconds:held == 0", ""),
+        # the pass age growing through an outage: the reclaimer said not running, unmuted,
+        # while it waits out its retry backoff after the database is back
+        (
+            "(jobctl:reclaimer_pass_age_seconds:held > 300",
+            "(time() - jobctl:reclaimer_last_pass_timestamp_seconds:held > 300",
+        ),
+        # the reclaimer's `for:` shorter than its backoff and a metrics run after an outage
+        (
+            "jobctl:reclaimer_last_pass_timestamp_seconds:held == 0\n        for: 2m",
+            "jobctl:reclaimer_last_pass_timestamp_seconds:held == 0\n        for: 1m",
+        ),
         # a pause's threshold changed, and its figures not held through an outage
         ("(jobctl:pause_seconds:held > 3600)", "(jobctl:pause_seconds:held > 7200)"),
         (
@@ -129,6 +140,8 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
         "no-hold",
         "extrapolated",
         "never",
+        "reclaimer-backoff",
+        "reclaimer-for",
         "pause-1h",
         "pause-no-hold",
     ],

@@ -14,7 +14,7 @@ from webhooks import webhook
 
 from jobctl import errors
 from jobctl.cli.commands import monitoring
-from jobctl.ops import notify
+from jobctl.ops import notify, notify_urls
 from jobctl.render import notifications
 
 AT = dt.datetime(2026, 12, 2, 20, 0, tzinfo=dt.timezone.utc)
@@ -86,7 +86,7 @@ def test_a_condition_fires_once_and_resolves():
 
 
 def test_down_then_up_and_review_waiting_then_none():
-    watch, sent, clock = watched()
+    watch, sent, clock = watched(after_s=0)  # told at once (--notify-after 0s)
     watch.down_seen("connection refused")
     watch.down_seen("connection refused")
     watch.pass_done(review=lambda: 2)
@@ -103,7 +103,7 @@ def test_down_then_up_and_review_waiting_then_none():
 
 
 def test_a_flapping_condition_is_told_at_most_once_per_interval():
-    watch, sent, clock = watched(interval_s=300)
+    watch, sent, clock = watched(interval_s=300, after_s=0)
     for _ in range(5):
         watch.down_seen("refused")
         watch.down_seen(None)
@@ -111,6 +111,126 @@ def test_a_flapping_condition_is_told_at_most_once_per_interval():
     clock.t += 301
     watch.down_seen("refused")
     assert sent[-1].event == "target_down" and sent[-1].suppressed == 4
+
+
+# ---------------------------------------------------------------- --notify-after
+def timed(after_s=60.0, **kw):
+    """A watch whose clock and wall time move together, its log kept."""
+    sent: list[notifications.Notice] = []
+    logged: list[str] = []
+    clock = Clock()
+    watch = notify.Watch(
+        sent.append,
+        table="public.jobs",
+        target=None,
+        command="reclaim --every",
+        host="reclaimer-1",
+        clock=clock,
+        now=lambda: AT + dt.timedelta(seconds=clock.t - 1000),
+        after_s=after_s,
+        log=logged.append,
+        **kw,
+    )
+    return watch, sent, clock, logged
+
+
+def test_a_restart_shorter_than_notify_after_is_told_nothing():
+    """A 5-7 s pg_ctl stop/start sent a critical target_down and its resolve in the same
+    second: a page for a restart. Now nothing is sent, neither trigger nor resolve; the
+    watch counts it (quiet) and says it in the log."""
+    watch, sent, clock, logged = timed(close_stale=True)
+    watch.pass_done()  # the first judgement: clear (PagerDuty's stale resolve, as before)
+    del sent[:]
+    for wait in (0.5, 1, 2, 3):  # the service's retries while the server restarts
+        watch.down_seen("connection refused")
+        assert watch.due_in() == 60 - (clock.t - 1000)
+        clock.t += wait
+    watch.tick()
+    watch.pass_done()  # back after 6.5 s
+    assert sent == []
+    assert watch.quiet == 1 and watch.due_in() is None
+    assert logged == [
+        "notify: target_down cleared after 6.5s, before --notify-after 1m: not told (1 so far)"
+    ]
+
+
+def test_a_condition_that_lasts_is_told_at_its_minimum_with_when_it_began():
+    watch, sent, clock, _ = timed()
+    watch.down_seen("connection refused")
+    began = AT
+    clock.t += 16
+    watch.down_seen("connection refused again")
+    assert watch.due_in() == 44
+    clock.t += 43.9
+    watch.tick()
+    assert sent == []  # not yet
+    clock.t += 0.1
+    watch.tick()  # the service ticks while it waits out its backoff: told at the minimum
+    (down,) = sent
+    assert down.event == "target_down" and down.since == began
+    assert down.at == began + dt.timedelta(seconds=60)
+    assert down.summary.endswith("connection refused again")  # its latest words
+    clock.t += 30
+    watch.down_seen("connection refused")
+    watch.tick()
+    assert len(sent) == 1  # told once
+    watch.pass_done()
+    assert [(n.event, n.condition, n.since) for n in sent[1:]] == [
+        ("resolved", "target_down", None)
+    ]
+    body = notifications.as_json(down)
+    assert body["since"] == "2026-12-02T20:00:00+00:00"
+    assert body["at"] == "2026-12-02T20:01:00+00:00"
+    pd = notifications.as_pagerduty(down, "K")
+    assert pd["payload"]["timestamp"] == "2026-12-02T20:00:00+00:00"  # when it began
+    slack = notifications.as_slack(down)["blocks"][0]["text"]["text"]
+    assert "since 2026-12-02T20:00:00+00:00 (for 1m)" in slack
+
+
+def test_review_waiting_waits_its_minimum_and_a_burst_is_told_at_once():
+    watch, sent, clock, _ = timed()
+    watch.reclaimed(rows(25))
+    watch.pass_done(review=lambda: 2)
+    assert [n.event for n in sent] == ["expiry_burst", "reclaimed"]  # no review_waiting yet
+    assert sent[0].since == AT
+    clock.t += 30
+    watch.pass_done(review=lambda: 2)  # not read again within REVIEW_EVERY_S
+    clock.t += 30
+    watch.pass_done(review=lambda: 3)
+    assert sent[-1].event == "review_waiting" and sent[-1].counts == {"awaiting_review": 3}
+    assert sent[-1].since == AT
+    # a review decided within the minute: told nothing
+    quick, told, clock2, _ = timed()
+    quick.pass_done(review=lambda: 1)
+    clock2.t += 60
+    quick.pass_done(review=lambda: 0)
+    assert told == [] and quick.quiet == 1
+
+
+def test_notify_after_zero_tells_at_once():
+    watch, sent, _, _ = timed(after_s=0)
+    watch.down_seen("refused")
+    assert [n.event for n in sent] == ["target_down"] and sent[0].since == AT
+    assert monitoring.AFTER.total_seconds() == notify.NOTIFY_AFTER_S
+
+
+def test_the_service_tells_a_condition_due_while_it_waits():
+    """The reclaimer's backoff (up to 30 s) does not delay a due condition to the next
+    retry: its wait ticks the watch."""
+    import threading
+
+    from jobctl.ops.reclaim import service
+
+    sent: list[notifications.Notice] = []
+    watch = notify.Watch(
+        sent.append, table="jobs", target=None, command="reclaim --every", after_s=0.2
+    )
+    watch.down_seen("refused")
+    started = time.monotonic()
+    service._wait(threading.Event(), 0.6, watch)
+    took = time.monotonic() - started
+    assert [n.event for n in sent] == ["target_down"]
+    assert 0.55 < took < 1.0
 
 
 def notice(event="reclaimed", **kw):
@@ -164,10 +284,10 @@ def test_ids_are_bounded_and_slack_text_is_inert():
 
 def test_urls_are_checked_and_logged_without_their_path():
     with pytest.raises(errors.UsageError):
-        notify.check_url("file:///etc/passwd")
+        notify_urls.check_url("file:///etc/passwd")
     with pytest.raises(errors.UsageError):
-        notify.check_url("https://")
-    assert notify.shown("https://hooks.slack.com/services/T0/B0/SECRET") == (
+        notify_urls.check_url("https://")
+    assert notify_urls.shown("https://hooks.slack.com/services/T0/B0/SECRET") == (
         "https://hooks.slack.com/…"
     )
     assert monitoring.BURST == notify.BURST
@@ -279,6 +399,7 @@ def pd_watched(sender: notify.Sender, close_stale: bool = True) -> notify.Watch:
         burst=3,
         now=lambda: AT,
         close_stale=close_stale,
+        after_s=0,
     )
 
 
@@ -367,7 +488,7 @@ def test_change_events_go_beside_the_events_url():
 )
 def test_a_malformed_url_is_refused_without_echoing_it(url):
     with pytest.raises(errors.UsageError) as refused:
-        notify.check_url(url, "--notify #1")
+        notify_urls.check_url(url, "--notify #1")
     message = str(refused.value)
     assert "T0SECRET" not in message and "\n" not in message
     assert message.startswith("--notify #1: ")
@@ -386,20 +507,20 @@ def test_a_malformed_url_is_refused_without_echoing_it(url):
     ],
 )
 def test_a_url_that_looks_like_it_holds_a_secret(url, secret):
-    assert notify.holds_secret(url) is secret
+    assert notify_urls.holds_secret(url) is secret
 
 
 def test_urls_in_a_file_or_variable():
     text = (
         "# the team's channels\nhttps://a.example/x\n\n  https://b.example/y https://c.example/z\n"
     )
-    assert notify.urls_in(text, "--notify-file f") == [
+    assert notify_urls.urls_in(text, "--notify-file f") == [
         "https://a.example/x",
         "https://b.example/y",
         "https://c.example/z",
     ]
     with pytest.raises(errors.UsageError, match=r"^\$JOBCTL_NOTIFY line 2: not an http"):
-        notify.urls_in("https://a.example/x\nftp://T0SECRET/y", "$JOBCTL_NOTIFY")
+        notify_urls.urls_in("https://a.example/x\nftp://T0SECRET/y", "$JOBCTL_NOTIFY")
 
 
 def test_a_post_goes_through_the_proxy_and_sends_its_user(monkeypatch):

@@ -104,10 +104,20 @@ NotifyBurst = Annotated[
         help="expiry_burst when N or more leases expired in one pass (or one refresh).",
     ),
 ]
+NotifyAfter = Annotated[
+    dt.timedelta,
+    opt.Duration(
+        "reclaim --every tells target_down and review_waiting once they have lasted this "
+        "long (with when they began): one that clears sooner (a database restarted in a few "
+        "seconds) is told nothing, neither trigger nor resolve; 0s: at once.",
+        show_default="60s",
+    ),
+]
 ROUTING_KEY_VAR = "JOBCTL_PAGERDUTY_ROUTING_KEY"
 URLS_VAR = "JOBCTL_NOTIFY"  # the URLs (spaces or newlines between), when no option names any
 FILE_VAR = "JOBCTL_NOTIFY_FILE"  # a file of them, likewise
 BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify.py)
+AFTER = dt.timedelta(seconds=60)  # --notify-after's default: ops.notify.NOTIFY_AFTER_S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +130,7 @@ class Asked(Bundle):
     notify_file: NotifyFile = None
     notify_format: NotifyAs = NotifyFormat.json
     notify_burst: NotifyBurst = BURST
+    notify_after: NotifyAfter = AFTER
 
     @property
     def given(self) -> bool:
@@ -139,19 +150,19 @@ def from_environment() -> bool:
 def urls_of(asked: Asked, log: Callable[[str], None]) -> list[str]:
     """Every URL asked for, each checked (exit 2 in one line that names where it came from,
     never the URL): the options', else the environment's."""
-    from jobctl.ops import notify
+    from jobctl.ops import notify_urls
 
     if not asked.given:
-        found = notify.urls_in(os.environ.get(URLS_VAR, ""), f"${URLS_VAR}")
+        found = notify_urls.urls_in(os.environ.get(URLS_VAR, ""), f"${URLS_VAR}")
         path = os.environ.get(FILE_VAR, "").strip()
         return found + (_file_urls(Path(path), f"${FILE_VAR}", log) if path else [])
     found = [
-        notify.check_url(u, f"--notify #{n}") for n, u in enumerate(asked.notify_urls or [], 1)
+        notify_urls.check_url(u, f"--notify #{n}") for n, u in enumerate(asked.notify_urls or [], 1)
     ]
     for var in asked.notify_env or []:
         value = os.environ.get(var, "")
         if value.strip():
-            found += notify.urls_in(value, f"${var}")
+            found += notify_urls.urls_in(value, f"${var}")
         else:
             log(f"notify: ${var} is unset or empty: no notifications to it")
     if asked.notify_file is not None:
@@ -163,7 +174,7 @@ def _file_urls(path: Path, source: str, log: Callable[[str], None]) -> list[str]
     """The URLs of a file that nobody but its owner (or root) may write: another user who
     could would redirect the notifications; readable by others is said (its URLs are
     secrets)."""
-    from jobctl.ops import notify
+    from jobctl.ops import notify_urls
 
     try:
         with path.open(encoding="utf-8") as f:
@@ -178,7 +189,7 @@ def _file_urls(path: Path, source: str, log: Callable[[str], None]) -> list[str]
         )
     if mode & 0o004:
         log(f"notify: warning: {path} is readable by every user: its URLs are secrets (chmod 600)")
-    found = notify.urls_in(text, f"{source} {path}")
+    found = notify_urls.urls_in(text, f"{source} {path}")
     if not found:
         log(f"notify: {path} names no URL: no notifications from it")
     return found
@@ -204,7 +215,7 @@ def notifier(
     bad input (a malformed URL, PagerDuty without its routing key) is exit 2, before the
     service starts. A URL that looks like it holds a secret, on the command line of this
     long-running command, is warned about (``ps`` shows it all along)."""
-    from jobctl.ops import notify
+    from jobctl.ops import notify, notify_urls
 
     found = urls_of(asked, log)
     if not found:
@@ -212,7 +223,7 @@ def notifier(
     key = os.environ.get(ROUTING_KEY_VAR, "")
     if asked.notify_format is NotifyFormat.pagerduty and not key:
         raise errors.UsageError(f"--notify-format pagerduty needs ${ROUTING_KEY_VAR}")
-    if any(notify.holds_secret(url) for url in asked.notify_urls or []):
+    if any(notify_urls.holds_secret(url) for url in asked.notify_urls or []):
         log(
             "jobctl: warning: a --notify URL looks like it holds a secret (a user, a token in "
             "its path or query) and stays visible in the process list (ps) while this runs: "
@@ -227,8 +238,10 @@ def notifier(
         burst=asked.notify_burst,
         delivery=sender.delivery,
         close_stale=asked.notify_format is NotifyFormat.pagerduty,
+        after_s=asked.notify_after.total_seconds(),
+        log=log,
     )
-    names = ", ".join(notify.shown(url) for url in found)
+    names = ", ".join(notify_urls.shown(url) for url in found)
     log(f"notify: {asked.notify_format.value} notifications to {names}")
     return Notifications(sender, watch)
 

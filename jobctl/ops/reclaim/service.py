@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -195,7 +196,7 @@ def serve(
                         pauses=functools.partial(pause.waiting, current),
                     )
             backoff = 0.5
-            stop.wait(every.total_seconds())
+            _wait(stop, every.total_seconds(), watch)
         except (
             errors.ConnectError,
             errors.DatabaseError,
@@ -206,10 +207,27 @@ def serve(
             if current is not None:
                 current.conn.close()
                 current = None
-            stop.wait(backoff)
+            _wait(stop, backoff, watch)
             backoff = min(backoff * 2, max_backoff_s)
     if current is not None:
         current.conn.close()
+
+
+def _wait(stop: threading.Event, seconds: float, watch: Watch | None) -> None:
+    """Waits ``seconds`` (less if ``stop`` is set), telling the watch's conditions that come
+    due meanwhile (a database down for --notify-after is told then, not at the next retry,
+    up to 30 s later)."""
+    end = time.monotonic() + seconds
+    while not stop.is_set():
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        due = watch.due_in() if watch is not None else None
+        if watch is None or due is None or due >= left:
+            stop.wait(left)
+            return
+        stop.wait(due)
+        watch.tick()
 
 
 def _connected(
