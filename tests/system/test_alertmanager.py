@@ -42,7 +42,7 @@ def test_alertmanager_config_passes_amtool_and_inhibits_every_held_alert():
     inhibited = r"target_matchers:\s+- 'alertname =~ \"([^\"]+)\"'"
     targets = re.search(inhibited, ALERTMANAGER.read_text())
     assert targets is not None
-    assert set(targets[1].split("|")) == per_table_alerts() and len(per_table_alerts()) == 8
+    assert set(targets[1].split("|")) == per_table_alerts() and len(per_table_alerts()) == 9
 
 
 def _free_port() -> int:

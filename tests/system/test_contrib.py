@@ -54,7 +54,15 @@ FIGURES = {
     "reclaimer_passes": 0,
     "reclaimer_last_pass": 0.0,
     "notices_failed": 0,
-    "pauses": [{"dimension": "kind", "value": "charge_card", "paused_s": 1.0, "waiting": 1}],
+    "pauses": [
+        {
+            "dimension": "kind",
+            "value": "charge_card",
+            "paused_s": 1.0,
+            "waiting": 1,
+            "claims_since": 2,
+        }
+    ],
 }
 
 
