@@ -1,8 +1,6 @@
 """Options several commands share, defined once (``Annotated`` aliases for typer), and the
 bundles of them that commands take as one parameter (``Slicing``, ``Bulk``: ``cli/bundles``).
-
-Durations are a parameter type: ``--grace 5m`` arrives as a ``timedelta``, and a bad one is
-refused by the parser with one line (exit 2) before the command runs.
+What they call as typer parses them (parsers, completion, callbacks): ``cli/parameters``.
 """
 
 from __future__ import annotations
@@ -10,29 +8,19 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jobctl import durations, targets
+from jobctl import targets
+from jobctl.cli import parameters
 from jobctl.cli.bundles import Bundle
 from jobctl.render import output
 
 if TYPE_CHECKING:
     from jobctl.cli.click_api import OptionInfo
     from jobctl.ops.slices import Slice
-
-
-def duration(value: str | dt.timedelta) -> dt.timedelta:
-    """typer's parser for every DURATION option (defaults arrive already parsed)."""
-    if isinstance(value, dt.timedelta):
-        return value
-    try:
-        return durations.parse(value)
-    except durations.InvalidDuration as exc:
-        raise typer.BadParameter(str(exc)) from None
 
 
 def Duration(
@@ -46,35 +34,11 @@ def Duration(
     shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
     if show_default is not None:
         help = f"{help}  [default: {show_default}]"
-    parser = duration if floor is None else _at_least(floor)
+    parser = parameters.duration if floor is None else parameters.at_least(floor)
     option: OptionInfo = typer.Option(
         parser=parser, metavar="DURATION", help=help, show_default=show_default is None
     )
     return option
-
-
-def _at_least(floor: tuple[dt.timedelta, str]) -> Callable[[str | dt.timedelta], dt.timedelta]:
-    """A DURATION parser that refuses a value shorter than ``floor``'s (with its reason)."""
-    least, why = floor
-
-    def bounded(value: str | dt.timedelta) -> dt.timedelta:
-        parsed = duration(value)
-        if parsed < least:
-            raise typer.BadParameter(
-                f"{value!r} is shorter than {durations.show(least)}, the least accepted: {why}"
-            )
-        return parsed
-
-    return bounded
-
-
-# the floors (docs/commands.md): PostgreSQL counts its timeouts in whole milliseconds and
-# takes 0 for "no timeout", so a shorter one would be no bound at all; a service or a watch
-# repeating faster than ten times a second would only load the database (a reclaimer must
-# still run several times within a lease as short as 1s: the chaos suite's)
-TIMEOUT_FLOOR = (dt.timedelta(milliseconds=1), "0 ms is PostgreSQL's 'no timeout'")
-SERVICE_FLOOR = (dt.timedelta(milliseconds=100), "a faster reclaimer only loads the database")
-WATCH_FLOOR = (dt.timedelta(milliseconds=100), "a faster refresh only loads the database")
 
 
 def _format_with_output(
@@ -118,21 +82,21 @@ Format = Annotated[
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
 
 
-def complete_policies(incomplete: str) -> list[str]:
-    return [p for p in ("auto", "manual") if p.startswith(incomplete)]
-
-
 Worker = Annotated[
     str | None,
     typer.Option(
         metavar="NAME",
         help="Only this worker's jobs.",
-        autocompletion=lambda ctx, incomplete: from_database(ctx, "complete_workers", incomplete),
+        autocompletion=lambda ctx, incomplete: parameters.from_database(
+            ctx, "complete_workers", incomplete
+        ),
     ),
 ]
 Policy = Annotated[
     str | None,
-    typer.Option(metavar="auto|manual", help="Only this policy.", autocompletion=complete_policies),
+    typer.Option(
+        metavar="auto|manual", help="Only this policy.", autocompletion=parameters.complete_policies
+    ),
 ]
 Grace = Annotated[
     dt.timedelta,
@@ -149,7 +113,8 @@ TrustReplica = Annotated[
 Soon = Annotated[dt.timedelta, Duration("Window for 'expiring soon'.", show_default="30s")]
 Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 Every = Annotated[
-    dt.timedelta, Duration("Watch refresh (100ms at least).", show_default="2s", floor=WATCH_FLOOR)
+    dt.timedelta,
+    Duration("Watch refresh (100ms at least).", show_default="2s", floor=parameters.WATCH_FLOOR),
 ]
 Count = Annotated[
     int | None,
@@ -161,20 +126,10 @@ RequiredReason = Annotated[  # fail and cancel
 ]
 
 
-def attempt_token(value: str | uuid.UUID) -> uuid.UUID:
-    """typer's parser for --expect-token."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not a UUID") from None
-
-
 ExpectToken = Annotated[
     uuid.UUID | None,
     typer.Option(
-        parser=attempt_token,
+        parser=parameters.attempt_token,
         metavar="UUID",
         help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).",
     ),
@@ -300,11 +255,11 @@ AllTargets = Annotated[
 ]
 StatementTimeout = Annotated[
     dt.timedelta,
-    Duration("Per transaction (1ms at least).", show_default="30s", floor=TIMEOUT_FLOOR),
+    Duration("Per transaction (1ms at least).", show_default="30s", floor=parameters.TIMEOUT_FLOOR),
 ]
 LockTimeout = Annotated[
     dt.timedelta,
-    Duration("Per transaction (1ms at least).", show_default="2s", floor=TIMEOUT_FLOOR),
+    Duration("Per transaction (1ms at least).", show_default="2s", floor=parameters.TIMEOUT_FLOOR),
 ]
 Actor = Annotated[
     str | None,
@@ -323,89 +278,24 @@ Debug = Annotated[
 # ---------------------------------------------------------------- job ids
 
 
-def complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Job ids from the database, for shell completion: nothing (and no error) without one."""
-    return from_database(ctx, "complete_ids", incomplete)
-
-
-def from_database(ctx: typer.Context, statement: str, incomplete: str) -> list[str]:
-    """The first column of a completion statement's rows (job ids, workers): nothing (and no
-    error) without a database, or when it has not answered within what is left of the
-    completion's one deadline (``completion.ask``: a read not done by then is left behind,
-    and the process does not wait for it)."""
-    from jobctl.cli import completion
-
-    return completion.ask(lambda left: _from_database(ctx, statement, incomplete, left))
-
-
-def _from_database(ctx: typer.Context, statement: str, incomplete: str, left: float) -> list[str]:
-    try:
-        import os
-
-        from jobctl import db
-        from jobctl.db import session
-
-        root = ctx.find_root().params
-        names = root.get("target") or []
-        if not names and not root.get("dsn") and not root.get("all_targets"):
-            names = targets.from_environment()
-        if len(names) == 1:  # the ids of that target's database
-            target = targets.load().select(names)[0]
-            if target.problem:  # no DSN of its own: nothing, never another database's
-                return []
-            settings = target.settings
-        elif names or root.get("all_targets"):  # ids are per database: none across targets
-            return []
-        else:
-            settings = db.Settings(dsn=root.get("dsn"), table=root.get("table") or "jobs")
-        if not settings.resolved_dsn() and not os.environ.get("PGDATABASE"):
-            return []
-        import dataclasses
-        import datetime as dt
-
-        # bounded on the server too: the statement (and a lock) give up within the deadline
-        wait = dt.timedelta(seconds=max(left, 0.001))
-        settings = dataclasses.replace(settings, statement_timeout=wait, lock_timeout=wait)
-        with session.open(settings) as s, s.transaction(read_only=True):
-            return [next(iter(r.values())) for r in s.rows(statement, {"prefix": incomplete})]
-    except Exception:
-        return []
-
-
-def not_an_option(
-    ctx: typer.Context, param: typer.CallbackParam, value: str | list[str] | None
-) -> str | list[str] | None:
-    """Ids where an option's name was meant (``policy 9 manual``, ``requeue 7 force``) are
-    refused by the parser (exit 2) with the option they look like: as ids they would only be
-    "not found" (or worse, the command would run without the option). An id spelled exactly
-    as one of the command's options is still reachable: no table's ids are plain words."""
-    if ctx.resilient_parsing or value is None:
-        return value
-    names = {
-        name[2:]: name
-        for option in ctx.command.params
-        for name in getattr(option, "opts", []) + getattr(option, "secondary_opts", [])
-        if name.startswith("--")
-    }
-    for given in [value] if isinstance(value, str) else value:
-        meant = names.get(str(given).lower())
-        if meant is not None:
-            raise typer.BadParameter(f"{given!r} is not a job id: did you mean {meant}?")
-    return value
-
-
 # Ids are text here: the database converts them to the id column's type (bigint, uuid, text
 # ...), and refuses one that is not valid for it (exit 2; see session.Session.job_ids).
 JobId = Annotated[
     str,
     typer.Argument(
-        help="Job id.", metavar="ID", autocompletion=complete_ids, callback=not_an_option
+        help="Job id.",
+        metavar="ID",
+        autocompletion=parameters.complete_ids,
+        callback=parameters.not_an_option,
     ),
 ]
 JobIds = Annotated[
     list[str],
     typer.Argument(
-        help="Job ids.", metavar="ID...", autocompletion=complete_ids, callback=not_an_option
+        help="Job ids.",
+        metavar="ID...",
+        autocompletion=parameters.complete_ids,
+        callback=parameters.not_an_option,
     ),
 ]
 
@@ -414,8 +304,8 @@ JobIdsOrStdin = Annotated[
     typer.Argument(
         help="Job ids; - reads them from stdin (one per line, or JSON lines with an id).",
         metavar="[ID...|-]",
-        autocompletion=complete_ids,
-        callback=not_an_option,
+        autocompletion=parameters.complete_ids,
+        callback=parameters.not_an_option,
         show_default=False,
     ),
 ]
@@ -450,7 +340,7 @@ ServeEvery = Annotated[
     dt.timedelta | None,
     Duration(
         "Repeat every DURATION (100ms at least): the reclaimer service (needs --commit --yes).",
-        floor=SERVICE_FLOOR,
+        floor=parameters.SERVICE_FLOOR,
     ),
 ]
 

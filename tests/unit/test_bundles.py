@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobctl.cli import bundles
+from jobctl.cli import bundles, parameters
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
 from jobctl.ops.slices import Slice
@@ -68,7 +68,7 @@ def test_the_command_gets_the_bundle_of_the_values_given():
 
 
 def test_a_command_without_a_bundle_is_registered_as_it_is():
-    assert bundles.expanded(opt.duration) is opt.duration
+    assert bundles.expanded(parameters.duration) is parameters.duration
 
 
 def test_two_bundles_may_not_name_one_parameter_twice():

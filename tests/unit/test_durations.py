@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from jobctl import durations
 from jobctl.cli import main as cli
-from jobctl.cli import options
+from jobctl.cli import parameters
 
 
 @pytest.mark.parametrize(
@@ -53,8 +53,8 @@ MS = dt.timedelta(milliseconds=1)
 @pytest.mark.parametrize(
     ("duration", "whole_ms", "decimal_s"),
     [
-        (options.TIMEOUT_FLOOR[0], "1ms", "0.001s"),  # the floors, in whole milliseconds
-        (options.SERVICE_FLOOR[0], "100ms", "0.1s"),
+        (parameters.TIMEOUT_FLOOR[0], "1ms", "0.001s"),  # the floors, in whole milliseconds
+        (parameters.SERVICE_FLOOR[0], "100ms", "0.1s"),
         (1500 * MS, "1500ms", "1.5s"),
         (dt.timedelta(0), "0ms", "0s"),
         (dt.timedelta(seconds=30), "30s", "30s"),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobctl import errors
-from jobctl.cli import context, terminal
+from jobctl.cli import context, parameters, terminal
 from jobctl.cli import options as opt
 from jobctl.cli.commands import monitoring
 from jobctl.contract import shapes
@@ -482,7 +482,7 @@ def policy(
             help="Job ids (or --kind / --queue).",
             metavar="[ID...]",
             show_default=False,
-            callback=opt.not_an_option,
+            callback=parameters.not_an_option,
         ),
     ] = None,
     auto: Annotated[

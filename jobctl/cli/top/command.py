@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobctl import errors
-from jobctl.cli import context, terminal
+from jobctl.cli import context, parameters, terminal
 from jobctl.cli import options as opt
 
 if TYPE_CHECKING:
@@ -29,7 +29,9 @@ def top(
     ctx: typer.Context,
     every: Annotated[
         dt.timedelta,
-        opt.Duration("Refresh every (100ms at least).", show_default="2s", floor=opt.WATCH_FLOOR),
+        opt.Duration(
+            "Refresh every (100ms at least).", show_default="2s", floor=parameters.WATCH_FLOOR
+        ),
     ] = dt.timedelta(seconds=2),
     expiring_within: opt.Soon = dt.timedelta(seconds=30),
     limit: Annotated[
