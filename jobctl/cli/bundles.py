@@ -64,27 +64,44 @@ class _Expanded:
     def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
         return {p.name: p.annotation for p in self.__signature__.parameters.values()}
 
-    def __call__(self, **given: Any) -> Any:
+    def __call__(self, **given: Any) -> None:
         for name, bundle in self.bundles.items():
-            given[name] = bundle(**{o.name: given.pop(o.name) for o in _options(bundle)})
-        return self.command(**given)
+            given[name] = _made(bundle, given)
+        self.command(**given)
 
 
 _OPTIONS: dict[type[Bundle], tuple[inspect.Parameter, ...]] = {}
 
 
 def _options(bundle: type[Bundle]) -> tuple[inspect.Parameter, ...]:
-    """A bundle's options as parameters, its annotations evaluated once whatever the number
-    of commands that take it."""
+    """A bundle's options as parameters (a bundle in it: its options in its place; a field
+    the bundle fixes, ``init=False``: none), its annotations evaluated once whatever the
+    number of commands that take it."""
     if bundle not in _OPTIONS:
         hints = typing.get_type_hints(bundle, include_extras=True)
-        _OPTIONS[bundle] = tuple(
-            inspect.Parameter(
-                f.name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=f.default,
-                annotation=hints[f.name],
+        found: list[inspect.Parameter] = []
+        for f in dataclasses.fields(bundle):  # type: ignore[arg-type]
+            if not f.init:
+                continue
+            if isinstance(f.default, Bundle):
+                found += _options(type(f.default))
+                continue
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            found.append(
+                inspect.Parameter(f.name, kind, default=f.default, annotation=hints[f.name])
             )
-            for f in dataclasses.fields(bundle)  # type: ignore[arg-type]
-        )
+        _OPTIONS[bundle] = tuple(found)
     return _OPTIONS[bundle]
+
+
+def _made(bundle: type[Bundle], given: dict[str, Any]) -> Bundle:
+    """The bundle of its options' values, taken out of ``given`` (a bundle in it: made the
+    same way)."""
+    values = {
+        f.name: _made(type(f.default), given)
+        if isinstance(f.default, Bundle)
+        else given.pop(f.name)
+        for f in dataclasses.fields(bundle)  # type: ignore[arg-type]
+        if f.init
+    }
+    return bundle(**values)

@@ -26,19 +26,164 @@ if TYPE_CHECKING:
 def Duration(
     help: str,
     *,
+    name: str | None = None,
     show_default: str | None = None,
     floor: tuple[dt.timedelta, str] | None = None,
 ) -> OptionInfo:
-    """A DURATION option; ``show_default`` gives its default as typed (e.g. "2s": the help
-    says ``[default: 2s]``, as a value, where typer would say ``(2s)``); ``floor``: the
-    shortest value accepted, and why (a shorter one is refused by the parser, exit 2)."""
+    """A DURATION option; ``name``: its flag (else the parameter's, as typer names it);
+    ``show_default`` gives its default as typed (e.g. "2s": the help says ``[default: 2s]``,
+    as a value, where typer would say ``(2s)``); ``floor``: the shortest value accepted, and
+    why (a shorter one is refused by the parser, exit 2)."""
     if show_default is not None:
         help = f"{help}  [default: {show_default}]"
     parser = parameters.duration if floor is None else parameters.at_least(floor)
+    names = () if name is None else (name,)
     option: OptionInfo = typer.Option(
-        parser=parser, metavar="DURATION", help=help, show_default=show_default is None
+        *names, parser=parser, metavar="DURATION", help=help, show_default=show_default is None
     )
     return option
+
+
+# ---------------------------------------------------------------- flags of several meanings
+# A flag that commands take with their own help (or type, or bound) is declared here once, by
+# a factory that takes what differs (pip's cmdoptions); each command's variant is an alias
+# below, or the factory called in its signature. tests/unit/test_option_declarations.py
+# counts: every flag declared in one place, every int option bounded on the option.
+
+# the largest --limit of a read kept whole in memory (stuck, review: their table), and of
+# what jobctl top reads per view (its screen's rows)
+ROWS_READ_MAX = 1_000_000
+TOP_ROWS_MAX = 10_000
+
+
+def limit(help: str = "At most this many rows.", *, most: int | None = None) -> OptionInfo:
+    """--limit N: 1 at least, ``most`` at most (None: no bound); typer's help shows both."""
+    option: OptionInfo = typer.Option("--limit", min=1, max=most, metavar="N", help=help)
+    return option
+
+
+def exit_code(help: str) -> OptionInfo:
+    """--exit-code: exit 4 (``errors.EXIT_FINDINGS``) on what ``help`` says."""
+    option: OptionInfo = typer.Option("--exit-code", help=help)
+    return option
+
+
+def kind(help: str) -> OptionInfo:
+    """--kind K: one kind (``str``) or several (``list[str]``, repeatable), by the annotation."""
+    option: OptionInfo = typer.Option("--kind", metavar="K", help=help)
+    return option
+
+
+def queue(help: str) -> OptionInfo:
+    """--queue Q, as ``kind``."""
+    option: OptionInfo = typer.Option("--queue", metavar="Q", help=help)
+    return option
+
+
+def commit(help: str) -> OptionInfo:
+    """--commit/--dry-run: the dry run is the default."""
+    option: OptionInfo = typer.Option("--commit/--dry-run", help=help)
+    return option
+
+
+def reason(help: str) -> OptionInfo:
+    """--reason TEXT: why, recorded (``help`` says where, and whether it is required)."""
+    option: OptionInfo = typer.Option("--reason", metavar="TEXT", help=help)
+    return option
+
+
+def plan(help: str) -> OptionInfo:
+    """--plan FILE: a saved plan to apply."""
+    option: OptionInfo = typer.Option("--plan", metavar="FILE", help=help)
+    return option
+
+
+def save_plan(help: str) -> OptionInfo:
+    """--save-plan FILE: the rows listed, saved as a plan."""
+    option: OptionInfo = typer.Option("--save-plan", metavar="FILE", help=help)
+    return option
+
+
+def worker(help: str, *, complete: bool = False) -> OptionInfo:
+    """--worker NAME; ``complete``: TAB offers the workers of the table's processing jobs."""
+    option: OptionInfo = typer.Option(
+        "--worker",
+        metavar="NAME",
+        help=help,
+        autocompletion=(
+            (lambda ctx, incomplete: parameters.from_database(ctx, "complete_workers", incomplete))
+            if complete
+            else None
+        ),
+    )
+    return option
+
+
+def actor(help: str, *, envvar: str | None = None) -> OptionInfo:
+    """--actor NAME: who acts (the global option, ``envvar`` its default) or a filter."""
+    option: OptionInfo = typer.Option(
+        "--actor", envvar=envvar, metavar="NAME", help=help, show_default=False
+    )
+    return option
+
+
+def since(help: str, *, duration: bool = False) -> OptionInfo:
+    """--since: a WHEN as typed (a duration or a timestamp: ``events.bound`` reads it), or
+    (``duration``) a DURATION."""
+    if duration:
+        return Duration(help, name="--since")
+    option: OptionInfo = typer.Option("--since", metavar="WHEN", help=help)
+    return option
+
+
+def older_than(help: str) -> OptionInfo:
+    """--older-than DURATION."""
+    return Duration(help, name="--older-than")
+
+
+def every(
+    help: str,
+    *,
+    show_default: str | None = None,
+    floor: tuple[dt.timedelta, str] = parameters.WATCH_FLOOR,
+) -> OptionInfo:
+    """--every DURATION: a refresh's or the service's period, never below ``floor``."""
+    return Duration(help, name="--every", show_default=show_default, floor=floor)
+
+
+def expiring_within(help: str, *, show_default: str | None = None) -> OptionInfo:
+    """--expiring-within DURATION: the live leases about to run out."""
+    return Duration(help, name="--expiring-within", show_default=show_default)
+
+
+def listing(help: str) -> OptionInfo:
+    """--list: what is recorded, listed instead of written."""
+    option: OptionInfo = typer.Option("--list", help=help)
+    return option
+
+
+def status(metavar: str, help: str) -> OptionInfo:
+    """--status (repeatable): a status filter, or a table's own status value."""
+    option: OptionInfo = typer.Option("--status", metavar=metavar, help=help)
+    return option
+
+
+def history(help: str, *, switch: bool = False) -> OptionInfo:
+    """--history: the history mode schema apply installs (a value), or (``switch``) whether
+    schema remove deletes the history (--history/--keep-history)."""
+    if switch:
+        option: OptionInfo = typer.Option("--history/--keep-history", help=help)
+        return option
+    option = typer.Option(
+        "--history",
+        metavar="|".join(HISTORY_MODES),
+        autocompletion=lambda incomplete: [m for m in HISTORY_MODES if m.startswith(incomplete)],
+        help=help,
+    )
+    return option
+
+
+HISTORY_MODES = ("transitions", "late", "exact", "audit")
 
 
 def _format_with_output(
@@ -82,16 +227,7 @@ Format = Annotated[
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Confirm without a prompt.")]
 
 
-Worker = Annotated[
-    str | None,
-    typer.Option(
-        metavar="NAME",
-        help="Only this worker's jobs.",
-        autocompletion=lambda ctx, incomplete: parameters.from_database(
-            ctx, "complete_workers", incomplete
-        ),
-    ),
-]
+Worker = Annotated[str | None, worker("Only this worker's jobs.", complete=True)]
 Policy = Annotated[
     str | None,
     typer.Option(
@@ -110,20 +246,15 @@ TrustReplica = Annotated[
         "replay lag.",
     ),
 ]
-Soon = Annotated[dt.timedelta, Duration("Window for 'expiring soon'.", show_default="30s")]
+Soon = Annotated[dt.timedelta, expiring_within("Window for 'expiring soon'.", show_default="30s")]
 Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
-Every = Annotated[
-    dt.timedelta,
-    Duration("Watch refresh (100ms at least).", show_default="2s", floor=parameters.WATCH_FLOOR),
-]
+Every = Annotated[dt.timedelta, every("Watch refresh (100ms at least).", show_default="2s")]
 Count = Annotated[
     int | None,
     typer.Option("--count", min=1, metavar="N", help="Stop watching after N refreshes."),
 ]
-Reason = Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded in the history.")]
-RequiredReason = Annotated[  # fail and cancel
-    str, typer.Option(metavar="TEXT", help="Why (required): becomes last_error.")
-]
+Reason = Annotated[str | None, reason("Why: recorded in the history.")]
+RequiredReason = Annotated[str, reason("Why (required): becomes last_error.")]  # fail, cancel
 
 
 ExpectToken = Annotated[
@@ -146,17 +277,12 @@ PrintSql = Annotated[bool, typer.Option("--sql", help="Print the SQL instead.")]
 # schema apply: the history mode and the table's own names
 HistoryMode = Annotated[
     str | None,
-    typer.Option(
-        "--history",
-        metavar="transitions|late|exact|audit",
-        autocompletion=lambda incomplete: [
-            m for m in ("transitions", "late", "exact", "audit") if m.startswith(incomplete)
-        ],
-        help="What the history records: transitions (the default on a first install: "
+    history(
+        "What the history records: transitions (the default on a first install: "
         "attempts that did not complete, every status change, jobctl's writes), late (also "
         "completed attempts and late heartbeats, at a cost), exact (also every heartbeat, "
         "at a higher cost), audit (only jobctl's own writes). Default: keep the installed "
-        "mode.",
+        "mode."
     ),
 ]
 NoWorkerHistory = Annotated[
@@ -175,10 +301,9 @@ ColumnMappings = Annotated[
 ]
 StatusMappings = Annotated[
     list[str] | None,
-    typer.Option(
-        "--status",
-        metavar="DESIGN=ACTUAL",
-        help="The table's own value for queued, processing, done or failed, e.g. "
+    status(
+        "DESIGN=ACTUAL",
+        "The table's own value for queued, processing, done or failed, e.g. "
         "processing=running (repeatable).",
     ),
 ]
@@ -211,12 +336,7 @@ LockDeadline = Annotated[  # schema apply and schema remove: their short lock tr
 
 # --since/--until of events and report: a duration (that long ago) or a timestamp, as
 # typed; events.bound reads it (a bad one: exit 2)
-Since = Annotated[
-    str | None,
-    typer.Option(
-        metavar="WHEN", help="From this long ago (2h) or this time (2026-12-01T06:00:00Z)."
-    ),
-]
+Since = Annotated[str | None, since("From this long ago (2h) or this time (2026-12-01T06:00:00Z).")]
 Until = Annotated[
     str | None,
     typer.Option(metavar="WHEN", help="Up to this long ago or this time (default: now)."),
@@ -263,12 +383,7 @@ LockTimeout = Annotated[
 ]
 Actor = Annotated[
     str | None,
-    typer.Option(
-        envvar="JOBCTL_ACTOR",
-        metavar="NAME",
-        help="Who acts, for the audit trail. Default: user@host.",
-        show_default=False,
-    ),
+    actor("Who acts, for the audit trail. Default: user@host.", envvar="JOBCTL_ACTOR"),
 ]
 Debug = Annotated[
     bool, typer.Option("--debug", help="Show a traceback on errors (passwords redacted).")
@@ -311,34 +426,32 @@ JobIdsOrStdin = Annotated[
 ]
 ReviewPlan = Annotated[
     Path | None,
-    typer.Option(
-        metavar="FILE",
-        help="Act on the rows of a plan saved by jobctl review --save-plan, each only if "
-        "unchanged since.",
+    plan(
+        "Act on the rows of a plan saved by jobctl review --save-plan, each only if "
+        "unchanged since."
     ),
 ]
 
 # ---------------------------------------------------------------- reclaim
-Commit = Annotated[
-    bool, typer.Option("--commit/--dry-run", help="Apply, or only preview (the default).")
+Commit = Annotated[bool, commit("Apply, or only preview (the default).")]
+# ops.reclaim.request's MIN_BATCH, MAX_BATCH (its check serves the library's callers; it is
+# not imported here, at every command's start: tests/unit/test_option_declarations.py)
+BATCH_SIZE = (1, 10_000)
+BatchSize = Annotated[
+    int,
+    typer.Option(min=BATCH_SIZE[0], max=BATCH_SIZE[1], metavar="N", help="Rows per transaction."),
 ]
-BatchSize = Annotated[int, typer.Option(metavar="N", help="Rows per transaction (1-10000).")]
-Limit = Annotated[int | None, typer.Option(min=1, metavar="N", help="At most this many rows.")]
+Limit = Annotated[int | None, limit()]  # reclaim, events: every row by default
+RowLimit = Annotated[int, limit(most=ROWS_READ_MAX)]  # stuck, review: a table read whole
 OnlyIds = Annotated[
     list[str] | None,
     typer.Option("--id", metavar="ID", help="Only this job (repeatable)."),
 ]
-SavePlan = Annotated[
-    Path | None,
-    typer.Option(metavar="FILE", help="With the dry run: write the reviewed rows to FILE."),
-]
-ApplyPlan = Annotated[
-    Path | None,
-    typer.Option(metavar="FILE", help="With --commit: apply only the rows of this saved plan."),
-]
+SavePlan = Annotated[Path | None, save_plan("With the dry run: write the reviewed rows to FILE.")]
+ApplyPlan = Annotated[Path | None, plan("With --commit: apply only the rows of this saved plan.")]
 ServeEvery = Annotated[
     dt.timedelta | None,
-    Duration(
+    every(
         "Repeat every DURATION (100ms at least): the reclaimer service (needs --commit --yes).",
         floor=parameters.SERVICE_FLOOR,
     ),
@@ -346,20 +459,10 @@ ServeEvery = Annotated[
 
 # what the job is: the table's mapped kind and queue columns, its last error
 Kinds = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--kind",
-        metavar="K",
-        help="Only jobs of this kind (repeatable; the mapped kind column).",
-    ),
+    list[str] | None, kind("Only jobs of this kind (repeatable; the mapped kind column).")
 ]
 Queues = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--queue",
-        metavar="Q",
-        help="Only jobs of this queue (repeatable; the mapped queue column).",
-    ),
+    list[str] | None, queue("Only jobs of this queue (repeatable; the mapped queue column).")
 ]
 ErrorText = Annotated[
     str | None,
@@ -392,16 +495,14 @@ ANY_JOB = Slicing()  # no --kind, --queue or --error
 # requeue / fail on a filter
 BulkStatuses = Annotated[
     list[str] | None,
-    typer.Option(
-        "--status",
-        metavar="queued|processing|failed|parked",
-        help="With a filter: only jobs in this status (repeatable, or a comma list; default: "
+    status(
+        "queued|processing|failed|parked",
+        "With a filter: only jobs in this status (repeatable, or a comma list; default: "
         "failed and the park status).",
     ),
 ]
 BulkOlderThan = Annotated[
-    dt.timedelta | None,
-    Duration("With a filter: only jobs last changed longer ago than this."),
+    dt.timedelta | None, older_than("With a filter: only jobs last changed longer ago than this.")
 ]
 BulkNoLease = Annotated[
     bool,
@@ -411,15 +512,10 @@ BulkNoLease = Annotated[
         "none; reclaim never touches them).",
     ),
 ]
-BulkLimit = Annotated[
-    int, typer.Option(min=1, metavar="N", help="With a filter: at most this many jobs.")
-]
+BulkLimit = Annotated[int, limit("With a filter: at most this many jobs.")]
 BulkSavePlan = Annotated[
     Path | None,
-    typer.Option(
-        metavar="FILE",
-        help="With a filter: write the listed jobs to FILE as a plan, for --plan FILE.",
-    ),
+    save_plan("With a filter: write the listed jobs to FILE as a plan, for --plan FILE."),
 ]
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from jobctl.cli import bundles, parameters
 from jobctl.cli import options as opt
-from jobctl.cli.commands import monitoring
+from jobctl.cli.commands import monitoring, writes
 from jobctl.ops.slices import Slice
 
 
@@ -93,3 +93,50 @@ def test_what_the_commands_bundles_give_the_core():
     assert opt.Slicing(None, ["q"], "timeout").slice() == Slice((), ("q",), "timeout")
     assert not monitoring.NO_NOTIFY.given
     assert monitoring.Asked(notify_env=["HOOK"]).given
+
+
+@dataclasses.dataclass(frozen=True)
+class Outer(bundles.Bundle):
+    """A bundle in a bundle, and a field a narrower bundle fixes."""
+
+    head: Annotated[int, typer.Option(metavar="N", help="Before the inner bundle.")] = 0
+    pair: Pair = Pair()
+    tail: Annotated[bool, typer.Option("--tail", help="After it.")] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Narrower(Outer):
+    tail: bool = dataclasses.field(default=True, init=False)  # no option: always True
+
+
+OUTER: list[Outer] = []
+
+
+def nesting(outer: Narrower = Narrower()) -> None:
+    OUTER.append(outer)
+
+
+def test_a_bundle_in_a_bundle_stands_in_its_place_and_a_fixed_field_is_no_option():
+    app = typer.Typer(add_completion=False, rich_markup_mode=None)
+    app.command("nesting")(bundles.expanded(nesting))
+    params = typer.main.get_command(app).params
+    assert [p.name for p in params] == ["head", "first", "second"]
+    OUTER.clear()
+    done = CliRunner().invoke(app, ["--head", "2", "--first", "3"])
+    assert done.exit_code == 0, done.output
+    assert OUTER == [Narrower(head=2, pair=Pair(3, None))] and OUTER[0].tail is True
+    assert CliRunner().invoke(app, ["--tail"]).exit_code == 2
+
+
+def test_requeue_fail_and_cancel_take_one_bundle_each_narrowed():
+    """Their options are ByHand's, in its order, less what each fixes."""
+    names = [p.name for p in bundles._options(writes.ByHand)]
+    for bundle, fixed in (
+        (writes.Requeue, {"park"}),
+        (writes.Fail, {"delay", "park", "spread"}),
+        (writes.Cancel, {"delay", "force", "status", "spread"}),
+    ):
+        assert [p.name for p in bundles._options(bundle)] == [n for n in names if n not in fixed]
+    assert (
+        writes.CANCEL.force and not writes.FAIL.park and writes.FAIL.spread == writes.REQUEUE.spread
+    )

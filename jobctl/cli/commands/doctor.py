@@ -23,9 +23,7 @@ def doctor(
         dt.timedelta,
         opt.Duration("How far back the history is read (leases, reruns).", show_default="7d"),
     ] = dt.timedelta(days=7),
-    exit_code: Annotated[
-        bool, typer.Option("--exit-code", help="Exit 4 when any check fails.")
-    ] = False,
+    exit_code: Annotated[bool, opt.exit_code("Exit 4 when any check fails.")] = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:

@@ -18,14 +18,8 @@ from jobctl.render import output, pause_views, rows, views
 if TYPE_CHECKING:
     from jobctl.ops import pause as pause_core
 
-Kind = Annotated[
-    str | None,
-    typer.Option("--kind", metavar="K", help="The kind (the mapped kind column)."),
-]
-Queue = Annotated[
-    str | None,
-    typer.Option("--queue", metavar="Q", help="The queue (the mapped queue column)."),
-]
+Kind = Annotated[str | None, opt.kind("The kind (the mapped kind column).")]
+Queue = Annotated[str | None, opt.queue("The queue (the mapped queue column).")]
 
 
 def _which(kind: str | None, queue: str | None, command: str) -> tuple[str, str]:
@@ -41,11 +35,10 @@ def pause(
     kind: Kind = None,
     queue: Queue = None,
     reason: Annotated[
-        str | None,
-        typer.Option(metavar="TEXT", help="Why (required to pause): recorded with the pause."),
+        str | None, opt.reason("Why (required to pause): recorded with the pause.")
     ] = None,
     list_pauses: Annotated[
-        bool, typer.Option("--list", help="List the table's pauses: who, why, since when.")
+        bool, opt.listing("List the table's pauses: who, why, since when.")
     ] = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,

@@ -23,25 +23,18 @@ from jobctl.render import output, rows, tables, views
 def review(
     ctx: typer.Context,
     policy: opt.Policy = None,
-    worker: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Only jobs this worker's lease left.")
+    worker: Annotated[str | None, opt.worker("Only jobs this worker's lease left.")] = None,
+    since: Annotated[
+        dt.timedelta | None, opt.since("Only jobs reclaimed within this.", duration=True)
     ] = None,
-    since: Annotated[dt.timedelta | None, opt.Duration("Only jobs reclaimed within this.")] = None,
     older_than: Annotated[
-        dt.timedelta | None, opt.Duration("Only jobs waiting for longer than this.")
+        dt.timedelta | None, opt.older_than("Only jobs waiting for longer than this.")
     ] = None,
-    limit: Annotated[
-        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
-    ] = 1000,
+    limit: opt.RowLimit = 1000,
     save_plan: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE", help="Write the reviewed rows to FILE, for requeue/fail --plan."
-        ),
+        Path | None, opt.save_plan("Write the reviewed rows to FILE, for requeue/fail --plan.")
     ] = None,
-    exit_code: Annotated[
-        bool, typer.Option("--exit-code", help="Exit 4 when any job awaits review.")
-    ] = False,
+    exit_code: Annotated[bool, opt.exit_code("Exit 4 when any job awaits review.")] = False,
     slicing: opt.Slicing = opt.ANY_JOB,
     full: opt.Full = False,
     out: opt.Out = output.Output.table,
@@ -105,10 +98,8 @@ def events(
             help="Only this event, e.g. reclaimed (repeatable, or a comma list).",
         ),
     ] = None,
-    actor: Annotated[str | None, typer.Option(metavar="NAME", help="Only this actor's.")] = None,
-    worker: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Only events of this worker's attempts.")
-    ] = None,
+    actor: Annotated[str | None, opt.actor("Only this actor's.")] = None,
+    worker: Annotated[str | None, opt.worker("Only events of this worker's attempts.")] = None,
     job_ids: opt.OnlyIds = None,
     oldest_first: Annotated[
         bool, typer.Option("--oldest-first/--newest-first", help="Order by the event time.")
@@ -167,9 +158,7 @@ def events(
 
 def report(
     ctx: typer.Context,
-    since: Annotated[
-        str, typer.Option(metavar="WHEN", help="From this long ago (2h) or this time.")
-    ] = "2h",
+    since: Annotated[str, opt.since("From this long ago (2h) or this time.")] = "2h",
     until: opt.Until = None,
     slicing: opt.Slicing = opt.ANY_JOB,
     out: opt.Out = output.Output.table,

@@ -166,10 +166,10 @@ def schema_remove(
     ctx: typer.Context,
     history_too: Annotated[
         bool,
-        typer.Option(
-            "--history/--keep-history",
-            help="Also delete the table's history (after a confirmation naming its rows), "
+        opt.history(
+            "Also delete the table's history (after a confirmation naming its rows), "
             "and schema jobctl once no other table is in it. Default: keep it.",
+            switch=True,
         ),
     ] = False,
     columns: Annotated[

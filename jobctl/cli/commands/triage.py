@@ -28,16 +28,12 @@ def stuck(
     ctx: typer.Context,
     worker: opt.Worker = None,
     policy: opt.Policy = None,
-    limit: Annotated[
-        int, typer.Option(min=1, max=1_000_000, metavar="N", help="At most this many rows.")
-    ] = 1000,
+    limit: opt.RowLimit = 1000,
     grace: opt.Grace = dt.timedelta(0),
     expiring_within: Annotated[
-        dt.timedelta | None, opt.Duration("Add live leases that expire within this.")
+        dt.timedelta | None, opt.expiring_within("Add live leases that expire within this.")
     ] = None,
-    exit_code: Annotated[
-        bool, typer.Option("--exit-code", help="Exit 4 when any are found.")
-    ] = False,
+    exit_code: Annotated[bool, opt.exit_code("Exit 4 when any are found.")] = False,
     ready_after: Annotated[
         dt.timedelta,
         opt.Duration(

@@ -7,6 +7,7 @@ Registered by ``cli``, in the order ``jobctl --help`` lists them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import sys
 from pathlib import Path
@@ -17,13 +18,12 @@ import typer
 from jobctl import errors
 from jobctl.cli import context, parameters, terminal
 from jobctl.cli import options as opt
+from jobctl.cli.bundles import Bundle
 from jobctl.cli.commands import monitoring
 from jobctl.contract import shapes
 from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
-    import uuid
-
     from jobctl.ops import bulk, manual
     from jobctl.ops.reclaim import one_database, run
 
@@ -157,22 +157,76 @@ class _ReclaimShown:
 
 
 # ---------------------------------------------------------------- operator writes
+# requeue, fail and cancel: the operator's writes by hand
+Delay = Annotated[
+    dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
+]
+Park = Annotated[
+    bool,
+    typer.Option(
+        "--park", help="Put the job in the park status (a human decides) instead of failed."
+    ),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ByHand(Bundle):
+    """requeue's, fail's and cancel's options, in their ``--help``'s order: which jobs (ids,
+    a saved plan, or a filter), why, how, the confirmation. Each command's bundle is this one
+    with what it does not take fixed (``init=False``: no option, the value its write uses)
+    and its own --reason (``Requeue``, ``Fail``, ``Cancel``); ``by_hand_or_filter`` is the
+    path all three take."""
+
+    job_ids: opt.JobIdsOrStdin = None
+    plan: opt.ReviewPlan = None
+    reason: opt.Reason = None
+    delay: Delay = dt.timedelta(0)
+    park: Park = False
+    expect_token: opt.ExpectToken = None
+    force: opt.Force = False
+    yes: opt.Yes = False
+    slicing: opt.Slicing = opt.ANY_JOB
+    status: opt.BulkStatuses = None
+    bulk: opt.Bulk = opt.BULK_DEFAULTS
+    save_plan: opt.BulkSavePlan = None
+    spread: opt.Spread = dt.timedelta(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Requeue(ByHand):
+    """requeue: its reason optional; never parks."""
+
+    park: bool = dataclasses.field(default=False, init=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fail(ByHand):
+    """fail: at once (no --delay, --spread), never parked (no --park); its reason required."""
+
+    reason: opt.RequiredReason = ""
+    delay: dt.timedelta = dataclasses.field(default=dt.timedelta(0), init=False)
+    park: bool = dataclasses.field(default=False, init=False)
+    spread: dt.timedelta = dataclasses.field(default=dt.timedelta(0), init=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cancel(ByHand):
+    """cancel: a live lease is the point (always --force), the running jobs its filter
+    lists (no --status), at once (no --delay, --spread); the reason required."""
+
+    reason: opt.RequiredReason = ""
+    delay: dt.timedelta = dataclasses.field(default=dt.timedelta(0), init=False)
+    force: bool = dataclasses.field(default=True, init=False)
+    status: list[str] | None = dataclasses.field(default=None, init=False)
+    spread: dt.timedelta = dataclasses.field(default=dt.timedelta(0), init=False)
+
+
+REQUEUE, FAIL, CANCEL = Requeue(), Fail(), Cancel()
+
+
 def requeue(
     ctx: typer.Context,
-    job_ids: opt.JobIdsOrStdin = None,
-    plan: opt.ReviewPlan = None,
-    reason: opt.Reason = None,
-    delay: Annotated[
-        dt.timedelta, opt.Duration("Make it available after this long.", show_default="0s")
-    ] = dt.timedelta(0),
-    expect_token: opt.ExpectToken = None,
-    force: opt.Force = False,
-    yes: opt.Yes = False,
-    slicing: opt.Slicing = opt.ANY_JOB,
-    status: opt.BulkStatuses = None,
-    bulk: opt.Bulk = opt.BULK_DEFAULTS,
-    save_plan: opt.BulkSavePlan = None,
-    spread: opt.Spread = dt.timedelta(0),
+    asked: Requeue = REQUEUE,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -184,41 +238,12 @@ def requeue(
     lists the jobs it matches: --save-plan FILE saves them as a plan, --yes requeues exactly those.
     Example: jobctl requeue 42 --reason "charge not captured, safe to retry" --yes
     """
-    which = bulk_filter(slicing, status, bulk)
-    if which or not (job_ids or plan):
-        ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
-        bulk_write(
-            ctx, "requeue", which, reason, delay, force, yes, save_plan, out, fmt, spread=spread
-        )
-        return
-    no_save_plan_without_a_filter(save_plan)
-    report = by_hand(
-        ctx,
-        "requeue",
-        job_ids,
-        plan,
-        reason,
-        delay,
-        expect_token=expect_token,
-        force=force,
-        yes=yes,
-        spread=spread,
-    )
-    terminal.report(report, out, fmt)
+    by_hand_or_filter(ctx, "requeue", asked, out, fmt)
 
 
 def fail(
     ctx: typer.Context,
-    job_ids: opt.JobIdsOrStdin = None,
-    plan: opt.ReviewPlan = None,
-    reason: opt.RequiredReason = "",
-    expect_token: opt.ExpectToken = None,
-    force: opt.Force = False,
-    yes: opt.Yes = False,
-    slicing: opt.Slicing = opt.ANY_JOB,
-    status: opt.BulkStatuses = None,
-    bulk: opt.Bulk = opt.BULK_DEFAULTS,
-    save_plan: opt.BulkSavePlan = None,
+    asked: Fail = FAIL,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:
@@ -231,24 +256,25 @@ def fail(
     it matches: --save-plan FILE saves them as a plan, --yes fails exactly those.
     Example: jobctl fail 42 --reason "customer refunded by support" --yes
     """
-    which = bulk_filter(slicing, status, bulk)
-    if which or not (job_ids or plan):
-        ids_or_plan_not_with_a_filter(job_ids, plan, expect_token)
-        bulk_write(ctx, "fail", which, reason, dt.timedelta(0), force, yes, save_plan, out, fmt)
+    by_hand_or_filter(ctx, "fail", asked, out, fmt)
+
+
+def by_hand_or_filter(
+    ctx: typer.Context,
+    action: manual.Action,
+    asked: ByHand,
+    out: output.Output,
+    fmt: str | None,
+) -> None:
+    """``requeue``, ``fail`` and ``cancel``: on a filter (or nothing given: what is missing
+    said), the jobs it lists; else the ids given or a saved plan's rows."""
+    which = bulk_filter(asked.slicing, asked.status, asked.bulk)
+    if which or not (asked.job_ids or asked.plan):
+        ids_or_plan_not_with_a_filter(asked.job_ids, asked.plan, asked.expect_token)
+        bulk_write(ctx, action, which, asked, out, fmt)
         return
-    no_save_plan_without_a_filter(save_plan)
-    report = by_hand(
-        ctx,
-        "fail",
-        job_ids,
-        plan,
-        reason,
-        dt.timedelta(0),
-        expect_token=expect_token,
-        force=force,
-        yes=yes,
-    )
-    terminal.report(report, out, fmt)
+    no_save_plan_without_a_filter(asked.save_plan)
+    terminal.report(by_hand(ctx, action, asked), out, fmt)
 
 
 def bulk_filter(
@@ -289,22 +315,16 @@ def bulk_write(
     ctx: typer.Context,
     action: manual.Action,
     which: bulk.BulkFilter,
-    reason: str | None,
-    delay: dt.timedelta,
-    force: bool,
-    yes: bool,
-    save_plan: Path | None,
+    asked: ByHand,
     out: output.Output,
     fmt: str | None,
-    *,
-    spread: dt.timedelta = dt.timedelta(0),
-    park: bool = False,
 ) -> None:
     """``requeue`` / ``fail`` / ``cancel`` on a filter: list the jobs it matches and their
     count; then save them as a plan, or (--yes) write exactly those, each fenced as listed."""
     from jobctl.ops import bulk, manual
     from jobctl.ops import review as core
 
+    reason, yes, save_plan = asked.reason, asked.yes, asked.save_plan
     if save_plan is not None and yes:
         raise errors.UsageError(
             "--save-plan lists and saves, --yes writes: give one (apply a plan with --plan)"
@@ -312,7 +332,7 @@ def bulk_write(
     if yes:
         manual.need_reason(action, reason)
     with context.open_session(ctx) as s:
-        listed = bulk.candidates(s, action, which, force=force)
+        listed = bulk.candidates(s, action, which, force=asked.force)
         found = listed.rows
         keys = rows.bulk_keys(s.table.mapping.mapped_optional)  # the same with no row
         if not found:
@@ -328,7 +348,13 @@ def bulk_write(
                 core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
         elif yes:
             report = bulk.commit(
-                s, action, listed.eligible, reason=reason, delay=delay, spread=spread, park=park
+                s,
+                action,
+                listed.eligible,
+                reason=reason,
+                delay=asked.delay,
+                spread=asked.spread,
+                park=asked.park,
             )
     if yes:
         _left_out(listed)
@@ -362,26 +388,15 @@ def _left_out(listed: bulk.Listed) -> None:
         terminal.say(line)
 
 
-def by_hand(
-    ctx: typer.Context,
-    action: manual.Action,
-    job_ids: list[str] | None,
-    plan: Path | None,
-    reason: str | None,
-    delay: dt.timedelta,
-    *,
-    expect_token: uuid.UUID | None,
-    force: bool,
-    yes: bool,
-    spread: dt.timedelta = dt.timedelta(0),
-    park: bool = False,
-) -> manual.Report:
+def by_hand(ctx: typer.Context, action: manual.Action, asked: ByHand) -> manual.Report:
     """``requeue`` / ``fail`` / ``cancel``: the rows of a saved plan, or the ids given."""
     from jobctl.ops import manual
     from jobctl.ops import review as core
 
-    confirm = None if yes else terminal.confirm
-    ids = _ids_or_plan(job_ids, plan, expect_token)
+    plan, reason, delay, expect_token = asked.plan, asked.reason, asked.delay, asked.expect_token
+    force, spread, park = asked.force, asked.spread, asked.park
+    confirm = None if asked.yes else terminal.confirm
+    ids = _ids_or_plan(asked.job_ids, plan, expect_token)
     with context.open_session(ctx) as s:
         if plan is not None:
             return core.apply_plan(
@@ -437,10 +452,8 @@ def quarantine(
     min_reclaims: Annotated[
         int, typer.Option(min=1, metavar="N", help="Auto jobs reclaimed at least this many times.")
     ] = 3,
-    commit: Annotated[
-        bool, typer.Option("--commit/--dry-run", help="Apply, or only list (the default).")
-    ] = False,
-    limit: Annotated[int, typer.Option(min=1, metavar="N", help="At most this many jobs.")] = 1000,
+    commit: Annotated[bool, opt.commit("Apply, or only list (the default).")] = False,
+    limit: Annotated[int, opt.limit("At most this many jobs.")] = 1000,
     reason: opt.Reason = None,
     yes: opt.Yes = False,
     out: opt.Out = output.Output.table,
@@ -496,21 +509,13 @@ def policy(
     reason: opt.Reason = None,
     yes: opt.Yes = False,
     kind: Annotated[
-        str | None,
-        typer.Option(
-            metavar="K", help="Set the policy of every job of this kind (the mapped column)."
-        ),
+        str | None, opt.kind("Set the policy of every job of this kind (the mapped column).")
     ] = None,
-    queue: Annotated[
-        str | None,
-        typer.Option(metavar="Q", help="Set the policy of every job of this queue."),
-    ] = None,
+    queue: Annotated[str | None, opt.queue("Set the policy of every job of this queue.")] = None,
     remove: Annotated[
         bool, typer.Option("--remove", help="With --kind/--queue: remove its policy.")
     ] = False,
-    list_kinds: Annotated[
-        bool, typer.Option("--list", help="List the policies per kind and queue.")
-    ] = False,
+    list_kinds: Annotated[bool, opt.listing("List the policies per kind and queue.")] = False,
     out: opt.Out = output.Output.table,
     fmt: opt.Format = None,
 ) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from jobctl import errors
-from jobctl.cli import context, parameters, terminal
+from jobctl.cli import context, terminal
 from jobctl.cli import options as opt
 
 if TYPE_CHECKING:
@@ -28,15 +28,11 @@ INSTALL = "jobctl top needs Textual: pip install 'jobctl[tui]'"
 def top(
     ctx: typer.Context,
     every: Annotated[
-        dt.timedelta,
-        opt.Duration(
-            "Refresh every (100ms at least).", show_default="2s", floor=parameters.WATCH_FLOOR
-        ),
+        dt.timedelta, opt.every("Refresh every (100ms at least).", show_default="2s")
     ] = dt.timedelta(seconds=2),
     expiring_within: opt.Soon = dt.timedelta(seconds=30),
     limit: Annotated[
-        int,
-        typer.Option(min=1, max=10_000, metavar="N", help="Rows read per view (the rest counted)."),
+        int, opt.limit("Rows read per view (the rest counted).", most=opt.TOP_ROWS_MAX)
     ] = 200,
     allow_writes: Annotated[
         bool,
