@@ -158,7 +158,9 @@ def waiting(what: str) -> Iterator[tuple[Callable[[Any], None], Callable[[str], 
         )
 
 
-def live(out: output.Output, fmt: str | None, every_s: float) -> Any:
+def live(
+    out: output.Output, fmt: str | None, every_s: float
+) -> contextlib.AbstractContextManager[Callable[[Any, output.Document], None]]:
     """How ``--watch`` shows each refresh: a context manager giving a ``show(at, doc)``.
 
     In place on a terminal (rich Live), else one JSON line per refresh (``{"at", "data"}``).

