@@ -67,6 +67,8 @@ class JobsTable:
     write_refusal: str | None = None
     # a unique index on the id alone: no id is held by two rows (nothing to look for)
     id_unique: bool = False
+    # jobctl.refuse exists (history 013): a reclaimed row not written as meant fails its batch
+    refuses: bool = False
 
     @functools.cached_property
     def fragments(self) -> dict[str, sql.Composable]:
@@ -82,6 +84,7 @@ class JobsTable:
             pause_table=self.qualified if self.pauses else None,
             kept_texts=self.kept_texts,
             id_unique=self.id_unique,
+            refuses=self.refuses,
         )
 
 
@@ -97,6 +100,7 @@ def spelling(
     pause_table: str | None = None,
     kept_texts: bool = False,
     id_unique: bool = False,
+    refuses: bool = False,
 ) -> dict[str, sql.Composable]:
     """The placeholders of the statements, for a table: ``{table}``; each design column
     (``{status}``, ``{attempt_token}`` ...) as the table's column; each design status
@@ -141,6 +145,11 @@ def spelling(
     fragments.update(shown_fragments(fragments))
     if id_unique:  # a unique index on the id alone: no row's id is another's (id_repeated)
         fragments["id_repeated"] = sql.SQL("false")
+    # reclaim_batch's refusal of a row an application's trigger kept back or changed (history
+    # 013: jobctl.refuse; before it, none: the batch commits, its rows reported as written)
+    fragments["reclaim_refused"] = (
+        queries.query("reclaim_refusal", **fragments) if refuses else sql.SQL("true")
+    )
     # a policy per kind or queue (history 006; policy_table: the table as it names it, when
     # jobctl.kind_policies exists): part of reclaim's decision when kind or queue is mapped
     fragments["policy_table"] = sql.Literal(policy_table)
@@ -401,6 +410,7 @@ def resolve_table(
         bool(row.get("has_kept_texts")),
         *_writes_as(row),
         bool(id_row and id_row.get("unique_alone")),
+        bool(row.get("has_refuse")),
     )
 
 

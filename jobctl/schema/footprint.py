@@ -33,6 +33,8 @@ TABLES = {
 # the shared trigger functions of versions 1 and 2, which migrations still make and no
 # trigger of this version calls (each table's own function replaced them)
 SHARED_FUNCTIONS = ("record_transition", "record_change")
+# reclaim's refusal of a row an application's trigger kept back or changed (history 013)
+REFUSE_FUNCTION = "refuse"
 
 LEAST = "audit"  # the mode whose trigger no worker statement fires
 # what each mode's WHEN lets through to the function (schema.sql's history_when_* blocks)
@@ -91,7 +93,9 @@ class Footprint:
             f"(plpgsql, SECURITY DEFINER) for {FIRES_FOR[self.mode]}: mode {self.mode}, "
             f"{check.MODE_COST[self.mode]}",
             f"  schema jobctl: tables {', '.join(self.tables)}; functions "
-            f"{', '.join(self.functions)} (the last two earlier versions', called by no trigger)",
+            f"{', '.join(self.functions)} (the last two earlier versions', called by no trigger; "
+            f"{REFUSE_FUNCTION} fails a reclaim's batch that a trigger of yours kept back or "
+            "changed)",
             f"  {least}",
         ]
 
@@ -137,5 +141,5 @@ def of(
         function=want.function,
         mode=mode,
         tables=tuple(TABLES),
-        functions=(want.function, *SHARED_FUNCTIONS),
+        functions=(want.function, REFUSE_FUNCTION, *SHARED_FUNCTIONS),
     )

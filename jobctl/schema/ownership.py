@@ -33,7 +33,13 @@ ALLOWED = {"schema": {"USAGE"}, "table": {"SELECT"}, "column": {"SELECT"}, "func
 # the one table others write: the reclaimer's record of its passes (history migration 007),
 # which schema grants --operator lets the reclaimer's role write; it is no job's history (a
 # forged row can only make a stopped reclaimer look alive, or a live one stopped)
-ALLOWED_ON = {("table", "reclaimer_passes"): {"SELECT", "INSERT", "UPDATE"}}
+# and the one function others call: reclaim_batch's refusal of a row not written as meant
+# (history 013), EXECUTE for PUBLIC (the default), since whichever role a reclaim writes as
+# calls it; SECURITY INVOKER and reading nothing, it can only raise an error as its caller
+ALLOWED_ON = {
+    ("table", "reclaimer_passes"): {"SELECT", "INSERT", "UPDATE"},
+    ("function", "refuse"): {"EXECUTE"},
+}
 # each jobs table's reclaimer function (schema grants --reclaimer: jobctl.reclaim_<table>_...):
 # EXECUTE for the reclaimer role (never PUBLIC), and owned by jobctl's operator role when the
 # installer is stronger than the table's owner (docs/safety.md, "The reclaimer role")

@@ -6,7 +6,7 @@ older releases have neither), and each table's history function carries in its c
 jobctl version and trigger version that generated it (the trigger's own arguments hold its
 version). From them:
 
-* ``schema check`` says "installed by jobctl 0.2.0 (history 12, trigger 5)" and sees a
+* ``schema check`` says "installed by jobctl 0.2.0 (history 13, trigger 5)" and sees a
   migration whose text changed since it was applied (its checksum differs);
 * a database this jobctl is older than (a migration number, or name, it does not know; a
   trigger version above its own) is refused by ``schema apply``, ``grants`` and ``remove``
@@ -17,7 +17,7 @@ version). From them:
 Example::
 
     found = versions.installed(conn, table.oid)
-    found.describe()  # 'jobctl 0.2.0 (history 12, trigger 5)'
+    found.describe()  # 'jobctl 0.2.0 (history 13, trigger 5)'
     found.newer()  # None, or the refusal's line
 """
 
@@ -84,7 +84,7 @@ class Installed:
         return max(found, key=version_key, default=None)
 
     def describe(self) -> str:
-        """``jobctl 0.2.0 (history 12, trigger 5)``; ``jobctl before 0.2.0`` when none is
+        """``jobctl 0.2.0 (history 13, trigger 5)``; ``jobctl before 0.2.0`` when none is
         recorded; the trigger's maker named when it is another (``trigger 3 by jobctl before
         0.2.0``)."""
         by = self.by or f"before {RECORDING}"

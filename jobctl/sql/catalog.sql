@@ -110,7 +110,10 @@ SELECT n.nspname, c.relname, c.oid::pg_catalog.int4 AS oid,
        EXISTS (SELECT FROM pg_catalog.pg_attribute a
                WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('jobctl.events')
                  AND a.attname OPERATOR(pg_catalog.=) 'reason_bytes'::pg_catalog.name
-                 AND NOT a.attisdropped) AS has_kept_texts
+                 AND NOT a.attisdropped) AS has_kept_texts,
+       -- reclaim_batch's refusal of a row not written as meant (history 013)
+       pg_catalog.to_regprocedure('jobctl.refuse(pg_catalog.text, pg_catalog.text)') IS NOT NULL
+           AS has_refuse
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
 WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)

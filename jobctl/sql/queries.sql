@@ -529,7 +529,9 @@ LIMIT %(limit)s
 -- times jobctl cannot use is left for a human (stuck and the dry run show it skipped, naming them).
 -- Every row it locked is returned, what it read next to what the UPDATE wrote
 -- (reclaim_written): an application's BEFORE trigger that fires after jobctl's may change the
--- row back, or keep it back (RETURN NULL: not written, its written columns NULL)
+-- row back, or keep it back (RETURN NULL: not written, its written columns NULL). Such a row
+-- fails the statement (reclaim_refusal, history 013): the transaction rolls back, the events
+-- jobctl's trigger inserted with it, and reclaim tries the batch again row by row
 WITH expired AS (
     SELECT {lease_columns}
     FROM {table} j
@@ -564,6 +566,7 @@ RETURNING j.{id} AS id, {status_text} AS status, j.{attempt_token} IS NULL AS to
 )
 SELECT {reclaim_returned}, {reclaim_written}
 FROM expired LEFT JOIN written ON written.id OPERATOR(pg_catalog.=) expired.id
+WHERE {reclaim_refused}
 ORDER BY expired.lease_expires_at, expired.id
 
 -- name: reclaim_written
@@ -575,6 +578,37 @@ ORDER BY expired.lease_expires_at, expired.id
 written.id IS NOT NULL AS written_row, written.status AS written_status,
 written.token_cleared AS written_token_cleared, written.reclaim_count AS written_reclaim_count,
 expired.reclaim_count AS read_reclaim_count
+
+-- name: reclaim_as_meant
+-- was a row reclaim_batch locked written as meant (tally.as_written's judgement, in the
+-- statement): written at all, with the status its action decided (as status_text writes it),
+-- its attempt token cleared and its reclaim_count one more than it read (a count read NULL is
+-- not judged)
+coalesce(
+    written.id IS NOT NULL
+    AND written.status OPERATOR(pg_catalog.=)
+        pg_catalog.format('%%s', CASE WHEN expired.action OPERATOR(pg_catalog.=)
+                                           'requeue'::pg_catalog.text
+                                      THEN {queued} ELSE {parked} END)
+    AND written.token_cleared
+    AND (expired.reclaim_count IS NULL
+         OR written.reclaim_count OPERATOR(pg_catalog.=)
+            (expired.reclaim_count OPERATOR(pg_catalog.+) 1)),
+    false)
+
+-- name: reclaim_refusal
+-- reclaim_batch's {reclaim_refused} (db.spelling, from history 013 on; true before it: the
+-- batch commits, its rows reported as written): true for a row written as meant
+-- (reclaim_as_meant); for any other the statement fails (jobctl.refuse: SQLSTATE JC001, what
+-- was written of the row, reclaim_written, as JSON in its DETAIL), so that the batch's
+-- transaction rolls back and nothing of a transition that did not happen is recorded.
+-- jobctl.refuse is called only for such a row
+CASE WHEN {reclaim_as_meant} THEN true
+     ELSE jobctl.refuse('jobctl: a row an application trigger kept back or changed'
+                            ::pg_catalog.text,
+                        (SELECT pg_catalog.row_to_json(w)::pg_catalog.text
+                         FROM (SELECT {reclaim_written}) AS w))
+END
 
 -- name: reclaim_counted
 -- what reclaim_batch returns of each row once the output shows no more rows whole (a table

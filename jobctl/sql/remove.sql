@@ -74,8 +74,8 @@ UNION ALL
 -- its tables (their indexes, sequences and row types go with them; kind_policies and
 -- kind_policy_events since history 006, reclaimer_passes since 007, pauses and pause_events
 -- since 010), functions but its
--- record_* ones and the tables' reclaimer functions (reclaim_*: schema grants --reclaimer), and
--- types of their own
+-- record_* ones, refuse (since 013) and the tables' reclaimer functions (reclaim_*: schema
+-- grants --reclaimer), and types of their own
 SELECT format('%%I', c.relname) AS name
 FROM pg_class c
 WHERE c.relnamespace = to_regnamespace('jobctl') AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
@@ -87,6 +87,8 @@ SELECT format('%%I()', p.proname)
 FROM pg_proc p
 WHERE p.pronamespace = to_regnamespace('jobctl')
   AND (p.proname::text NOT LIKE 'record\_%%' OR p.pronargs <> 0)
+  AND p.oid <> coalesce(to_regprocedure('jobctl.refuse(pg_catalog.text, pg_catalog.text)')::oid,
+                        0)
   AND NOT (p.proname::text LIKE 'reclaim\_%%' AND p.prosecdef)
 UNION ALL
 SELECT format('type %%I', t.typname)
@@ -108,12 +110,13 @@ DELETE FROM jobctl.events WHERE job_table = {job_table};
 DELETE FROM jobctl.attempts WHERE job_table = {job_table}
 
 -- name: remove_history_schema
--- schema jobctl and everything of it ({functions}: DROP FUNCTION of each), no CASCADE: an
--- object of someone else's that depends on it stops the step, nothing dropped (and
--- remove_dependents refuses the removal before its first step)
+-- schema jobctl and everything of it ({functions}: DROP FUNCTION of each; refuse, history
+-- 013's), no CASCADE: an object of someone else's that depends on it stops the step, nothing
+-- dropped (and remove_dependents refuses the removal before its first step)
 DROP TABLE IF EXISTS jobctl.events, jobctl.attempts, jobctl.tables, jobctl.migrations,
     jobctl.kind_policies, jobctl.kind_policy_events, jobctl.reclaimer_passes, jobctl.pauses,
     jobctl.pause_events;
+DROP FUNCTION IF EXISTS jobctl.refuse(pg_catalog.text, pg_catalog.text);
 {functions}DROP SCHEMA IF EXISTS jobctl
 
 -- name: remove_mapping_row
@@ -200,7 +203,7 @@ ORDER BY 1
 -- CASCADE fails on it), read before any step runs. Dropped: the jobs table's columns named
 -- (on its partitions and children too: the drop recurses), its checks, its index and its
 -- triggers named, schema jobctl's functions named (no arguments), and when asked schema
--- jobctl and its tables; with them what PostgreSQL drops along (an auto or internal
+-- jobctl, its tables and its function refuse (history 013); with them what PostgreSQL drops along (an auto or internal
 -- dependency: an index on a dropped column, a table's row type, a view's rule, a partition's
 -- clone). Their other dependents, by pg_depend's normal dependencies, refuse: views and
 -- materialized views (their rule named as the view), foreign keys, columns of a dropped type,
@@ -248,6 +251,12 @@ target (classid, objid, objsubid) AS (
     FROM pg_catalog.pg_namespace n
     WHERE %(schema)s::pg_catalog.bool
       AND n.oid OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+    UNION ALL
+    SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, p.oid, 0
+    FROM pg_catalog.pg_proc p
+    WHERE %(schema)s::pg_catalog.bool
+      AND p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(
+              'jobctl.refuse(pg_catalog.text, pg_catalog.text)')::pg_catalog.oid
     UNION ALL
     SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid, c.oid, 0
     FROM pg_catalog.pg_class c

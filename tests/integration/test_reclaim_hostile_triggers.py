@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 from helpers import add_jobs, claim_all, wait_until
 
 from jobctl import db
@@ -184,42 +185,89 @@ EVIL_TRIGGER = """
             RETURN NULL;  -- the row is not updated
         END IF;
         IF OLD.id = {undo} AND NEW.status <> 'processing' THEN
-            NEW.status := OLD.status;  -- the change undone, but for reclaim_count
-            NEW.attempt_token := OLD.attempt_token;
-            NEW.lease_expires_at := OLD.lease_expires_at;
+            {undo_body}
         END IF;
         RETURN NEW;
     END $$;
     -- BEFORE triggers fire in their names' order: after jobctl's own
     CREATE TRIGGER zz_evil BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION zz_evil();
 """
+UNDO_BUT_COUNT = """NEW.status := OLD.status;  -- the change undone, but for reclaim_count
+            NEW.attempt_token := OLD.attempt_token;
+            NEW.lease_expires_at := OLD.lease_expires_at;"""
+UNDO_ALL = "RETURN OLD;  -- the row put back as it was"
 KEPT_BACK = "error: an application trigger kept it back"
 CHANGED = "error: an application trigger changed it (status still processing"
 
 
 def evil_rows(
-    conn: psycopg.Connection[Any], dsn: str, count: int = 6
+    conn: psycopg.Connection[Any], dsn: str, count: int = 6, undo_body: str = UNDO_BUT_COUNT
 ) -> tuple[int, int, list[int]]:
     """``count`` expired leases; the application's zz_evil trigger, after jobctl's, keeps the
-    second's reclaim back (RETURN NULL) and undoes the fifth's: (veto, undo, every id)."""
+    second's reclaim back (RETURN NULL) and undoes the fifth's (``undo_body``: all but its
+    reclaim_count, or RETURN OLD): (veto, undo, every id)."""
     add_jobs(conn, count)
     ids = [c.id for c in claim_all(dsn, count)]
     veto, undo = ids[1], ids[4]
-    conn.execute(EVIL_TRIGGER.format(veto=veto, undo=undo))
+    conn.execute(EVIL_TRIGGER.format(veto=veto, undo=undo, undo_body=undo_body))
     return veto, undo, ids
 
 
-def test_rows_a_later_trigger_keeps_back_or_changes_back_are_skipped_not_reclaimed(conn, dsn, run):
-    """What the reclaim reports is what its RETURNING says was written: the row kept back is
-    listed skipped (it was missing), the row changed back is skipped, not `applied`; the
-    counts and the partial line say so (exit 1), and the rows are as the trigger left them."""
-    veto, undo, ids = evil_rows(conn, dsn)
-    result = run("reclaim", "--commit", "--yes", "-o", "json")
+def jobs(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in conn.execute("SELECT * FROM jobs").fetchall()}
+
+
+def recorded(conn: psycopg.Connection[Any], table: str, where: str = "true") -> list[int]:
+    """The job ids of the history's rows in ``table`` (events, attempts), in order."""
+    found = conn.execute(f"SELECT job_id FROM jobctl.{table} WHERE {where} ORDER BY 1").fetchall()
+    return sorted(int(r["job_id"]) for r in found)
+
+
+def assert_nothing_of_them_written(
+    conn: psycopg.Connection[Any],
+    before: dict[int, dict[str, Any]],
+    veto: int,
+    undo: int,
+    ids: list[int],
+) -> None:
+    """The rows the trigger kept back or undid are as they were, reclaim_count too, and the
+    history holds nothing of them: a ``reclaimed`` event and an ended attempt for each of
+    the others, once."""
+    honest = sorted(set(ids) - {veto, undo})
+    after = jobs(conn)
+    assert after[veto] == before[veto] and after[undo] == before[undo]
+    assert after[veto]["reclaim_count"] == after[undo]["reclaim_count"] == 0
+    assert all(after[i]["reclaim_count"] == 1 and after[i]["status"] == "queued" for i in honest)
+    assert processing(conn) == sorted([veto, undo])
+    assert recorded(conn, "events") == recorded(conn, "events", "event = 'reclaimed'") == honest
+    assert recorded(conn, "attempts") == honest
+
+
+@pytest.mark.parametrize("undo_body", [UNDO_BUT_COUNT, UNDO_ALL], ids=["count-kept", "old"])
+@pytest.mark.parametrize("batches", [[], ["--batch-size", "1"]], ids=["batch", "one-by-one"])
+def test_rows_a_later_trigger_keeps_back_or_changes_back_are_skipped_and_not_recorded(
+    conn, dsn, run, undo_body, batches
+):
+    """What the reclaim reports and records is what was written (issue 55, finding 3): the
+    batch with a row kept back or changed back is refused by its own statement (history 013,
+    jobctl.refuse), so that its transaction, with the events jobctl's trigger inserted before
+    the application's ran, rolls back; tried again row by row, those two rows are skipped
+    and named, their own transactions rolled back (no event, no attempt, no reclaim_count
+    bumped), the others reclaimed and recorded; the counts and the partial line say so
+    (exit 1)."""
+    veto, undo, ids = evil_rows(conn, dsn, undo_body=undo_body)
+    before = jobs(conn)
+    result = run("reclaim", "--commit", "--yes", *batches, "-o", "json")
     assert result.code == 1, result.err
     out = {r["id"]: r for r in json.loads(result.out)}
-    assert sorted(out) == sorted(ids)
+    assert sorted(out) == sorted(ids)  # each once
     assert not out[veto]["applied"] and out[veto]["skipped"].startswith(KEPT_BACK), out[veto]
     assert not out[undo]["applied"] and out[undo]["skipped"].startswith(CHANGED), out[undo]
+    if undo_body == UNDO_BUT_COUNT:
+        assert "attempt token not cleared" in out[undo]["skipped"], out[undo]
+        assert "reclaim_count" not in out[undo]["skipped"], out[undo]
+    else:
+        assert "reclaim_count 0, not 1" in out[undo]["skipped"], out[undo]
     assert all(
         out[i]["applied"] and out[i]["skipped"] is None for i in ids if i not in (veto, undo)
     )
@@ -227,12 +275,66 @@ def test_rows_a_later_trigger_keeps_back_or_changes_back_are_skipped_not_reclaim
     assert "reclaimed: 4 requeued, 0 failed, 2 skipped" in result.err, result.err
     (line,) = [line for line in result.err.splitlines() if line.startswith("partial:")]
     assert f"{veto}, {undo}" in line or f"{undo}, {veto}" in line, line
+    assert_nothing_of_them_written(conn, before, veto, undo, ids)
+
+
+def test_the_services_pass_records_nothing_of_the_rows_a_trigger_kept_back(conn, dsn):
+    """The reclaimer service's pass: the same batch refused and tried row by row; the two
+    rows named in its log and passed over, nothing of them recorded."""
+    veto, undo, ids = evil_rows(conn, dsn, undo_body=UNDO_ALL)
+    before = jobs(conn)
+    stop, lines, reclaimed = threading.Event(), [], []
+    settings = db.Settings(dsn=dsn, actor="service@ci")
+
+    def passes() -> int:
+        return conn.execute(
+            "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
+        ).fetchone()["n"]
+
+    def watch() -> None:
+        try:
+            wait_until(lambda: passes() >= 2, timeout=20, what="two passes")
+        finally:
+            stop.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for batch, _ in service.serve(
+            settings,
+            triage.ExpiredFilter(),
+            batch_size=50,
+            every=dt.timedelta(milliseconds=100),
+            stop=stop,
+            log=lines.append,
+        ):
+            reclaimed += [r["id"] for r in batch if r["applied"]]
+    finally:
+        stop.set()
+        watcher.join()
+    assert sorted(reclaimed) == sorted(set(ids) - {veto, undo}), lines
+    (vetoed,) = [line for line in lines if f"job {veto}:" in line]
+    assert "kept it back" in vetoed, lines
+    (undone,) = [line for line in lines if f"job {undo}:" in line]
+    assert "changed it (status still processing" in undone, lines
+    assert_nothing_of_them_written(conn, before, veto, undo, ids)
+
+
+def test_before_history_013_the_batch_commits_and_reports_what_was_written(conn, dsn, run):
+    """A history that has not run migration 013 yet (jobctl upgraded, schema apply not run)
+    has no jobctl.refuse: the reclaim works as before it, the batch committed and its rows
+    reported as written (the two skipped, the trigger's rows as it left them), and the
+    history holds the events jobctl's trigger inserted for them: the gap 013 closes."""
+    conn.execute("DROP FUNCTION jobctl.refuse(text, text)")
+    veto, undo, _ = evil_rows(conn, dsn)
+    result = run("reclaim", "--commit", "--yes", "-o", "json")
+    assert result.code == 1, result.err
+    out = {r["id"]: r for r in json.loads(result.out)}
+    assert out[veto]["skipped"].startswith(KEPT_BACK) and out[undo]["skipped"].startswith(CHANGED)
+    assert "reclaimed: 4 requeued, 0 failed, 2 skipped" in result.err, result.err
     assert processing(conn) == sorted([veto, undo])
-    counts = {
-        r["id"]: r["reclaim_count"]
-        for r in conn.execute("SELECT id, reclaim_count FROM jobs").fetchall()
-    }
-    assert counts[veto] == 0 and counts[undo] == 1  # the trigger undid all but the count
+    assert jobs(conn)[undo]["reclaim_count"] == 1  # committed with its batch, as left
+    assert {veto, undo} <= set(recorded(conn, "events", "event = 'reclaimed'"))
 
 
 def test_rows_kept_back_are_passed_over_by_the_next_batches(conn, dsn, run):

@@ -82,6 +82,37 @@ def test_the_reclaimer_reclaims_expired_leases_as_the_cli_would(conn, run, dsn, 
     assert ran == [{"who": app_owned["operator"], "superuser": False, "login": login}]
 
 
+def test_the_reclaimers_function_refuses_rows_a_trigger_kept_back_and_records_none(
+    conn, run, dsn, app_owned
+):
+    """The function's body is reclaim_batch as installed, its refusal of a row not written as
+    meant too (history 013; jobctl.refuse called as the function's owner, the operator role):
+    a row the application's trigger kept back and one it put back are skipped, nothing of
+    them recorded, the others reclaimed by the reclaimer."""
+    expire(conn, 4)
+    conn.execute("""
+        CREATE FUNCTION zz_evil() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id = 2 THEN RETURN NULL; END IF;
+            IF NEW.id = 3 THEN RETURN OLD; END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER zz_evil BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION zz_evil();
+    """)
+    before = {r["id"]: r for r in conn.execute("SELECT * FROM jobs").fetchall()}
+    result = run(
+        "reclaim", "--commit", "--yes", "-o", "json", dsn=as_role(dsn, app_owned["reclaimer"])
+    )
+    assert result.code == 1, result
+    out = {r["id"]: r for r in json.loads(result.out)}
+    assert "kept it back" in out[2]["skipped"] and "changed it" in out[3]["skipped"], out
+    assert out[1]["applied"] and out[4]["applied"], out
+    after = {r["id"]: r for r in conn.execute("SELECT * FROM jobs").fetchall()}
+    assert after[2] == before[2] and after[3] == before[3]
+    events = conn.execute("SELECT job_id, event FROM jobctl.events ORDER BY job_id").fetchall()
+    assert events == [{"job_id": i, "event": "reclaimed"} for i in ("1", "4")]
+
+
 def test_the_reclaimer_role_holds_no_update_and_the_database_refuses_the_rest(
     conn, run, dsn, app_owned
 ):

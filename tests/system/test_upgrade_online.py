@@ -8,7 +8,7 @@ in-transaction build of 0.2.0's first 008 to hold a worker's failure 231 ms); fo
 ``lease.Worker`` processes claim, heartbeat, complete and fail (each failure a retry or a
 failure the history records: an event inserted), every statement timed (tests/busy.py);
 then this jobctl's ``schema apply --yes`` runs 008 (the index of reclaims, built
-CONCURRENTLY), 010, 011, 012 and replaces the trigger.
+CONCURRENTLY), 010, 011, 012, 013 and replaces the trigger.
 
     JOBCTL_UPGRADE_EVENTS=1000000 pytest -n0 -s tests/system/test_upgrade_online.py
 """

@@ -20,12 +20,20 @@ class Raised(Exception):
     (what psycopg's ``sqlstate`` and ``diag.source_function`` give)."""
 
     def __init__(
-        self, sqlstate: str | None, source_function: str, message: str = "", context: str = ""
+        self,
+        sqlstate: str | None,
+        source_function: str,
+        message: str = "",
+        context: str = "",
+        detail: str | None = None,
     ) -> None:
         super().__init__("nope")
         self.sqlstate = sqlstate
         self.diag = types.SimpleNamespace(
-            source_function=source_function, message_primary=message, context=context
+            source_function=source_function,
+            message_primary=message,
+            context=context,
+            message_detail=detail,
         )
 
 
@@ -132,3 +140,39 @@ def test_the_rows_passed_over_are_bounded_the_oldest_tried_again_first():
     over.add(str(n) for n in range(5))
     assert over.ids() == ["2", "3", "4"]
     assert row_errors.PassedOver().cap == 10_000
+
+
+# what reclaim_batch's refusal (jobctl.refuse, history 013) says of a row a trigger kept back
+KEPT_BACK = (
+    '{"written_row":false,"written_status":null,"written_token_cleared":null,'
+    '"written_reclaim_count":null,"read_reclaim_count":0}'
+)
+
+
+def test_a_row_not_written_as_meant_is_a_rows_and_says_what_was_written():
+    """The statement's refusal of a row an application trigger kept back or changed (SQLSTATE
+    JC001): isolated, so the batch is tried row by row, where its DETAIL says what was
+    written for ``tally.as_written`` to judge."""
+    refused = Raised(row_errors.NOT_AS_MEANT, "exec_stmt_raise", detail=KEPT_BACK)
+    assert row_errors.isolated(refused) and not row_errors.transient(refused)
+    assert row_errors.not_as_meant(refused) == {
+        "written_row": False,
+        "written_status": None,
+        "written_token_cleared": None,
+        "written_reclaim_count": None,
+        "read_reclaim_count": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "detail"),
+    [
+        ("P0001", KEPT_BACK),  # another SQLSTATE: not the refusal
+        ("JC001", None),  # a trigger's RAISE of jobctl's SQLSTATE, without its DETAIL
+        ("JC001", "not json"),
+        ("JC001", "[1, 2]"),
+        ("JC001", '{"written_row": false}'),  # not what reclaim_written returns
+    ],
+)
+def test_anything_else_is_not_the_refusal(sqlstate, detail):
+    assert row_errors.not_as_meant(Raised(sqlstate, "exec_stmt_raise", detail=detail)) is None

@@ -327,8 +327,11 @@ def _row_by_row(
     dry run). A row that deadlocks or fails to serialize is tried row_errors.RETRIES times
     more, then skipped; any other row error skips it at once (``row_errors.isolated``), and
     so does a row the server cancelled after its own timeout in its own transaction (a
-    trigger or lock held it: ``row_errors.held``). Each row is tried in this pass only: the
-    caller passes over the skipped ones after."""
+    trigger or lock held it: ``row_errors.held``), and a row an application's trigger kept
+    back or changed, which the statement refused (``row_errors.not_as_meant``: its own
+    transaction rolled back, nothing of it written or recorded), skipped saying what the
+    trigger did (``tally.as_written``). Each row is tried in this pass only: the caller
+    passes over the skipped ones after."""
     applied: list[ReclaimRow] = []
     failed: list[ReclaimRow] = []
     untouched: list[Any] = []
@@ -348,6 +351,13 @@ def _row_by_row(
                     failed.append(
                         {**candidate, "skipped": row_errors.held_skipped(exc, s.settings)}
                     )
+                    break
+                written = row_errors.not_as_meant(exc)
+                if written is not None:
+                    refused = tally.as_written({**candidate, **written}, s.table.mapping)
+                    if refused["skipped"] is None:  # the DETAIL says as meant: not jobctl's
+                        refused = {**refused, "skipped": row_errors.skipped(exc, tries)}
+                    failed.append({**refused, "applied": False})
                     break
                 if not row_errors.isolated(exc):
                     raise

@@ -1,14 +1,16 @@
 """Reclaim's row-by-row retry, its rules: which errors of a batch one row may have caused (and
 are isolated, that row skipped) and which ended the statement; which are tried again; what a
-skipped row says, and the rows a commit left so, named once (``LeftAlone``). No database here:
+skipped row says, and the rows a commit left so, named once (``LeftAlone``); a row the statement
+refused because it was not written as meant (``not_as_meant``). No database here:
 ``batches._row_by_row`` runs the retry."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobctl import durations
 from jobctl.db import failures
@@ -26,6 +28,14 @@ RETRIES = 3  # a row's deadlock or serialization failure: tried again, then skip
 # cancel request, lock_timeout): the same SQLSTATEs a trigger can RAISE are told apart by the
 # server function that raised them, whatever the language of its messages
 _INTERRUPTS = "ProcessInterrupts"
+# what reclaim_batch raises (jobctl.refuse, history 013) when a row it locked was not written
+# as meant: an application's BEFORE trigger kept it back or changed it (sql/queries.sql,
+# reclaim_refused); jobctl's own class of SQLSTATE, which no PostgreSQL error uses
+NOT_AS_MEANT = "JC001"
+# what the refusal's DETAIL holds of the row (the columns of reclaim_written, tally.WRITTEN)
+_WRITTEN_KEYS = frozenset(
+    ("written_row", "written_status", "written_token_cleared", "written_reclaim_count")
+)
 
 
 def isolated(exc: psycopg.DatabaseError) -> bool:
@@ -38,8 +48,12 @@ def isolated(exc: psycopg.DatabaseError) -> bool:
 
     A privilege missing, a statement-level trigger's refusal: every row fails, and the
     statement alone fails too (``batches._statement_fails``): the statement's error, raised.
+    A row not written as meant (``NOT_AS_MEANT``) is one row's: its batch, rolled back with
+    the history's events of it, is tried again row by row, where that row alone is refused.
     """
     state = exc.sqlstate or ""
+    if state == NOT_AS_MEANT:
+        return True
     if not state or state[:2] in ("08", "53"):
         return False
     if failures.row_security_refused(exc):  # row security refuses every row: one line at once
@@ -149,6 +163,27 @@ class LeftAlone:
 def raised(row: ReclaimRow | Row) -> bool:
     """Was this row skipped because its update raised (not locked, not poisoned)?"""
     return str(row.get("skipped") or "").startswith(SKIPPED_AS + ":")
+
+
+def not_as_meant(exc: psycopg.DatabaseError) -> dict[str, Any] | None:
+    """What was written of the row for which reclaim_batch refused itself (``NOT_AS_MEANT``:
+    an application's trigger kept it back or changed it), as its DETAIL says (the columns of
+    reclaim_written, which ``tally.as_written`` judges): its transaction rolled back, so
+    nothing of it was written or recorded. None for any other error (or a DETAIL that is not
+    the refusal's: an application's trigger may RAISE that SQLSTATE too; the row is then
+    skipped as any row whose update raised). Example::
+
+        not_as_meant(exc)  # {"written_row": False, "written_status": None, ...}
+    """
+    if (exc.sqlstate or "") != NOT_AS_MEANT:
+        return None
+    try:
+        written = json.loads(exc.diag.message_detail or "")
+    except ValueError:
+        return None
+    if not isinstance(written, dict) or not _WRITTEN_KEYS <= written.keys():
+        return None
+    return written
 
 
 def transient(exc: psycopg.DatabaseError) -> bool:
