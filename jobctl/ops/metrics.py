@@ -174,7 +174,7 @@ def breaches(figures: Row, *, max_stuck: int | None, max_overdue: dt.timedelta |
 
 def reclaimer(s: Session) -> Row:
     """The table's reclaimer passes (history migration 006): their count, the last one's
-    Unix time (0: never), how long ago, the reclaimers' interval; {} where the record is
+    Unix time (None: never), how long ago, the reclaimers' interval; {} where the record is
     not installed or not readable by this role (metrics then say nothing of them)."""
     if not s.one("reclaimer_passes_readable")["readable"]:
         return {}
@@ -185,7 +185,7 @@ def reclaimer_silent(figures: Row, *, intervals: int = 3) -> str | None:
     """A line when the table's reclaimers (``reclaim --every``) have not finished a pass for
     ``intervals`` of their interval (at least a minute), else None: what summary says. A
     table no service ever ran on says nothing (a reclaim from cron is not one); its metrics
-    say passes 0, last pass 0, for an alert that wants one."""
+    say passes 0 and no last pass, for an alert that wants one."""
     if not figures.get("reclaimer_passes"):
         return None
     idle, every = figures["reclaimer_idle_s"], figures["reclaimer_every_s"] or 0.0

@@ -229,13 +229,17 @@ def _reclaimer_families(figures: Row, t: str) -> list[Family]:
                 "since each started.",
                 [(t, figures.get("notices_failed", 0))],
             ),
+        ]
+    if figures.get("reclaimer_last_pass"):  # no series when no reclaimer ever passed
+        families.append(
             (
                 "jobctl_reclaimer_last_pass_timestamp_seconds",
                 "gauge",
-                "When a reclaimer last finished a pass on the table (Unix time; 0: never).",
-                [(t, float(figures["reclaimer_last_pass"] or 0.0))],
-            ),
-        ]
+                "When a reclaimer last finished a pass on the table (Unix time; no series "
+                "when none ever did: jobctl_reclaimer_passes_total says 0).",
+                [(t, float(figures["reclaimer_last_pass"]))],
+            )
+        )
     return families
 
 

@@ -1676,10 +1676,10 @@ SELECT CASE WHEN pg_catalog.to_regclass('jobctl.reclaimer_passes') IS NULL THEN 
        AS readable
 
 -- name: metrics_reclaimer
--- the table's reclaimer passes: how many, the last one's time (0: never) and the shortest
+-- the table's reclaimer passes: how many, the last one's time (NULL: never) and the shortest
 -- interval of its reclaimers, for metrics and summary
 SELECT coalesce(sum(passes), 0)::bigint AS reclaimer_passes,
-       coalesce(extract(epoch FROM max(last_pass_at)), 0)::float8 AS reclaimer_last_pass,
+       extract(epoch FROM max(last_pass_at))::float8 AS reclaimer_last_pass,
        extract(epoch FROM now() - max(last_pass_at))::float8 AS reclaimer_idle_s,
        min(every_s) AS reclaimer_every_s,
        coalesce(sum(notices_failed), 0)::bigint AS notices_failed

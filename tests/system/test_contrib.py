@@ -52,7 +52,7 @@ FIGURES = {
     "replica_lag_s": 0.0,
     "standby": 0,
     "reclaimer_passes": 0,
-    "reclaimer_last_pass": 0.0,
+    "reclaimer_last_pass": 1.0,
     "notices_failed": 0,
     "pauses": [
         {
@@ -122,17 +122,21 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
             "expr: increase(jobctl_reclaims_total[10m]) > 20",
         ),
         # a reclaimer that never ran said as "for 20790d 15h"
-        (" or jobctl:reclaimer_last_pass_timestamp_seconds:held == 0", ""),
+        (
+            " or (jobctl:reclaimer_passes_total:held * 0 unless on (instance, job, target, "
+            "table) jobctl:reclaimer_last_pass_timestamp_seconds:held)",
+            "",
+        ),
         # the pass age growing through an outage: the reclaimer said not running, unmuted,
         # while it waits out its retry backoff after the database is back
         (
-            "(jobctl:reclaimer_pass_age_seconds:held > 300",
-            "(time() - jobctl:reclaimer_last_pass_timestamp_seconds:held > 300",
+            "expr: jobctl:reclaimer_pass_age_seconds:held > 300",
+            "expr: time() - jobctl:reclaimer_last_pass_timestamp_seconds:held > 300",
         ),
         # the reclaimer's `for:` shorter than its backoff and a metrics run after an outage
         (
-            "jobctl:reclaimer_last_pass_timestamp_seconds:held == 0\n        for: 2m",
-            "jobctl:reclaimer_last_pass_timestamp_seconds:held == 0\n        for: 1m",
+            "jobctl:reclaimer_last_pass_timestamp_seconds:held)\n        for: 2m",
+            "jobctl:reclaimer_last_pass_timestamp_seconds:held)\n        for: 1m",
         ),
         # a pause's threshold changed, and its figures not held through an outage
         ("(jobctl:pause_seconds:held > 3600)", "(jobctl:pause_seconds:held > 7200)"),
