@@ -138,6 +138,12 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
             "jobctl:reclaimer_last_pass_timestamp_seconds:held)\n        for: 2m",
             "jobctl:reclaimer_last_pass_timestamp_seconds:held)\n        for: 1m",
         ),
+        # the expired lease's age on the live figures: resolved the moment the database was
+        # lost, fired again after it (and grown through it: it fired mid-outage)
+        (
+            "expr: jobctl:oldest_expired_lease_seconds:held > 600",
+            "expr: jobctl_oldest_expired_lease_seconds > 600",
+        ),
         # a pause's threshold changed, and its figures not held through an outage
         ("(jobctl:pause_seconds:held > 3600)", "(jobctl:pause_seconds:held > 7200)"),
         (
@@ -154,6 +160,7 @@ OLD_DOWN = "jobctl_up == 0 unless on (instance, job) jobctl_target_up"
         "never",
         "reclaimer-backoff",
         "reclaimer-for",
+        "lease-no-hold",
         "pause-1h",
         "pause-no-hold",
     ],
