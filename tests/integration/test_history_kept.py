@@ -30,12 +30,14 @@ NOT_KEPT = "more bytes not kept by the history)"
 
 
 def downgrade_to_version_3(conn) -> None:
-    """The database as jobctl's trigger version 3 left it: migrations 1-10, the reference
-    table's trigger and function as that version made them (tests/fixtures)."""
+    """The database as jobctl's trigger version 3 left it: migrations 1-10 (011-013 taken
+    off: their columns and function), the reference table's trigger and function as that
+    version made them (tests/fixtures)."""
     conn.execute(
         "ALTER TABLE jobctl.attempts DROP COLUMN worker_bytes;"
         "ALTER TABLE jobctl.events DROP COLUMN worker_bytes, DROP COLUMN reason_bytes;"
         "ALTER TABLE jobctl.migrations DROP COLUMN jobctl_version, DROP COLUMN checksum;"
+        "DROP FUNCTION jobctl.refuse(text, text);"  # history 013's
         "DELETE FROM jobctl.migrations WHERE version >= 11"
     )
     conn.execute(FIXTURE.read_text())
