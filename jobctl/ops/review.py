@@ -71,6 +71,16 @@ def awaiting(
     return (cast(ReviewRow, row) for row in s.stream("review", params) if not left.took(row))
 
 
+@dataclasses.dataclass(frozen=True)
+class Reviewed:
+    """One database's jobs awaiting review, and the optional columns its table maps (kind,
+    queue: ``Mapping.mapped_optional``), which its rows carry, and a machine format's header
+    holds even when there is no row (as ``ops.stuck``'s ``Stream.optional``)."""
+
+    rows: list[Row]
+    optional: tuple[str, ...]
+
+
 # ---------------------------------------------------------------- plans
 def run(
     where: fleet.Where,
@@ -80,11 +90,12 @@ def run(
     limit: int,
     plan: Path | None = None,
     say: fleet.Say,
-) -> list[fleet.Outcome[list[Row]]]:
+) -> list[fleet.Outcome[Reviewed]]:
     """``review`` on one database or on every target at once: each target's jobs awaiting a
-    human (across targets, each with the target's name), its outcome in the targets' order
-    (one database's failure raised). ``plan``: the rows saved as a review plan, for
-    ``requeue``/``fail --plan``, which apply to one database only."""
+    human (across targets, each with the target's name) and its table's mapped optional
+    columns, its outcome in the targets' order (one database's failure raised). ``plan``:
+    the rows saved as a review plan, for ``requeue``/``fail --plan``, which apply to one
+    database only."""
     several = fleet.several(where)
     if several and plan is not None:
         raise errors.UsageError(
@@ -92,13 +103,14 @@ def run(
             "per --target"
         )
 
-    def work(s: Session, _st: Standing, _say: fleet.Say) -> list[Row]:
+    def work(s: Session, _st: Standing, _say: fleet.Say) -> Reviewed:
         found: list[Any] = list(awaiting(s, which, limit))
+        optional = s.table.mapping.mapped_optional
         if several:
-            return list(fleet.tagged(s.settings.target or "", found))
+            return Reviewed(list(fleet.tagged(s.settings.target or "", found)), optional)
         if plan is not None:
             save_plan(plan, s.origin(), cast(list[ReviewRow], found))
-        return found
+        return Reviewed(found, optional)
 
     return fleet.once(where, access, work, say=say)
 

@@ -325,16 +325,19 @@ def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
     )
 
 
-def review(found: list[Any], *, several: bool = False) -> Document:
+def review(
+    found: list[Any], *, several: bool = False, optional: Sequence[str] | None = None
+) -> Document:
     """The jobs awaiting review; one database's table shows its mapped optional columns
-    when its rows hold them, across targets (``several``) the review's columns after the
-    target."""
+    (``optional``, kind and queue, with no row too; None: those the rows carry), across
+    targets (``several``) the review's columns after the target."""
     if several:
         return across_targets(
             table(found, found, rows.REVIEW_COLUMNS, REVIEW_VIEW, rows.REVIEW_KEYS)
         )
-    shown = rows.with_optional(rows.REVIEW_COLUMNS, found)
-    return table(found, found, shown, REVIEW_VIEW, rows.with_optional(rows.REVIEW_KEYS, found))
+    mapped = found if optional is None else optional
+    shown = rows.with_optional(rows.REVIEW_COLUMNS, mapped)
+    return table(found, found, shown, REVIEW_VIEW, rows.with_optional(rows.REVIEW_KEYS, mapped))
 
 
 def ready_waiting_line(waiting: shapes.Row, after: str) -> str:

@@ -115,7 +115,7 @@ def quiet_and_busy(conn, dsn, run):
 
 # what the workflow does not hand the command yet: the table's mapping, with no row (see
 # test_mapped_columns_with_no_row_need_the_mapping): kind and queue left out of the comparison
-NO_MAPPING_YET = {"review", "reclaim"}
+NO_MAPPING_YET = {"reclaim"}
 OPTIONAL = ("kind", "queue")
 
 
@@ -193,12 +193,17 @@ def test_writes_have_the_same_header_with_no_row_and_with_many(conn, dsn, run, f
     assert not_paused[0] == paused[0] == resumed[0] and len(not_paused) == 1
 
 
-@pytest.mark.xfail(
+RECLAIM_NO_MAPPING = pytest.mark.xfail(
     strict=True,
-    reason="ops/review's rows and ops/reclaim's Run do not carry the table's mapped optional "
-    "columns (ops/stuck's Stream.optional does): with no row the cli cannot know kind/queue",
+    reason="ops/reclaim's Run does not carry the table's mapped optional columns (ops/stuck's "
+    "Stream.optional and ops/review's Reviewed.optional do): with no row the cli cannot know "
+    "kind/queue",
 )
-@pytest.mark.parametrize("args", [("review",), ("reclaim", "--dry-run")])
+
+
+@pytest.mark.parametrize(
+    "args", [("review",), pytest.param(("reclaim", "--dry-run"), marks=RECLAIM_NO_MAPPING)]
+)
 def test_mapped_columns_with_no_row_need_the_mapping(conn, run, args):
     mapped(conn, run)
     header = table_of(run(*args, "-o", "csv").out, ",")[0]

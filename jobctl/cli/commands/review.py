@@ -69,8 +69,9 @@ def review(
         plan=save_plan,
         say=terminal.say,
     )
-    found = [row for o in outcomes for row in o.value or []]
-    terminal.emit(views.review(found, several=several), out, fmt)
+    found = [row for o in outcomes if o.value for row in o.value.rows]
+    optional = [k for o in outcomes if o.value for k in o.value.optional]
+    terminal.emit(views.review(found, several=several, optional=optional), out, fmt)
     code = context.exit_code(outcomes)
     if save_plan is not None:
         terminal.say(
