@@ -134,16 +134,17 @@ LEFT_ALONE_NAMED = 10  # ids the line names; the rows themselves say the rest
 
 
 def left_alone(ids: Sequence[str]) -> str | None:
-    """The rows a commit left because their update raised (a trigger, a constraint), in one
-    line naming the first of them (None when none was): exit 1, the rest done."""
+    """The rows a commit left as they were (their update refused, held past the timeout, or
+    kept back or undone by a trigger), in one line naming the first of them (None when none
+    was): exit 1, the rest done."""
     if not ids:
         return None
     named = ", ".join(ids[:LEFT_ALONE_NAMED])
     more = f" and {len(ids) - LEFT_ALONE_NAMED} more" if len(ids) > LEFT_ALONE_NAMED else ""
     return (
-        f"partial: {len(ids)} job(s) left as they were, their update refused by the "
-        f"database (a trigger, a constraint; each row's skipped says why): {named}{more}; "
-        "the others reclaimed"
+        f"partial: {len(ids)} job(s) left as they were (a trigger, a constraint or a lock of "
+        f"the application's; each row's skipped says why): {named}{more}; the others "
+        "reclaimed"
     )
 
 
