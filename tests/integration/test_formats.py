@@ -96,7 +96,8 @@ def outputs(run) -> dict[tuple[str, ...], dict[str, str]]:
     found = {}
     for args in READS:
         each = {}
-        for fmt in ("csv", "tsv", *(("jsonl",) if args[0] in ROWS_IN_JSON else ())):
+        json_too = ("jsonl",) if args[0] in ROWS_IN_JSON else ("json",) if args[0] == "show" else ()
+        for fmt in ("csv", "tsv", *json_too):
             done = run(*args, "-o", fmt)
             assert done.code in (0, 4), (args, fmt, done.err)
             each[fmt] = done.out
@@ -119,8 +120,7 @@ NO_MAPPING_YET = {"reclaim"}
 OPTIONAL = ("kind", "queue")
 
 
-def test_every_header_is_the_same_with_no_row_and_with_many(quiet_and_busy):
-    quiet, busy = quiet_and_busy
+def every_header_is_the_same_with_no_row_and_with_many(quiet, busy):
     for args, each in busy.items():
         for fmt, delimiter in FORMATS:
             before, after = (
@@ -134,8 +134,7 @@ def test_every_header_is_the_same_with_no_row_and_with_many(quiet_and_busy):
         assert len(table_of(each["csv"], ",")) > 1, args
 
 
-def test_every_header_is_every_key_json_gives_a_row(quiet_and_busy):
-    _, busy = quiet_and_busy
+def every_header_is_every_key_json_gives_a_row(busy):
     for args, each in busy.items():
         header = table_of(each["csv"], ",")[0]
         assert header == table_of(each["tsv"], "\t")[0], args
@@ -152,9 +151,8 @@ def test_every_header_is_every_key_json_gives_a_row(quiet_and_busy):
             ], (args, header)
 
 
-def test_show_is_the_job_as_one_row_with_every_field_json_gives(quiet_and_busy, run):
-    _, busy = quiet_and_busy
-    whole = json.loads(run("show", JOB, "-o", "json").out)
+def show_is_the_job_as_one_row_with_every_field_json_gives(busy):
+    whole = json.loads(busy[("show", JOB)]["json"])
     for fmt, delimiter in FORMATS:
         header, row = table_of(busy[("show", JOB)][fmt], delimiter)
         assert header == [k for k in whole if k != "events"]
@@ -210,9 +208,11 @@ def test_mapped_columns_with_no_row_need_the_mapping(conn, run, args):
     assert header[:3] == ["id", "kind", "queue"]
 
 
-@pytest.mark.skipif(shutil.which("mlr") is None, reason="miller (mlr) is not installed")
-def test_miller_reads_every_output_whole(quiet_and_busy):
-    for found in quiet_and_busy:
+def miller_reads_every_output_whole(quiet, busy):
+    """Miller (mlr) reads each csv and tsv as one table (where it is installed)."""
+    if shutil.which("mlr") is None:
+        return
+    for found in (quiet, busy):
         for args, each in found.items():
             for fmt in ("csv", "tsv"):
                 done = subprocess.run(
@@ -223,3 +223,14 @@ def test_miller_reads_every_output_whole(quiet_and_busy):
                     check=False,
                 )
                 assert done.returncode == 0, (args, fmt, done.stderr)
+
+
+def test_every_read_in_every_machine_format(quiet_and_busy):
+    """Every read of READS, on the quiet table then the staged one (computed once: each
+    check reads the same outputs): the same header with no row and with many, the header
+    every key JSON gives a row, show as one row, and whole for miller."""
+    quiet, busy = quiet_and_busy
+    every_header_is_the_same_with_no_row_and_with_many(quiet, busy)
+    every_header_is_every_key_json_gives_a_row(busy)
+    show_is_the_job_as_one_row_with_every_field_json_gives(busy)
+    miller_reads_every_output_whole(quiet, busy)
