@@ -247,9 +247,19 @@ def _batches(
             size = size_after(done)
             rows = _as_written(s, sent.rows())
             kept.extend(row["id"] for row in rows if row["skipped"])
-            after = (
-                send({**params, "limit": size}, **returned(done)) if full and stop is None else None
-            )
+            try:
+                after = (
+                    send({**params, "limit": size}, **returned(done))
+                    if full and stop is None
+                    else None
+                )
+            except psycopg.Error:
+                # the next batch's error can come back while it is being sent (the pipeline
+                # reads what the server has answered): this batch committed, so its rows are
+                # handed on before the error goes up
+                if rows:
+                    yield rows
+                raise
             if rows:
                 yield rows
             if full and stop is not None and not stop.is_set():
