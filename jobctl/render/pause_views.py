@@ -12,6 +12,7 @@ from typing import Any
 
 from jobctl.contract import safe_text
 from jobctl.contract.shapes import Row
+from jobctl.render import rows
 from jobctl.render.screen import Column, seconds
 
 
@@ -85,20 +86,9 @@ PAUSE_VIEW = [
 
 
 # every key of a pause's row (the block pause_waiting) and of a pause's event (the block
-# pause_events_listed), in JSON's order: -o csv/tsv's header, with no row as with many
-PAUSE_KEYS = [
-    "dimension",
-    "value",
-    "reason",
-    "actor",
-    "db_role",
-    "paused_at",
-    "paused_s",
-    "waiting",
-    "claims_running",
-    "claims_since",
-    "claims_seen",
-]
+# pause_events_listed), in JSON's order: -o csv/tsv's header, with no row as with many (the
+# columns pause --list shows: the same keys)
+PAUSE_KEYS = rows.PAUSE_COLUMNS
 PAUSE_EVENT_KEYS = ["at", "dimension", "value", "event", "actor", "db_role", "reason"]
 # what pause and resume did (-o json and the others: none when nothing changed)
 OUTCOME_KEYS = ["dimension", "value", "event", "reason", "actor", "db_role", "at", "changed"]
