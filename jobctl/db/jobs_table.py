@@ -417,23 +417,22 @@ def resolve_table(
 def _read_role(conn: psycopg.Connection[Any], row: dict[str, Any]) -> None:
     """When the planner may run the application's code (``planner_runs``: a function of its
     owner's in an index's expression or predicate, which PostgreSQL folds as whoever plans a
-    query on the table) and this session is stronger than the table's owner: every
-    transaction from here on runs as jobctl's operator role (``run_as``), or, for a superuser
-    with none, the command is refused (exit 2, nothing read)."""
-    if row["planner_runs"] is None or row["owner_holds_mine"]:
+    query on the table), reads take the writes' rule (``_writes_as``): every transaction from
+    here on runs as the role the writes would (``run_as``), or, where the writes would be
+    refused (a superuser with no operator role), the command is (exit 2, nothing read)."""
+    if row["planner_runs"] is None:
         return
-    if row["operator_role"] is not None:
-        run_as(conn, row["operator_role"])
-        return
-    if not row["superuser"]:
-        return  # its own grants decide (docs/safety.md: what remains)
-    owner = safe_text.visible(row["owner"])
-    raise errors.NothingDone(
-        f"{safe_text.visible(row['planner_runs'])}, a function of {owner}'s: PostgreSQL's "
-        f"planner may run it as you, a superuser, in any query on the table. Run jobctl as "
-        f"jobctl's operator role (jobctl schema grants --operator ROLE once; jobctl then runs "
-        f"as ROLE, SET LOCAL ROLE) or as {owner}"
-    )
+    role, refused = _writes_as(row)
+    if role is not None:
+        run_as(conn, role)
+    elif refused is not None:
+        owner = safe_text.visible(row["owner"])
+        raise errors.NothingDone(
+            f"{safe_text.visible(row['planner_runs'])}, a function of {owner}'s: PostgreSQL's "
+            f"planner may run it as you, a superuser, in any query on the table. Run jobctl as "
+            f"jobctl's operator role (jobctl schema grants --operator ROLE once; jobctl then "
+            f"runs as ROLE, SET LOCAL ROLE) or as {owner}"
+        )
 
 
 def _writes_as(row: dict[str, Any]) -> tuple[str | None, str | None]:
