@@ -166,14 +166,6 @@ SELECT gone.job_table, gone.dimension, gone.value, 'resumed', %(reason)s,
 FROM gone
 RETURNING dimension, value, event, reason, actor, db_role, at
 
--- name: pause_list
--- the table's pauses now, with who paused each, why, and since when
-SELECT p.dimension, p.value, p.reason, p.actor, p.db_role, p.paused_at,
-       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) p.paused_at)
-           AS paused_s
-FROM jobctl.pauses p WHERE p.job_table = %(job_table)s
-ORDER BY p.dimension, p.value
-
 -- name: pause_waiting
 -- the table's pauses now, as every view shows them (summary, stuck, metrics, report, top):
 -- who paused each, why, for how long, and how many queued jobs it holds back (the queued
