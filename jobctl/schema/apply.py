@@ -246,10 +246,11 @@ def _refuse_unserved(
     if why is not None:
         raise errors.NothingDone(why)
     # a domain's own constraints, asked as the table's owner (the application's code)
-    domains = shape.rejected_domains(conn, table.types, shape.prober(conn, table.oid))
+    asker = shape.prober(conn, table.oid)
+    domains = shape.rejected_domains(conn, table.types, asker)
     if domains:
         raise errors.NothingDone(f"{table.qualified}: {'; '.join(domains)}")
-    refused = shape.rejected_statuses(conn, found, mapping)
+    refused = shape.rejected_statuses(conn, found, mapping, asker)
     if refused:
         value, reason = refused[0]
         raise errors.NothingDone(

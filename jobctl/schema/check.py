@@ -368,7 +368,7 @@ def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[C
     """The status values jobctl writes, accepted by the column, and those the table holds."""
     names = table.mapping
     asker = shape.prober(conn, table.oid)
-    rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names)
+    rejected = shape.rejected_statuses(conn, shape.inspect(conn, table.qualified), names, asker)
     owner = safe_text.visible(asker.owner)
     results = [
         Check(

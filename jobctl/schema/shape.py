@@ -201,7 +201,10 @@ def probing(conn: psycopg.Connection[Any], asker: Prober) -> Iterator[None]:
 
 
 def rejected_statuses(
-    conn: psycopg.Connection[Any], shape: TableShape, mapping: TableMapping
+    conn: psycopg.Connection[Any],
+    shape: TableShape,
+    mapping: TableMapping,
+    asker: Prober | None = None,
 ) -> list[tuple[str, str]]:
     """Status values jobctl may write that the column would refuse: (value, why).
 
@@ -209,14 +212,15 @@ def rejected_statuses(
     each value inside a savepoint; the table's CHECK constraints on the column are evaluated
     on a row holding only that value (a check that needs other columns is not judged here).
     On a table partitioned by status, each value must have a partition to go to: the planner
-    is asked which partitions a row of that status could be in (none: refused).
+    is asked which partitions a row of that status could be in (none: refused). Each is asked
+    as ``asker`` says (None: the table's ``prober``); nothing when it may not.
     """
     import psycopg
     from psycopg import sql
 
     status = shape.columns[mapping.column("status")]
     checks = db.rows(conn, "status_checks", {"oid": shape.oid, "column": status.name})
-    asker = prober(conn, shape.oid)
+    asker = asker or prober(conn, shape.oid)
     if not asker.may:
         return []  # not judged (the caller asks prober why)
     rejected: list[tuple[str, str]] = []
