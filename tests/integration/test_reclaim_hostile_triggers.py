@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -127,28 +128,24 @@ def test_a_lock_timeout_inside_the_applications_trigger_skips_that_row(conn, dsn
     assert processing(conn) == [job]
 
 
-def test_the_service_goes_on_past_a_slow_row_and_tries_it_again_later(conn, dsn):
-    """The reclaimer service: its first pass reclaims the five others and names the slow row;
-    the passes after pass it over (no backoff, no retry first), until its time is up
-    (``PassedOver``, 10 minutes by default; 3 s here), when it is tried again, once."""
-    job, _ = slow_row(conn, dsn)
-    stop, lines, reclaimed = threading.Event(), [], []
-    passed_over = row_errors.PassedOver(for_=dt.timedelta(seconds=3))
-    settings = db.Settings(dsn=dsn, actor="service@ci", statement_timeout=dt.timedelta(seconds=1))
-    seen: dict[str, int] = {}
+def service_passes(conn: psycopg.Connection[Any]) -> int:
+    """The reclaimer service's passes so far (its record in jobctl.reclaimer_passes)."""
+    return conn.execute(
+        "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
+    ).fetchone()["n"]
 
-    def passes() -> int:
-        return conn.execute(
-            "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
-        ).fetchone()["n"]
 
-    def watch() -> None:  # stops the service once the pass that tried the slow row again ended
+def serve_until(
+    settings: db.Settings, until: Callable[[], None], lines: list[str], **more: Any
+) -> list[Any]:
+    """The reclaimer service (batches of 50, every 100 ms, its log in ``lines``) until
+    ``until``, run beside it, returns or fails; the ids it reclaimed, in order."""
+    stop = threading.Event()
+    reclaimed: list[Any] = []
+
+    def watch() -> None:
         try:
-            wait_until(lambda: tries(conn) >= 2 and passes() >= 1, timeout=20, what="pass 1")
-            seen["first"] = passes()
-            wait_until(lambda: tries(conn) >= 3, timeout=20, what="the slow row tried again")
-            seen["retried"] = passes()
-            wait_until(lambda: passes() > seen["retried"], timeout=20, what="that pass")
+            until()
         finally:
             stop.set()
 
@@ -162,12 +159,36 @@ def test_the_service_goes_on_past_a_slow_row_and_tries_it_again_later(conn, dsn)
             every=dt.timedelta(milliseconds=100),
             stop=stop,
             log=lines.append,
-            passed_over=passed_over,
+            **more,
         ):
             reclaimed += [r["id"] for r in batch if r["applied"]]
     finally:
         stop.set()
         watcher.join()
+    return reclaimed
+
+
+def test_the_service_goes_on_past_a_slow_row_and_tries_it_again_later(conn, dsn):
+    """The reclaimer service: its first pass reclaims the five others and names the slow row;
+    the passes after pass it over (no backoff, no retry first), until its time is up
+    (``PassedOver``, 10 minutes by default; 3 s here), when it is tried again, once."""
+    job, _ = slow_row(conn, dsn)
+    lines: list[str] = []
+    passed_over = row_errors.PassedOver(for_=dt.timedelta(seconds=3))
+    settings = db.Settings(dsn=dsn, actor="service@ci", statement_timeout=dt.timedelta(seconds=1))
+    seen: dict[str, int] = {}
+
+    def passes() -> int:
+        return service_passes(conn)
+
+    def watch() -> None:  # until the pass that tried the slow row again ended
+        wait_until(lambda: tries(conn) >= 2 and passes() >= 1, timeout=20, what="pass 1")
+        seen["first"] = passes()
+        wait_until(lambda: tries(conn) >= 3, timeout=20, what="the slow row tried again")
+        seen["retried"] = passes()
+        wait_until(lambda: passes() > seen["retried"], timeout=20, what="that pass")
+
+    reclaimed = serve_until(settings, watch, lines, passed_over=passed_over)
     assert sorted(reclaimed) == sorted(set(reclaimed)) and len(reclaimed) == 5
     assert job not in reclaimed and processing(conn) == [job]
     assert seen["retried"] - seen["first"] >= 3, seen  # passes went on without trying it
@@ -283,35 +304,13 @@ def test_the_services_pass_records_nothing_of_the_rows_a_trigger_kept_back(conn,
     rows named in its log and passed over, nothing of them recorded."""
     veto, undo, ids = evil_rows(conn, dsn, undo_body=UNDO_ALL)
     before = jobs(conn)
-    stop, lines, reclaimed = threading.Event(), [], []
+    lines: list[str] = []
     settings = db.Settings(dsn=dsn, actor="service@ci")
 
-    def passes() -> int:
-        return conn.execute(
-            "SELECT coalesce(max(passes), 0) AS n FROM jobctl.reclaimer_passes"
-        ).fetchone()["n"]
+    def two_passes() -> None:
+        wait_until(lambda: service_passes(conn) >= 2, timeout=20, what="two passes")
 
-    def watch() -> None:
-        try:
-            wait_until(lambda: passes() >= 2, timeout=20, what="two passes")
-        finally:
-            stop.set()
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        for batch, _ in service.serve(
-            settings,
-            triage.ExpiredFilter(),
-            batch_size=50,
-            every=dt.timedelta(milliseconds=100),
-            stop=stop,
-            log=lines.append,
-        ):
-            reclaimed += [r["id"] for r in batch if r["applied"]]
-    finally:
-        stop.set()
-        watcher.join()
+    reclaimed = serve_until(settings, two_passes, lines)
     assert sorted(reclaimed) == sorted(set(ids) - {veto, undo}), lines
     (vetoed,) = [line for line in lines if f"job {veto}:" in line]
     assert "kept it back" in vetoed, lines
