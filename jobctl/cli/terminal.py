@@ -223,11 +223,14 @@ def drain(
     elif out in (output.Output.csv, output.Output.tsv):
         delimiter = "," if out is output.Output.csv else "\t"
         # the header: every key of a reclaim row, and kind and queue where the table maps
-        # them (its rows carry them; the run does not say the mapping yet: with no row, the
-        # shape's keys alone)
-        first = next(batches, [])
-        columns = rows.with_optional(list(columns), first)
-        batches = itertools.chain([first] if first else [], batches)
+        # them, the same with no row (across targets, whose mappings may differ: the first
+        # rows' optional keys)
+        if run.optional is not None:
+            columns = rows.with_optional(list(columns), run.optional)
+        else:
+            first = next(batches, [])
+            columns = rows.with_optional(list(columns), first)
+            batches = itertools.chain([first] if first else [], batches)
         streamed = output.delimited_rows(sys.stdout, columns, delimiter)
     else:
         streamed = contextlib.nullcontext(lambda _batch: None)

@@ -114,12 +114,6 @@ def quiet_and_busy(conn, dsn, run):
     return quiet, outputs(run)
 
 
-# what the workflow does not hand the command yet: the table's mapping, with no row (see
-# test_mapped_columns_with_no_row_need_the_mapping): kind and queue left out of the comparison
-NO_MAPPING_YET = {"reclaim"}
-OPTIONAL = ("kind", "queue")
-
-
 def every_header_is_the_same_with_no_row_and_with_many(quiet, busy):
     for args, each in busy.items():
         for fmt, delimiter in FORMATS:
@@ -127,8 +121,6 @@ def every_header_is_the_same_with_no_row_and_with_many(quiet, busy):
                 table_of(quiet[args][fmt], delimiter)[0],
                 table_of(each[fmt], delimiter)[0],
             )
-            if args[0] in NO_MAPPING_YET:
-                after = [h for h in after if h not in OPTIONAL]
             assert before == after, (args, fmt, before, after)
         # the staged table gives this command rows (but doctor's and schema's: always some)
         assert len(table_of(each["csv"], ",")) > 1, args
@@ -180,7 +172,7 @@ def test_writes_have_the_same_header_with_no_row_and_with_many(conn, dsn, run, f
     nothing = table_of(run("reclaim", "--commit", "--yes", "-o", fmt).out, delimiter)
     claim_all(dsn, 1, worker="web-1", lease_seconds=-60)
     one = table_of(run("reclaim", "--commit", "--yes", "-o", fmt).out, delimiter)
-    assert nothing[0] == [h for h in one[0] if h not in OPTIONAL]  # (NO_MAPPING_YET)
+    assert nothing[0] == one[0]
     assert one[0][:3] == ["id", "kind", "queue"] and len(nothing) == 1 and len(one) == 2
     refused = table_of(run("requeue", "999", "--reason", "r", "--yes", "-o", fmt).out, delimiter)
     done = table_of(run("fail", JOB, "--reason", "r", "--force", "--yes", "-o", fmt).out, delimiter)
@@ -191,16 +183,8 @@ def test_writes_have_the_same_header_with_no_row_and_with_many(conn, dsn, run, f
     assert not_paused[0] == paused[0] == resumed[0] and len(not_paused) == 1
 
 
-RECLAIM_NO_MAPPING = pytest.mark.xfail(
-    strict=True,
-    reason="ops/reclaim's Run does not carry the table's mapped optional columns (ops/stuck's "
-    "Stream.optional and ops/review's Reviewed.optional do): with no row the cli cannot know "
-    "kind/queue",
-)
-
-
 @pytest.mark.parametrize(
-    "args", [("review",), pytest.param(("reclaim", "--dry-run"), marks=RECLAIM_NO_MAPPING)]
+    "args", [("review",), ("reclaim", "--dry-run"), ("reclaim", "--commit", "--yes")]
 )
 def test_mapped_columns_with_no_row_need_the_mapping(conn, run, args):
     mapped(conn, run)

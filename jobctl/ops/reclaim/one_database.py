@@ -34,6 +34,10 @@ class Run:
     # a confirmed commit's line once drained: how many leases expired after its preview
     # (which it left, as it was confirmed without them); None: nothing to say
     after: Callable[[], str | None] | None = None
+    # the optional columns (kind, queue) the table maps, which its rows carry: a machine
+    # format's header holds them with no row too; None: not known ahead (across targets,
+    # whose mappings differ: the first rows')
+    optional: tuple[str, ...] | None = None
 
 
 def start(
@@ -52,6 +56,7 @@ def start(
     lease that expired within the lag may be live on the primary), unless ``trust_replica``.
     """
     request.expired.check(s.table.mapping)  # --kind on a table that maps none: exit 2
+    optional = s.table.mapping.mapped_optional
     if not request.commit:
         from jobctl.ops import standby
 
@@ -66,14 +71,14 @@ def start(
         batches = streamed_dry_run(s, request.expired, request.limit, request.save_plan)
         # the statement runs now, its first chunk read: a failure of its own (a column the
         # table lacks, a privilege) is start's, as for the whole list, not a later batch's
-        return Run(_started(batches), None)
+        return Run(_started(batches), None, optional=optional)
     if request.plan is not None:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
             confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
-        return Run(committed(s, request, planned), len(planned))
+        return Run(committed(s, request, planned), len(planned), optional=optional)
     if request.yes:  # no question: what is expired when each batch runs
-        return Run(committed(s, request, None), None)
+        return Run(committed(s, request, None), None, optional=optional)
     # what the person confirms is what is written: the preview's rows are the commit's plan,
     # each fenced on its token, lease expiry and action as shown (an implicit plan); a lease
     # that expires while the question is up is left, and said
@@ -94,7 +99,11 @@ def start(
     )
     held = cast(list[Row], preview_rows.held)
     batches = commit_plan(s, held, batch_size=request.batch_size, how=request.expired)
-    return Run(batches, total, lambda: expired_since(s, request.expired, preview_rows.read_at))
+
+    def after() -> str | None:
+        return expired_since(s, request.expired, preview_rows.read_at)
+
+    return Run(batches, total, after, optional)
 
 
 def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> str | None:
