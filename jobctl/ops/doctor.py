@@ -21,7 +21,7 @@ from jobctl import db, durations, errors
 from jobctl.contract.shapes import Row
 from jobctl.ops import doctor_catalog as catalog
 from jobctl.ops import doctor_statements as judge
-from jobctl.ops.doctor_kinds import WARN_ONLY, finding
+from jobctl.ops.doctor_kinds import FIX_STATEMENT, WARN_ONLY, finding
 from jobctl.schema import statements as rendered
 from jobctl.sql import queries
 
@@ -208,8 +208,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
     hooks = _hooks(s, table)
     sql_of = {x.name: x.sql for x in rendered.render(s.conn, s.table)}
     for f in hooks:
-        if f.get("fix") in sql_of:
-            f["fix_sql"] = sql_of[f["fix"]]
+        _fix_sql(f, sql_of)
     in_hooks = f"; {len(hooks)} in rules or triggers (read from the catalog)" if hooks else ""
     if rows is None:
         missing = "pg_stat_statements is not installed here (how to: the first check)"
@@ -232,8 +231,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
 
     found, rejected, judged = findings(visible(), table, own_fingerprints(s))
     for f in found:
-        if f.get("fix") in sql_of:
-            f["fix_sql"] = sql_of[f["fix"]]
+        _fix_sql(f, sql_of)
     by_check: dict[str, list[Row]] = {"timeout_by_lease": [], "fenced_writes": []}
     refusals = [f for f in found if "rejected" in f]
     for f in [*found, *hooks]:
@@ -252,7 +250,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
         _check(
             "timeout_by_lease",
             "fail" if sweepers else ("warn" if hidden[0] else "ok"),
-            seen + (f"; {len(sweepers)} sweeper(s) by age" if sweepers else "; no sweeper by age"),
+            seen + _by_age(sweepers),
             sweepers,
         ),
         _check(
@@ -268,6 +266,24 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
             refusals,
         ),
     ]
+
+
+def _fix_sql(f: Row, sql_of: Mapping[str, str]) -> None:
+    """Give a finding whose fix is a rendered statement that statement (``fix_sql``)."""
+    name = FIX_STATEMENT.get(str(f.get("kind")), f.get("fix"))
+    if name in sql_of:
+        f["fix_sql"] = sql_of[name]
+
+
+def _by_age(found: list[Row]) -> str:
+    """The timeout check's evidence past the count: the sweepers and the claims that take
+    jobs back by age, or that there is none."""
+    claims = sum(f.get("kind") == "claim_by_age" for f in found)
+    said = [
+        f"{len(found) - claims} sweeper(s) by age" if len(found) > claims else "",
+        f"{claims} claim(s) taking jobs back by age" if claims else "",
+    ]
+    return "; " + (", ".join(x for x in said if x) or "no sweeper or claim by age")
 
 
 def _worst(writes: list[Row], otherwise: str) -> str:
@@ -335,7 +351,7 @@ def findings(
         if print_ is not None and print_ in own:
             continue
         for kind in verdict.kinds:
-            one = finding(kind, about, verdict.why)
+            one = finding(kind, about, verdict.why_of(kind))
             if verdict.parse_error:
                 one["parse_error"] = verdict.parse_error
             found.append(one)

@@ -195,4 +195,4 @@ def _found(
     }
     if "function" in hook:
         about["function"] = hook["function"]
-    return [finding(kind, about, verdict.why) for kind in verdict.kinds]
+    return [finding(kind, about, verdict.why_of(kind)) for kind in verdict.kinds]

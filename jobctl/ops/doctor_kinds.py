@@ -33,6 +33,17 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "heartbeating, and bypasses the fence",
         "jobctl reclaim (the design's reclaim, by lease_expires_at and fenced on the token)",
     ),
+    "claim_by_age": (
+        "timeout_by_lease",
+        "a claim that also takes jobs back by the age of their lock or start (reserved_at, "
+        "heartbeat_at or updated_at against a time, as Delayed::Job's max_run_time), not by "
+        "lease_expires_at: it cannot tell a slow job from a dead worker, takes the job of a "
+        "worker that is alive, and nothing stops that worker's late writes",
+        "claim only ready jobs with the design's claim, which gives each a lease and a token "
+        "(jobctl schema statements prints it); workers heartbeat to extend the lease, and "
+        "jobctl reclaim takes back the jobs whose lease ran out (by lease_expires_at, fenced "
+        "on the token)",
+    ),
     "unfenced_update": (
         "fenced_writes",
         "an UPDATE that ends, extends or gives back an attempt without attempt_token = $n in "
@@ -74,6 +85,9 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "form that PostgreSQL's current grammar parses, whole and shorter",
     ),
 }
+# the kinds whose fix (in words) is a rendered statement not named by the fix alone: kind ->
+# that statement's name (the finding's fix_sql in -o json)
+FIX_STATEMENT = {"claim_by_age": "claim"}
 # the kinds that make their check warn, not fail: what the statistics cannot tell
 WARN_ONLY = frozenset({"delete_status_unknown"})
 

@@ -153,6 +153,15 @@ class Judged:
     why: str | None = None
     parse_error: str | None = None
     named: bool = False  # it names the jobs table (a read, too)
+    # what the judge saw for one finding of a claim, in words: kind -> words (the age it
+    # tests, how it locks)
+    said: tuple[tuple[str, str], ...] = ()
+
+    def why_of(self, kind: str) -> str | None:
+        """Why ``kind`` was found in this statement: what the judge saw for it, and the
+        statement's own note (``why``)."""
+        words = dict(self.said).get(kind)
+        return "; ".join(x for x in (words, self.why) if x) or None
 
 
 class Unparsed(Exception):
@@ -211,6 +220,7 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
     writes = False
     fenced = None
     named = False
+    seen_by_kind: dict[str, str] = {}
     for stmt in statements:
         nodes = fence.walk(stmt)
         named = named or any("relname" in n and table.names(n) for n in nodes)
@@ -219,27 +229,37 @@ def judge(text: str, table: Table, *, chars: int | None = None, limit: int = 0) 
         for node in _writes(nodes, table):
             writes = True
             seen, note = table.through(node[1].get("relation") or {})
-            found, what, shape = _judge_one(node, seen)
+            found, what, shape, saw = _judge_one(node, seen)
             kinds += [k for k in found if k not in kinds]
+            for kind, words in saw.items():
+                seen_by_kind.setdefault(kind, words)
             said = "; ".join(x for x in (shape, note) if x)
             if found and said and said not in notes:
                 notes.append(said)
             fenced = fenced or what
     why = "; ".join(notes) or None
-    return Judged(writes, tuple(kinds), fenced if not kinds else None, why=why, named=named)
+    return Judged(
+        writes,
+        tuple(kinds),
+        fenced if not kinds else None,
+        why=why,
+        named=named,
+        said=tuple(seen_by_kind.items()),
+    )
 
 
 def _judge_one(
     node: tuple[str, dict[str, Any]], table: Table
-) -> tuple[list[str], str | None, str | None]:
-    """One write's finding kinds, what it is when fenced (heartbeat, completion), and the
-    shape of the comparison of the token that is no fence, in words."""
+) -> tuple[list[str], str | None, str | None, dict[str, str]]:
+    """One write's finding kinds, what it is when fenced (heartbeat, completion), the
+    shape of the comparison of the token that is no fence, in words, and what a finding of
+    a claim saw in it (kind -> words: the age it tests, how it locks)."""
     kind, body = node
     where = body.get("whereClause")
     if kind == "DeleteStmt":
-        return _judge_delete(where, table), None, None
+        return _judge_delete(where, table), None, None, {}
     if kind != "UpdateStmt":
-        return [], None, None  # an INSERT adds a job: nothing to fence
+        return [], None, None, {}  # an INSERT adds a job: nothing to fence
     sets = _sets(body)
     c = table.column
     fenced = fence.token_fence(
@@ -249,31 +269,35 @@ def _judge_one(
     sets_status = c("status") in sets
     lease = {c(x) for x in (*LEASE_COLUMNS, *CLAIM_COLUMNS)} | {c("attempt_token")}
     if not (sets_status or set(sets) & lease):
-        return [], None, None  # touches no part of an attempt (a payload, a priority)
-    if sets_status and how != "param":  # a batch fenced on what it read may still sweep
-        tested = _columns(where) | _subquery_columns(body)
-        ages = {c(x) for x in AGE_COLUMNS}
-        if tested & ages and c("lease_expires_at") not in tested:
-            return ["sweeper_by_age"], None, None
-    if _claims(sets, c):
-        found = []
+        return [], None, None, {}  # touches no part of an attempt (a payload, a priority)
+    tested = _columns(where) | _subquery_columns(body)
+    by_lease = c("lease_expires_at") in tested
+    if _claims(sets, c) or _takes_unclaimed(body, sets, c):
+        found, said = [], {}
+        aged = [] if by_lease else _age_tests(body, c)
+        if aged:
+            found.append("claim_by_age")
+            said["claim_by_age"] = "it tests " + ", ".join(aged)
         if not _skip_locked(body):
             found.append("claim_without_skip_locked")
+            said["claim_without_skip_locked"] = _lock_shape(body)
         if not {c("attempt_token"), c("lease_expires_at")} <= set(sets):
             found.append("claim_without_lease")
         if table.pauses and not _reads_pauses(body):
             found.append("claim_ignores_pauses")
-        return found, None, None
+        return found, None, None, said
+    if sets_status and how != "param":  # a batch fenced on what it read may still sweep
+        if tested & {c(x) for x in AGE_COLUMNS} and not by_lease:
+            return ["sweeper_by_age"], None, None, {}
     if how is None:
         if fenced.cast:
-            return ["fence_cast"], None, fenced.shape
-        by_lease = c("lease_expires_at") in _columns(where) | _subquery_columns(body)
+            return ["fence_cast"], None, fenced.shape, {}
         if sets_status and set(sets) & lease and c("finished_at") not in sets and not by_lease:
-            return ["hand_requeue"], None, fenced.shape
-        return ["unfenced_update"], None, fenced.shape  # (a reclaim with no token, too)
+            return ["hand_requeue"], None, fenced.shape, {}
+        return ["unfenced_update"], None, fenced.shape, {}  # (a reclaim with no token, too)
     if how != "param" or not fence.param_equal(body, c("id"), table.every_column):
-        return [], None, None  # a batch (reclaim): its calls - rows mean nothing
-    return [], "completion" if sets_status else "heartbeat", None
+        return [], None, None, {}  # a batch (reclaim): its calls - rows mean nothing
+    return [], "completion" if sets_status else "heartbeat", None, {}
 
 
 def _judge_delete(where: Any, table: Table) -> list[str]:
@@ -324,6 +348,82 @@ def _text_constant(node: Any) -> str | None:
     if isinstance(const, dict) and isinstance(const.get("sval"), dict):
         return str(const["sval"].get("sval", ""))
     return None
+
+
+def _takes_unclaimed(update: dict[str, Any], sets: Mapping[str, Any], c: Any) -> bool:
+    """Whether an UPDATE claims by taking rows no one holds: it sets the claim (the worker or
+    the claim time, to values the statistics write as $n) of rows it picks by ``IS NULL`` on
+    a column only a processing row carries (Delayed::Job's ``locked_at IS NULL``). A give
+    back (``SET locked_by = NULL ... WHERE locked_by = $1``) tests no such NULL."""
+    if not set(sets) & {c(x) for x in CLAIM_COLUMNS}:
+        return False
+    held = {c(x) for x in PROCESSING_ONLY}
+    for part in ("whereClause", "withClause", "fromClause"):
+        for n in fence.walk(update.get(part)):
+            test = n.get("NullTest")
+            if isinstance(test, dict) and test.get("nulltesttype") == "IS_NULL":
+                if _columns(test.get("arg")) & held:
+                    return True
+    return False
+
+
+_AGE_OPERATORS = frozenset({"<", "<=", ">", ">="})
+
+
+def _age_tests(update: dict[str, Any], c: Any) -> list[str]:
+    """The comparisons of an age (the claim time, the heartbeat, the row's last update) with
+    a time that an UPDATE picks its rows by, in words (``locked_at < $4``): a claim that
+    holds one takes back jobs by how long ago they were taken, not by their lease."""
+    ages = {c(x) for x in AGE_COLUMNS}
+    found: list[str] = []
+    for part in ("whereClause", "withClause", "fromClause"):
+        for n in fence.walk(update.get(part)):
+            expr = n.get("A_Expr")
+            if not isinstance(expr, dict) or expr.get("kind") != "AEXPR_OP":
+                continue
+            if not fence.catalog_operator(expr, tuple(_AGE_OPERATORS)):
+                continue
+            left, right = expr.get("lexpr"), expr.get("rexpr")
+            if not (_columns(left) | _columns(right)) & ages:
+                continue
+            op = expr["name"][-1]["String"]["sval"]
+            words = f"{_operand(left)} {op} {_operand(right)}"
+            if words not in found:
+                found.append(words)
+    return sorted(found)
+
+
+def _operand(node: Any) -> str:
+    """One side of a comparison in words: a column's name, ``$n``, or ``(an expression)``."""
+    bare = fence.uncast(node)
+    if isinstance(bare, dict) and "ParamRef" in bare:
+        return f"${bare['ParamRef'].get('number', '?')}"
+    ref = bare.get("ColumnRef") if isinstance(bare, dict) else None
+    if isinstance(ref, dict):
+        fields = ref.get("fields", [])
+        if fields and "String" in fields[-1]:
+            return str(fields[-1]["String"]["sval"])
+    return "(an expression)"
+
+
+def _lock_shape(update: dict[str, Any]) -> str:
+    """How a claim without SKIP LOCKED locks the rows it picks, in words."""
+    waits = {"LockWaitBlock": "waits for it", "LockWaitError": "gets an error (NOWAIT)"}
+    for n in fence.walk(update):
+        clause = n.get("LockingClause")
+        if isinstance(clause, dict):
+            strength = str(clause.get("strength", "")).removeprefix("LCS_FOR")
+            lock = "FOR " + {"NOKEYUPDATE": "NO KEY UPDATE", "KEYSHARE": "KEY SHARE"}.get(
+                strength, strength
+            )
+            if clause.get("waitPolicy") == "LockWaitSkip":
+                return f"it locks {lock} SKIP LOCKED, a lock too weak to keep other claims out"
+            how = waits.get(str(clause.get("waitPolicy")), "waits for it")
+            return (
+                f"it locks {lock} without SKIP LOCKED: a worker that meets a row another "
+                f"holds {how}, and every worker picks the same first rows"
+            )
+    return "it locks no row it picks: two workers can take the same job"
 
 
 def _claims(sets: Mapping[str, Any], c: Any) -> bool:

@@ -62,7 +62,7 @@ def _finding(f: Row, width: int) -> list[str]:
             *_wrapped(f"wrong: {_s(f['wrong'])}", width, INDENT + "  "),
             *_wrapped(
                 f"fix: {f['fix']}"
-                + (" (jobctl schema statements prints it)" if "fix_sql" in f else ""),
+                + (" (jobctl schema statements prints it)" if _fix_names_sql(f) else ""),
                 width,
                 INDENT + "  ",
             ),
@@ -72,6 +72,11 @@ def _finding(f: Row, width: int) -> list[str]:
     if f.get("advice"):
         return _wrapped(f"- worker {_s(f['worker'])}: " + "; ".join(f["advice"]), width, INDENT)
     return []
+
+
+def _fix_names_sql(f: Row) -> bool:
+    """Whether to say where the fix's statement is printed (its words may say it already)."""
+    return "fix_sql" in f and "jobctl schema statements" not in str(f["fix"])
 
 
 def _wrapped(line: str, width: int, indent: str) -> list[str]:

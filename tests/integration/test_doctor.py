@@ -6,8 +6,10 @@ asserted. Each test has a database of its own (the statistics are read per datab
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 from collections.abc import Iterator
 
 import cluster
@@ -680,3 +682,81 @@ def test_an_equal_between_uuids_first_on_the_search_path(statistics_server, jobc
     assert set(found) == {"unfenced_update"}, found
     (f,) = found["unfenced_update"]
     assert "an unqualified =, which may be app.=" in f["wrong"]
+
+
+# delayed_job_active_record's own table (its generator's migration template), with the columns
+# an adopter adds (status, max_attempts, finished_at) before ``schema apply`` maps the gem's
+# names and adds the lease's
+DELAYED_JOBS = """
+CREATE TABLE delayed_jobs (
+    id bigserial PRIMARY KEY,
+    priority integer NOT NULL DEFAULT 0,
+    attempts integer NOT NULL DEFAULT 0,
+    handler text NOT NULL,
+    last_error text,
+    run_at timestamp,
+    locked_at timestamp,
+    failed_at timestamp,
+    locked_by varchar,
+    queue varchar,
+    created_at timestamp,
+    updated_at timestamp
+);
+CREATE INDEX delayed_jobs_priority ON delayed_jobs (priority, run_at);
+ALTER TABLE delayed_jobs ADD COLUMN status text NOT NULL DEFAULT 'queued',
+    ADD COLUMN max_attempts integer NOT NULL DEFAULT 25, ADD COLUMN finished_at timestamptz
+"""
+# the gem's claim (Delayed::Backend::ActiveRecord::Job.reserve_with_scope, PostgreSQL),
+# as its prepared statement sends it
+DELAYED_JOB_CLAIM = (
+    "UPDATE delayed_jobs SET locked_at = $1, locked_by = $2 WHERE id IN (SELECT id FROM "
+    "delayed_jobs WHERE ((run_at <= $3 AND (locked_at IS NULL OR locked_at < $4) OR "
+    "locked_by = $5) AND failed_at IS NULL) ORDER BY priority ASC, run_at ASC LIMIT $6 "
+    "FOR UPDATE) RETURNING *"
+)
+
+
+def test_delayed_jobs_claim_by_lock_age_fails_the_timeout_check(statistics_server, jobctl):
+    """The gem's real claim takes back jobs locked longer than max_run_time ago: check 1
+    fails with the design's fix, the FOR UPDATE without SKIP LOCKED is named, and the
+    statement is a claim, never an unfenced completion or heartbeat."""
+    dsn = database(statistics_server)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(DELAYED_JOBS)
+        c.execute(
+            "INSERT INTO delayed_jobs (handler, run_at, created_at, updated_at) "
+            "SELECT '--- !ruby/object:Job {}', now(), now(), now() FROM generate_series(1, 5)"
+        )
+    table = ("--table", "delayed_jobs")
+    mapping = ("--column", "reserved_by=locked_by", "--column", "reserved_at=locked_at")
+    mapping += ("--column", "available_at=run_at", "--column", "queue=queue")
+    code, _, err = jobctl(dsn, *table, "schema", "apply", "--yes", *mapping)
+    assert code == 0, err
+    worker = "delayed_job.4 host:web-old-3 pid:17012"
+    now = dt.datetime.now()
+    with psycopg.connect(dsn, autocommit=True) as c:  # the gem's worker, twice, as it sends it
+        for _ in range(2):  # $n as psycopg's %s: the server gets the text above
+            c.execute(
+                re.sub(r"\$\d", "%s", DELAYED_JOB_CLAIM),
+                (now, worker, now, now - dt.timedelta(hours=4), worker, 1),
+                prepare=True,
+            )
+    checks = report(jobctl, dsn, *table)
+    found = kinds(checks)
+    (claim,) = found["claim_by_age"]
+    assert claim["statement"].startswith("UPDATE delayed_jobs SET locked_at = $1")
+    assert claim["calls"] == 2 and "locked_at < $4" in claim["why"]
+    assert "jobctl reclaim" in claim["fix"] and "lease_expires_at" in claim["fix"]
+    assert '"lease_expires_at"' in claim["fix_sql"] and "SKIP LOCKED" in claim["fix_sql"]
+    (waits,) = found["claim_without_skip_locked"]
+    assert "FOR UPDATE without SKIP LOCKED" in waits["why"]
+    assert "unfenced_update" not in found and "claim_without_lease" in found
+    timeout = checks["timeout_by_lease"]
+    assert timeout["status"] == "fail"
+    assert "1 claim(s) taking jobs back by age" in timeout["evidence"]
+    code, out, _ = jobctl(dsn, *table, "doctor", "--exit-code")
+    assert code == 4
+    said = " ".join(out.split())
+    assert "FAIL 1. the timeout is judged by lease_expires_at alone" in said
+    assert "- claim_by_age: queryid" in said and "(it tests locked_at < $4)" in said
+    assert "fix: complete / heartbeat / fail" not in said

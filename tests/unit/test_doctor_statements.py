@@ -636,3 +636,87 @@ def test_an_unqualified_equal_where_another_schema_compares_uuids():
     assert "an unqualified =, which may be app.=" in (verdict.why or "")
     qualified = COMPLETE.format(fence="attempt_token OPERATOR(pg_catalog.=) $3")
     assert judge.judge(qualified, shadowed).fenced == "completion"
+
+
+DELAYED_JOBS = judge.Table(
+    "delayed_jobs",
+    "public",
+    {"reserved_by": "locked_by", "reserved_at": "locked_at", "available_at": "run_at"},
+)
+DELAYED_JOB_CLAIM = (
+    "UPDATE delayed_jobs SET locked_at = $1, locked_by = $2 WHERE id IN (SELECT id FROM "
+    "delayed_jobs WHERE ((run_at <= $3 AND (locked_at IS NULL OR locked_at < $4) OR "
+    "locked_by = $5) AND failed_at IS NULL) ORDER BY priority ASC, run_at ASC LIMIT $6 "
+    "FOR UPDATE) RETURNING *"
+)
+
+
+def test_a_claim_by_lock_age_is_a_claim_that_fails_the_timeout_check():
+    """Delayed::Job's claim sets its lock to parameters (no now(), no attempts + 1): it is
+    known as a claim by the unheld rows it picks (locked_at IS NULL), and its locked_at < $4
+    (max_run_time) takes jobs back by age."""
+    verdict = judge.judge(DELAYED_JOB_CLAIM, DELAYED_JOBS)
+    assert verdict.kinds == ("claim_by_age", "claim_without_skip_locked", "claim_without_lease")
+    assert verdict.why_of("claim_by_age") == "it tests locked_at < $4"
+    said = verdict.why_of("claim_without_skip_locked") or ""
+    assert said.startswith("it locks FOR UPDATE without SKIP LOCKED")
+    assert verdict.why_of("claim_without_lease") is None
+
+
+@pytest.mark.parametrize(
+    "statement, kinds, why",
+    [
+        # the gem's unlock and its failure write give back, never claim
+        (
+            "UPDATE delayed_jobs SET locked_by = $1, locked_at = $2 WHERE locked_by = $3",
+            ("unfenced_update",),
+            None,
+        ),
+        # a stamped claim by updated_at age, with SKIP LOCKED and the lease: only the age
+        (
+            "UPDATE jobs SET status = $1, reserved_at = now(), attempt_token = $2, "
+            "lease_expires_at = now() + $3 WHERE id = (SELECT id FROM jobs WHERE status = $4 "
+            "OR updated_at < now() - $5 LIMIT $6 FOR UPDATE SKIP LOCKED)",
+            ("claim_by_age",),
+            "it tests updated_at < (an expression)",
+        ),
+        # the age as a difference, in a CTE
+        (
+            "WITH t AS (SELECT id FROM jobs WHERE reserved_by IS NULL OR now() - reserved_at "
+            "> $1 FOR NO KEY UPDATE SKIP LOCKED LIMIT $2) UPDATE jobs SET reserved_by = $3, "
+            "reserved_at = $4, attempt_token = $5, lease_expires_at = $6 FROM t "
+            "WHERE jobs.id = t.id",
+            ("claim_by_age",),
+            "it tests (an expression) > $1",
+        ),
+        # a claim that takes back expired leases tests the lease: no claim by age
+        (
+            "UPDATE jobs SET reserved_by = $1, reserved_at = $2, attempt_token = $3, "
+            "lease_expires_at = $4 WHERE id = (SELECT id FROM jobs WHERE reserved_at IS NULL "
+            "OR (lease_expires_at < now() AND reserved_at < now() - $5) LIMIT $6 "
+            "FOR UPDATE SKIP LOCKED)",
+            (),
+            None,
+        ),
+        # FOR SHARE SKIP LOCKED keeps no other claim out; NOWAIT fails instead of waiting
+        (
+            "UPDATE jobs SET reserved_by = $1, reserved_at = now(), attempt_token = $2, "
+            "lease_expires_at = $3 WHERE id = (SELECT id FROM jobs WHERE status = $4 "
+            "LIMIT $5 FOR SHARE SKIP LOCKED)",
+            ("claim_without_skip_locked",),
+            "it locks FOR SHARE SKIP LOCKED, a lock too weak to keep other claims out",
+        ),
+        (
+            "UPDATE jobs SET reserved_by = $1, reserved_at = now(), attempt_token = $2, "
+            "lease_expires_at = $3 WHERE id = (SELECT id FROM jobs WHERE status = $4 "
+            "LIMIT $5 FOR UPDATE NOWAIT)",
+            ("claim_without_skip_locked",),
+            "it locks FOR UPDATE without SKIP LOCKED: a worker that meets a row another holds "
+            "gets an error (NOWAIT), and every worker picks the same first rows",
+        ),
+    ],
+)
+def test_claims_by_age_and_how_they_lock(statement, kinds, why):
+    verdict = judge.judge(statement, JOBS if "delayed" not in statement else DELAYED_JOBS)
+    assert verdict.kinds == kinds
+    assert (verdict.why_of(kinds[0]) if kinds else None) == why
