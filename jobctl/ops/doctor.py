@@ -270,7 +270,7 @@ def _statement_checks(s: Session, rows: Iterable[Row] | None, info: Row) -> list
 
 def _fix_sql(f: Row, sql_of: Mapping[str, str]) -> None:
     """Give a finding whose fix is a rendered statement that statement (``fix_sql``)."""
-    name = FIX_STATEMENT.get(str(f.get("kind")), f.get("fix"))
+    name = FIX_STATEMENT.get(str(f.get("kind")), str(f.get("fix")))
     if name in sql_of:
         f["fix_sql"] = sql_of[name]
 
