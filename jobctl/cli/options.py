@@ -296,7 +296,8 @@ ColumnMappings = Annotated[
         help="The table's own name for one of the lease design's columns, e.g. "
         "status=state (repeatable). Recorded in the database for every command. "
         "kind=COL and queue=COL (optional) name what the job is: reads show them and "
-        "--kind/--queue narrow by them.",
+        "--kind/--queue narrow by them; priority=COL (optional): the claim takes the "
+        "lowest first (see --priority-order).",
     ),
 ]
 StatusMappings = Annotated[
@@ -322,6 +323,15 @@ ColumnUnits = Annotated[
         metavar="DESIGN=UNIT",
         help="The unit of a time the table keeps as a number since the epoch, s or ms, "
         "e.g. updated_at=ms (see docs/your-table.md, Supported column types).",
+    ),
+]
+PriorityOrder = Annotated[
+    str | None,
+    typer.Option(
+        "--priority-order",
+        metavar="asc|desc",
+        help="Which priority the claim takes first: asc, the lowest value (Delayed::Job, "
+        "Oban, River; the default), or desc, the highest. Needs --column priority=COL.",
     ),
 ]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries

@@ -15,7 +15,7 @@ from jobctl.contract import safe_text
 from jobctl.db.connection import batched, run_as, safe, under_user_search_path
 from jobctl.sql import queries
 from jobctl.table import column_types
-from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, STATUSES, TableMapping
+from jobctl.table.mapping import COLUMNS, OPTIONAL_COLUMNS, PRIORITY, STATUSES, TableMapping
 
 if TYPE_CHECKING:
     import psycopg
@@ -240,6 +240,20 @@ def optional_fragments(
             queries.query("optional_column", value=cut, column_name=sql.Identifier(design))
         )
     fragments["mapped_columns"] = sql.SQL(" ").join(shown)
+    # the job's priority, where the table keeps one: the claim's order before the design's
+    # own (the lowest first, or the highest: NULLS LAST either way, as an index declared so
+    # serves it), and {mapped_priority}, the column stuck's rows add after kind and queue
+    # (empty in every other statement's rows, and when unmapped)
+    fragments["claim_order"] = sql.SQL("")
+    fragments["mapped_priority"] = fragments["shown_priority"] = sql.SQL("")
+    if mapping.priority is not None:
+        direction = "DESC" if mapping.priority_order == "desc" else "ASC"
+        fragments["claim_order"] = sql.SQL("j.{} {} NULLS LAST, ").format(
+            sql.Identifier(mapping.priority), sql.SQL(direction)
+        )
+        fragments["shown_priority"] = sql.SQL(" j.{} AS priority,").format(
+            sql.Identifier(mapping.priority)
+        )
     fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     # reclaim --spread sets them (reclaim_paced): without it, no window and no join
     fragments["paced"] = fragments["paced_join"] = sql.SQL("")
@@ -371,6 +385,8 @@ def resolve_table(
         id_name, status_name = mapping.column("id"), mapping.column("status")
         names = {mapping.column(design): design for design in COLUMNS}
         names |= {mapping.columns[design]: design for design in mapping.mapped_optional}
+        if mapping.priority is not None:
+            names[mapping.priority] = PRIORITY
         types = {
             r["name"]: r
             for r in cursor.execute(

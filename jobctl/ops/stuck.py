@@ -86,6 +86,13 @@ class Stream:
     standing: Standing | None
 
 
+def shown_optional(s: Session) -> tuple[str, ...]:
+    """The optional keys stuck's rows carry on this table: kind and queue where mapped, then
+    the job's priority where the table keeps one."""
+    mapping = s.table.mapping
+    return (*mapping.mapped_optional, *(("priority",) if mapping.priority else ()))
+
+
 def run(
     where: fleet.Where,
     access: Access,
@@ -148,7 +155,7 @@ def _streamed(
             no_lease += row.get("lease_state") == "none"
             yield row
 
-    show(Stream(counted(), s.table.mapping.mapped_optional, st))
+    show(Stream(counted(), shown_optional(s), st))
     lines, total = [held_back(s, st, ask)], None
     if ask.expiring_within is None and found >= ask.limit:  # the limit cut: count them all
         expired, without = triage.stuck_count(s, ask.on(st))

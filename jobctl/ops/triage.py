@@ -16,7 +16,7 @@ from jobctl.ops import attempts as job_history
 from jobctl.ops import pause, repeated_ids
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.sql import queries
-from jobctl.table.mapping import COLUMNS, TableMapping
+from jobctl.table.mapping import COLUMNS, PRIORITY, TableMapping
 
 HISTORY_EVENT_LIMIT = 10_000
 EXACT_COUNT_LIMIT = 1_000_000
@@ -93,9 +93,11 @@ def stuck(
     which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "limit": limit, "no_lease": no_lease}
     left = which.told()  # an id another row holds too: left out, told
-    return (
-        cast(LeaseRow, note_locked(row)) for row in s.stream("stuck", params) if not left.took(row)
-    )
+    # stuck's rows carry the job's priority where the table maps one; reclaim's (no_lease
+    # False) keep reclaim's columns (the table's {mapped_priority}: none)
+    priority = s.table.fragments["shown_priority" if no_lease else "mapped_priority"]
+    rows = s.stream("stuck", params, mapped_priority=priority)
+    return (cast(LeaseRow, note_locked(row)) for row in rows if not left.took(row))
 
 
 def stuck_count(s: Session, which: ExpiredFilter) -> tuple[int, int]:
@@ -117,11 +119,8 @@ def at_risk(
     which.check(s.table.mapping)  # before the first row is asked for
     params = {**which.params(), "window": window, "limit": limit}
     left = which.told()  # an id another row holds too: left out, told
-    return (
-        cast(AtRiskRow, note_locked(row))
-        for row in s.stream("at_risk", params)
-        if not left.took(row)
-    )
+    rows = s.stream("at_risk", params, mapped_priority=s.table.fragments["shown_priority"])
+    return (cast(AtRiskRow, note_locked(row)) for row in rows if not left.took(row))
 
 
 def note_locked(row: Row) -> Row:
@@ -345,6 +344,8 @@ def design_names(row: Row, mapping: TableMapping) -> Row:
     parts (the JSON contract), the table's other columns as they are, in the table's order."""
     plays = {d: mapping.column(d) for d in COLUMNS}
     plays |= {d: mapping.columns[d] for d in mapping.mapped_optional}
+    if mapping.priority is not None:
+        plays[PRIORITY] = mapping.priority
     design = {actual: d for d, actual in plays.items() if actual != d}
     if not design:
         return row

@@ -59,12 +59,13 @@ def bulk_keys(optional: Any) -> list[str]:
     return [*BULK_KEYS[:at], *found, *BULK_KEYS[at:]]
 
 
-OPTIONAL_KEYS = ("kind", "queue")  # what the job is, when the table maps it
+# what the job is, when the table maps it; its priority (stuck's rows), when the table keeps one
+OPTIONAL_KEYS = ("kind", "queue", "priority")
 
 
 def with_optional(columns: list[str], found: Any) -> list[str]:
-    """``columns`` with the optional keys (kind, queue) after the id: those that ``found``
-    (rows, or the keys themselves) carries."""
+    """``columns`` with the optional keys (kind, queue, priority) after the id: those that
+    ``found`` (rows, or the keys themselves) carries."""
     keys = set(found) if all(isinstance(k, str) for k in found) else {k for r in found for k in r}
     extra = [k for k in OPTIONAL_KEYS if k in keys and k not in columns]
     if not extra:

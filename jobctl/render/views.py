@@ -3,6 +3,7 @@ and the same data as titled tables). Pure: no database, no printing."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -65,6 +66,8 @@ def _has(key: str) -> Any:
 # what the job is, where the table maps it: beside the id, as the width allows
 KIND = Column("kind", "KIND", priority=1, when=_has("kind"))
 QUEUE = Column("queue", "QUEUE", priority=2, when=_has("queue"))
+# the job's priority, where the table keeps one (stuck): after the attempts, as the width allows
+PRIORITY = Column("priority", "PRIORITY", priority=4, when=_has("priority"))
 
 
 STUCK_VIEW = [
@@ -74,15 +77,16 @@ STUCK_VIEW = [
     WORKER,
     Column("recovery_policy", "POLICY", whole=True, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=3, value=_attempts),
+    PRIORITY,
     Column("lease_state", "STATE", whole=True, value=_state, style=STATE_STYLE, when=_no_lease),
     Column("lease_overdue_s", "OVERDUE", kind="seconds"),
     Column("claimed_age_s", "CLAIMED", kind="ago", when=_no_lease, drop=1),
     Column("heartbeat_age_s", "HEARTBEAT", kind="ago", drop=3),
     Column("action", "ACTION", whole=True, style=ACTION_STYLE),
-    Column("reclaim_count", "RECLAIMS", priority=4),
-    Column("lease_expires_at", "EXPIRED AT", priority=5, kind="time"),
-    Column("reserved_at", "CLAIMED AT", priority=6, kind="time"),
-    Column("attempt_token", "TOKEN", priority=7, whole=True),
+    Column("reclaim_count", "RECLAIMS", priority=5),
+    Column("lease_expires_at", "EXPIRED AT", priority=6, kind="time"),
+    Column("reserved_at", "CLAIMED AT", priority=7, kind="time"),
+    Column("attempt_token", "TOKEN", priority=8, whole=True),
     Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 
@@ -104,10 +108,11 @@ AT_RISK_VIEW = [
     Column("action", "ACTION", whole=True, value=_pending, style=ACTION_STYLE),
     Column("recovery_policy", "POLICY", priority=3, value=judgements.policy),
     Column("attempts", "ATTEMPTS", priority=4, value=_attempts),
-    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=5, kind="seconds"),
-    Column("reclaim_count", "RECLAIMS", priority=6),
-    Column("lease_expires_at", "EXPIRES AT", priority=7, kind="time"),
-    Column("attempt_token", "TOKEN", priority=8, whole=True),
+    dataclasses.replace(PRIORITY, priority=5),
+    Column("worker_heartbeat_lag_s", "WORKER LAG", priority=6, kind="seconds"),
+    Column("reclaim_count", "RECLAIMS", priority=7),
+    Column("lease_expires_at", "EXPIRES AT", priority=8, kind="time"),
+    Column("attempt_token", "TOKEN", priority=9, whole=True),
     Column("skipped", "SKIPPED", when=_skipped, drop=2),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"

@@ -233,7 +233,8 @@ def _refuse_unserved(
             + ": name the table's own with --column DESIGN=ACTUAL"
             + add_columns_hint(table.qualified, mapping, missing)
         )
-    absent = [d for d in mapping.mapped_optional if mapping.columns[d] not in found.columns]
+    optional = [*mapping.mapped_optional, *(["priority"] if mapping.priority else [])]
+    absent = [d for d in optional if mapping.columns[d] not in found.columns]
     if absent:
         raise errors.NothingDone(
             f"{table.qualified} has no column "

@@ -201,6 +201,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _constraint_checks(conn, table)
     results += _index_checks(conn, table)
     results += _optional_index_checks(conn, table)
+    results += _priority_index_check(conn, table)
     results.append(history_check(conn, table))
     results.append(installed_check(conn, table))
     results.append(ownership_check(conn))
@@ -362,6 +363,29 @@ def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -
                 )
             )
     return found
+
+
+def _priority_index_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """Where the table maps a priority, an index led by it for the claim (its ORDER BY):
+    missing fails the check only on a table of LARGE_TABLE rows or more."""
+    column = table.mapping.priority
+    if column is None:
+        return []
+    row = db.row(conn, "leading_index", {"oid": table.oid, "column": column})
+    assert row is not None
+    names = table.mapping
+    order = " DESC NULLS LAST" if names.priority_order == "desc" else ""
+    advice = (
+        f"CREATE INDEX CONCURRENTLY ON {table.qualified} ({column}{order}, "
+        f"{names.column('available_at')}, {names.column('id')}) WHERE {names.column('status')} "
+        f"= '{names.status('queued')}' serves the claim's order (see docs/your-table.md)"
+    )
+    what = "an index for the claim's priority"
+    if row["index"] is not None:
+        return [Check(what, True, f"{row['index']} (valid)")]
+    if row["rows"] >= LARGE_TABLE:
+        return [Check(what, False, f"missing: {advice}")]
+    return [Check(what, True, f"none; below {LARGE_TABLE:,} rows the claim sorts; {advice}")]
 
 
 def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:

@@ -235,8 +235,10 @@ WHERE p.job_table = %(job_table)s AND p.dimension = %(dimension)s AND p.value = 
 -- jobctl cannot use as NULL, and no arithmetic on it (lease_times_poisoned). Every text the
 -- application writes (worker, kind, queue, recovery_policy) as a display shows it
 -- ({shown_reserved_by} ...: display_text, cut past %(cut)s characters): reclaim_batch returns
--- these columns, so a 30 MB worker name never crosses the wire, not even from a commit
-j.{id} AS id, {mapped_columns} {status_text} AS status,
+-- these columns, so a 30 MB worker name never crosses the wire, not even from a commit.
+-- {mapped_priority}: the job's priority where the table maps one, in stuck's rows (empty in
+-- the others')
+j.{id} AS id, {mapped_columns}{mapped_priority} {status_text} AS status,
 {shown_reserved_by} AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
@@ -1364,11 +1366,13 @@ ORDER BY 1 LIMIT 50
 -- is named with its schema (tests/unit/test_sql_search_path.py). It takes a job ready_now
 -- judges ready (the one judgement summary, metrics, report and top count as ready): a job
 -- whose kind or queue is paused is passed over (claim_unpaused, where jobctl.pauses exists
--- and the table maps a kind or queue)
+-- and the table maps a kind or queue). The oldest available first; where the table maps a
+-- priority, by it before that ({claim_order}: the lowest first, or the highest with
+-- --priority-order desc)
 WITH target AS (
     SELECT {id} AS id FROM {table} j
     WHERE {ready_now}
-    ORDER BY {available_at}, {id}
+    ORDER BY {claim_order}{available_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1
 )

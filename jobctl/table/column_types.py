@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from jobctl.table.mapping import COLUMNS, TableMapping
+from jobctl.table.mapping import COLUMNS, PRIORITY, TableMapping
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -60,6 +60,8 @@ SERVED = {
     "updated_at": ("timestamp", "epoch"),
     "reserved_by": ("string", "uuid", "integer"),
     "last_error": ("string", "json"),
+    # the claim orders by it (--column priority=COL): a number, compared as numbers are
+    "priority": ("integer", "number"),
 }
 DESCRIBED = {
     "integer": "smallint, integer, bigint",
@@ -67,6 +69,7 @@ DESCRIBED = {
     "string": "text, character varying",
     "uuid": "uuid",
     "json": "jsonb, json",
+    "number": "numeric, double precision",
     "epoch": "bigint, integer, numeric, double precision in epoch seconds or milliseconds "
     "(--column-unit)",
 }
@@ -187,7 +190,7 @@ def problems(mapping: TableMapping, types: Mapping[str, ColumnType]) -> list[str
     ``types``: the design's name -> the type of the table's column playing it (columns the
     table lacks are left out: they are judged, and added, elsewhere)."""
     found_problems = []
-    for design in COLUMNS:  # in the design's order
+    for design in (*COLUMNS, PRIORITY):  # in the design's order, the priority's last
         found = types.get(design)
         why = None if found is None else problem(design, found, mapping.units.get(design))
         if found is None or why is None:

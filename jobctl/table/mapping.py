@@ -45,6 +45,11 @@ COLUMNS = EXISTING_COLUMNS + LEASE_COLUMNS
 # what the job is, where the table says so: optional, shown and filtered on when
 # mapped (--column kind=COL --column queue=COL), never written
 OPTIONAL_COLUMNS = ("kind", "queue")
+# the job's priority, where the table keeps one (--column priority=COL): the claim takes a
+# lower value first (Delayed::Job, Oban, River), or a higher one with --priority-order desc;
+# shown by stuck and show, never written
+PRIORITY = "priority"
+PRIORITY_ORDERS = ("asc", "desc")
 STATUSES = ("queued", "processing", "done", "failed")
 UNITS = ("s", "ms")  # of a time kept as a number: seconds or milliseconds since the epoch
 
@@ -58,6 +63,8 @@ class TableMapping:
     park_status: str | None = None  # where reclaim sends what it would fail; None: failed
     # the unit of a time column kept as a number (--column-unit updated_at=ms): design -> unit
     units: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # which priority the claim takes first (--priority-order): asc, the lowest; desc, the highest
+    priority_order: str = "asc"
 
     def column(self, design: str) -> str:
         """What the table calls the design's column ``design``."""
@@ -76,6 +83,11 @@ class TableMapping:
         if design not in OPTIONAL_COLUMNS:
             raise KeyError(design)
         return self.columns.get(design)
+
+    @property
+    def priority(self) -> str | None:
+        """The table's column holding the job's priority (--column priority=COL), or None."""
+        return self.columns.get(PRIORITY)
 
     @property
     def mapped_optional(self) -> tuple[str, ...]:
@@ -124,14 +136,26 @@ class TableMapping:
         statuses: Iterable[str] = (),
         park_status: str | None = None,
         units: Iterable[str] = (),
+        priority_order: str | None = None,
     ) -> TableMapping:
         """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
         given = list(columns)
         optional = [c for c in given if c.partition("=")[0].strip() in OPTIONAL_COLUMNS]
-        column_map = _pairs([c for c in given if c not in optional], COLUMNS, "--column")
+        ordered = [c for c in given if c.partition("=")[0].strip() == PRIORITY]
+        column_map = _pairs(
+            [c for c in given if c not in optional and c not in ordered], COLUMNS, "--column"
+        )
         column_map |= _pairs(
             optional, OPTIONAL_COLUMNS, "--column", keep_same=True, shape="kind=COLUMN"
         )
+        column_map |= _pairs(
+            ordered, (PRIORITY,), "--column", keep_same=True, shape="priority=COLUMN"
+        )
+        if priority_order is not None and priority_order not in PRIORITY_ORDERS:
+            raise errors.UsageError(
+                f"--priority-order {priority_order}: asc (the lowest priority value is claimed "
+                "first) or desc (the highest)"
+            )
         status_map = _pairs(statuses, STATUSES, "--status")
         unit_map = _pairs(
             units, COLUMNS, "--column-unit", keep_same=True, shape="DESIGN=UNIT, e.g. updated_at=ms"
@@ -142,7 +166,9 @@ class TableMapping:
                     f"--column-unit {design}={unit}: the unit is s or ms (seconds or "
                     "milliseconds since the epoch)"
                 )
-        mapping = cls(column_map, status_map, park_status or None, unit_map)
+        mapping = cls(
+            column_map, status_map, park_status or None, unit_map, priority_order or "asc"
+        )
         mapping.check()
         return mapping
 
@@ -164,15 +190,22 @@ class TableMapping:
             merged(recorded.statuses, self.statuses, named.statuses),
             self.park_status if named.park_status else recorded.park_status,
             merged(recorded.units, self.units, named.units),
+            self.priority_order if named.priority_order else recorded.priority_order,
         )
         mapping.check()
+        if mapping.priority_order != "asc" and mapping.priority is None:
+            raise errors.UsageError(
+                "--priority-order needs the table's priority column: map it with "
+                "--column priority=COLUMN"
+            )
         return mapping
 
     def check(self) -> None:
         """No two parts on one column or one status; a park status that is not another's."""
         _distinct(
             {d: self.column(d) for d in COLUMNS}
-            | {d: self.columns[d] for d in self.mapped_optional},
+            | {d: self.columns[d] for d in self.mapped_optional}
+            | ({PRIORITY: self.priority} if self.priority is not None else {}),
             "--column",
             "column",
         )
@@ -195,6 +228,8 @@ class TableMapping:
         }
         if self.units:  # (absent when none: the recorded mappings of earlier versions read)
             data["units"] = dict(sorted(self.units.items()))
+        if self.priority_order != "asc":  # (absent when the lowest first, as units)
+            data["priority_order"] = self.priority_order
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -205,6 +240,7 @@ class TableMapping:
             dict(data.get("statuses") or {}),
             data.get("park_status"),
             dict(data.get("units") or {}),
+            data.get("priority_order") or "asc",
         )
         mapping.check()
         return mapping
@@ -214,9 +250,12 @@ class TableMapping:
         lines = [
             f"{d} = {a}"
             for d, a in sorted(self.columns.items())
-            if a != d and d not in OPTIONAL_COLUMNS
+            if a != d and d not in OPTIONAL_COLUMNS and d != PRIORITY
         ]
         lines += [f"{d} = {self.columns[d]}" for d in self.mapped_optional]
+        if self.priority is not None:
+            first = "highest" if self.priority_order == "desc" else "lowest"
+            lines.append(f"priority = {self.priority} ({first} claimed first)")
         lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
         if self.park_status:
             lines.append(f"parked jobs go to {self.park_status}")
@@ -236,6 +275,7 @@ class Given:
     statuses: frozenset[str] = frozenset()
     units: frozenset[str] = frozenset()
     park_status: bool = False
+    priority_order: bool = False
 
     @classmethod
     def of(
@@ -245,14 +285,23 @@ class Given:
         statuses: Iterable[str] = (),
         park_status: str | None = None,
         units: Iterable[str] = (),
+        priority_order: str | None = None,
     ) -> Given:
         def designs(values: Iterable[str]) -> frozenset[str]:
             return frozenset(v.partition("=")[0].strip() for v in values)
 
-        return cls(designs(columns), designs(statuses), designs(units), park_status is not None)
+        return cls(
+            designs(columns),
+            designs(statuses),
+            designs(units),
+            park_status is not None,
+            priority_order is not None,
+        )
 
     def __bool__(self) -> bool:
-        return bool(self.columns or self.statuses or self.units or self.park_status)
+        return bool(
+            self.columns or self.statuses or self.units or self.park_status or self.priority_order
+        )
 
 
 def _pairs(
@@ -270,7 +319,7 @@ def _pairs(
         if not sep or not design or not actual:
             raise errors.UsageError(f"{option} {value!r}: give {shape}")
         if design not in allowed:
-            named = allowed + (OPTIONAL_COLUMNS if option == "--column" else ())
+            named = allowed + ((*OPTIONAL_COLUMNS, PRIORITY) if option == "--column" else ())
             raise errors.UsageError(
                 f"{option} {value!r}: {design!r} is not one of {', '.join(named)}"
             )

@@ -122,3 +122,31 @@ def test_a_partial_mapping_merges_into_the_recorded_one():
     clash = ["attempts=record_id"]
     with pytest.raises(errors.UsageError):
         TableMapping.parse(columns=clash).onto(recorded, mapping.Given.of(columns=clash))
+
+
+def test_a_priority_and_its_order_round_trip():
+    m = TableMapping.parse(columns=["priority=prio"], priority_order="desc")
+    assert m.priority == "prio" and m.priority_order == "desc"
+    assert TableMapping.from_json(m.to_json()) == m
+    assert TableMapping.parse(columns=["priority=priority"]).priority == "priority"
+    assert "priority_order" not in TableMapping.parse(columns=["priority=p"]).to_json()
+    assert m.describe() == ["priority = prio (highest claimed first)"]
+    # each part named replaces the recorded one; the rest are kept
+    named = mapping.Given.of(priority_order="asc")
+    back = TableMapping.parse(priority_order="asc").onto(m, named)
+    assert back.priority == "prio" and back.priority_order == "asc"
+    kept = TableMapping.parse(columns=["priority=rank"]).onto(
+        m, mapping.Given.of(columns=["priority=rank"])
+    )
+    assert kept.priority == "rank" and kept.priority_order == "desc"
+
+
+def test_a_priority_order_needs_a_priority_column():
+    with pytest.raises(errors.UsageError, match="needs the table's priority column"):
+        TableMapping.parse(priority_order="desc").onto(
+            TableMapping(), mapping.Given.of(priority_order="desc")
+        )
+    with pytest.raises(errors.UsageError, match="asc .* or desc"):
+        TableMapping.parse(columns=["priority=p"], priority_order="down")
+    with pytest.raises(errors.UsageError, match="would both be the column 'attempts'"):
+        TableMapping.parse(columns=["priority=attempts"])

@@ -1,0 +1,111 @@
+"""The job's priority in the claim (--column priority=COL, --priority-order): the rendered
+claim PREPAREd as a worker in another language runs it and lease.Worker take the lowest
+first (or the highest), the mapping is recorded and read back, stuck's rows carry it, and a
+column the claim cannot order by is refused in one line before anything changes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from psycopg import rows
+from test_statements import execute, prepared, rendered
+
+from jobctl import lease
+
+PRIORITIES = [10, -10, 0]  # inserted in this order: the oldest has the highest value
+
+
+@pytest.fixture
+def prioritised(conn, run):
+    """The reference table with a priority column mapped, three ready jobs of PRIORITIES,
+    the one of 10 available first; their ids by priority."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN priority integer NOT NULL DEFAULT 0")
+    applied = run("schema", "apply", "--yes", "--column", "priority=priority")
+    assert applied.code == 0, applied.err
+    ids = {}
+    for n, value in enumerate(PRIORITIES):
+        ids[value] = conn.execute(
+            "INSERT INTO jobs (priority, available_at) "
+            "VALUES (%s, now() - make_interval(mins => %s)) RETURNING id",
+            (value, 10 - n),
+        ).fetchone()["id"]
+    return ids
+
+
+def claimed_in_order(conn, statements) -> list[int]:
+    prepared(conn, statements)
+    taken = []
+    while found := execute(conn, "claim", "w-go", str(uuid.uuid4()), 30):
+        taken.append(found[0]["id"])
+    conn.execute("DEALLOCATE ALL")
+    return taken
+
+
+def test_the_prepared_claim_takes_the_lowest_priority_first(conn, run, prioritised):
+    statements = rendered(run)
+    assert (
+        'ORDER BY j."priority" ASC NULLS LAST, "available_at", "id"' in (statements["claim"]["sql"])
+    )
+    assert claimed_in_order(conn, statements) == [prioritised[v] for v in (-10, 0, 10)]
+
+
+def test_desc_takes_the_highest_first(conn, run, prioritised):
+    applied = run("schema", "apply", "--yes", "--priority-order", "desc")
+    assert applied.code == 0, applied.err
+    assert claimed_in_order(conn, rendered(run)) == [prioritised[v] for v in (10, 0, -10)]
+
+
+def test_lease_worker_claims_by_priority(dsn, prioritised):
+    with psycopg.connect(dsn, autocommit=True, row_factory=rows.dict_row) as c:
+        worker = lease.Worker(c, "w1", lease_seconds=30)
+        taken = [job.id for job in iter(worker.claim, None)]
+    assert taken == [prioritised[v] for v in (-10, 0, 10)]
+
+
+def test_the_mapping_is_recorded_and_read_back(conn, run, prioritised):
+    recorded = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+    assert recorded["columns"]["priority"] == "priority" and "priority_order" not in recorded
+    # --priority-order alone keeps the column; --column alone keeps the order
+    assert run("schema", "apply", "--yes", "--priority-order", "desc").code == 0
+    assert run("schema", "apply", "--yes", "--column", "priority=priority").code == 0
+    recorded = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+    assert recorded["columns"]["priority"] == "priority" and recorded["priority_order"] == "desc"
+    checked = run("schema", "check")
+    assert "priority = priority (highest claimed first)" in checked.out
+    assert "an index for the claim's priority" in checked.out
+    assert "(priority DESC NULLS LAST, available_at, id) WHERE status = 'queued'" in checked.out
+
+
+def test_stuck_carries_the_priority_when_mapped(conn, run, prioritised):
+    header = run("stuck", "-o", "csv").out.splitlines()[0].split(",")
+    assert header[:3] == ["id", "priority", "status"]  # with no row too
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', attempt_token = gen_random_uuid(), "
+        "reserved_by = 'w9', reserved_at = now() - interval '2 min', "
+        "lease_expires_at = now() - interval '1 min' WHERE priority = -10"
+    )
+    (row,) = json.loads(run("stuck", "-o", "json").out)
+    assert row["priority"] == -10 and list(row)[:3] == ["id", "priority", "status"]
+    assert run("stuck", "-o", "csv").out.splitlines()[0].split(",") == header
+    shown = json.loads(run("show", str(row["id"]), "-o", "json").out)
+    assert shown["priority"] == -10
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--column", "priority=nope"], "has no column 'nope' (--column priority=...)"),
+        (["--column", "priority=payload"], "column payload (its priority) is jsonb"),
+        (["--priority-order", "desc"], "--priority-order needs the table's priority column"),
+        (["--priority-order", "first"], "--priority-order first: asc"),
+    ],
+)
+def test_a_priority_the_claim_cannot_order_by_is_refused(conn, run, args, said):
+    before = conn.execute("SELECT mapping FROM jobctl.tables").fetchall()
+    refused = run("schema", "apply", "--yes", *args)
+    assert refused.code == 2 and said in refused.err
+    assert len(refused.err.strip().splitlines()) == 1
+    assert conn.execute("SELECT mapping FROM jobctl.tables").fetchall() == before
