@@ -146,7 +146,7 @@ def test_a_priority_order_needs_a_priority_column():
         TableMapping.parse(priority_order="desc").onto(
             TableMapping(), mapping.Given.of(priority_order="desc")
         )
-    with pytest.raises(errors.UsageError, match="asc .* or desc"):
+    with pytest.raises(errors.UsageError, match=r"asc .* or desc"):
         TableMapping.parse(columns=["priority=p"], priority_order="down")
     with pytest.raises(errors.UsageError, match="would both be the column 'attempts'"):
         TableMapping.parse(columns=["priority=attempts"])
