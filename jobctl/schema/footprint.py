@@ -30,9 +30,6 @@ TABLES = {
     "pauses": "the kinds and queues whose claim is paused",
     "pause_events": "who paused or resumed a kind, and why",
 }
-# the shared trigger functions of versions 1 and 2, which migrations still make and no
-# trigger of this version calls (each table's own function replaced them)
-SHARED_FUNCTIONS = ("record_transition", "record_change")
 # reclaim's refusal of a row an application's trigger kept back or changed (history 013)
 REFUSE_FUNCTION = "refuse"
 
@@ -93,9 +90,8 @@ class Footprint:
             f"(plpgsql, SECURITY DEFINER) for {FIRES_FOR[self.mode]}: mode {self.mode}, "
             f"{check.MODE_COST[self.mode]}",
             f"  schema jobctl: tables {', '.join(self.tables)}; functions "
-            f"{', '.join(self.functions)} (the last two earlier versions', called by no trigger; "
-            f"{REFUSE_FUNCTION} fails a reclaim's batch that a trigger of yours kept back or "
-            "changed)",
+            f"{', '.join(self.functions)} ({REFUSE_FUNCTION} fails a reclaim's batch that a "
+            "trigger of yours kept back or changed)",
             f"  {least}",
         ]
 
@@ -141,5 +137,5 @@ def of(
         function=want.function,
         mode=mode,
         tables=tuple(TABLES),
-        functions=(want.function, REFUSE_FUNCTION, *SHARED_FUNCTIONS),
+        functions=(want.function, REFUSE_FUNCTION),
     )

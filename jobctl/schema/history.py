@@ -48,6 +48,9 @@ TRIGGER_VERSION = "5"  # bumped when the trigger's WHEN, arguments or what it st
 KEPT_CHARS = 4096
 FUNCTION_PREFIX = "record_"  # jobctl.record_<table>_<hash>: one function per jobs table
 OLD_TRIGGERS = ("jobctl_history_insert", "jobctl_history_update")  # version 1
+# the functions every table's trigger of versions 1 and 2 called (migrations 001, 002); history
+# 015 drops them, and the step replacing such a trigger drops them once no trigger calls them
+SHARED_FUNCTIONS = ("record_transition", "record_change")
 MODES = ("transitions", "late", "exact", "audit")
 DEFAULT_MODE = "transitions"  # a first install's; an installed mode is kept until asked
 # columns of the jobs table the trigger keeps the live attempt's statistics in (nullable, no
@@ -505,7 +508,7 @@ def plan(
             Step(
                 f"install the history trigger and its function jobctl.{want.function} "
                 f"({DESCRIBE[chosen]})",
-                install_sql(target, chosen, want),
+                install_sql(target, chosen, want, calls_shared(state)),
                 locks=locks,
             )
         )
@@ -526,10 +529,17 @@ def migration_what(conn: psycopg.Connection[Any], migration: Migration) -> str:
     return what
 
 
-def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
+def calls_shared(state: TableState) -> bool:
+    """Whether the table's trigger is one of versions 1 or 2, calling a shared function."""
+    shared = state.function is not None and state.function[1] in SHARED_FUNCTIONS
+    return bool(state.old_triggers) or shared
+
+
+def install_sql(target: Target, mode: str, want: Wanted, drop_shared: bool = False) -> sql.Composed:
     """The table's function (created or replaced), then its trigger, replacing version 1's
-    triggers and the trigger of any other mode or version (which called the shared
-    jobctl.record_change())."""
+    triggers and the trigger of any other mode or version (version 2's called the shared
+    jobctl.record_change()). ``drop_shared``: then the shared functions of versions 1 and 2,
+    each once no trigger calls it (the replaced trigger was of those versions)."""
     function = sql.Identifier("jobctl", want.function)
     drops = [
         part
@@ -560,4 +570,7 @@ def install_sql(target: Target, mode: str, want: Wanted) -> sql.Composed:
         version=sql.Literal(TRIGGER_VERSION),
         digest=sql.Literal(want.digest),
     )
-    return sql.Composed([*drops, create_function, sql.SQL(";\n"), create_trigger])
+    parts = [*drops, create_function, sql.SQL(";\n"), create_trigger]
+    if drop_shared:
+        parts += [sql.SQL(";\n"), queries.query("drop_shared_functions")]
+    return sql.Composed(parts)

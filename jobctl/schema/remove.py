@@ -38,8 +38,6 @@ from jobctl.schema import reclaimer as schema_reclaimer
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
 
-SHARED_FUNCTIONS = ("record_change", "record_transition")  # versions 1-2: every table's
-
 
 @dataclasses.dataclass(frozen=True)
 class Removal:
@@ -118,7 +116,7 @@ def _trigger_step(
     if (
         state.function
         and state.function[0] == "jobctl"
-        and state.function[1] not in SHARED_FUNCTIONS
+        and state.function[1] not in history.SHARED_FUNCTIONS
     ):
         functions.add(state.function[1])  # (made under the table's former name)
     present = sorted(_present_functions(conn, functions)) if found.schema else []

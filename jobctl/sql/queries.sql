@@ -209,8 +209,8 @@ FROM (SELECT count(*) AS claims_running FROM {table} j
 -- or after the pause (jobctl.attempts.claimed_at; the transitions mode records only the
 -- attempts that did not complete: a claim that completed is not seen there; late and exact
 -- record every one), each attempt's job read by its primary key for its kind or queue (a
--- probe per attempt since the pause, never a scan of the jobs table; jobctl.attempts, the
--- history's own table, is read whole: it has no index on claimed_at)
+-- probe per attempt since the pause, never a scan of the jobs table; the history's attempts
+-- claimed since the pause found by attempts_claimed_idx, history 014)
 (SELECT count(*) FROM jobctl.attempts a
  WHERE a.job_table OPERATOR(pg_catalog.=) {history_table}
    AND a.claimed_at OPERATOR(pg_catalog.>=) p.paused_at

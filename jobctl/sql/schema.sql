@@ -130,6 +130,24 @@ ALTER TABLE {table} {columns}
 -- a trigger of an older history, replaced
 DROP TRIGGER IF EXISTS {trigger} ON {table}
 
+-- name: drop_shared_functions
+-- the shared trigger functions of the history's versions 1 and 2 (record_transition,
+-- record_change), each dropped once no trigger calls it: after a table's trigger of those
+-- versions is replaced (history 015 dropped those no trigger called then)
+DO $drop$
+DECLARE
+    dead pg_catalog.text;
+BEGIN
+    FOREACH dead IN ARRAY ARRAY['jobctl.record_transition()', 'jobctl.record_change()'] LOOP
+        BEGIN
+            EXECUTE 'DROP FUNCTION IF EXISTS ' OPERATOR(pg_catalog.||) dead;
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            NULL;  -- another table's trigger, not replaced yet, calls it
+        END;
+    END LOOP;
+END
+$drop$
+
 -- name: history_trigger
 -- the history trigger: only the statements its WHEN lets through call the table's function
 -- ({digest}: what the function, the event and the WHEN were made from, so schema check sees a

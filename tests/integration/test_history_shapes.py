@@ -306,6 +306,11 @@ def test_migration_from_version_2_keeps_bigint_history_readable(empty_dsn, run):
             "AND indexdef LIKE '%%(job_table, job_id%%' ORDER BY 1"
         ).fetchall()
         assert [i["indexname"] for i in indexes] == ["attempts_job_idx", "events_job_idx"]
+        # history 015 left version 2's shared function to the trigger that called it; the
+        # step that replaced the trigger dropped it
+        shared = "SELECT proname FROM pg_proc WHERE pronamespace = 'jobctl'::regnamespace"
+        assert "record_change" in plan
+        assert [p["proname"] for p in conn.execute(shared + " AND proname LIKE 'record_c%%'")] == []
 
         # the rows written under version 2 are read by the text of their id
         one = json.loads(run("history", "1", "-o", "json", dsn=empty_dsn).out)
@@ -380,7 +385,11 @@ def test_the_callers_search_path_cannot_hijack_the_function(roles, conn, dsn, ru
     assert forged() == 0
     assert [e["event"] for e in conn.execute("SELECT event FROM jobctl.events")] == ["requeued"]
 
-    # the control: version 2's shared function without its SET search_path is hijacked
+    # the control: version 2's shared function (history 015 dropped it: made again from 002)
+    # without its SET search_path is hijacked
+    (v2,) = [m for m in history.migrations() if m.version == 2]
+    start = v2.text.index("CREATE FUNCTION jobctl.record_change()")
+    conn.execute(v2.text[start : v2.text.index("$function$;", start) + len("$function$")])
     conn.execute("ALTER FUNCTION jobctl.record_change() RESET search_path")
     conn.execute(V2_TRIGGER)
     requeue(2)

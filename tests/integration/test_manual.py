@@ -16,6 +16,7 @@ from helpers import add_jobs, claim_all, snapshot
 from jobctl import db, lease
 from jobctl.db import session
 from jobctl.ops import manual
+from jobctl.schema import history
 
 
 def status_of(conn, job_id: int) -> str:
@@ -278,8 +279,8 @@ def test_no_audit_trigger_no_manual_action(conn, dsn, run):
     assert result.code == 1 and "schema apply" in result.err
     assert status_of(conn, job_id) == "processing"
     conn.execute(
-        "CREATE TRIGGER jobctl_history BEFORE UPDATE ON jobs FOR EACH ROW "
-        "WHEN (false) EXECUTE FUNCTION jobctl.record_change('late', '2')"
+        "CREATE TRIGGER jobctl_history BEFORE UPDATE ON jobs FOR EACH ROW WHEN (false) "
+        f"EXECUTE FUNCTION jobctl.{history.function_name('public', 'jobs')}('late', '2')"
     )
     conn.execute("ALTER TABLE jobs DISABLE TRIGGER jobctl_history")
     result = run("fail", str(job_id), "--reason", "x", "--yes")

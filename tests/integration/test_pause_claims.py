@@ -13,10 +13,15 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 from test_pause import WORKER, kinded
+
+from jobctl import db
+from jobctl.sql import queries
 
 # a worker of its own: the lease design's plain claim, no pause check. It claims one job
 # before the pause and retries one (both before: not counted), then, once told to go on,
@@ -157,3 +162,50 @@ def test_under_the_audit_history_the_claims_since_a_pause_cannot_be_seen(conn, d
     assert "jobctl_pause_claims" not in metrics and "jobctl_pause_seconds{" in metrics
     assert "claims of kind charge_card since the pause cannot be seen" in said
     assert f"{did['running']} running now were claimed after it" in said
+
+
+def test_the_claims_since_a_pause_are_found_by_an_index_not_a_scan(conn):
+    """On a history of 100,000 ended attempts (ANALYZE'd), the claims recorded since the pause
+    are read through attempts_claimed_idx (history 014), never a scan of jobctl.attempts: the
+    count every view reads while something is paused, once a minute from metrics."""
+    conn.execute("INSERT INTO jobs (queue) SELECT 'q' || (g % 2) FROM generate_series(1, 1000) g")
+    conn.execute(
+        """
+        INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, claimed_at, ended_at)
+        SELECT gen_random_uuid(), 'public.jobs', (g % 1000 + 1)::text,
+               now() - (100000 - g) * interval '1 s', now() - (100000 - g) * interval '1 s'
+        FROM generate_series(1, 100000) g
+        """
+    )
+    conn.execute(
+        "INSERT INTO jobctl.pauses (job_table, dimension, value, reason, paused_at) "
+        "VALUES ('public.jobs', 'queue', 'q1', 'r', now() - interval '100 s')"
+    )
+    conn.execute(
+        "INSERT INTO jobctl.tables (job_table, mapping) VALUES ('public.jobs', %s)",
+        (json.dumps({"columns": {"queue": "queue"}, "statuses": {}, "park_status": None}),),
+    )
+    conn.execute("ANALYZE jobctl.attempts")
+    conn.execute("ANALYZE jobs")
+    table = db.resolve_table(conn, "jobs")
+    statement = queries.query("pause_waiting", **table.fragments)
+    with conn.transaction():
+        conn.execute("SET LOCAL jit = off")  # as jobctl's transactions run it
+        (plan,) = (
+            conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement))
+            .fetchone()
+            .values()
+        )
+        (row,) = conn.execute(statement).fetchall()
+    nodes = list(_nodes(plan[0]["Plan"]))
+    on_attempts = [n for n in nodes if n.get("Relation Name") == "attempts"]
+    assert [n["Node Type"] for n in on_attempts] == ["Index Scan"]
+    assert on_attempts[0]["Index Name"] == "attempts_claimed_idx"
+    assert on_attempts[0]["Actual Rows"] == 50  # of the 100 claimed since, half of queue q1
+    assert row["claims_since"] == 50
+
+
+def _nodes(node: dict) -> Iterator[dict]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)

@@ -22,6 +22,7 @@ from jobctl.schema import history
 
 REPO = Path(__file__).resolve().parents[2]
 SQL = REPO / "jobctl" / "sql" / "history"
+LATEST = history.latest_version()
 REFUSED_TAIL = (
     f"this is jobctl {jobctl.__version__} (history {history.latest_version()}, trigger "
     f"{history.TRIGGER_VERSION}): upgrade jobctl (see docs/upgrading.md)"
@@ -80,7 +81,7 @@ def test_a_fresh_apply_records_the_version_and_checksums(conn):
     assert [(r["version"], r["name"]) for r in recorded] == [
         (int(f.name[:3]), f.stem[4:]) for f in files
     ]
-    assert recorded[-1]["version"] == 13
+    assert recorded[-1]["version"] == LATEST
     for r, f in zip(recorded, files, strict=True):
         assert r["jobctl_version"] == jobctl.__version__
         assert r["checksum"] == hashlib.sha256(f.read_bytes()).hexdigest(), f.name
@@ -100,8 +101,8 @@ def test_schema_check_says_what_installed_it(run):
     assert check == {
         "check": "jobctl version",
         "ok": True,
-        "detail": f"installed by jobctl {jobctl.__version__} (history 13, trigger 5); "
-        "migrations 001-013 as applied",
+        "detail": f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 5); "
+        f"migrations 001-{LATEST:03d} as applied",
     }
 
 
@@ -112,9 +113,9 @@ def test_a_migration_changed_since_it_was_applied_is_reported(conn, run):
     check = {c["check"]: c for c in json.loads(result.out)}["jobctl version"]
     assert not check["ok"]
     assert check["detail"].startswith(
-        f"installed by jobctl {jobctl.__version__} (history 13, trigger 5); migrations "
+        f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 5); migrations "
         "001-002 as applied; changed since it was applied: 003 (table_mappings); "
-        "004-013 as applied (the recorded checksum is the sha256"
+        f"004-{LATEST:03d} as applied (the recorded checksum is the sha256"
     )
     # said, never acted on: apply runs no migration again and leaves the record as it is
     before = installed(conn)
@@ -168,14 +169,14 @@ def test_a_known_number_under_another_name_is_refused(conn, run):
     conn.execute("UPDATE jobctl.migrations SET jobctl_version = NULL")
     conn.execute("COMMENT ON FUNCTION jobctl.record_jobs_562f12df() IS NULL")
     refused_without_a_change(
-        conn, run, f"installed by a newer jobctl (history 13, trigger 5); {REFUSED_TAIL}"
+        conn, run, f"installed by a newer jobctl (history {LATEST}, trigger 5); {REFUSED_TAIL}"
     )
 
 
 def test_a_newer_trigger_is_refused(conn, run):
     retrigger(conn, "99")
     refused_without_a_change(
-        conn, run, f"installed by a newer jobctl (history 13, trigger 99); {REFUSED_TAIL}"
+        conn, run, f"installed by a newer jobctl (history {LATEST}, trigger 99); {REFUSED_TAIL}"
     )
 
 
@@ -188,7 +189,7 @@ def test_a_newer_trigger_names_the_jobctl_that_made_it(conn, run):
     refused_without_a_change(
         conn,
         run,
-        f"installed by jobctl 0.3.0 (history 13, trigger 6); {REFUSED_TAIL}",
+        f"installed by jobctl 0.3.0 (history {LATEST}, trigger 6); {REFUSED_TAIL}",
     )
 
 
@@ -198,7 +199,7 @@ def test_a_newer_trigger_names_the_jobctl_that_made_it(conn, run):
     reason="an upgrade from a release (its venv built by pip): .ci/run's upgrade step",
 )
 def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
-    """0.1.0 installs (history 7, trigger 3); this jobctl's apply runs 008-013 and records
+    """0.1.0 installs (history 7, trigger 3); this jobctl's apply runs 008 on and records
     them with its version; the rows of 0.1.0 are "not recorded". Then 0.1.0, which does not
     refuse, puts its trigger back (docs/upgrading.md: retire it first), and this jobctl's
     check says so plainly."""
@@ -229,6 +230,8 @@ def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
             "011 (kept_texts)",
             "012 (installed_by)",
             "013 (refuse)",
+            "014 (claims_index)",
+            "015 (dead_functions)",
         ):
             assert f"done: history migration {n}" in applied.err
         recorded = conn.execute(
@@ -236,14 +239,14 @@ def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
         ).fetchall()
         assert [(r["version"], r["jobctl_version"]) for r in recorded] == [
             *((v, None) for v in range(1, 8)),
-            *((v, jobctl.__version__) for v in (8, 10, 11, 12, 13)),
+            *((v, jobctl.__version__) for v in (8, *range(10, LATEST + 1))),
         ]
         assert all((r["checksum"] is None) == (r["version"] < 8) for r in recorded)
         checks = version_check(run)
         assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
         assert checks["jobctl version"]["detail"] == (
-            f"installed by jobctl {jobctl.__version__} (history 13, trigger 5); migrations "
-            "001-007 not recorded (applied by jobctl before 0.2.0); 008-013 as applied"
+            f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 5); migrations "
+            f"001-007 not recorded (applied by jobctl before 0.2.0); 008-{LATEST:03d} as applied"
         )
         # 0.1.0 does not refuse: its apply puts trigger version 3 back (what upgrading.md
         # says to avoid), and this jobctl says which jobctl made the trigger
@@ -254,10 +257,10 @@ def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
             "trigger version 3, want 5 (run jobctl schema apply)"
         )
         assert checks["jobctl version"]["detail"].startswith(
-            f"installed by jobctl {jobctl.__version__} (history 13, trigger 3 by jobctl before "
-            "0.2.0); "
+            f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 3 by jobctl "
+            "before 0.2.0); "
         )
         assert run("schema", "apply", "--yes").code == 0
         assert version_check(run)["jobctl version"]["detail"].startswith(
-            f"installed by jobctl {jobctl.__version__} (history 13, trigger 5); "
+            f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 5); "
         )
