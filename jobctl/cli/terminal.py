@@ -23,7 +23,6 @@ from jobctl.render import output, rows, views
 
 if TYPE_CHECKING:
     from jobctl.ops import manual
-    from jobctl.ops.reclaim import one_database
 
 T = TypeVar("T", bound=Sequence[Any])
 
@@ -205,19 +204,22 @@ TABLE_ROWS = 20
 
 
 def drain(
-    run: one_database.Run,
+    batches: Iterable[list[shapes.ReclaimRow]],
+    total: int | None,
+    optional: Sequence[str] | None,
     out: output.Output,
     fmt: str | None,
     *,
     columns: Sequence[str] = rows.RECLAIM_KEYS,
 ) -> None:
     """Print a reclaim's batches as they come (the run counts them, and keeps the rows its
-    table shows): jsonl prints each batch as it lands, in one write; so do json, as the
-    elements of one array (left unclosed when a later batch fails: never a valid document that
-    reads as the whole), and csv and tsv, under one header; a table prints nothing until the
-    end (``emit_reclaim``), so memory stays flat."""
+    table shows; ``total``: how many are expected, for a progress bar): jsonl prints each
+    batch as it lands, in one write; so do json, as the elements of one array (left unclosed
+    when a later batch fails: never a valid document that reads as the whole), and csv and
+    tsv, under one header (``optional``: the mapped kind and queue it holds, None: the first
+    rows'); a table prints nothing until the end (``emit_reclaim``), so memory stays flat."""
     streamed: contextlib.AbstractContextManager[Callable[[Iterable[Any]], None]]
-    batches: Iterator[list[shapes.ReclaimRow]] = iter(run.batches)
+    batches = iter(batches)
     if out is output.Output.json:
         streamed = output.json_array(sys.stdout)
     elif out in (output.Output.csv, output.Output.tsv):
@@ -225,8 +227,8 @@ def drain(
         # the header: every key of a reclaim row, and kind and queue where the table maps
         # them, the same with no row (across targets, whose mappings may differ: the first
         # rows' optional keys)
-        if run.optional is not None:
-            columns = rows.with_optional(list(columns), run.optional)
+        if optional is not None:
+            columns = rows.with_optional(list(columns), optional)
         else:
             first = next(batches, [])
             columns = rows.with_optional(list(columns), first)
@@ -237,7 +239,7 @@ def drain(
     if out.tabular:  # the table printed at the end: its renderer imported meanwhile
         _import_behind("tabulate")
     with behind(lambda batch: _print_rows(batch, out, fmt)) as print_batch, streamed as write:
-        for batch in with_progress(batches, run.total, "reclaiming"):
+        for batch in with_progress(batches, total, "reclaiming"):
             if out is output.Output.jsonl:
                 print_batch(batch)
             elif not out.tabular:

@@ -1,14 +1,112 @@
-"""What a reclaim says under its table, in words: what it did (or would do), on one database
-(``one_database``) or across targets, each and all (``across_targets``); the next step (and
-the hint under ``stuck``, the plan saved); when its requeued jobs return (--spread); what a
-confirmed commit left, and the rows whose update the database refused. Pure: counts in,
-lines out (the counting is ``ops.reclaim.tally``'s)."""
+"""What a reclaim says, in words: the question before a commit (``asked``); under its table
+what it did (or would do), on one database (``OneDatabase``) or across targets, each and all
+(``AcrossTargets``): ``said`` words either; the next step (and the hint under ``stuck``, the
+plan saved); when its requeued jobs return (--spread); what a confirmed commit left, and the
+rows whose update the database refused. Pure: counts in, lines out (the counting is
+``ops.reclaim.tally``'s; the workflow, ``ops.reclaim.run``, yields these as data)."""
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
+
+ByTarget = tuple[tuple[str, int, int | None], ...]  # a target's name, its rows, how many requeue
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """What a commit asks before it writes: ``total`` rows, ``requeue`` of them requeued (None:
+    a saved plan's, not counted by action); ``plan``: the saved plan it applies (None: the
+    dry run just read, whose rows the question shows); across targets, ``by_target`` each
+    target's rows (and how many requeue, a preview's), ``not_on`` the targets whose preview
+    failed (None: one database)."""
+
+    total: int
+    requeue: int | None = None
+    plan: object | None = None
+    by_target: ByTarget | None = None
+    not_on: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Asking:
+    """A question in words: the line said before it (None: none), the question, and the
+    title of the rows it shows."""
+
+    before: str | None
+    question: str
+    title: str
+
+
+PREVIEW_TITLE = "about to reclaim (the dry run, now)"
+
+
+def asked(q: Question) -> Asking:
+    """The words of a commit's question (one database, or across targets with ``by_target``)."""
+    before = None
+    if q.by_target is not None:
+        before = "by target: " + ", ".join(
+            f"{name} {n}"
+            if requeue is None
+            else f"{name} {n} ({requeue} requeue, {n - requeue} fail)"
+            for name, n, requeue in q.by_target
+        )
+    on = ""
+    if q.by_target is not None:
+        not_on = f", not on {', '.join(q.not_on)} (failed)" if q.not_on else ""
+        on = f" on {len(q.by_target)} target(s){not_on}"
+    if q.plan is not None:
+        return Asking(before, f"Apply plan {q.plan}: reclaim up to {q.total} job(s){on}?", "")
+    if q.by_target is not None or q.requeue is None:
+        return Asking(before, f"Reclaim {q.total} expired job(s){on}?", PREVIEW_TITLE)
+    fail = q.total - q.requeue
+    return Asking(
+        before,
+        f"Reclaim {q.total} expired job(s): {q.requeue} requeue, {fail} fail?",
+        PREVIEW_TITLE,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class OneDatabase:
+    """What one database's reclaim did (or, a dry run, would do): its ``counts`` (requeue,
+    fail, skipped), where it parks (``park_status``), its --spread, ``note`` (a dry run read
+    on a standby), the leases that expired after a confirmed commit's preview
+    (``expired_after``) and the rows whose update raised (``left_alone``)."""
+
+    counts: collections.Counter[str]
+    committed: bool
+    park_status: str | None = None
+    spread: dt.timedelta = dt.timedelta(0)
+    note: str | None = None
+    expired_after: int = 0
+    left_alone: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class AcrossTargets:
+    """What a reclaim across targets did (or would do): each target's ``counts`` and where
+    each parks (``parks``)."""
+
+    counts: dict[str, collections.Counter[str]]
+    parks: dict[str, str | None]
+    committed: bool
+
+
+def said(done: OneDatabase | AcrossTargets) -> list[str]:
+    """The lines under a reclaim's table, on one database or across targets."""
+    if isinstance(done, AcrossTargets):
+        return across_targets(done.counts, done.parks, committed=done.committed)
+    lines = one_database(
+        done.counts,
+        done.committed,
+        park_status=done.park_status,
+        spread=done.spread,
+        note=done.note,
+    )
+    return [*lines, *filter(None, [expired_after(done.expired_after), left_alone(done.left_alone)])]
 
 
 def summary_line(

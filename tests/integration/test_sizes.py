@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,14 @@ import psycopg
 import pytest
 from helpers import add_jobs, claim_all
 
-from jobctl import db, errors
+from jobctl import db
 from jobctl.db import session
 from jobctl.ops import console, metrics, notify, plans, triage
 from jobctl.ops.reclaim import one_database
 from jobctl.ops.reclaim.plans import PLAN_FORMAT
 from jobctl.ops.reclaim.request import Request
-from jobctl.render import output
+from jobctl.ops.reclaim.steps import Run
+from jobctl.render import output, reclaim_lines
 
 BIG = 5_000_000  # a 5 MB last_error: far past the display's cut
 CUT = triage.DISPLAY_CHARS
@@ -176,6 +178,13 @@ def expected_rows(dsn: str) -> list[dict]:
     return steady(json.loads(output.to_json(found)))
 
 
+def started(steps: Generator[Any, None, Run]) -> Run:
+    """A dry run's ``Run``: ``one_database.start`` returns it, asking nothing."""
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    return done.value.value
+
+
 def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn, dsn):
     """The first batch of a dry run comes before the last row was read: a named cursor is
     open on the server (pg_cursors) and the batch is a chunk, not every row."""
@@ -183,7 +192,7 @@ def test_the_dry_run_reads_through_a_server_side_cursor_while_it_is_drained(conn
     rows_ = session.STREAM_CHUNK * 2 + 5 + (session.STREAM_CHUNK * 2 + 5) // 5
     settings = db.Settings(dsn=dsn)
     with session.open(settings) as s:
-        run_ = one_database.start(s, Request(), lambda *_: None)
+        run_ = started(one_database.start(s, Request()))
         first = next(run_.batches)
         cursors = s.conn.execute("SELECT name FROM pg_cursors").fetchall()
         rest = [row for batch in run_.batches for row in batch]
@@ -243,7 +252,7 @@ def test_a_dry_run_that_fails_midway_leaves_no_plan(conn, dsn, tmp_path: Path):
     expired_jobs(conn, session.STREAM_CHUNK + 300)
     path = tmp_path / "plan.json"
     with session.open(db.Settings(dsn=dsn)) as s:
-        run_ = one_database.start(s, Request(save_plan=path), lambda *_: None)
+        run_ = started(one_database.start(s, Request(save_plan=path)))
         next(run_.batches)
         with pytest.raises(RuntimeError):
             run_.batches.throw(RuntimeError("stopped"))
@@ -273,15 +282,11 @@ def test_a_commits_question_holds_its_first_rows_and_counts_the_rest(conn, dsn):
     """A commit without --yes shows its dry run first: the first rows and the counts of
     every row (total, by action, by worker), never a list of them all."""
     expired_jobs(conn, session.STREAM_CHUNK + 300)
-    asked: list[tuple[str, Any]] = []
-
-    def refuse(question: str, about: Any, _title: str) -> None:
-        asked.append((question, about))
-        raise errors.Cancelled()
-
-    with session.open(db.Settings(dsn=dsn)) as s, pytest.raises(errors.Cancelled):
-        one_database.start(s, Request(commit=True), refuse)
-    ((question, about),) = asked
+    with session.open(db.Settings(dsn=dsn)) as s:
+        steps = one_database.start(s, Request(commit=True))
+        asked = next(steps)
+        steps.close()  # the question refused: nothing written
+    question, about = reclaim_lines.asked(asked.question).question, asked.rows
     expected = expected_rows(dsn)
     requeue = sum(r["action"] == "requeue" for r in expected)
     assert question == (

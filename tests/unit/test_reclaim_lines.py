@@ -62,3 +62,37 @@ def test_the_commit_names_the_tables_own_failed_status_as_the_report_does():
     counts = collections.Counter({"fail": 4})
     line = reclaim_lines.summary_line(counts, True, park_status="errored")
     assert "4 parked in errored" in line
+
+
+def test_the_question_before_a_commit_in_its_four_forms():
+    asked = reclaim_lines.asked
+    Q = reclaim_lines.Question
+    one = asked(Q(5, requeue=3))
+    assert (one.before, one.question) == (None, "Reclaim 5 expired job(s): 3 requeue, 2 fail?")
+    assert one.title == "about to reclaim (the dry run, now)"
+    plan = asked(Q(7, plan="p.json"))
+    assert (plan.before, plan.question, plan.title) == (
+        None,
+        "Apply plan p.json: reclaim up to 7 job(s)?",
+        "",
+    )
+    across = asked(Q(3, by_target=(("a", 2, 1), ("b", 1, 0)), not_on=("c",)))
+    assert across.before == "by target: a 2 (1 requeue, 1 fail), b 1 (0 requeue, 1 fail)"
+    assert across.question == "Reclaim 3 expired job(s) on 2 target(s), not on c (failed)?"
+    plans = asked(Q(4, plan="p.json", by_target=(("a", 3, None), ("b", 1, None))))
+    assert plans.before == "by target: a 3, b 1"
+    assert plans.question == "Apply plan p.json: reclaim up to 4 job(s) on 2 target(s)?"
+
+
+def test_what_one_database_did_in_its_lines_in_order():
+    counts = collections.Counter({"requeue": 2, "fail": 1})
+    done = reclaim_lines.OneDatabase(counts, True, expired_after=4, left_alone=("9",))
+    said = reclaim_lines.said(done)
+    assert said[0] == "reclaimed: 2 requeued, 1 failed, 0 skipped"
+    assert said[1].startswith("next: 1 job(s) failed")
+    assert said[2] == ("4 more lease(s) expired after the preview, left: jobctl reclaim --dry-run")
+    assert said[3].startswith("partial: 1 job(s) left as they were") and len(said) == 4
+    across = reclaim_lines.AcrossTargets({"a": counts}, {"a": None}, committed=False)
+    assert reclaim_lines.said(across) == [
+        "target a: dry run: 2 would be requeued, 1 failed, 0 skipped; nothing changed"
+    ]

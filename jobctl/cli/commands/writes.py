@@ -7,6 +7,7 @@ Registered by ``cli``, in the order ``jobctl --help`` lists them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import sys
@@ -21,11 +22,11 @@ from jobctl.cli import options as opt
 from jobctl.cli.bundles import Bundle
 from jobctl.cli.commands import monitoring
 from jobctl.contract import shapes
-from jobctl.render import output, rows, views
+from jobctl.render import output, reclaim_lines, rows, views
 
 if TYPE_CHECKING:
     from jobctl.ops import bulk, manual
-    from jobctl.ops.reclaim import one_database, run
+    from jobctl.ops.reclaim.steps import Reclaimed, Run
 
 
 # ---------------------------------------------------------------- reclaim
@@ -66,6 +67,7 @@ def reclaim_command(
     from jobctl.ops import fleet
     from jobctl.ops.reclaim import run as core
     from jobctl.ops.reclaim.request import Request
+    from jobctl.ops.reclaim.steps import Asked, Reclaimed, Run, Said, Unreachable
 
     which = context.expired(
         slicing,
@@ -87,30 +89,35 @@ def reclaim_command(
         plan=plan,
         every=every,
         yes=yes,
+        trust_replica=trust_replica,
         # a table shows the first rows of a commit (kept by the run's tally) and counts the
         # rest: those come back with their id and action alone (the machine formats print
         # every row whole)
         whole=terminal.TABLE_ROWS if out.tabular else None,
     )
     where = context.address(ctx)
+    shown = _ReclaimShown(fleet.several(where), out, fmt)
     if every is not None:  # the service runs for long, its command line visible all along
         context.warn_password_on_command_line(ctx)
-    shown = _ReclaimShown(fleet.several(where), out, fmt)
-    notifying = monitoring.for_reclaim_service(where, every, notify)
-    with notifying as watch:
-        done = core.run(
-            where,
-            context.command_access(ctx),
-            request,
-            trust_replica=trust_replica,
-            confirm=terminal.confirm,
-            say=terminal.say,
-            unreachable=context.exit_code,
-            drain=shown.drain,
-            served=shown.served,
-            watch=watch,
-        )
-    shown.said(done)
+        with monitoring.for_reclaim_service(where, every, notify) as watch:
+            done = core.serve(where, request, served=shown.served, say=terminal.say, watch=watch)
+        shown.said(done)
+        return
+    with contextlib.closing(core.run(where, context.command_access(ctx), request)) as steps:
+        for step in steps:  # closed on the way out: a question refused writes nothing
+            match step:
+                case Said(line=line):
+                    terminal.say(line)
+                case Unreachable(outcomes=failed):
+                    context.exit_code(failed)
+                case Asked(question=question, rows=about):
+                    asking = reclaim_lines.asked(question)
+                    context.say_if(asking.before)
+                    terminal.confirm(asking.question, about, asking.title)
+                case Run():
+                    shown.drain(step)
+                case Reclaimed():
+                    shown.said(step)
 
 
 class _ReclaimShown:
@@ -120,16 +127,16 @@ class _ReclaimShown:
     def __init__(self, several: bool, out: output.Output, fmt: str | None) -> None:
         self.several, self.out, self.fmt = several, out, fmt
 
-    def drain(self, run: one_database.Run) -> None:
+    def drain(self, run: Run) -> None:
         """The batches printed as they come (``terminal.drain``)."""
         columns = ["target", *rows.RECLAIM_KEYS] if self.several else rows.RECLAIM_KEYS
-        terminal.drain(run, self.out, self.fmt, columns=columns)
+        terminal.drain(run.batches, run.total, run.optional, self.out, self.fmt, columns=columns)
 
     def served(self, applied: list[shapes.ReclaimRow]) -> None:
         """A batch of the service."""
         terminal.emit_reclaimed(applied, self.out, self.fmt, across_targets=self.several)
 
-    def said(self, done: run.Reclaimed) -> None:
+    def said(self, done: Reclaimed) -> None:
         """After the batches: the table, the lines, what the targets said, the plan, the exit."""
         if not self.several:
             if done.tally is not None:
@@ -138,13 +145,15 @@ class _ReclaimShown:
             doc = self._across(done)
             if doc is not None:
                 terminal.emit(views.across_targets(doc), self.out, self.fmt)
-        for line in done.lines:
+        for line in [] if done.summary is None else reclaim_lines.said(done.summary):
+            terminal.say(line)
+        for line in done.left_out:
             terminal.say(line)
         context.exit_code(done.outcomes)
-        context.say_if(done.plan_line)
+        context.say_if(reclaim_lines.plan_line(done.plan, done.plan_targets))
         context.exit_with(done.exit_code)
 
-    def _across(self, done: run.Reclaimed) -> output.Document | None:
+    def _across(self, done: Reclaimed) -> output.Document | None:
         """The table across targets: what the tally kept (a dry run: each target's first rows
         and skipped ones; a commit: the first and skipped ones, the rest printed as they came),
         or a dry run's every row in a machine format."""

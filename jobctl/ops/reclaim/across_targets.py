@@ -8,7 +8,7 @@ total).
 A target that fails is its outcome's error: what it committed before stays committed, and
 counted; the others go on. Example::
 
-    run = across_targets.start(targets, request, access, confirm=ask, say=print)
+    run = yield from across_targets.start(targets, request, access)  # its question yielded
     for batch in run.batches:   # every row tagged with its target
         ...
 """
@@ -16,16 +16,18 @@ counted; the others go on. Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.contract import shapes
 from jobctl.ops import fleet
+from jobctl.ops.reclaim.steps import Asked, Unreachable
 from jobctl.ops.reclaim.tally import Tally
+from jobctl.render.reclaim_lines import Question
 
 if TYPE_CHECKING:
-    from jobctl.db.session import Confirm, Session
+    from jobctl.db.session import Session
     from jobctl.ops.plans import Parts
     from jobctl.ops.reclaim.request import Request
     from jobctl.ops.sessions import Access
@@ -37,10 +39,10 @@ Reviewed = tuple[dict[str, Any], list[shapes.ReclaimRow]]  # a target's dry run:
 
 
 def dry_run(
-    targets: Sequence[Target], request: Request, access: Access, *, trust_replica: bool
+    targets: Sequence[Target], request: Request, access: Access
 ) -> tuple[list[fleet.Outcome[Reviewed]], dict[str, str | None]]:
     """Every target's dry run, read at once (a standby's widened by its lag unless
-    ``trust_replica``, and said to be one), with the park status of each that answered; with
+    ``request.trust_replica``, and said to be one), with the park status of each that answered; with
     ``request.save_plan``, the plan across targets of those that answered saved."""
     from jobctl.ops import plans, standby
     from jobctl.ops.reclaim import batches as core
@@ -49,7 +51,7 @@ def dry_run(
 
     def read(s: Session, st: Standing, say: fleet.Say) -> Reviewed:
         found = core.dry_run(
-            s, standby.widen(request.expired, st, trust=trust_replica), request.limit
+            s, standby.widen(request.expired, st, trust=request.trust_replica), request.limit
         )
         note = standby.dry_run_note(st)
         if note:
@@ -81,19 +83,14 @@ class Commit:
 
 
 def start(
-    targets: Sequence[Target],
-    request: Request,
-    access: Access,
-    *,
-    confirm: Confirm,
-    say: Callable[[str], None],
-    unreachable: Callable[[list[fleet.Outcome[Any]]], object],
-) -> Commit:
-    """Begin the commit ``request`` asks for on ``targets``: a plan across targets (its
-    targets must all be addressed), or the filter's expired rows, previewed on every target at
-    once unless ``request.yes``. ``say`` gets the by-target line before the question;
-    ``unreachable`` the targets the preview could not read (before the question too). With no
-    target left to commit, the run has no ``targets`` (and asks nothing)."""
+    targets: Sequence[Target], request: Request, access: Access
+) -> Generator[Unreachable | Asked, None, Commit]:
+    """Begin the commit ``request`` asks for on ``targets`` (its ``Commit`` the generator's
+    return value): a plan across targets (its targets must all be addressed), or the
+    filter's expired rows, previewed on every target at once unless ``request.yes``. Before
+    the question (yielded, with each target's count: it goes on once resumed) it yields the
+    targets the preview could not read. With no target left to commit, the run has no
+    ``targets`` (and asks nothing)."""
     from jobctl.ops import plans
     from jobctl.ops.reclaim.plans import PLAN_COLUMNS
 
@@ -103,16 +100,32 @@ def start(
     if request.plan is not None:
         planned = plans.read_parts(request.plan, PLANS_FORMAT, PLAN_COLUMNS)
         total = sum(len(r) for _, r in planned.values())
-        targets = _planned_targets(request, planned, total, targets, confirm=confirm, say=say)
+        targets = _planned_targets(request, planned, targets)
+        if not request.yes:
+            by_target = tuple((name, len(r), None) for name, (_, r) in planned.items())
+            yield Asked(Question(total, plan=request.plan, by_target=by_target))
     elif not request.yes:
         preview = _previewed(targets, request, access)
         failed = [o for o in preview if not o.ok]
         targets = [o.target for o in preview if o.ok]
         if failed:  # why, before the question
-            unreachable(failed)
+            yield Unreachable(failed)
         if not targets:
             return Commit(iter(()), 0, [], failed)
-        total = _confirm_preview(preview, failed, confirm=confirm, say=say)
+        found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
+        total = len(found)
+        yield Asked(
+            Question(
+                total,
+                by_target=tuple(
+                    (o.target.name, len(o.value), sum(r["action"] == "requeue" for r in o.value))
+                    for o in preview
+                    if o.value is not None
+                ),
+                not_on=tuple(o.target.name for o in failed),
+            ),
+            cast(list[shapes.ReclaimRow], found),
+        )
         # what was confirmed is what is written: each target's previewed rows are its plan,
         # fenced as shown (a lease that expires while the question is up is left)
         planned = {
@@ -123,29 +136,14 @@ def start(
     return run
 
 
-def _planned_targets(
-    request: Request,
-    planned: Parts,
-    total: int,
-    targets: Sequence[Target],
-    *,
-    confirm: Confirm,
-    say: Callable[[str], None],
-) -> list[Target]:
-    """The targets a plan across targets names (each must be addressed), after asking."""
+def _planned_targets(request: Request, planned: Parts, targets: Sequence[Target]) -> list[Target]:
+    """The targets a plan across targets names (each must be addressed)."""
     known = {t.name for t in targets}
     missing = [name for name in planned if name not in known]
     if missing:
         raise errors.UsageError(
             f"plan {request.plan} holds rows of target {missing[0]}, which this command "
             f"does not address: add --target {missing[0]} (or use --all-targets)"
-        )
-    if not request.yes:
-        say("by target: " + ", ".join(f"{name} {len(r)}" for name, (_, r) in planned.items()))
-        confirm(
-            f"Apply plan {request.plan}: reclaim up to {total} job(s) on {len(planned)} target(s)?",
-            [],
-            "",
         )
     return [t for t in targets if t.name in planned]
 
@@ -159,40 +157,6 @@ def _previewed(
     return fleet.read(
         targets, access, lambda s, _st, _say: core.dry_run(s, request.expired, request.limit)
     )
-
-
-def _confirm_preview(
-    preview: list[fleet.Outcome[list[shapes.ReclaimRow]]],
-    failed: list[fleet.Outcome[Any]],
-    *,
-    confirm: Confirm,
-    say: Callable[[str], None],
-) -> int:
-    """Ask to commit what the targets' dry runs found: how many rows that is."""
-    found = [row for o in preview for row in fleet.tagged(o.target.name, o.value or [])]
-    not_on = ""
-    if failed:
-        not_on = f", not on {', '.join(o.target.name for o in failed)} (failed)"
-    say(
-        "by target: "
-        + ", ".join(
-            f"{o.target.name} {len(o.value)} ({_counts(o.value)})"
-            for o in preview
-            if o.value is not None
-        )
-    )
-    answered = len(preview) - len(failed)
-    confirm(
-        f"Reclaim {len(found)} expired job(s) on {answered} target(s){not_on}?",
-        found,
-        "about to reclaim (the dry run, now)",
-    )
-    return len(found)
-
-
-def _counts(found: Sequence[shapes.ReclaimRow]) -> str:
-    requeue = sum(r["action"] == "requeue" for r in found)
-    return f"{requeue} requeue, {len(found) - requeue} fail"
 
 
 def _committed(run: Commit, request: Request, planned: Parts) -> Iterator[list[shapes.ReclaimRow]]:

@@ -1,66 +1,51 @@
-"""One database's ``jobctl reclaim`` begun (``start``), in its three modes: the dry run
-streamed (a plan saved from it), a saved plan's commit, or a commit after one question that
-shows the dry run (``Sample``) and whose rows are then the commit's plan; and what a confirmed
-commit left (``expired_since``). The command's workflow, one database or several, is ``run``."""
+"""One database's ``jobctl reclaim`` begun (``start``, a generator that yields its question
+and returns its ``Run``), in its three modes: the dry run streamed (a plan saved from it), a
+saved plan's commit, or a commit after one question that shows the dry run (``Sample``) and
+whose rows are then the commit's plan; and what a confirmed commit left (``expired_since``).
+The command's workflow, one database or several, is ``run``."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.contract.shapes import ReclaimRow, Row
-from jobctl.db.session import Confirm, Session
+from jobctl.db.session import Session
 from jobctl.ops.reclaim.batches import commit_plan, committed, preview, streamed_dry_run
 from jobctl.ops.reclaim.plans import load_plan
+from jobctl.ops.reclaim.steps import Asked, Run
 from jobctl.ops.triage import ExpiredFilter
-from jobctl.render import reclaim_lines
+from jobctl.render.reclaim_lines import Question
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request
     from jobctl.ops.standby import Standing
 
 
-@dataclasses.dataclass
-class Run:
-    """A reclaim under way: its batches (drain them), and how many rows are expected."""
-
-    batches: Iterator[list[ReclaimRow]]
-    # known after a commit's preview or from a plan; None for a dry run (streamed, not
-    # counted ahead) and when --yes skipped the preview
-    total: int | None
-    # a confirmed commit's line once drained: how many leases expired after its preview
-    # (which it left, as it was confirmed without them); None: nothing to say
-    after: Callable[[], str | None] | None = None
-    # the optional columns (kind, queue) the table maps, which its rows carry: a machine
-    # format's header holds them with no row too; None: not known ahead (across targets,
-    # whose mappings differ: the first rows')
-    optional: tuple[str, ...] | None = None
-
-
 def start(
     s: Session,
     request: Request,
-    confirm: Confirm,
     *,
     standing: Standing | None = None,
-    trust_replica: bool = False,
-) -> Run:
-    """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit.
+) -> Generator[Asked, None, Run]:
+    """Begin the reclaim ``request`` asks for: a dry run, a saved plan's commit, or a commit;
+    its ``Run`` is the generator's return value.
 
-    A commit asks ``confirm`` first (unless ``request.yes``), showing what the dry run
-    found; the dry run with ``save_plan`` writes the reviewed rows before returning. A dry
-    run read on a standby (``standing``) widens the filter by its lag (``standby.widen``: a
-    lease that expired within the lag may be live on the primary), unless ``trust_replica``.
+    A commit yields its question first (unless ``request.yes``), with the rows the dry run
+    found; it goes on once resumed (closed instead: nothing written). The dry run with
+    ``save_plan`` writes the reviewed rows as they are drained. A dry run read on a standby
+    (``standing``) widens the filter by its lag (``standby.widen``: a lease that expired
+    within the lag may be live on the primary), unless ``request.trust_replica``.
     """
     request.expired.check(s.table.mapping)  # --kind on a table that maps none: exit 2
     optional = s.table.mapping.mapped_optional
     if not request.commit:
         from jobctl.ops import standby
 
-        widened = standby.widen(request.expired, standing, trust=trust_replica)
+        widened = standby.widen(request.expired, standing, trust=request.trust_replica)
         request = dataclasses.replace(request, expired=widened)
     if request.expired.ids:  # as typed: converted (and checked) by the database
         request = dataclasses.replace(
@@ -75,7 +60,7 @@ def start(
     if request.plan is not None:
         planned = load_plan(request.plan, s.origin())
         if not request.yes:
-            confirm(f"Apply plan {request.plan}: reclaim up to {len(planned)} job(s)?", [], "")
+            yield Asked(Question(len(planned), plan=request.plan))
         return Run(committed(s, request, planned), len(planned), optional=optional)
     if request.yes:  # no question: what is expired when each batch runs
         return Run(committed(s, request, None), None, optional=optional)
@@ -91,28 +76,23 @@ def start(
             "--save-plan FILE, then --plan FILE --commit), or reclaim with --yes (what is "
             "expired when it runs)"
         )
-    requeue = preview_rows.actions["requeue"]
-    confirm(
-        f"Reclaim {total} expired job(s): {requeue} requeue, {total - requeue} fail?",
-        preview_rows,
-        "about to reclaim (the dry run, now)",
-    )
+    yield Asked(Question(total, preview_rows.actions["requeue"]), preview_rows)
     held = cast(list[Row], preview_rows.held)
     batches = commit_plan(s, held, batch_size=request.batch_size, how=request.expired)
 
-    def after() -> str | None:
+    def after() -> int:
         return expired_since(s, request.expired, preview_rows.read_at)
 
     return Run(batches, total, after, optional)
 
 
-def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> str | None:
-    """The line after a confirmed commit: the leases that expired after its preview (read at
-    ``previewed_at``, the database's time), which it left unconfirmed, and the command that
-    shows them. (Every lease the preview saw expired had run out before that time.)"""
+def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> int:
+    """After a confirmed commit: the leases that expired after its preview (read at
+    ``previewed_at``, the database's time), which it left unconfirmed. (Every lease the
+    preview saw expired had run out before that time.)"""
     with s.transaction(read_only=True):
         left = s.one("expired_after", {**which.params(), "since": previewed_at})
-    return reclaim_lines.expired_after(int(left["expired"]))
+    return int(left["expired"])
 
 
 PREVIEW_ROWS = 20  # the rows a commit's question shows (terminal.TABLE_ROWS)

@@ -29,6 +29,8 @@ class Request:
     # formats print them); past them each comes back with its id and action alone (a table
     # shows the first rows and counts the rest: the lease's columns need not cross the wire)
     whole: int | None = None
+    # a standby's rows taken as the primary's, lag or not (--trust-replica)
+    trust_replica: bool = False
 
     def __post_init__(self) -> None:
         self.check()

@@ -1,131 +1,97 @@
 """``jobctl reclaim``'s workflow (``run``), the one the command calls whatever the number of
-targets. One database is a fleet of one that keeps its own path: its dry run streamed, or its
-commit after one question, batch after batch (``one_database.start``), its lines said at
-once and its failure raised. Across targets the dry run reads every target at once, and the
-commit runs target after target after one question (``across_targets``). With ``--every``:
-the reclaimer service, for one database or for every target from one process (``service``).
+targets: a generator of typed steps (``steps``) the command consumes, data it words
+(``render.reclaim_lines``) and prints. One database is a fleet of one that keeps its own
+path: its dry run streamed, or its commit after one question, batch after batch
+(``one_database.start``), its failure raised. Across targets the dry run reads every target
+at once, and the commit runs target after target after one question (``across_targets``).
+With ``--every``: the reclaimer service (``serve``), for one database or for every target
+from one process (``service``).
 
-The batches are counted here as they pass (``tally.Tally``), and handed to ``drain``, which
-prints them. What it did (or, a dry run, would do) comes back as ``Reclaimed``: its tally
-(the counts, and the rows a table shows), the lines under it, the targets' outcomes.
-Example::
+The batches are counted here as they pass (``tally.Tally``), and handed over in a ``Run``,
+which the command drains (printing them); what it did (or, a dry run, would do) comes last
+as ``Reclaimed``: its tally (the counts, and the rows a table shows), the counts the lines
+under it say, the targets' outcomes. Example::
 
-    done = run(settings, Access("reclaim"), Request(), trust_replica=False, confirm=ask,
-               say=print, unreachable=print_failures, drain=drain, served=print_batch)
-    for line in done.lines:
-        print(line)
+    with contextlib.closing(run(settings, Access("reclaim"), Request())) as steps:
+        for step in steps:
+            match step:
+                case Asked():      # the question: closing the steps instead writes nothing
+                    ask(reclaim_lines.asked(step.question))
+                case Run():        # the batches: drain them
+                    for batch in step.batches: print_batch(batch)
+                case Reclaimed():
+                    print(reclaim_lines.said(step.summary))
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 from jobctl import db, errors
 from jobctl.contract.shapes import ReclaimRow
 from jobctl.ops import fleet, repeated_ids
 from jobctl.ops.reclaim import across_targets, one_database, row_errors
+from jobctl.ops.reclaim.steps import Reclaimed, Run, Said, Step
 from jobctl.ops.reclaim.tally import Tally
-from jobctl.render import reclaim_lines
+from jobctl.render.reclaim_lines import AcrossTargets, OneDatabase
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
-    from jobctl.db.session import Confirm
+    from jobctl.db.session import Session
     from jobctl.ops.notify import Watch
     from jobctl.ops.reclaim.request import Request
     from jobctl.ops.sessions import Access
     from jobctl.targets import Target
 
-Drain = Callable[[one_database.Run], None]  # prints a reclaim's batches as they come (counted)
 Served = Callable[[list[ReclaimRow]], None]  # a service's batch, its applied rows (tagged)
-Failed = Callable[[list[fleet.Outcome[Any]]], object]  # told of targets that failed a preview
 
 
-@dataclasses.dataclass
-class Reclaimed:
-    """What ``run`` did, or (a dry run) would do, for the command to show, in this order: its
-    ``tally`` (the rows a table shows, ``kept``, of its ``total``; None: nothing drained, no
-    table) or, a dry run across targets in a machine format (``Request.whole`` None), every
-    row with its target (``found``, printed at the end); the ``lines`` under them; what the
-    targets said and why any failed (``outcomes``); the ``plan_line``. ``unreachable``: the
-    targets that failed before the question (said then); ``unserved``: the targets whose
-    service stopped on an error or never started."""
-
-    tally: Tally | None = None
-    found: list[ReclaimRow] | None = None
-    lines: list[str] = dataclasses.field(default_factory=list)
-    outcomes: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
-    plan_line: str | None = None
-    unreachable: list[fleet.Outcome[Any]] = dataclasses.field(default_factory=list)
-    unserved: list[str] = dataclasses.field(default_factory=list)
-    left_alone: list[str] = dataclasses.field(default_factory=list)  # rows whose update raised
-    left_out: list[str] = dataclasses.field(default_factory=list)  # ids two rows hold
-
-    @property
-    def exit_code(self) -> int:
-        """1 when a target failed or was not served, a row's update raised, or an id two rows
-        hold was left out (the picture is partial), else 0."""
-        if self.unserved or self.left_alone or self.left_out:
-            return errors.EXIT_ERROR
-        return fleet.exit_code([*self.unreachable, *self.outcomes])
-
-
-def run(
-    where: fleet.Where,
-    access: Access,
-    request: Request,
-    *,
-    trust_replica: bool,
-    confirm: Confirm,
-    say: fleet.Say,
-    unreachable: Failed,
-    drain: Drain,
-    served: Served,
-    watch: Watch | None = None,
-) -> Reclaimed:
-    """The reclaim ``request`` asks for, on one database or on the targets of a fleet: its
-    dry run, its commit (``confirm`` asked first, unless ``request.yes``; across targets
-    ``unreachable`` told first of the targets the preview could not read), or the service
-    (each batch to ``served``, rows tagged with their target across targets; ``watch``: one
-    database's notifications). ``drain`` prints the batches of a dry run streamed or of a
-    commit, counted as they pass. ``trust_replica``: a standby's rows taken as the primary's,
-    lag or not."""
+def run(where: fleet.Where, access: Access, request: Request) -> Generator[Step, None, None]:
+    """The reclaim ``request`` asks for, on one database or on the targets of a fleet, as the
+    steps it takes: its dry run, or its commit (its question first, unless ``request.yes``:
+    it goes on once the consumer asks for the next step; across targets the targets the
+    preview could not read yielded before it). The batches of a dry run streamed or of a
+    commit are a ``Run`` to drain, counted as they pass; ``Reclaimed`` comes last. The
+    service (``request.every``) is ``serve``."""
     match where:
         case Fleet(targets=targets):
-            if request.expired.ids:
-                raise errors.UsageError("--id: ids are per database: give one --target with it")
-            if request.every is not None:
-                return _served_across(targets, request, served=served, say=say)
+            _one_target_for_ids(request)
             if not request.commit:
-                return _dry_run_across(targets, access, request, trust_replica)
-            return _commit_across(
-                targets,
-                access,
-                request,
-                confirm=confirm,
-                say=say,
-                unreachable=unreachable,
-                drain=drain,
-            )
+                yield _dry_run_across(targets, access, request)
+            else:
+                yield from _commit_across(targets, access, request)
         case db.Settings() as settings:
-            if request.every is not None:
-                return _served_one(settings, request, served=served, say=say, watch=watch)
-            return _on_one(
-                settings, access, request, trust_replica, confirm=confirm, say=say, drain=drain
-            )
+            yield from _on_one(settings, access, request)
 
 
-def _on_one(
-    settings: db.Settings,
-    access: Access,
+def _one_target_for_ids(request: Request) -> None:
+    if request.expired.ids:
+        raise errors.UsageError("--id: ids are per database: give one --target with it")
+
+
+def serve(
+    where: fleet.Where,
     request: Request,
-    trust_replica: bool,
     *,
-    confirm: Confirm,
+    served: Served,
     say: fleet.Say,
-    drain: Drain,
+    watch: Watch | None = None,
 ) -> Reclaimed:
+    """The reclaimer service (``request.every``) on one database or on every target, until
+    SIGTERM or SIGINT: each batch's applied rows to ``served`` (tagged with their target
+    across targets), its lines to ``say`` as they happen; ``watch``: one database's
+    notifications."""
+    match where:
+        case Fleet(targets=targets):
+            _one_target_for_ids(request)
+            return _served_across(targets, request, served=served, say=say)
+        case db.Settings() as settings:
+            return _served_one(settings, request, served=served, say=say, watch=watch)
+
+
+def _on_one(settings: db.Settings, access: Access, request: Request) -> Iterator[Step]:
     """One database's dry run (streamed) or commit, drained on its session."""
     from jobctl.ops import lost_server, sessions, standby
 
@@ -133,45 +99,57 @@ def _on_one(
     request = dataclasses.replace(
         request, expired=dataclasses.replace(request.expired, left_out=told)
     )
-    with sessions.open(settings, access, say=say) as (s, standing):
-        started = one_database.start(
-            s, request, confirm, standing=standing, trust_replica=trust_replica
-        )
+    said: list[str] = []
+    with sessions.open(settings, access, say=said.append) as (s, standing):
+        yield from (Said(line) for line in said)
+        started = yield from one_database.start(s, request, standing=standing)
         left = row_errors.LeftAlone()  # rows whose update raised: named once, exit 1
         tally = Tally(request.whole)
-        started.batches = tally.counted(
-            left.watch(
-                lost_server.reclaimed(
-                    started.batches, request.batch_size, s.settings.resolved_dsn()
+        started.batches = _explained(
+            s,
+            tally.counted(
+                left.watch(
+                    lost_server.reclaimed(
+                        started.batches, request.batch_size, s.settings.resolved_dsn()
+                    )
                 )
-            )
+            ),
         )
-        drain(started)
+        yield started  # drained by the consumer
         park_status = s.table.mapping.named_park
-        after = started.after() if started.after is not None else None
+        after = started.after() if started.after is not None else 0
         with s.transaction(read_only=True):
             left_out = told.lines(s)  # named once, under the rest: exit 1
-    said = reclaim_lines.one_database(
+    summary = OneDatabase(
         tally.counts,
         request.commit,
         park_status=park_status,
         spread=request.expired.spread,
         note=None if request.commit else standby.dry_run_note(standing),
+        expired_after=after,
+        left_alone=tuple(left.ids),
     )
-    return Reclaimed(
+    yield Reclaimed(
         tally=tally,
-        lines=[*said, *filter(None, [after, left.line()]), *left_out],
-        plan_line=reclaim_lines.plan_line(request.save_plan, None),
+        summary=summary,
+        plan=request.save_plan,
         left_alone=left.ids,
         left_out=left_out,
     )
 
 
-def _dry_run_across(
-    targets: Sequence[Target], access: Access, request: Request, trust_replica: bool
-) -> Reclaimed:
+def _explained(s: Session, batches: Iterator[list[ReclaimRow]]) -> Iterator[list[ReclaimRow]]:
+    """``batches`` drained by the consumer as if inside the session (``sessions.open``): a
+    statement failing on a column the table lacks says why jobctl does not serve it."""
+    from jobctl.schema import unserved
+
+    with unserved.explained(s):
+        yield from batches
+
+
+def _dry_run_across(targets: Sequence[Target], access: Access, request: Request) -> Reclaimed:
     """Every target's dry run, read at once (its plan across targets saved, if asked)."""
-    outcomes, parks = across_targets.dry_run(targets, request, access, trust_replica=trust_replica)
+    outcomes, parks = across_targets.dry_run(targets, request, access)
     found = [(o.target.name, o.value[1]) for o in outcomes if o.value is not None]
     tallies = {name: Tally.of(rows, request.whole) for name, rows in found}
     counts = {name: tally.counts for name, tally in tallies.items()}
@@ -183,34 +161,25 @@ def _dry_run_across(
     return Reclaimed(
         tally=Tally.across(tallies),
         found=every_row,
-        lines=reclaim_lines.across_targets(counts, parks, committed=False),
+        summary=AcrossTargets(counts, parks, committed=False),
         outcomes=list(outcomes),
-        plan_line=reclaim_lines.plan_line(request.save_plan, [name for name, _ in found]),
+        plan=request.save_plan,
+        plan_targets=[name for name, _ in found],
     )
 
 
-def _commit_across(
-    targets: Sequence[Target],
-    access: Access,
-    request: Request,
-    *,
-    confirm: Confirm,
-    say: fleet.Say,
-    unreachable: Failed,
-    drain: Drain,
-) -> Reclaimed:
+def _commit_across(targets: Sequence[Target], access: Access, request: Request) -> Iterator[Step]:
     """The commit target after target, after one question (``across_targets.start``)."""
-    started = across_targets.start(
-        targets, request, access, confirm=confirm, say=say, unreachable=unreachable
-    )
+    started = yield from across_targets.start(targets, request, access)
     if not started.targets:  # none left to commit: nothing shown, nothing counted
-        return Reclaimed(unreachable=started.unreachable)
+        yield Reclaimed(unreachable=started.unreachable)
+        return
     tally = Tally(request.whole)
-    drain(one_database.Run(tally.counted(started.batches), started.total))
+    yield Run(tally.counted(started.batches), started.total)  # drained by the consumer
     counts = {name: done.counts for name, done in started.done.items()}
-    return Reclaimed(
+    yield Reclaimed(
         tally=tally,
-        lines=reclaim_lines.across_targets(counts, started.parks, committed=True),
+        summary=AcrossTargets(counts, started.parks, committed=True),
         outcomes=started.outcomes,
         unreachable=started.unreachable,
     )
