@@ -188,7 +188,7 @@ HISTORY_MODES = ("transitions", "late", "exact", "audit")
 
 def _format_with_output(
     ctx: typer.Context, param: typer.CallbackParam, value: output.Output | str | None
-) -> str | None:
+) -> output.Output | str | None:
     """--format is for -o table: with any other -o it would be ignored, so it is refused (exit
     2) before the command runs. Each of the two options checks when the other is parsed."""
     other = "fmt" if param.name == "out" else "out"
@@ -200,8 +200,9 @@ def _format_with_output(
                 f"--format {fmt} is for -o table; -o {chosen.value} has no table format",
                 param_hint="'--format'",
             )
-    # typer converts the value again after a callback: the enum's text, not the enum
-    return value.value if isinstance(value, output.Output) else value
+    # -o as its enum whatever typer does after a callback: before 0.29 it converts the value
+    # again (from its str(), hence Output.__str__), from 0.29 it keeps what the callback returns
+    return output.Output(value) if param.name == "out" and value is not None else value
 
 
 Out = Annotated[

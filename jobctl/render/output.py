@@ -31,6 +31,10 @@ class Output(str, enum.Enum):
     csv = "csv"
     tsv = "tsv"
 
+    def __str__(self) -> str:
+        """Its value (``json``), as typer reads a value back after ``-o``'s callback."""
+        return self.value
+
     @property
     def tabular(self) -> bool:
         """A table for people (``table`` or ``wide``), not a machine format."""

@@ -14,8 +14,10 @@ import ast
 import collections
 import re
 from pathlib import Path
+from typing import Any
 
 import typer
+from typer.testing import CliRunner
 
 from jobctl.cli import main as cli
 from jobctl.cli import options as opt
@@ -153,25 +155,49 @@ def test_the_count_sees_a_flag_declared_twice(tmp_path, monkeypatch):
 HAND_WRITTEN_BOUND = re.compile(r"\d\s*-\s*\d|between \d|at (least|most) \d|\d\+", re.IGNORECASE)
 
 
+def int_range(option: typer.core.TyperOption) -> tuple[Any, Any, bool] | None:
+    """(min, max, clamped) of an int option, None for any other; read where each typer keeps
+    them: before 0.29 on click's ``IntRange`` (``option.type``), from 0.29 on the option itself
+    (its type told by the annotation typer read)."""
+    kind = getattr(option, "type", None)
+    if kind is not None:  # typer < 0.29: click's parameter type ("integer", "int range")
+        if not kind.name.startswith("int"):
+            return None
+        return getattr(kind, "min", None), getattr(kind, "max", None), getattr(kind, "clamp", False)
+    if option.type_descriptor.annotation is not int:  # type: ignore[attr-defined]
+        return None
+    info = option.type_descriptor.parameter_info  # type: ignore[attr-defined]
+    return option.min, option.max, bool(info.clamp)  # type: ignore[attr-defined]
+
+
 def test_every_int_option_has_its_bounds_on_the_option():
     """typer's help shows an int option's range ([1<=x<=10000], [x>=1]): the option holds
     it, and no help text repeats it by hand."""
     checked = 0
     for command, option in built_options():
-        if not option.type.name.startswith("int"):  # click's "integer", "int range"
+        bounds = int_range(option)
+        if bounds is None:
             continue
         checked += 1
         where = f"jobctl {command} {option.opts[0]}"
-        assert hasattr(option.type, "min"), f"{where}: no min/max"
-        assert getattr(option.type, "min", None) is not None, f"{where}: no min"
-        assert not getattr(option.type, "clamp", False), f"{where}: clamped, not refused"
+        low, _, clamped = bounds
+        assert low is not None, f"{where}: no min"
+        assert not clamped, f"{where}: clamped, not refused"
         assert not HAND_WRITTEN_BOUND.search(option.help or ""), f"{where}: {option.help}"
     assert checked >= 10  # --limit (9 commands), --batch-size, --count, --notify-burst ...
 
 
 def test_the_batch_size_bounds_are_the_requests():
     """The option refuses what Request.check refuses (the check stays for the library's
-    callers, who build a Request without the CLI)."""
+    callers, who build a Request without the CLI): a usage error, before any connection."""
     assert opt.BATCH_SIZE == (request.MIN_BATCH, request.MAX_BATCH)
     (batch_size,) = [o for c, o in built_options() if c == "reclaim" and o.name == "batch_size"]
-    assert (batch_size.type.min, batch_size.type.max) == opt.BATCH_SIZE  # type: ignore[attr-defined]
+    bounds = int_range(batch_size)
+    assert bounds is not None and bounds[:2] == opt.BATCH_SIZE
+    low, high = opt.BATCH_SIZE
+    for value, code in ((low - 1, 2), (high + 1, 2)):
+        result = CliRunner().invoke(
+            cli.app, ["--dsn", "host=/nonexistent", "reclaim", "--batch-size", str(value)]
+        )
+        assert result.exit_code == code, result.output
+        assert "--batch-size" in result.output
