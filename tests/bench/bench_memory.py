@@ -1,4 +1,4 @@
-"""Memory under hostile sizes (issue 32, finding 9): the peak RSS of the whole jobctl process.
+"""Memory under hostile sizes: the peak RSS of the whole jobctl process.
 
 Builds, in a scratch database of its own (``JOBCTL_BENCH_DB``, default jobctl_bench_memory,
 kept between runs; ``--rebuild`` to force), a jobs table with one job whose last_error is
@@ -17,7 +17,7 @@ Prints each figure (MB; the median of the rounds, and the largest) and jobctl's 
 each floor; the target is 100 MB or less for each command but ``show --full`` (every byte of a
 100 MB value, on purpose). Nothing here asserts: python tests/bench/bench_memory.py --help
 
-``--hostile`` (issue 44, finding 3) measures instead ``stuck``, the dry run, ``summary``,
+``--hostile`` measures instead ``stuck``, the dry run, ``summary``,
 ``metrics`` and ``reclaim --commit`` (with its wall time) on ``--hostile-rows`` expired jobs
 (16) whose worker name, kind and last_error are each ``--hostile-mb`` MB (30), against bare
 psycopg scripts reading the same rows one at a time; the target is 150 MB.
@@ -130,7 +130,7 @@ def build_big(dsn: str, megabytes: int, rebuild: bool) -> int:
 
 
 def build_hostile(dsn: str, rows: int, megabytes: int, rebuild: bool) -> None:
-    """The table ``HOSTILE`` (issue 44, finding 3): ``rows`` expired jobs, auto, whose worker
+    """The table ``HOSTILE``: ``rows`` expired jobs, auto, whose worker
     name, kind (the queue column, mapped as kind) and last_error are each ``megabytes`` MB
     of md5 text (it compresses about 4:1 on disk, as the finding's did), and one live job
     beside them; the text kept in ``HOSTILE_TEXT`` so that ``restore_hostile`` can put the
@@ -326,9 +326,7 @@ def main() -> None:
         help="also another jobctl source tree (e.g. main before this work), run directly "
         "(its show prints every byte: --full is left out for it)",
     )
-    parser.add_argument(
-        "--hostile", action="store_true", help="the hostile rows instead (issue 44, finding 3)"
-    )
+    parser.add_argument("--hostile", action="store_true", help="the hostile rows instead")
     parser.add_argument("--hostile-rows", type=int, default=16, help="hostile rows")
     parser.add_argument("--hostile-mb", type=int, default=30, help="each hostile text, MB")
     parser.set_defaults(runs=3)

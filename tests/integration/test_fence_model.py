@@ -1,5 +1,5 @@
 """A model of the fence: every operator action that takes an attempt back or changes its
-counters, interleaved with live workers' claims, heartbeats, completions and fails (issue 60).
+counters, interleaved with live workers' claims, heartbeats, completions and fails.
 
 Two drivers share one model: a hypothesis state machine's long random interleavings, and a
 small program run every way (every operator action at every point of an attempt, then

@@ -1,5 +1,5 @@
 """A write nested in a trigger of the application's that jobctl's own statement fired is not
-recorded as the operator's (issue 55, finding 5), and the settings such a trigger changes do
+recorded as the operator's, and the settings such a trigger changes do
 not relabel the operator's later rows: docs/history.md, Nested writes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A pause that some workers do not honour is seen (issue 56): a real worker process whose
+"""A pause that some workers do not honour is seen: a real worker process whose
 claim has no pause check (an older release's, or one of its own) claims a paused kind beside
 a lease.Worker that passes it over; pause --list, summary and metrics report the same count
 of claims since the pause (the block claims_since_pause), counted from what the database

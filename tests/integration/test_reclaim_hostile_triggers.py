@@ -1,4 +1,4 @@
-"""Reclaim against the application's hostile triggers (issue 55): a trigger that holds one
+"""Reclaim against the application's hostile triggers: a trigger that holds one
 row past the statement_timeout (asleep, or waiting for a lock) costs that row alone, not the
 reclaim; the service goes on past it, and tries it again only once its time is up."""
 
@@ -269,7 +269,7 @@ def assert_nothing_of_them_written(
 def test_rows_a_later_trigger_keeps_back_or_changes_back_are_skipped_and_not_recorded(
     conn, dsn, run, undo_body, batches
 ):
-    """What the reclaim reports and records is what was written (issue 55, finding 3): the
+    """What the reclaim reports and records is what was written: the
     batch with a row kept back or changed back is refused by its own statement (history 013,
     jobctl.refuse), so that its transaction, with the events jobctl's trigger inserted before
     the application's ran, rolls back; tried again row by row, those two rows are skipped

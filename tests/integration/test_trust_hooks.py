@@ -1,4 +1,4 @@
-"""The trust boundary over every place PostgreSQL runs a role's code (issue 55).
+"""The trust boundary over every place PostgreSQL runs a role's code.
 
 The property: jobctl never runs the application's code with more privilege than the
 application's own role, and a command that writes nothing runs none of it. The application
