@@ -348,7 +348,7 @@ class Watch:
         # could not resolve (it stopped first): the first time this run finds a condition
         # clear, it says ``resolved`` all the same (a resolve of nothing open is a no-op)
         self.close_stale = close_stale
-        self.judged: set[str] = set()  # conditions judged at least once by this run
+        self.seen_clear: set[str] = set()  # conditions this run has judged clear at least once
         self.delivery = delivery  # (sent, failed or dropped) so far: the pass record keeps them
         self.host = host or socket.gethostname()
         self.interval_s, self.burst, self.clock, self.now = interval_s, burst, clock, now
@@ -433,10 +433,10 @@ class Watch:
         return 0.0 if name in AT_ONCE else self.after_s
 
     def _condition(self, name: str, on: bool, notice: Callable[[], Notice]) -> None:
-        first = name not in self.judged
-        self.judged.add(name)
         if not on:
-            self._cleared(name, first)
+            first_clear = name not in self.seen_clear
+            self.seen_clear.add(name)
+            self._cleared(name, first_clear)
             return
         if name in self.active:
             return
@@ -452,9 +452,11 @@ class Watch:
         else:
             self.held[name] = self.held.get(name, 0) + 1
 
-    def _cleared(self, name: str, first: bool) -> None:
+    def _cleared(self, name: str, first_clear: bool) -> None:
         """``name`` judged clear: its resolve if it was told; nothing if it never was (one
-        that cleared before its minimum is counted and said in the log)."""
+        that cleared before its minimum is counted and said in the log). With close_stale, the
+        first time this run finds it clear also resolves what an earlier run may have left
+        open — even when this run first found it on (a restart during an outage)."""
         pending = self.began.pop(name, None)
         if pending is not None and name not in self.active:
             self.quiet += 1
@@ -463,7 +465,7 @@ class Watch:
                 f"notify: {name} cleared after {took}, before --notify-after "
                 f"{durations.human(self._after(name))}: not told ({self.quiet} so far)"
             )
-        if first and self.close_stale and name not in self.active:
+        if first_clear and self.close_stale and name not in self.active:
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} clear", condition=name))
         elif name in self.active:
             self.active.discard(name)

@@ -154,6 +154,30 @@ def test_a_restart_shorter_than_notify_after_is_told_nothing():
     ]
 
 
+def test_a_run_started_during_an_outage_closes_what_an_earlier_run_opened():
+    """An earlier run told target_down and was restarted while the database was still down;
+    the new run's first judgement is "down", and the database was back before its
+    --notify-after: its first clear judgement resolves target_down (the incident an earlier
+    run may have left open), once; the others, first judged clear, are resolved as before."""
+    watch, sent, clock, logged = timed(close_stale=True)
+    watch.down_seen("connection refused")  # the new run's first judgement: down
+    clock.t += 32
+    watch.tick()
+    watch.pass_done(review=lambda: 0)  # back 32 s later, before --notify-after
+    assert sorted(n.condition for n in sent if n.event == "resolved") == [
+        "expiry_burst",
+        "review_waiting",
+        "target_down",
+    ]
+    assert [n.event for n in sent] == ["resolved"] * 3
+    del sent[:]
+    watch.down_seen("connection refused")  # a later short blip: nothing, not even a resolve
+    clock.t += 5
+    watch.pass_done(review=lambda: 0)
+    assert sent == []
+    assert logged[-1].startswith("notify: target_down cleared after 5s")
+
+
 def test_a_condition_that_lasts_is_told_at_its_minimum_with_when_it_began():
     watch, sent, clock, _ = timed()
     watch.down_seen("connection refused")
