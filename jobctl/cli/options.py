@@ -247,7 +247,13 @@ TrustReplica = Annotated[
         "replay lag.",
     ),
 ]
-Soon = Annotated[dt.timedelta, expiring_within("Window for 'expiring soon'.", show_default="30s")]
+Soon = Annotated[
+    dt.timedelta | None,
+    expiring_within(
+        "Window for 'expiring soon' (else: the last third of each lease).",
+        show_default="the lease's last third",
+    ),
+]
 Watch = Annotated[bool, typer.Option("--watch", help="Refresh in place until Ctrl-C.")]
 Every = Annotated[dt.timedelta, every("Watch refresh (100ms at least).", show_default="2s")]
 Count = Annotated[

@@ -44,7 +44,7 @@ class Ask:
     on screen: its rows are read (stuck's, review's, or summary's whole), the others' only
     counted."""
 
-    expiring_within: dt.timedelta
+    expiring_within: dt.timedelta | None  # None: the last third of each lease
     limit: int
     view: str = "stuck"  # stuck, review or summary
 
@@ -126,7 +126,9 @@ def refresh(s: Session, standing: Standing | None, ask: Ask) -> Snapshot:
     ``summary`` (processing by lease state, awaiting review, the queue's ready jobs), each
     one round trip."""
     left = repeated_ids.LeftOut()  # ids two rows hold: left out, named on the status line
-    which = stuck_read.Ask(triage.ExpiredFilter(left_out=left), ask.limit, ask.expiring_within)
+    which = stuck_read.Ask(
+        triage.ExpiredFilter(left_out=left), ask.limit, ask.expiring_within, by_lease=True
+    )
     if standing is not None and standing.standby:  # its lag now: the strip, the widening
         with s.transaction(read_only=True):
             standing = standby.probe(s.conn)

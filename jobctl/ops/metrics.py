@@ -2,7 +2,7 @@
 (``render.openmetrics`` writes them as OpenMetrics text); ``run``, the command's workflow, the
 one it calls whatever the number of targets. Example::
 
-    (outcome,) = run(settings, Access("metrics"), Ask(expiring_within=dt.timedelta(seconds=30),
+    (outcome,) = run(settings, Access("metrics"), Ask(expiring_within=None,
                      reclaim_window=dt.timedelta(minutes=5), max_stuck=10), say=print)
     print(outcome.value.table, outcome.value.figures["stuck_auto"], outcome.value.breached)
 """
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def collect(
     s: Session,
     *,
-    expiring_within: dt.timedelta,
+    expiring_within: dt.timedelta | None,
     reclaim_window: dt.timedelta,
     what: Slice = EVERY,
 ) -> Row:
@@ -42,7 +42,8 @@ def collect(
         | _review(s, narrowed)
         | s.one("queue_ready", narrowed)
         | {
-            "expiring_within_s": expiring_within.total_seconds(),
+            # None: each lease against its own length (its last third)
+            "expiring_within_s": expiring_within and expiring_within.total_seconds(),
             "reclaim_window_s": reclaim_window.total_seconds(),
         }
     )
@@ -62,7 +63,7 @@ LABEL_CHARS = 256
 GROUP_COUNTS = ("stuck", "processing", "ready", "awaiting_review")  # what each group counts
 
 
-def by_group(s: Session, *, expiring_within: dt.timedelta, what: Slice, top: int) -> Row:
+def by_group(s: Session, *, expiring_within: dt.timedelta | None, what: Slice, top: int) -> Row:
     """The job counts per mapped kind and queue (summary --by's statement), each bounded to
     the ``top`` groups by count, the rest summed as ``other`` (``bounded``): a label set
     Prometheus can hold, however many kinds the table has."""
@@ -110,7 +111,7 @@ def on_server(
     s: Session,
     standing: Standing | None,
     *,
-    expiring_within: dt.timedelta,
+    expiring_within: dt.timedelta | None,
     reclaim_window: dt.timedelta,
     what: Slice = EVERY,
     top: int = LABEL_TOP,
@@ -203,7 +204,7 @@ class Ask:
     """What the operator asked of ``metrics``: the figures' windows, what they count (``what``,
     ``top``: one database only) and the thresholds (``max_stuck``, ``max_overdue``)."""
 
-    expiring_within: dt.timedelta
+    expiring_within: dt.timedelta | None
     reclaim_window: dt.timedelta
     what: Slice = EVERY  # --kind, --queue, --error (one database only)
     top: int = LABEL_TOP  # --label-top (one database: across targets, the default)

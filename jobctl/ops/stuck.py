@@ -34,6 +34,13 @@ class Ask:
     limit: int
     expiring_within: dt.timedelta | None = None  # also the live leases expiring this soon
     trust_replica: bool = False  # a standby's rows taken as the primary's, lag or not
+    # also the live leases in the last third of their lease (stuck --expiring, top)
+    by_lease: bool = False
+
+    @property
+    def at_risk(self) -> bool:
+        """Whether the live leases about to run out are listed too."""
+        return self.by_lease or self.expiring_within is not None
 
     def telling(self, left: repeated_ids.LeftOut) -> Ask:
         """This ask, its rows whose id another row holds too told to ``left``."""
@@ -48,7 +55,7 @@ def rows(s: Session, standing: Standing | None, ask: Ask) -> Iterator[LeaseRow]:
     """The stuck jobs (with ``expiring_within``: and those at risk), streamed; the caller
     holds the read-only transaction."""
     which = ask.on(standing)
-    if ask.expiring_within is None:
+    if not ask.at_risk:
         return triage.stuck(s, which, ask.limit)
     return triage.at_risk(s, which, ask.expiring_within, ask.limit)
 
@@ -57,7 +64,7 @@ def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
     """After ``rows``, in the same transaction: how many leases the operator's filter calls
     expired that a standby's lag keeps from being called so, in one line (None: none, or
     nothing was widened)."""
-    if ask.expiring_within is not None or ask.on(standing) is ask.which:
+    if ask.at_risk or ask.on(standing) is ask.which:
         return None
     return standby.held_back(standby.held_back_count(s, ask.which, standing), standing)
 
@@ -157,7 +164,7 @@ def _streamed(
 
     show(Stream(counted(), shown_optional(s), st))
     lines, total = [held_back(s, st, ask)], None
-    if ask.expiring_within is None and found >= ask.limit:  # the limit cut: count them all
+    if not ask.at_risk and found >= ask.limit:  # the limit cut: count them all
         expired, without = triage.stuck_count(s, ask.on(st))
         total = expired + without
         lines += [views.no_lease_line(without, shown=no_lease)]

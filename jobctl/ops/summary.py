@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 class Ask:
     """What the operator asked of ``summary``."""
 
-    expiring_within: dt.timedelta
+    expiring_within: dt.timedelta | None
     exact: bool = False
     what: Slice = EVERY  # --kind, --queue, --error (one database only)
     by: str | None = None  # --by a group (one database only)

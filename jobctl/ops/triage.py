@@ -108,16 +108,17 @@ def stuck_count(s: Session, which: ExpiredFilter) -> tuple[int, int]:
 
 
 def at_risk(
-    s: Session, which: ExpiredFilter, window: dt.timedelta, limit: int | None
+    s: Session, which: ExpiredFilter, window: dt.timedelta | None, limit: int | None
 ) -> Iterator[AtRiskRow]:
-    """Expired leases plus live ones that expire within ``window``, oldest expiry first.
+    """Expired leases plus live ones that expire within ``window`` (None: those in the last
+    third of their lease, lease_soon_window), oldest expiry first.
 
     Each row carries ``lease_state`` (expired, expiring, none: no lease, as ``stuck``) and
     ``worker_heartbeat_lag_s``: the time since its worker's latest sign of life on any job,
     so a dying worker shows before its leases run out.
     """
     which.check(s.table.mapping)  # before the first row is asked for
-    params = {**which.params(), "window": window, "limit": limit}
+    params = {**which.params(), "soon": window, "limit": limit}
     left = which.told()  # an id another row holds too: left out, told
     rows = s.stream("at_risk", params, mapped_priority=s.table.fragments["shown_priority"])
     return (cast(AtRiskRow, note_locked(row)) for row in rows if not left.took(row))
@@ -148,7 +149,7 @@ POISONED = "lease times out of range"
 
 def summary(
     s: Session,
-    expiring_within: dt.timedelta,
+    expiring_within: dt.timedelta | None,
     *,
     exact: bool = False,
     what: Slice = EVERY,
@@ -187,7 +188,7 @@ def summary(
         "status": {status: by_status.get(status, 0) for status in statuses} | by_status,
         "estimated": estimated,
         "processing": s.one("summary_processing", soon),
-        "expiring_within_s": expiring_within.total_seconds(),
+        "expiring_within_s": within_s(expiring_within),
         "workers": s.rows("summary_workers", soon),
         **_awaiting_review(s, narrowed, exact=exact),
         **s.one("queue_ready", narrowed),
@@ -215,7 +216,7 @@ GROUP_LIMIT = 1_000  # groups listed at most, the most stuck first
 def summary_by(
     s: Session,
     by: str,
-    expiring_within: dt.timedelta,
+    expiring_within: dt.timedelta | None,
     *,
     what: Slice = EVERY,
     limit: int | None = GROUP_LIMIT,
@@ -244,7 +245,7 @@ def summary_by(
     return {
         "table": s.table.qualified,
         "by": by,
-        "expiring_within_s": expiring_within.total_seconds(),
+        "expiring_within_s": within_s(expiring_within),
         "groups": [{by: r.pop("grp"), **r} for r in found],
     }
 
@@ -259,6 +260,12 @@ def ready_waiting(s: Session, after: dt.timedelta) -> Row | None:
     return ready
 
 
+def within_s(expiring_within: dt.timedelta | None) -> float | None:
+    """The window of "expiring soon" in seconds, as -o json says it: None when each lease is
+    measured against its own length (its last third: lease_soon_window)."""
+    return None if expiring_within is None else expiring_within.total_seconds()
+
+
 def cut(full: bool) -> int | None:
     """The ``cut`` parameter of the statements that show long text (display_cut)."""
     return None if full else DISPLAY_CHARS
@@ -268,11 +275,11 @@ def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     (typed,) = s.job_ids([job_id])
     # a time beyond a client's calendar shown as its text
     if full:
-        row = s.row("job_row", {"id": typed}, times_as_text=True)
+        row = s.row("job_row", {"id": typed, "soon": None}, times_as_text=True)
     else:
         row = s.row(
             "job_row_shown",
-            {"id": typed, "cut": DISPLAY_CHARS},
+            {"id": typed, "cut": DISPLAY_CHARS, "soon": None},
             times_as_text=True,
             shown_columns=_shown_columns(s),
         )

@@ -186,12 +186,14 @@ def _pause_families(figures: Row, t: str) -> list[Family]:
 
 def _settings_families(figures: Row, t: str) -> list[Family]:
     """The options the figures were read with, as values (labels would split the series)."""
+    within = figures.get("expiring_within_s")  # None: each lease's last third, no window
     return [
         (
             "jobctl_expiring_within_seconds",
             "gauge",
-            "The window of jobctl_expiring_soon_jobs (--expiring-within).",
-            [(t, float(figures["expiring_within_s"]))],
+            "The window of jobctl_expiring_soon_jobs (--expiring-within; absent: the last "
+            "third of each lease).",
+            [] if within is None else [(t, float(within))],
         ),
         (
             "jobctl_reclaim_window_seconds",
@@ -282,7 +284,8 @@ def _lease_families(figures: Row, t: str) -> list[Family]:
         (
             "jobctl_expiring_soon_jobs",
             "gauge",
-            "Live leases that expire within jobctl_expiring_within_seconds.",
+            "Live leases in the last third of their length (within "
+            "jobctl_expiring_within_seconds when --expiring-within sets a window).",
             [(t, figures["expiring_soon"])],
         ),
     ]

@@ -105,6 +105,12 @@ def explain(
             f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
             "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
         )
+    if job.get("lease_expiring_soon"):  # live, in the last third of its lease
+        story.append(
+            f"Its lease runs out at {_at(job['lease_expires_at'])}, in the last third of its "
+            "length: its worker has not extended it lately (jobctl stuck --expiring lists "
+            "every such job)."
+        )
     if job.get("lease_state") == "none" and job["status"] == processing:
         story.extend(no_lease_sentences(job))
     story.extend(_awaiting_review(job, parked))

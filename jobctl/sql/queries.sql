@@ -394,10 +394,29 @@ CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
      ELSE 'live'::pg_catalog.text END
 
 -- name: lease_expiring_soon
--- a live lease (lease_state) that runs out within %(soon)s
+-- a live lease (lease_state) that runs out within lease_soon_window. The one place "expiring
+-- soon" is judged: summary, top, metrics, stuck --expiring, show and explain read it
 ({lease_state} OPERATOR(pg_catalog.=) 'live'::pg_catalog.text
  AND j.{lease_expires_at} OPERATOR(pg_catalog.<)
-     (pg_catalog.now() OPERATOR(pg_catalog.+) %(soon)s::pg_catalog.interval))
+     (pg_catalog.now() OPERATOR(pg_catalog.+) {lease_soon_window}))
+
+-- name: lease_soon_window
+-- how long before its expiry a live lease is expiring soon: %(soon)s when the operator gives
+-- a window (--expiring-within); else the last third of the lease the row was last given, from
+-- its last extension (the later of heartbeat_at and reserved_at: a heartbeat sets both the
+-- heartbeat and the new expiry) to lease_expires_at. A worker that heartbeats at least every
+-- half lease never lets its lease into the last third, so one there has missed its beats,
+-- whatever the lease's length (a 6 s lease just extended is live; a 30 s window called every
+-- lease under 30 s expiring). A row whose times give no length (none, or out of range, or an
+-- expiry not after its start) falls back to 30 s, the window before
+CASE WHEN %(soon)s::pg_catalog.interval IS NOT NULL THEN %(soon)s::pg_catalog.interval
+     WHEN {lease_expires_at_usable} AND {heartbeat_at_usable} AND {reserved_at_usable}
+          AND pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at}))
+              OPERATOR(pg_catalog.<) j.{lease_expires_at}
+     THEN (j.{lease_expires_at} OPERATOR(pg_catalog.-)
+           pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at})))
+          OPERATOR(pg_catalog./) 3::pg_catalog.float8
+     ELSE '30 seconds'::pg_catalog.interval END
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
@@ -491,7 +510,8 @@ FROM {table} j
 WHERE {expired_filter} OR {no_lease_filter}
 
 -- name: at_risk
--- expired leases and live ones expiring within the window, with each worker's lag
+-- expired leases and live ones expiring soon (lease_soon_window: within %(soon)s, or in the
+-- last third of their lease), with each worker's lag
 WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (
     SELECT {reserved_by} AS worker,
            extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
@@ -509,7 +529,7 @@ SELECT {lease_columns},
        {id_repeated} AS id_repeated
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by} {lockers_join}
 WHERE j.{status} = {processing}
-  AND (j.{lease_expires_at} < now() + %(window)s::interval OR {lease_missing})
+  AND (j.{lease_expires_at} < now() + {lease_soon_window} OR {lease_missing})
   AND {operator_filter}
 ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s
@@ -799,8 +819,8 @@ pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.r
 -- name: job_row
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
 -- lease state
-SELECT j.*, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
-       {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
+SELECT j.*, {lease_state} AS lease_state, {lease_expiring_soon} AS lease_expiring_soon,
+       {effective_policy} AS effective_policy, {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
        j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
@@ -809,7 +829,8 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 -- one job as a display shows it (show, history, explain): job_row with each long value cut on
 -- the server ({shown_columns}: the table's columns in order, each long one as shown_column),
 -- so that a 100 MB last_error never crosses the wire
-SELECT {shown_columns}, {lease_state} AS lease_state, {effective_policy} AS effective_policy,
+SELECT {shown_columns}, {lease_state} AS lease_state,
+       {lease_expiring_soon} AS lease_expiring_soon, {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
        j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated

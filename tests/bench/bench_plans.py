@@ -40,7 +40,7 @@ def measure(dsn: str, runs: int, tables: list[str]) -> list[str]:
             params = (
                 {**where, "limit": 100_000, "no_lease": True}
                 if name == "stuck"
-                else {**where, "limit": 100_000, "window": dt.timedelta(seconds=30)}
+                else {**where, "limit": 100_000, "soon": dt.timedelta(seconds=30)}
             )
             statement = literal_sql(dsn, name, table, params)
             with psycopg.connect(dsn) as c:

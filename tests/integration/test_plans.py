@@ -77,13 +77,11 @@ def test_stuck_on_20000_processing_rows_costs_less_than_jit_compiles(conn, incid
     assert cost < _jit_above_cost(conn), cost
 
 
-def test_at_risk_on_20000_processing_rows_costs_less_than_jit_compiles(conn, incident):
-    """``stuck --expiring-within`` (and top's refresh) read the lock holders the same way."""
-    params = {
-        **triage.ExpiredFilter().params(),
-        "limit": None,
-        "window": dt.timedelta(seconds=30),
-    }
+@pytest.mark.parametrize("soon", [None, dt.timedelta(seconds=30)])
+def test_at_risk_on_20000_processing_rows_costs_less_than_jit_compiles(conn, incident, soon):
+    """``stuck --expiring`` (and top's refresh) read the lock holders the same way, the
+    leases' last third or a window (--expiring-within)."""
+    params = {**triage.ExpiredFilter().params(), "limit": None, "soon": soon}
     cost = _plan(conn, "at_risk", params)["Plan"]["Total Cost"]
     assert cost < _jit_above_cost(conn), cost
 

@@ -301,7 +301,7 @@ def refreshed(watch: Any, seen: list[Any]) -> None:
 
 def metrics(
     ctx: typer.Context,
-    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    expiring_within: opt.Soon = None,
     reclaim_window: Annotated[
         dt.timedelta, opt.Duration("Window for recent reclaims.", show_default="5m")
     ] = dt.timedelta(minutes=5),

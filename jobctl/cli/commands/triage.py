@@ -33,6 +33,14 @@ def stuck(
     expiring_within: Annotated[
         dt.timedelta | None, opt.expiring_within("Add live leases that expire within this.")
     ] = None,
+    expiring: Annotated[
+        bool,
+        typer.Option(
+            "--expiring",
+            help="Add live leases in the last third of their lease (as summary and top "
+            "count expiring soon).",
+        ),
+    ] = False,
     exit_code: Annotated[bool, opt.exit_code("Exit 4 when any are found.")] = False,
     ready_after: Annotated[
         dt.timedelta,
@@ -54,15 +62,18 @@ def stuck(
     """Processing jobs whose lease expired (stuck, not merely slow), oldest expiry first.
 
     Each row says what reclaim would do to it (requeue or fail) and, when another session
-    holds it locked, who. --expiring-within adds the live leases about to run out, with each
-    worker's heartbeat lag. A worker's name, kind or queue longer than 4096 characters is cut,
-    with a note (--worker still matches the whole name); --full shows every byte.
+    holds it locked, who. --expiring adds the live leases in the last third of their lease
+    (--expiring-within: those that run out within a window), with each worker's heartbeat
+    lag. A worker's name, kind or queue longer than 4096 characters is cut, with a note
+    (--worker still matches the whole name); --full shows every byte.
     Example: jobctl stuck --expiring-within 30s --watch
     """
     from jobctl.ops import fleet
     from jobctl.ops import stuck as core
 
-    if expiring_within is not None and grace:
+    if expiring and expiring_within is not None:
+        raise errors.UsageError("--expiring and --expiring-within: give one")
+    if (expiring or expiring_within is not None) and grace:
         raise errors.UsageError("--grace and --expiring-within look at opposite sides of now()")
     if exit_code and watch:  # a watch refreshes (--count or not): no one answer to exit with
         raise errors.UsageError(
@@ -71,8 +82,8 @@ def stuck(
     which = context.expired(slicing, worker=worker, policy=policy, grace=grace, full=full)
     where = context.address(ctx)
     made = cli_monitoring.for_stuck_watch(where, watch, notify)
-    ask = core.Ask(which, limit, expiring_within, trust_replica)
-    shown = _StuckShown(fleet.several(where), expiring_within is not None, out, fmt)
+    ask = core.Ask(which, limit, expiring_within, trust_replica, by_lease=expiring)
+    shown = _StuckShown(fleet.several(where), ask.at_risk, out, fmt)
     try:
         outcomes = core.run(
             where,
@@ -176,7 +187,7 @@ def _watching(
 
 def summary(
     ctx: typer.Context,
-    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    expiring_within: opt.Soon = None,
     exact: Annotated[
         bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
     ] = False,

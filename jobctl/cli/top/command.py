@@ -30,7 +30,7 @@ def top(
     every: Annotated[
         dt.timedelta, opt.every("Refresh every (100ms at least).", show_default="2s")
     ] = dt.timedelta(seconds=2),
-    expiring_within: opt.Soon = dt.timedelta(seconds=30),
+    expiring_within: opt.Soon = None,
     limit: Annotated[
         int, opt.limit("Rows read per view (the rest counted).", most=opt.TOP_ROWS_MAX)
     ] = 200,
