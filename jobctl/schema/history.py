@@ -84,6 +84,9 @@ _CONCURRENT_INDEX = re.compile(
 
 
 RECORDED_FROM = 12  # history 012 added jobctl_version and checksum to jobctl.migrations
+# a fresh install's one step: the schema as the migrations up to its header's number leave it
+BASELINE = "history/baseline.sql"
+_BASELINE_LINE = re.compile(r"^-- jobctl: baseline (\d{3})$", re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +139,53 @@ def migrations() -> tuple[Migration, ...]:
 
 def latest_version() -> int:
     return migrations()[-1].version
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """The history's schema as migrations 001 to ``version`` leave it (``sql/history/
+    baseline.sql``): a fresh install runs it instead of them."""
+
+    version: int
+    text: str
+
+    @property
+    def stands_for(self) -> tuple[Migration, ...]:
+        """The migrations it stands for, recorded as applied by it."""
+        return tuple(m for m in migrations() if m.version <= self.version)
+
+
+@functools.cache
+def baseline() -> Baseline:
+    text = queries.read_text(BASELINE)
+    found = _BASELINE_LINE.search(text)
+    assert found is not None, f"{BASELINE} names no version (-- jobctl: baseline NNN)"
+    return Baseline(int(found[1]), text)
+
+
+def baseline_step(locks: str) -> Step:
+    """A fresh install's history: schema jobctl made (plainly, as history_schema), the
+    baseline, and a row of jobctl.migrations for each migration it stands for, with this
+    jobctl's version and the migration's checksum (as their own records hold them: schema
+    check reads the install as those migrations applied). One transaction; no table the
+    workers write exists yet."""
+    base = baseline()
+    rows = sql.SQL(",\n").join(
+        sql.SQL("({}, {}, {}, {})").format(m.version, m.name, jobctl.__version__, m.checksum)
+        for m in base.stands_for
+    )
+    statement = sql.Composed(
+        [
+            queries.query("history_schema"),
+            sql.SQL("\n" + base.text + "\n"),
+            queries.query("record_baseline", rows=rows),
+        ]
+    )
+    what = (
+        f"create the history, as migrations 001-{base.version:03d} leave it (the baseline of "
+        "a fresh install)"
+    )
+    return Step(what, statement, locks=locks)
 
 
 def installed_version(conn: psycopg.Connection[Any]) -> int | None:
@@ -471,6 +521,9 @@ def plan(
     steps: list[Step] = []
     current = installed_version(conn) or 0
     make_schema = not ownership.owned(conn)  # no schema jobctl yet: the first step makes it
+    if make_schema:  # a fresh install: the baseline, then only a migration numbered above it
+        steps.append(baseline_step(locks))
+        current, make_schema = baseline().version, False
     earlier: list[Migration] = []  # this run's before 012: recorded so in 012's step
     for m in migrations():
         if m.version > current:

@@ -91,6 +91,12 @@ CREATE TABLE IF NOT EXISTS jobctl.migrations (
 INSERT INTO jobctl.migrations (version, name, jobctl_version, checksum)
 VALUES ({version}, {migration}, {jobctl_version}, {checksum})
 
+-- name: record_baseline
+-- the migrations a fresh install's baseline stands for ({rows}: version, name, jobctl version,
+-- checksum of each), recorded in its transaction as applied by this jobctl
+INSERT INTO jobctl.migrations (version, name, jobctl_version, checksum) VALUES
+{rows}
+
 -- name: record_migration_before_012
 -- a migration before 012 applied, recorded in the same transaction (jobctl.migrations has no
 -- jobctl_version, checksum yet: record_installed_by writes them in 012's transaction)
