@@ -1,13 +1,12 @@
 """``requeue`` / ``fail`` on a filter instead of ids: the jobs a slice matches (by
 kind, queue, error, status, worker, age), listed with their count and decided by the rules of
 a direct command; then saved as a review plan (applied by ``--plan``, each row fenced on the
-row as listed) or, with ``--yes``, written: exactly the rows listed, each fenced as read, so a
-row that changed since it was listed is a conflict (exit 3) and nothing is written for it.
-Example::
+row as listed) or, with ``--yes``, written by ``by_hand``: exactly the rows listed, each
+fenced as read, so a row that changed since it was listed is a conflict (exit 3) and nothing
+is written for it. Example::
 
     which = BulkFilter(Slice(kinds=("send_email",)), statuses=("failed",))
     listed = bulk.candidates(s, "requeue", which, force=False)
-    report = bulk.commit(s, "requeue", listed.eligible, reason="smtp fixed", delay=...)
 """
 
 from __future__ import annotations
@@ -43,13 +42,18 @@ class BulkFilter:
     def __bool__(self) -> bool:
         return bool(self.what or self.statuses or self.worker or self.older_than or self.no_lease)
 
-    def params(self, s: Session) -> dict[str, Any]:
-        mapping = s.table.mapping
+    def check(self) -> None:
+        """The rules of its options (UsageError, exit 2): --status a design's name, and
+        --no-lease only with processing."""
         for status in self.statuses:
             if status not in STATUSES:
                 raise errors.UsageError(f"--status {status!r}: give one of {', '.join(STATUSES)}")
         if self.no_lease and self.statuses and "processing" not in self.statuses:
             raise errors.UsageError("--no-lease: jobs with no lease are processing ones")
+
+    def params(self, s: Session) -> dict[str, Any]:
+        mapping = s.table.mapping
+        self.check()
         default = ("processing",) if self.no_lease else DEFAULT_STATUSES
         values = [
             mapping.parked if d == "parked" else mapping.status(d)
@@ -99,11 +103,6 @@ class Listed:
 def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: bool) -> Listed:
     """The jobs ``which`` matches, read in one read-only transaction (each with its fence, as
     ``manual_read`` reads one) and decided by the rules of a direct command (``refusal``)."""
-    if not which:
-        raise errors.UsageError(
-            f"{action} needs job ids, - (stdin), --plan FILE or a filter (--kind, --queue, "
-            "--error, --status, --worker, --older-than)"
-        )
     which.what.check(s.table.mapping)
     if action == "cancel" and not which.statuses:
         which = dataclasses.replace(which, statuses=RUNNING)
@@ -121,26 +120,3 @@ def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: b
         )
         (eligible if decision.outcome is None else refused).append(decision)
     return Listed(eligible, refused, which.limit, left_out)
-
-
-def commit(
-    s: Session,
-    action: manual.Action,
-    listed: Sequence[manual.Decision],
-    *,
-    reason: str | None,
-    delay: dt.timedelta,
-    spread: dt.timedelta = dt.timedelta(0),
-    park: bool = False,
-) -> manual.Report:
-    """Write exactly the ``listed`` rows, each fenced on the row as it was listed (status,
-    token, updated_at, row version): one that changed since is a conflict, nothing written
-    for it (exit 3); the others are written. Confirmed already (``--yes``)."""
-    manual.need_reason(action, reason)
-    decisions = list(listed)
-    write = (
-        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
-        if action == "requeue"
-        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay, park=park)
-    )
-    return manual.act(s, action, decisions, write, None)

@@ -248,13 +248,14 @@ def act(
     if action == "fail" and not (reason or "").strip():
         raise errors.UsageError("fail needs a reason: it becomes the job's last_error")
     decided = decisions(s, action, seen)
-    return manual.act(
+    write = manual.act(
         s,
         action,
         decided,
         lambda d: manual.apply(s, d, action, reason=reason, delay=dt.timedelta(0)),
-        None,
+        ask=False,
     )
+    return manual.answered(write)
 
 
 def save_plan(s: Session, path: Path, seen: Sequence[Row]) -> tuple[int, list[str]]:

@@ -1,5 +1,7 @@
-"""Operator writes — requeue, fail, cancel, policy, quarantine: read each job, decide, confirm,
-then one UPDATE fenced on exactly what was read; one outcome per job and the worst exit code.
+"""Operator writes — requeue, fail, cancel, policy, quarantine: read each job, decide, ask
+(``act`` yields the question: ``Asked``), then one UPDATE fenced on exactly what was read;
+one outcome per job and the worst exit code. requeue, fail and cancel's request and their
+one path are ``by_hand``'s.
 Cancel (and ``fail --force`` on a live lease: one write, ``manual_cancel``) takes a running
 attempt back; the worker learns it at its next heartbeat (``lease.LeaseLost``)."""
 
@@ -8,20 +10,21 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Literal, TypeVar, cast
 
 import psycopg
 
 from jobctl import db, errors
 from jobctl.contract import safe_text
 from jobctl.contract.shapes import ManualResult, Row
-from jobctl.db.session import Confirm, Session
+from jobctl.db.session import Session
 from jobctl.ops import lost_server, repeated_ids, triage
 from jobctl.ops.outcomes import OUTCOME_EXIT, totals
 from jobctl.table.mapping import TableMapping
 
 Action = Literal["requeue", "fail", "cancel"]
+T = TypeVar("T")
 
 DONE_OUTCOME = {"requeue": "requeued", "fail": "failed", "cancel": "cancelled"}
 DESIGN_NAMES = TableMapping()  # a table that uses the lease design's own names
@@ -91,27 +94,6 @@ class Report:
 
 
 # ---------------------------------------------------------------- the workflows
-def requeue(
-    s: Session,
-    job_ids: Sequence[str | int],
-    *,
-    reason: str | None,
-    delay: dt.timedelta,
-    expect_token: uuid.UUID | None,
-    force: bool,
-    confirm: Confirm | None,
-    spread: dt.timedelta = dt.timedelta(0),
-) -> Report:
-    """Requeue jobs by hand: each decided on its own, confirmed together, written fenced
-    (``spread``: their return paced over it, ``paced_writer``)."""
-    _one_id_with_token(job_ids, expect_token)
-    decisions = [
-        decide(s, i, "requeue", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
-    ]
-    write = paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
-    return act(s, "requeue", decisions, write, confirm)
-
-
 def paced(delay: dt.timedelta, spread: dt.timedelta, n: int) -> list[dt.timedelta]:
     """The delays of ``n`` requeued jobs returned over ``spread`` (--spread): the k-th of n
     after ``delay + spread * (k + jitter) / n``, jitter uniform in [0, 1): evenly over
@@ -138,96 +120,56 @@ def paced_writer(
     return lambda d: apply(s, d, "requeue", reason=reason, delay=delays.get(id(d), delay))
 
 
-def fail(
-    s: Session,
-    job_ids: Sequence[str | int],
-    *,
-    reason: str,
-    expect_token: uuid.UUID | None,
-    force: bool,
-    confirm: Confirm | None,
-) -> Report:
-    """Fail jobs by hand (``reason`` becomes last_error)."""
-    need_reason("fail", reason)
-    _one_id_with_token(job_ids, expect_token)
-    decisions = [
-        decide(s, i, "fail", force=force, expect_token=expect_token) for i in s.job_ids(job_ids)
-    ]
-    return act(
-        s,
-        "fail",
-        decisions,
-        lambda d: apply(s, d, "fail", reason=reason, delay=dt.timedelta(0)),
-        confirm,
-    )
-
-
-def cancel(
-    s: Session,
-    job_ids: Sequence[str | int],
-    *,
-    reason: str,
-    park: bool,
-    expect_token: uuid.UUID | None,
-    confirm: Confirm | None,
-) -> Report:
-    """Take running attempts back: failed (``park``: parked), ``reason`` as last_error."""
-    need_reason("cancel", reason)
-    _one_id_with_token(job_ids, expect_token)
-    decisions = [
-        decide(s, i, "cancel", force=True, expect_token=expect_token) for i in s.job_ids(job_ids)
-    ]
-    return act(
-        s,
-        "cancel",
-        decisions,
-        lambda d: apply(s, d, "cancel", reason=reason, delay=dt.timedelta(0), park=park),
-        confirm,
-    )
-
-
-def need_reason(action: Action, reason: str | None) -> None:
-    """fail and cancel need a reason: it becomes the job's last_error (UsageError, exit 2)."""
-    if action != "requeue" and not (reason or "").strip():
-        raise errors.UsageError(f"{action} needs --reason: it becomes the job's last_error")
-
-
 def set_policies(
     s: Session,
     job_ids: Sequence[str | int],
     policy: str,
     *,
     reason: str | None,
-    confirm: Confirm | None,
-) -> Report:
+    ask: bool,
+) -> Generator[Asked, None, Report]:
     """Set jobs' recovery policy, each fenced and audited as ``policy_changed``."""
     decisions = [decide_policy(s, i, policy) for i in s.job_ids(job_ids)]
-    return act(
-        s,
-        f"set policy {policy} on",
-        decisions,
-        lambda d: set_policy(s, d, policy, event="policy_changed", reason=reason),
-        confirm,
+    return (
+        yield from act(
+            s,
+            f"set policy {policy} on",
+            decisions,
+            lambda d: set_policy(s, d, policy, event="policy_changed", reason=reason),
+            ask=ask,
+        )
     )
 
 
 def quarantine(
-    s: Session, min_reclaims: int, limit: int, *, reason: str | None, confirm: Confirm | None
-) -> Report:
+    s: Session, min_reclaims: int, limit: int, *, reason: str | None, ask: bool
+) -> Generator[Asked, None, Report]:
     """Switch auto jobs reclaimed ``min_reclaims`` times or more to manual, fenced."""
-    return act(
-        s,
-        "quarantine",
-        quarantine_candidates(s, min_reclaims, limit),
-        lambda d: set_policy(
+    return (
+        yield from act(
             s,
-            d,
-            "manual",
-            event="quarantined",
-            reason=reason or f"reclaimed {d.seen['reclaim_count'] if d.seen else '?'} times",
-        ),
-        confirm,
+            "quarantine",
+            quarantine_candidates(s, min_reclaims, limit),
+            lambda d: set_policy(
+                s,
+                d,
+                "manual",
+                event="quarantined",
+                reason=reason or f"reclaimed {d.seen['reclaim_count'] if d.seen else '?'} times",
+            ),
+            ask=ask,
+        )
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """The question before an operator write: what it does (``verb``) to the eligible jobs
+    (``rows``, as read). The write goes on once the generator is resumed; closed instead,
+    nothing is written."""
+
+    verb: str
+    rows: list[Row]
 
 
 def act(
@@ -235,13 +177,14 @@ def act(
     verb: str,
     decisions: list[Decision],
     write: Callable[[Decision], Decision],
-    confirm: Confirm | None,
-) -> Report:
-    """Every operator write: confirm the eligible jobs (``confirm`` None: already confirmed),
-    then write each fenced. Each job is decided and reported on its own."""
+    *,
+    ask: bool,
+) -> Generator[Asked, None, Report]:
+    """Every operator write: the eligible jobs asked about (``ask``; False: confirmed
+    already), then each written fenced. Each job is decided and reported on its own."""
     eligible = [d.seen for d in decisions if d.outcome is None and d.seen]
-    if eligible and confirm is not None:
-        confirm(f"{verb.capitalize()} {len(eligible)} job(s)?", eligible, f"about to {verb}")
+    if eligible and ask:
+        yield Asked(verb, eligible)
     results: list[ManualResult] = []
     progress = lost_server.Progress(
         f"of {len(eligible)} job(s) written ({verb}) and committed",
@@ -259,9 +202,15 @@ def act(
     return Report(results)
 
 
-def _one_id_with_token(job_ids: Sequence[str | int], expect_token: uuid.UUID | None) -> None:
-    if expect_token is not None and len(job_ids) > 1:
-        raise errors.UsageError("--expect-token names one attempt: give one job id with it")
+def answered(steps: Generator[Asked, None, T]) -> T:
+    """What a write that asks nothing did (confirmed already: --yes, a screen's own
+    question); a question it yields after all is a bug."""
+    try:
+        step = next(steps)
+    except StopIteration as done:
+        return cast(T, done.value)
+    steps.close()
+    raise AssertionError(f"a confirmed write asked again: {step.verb}")
 
 
 # ---------------------------------------------------------------- read and decide

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jobctl import errors
 from jobctl.contract.shapes import ReviewRow, Row
-from jobctl.db.session import Confirm, Session
+from jobctl.db.session import Session
 from jobctl.ops import fleet, manual, plans, repeated_ids, triage
 from jobctl.ops.slices import EVERY, Slice
 
@@ -147,41 +147,6 @@ def planned_decisions(
         manual.decide(s, typed, action, force=force, expect_token=None, reviewed=row)
         for typed, row in zip(ids, planned, strict=True)
     ]
-
-
-def apply_plan(
-    s: Session,
-    action: manual.Action,
-    path: Path,
-    *,
-    reason: str | None,
-    delay: dt.timedelta,
-    force: bool = False,
-    confirm: Confirm | None,
-    spread: dt.timedelta = dt.timedelta(0),
-    park: bool = False,
-) -> manual.Report:
-    """``requeue --plan`` / ``fail --plan``: every planned row decided by the rules of a
-    direct command and written fenced on the row as reviewed; a row changed since (by the
-    application, another operator, a worker) is a ``conflict``, one the rules refuse is
-    ``refused``, and nothing is written for either. Exit code: the worst outcome."""
-
-    manual.need_reason(action, reason)
-    with s.transaction(read_only=True):
-        location = s.origin()
-    planned = load_plan(path, location)
-    decisions = planned_decisions(s, action, planned, force=force)
-    undecided = [d.outcome is None for d in decisions]  # eligible, as reviewed, when read
-    write = (
-        manual.paced_writer(s, decisions, reason=reason, delay=delay, spread=spread)
-        if action == "requeue"
-        else lambda d: manual.apply(s, d, action, reason=reason, delay=delay, park=park)
-    )
-    report = manual.act(s, action, decisions, write, confirm)
-    for result, row, eligible in zip(report.results, planned, undecided, strict=True):
-        if eligible and result["outcome"] == "conflict":  # it changed between read and write
-            result["detail"] = conflict_detail(s, result["id"], row)
-    return report
 
 
 def conflict_detail(s: Session, job_id: Any, reviewed: Row) -> str:

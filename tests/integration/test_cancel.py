@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 from helpers import add_jobs, jobctl_process, wait_until
 
 # A worker in its own process: claims the one ready job, says which (and its backend), then
@@ -292,13 +293,23 @@ def test_a_cancel_racing_the_workers_completion_exactly_one_wins(conn, dsn):
     assert count.fetchone()["n"] == 1
 
 
+def asked_then(steps: Any, meanwhile: Any) -> Any:
+    """A write's steps consumed: ``meanwhile`` while its one question is up, then the rest;
+    what it did."""
+    next(steps)
+    meanwhile()
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    return done.value.value
+
+
 def test_heartbeats_while_the_operator_confirms_do_not_make_a_conflict(conn, dsn):
     """The worker heartbeats while the operator reads the prompt (each heartbeat a new row
     version): the attempt as read still runs, so the cancel is fenced again on it and taken;
     a completion in that time instead is a conflict (exit 3), nothing written."""
     from jobctl import db
     from jobctl.db import session
-    from jobctl.ops import manual
+    from jobctl.ops import by_hand
 
     job_id = one_ready_job(conn)
     proc, _ = start_worker(dsn, every=0.1)
@@ -308,19 +319,15 @@ def test_heartbeats_while_the_operator_confirms_do_not_make_a_conflict(conn, dsn
             "v"
         ]
 
-    def slow_operator(question: str, rows: object, about: str) -> None:
+    def slow_operator() -> None:
         seen = versions()
         wait_until(lambda: versions() != seen, what="a heartbeat during the prompt")
 
     s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
     with s.conn:
-        report = manual.cancel(
-            s,
-            [str(job_id)],
-            reason="slow hands",
-            park=False,
-            expect_token=None,
-            confirm=slow_operator,
+        report = asked_then(
+            by_hand.run(s, by_hand.Request("cancel", (str(job_id),), reason="slow hands")),
+            slow_operator,
         )
     assert [r["outcome"] for r in report.results] == ["cancelled"], report.results
     assert "taken back" in said(proc)["heartbeat"]
@@ -328,7 +335,7 @@ def test_heartbeats_while_the_operator_confirms_do_not_make_a_conflict(conn, dsn
     job_id = one_ready_job(conn)
     proc, _ = start_worker(dsn, every=0)
 
-    def completes_meanwhile(question: str, rows: object, about: str) -> None:
+    def completes_meanwhile() -> None:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -344,13 +351,9 @@ def test_heartbeats_while_the_operator_confirms_do_not_make_a_conflict(conn, dsn
 
     s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
     with s.conn:
-        report = manual.cancel(
-            s,
-            [str(job_id)],
-            reason="too late",
-            park=False,
-            expect_token=None,
-            confirm=completes_meanwhile,
+        report = asked_then(
+            by_hand.run(s, by_hand.Request("cancel", (str(job_id),), reason="too late")),
+            completes_meanwhile,
         )
     (result,) = report.results
     assert result["outcome"] == "conflict" and report.exit_code == 3

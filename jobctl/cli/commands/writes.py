@@ -11,8 +11,8 @@ import contextlib
 import dataclasses
 import datetime as dt
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Annotated, TypeVar, cast
 
 import typer
 
@@ -22,11 +22,14 @@ from jobctl.cli import options as opt
 from jobctl.cli.bundles import Bundle
 from jobctl.cli.commands import monitoring
 from jobctl.contract import shapes
-from jobctl.render import output, reclaim_lines, rows, views
+from jobctl.render import output, reclaim_lines, rows, views, write_lines
 
 if TYPE_CHECKING:
-    from jobctl.ops import bulk, manual
+    from jobctl.ops import bulk, by_hand, manual
     from jobctl.ops.reclaim.steps import Reclaimed, Run
+
+
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- reclaim
@@ -275,15 +278,49 @@ def by_hand_or_filter(
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """``requeue``, ``fail`` and ``cancel``: on a filter (or nothing given: what is missing
-    said), the jobs it lists; else the ids given or a saved plan's rows."""
-    which = bulk_filter(asked.slicing, asked.status, asked.bulk)
-    if which or not (asked.job_ids or asked.plan):
-        ids_or_plan_not_with_a_filter(asked.job_ids, asked.plan, asked.expect_token)
-        bulk_write(ctx, action, which, asked, out, fmt)
-        return
-    no_save_plan_without_a_filter(asked.save_plan)
-    terminal.report(by_hand(ctx, action, asked), out, fmt)
+    """``requeue``, ``fail`` and ``cancel``: their one request and workflow (``by_hand``);
+    on a filter (or nothing given: what is missing said), the jobs it lists; else the ids
+    given (``-``: read from stdin) or a saved plan's rows."""
+    from jobctl.ops import by_hand
+    from jobctl.ops import review as core
+
+    request = by_hand.Request(
+        action,
+        tuple(asked.job_ids or ()),
+        plan=asked.plan,
+        reason=asked.reason,
+        delay=asked.delay,
+        park=asked.park,
+        expect_token=asked.expect_token,
+        force=asked.force,
+        yes=asked.yes,
+        which=bulk_filter(asked.slicing, asked.status, asked.bulk),
+        save_plan=asked.save_plan,
+        spread=asked.spread,
+    )
+    if request.from_stdin:
+        request = dataclasses.replace(request, job_ids=tuple(core.read_ids(sys.stdin.read())))
+    with context.open_session(ctx) as s:
+        done = answered(by_hand.run(s, request))
+        keys = rows.bulk_keys(s.table.mapping.mapped_optional)  # the same with no row
+    if isinstance(done, by_hand.Matched):
+        _matched(request, done, keys, out, fmt)
+    else:
+        terminal.report(done, out, fmt)
+
+
+def answered(steps: Generator[manual.Asked, None, T]) -> T:
+    """A write's steps consumed: each question asked of the person (no, or Ctrl-C, closes
+    the steps: nothing written), what it did returned."""
+    with contextlib.closing(steps):
+        try:
+            step = next(steps)
+            while True:
+                said = write_lines.question(step.verb, len(step.rows))
+                terminal.confirm(said.question, step.rows, said.title)
+                step = next(steps)
+        except StopIteration as done:
+            return cast(T, done.value)
 
 
 def bulk_filter(
@@ -302,91 +339,38 @@ def bulk_filter(
     )
 
 
-def ids_or_plan_not_with_a_filter(
-    job_ids: list[str] | None, plan: Path | None, expect_token: object
-) -> None:
-    if job_ids or plan is not None or expect_token is not None:
-        raise errors.UsageError(
-            "give job ids (or --plan FILE) or a filter (--kind, --queue, --error, --status, "
-            "--worker, --older-than), not both"
-        )
-
-
-def no_save_plan_without_a_filter(save_plan: Path | None) -> None:
-    if save_plan is not None:
-        raise errors.UsageError(
-            "--save-plan saves the jobs a filter lists (--kind, --queue, --error ...): "
-            "with ids, act on them directly"
-        )
-
-
-def bulk_write(
-    ctx: typer.Context,
-    action: manual.Action,
-    which: bulk.BulkFilter,
-    asked: ByHand,
+def _matched(
+    request: by_hand.Request,
+    done: by_hand.Matched,
+    keys: list[str],
     out: output.Output,
     fmt: str | None,
 ) -> None:
-    """``requeue`` / ``fail`` / ``cancel`` on a filter: list the jobs it matches and their
-    count; then save them as a plan, or (--yes) write exactly those, each fenced as listed."""
-    from jobctl.ops import bulk, manual
-    from jobctl.ops import review as core
-
-    reason, yes, save_plan = asked.reason, asked.yes, asked.save_plan
-    if save_plan is not None and yes:
-        raise errors.UsageError(
-            "--save-plan lists and saves, --yes writes: give one (apply a plan with --plan)"
-        )
-    if yes:
-        manual.need_reason(action, reason)
-    with context.open_session(ctx) as s:
-        listed = bulk.candidates(s, action, which, force=asked.force)
-        found = listed.rows
-        keys = rows.bulk_keys(s.table.mapping.mapped_optional)  # the same with no row
-        if not found:
-            if not out.tabular:  # a machine format: its header (--yes: the outcomes'), no row
-                shape = rows.MANUAL_KEYS if yes else keys
-                terminal.emit(views.table([], [], keys=shape), out, fmt)
-            _left_out(listed)
-            terminal.say(f"no job matches the filter: nothing to {action}")
-            context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
-            return
-        if save_plan is not None:
-            with s.transaction(read_only=True):
-                core.save_plan(save_plan, s.origin(), found)  # type: ignore[arg-type]
-        elif yes:
-            report = bulk.commit(
-                s,
-                action,
-                listed.eligible,
-                reason=reason,
-                delay=asked.delay,
-                spread=asked.spread,
-                park=asked.park,
-            )
-    if yes:
+    """``requeue`` / ``fail`` / ``cancel`` on a filter: the jobs it matched and their count;
+    saved as a plan, or (--yes) their outcomes, each written fenced as listed."""
+    listed, action = done.listed, request.action
+    found = listed.rows
+    code = errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK
+    if not found:
+        if not out.tabular:  # a machine format: its header (--yes: the outcomes'), no row
+            shape = rows.MANUAL_KEYS if request.yes else keys
+            terminal.emit(views.table([], [], keys=shape), out, fmt)
         _left_out(listed)
-        terminal.say(f"{len(found)} job(s) matched the filter, each written fenced as listed")
-        terminal.report(report, out, fmt)  # exits with the worst outcome's code, if not 0
-        context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
+        terminal.say(write_lines.nothing_matched(action))
+        context.exit_with(code)
+        return
+    if done.report is not None:
+        _left_out(listed)
+        terminal.say(write_lines.matched_written(len(found)))
+        terminal.report(done.report, out, fmt)  # exits with the worst outcome's code, if not 0
+        context.exit_with(code)
         return
     shown = rows.with_optional(rows.BULK_COLUMNS, found)
     terminal.emit(views.table(found, found, shown, views.BULK_VIEW, keys), out, fmt)
     _left_out(listed)
-    more = f" (the first {which.limit}: --limit N for more)" if listed.at_limit else ""
-    if save_plan is not None:
-        terminal.say(
-            f"{len(found)} job(s) match{more}; plan saved to {save_plan}: apply it with "
-            f"jobctl {action} --plan {save_plan}" + (" --reason ..." if action != "requeue" else "")
-        )
-        context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
-        return
-    terminal.say(
-        f"{len(found)} job(s) match{more}; nothing changed: --yes to {action} exactly these, "
-        f"or --save-plan FILE to review them first"
-    )
-    context.exit_with(errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK)
+    limit = request.which.limit if listed.at_limit else None
+    terminal.say(write_lines.matched(action, len(found), limit=limit, saved=done.saved))
+    context.exit_with(code)
 
 
 def _left_out(listed: bulk.Listed) -> None:
@@ -395,65 +379,6 @@ def _left_out(listed: bulk.Listed) -> None:
     context.say_if(listed.refused_line())
     for line in listed.left_out:
         terminal.say(line)
-
-
-def by_hand(ctx: typer.Context, action: manual.Action, asked: ByHand) -> manual.Report:
-    """``requeue`` / ``fail`` / ``cancel``: the rows of a saved plan, or the ids given."""
-    from jobctl.ops import manual
-    from jobctl.ops import review as core
-
-    plan, reason, delay, expect_token = asked.plan, asked.reason, asked.delay, asked.expect_token
-    force, spread, park = asked.force, asked.spread, asked.park
-    confirm = None if asked.yes else terminal.confirm
-    ids = _ids_or_plan(asked.job_ids, plan, expect_token)
-    with context.open_session(ctx) as s:
-        if plan is not None:
-            return core.apply_plan(
-                s,
-                action,
-                plan,
-                reason=reason,
-                delay=delay,
-                force=force,
-                confirm=confirm,
-                spread=spread,
-                park=park,
-            )
-        if action == "cancel":
-            return manual.cancel(
-                s, ids, reason=reason or "", park=park, expect_token=expect_token, confirm=confirm
-            )
-        if action == "requeue":
-            return manual.requeue(
-                s,
-                ids,
-                reason=reason,
-                delay=delay,
-                expect_token=expect_token,
-                force=force,
-                confirm=confirm,
-                spread=spread,
-            )
-        return manual.fail(
-            s, ids, reason=reason or "", expect_token=expect_token, force=force, confirm=confirm
-        )
-
-
-def _ids_or_plan(job_ids: list[str] | None, plan: Path | None, expect_token: object) -> list[str]:
-    """The ids of requeue/fail: as given, or read from stdin for '-'; none with --plan."""
-    from jobctl.ops import review as core
-
-    if plan is not None:
-        if job_ids or expect_token is not None:
-            raise errors.UsageError("--plan applies exactly the plan's rows: no ids with it")
-        return []
-    if not job_ids:
-        raise errors.UsageError("give job ids, - to read them from stdin, or --plan FILE")
-    if job_ids == ["-"]:
-        return core.read_ids(sys.stdin.read())
-    if "-" in job_ids:
-        raise errors.UsageError("- reads every id from stdin: give no other id with it")
-    return job_ids
 
 
 def quarantine(
@@ -480,9 +405,7 @@ def quarantine(
         if not commit:
             found = [d.seen for d in manual.quarantine_candidates(s, min_reclaims, limit)]
         else:
-            report = manual.quarantine(
-                s, min_reclaims, limit, reason=reason, confirm=None if yes else terminal.confirm
-            )
+            report = answered(manual.quarantine(s, min_reclaims, limit, reason=reason, ask=not yes))
     if not commit:
         terminal.emit(
             views.table(
@@ -491,7 +414,7 @@ def quarantine(
             out,
             fmt,
         )
-        terminal.say(f"dry run: {len(found)} job(s) would switch to manual; nothing changed")
+        terminal.say(write_lines.quarantine_dry_run(len(found)))
         return
     terminal.report(report, out, fmt)
 
@@ -535,47 +458,26 @@ def policy(
     history); --list lists them, --remove removes one.
     Example: jobctl policy 42 --auto --reason "fixed"; jobctl policy --kind charge_card --manual
     """
-    from jobctl.ops import kind_policy, manual
+    from jobctl.ops import policy as core
 
-    # no default direction: a forgotten --manual must not turn a manual job auto (the unsafe
-    # way round), so a write without either is refused before anything is read
-    wanted = None if auto is None else "auto" if auto else "manual"
-    writes = not list_kinds and not remove
-    if writes and wanted is None:
-        raise errors.UsageError("say which policy: --auto or --manual (there is no default)")
-    if list_kinds or kind is not None or queue is not None:
-        if job_ids:
-            raise errors.UsageError("give job ids or --kind/--queue/--list, not both")
-        with context.open_session(ctx) as s:
-            if list_kinds:
-                found = kind_policy.listed(s)
-                terminal.emit(views.table(found, found, keys=rows.KIND_POLICY_KEYS), out, fmt)
-                return
-            if kind is not None and queue is not None:
-                raise errors.UsageError("give --kind or --queue, one at a time")
-            dimension, value = ("kind", kind) if kind is not None else ("queue", queue or "")
-            if remove:
-                gone = kind_policy.remove(s, dimension, value, reason=reason)
-                terminal.say(
-                    f"policy of {dimension} {value} removed: its jobs' rows decide"
-                    if gone
-                    else f"no policy recorded for {dimension} {value}: nothing changed"
-                )
-                return
-            assert wanted is not None  # refused above
-            kind_policy.set_policy(s, dimension, value, wanted, reason=reason)
-        terminal.say(
-            f"{dimension} {value}: policy {wanted}, recorded"
-            + (": reclaim treats its jobs as manual" if wanted == "manual" else "")
-        )
-        return
-    if remove:
-        raise errors.UsageError("--remove removes a policy per kind: give --kind or --queue")
-    if not job_ids:
-        raise errors.UsageError("give job ids, or --kind K / --queue Q, or --list")
-    assert wanted is not None  # refused above
+    request = core.Request(
+        tuple(job_ids or ()),
+        None if auto is None else "auto" if auto else "manual",
+        reason=reason,
+        yes=yes,
+        kind=kind,
+        queue=queue,
+        remove=remove,
+        listing=list_kinds,
+    )
     with context.open_session(ctx) as s:
-        report = manual.set_policies(
-            s, job_ids, wanted, reason=reason, confirm=None if yes else terminal.confirm
-        )
-    terminal.report(report, out, fmt)
+        done = answered(core.run(s, request))
+    match done:
+        case core.Listed(rows=found):
+            terminal.emit(views.table(found, found, keys=rows.KIND_POLICY_KEYS), out, fmt)
+        case core.Removed(dimension=dimension, value=value, gone=gone):
+            terminal.say(write_lines.policy_removed(dimension, value, gone))
+        case core.Recorded(dimension=dimension, value=value, policy=wanted):
+            terminal.say(write_lines.policy_recorded(dimension, value, wanted))
+        case _:
+            terminal.report(done, out, fmt)
