@@ -121,8 +121,9 @@ def refusal(shape: TableShape, mapping: TableMapping) -> str | None:
     if status not in shape.columns:
         return (
             f"{shape.qualified} has no status column {status!r}: name the table's own with "
-            "--column status=ACTUAL (a table without one, lock- or timestamp-only, or one table "
-            "per state, is never served)"
+            "--column status=ACTUAL; a table whose state is in timestamps (Delayed::Job's "
+            "locked_at and failed_at, say) gets one first, see docs/delayed-job.md (one table "
+            "per state is never served)"
         )
     identifier = mapping.column("id")
     if identifier not in shape.columns:

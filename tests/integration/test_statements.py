@@ -1,7 +1,7 @@
 """jobctl schema statements: the lease design's worker statements rendered for the
 table as mapped, run as a worker in another language runs them — PREPAREd and EXECUTEd with
 text parameters, and sent as they are with $n parameters through libpq — on the reference
-table and on a Rails-style table, through claim -> heartbeat -> complete and claim -> fail."""
+table and an application's own table, through claim -> heartbeat -> complete and claim -> fail."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_the_statements_are_lease_workers(conn, run, table):
 @pytest.mark.skipif(shutil.which("psql") is None, reason="needs psql")
 def test_the_shell_worker_of_the_docs(empty_dsn, run, tmp_path):
     """docs/worker-api.md's sh + psql worker, run as it is: it claims, completes, and gives a
-    failed job back for a retry, on the Rails-style table."""
+    failed job back for a retry, on an application's own table."""
     page = (Path(__file__).parents[2] / "docs" / "worker-api.md").read_text()
     script = page.split("<!-- worker.sh -->\n```sh\n")[1].split("```")[0]
     (tmp_path / "worker.sh").write_text(script)
