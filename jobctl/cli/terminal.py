@@ -87,6 +87,19 @@ def say(message: str) -> None:
     print("\n".join(output.prose(line, wide) for line in message.split("\n")), file=sys.stderr)
 
 
+PROMPT = " [y/N]:"  # what click puts after a confirmation's question (and a space)
+
+
+def asked(question: str, width: int | None) -> str:
+    """A confirmation's question as the prompt shows it: wrapped at spaces to the terminal's
+    ``width`` (None: as it is), a jobctl command never split (``output.prose``), room left on
+    its last line for click's `` [y/N]: ``."""
+    if width is None:
+        return question
+    text = "\n".join(output.prose(line, width - 1) for line in (question + PROMPT).split("\n"))
+    return text.removesuffix(PROMPT) if text.endswith(PROMPT) else question
+
+
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
     """Ask on a terminal (showing the rows ``about`` to change: the first ``TABLE_ROWS`` and
     a count per worker); off a terminal, --yes is required. No changes nothing (exit 2),
@@ -113,7 +126,8 @@ def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
             )
             say("by worker: " + ", ".join(f"{w} {n}" for w, n in workers.most_common()))
     try:
-        agreed = typer.confirm(question, err=True)
+        wide = screen_size()[0] if on_terminal(sys.stderr) else None
+        agreed = typer.confirm(asked(question, wide), err=True)
     except typer.Abort:  # Ctrl-C (or end of input) at the prompt
         print(file=sys.stderr)
         raise errors.Cancelled(130) from None

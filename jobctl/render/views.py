@@ -194,7 +194,9 @@ ATTEMPT_VIEW = [  # the token whole: it is what --expect-token takes
     Column("attempt", "#"),
     Column("worker", "WORKER", whole=True),
     Column("attempt_token", "TOKEN", whole=True, copy=True),
-    Column("outcome", "OUTCOME", style=OUTCOME_STYLE),
+    # dropped (-o wide adds it; the events say it too) before a worker is cut: at 80 columns
+    # a worker like "delayed_job.4 host:web-old-3 pid:17012" and a token leave it no room
+    Column("outcome", "OUTCOME", style=OUTCOME_STYLE, drop=1),
     Column("claimed_at", "CLAIMED", priority=1, kind="time"),
     Column("ended_at", "ENDED", priority=2, kind="time"),
     # the heartbeat statistics only the late and exact history modes keep: left out when
