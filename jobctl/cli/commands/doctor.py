@@ -29,11 +29,11 @@ def doctor(
 ) -> None:
     """The lease design's pre-launch checklist against the live system, read only: the
     statements that write the jobs table (pg_stat_statements, parsed by PostgreSQL's own
-    parser) judged against the design (a sweeper by age, an unfenced update, a hand requeue,
-    a DELETE of processing rows, a claim without SKIP LOCKED or a lease), the stale writes the
-    fence refused, the lease against the heartbeats, reruns of auto jobs, the review queue.
-    Each check ok, warn, fail or unknown, with its evidence. Needs: pip install
-    'jobctl[doctor]'.
+    parser) judged against the design (a sweeper or a claim that takes jobs back by age, an
+    unfenced update, a hand requeue, a DELETE of processing rows, a claim without SKIP LOCKED
+    or a lease), the stale writes the fence refused, the lease against the heartbeats, reruns
+    of auto jobs, the review queue. Each check ok, warn, fail or unknown, with its evidence.
+    Needs: pip install 'jobctl[doctor]'.
 
     Example: jobctl doctor --exit-code
     """
