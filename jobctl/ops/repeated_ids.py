@@ -46,14 +46,18 @@ class LeftOut:
     def __bool__(self) -> bool:
         return bool(self.ids)
 
-    def lines(self, s: Session, done: str = "left out") -> list[str]:
-        """One line per id left out (``done``: what became of it), how many rows hold it and
-        where (read now, by the id's index; in the caller's transaction, or none); none when
-        none was."""
+    def found(self, s: Session) -> list[tuple[Any, Row | None]]:
+        """Each id left out with ``repeated_ids``' row of it (how many rows hold it and where,
+        read now by the id's index, in the caller's transaction; None when it no longer
+        repeats); none when none was."""
         if not self.ids:
             return []
         found = {r["id"]: r for r in s.rows("repeated_ids", {"ids": [str(i) for i in self.ids]})}
-        return [line(str(i), found.get(str(i)), done) for i in self.ids]
+        return [(i, found.get(str(i))) for i in self.ids]
+
+    def lines(self, s: Session, done: str = "left out") -> list[str]:
+        """One line per id left out (``done``: what became of it); none when none was."""
+        return [line(str(i), row, done) for i, row in self.found(s)]
 
 
 def line(job_id: str, found: Row | None, done: str = "left out") -> str:

@@ -2,12 +2,14 @@
 targets, and its read, the same on one database and on each of several targets: the
 operator's filter widened by a standby's lag (a lease that expired within the lag may be
 live on the primary, unless ``trust_replica``), the live leases about to run out with
-``expiring_within``, and the line saying how many leases the lag held back. Example::
+``expiring_within``, and how many leases the lag held back. It returns data (``Found``);
+``render`` words what the command says under its rows (``views.no_lease_line``,
+``pause_views.lines``). Example::
 
     ask = Ask(ExpiredFilter(worker="web-3"), limit=1000)
     with s.transaction(read_only=True):
         found = list(rows(s, standing, ask))
-        line = held_back(s, standing, ask)   # None: nothing to say
+        hidden = held_back(s, standing, ask)   # 0: nothing to say
 """
 
 from __future__ import annotations
@@ -60,13 +62,13 @@ def rows(s: Session, standing: Standing | None, ask: Ask) -> Iterator[LeaseRow]:
     return triage.at_risk(s, which, ask.expiring_within, ask.limit)
 
 
-def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
+def held_back(s: Session, standing: Standing | None, ask: Ask) -> int:
     """After ``rows``, in the same transaction: how many leases the operator's filter calls
-    expired that a standby's lag keeps from being called so, in one line (None: none, or
-    nothing was widened)."""
+    expired that a standby's lag keeps from being called so (0: none, or nothing was
+    widened)."""
     if ask.at_risk or ask.on(standing) is ask.which:
-        return None
-    return standby.held_back(standby.held_back_count(s, ask.which, standing), standing)
+        return 0
+    return standby.held_back_count(s, ask.which, standing)
 
 
 # ---------------------------------------------------------------- the workflow
@@ -74,13 +76,21 @@ def held_back(s: Session, standing: Standing | None, ask: Ask) -> str | None:
 class Found:
     """What ``stuck`` found on a target: how many rows; on one database the ready jobs
     waiting when none was (``ready_after``), its rows streamed to ``show``, none kept;
-    across targets its rows, each with the target's name, kept to be shown together."""
+    across targets its rows, each with the target's name, kept to be shown together. And
+    what the command says under them (``render`` words it): the leases a standby's lag held
+    back, the jobs with no lease (one database), the table's pauses, the ids left out."""
 
     count: int
     rows: list[Row] = dataclasses.field(default_factory=list)
     waiting: Row | None = None
     total: int | None = None  # every row the filter matches, when a --limit cut the list
-    left_out: int = 0  # ids another row holds too, left out and named (exit 1)
+    standing: Standing | None = None  # the server the rows were read on
+    held_back: int = 0  # leases expired within a standby's lag: not listed (standby.held_back)
+    no_lease: int = 0  # processing jobs with no lease the filter matches, all of them
+    no_lease_listed: int = 0  # of them, those among the rows (fewer when --limit cut)
+    paused: list[Row] = dataclasses.field(default_factory=list)  # ops.pause.waiting's rows
+    # ids another row holds too, left out (exit 1), each with repeated_ids' row of it
+    left_out: list[tuple[Any, Row | None]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,24 +124,24 @@ def run(
 ) -> list[fleet.Outcome[Found]]:
     """``stuck`` on one database or on every target at once (``fleet``), each target's
     outcome in the targets' order (one database's failure raised). One database streams its
-    rows to ``show`` and says the leases its standby held back, the jobs with no lease, and
-    (``Found.waiting``) the ready jobs waiting when nothing is stuck; each of several keeps its
-    rows with its name, a standby's marked, and says what its standby held back. ``watching``:
-    refreshed until its count or Ctrl-C, each refresh's rows told to ``seen`` on one database
-    (its notifications), and the table's pauses (``ops.pause.waiting``) to ``paused``; the
-    last refresh's outcomes."""
+    rows to ``show``; each of several keeps its rows with its name, a standby's marked; each
+    ``Found`` holds what the command says under them (the leases its standby held back, the
+    jobs with no lease, its pauses, the ids left out, the ready jobs waiting when nothing is
+    stuck). ``watching``: refreshed until its count or Ctrl-C, each refresh's rows told to
+    ``seen`` on one database (its notifications), and the table's pauses
+    (``ops.pause.waiting``) to ``paused``; the last refresh's outcomes."""
     several = fleet.several(where)
 
-    def work(s: Session, st: Standing, said: fleet.Say) -> Found:
+    def work(s: Session, st: Standing, _said: fleet.Say) -> Found:
         if several:
-            return _kept(s, st, ask, said)
+            return _kept(s, st, ask)
         if watching is not None:
             found: list[Any] = list(rows(s, st, ask))
             seen(found)
             if paused is not None:
                 paused(pause.waiting(s))
             return Found(len(found), found)
-        return _streamed(s, st, ask, said, show, ready_after)
+        return _streamed(s, st, ask, show, ready_after)
 
     if watching is not None:
         return fleet.refreshed(where, access, work, watching, say=say)
@@ -142,15 +152,12 @@ def _streamed(
     s: Session,
     st: Standing,
     ask: Ask,
-    say: fleet.Say,
     show: Callable[[Stream], None],
     ready_after: dt.timedelta,
 ) -> Found:
-    """One database's rows shown as they are read, then its lines (the kinds and queues
-    paused among them); the ready jobs waiting when none was found ("my job is stuck" often
-    means nobody claims it)."""
-    from jobctl.render import pause_views, views
-
+    """One database's rows shown as they are read, then what it says under them (the jobs
+    with no lease, the kinds and queues paused among them); the ready jobs waiting when none
+    was found ("my job is stuck" often means nobody claims it)."""
     found = no_lease = 0
     left = repeated_ids.LeftOut()
     ask = ask.telling(left)
@@ -163,33 +170,29 @@ def _streamed(
             yield row
 
     show(Stream(counted(), shown_optional(s), st))
-    lines, total = [held_back(s, st, ask)], None
+    result = Found(found, standing=st, held_back=held_back(s, st, ask), no_lease=no_lease)
+    result.no_lease_listed = no_lease
     if not ask.at_risk and found >= ask.limit:  # the limit cut: count them all
-        expired, without = triage.stuck_count(s, ask.on(st))
-        total = expired + without
-        lines += [views.no_lease_line(without, shown=no_lease)]
-    else:
-        lines += [views.no_lease_line(no_lease)]
-    lines += pause_views.lines(pause.waiting(s))  # a paused kind's jobs wait: said, not hidden
-    lines += left.lines(s)  # an id two rows hold: neither listed, named once
-    for line in lines:
-        if line:
-            say(line)
-    waiting = None if found else triage.ready_waiting(s, ready_after)
-    total = total if total and total > found else None
-    return Found(found, waiting=waiting, total=total, left_out=len(left.ids))
+        expired, result.no_lease = triage.stuck_count(s, ask.on(st))
+        result.total = expired + result.no_lease if expired + result.no_lease > found else None
+    result.paused = pause.waiting(s)  # a paused kind's jobs wait: said, not hidden
+    result.left_out = left.found(s)  # an id two rows hold: neither listed, named once
+    result.waiting = None if found else triage.ready_waiting(s, ready_after)
+    return result
 
 
-def _kept(s: Session, st: Standing, ask: Ask, say: fleet.Say) -> Found:
-    """One of several targets' rows, kept with its name (a standby's marked as such), and
-    what it said (its standby's held leases, its pauses)."""
-    from jobctl.render import output, pause_views
-
+def _kept(s: Session, st: Standing, ask: Ask) -> Found:
+    """One of several targets' rows, kept with its name (a standby's marked as such: its
+    ``replica`` field), and what it says under them (its standby's held leases, its pauses,
+    the ids left out)."""
     left = repeated_ids.LeftOut()
     found: list[Any] = list(rows(s, st, ask.telling(left)))
-    for line in [held_back(s, st, ask), *pause_views.lines(pause.waiting(s)), *left.lines(s)]:
-        if line:
-            say(line)
-    marked = standby.mark(output.Document(found, []), st).payload
-    tagged = list(fleet.tagged(s.settings.target or "", marked))
-    return Found(len(found), tagged, left_out=len(left.ids))
+    marked = [{**row, "replica": st.info()} for row in found] if st.standby else found
+    return Found(
+        len(found),
+        list(fleet.tagged(s.settings.target or "", marked)),
+        standing=st,
+        held_back=held_back(s, st, ask),
+        paused=pause.waiting(s),
+        left_out=left.found(s),
+    )

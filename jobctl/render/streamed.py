@@ -1,8 +1,10 @@
 """Rows shown on a terminal as they come (``output``'s streamed screen, laid out by the first
-rows: ``screen.streamed``): 20,000 expired leases show their first screen at once."""
+rows: ``screen.streamed``): 20,000 expired leases show their first screen at once. Beside
+leases, many jobs with no lease are counted, not listed (``beside_leases``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,3 +26,37 @@ def stuck(found: Iterator[Any], shown: list[str], *, at_risk: bool = False) -> D
 
     section.rows = noted()
     return Document(section.rows, [section])
+
+
+# the most jobs with no lease a terminal lists below leases (expired, or expiring with
+# --expiring-within); more are one line under the table, which names the command that lists
+# them (jobctl stuck -o wide): 40 old lock-only rows would push 4 expired leases off the screen
+NO_LEASE_LISTED = 10
+
+
+@dataclasses.dataclass
+class Collapsed:
+    """How many jobs with no lease ``beside_leases`` left out (0: it listed every one)."""
+
+    count: int = 0
+
+
+def beside_leases(
+    found: Iterator[Any], collapsed: Collapsed, listed: int = NO_LEASE_LISTED
+) -> Iterator[Any]:
+    """``stuck``'s rows as they come (the leases first, then the jobs with no lease: its
+    ORDER BY), the jobs with no lease left out, counted in ``collapsed``, when more than
+    ``listed`` of them follow a lease; all of them when no lease came first."""
+    leases = 0
+    held: list[Any] = []
+    for row in found:
+        if row.get("lease_state") != "none" or not leases:
+            leases += row.get("lease_state") != "none"
+            yield row
+        elif collapsed.count:
+            collapsed.count += 1
+        else:
+            held.append(row)
+            if len(held) > listed:
+                collapsed.count, held = len(held), []
+    yield from held

@@ -45,6 +45,16 @@ def _skipped(found: Sequence[Any]) -> bool:
     return any(r.get("skipped") for r in found)
 
 
+def _skipped_leased(found: Sequence[Any]) -> bool:
+    """A lease's row that reclaim would pass by (locked, or lease times out of range): a
+    row with no lease says so in STATE, and the line under the table says what it means."""
+    return any(r.get("skipped") and r.get("lease_state") != "none" for r in found)
+
+
+def _skipped_lease(row: Any) -> Any:
+    return None if row.get("lease_state") == "none" else row.get("skipped")
+
+
 def _no_lease(found: Sequence[Any]) -> bool:
     return any(r.get("lease_state") == "none" for r in found)
 
@@ -87,7 +97,7 @@ STUCK_VIEW = [
     Column("lease_expires_at", "EXPIRED AT", priority=6, kind="time"),
     Column("reserved_at", "CLAIMED AT", priority=7, kind="time"),
     Column("attempt_token", "TOKEN", priority=8, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped, drop=2),
+    Column("skipped", "SKIPPED", when=_skipped_leased, value=_skipped_lease, drop=2),
 ]
 
 
@@ -113,7 +123,7 @@ AT_RISK_VIEW = [
     Column("reclaim_count", "RECLAIMS", priority=7),
     Column("lease_expires_at", "EXPIRES AT", priority=8, kind="time"),
     Column("attempt_token", "TOKEN", priority=9, whole=True),
-    Column("skipped", "SKIPPED", when=_skipped, drop=2),
+    Column("skipped", "SKIPPED", when=_skipped_leased, value=_skipped_lease, drop=2),
 ]
 AT_RISK_NOTE = "(action): what reclaim will do once the lease runs out, not now"
 RECLAIM_VIEW = [
@@ -318,17 +328,21 @@ def stuck(
     return Document(found, [Section(None, found, shown, AT_RISK_VIEW, note, keys)])
 
 
-def no_lease_line(count: int, *, shown: int | None = None) -> str | None:
+def no_lease_line(count: int, *, shown: int | None = None, collapsed: bool = False) -> str | None:
     """What an operator reads under a list or a count holding processing jobs with no lease
     (None: there are none). ``count`` is all of them, never only the rows a limit let
-    through; ``shown``: how many of them the list holds, when that is fewer."""
+    through; ``shown``: how many of them the list holds, when that is fewer; ``collapsed``:
+    a terminal listed none of them beside the leases above (``streamed.beside_leases``)."""
     if not count:
         return None
     of = f", {shown} of them shown" if shown is not None and shown < count else ""
+    lists = ""
+    if collapsed:
+        of, lists = ", not listed beside the leases above", "jobctl stuck -o wide lists them, "
     return (
         f"{count} processing job(s) have no lease{of} (claimed by code that sets none): reclaim "
-        "never touches them and jobctl cannot tell slow from dead; jobctl explain ID says what "
-        "to do, jobctl doctor finds the writer"
+        f"never touches them and jobctl cannot tell slow from dead; {lists}jobctl explain ID "
+        "says what to do, jobctl doctor finds the writer"
     )
 
 

@@ -202,9 +202,45 @@ def test_narrow_screens_drop_optional_columns_before_cutting_the_worker():
         assert "no lease  " in lines[2]  # the state whole (a skip reason may be cut)
         assert "kb-node-…" not in "".join(lines) and "manua…" not in "".join(lines)
     narrow = screen.layout(views.STUCK_VIEW, rows, 80, output.cell)
-    assert {"HEARTBEAT", "SKIPPED"} <= {c.header for c in narrow.hidden}
+    assert "HEARTBEAT" in {c.header for c in narrow.hidden}
     wide = screen.layout(views.STUCK_VIEW, rows, 200, output.cell)
-    assert {"STATE", "CLAIMED", "HEARTBEAT", "SKIPPED"} <= {c.header for c in wide.columns}
+    assert {"STATE", "CLAIMED", "HEARTBEAT"} <= {c.header for c in wide.columns}
+    # a row with no lease says so in STATE (the line under the table says what it means):
+    # no SKIPPED column repeats it; a lease's row that reclaim passes by still has one
+    assert "SKIPPED" not in {c.header for c in (*wide.columns, *wide.hidden)}
+    locked = [*rows, {**row(4, "expired"), "skipped": "locked by pid 77 (psql)"}]
+    grid = screen.layout(views.STUCK_VIEW, locked, 200, output.cell)
+    texts = [text for text, _ in grid.lines()]
+    assert "SKIPPED" in texts[0] and texts[-1].endswith("locked by pid 77 (psql)")
+    assert not any(line.endswith("it says what to do)") for line in texts)
+
+
+def test_queue_and_attempts_beside_jobs_with_no_lease_at_120_columns():
+    """A Delayed::Job table's incident: 4 expired leases and lease-less rows of workers named
+    like ``delayed_job host:web-old-3 pid:17001``. At 120 columns the mapped queue and the
+    attempts show; no cut skip reason takes their place."""
+    from jobctl.ops import triage
+
+    def row(n: int, state: str) -> dict:
+        return {
+            **ROW,
+            "id": n,
+            "queue": "mailers" if state == "expired" else "default",
+            "reserved_by": f"delayed_job host:web-old-3 pid:{17000 + n}",
+            "attempts": 1,
+            "max_attempts": 25,
+            "lease_state": state,
+            "claimed_age_s": 18000.0,
+            "lease_overdue_s": None if state == "none" else 300.0,
+            "action": "none" if state == "none" else "requeue",
+            "skipped": triage.NO_LEASE if state == "none" else None,
+        }
+
+    found = [row(n, "expired") for n in range(1, 5)] + [row(n, "none") for n in range(5, 13)]
+    grid = screen.layout(views.STUCK_VIEW, found, 120, output.cell)
+    headers = [c.header for c in grid.columns]
+    assert headers[:5] == ["ID", "QUEUE", "WORKER", "POLICY", "ATTEMPTS"]
+    assert "SKIPPED" not in headers and "…" not in "".join(t for t, _ in grid.lines())
 
 
 def test_history_drops_the_heartbeat_statistics_its_mode_never_fills():

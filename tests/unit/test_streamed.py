@@ -126,3 +126,25 @@ def test_at_risk_note_once_a_live_lease_came():
     found[-1] = {**found[-1], "lease_state": "expiring"}
     lines = plain(streamed.stuck(iter(found), rows.AT_RISK_COLUMNS, at_risk=True), 120)
     assert views.AT_RISK_NOTE in lines
+
+
+def test_many_jobs_with_no_lease_below_leases_are_counted_not_listed():
+    def of(state: str, n: int) -> list[dict[str, object]]:
+        return [{"id": n + i, "lease_state": state} for i in range(n)]
+
+    collapsed = streamed.Collapsed()
+    listed = list(streamed.beside_leases(iter(of("expired", 4) + of("none", 40)), collapsed))
+    assert [r["lease_state"] for r in listed] == ["expired"] * 4 and collapsed.count == 40
+    # at most NO_LEASE_LISTED below leases: listed, in order
+    collapsed = streamed.Collapsed()
+    few = of("expired", 4) + of("none", streamed.NO_LEASE_LISTED)
+    assert list(streamed.beside_leases(iter(few), collapsed)) == few and not collapsed.count
+    # no lease above them: every one listed (nothing to push off the screen)
+    collapsed = streamed.Collapsed()
+    alone = of("none", 40)
+    assert list(streamed.beside_leases(iter(alone), collapsed)) == alone and not collapsed.count
+    # expiring leases (--expiring-within) count as leases
+    collapsed = streamed.Collapsed()
+    risky = of("expiring", 2) + of("none", 11)
+    assert len(list(streamed.beside_leases(iter(risky), collapsed))) == 2
+    assert collapsed.count == 11

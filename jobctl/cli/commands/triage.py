@@ -92,7 +92,7 @@ def stuck(
             say=terminal.say,
             show=shown.stream,
             ready_after=ready_after,
-            watching=_watching(ctx, watch, every, count, shown.doc, out, fmt),
+            watching=_watching(ctx, watch, every, count, shown.told_doc, out, fmt),
             seen=lambda found: cli_monitoring.refreshed(made.watch if made else None, found),
             paused=made.watch.pauses_seen if made else None,
         )
@@ -106,23 +106,28 @@ def stuck(
 
 
 class _StuckShown:
-    """``stuck``'s rows as its output shows them, on one database or across targets."""
+    """``stuck``'s rows as its output shows them, on one database or across targets, and
+    what it says under them."""
 
     def __init__(self, several: bool, at_risk: bool, out: output.Output, fmt: str | None) -> None:
         self.several = several
         self.at_risk, self.out, self.fmt = at_risk, out, fmt
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
         self.keys = rows.AT_RISK_KEYS if at_risk else rows.STUCK_KEYS
+        self.collapsed = streamed.Collapsed()  # jobs with no lease the terminal left out
 
     def stream(self, found: stuck_core.Stream) -> None:
         """One database's rows, streamed where the format allows (on a terminal too: laid
-        out by the first rows; a piped table needs every row for its widths), a standby's
-        marked."""
+        out by the first rows, many jobs with no lease below leases counted, not listed,
+        unless -o wide; a piped table needs every row for its widths), a standby's marked."""
         from jobctl.ops import standby
 
         if self.out.tabular and self.fmt is None and terminal.screen(sys.stdout):
             shown = rows.with_optional(self.columns, found.optional)  # the first screen at once
-            doc = streamed.stuck(found.rows, shown, at_risk=self.at_risk)
+            listed = found.rows
+            if self.out is output.Output.table:
+                listed = streamed.beside_leases(found.rows, self.collapsed)
+            doc = streamed.stuck(listed, shown, at_risk=self.at_risk)
         elif self.out.tabular:
             doc = views.stuck(list(found.rows), self.columns, at_risk=self.at_risk)
         else:  # every key JSON carries, the same header with no row (rows.*_KEYS)
@@ -137,6 +142,34 @@ class _StuckShown:
         doc = views.stuck(found, self.columns, at_risk=self.at_risk)
         return views.across_targets(doc) if self.several else doc
 
+    def told_doc(self, outcomes: list[fleet.Outcome[stuck_core.Found]]) -> output.Document:
+        """``doc``, each of several targets' lines under its rows added to what it said
+        (printed with its name: ``context.exit_code``, a watch's ``target_lines``)."""
+        for o in outcomes:
+            if o.value is not None:
+                o.said += self.under(o.value)
+        return self.doc(outcomes)
+
+    def under(self, found: stuck_core.Found) -> list[str]:
+        """What ``stuck`` says under one database's rows: the leases a standby's lag held
+        back, the jobs with no lease (how many the list holds), the kinds and queues paused,
+        the ids two rows hold."""
+        from jobctl.ops import repeated_ids, standby
+        from jobctl.render import pause_views
+
+        collapsed = self.collapsed.count
+        lines = [
+            standby.held_back(found.held_back, found.standing),
+            views.no_lease_line(
+                found.no_lease,
+                shown=found.no_lease_listed - collapsed,
+                collapsed=bool(collapsed),
+            ),
+            *pause_views.lines(found.paused),
+            *(repeated_ids.line(str(i), row) for i, row in found.left_out),
+        ]
+        return [line for line in lines if line]
+
 
 def _stuck_said(
     outcomes: list[fleet.Outcome[stuck_core.Found]],
@@ -148,7 +181,11 @@ def _stuck_said(
 ) -> None:
     """After ``stuck`` read once: the targets' table, what they said, the hints, the exit."""
     if shown.several:
-        terminal.emit(shown.doc(outcomes), out, fmt)
+        terminal.emit(shown.told_doc(outcomes), out, fmt)
+    else:
+        for o in outcomes:
+            for line in shown.under(o.value) if o.value else []:
+                terminal.say(line)
     code = context.exit_code(outcomes)
     found = sum(o.value.count for o in outcomes if o.value)
     for o in outcomes:
