@@ -19,7 +19,7 @@ import typer
 
 from jobctl import errors
 from jobctl.contract import safe_text, shapes
-from jobctl.render import output, rows, views
+from jobctl.render import output, rows, views, write_lines
 
 if TYPE_CHECKING:
     from jobctl.ops import manual
@@ -374,9 +374,10 @@ def report(outcome: manual.Report, out: output.Output, fmt: str | None) -> None:
         out,
         fmt,
     )
-    for line in outcome.problems():
+    apart = outcome.apart()
+    for line in write_lines.apart(apart):
         say(line)
-    totals = outcome.totals()
+    totals = write_lines.report_totals(outcome.results, said_apart=bool(apart))
     if totals is not None:
         say(totals)
     if outcome.exit_code:

@@ -89,16 +89,6 @@ class Listed:
     def at_limit(self) -> bool:
         return len(self.eligible) + len(self.refused) >= self.limit
 
-    def refused_line(self) -> str | None:
-        """One line naming how many matched jobs the rules leave out, and the first reason."""
-        if not self.refused:
-            return None
-        first = self.refused[0]
-        return (
-            f"{len(self.refused)} matching job(s) left out: the rules refuse them "
-            f"(job {first.id}: {first.detail})"
-        )
-
 
 def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: bool) -> Listed:
     """The jobs ``which`` matches, read in one read-only transaction (each with its fence, as

@@ -20,7 +20,7 @@ from jobctl.contract import safe_text
 from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Session
 from jobctl.ops import lost_server, repeated_ids, triage
-from jobctl.ops.outcomes import OUTCOME_EXIT, totals
+from jobctl.ops.outcomes import OUTCOME_EXIT
 from jobctl.table.mapping import TableMapping
 
 Action = Literal["requeue", "fail", "cancel"]
@@ -71,26 +71,15 @@ class Report:
     def exit_code(self) -> int:
         return errors.worst_exit_code([OUTCOME_EXIT[str(r["outcome"])] for r in self.results])
 
-    def totals(self) -> str | None:
-        """One line for stderr when anything was not written (a conflict, a refusal, a lock,
-        a missing job): every outcome counted, each kind not written with why, e.g. ``2
-        requeued, 1 conflict (changed since the review; nothing written for it)``. None
-        when every job was done, or when one job's line (``problems``) said it all."""
-        if len(self.results) == 1 and self.problems():
-            return None
-        return totals([r["outcome"] for r in self.results], [r["detail"] for r in self.results])
-
-    def problems(self) -> list[str]:
-        """Lines for stderr, where a redirected stdout would hide them: locked, not found."""
-        lines = []
-        for result in self.results:
-            if result["outcome"] == "locked":
-                lines.append(f"jobctl: job {result['id']}: {result['detail']}")
-            elif result["outcome"] == "not_found":
-                lines.append(f"jobctl: {result['detail']}")
-            elif result["outcome"] == "refused" and repeated_ids.WHY in result["detail"]:
-                lines.append(f"jobctl: {result['detail']}")  # an id two rows hold, whole
-        return lines
+    def apart(self) -> list[ManualResult]:
+        """The results to say apart on stderr, where a redirected stdout would hide them:
+        locked, not found, an id two rows hold (``render.write_lines.apart`` words them)."""
+        return [
+            r
+            for r in self.results
+            if r["outcome"] in ("locked", "not_found")
+            or (r["outcome"] == "refused" and repeated_ids.WHY in r["detail"])
+        ]
 
 
 # ---------------------------------------------------------------- the workflows

@@ -7,6 +7,7 @@ import pytest
 from jobctl import errors
 from jobctl.contract import shapes
 from jobctl.ops import manual
+from jobctl.render import write_lines
 
 
 def test_worst_exit_code():
@@ -31,7 +32,10 @@ def test_a_report_exits_with_its_worst_outcome_and_names_problems():
         ]
     )
     assert report.exit_code == errors.EXIT_ERROR
-    assert report.problems() == ["jobctl: job 4: row locked by pid 42", "jobctl: job 5 not found"]
+    assert write_lines.apart(report.apart()) == [
+        "jobctl: job 4: row locked by pid 42",
+        "jobctl: job 5 not found",
+    ]
     assert manual.Report([result(1, "failed"), result(2, "conflict")]).exit_code == 3
     assert manual.Report([result(1, "refused")]).exit_code == 2
     assert manual.Report([result(1, "quarantined")]).exit_code == 0

@@ -376,7 +376,9 @@ def _matched(
 def _left_out(listed: bulk.Listed) -> None:
     """What a bulk write's filter left out, on stderr: the jobs the rules refuse, and each id
     two rows hold (exit 1: the picture is partial)."""
-    context.say_if(listed.refused_line())
+    if listed.refused:
+        first = listed.refused[0]
+        terminal.say(write_lines.refused(len(listed.refused), first.id, first.detail))
     for line in listed.left_out:
         terminal.say(line)
 
