@@ -51,9 +51,16 @@ ROWS_IN_JSON = {"stuck", "reclaim", "review", "events", "quarantine", "policy", 
 
 
 def mapped(conn, run) -> None:
-    """The reference table with a kind column, kind and queue mapped, and one queued job."""
-    conn.execute("ALTER TABLE jobs ADD COLUMN kind text")
-    done = run("schema", "apply", "--column", "kind=kind", "--column", "queue=queue", "--yes")
+    """The reference table with a kind and a priority column, kind, queue and priority
+    mapped (stuck's rows carry the priority), and one queued job."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN kind text, ADD COLUMN priority integer")
+    done = run(
+        "schema",
+        "apply",
+        "--yes",
+        *("--column", "kind=kind", "--column", "queue=queue"),
+        *("--column", "priority=priority"),
+    )
     assert done.code == 0, done.err
     conn.execute("INSERT INTO jobs (kind, queue) VALUES ('send_email', 'mail')")
 
@@ -141,6 +148,10 @@ def every_header_is_every_key_json_gives_a_row(busy):
                 "kind",
                 "queue",
             ], (args, header)
+        # the priority: stuck's rows after kind and queue, no other command's
+        if args[0] in ROWS_IN_JSON:
+            assert ("priority" in header) == (args[0] == "stuck"), (args, header)
+            assert args[0] != "stuck" or header[3] == "priority", header
 
 
 def show_is_the_job_as_one_row_with_every_field_json_gives(busy):
