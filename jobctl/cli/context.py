@@ -25,7 +25,7 @@ from jobctl.render import output
 if TYPE_CHECKING:
     from jobctl.cli.options import Slicing
     from jobctl.db.session import Session
-    from jobctl.ops.fleet import Outcome, Shown
+    from jobctl.ops.fleet import Outcome, Shown, Watching
     from jobctl.ops.standby import Standing
     from jobctl.ops.triage import ExpiredFilter
     from jobctl.targets import Where
@@ -222,3 +222,20 @@ def with_findings(code: int, found: bool) -> int:
 def exit_with(code: int) -> None:
     if code:
         raise typer.Exit(code)
+
+
+def watching(
+    ctx: typer.Context,
+    watch: bool,
+    every: dt.timedelta,
+    count: int | None,
+    doc_of: Callable[[list[Outcome[Any]]], output.Document],
+    out: output.Output,
+    fmt: str | None,
+) -> Watching[Any] | None:
+    """``--watch``'s refreshes, each shown as ``doc_of`` makes it (None: no --watch)."""
+    from jobctl.ops import fleet
+
+    if not watch:
+        return None
+    return fleet.Watching(every, count, live(ctx, out, fmt, every, doc_of))

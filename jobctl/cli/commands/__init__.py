@@ -116,14 +116,14 @@ COMMANDS: dict[str, Command | Group] = {
     **_under(
         INCIDENT,
         {
-            "summary": Command("jobctl.cli.commands.triage", "summary"),
+            "summary": Command("jobctl.cli.commands.summary", "summary"),
             "events": Command(
-                "jobctl.cli.commands.review",
+                "jobctl.cli.commands.records",
                 "events",
                 "The history across jobs: transitions and every jobctl write, newest first.",
             ),
             "report": Command(
-                "jobctl.cli.commands.review",
+                "jobctl.cli.commands.records",
                 "report",
                 "An incident on one page of Markdown, for the postmortem.",
             ),
@@ -151,7 +151,7 @@ COMMANDS: dict[str, Command | Group] = {
         RUNNING,
         {
             "metrics": Command(
-                "jobctl.cli.commands.monitoring",
+                "jobctl.cli.commands.metrics",
                 "metrics",
                 "Lease health as Prometheus text, for node_exporter, cron or a Nagios-style check.",
             ),
@@ -176,7 +176,7 @@ COMMANDS: dict[str, Command | Group] = {
                 "completion_command",
                 "Print the shell completion script: bash, zsh or fish.",
             ),
-            "demo": Command("jobctl.cli.commands.triage", "demo"),
+            "demo": Command("jobctl.cli.commands.demo", "demo_command"),
         },
     ),
 }

