@@ -62,9 +62,12 @@ WORKERS = 3
 JOBS = 2  # the random interleavings' (the small program has one)
 MAX_ATTEMPTS = 2  # small: a worker's fail and reclaim reach "out of attempts" within a run
 RECLAIMED = "lease expired before completion"  # reclaim's last_error: a job awaiting review
-# the budget: about 15 s on two shared cores (a jobctl command costs ~60 ms in-process)
+# the budget: about 3 s on two shared cores (a jobctl command costs ~60 ms in-process). Few
+# examples: the small program below holds every action to every point of an attempt and
+# races each write against each worker call; what only this part adds is long interleavings
+# of several workers on two jobs, which each example draws anew
 SETTINGS = settings(
-    max_examples=15,
+    max_examples=5,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
