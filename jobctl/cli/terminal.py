@@ -1,7 +1,8 @@
 """Talking to the person at the keyboard: data to stdout, messages and prompts to stderr,
 a progress bar and a live view on a terminal, reclaim's batches and an operator write's
-outcomes as they land. The core calls back into this through the ``say`` and ``confirm``
-callbacks it is given; nothing else in jobctl prints (but the demo, which narrates)."""
+outcomes as they land. The writes' workflows yield their questions, which the commands put
+here (``confirm``); the reclaimer service and a few reads call back into ``say``; nothing
+else in jobctl prints (but the demo, which narrates)."""
 
 from __future__ import annotations
 
@@ -102,8 +103,9 @@ def asked(question: str, width: int | None) -> str:
 
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
     """Ask on a terminal (showing the rows ``about`` to change: the first ``TABLE_ROWS`` and
-    a count per worker); off a terminal, --yes is required. No changes nothing (exit 2),
-    nor does Ctrl-C (exit 130): "cancelled; nothing changed". The core's ``Confirm``."""
+        a count per worker); off a terminal, --yes is required. No changes nothing (exit 2),
+        nor does Ctrl-C (exit 130): "cancelled; nothing changed". What a workflow's question
+    (``manual.Asked``, reclaim's ``steps.Asked``) is put to."""
     if not sys.stdin.isatty():
         raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")
     if about:

@@ -24,9 +24,6 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg import sql
 
-# How a workflow asks the operator to go ahead: (question, the rows it is about to change,
-# a title for them); it returns to proceed, or raises errors.Refused (exit 2, nothing changed).
-Confirm = Callable[[str, Sequence[Any], str], None]
 STREAM_CHUNK = gateway.STREAM_CHUNK  # rows a server-side cursor fetches at a time
 
 

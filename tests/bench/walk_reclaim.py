@@ -14,7 +14,8 @@ the reader from its caller's room (the nearest jobctl frame up the stack: going 
 the reader stood elsewhere) to the callee's. A **return** is a move into a room already
 left before. The figures are given twice: over every jobctl module, and over the command's
 own path (``cli/``, ``ops/``, ``render/``: the stops and the walk without the shared ground
-under them, its moves into and out of it folded). ::
+under them, its moves into and out of it folded); last, the command's functions (``cli/``)
+a workflow (``ops/``) called first: the callbacks it was handed. ::
 
     .venv/bin/pytest -n0 -q -s -o addopts="" tests/bench/walk_reclaim.py
 """
@@ -33,6 +34,7 @@ import jobctl
 
 ROOT = Path(jobctl.__file__).parent
 COMPREHENSIONS = {"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"}
+called_back: list[str] = []  # the command's functions a workflow called (its callbacks)
 
 
 def _room(code: types.CodeType) -> str | None:
@@ -65,6 +67,7 @@ def walk(run: Any, *args: str) -> tuple[list[str], list[str], Any]:
     stops: list[str] = []
     seen: set[types.CodeType] = set()
     rooms: list[str] = []
+    called_back.clear()
     inside = [False]
     main = threading.main_thread()
 
@@ -92,6 +95,10 @@ def walk(run: Any, *args: str) -> tuple[list[str], list[str], Any]:
             assert caller_room is not None
             stand(caller_room)
         stops.append(f"{room}.{code.co_qualname}")
+        if caller is not None and room.startswith("cli/"):
+            from_room = _room(caller.f_code) or ""
+            if from_room.startswith("ops/"):  # a callback the command handed the workflow
+                called_back.append(f"{from_room}.{caller.f_code.co_qualname} -> {stops[-1]}")
         stand(room)
 
     sys.setprofile(profile)
@@ -120,6 +127,9 @@ def test_walk_of_reclaim_batch_size(conn, dsn, run):
         _collapsed([r for r in rooms if r.startswith(own)]),
         "cli/, ops/, render/",
     )
+    for call in called_back:
+        print("  called back", call)
+    print(f"the command's functions called from ops/ (callbacks): {len(called_back)}")
 
 
 def _collapsed(rooms: list[str]) -> list[str]:
