@@ -68,6 +68,9 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
             "columns missing or of the wrong type: "
             + ", ".join(state.missing_columns + state.wrong_columns)
         )
+    unkept = [c for c in state.present_columns if c not in history.columns(state.mode)]
+    if state.mode is not None and unkept:
+        problems.append(f"columns mode {state.mode} does not keep: {', '.join(unkept)}")
     if problems:
         return Check("history installed", False, "; ".join(problems) + " (run jobctl schema apply)")
     assert state.mode is not None

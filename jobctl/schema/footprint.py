@@ -33,7 +33,7 @@ TABLES = {
 # reclaim's refusal of a row an application's trigger kept back or changed (history 013)
 REFUSE_FUNCTION = "refuse"
 
-LEAST = "audit"  # the mode whose trigger no worker statement fires
+LEAST = history.LEAST  # the mode whose trigger no worker statement fires
 # what each mode's WHEN lets through to the function (schema.sql's history_when_* blocks)
 FIRES_FOR = {
     "transitions": "jobctl's own writes and a move to anything but processing or done",
@@ -79,9 +79,13 @@ class Footprint:
             f"  {len(self.columns)} columns, no table rewrite (nullable or constant defaults); "
             "every SELECT * and ORM model of the table sees them:",
             f"    the lease design's: {lease}",
-            f"    jobctl's: {action} (marks jobctl's own writes, never stored), "
-            f"{', '.join(statistics)} (heartbeat statistics in modes late and exact, "
-            "NULL otherwise)",
+            f"    jobctl's: {action} (marks jobctl's own writes, never stored)"
+            + (
+                f", {', '.join(statistics)} (heartbeat statistics in modes late and exact, "
+                "NULL otherwise)"
+                if statistics
+                else f"; mode {LEAST} keeps no heartbeat statistics on the row"
+            ),
             f"  {len(self.checks)} checks: {', '.join(self.checks)} (validated without "
             "blocking the workers; 9-13 µs on each worker UPDATE)",
             f"  index {self.index}: reclaim's, partial on processing, built CONCURRENTLY on a "
@@ -129,7 +133,7 @@ def of(
             names.column(c): t.replace("timestamp with time zone", "timestamptz")
             for c, t in apply.LEASE_COLUMNS.items()
         },
-        jobctl_columns=dict(history.COLUMNS),
+        jobctl_columns=history.columns(mode),
         checks=tuple(f"{target.name}_{suffix}"[:63] for suffix in apply.CHECKS),
         index=ours if ours in kept or not kept else kept[0],
         trigger=history.TRIGGER,

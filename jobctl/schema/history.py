@@ -62,6 +62,9 @@ COLUMNS = {
     "jobctl_max_gap": "interval",
     "jobctl_lease": "interval",
 }
+ACTION = "jobctl_action"
+STATISTICS = tuple(c for c in COLUMNS if c != ACTION)  # the live attempt's, on the jobs row
+LEAST = "audit"  # the mode whose table has jobctl_action alone (and no worker fires it)
 DESCRIBE = {
     "transitions": "worker history of attempts that did not complete (no heartbeat "
     "statistics, completions not recorded) and operator audit",
@@ -383,11 +386,19 @@ class TableState:
     version: str | None  # the trigger's version argument
     enabled: bool
     old_triggers: tuple[str, ...]  # version 1's triggers still on the table
-    missing_columns: tuple[str, ...]
+    missing_columns: tuple[str, ...]  # of those its mode has (history.columns)
     wrong_columns: tuple[str, ...]
     digest: str | None = None  # the trigger's third argument: what it was made from
     function: tuple[str, str] | None = None  # the function the trigger calls: schema, name
     function_md5: str | None = None  # md5 of that function's body as installed
+    present_columns: tuple[str, ...] = ()  # the jobctl_* columns the table has
+
+
+def columns(mode: str | None) -> dict[str, str]:
+    """The jobctl_* columns a jobs table has in ``mode`` (None: not installed, as a first
+    install's): jobctl_action alone in audit, whose trigger keeps no statistics; all in the
+    others."""
+    return {ACTION: COLUMNS[ACTION]} if mode == LEAST else dict(COLUMNS)
 
 
 def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableState:
@@ -395,7 +406,7 @@ def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableSt
         return TableState(None, None, False, (), tuple(COLUMNS), ())
     params = {"oid": table_oid}
     triggers = db.rows(conn, "history_triggers", params)
-    columns = {r["name"]: r["type"] for r in db.rows(conn, "table_columns", params)}
+    found = {r["name"]: r["type"] for r in db.rows(conn, "table_columns", params)}
     mode = version = digest = function_md5 = None
     function = None
     enabled = False
@@ -413,11 +424,12 @@ def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableSt
         version,
         enabled,
         tuple(t["name"] for t in triggers if t["name"] in OLD_TRIGGERS),
-        tuple(c for c in COLUMNS if c not in columns),
-        tuple(c for c, t in COLUMNS.items() if c in columns and columns[c] != t),
+        tuple(c for c in columns(mode) if c not in found),
+        tuple(c for c, t in columns(mode).items() if c in found and found[c] != t),
         digest,
         function,
         function_md5,
+        tuple(c for c in COLUMNS if c in found),
     )
 
 
@@ -444,6 +456,12 @@ def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     assert named is not None
     fragments["job_table"] = sql.Literal(named["qualified"])
     fragments |= kept_texts(fragments)
+    # the heartbeat statistics kept on the jobs row, in the modes whose table has their columns
+    fragments["statistics"] = (
+        queries.query("history_statistics", **fragments)
+        if STATISTICS[0] in columns(mode)
+        else sql.SQL("")
+    )
     body = queries.query("history_function_body", **fragments).as_string(conn)
     event = queries.query(f"history_on_{mode}", **fragments).as_string(conn)
     when = queries.query(f"history_when_{mode}", **fragments).as_string(conn)
@@ -538,7 +556,9 @@ def plan(
             earlier.append(m)
     state = table_state(conn, target.oid)
     chosen = chosen_mode(state, mode)
-    if state.missing_columns:
+    kept = columns(chosen)
+    missing = [c for c in kept if c not in state.present_columns]
+    if missing:
         steps.append(
             Step(
                 "add the history columns (nullable, no default: no rewrite)",
@@ -549,7 +569,7 @@ def plan(
                         queries.query(
                             "add_column", column=sql.Identifier(c), type=sql.SQL(COLUMNS[c])
                         )
-                        for c in state.missing_columns
+                        for c in missing
                     ),
                 ),
                 locks=locks,
@@ -562,6 +582,22 @@ def plan(
                 f"install the history trigger and its function jobctl.{want.function} "
                 f"({DESCRIBE[chosen]})",
                 install_sql(target, chosen, want, calls_shared(state)),
+                locks=locks,
+            )
+        )
+    unkept = [c for c in state.present_columns if c not in kept]
+    if unkept:  # after the function that wrote them is replaced, in a transaction of its own
+        steps.append(
+            Step(
+                f"drop the heartbeat statistics columns, which mode {chosen} does not keep "
+                f"({', '.join(unkept)}: the catalog only, no rewrite)",
+                queries.query(
+                    "drop_columns",
+                    target.ident,
+                    columns=sql.SQL(", ").join(
+                        queries.query("drop_column", column=sql.Identifier(c)) for c in unkept
+                    ),
+                ),
                 locks=locks,
             )
         )

@@ -211,7 +211,7 @@ def installed(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[str]:
         parts.append("the history trigger")
     if _lease_columns(conn, table):
         parts.append("lease columns")
-    if len(state.missing_columns) < len(history.COLUMNS):
+    if state.present_columns:
         parts.append("jobctl_* columns")
     if _checks(conn, table):
         parts.append("checks")

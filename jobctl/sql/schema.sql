@@ -463,6 +463,13 @@ BEGIN
     END IF;
 
     -- the statistics columns describe the live attempt only ('exact' counts from the claim)
+    {statistics}
+    RETURN NEW;
+END
+
+-- name: history_statistics
+-- the end of history_function_body in the modes whose table has the heartbeat statistics
+-- columns (all but audit, whose table has jobctl_action alone: history.columns)
     IF NEW.{status} OPERATOR(pg_catalog.=) {processing} AND NEW.{attempt_token} IS NOT NULL THEN
         NEW.jobctl_attempt := NEW.{attempt_token};
         NEW.jobctl_heartbeats := 0;
@@ -475,8 +482,6 @@ BEGIN
         NEW.jobctl_max_gap := NULL;
         NEW.jobctl_lease := NULL;
     END IF;
-    RETURN NEW;
-END
 
 -- name: history_actor
 -- who the change declares it is made by (jobctl.actor, set by jobctl's --actor), if anyone (a
@@ -562,6 +567,16 @@ CREATE DATABASE {database}
 -- name: add_column
 -- one column of add_columns
 ADD COLUMN {column} {type}
+
+-- name: drop_columns
+-- jobctl's columns of the jobs table a mode does not keep ({columns}: DROP COLUMN name, ...):
+-- a change of the catalog (the rows keep their bytes until next written), under an ACCESS
+-- EXCLUSIVE lock for that instant, tried with short lock timeouts like every step
+ALTER TABLE {table} {columns}
+
+-- name: drop_column
+-- one column of drop_columns (IF EXISTS: a step run again finds it gone)
+DROP COLUMN IF EXISTS {column}
 
 -- name: record_table_mapping
 -- the table's own names for the lease design's, recorded for everyone on call (schema apply

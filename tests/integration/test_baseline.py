@@ -1,7 +1,8 @@
 """A fresh install is the current schema: one baseline (sql/history/baseline.sql) makes what
 the migrations end with, and a database upgraded from every earlier history version has the
 same catalog as a fresh one — tables, columns and their types, indexes, functions and their
-definitions, triggers, grants, comments (tests/catalogs.py).
+definitions, triggers, grants, comments (tests/catalogs.py) — in mode audit too, whose table
+has jobctl_action alone; and the columns the application sees in each mode, counted.
 
 Each earlier version is built as it was left: the reference jobs table with the lease columns,
 migrations 001 to N applied as schema apply runs them (008 concurrently), and the table's
@@ -118,6 +119,56 @@ def test_an_upgrade_from_each_earlier_version_is_a_fresh_install(fresh, empty_ds
     with psycopg.connect(empty_dsn, row_factory=rows.dict_row) as conn:
         recorded = conn.execute("SELECT version FROM jobctl.migrations ORDER BY 1").fetchall()
     assert [r["version"] for r in recorded] == [m.version for m in history.migrations()]
+
+
+@pytest.mark.parametrize("version", [2, 7, LATEST - 1])
+def test_an_audit_install_upgraded_is_a_fresh_audit_install(fresh, empty_dsn, version):
+    """An audit install of before (all five jobctl_* columns on the table) upgraded with
+    --history audit: the four statistics columns dropped (after the function that wrote them
+    is replaced), the catalog a fresh audit install's."""
+    at_version(empty_dsn, version)
+    upgraded = applied(empty_dsn, "audit")
+    assert differences(fresh["audit"], upgraded) == {}
+
+
+def test_the_columns_the_application_sees_in_each_mode(empty_dsn):
+    """What schema apply adds to a plain jobs table, by mode: the lease design's five columns,
+    and jobctl_action alone under --history audit (the four statistics columns besides in the
+    modes whose trigger keeps them on the row)."""
+    settings = db.Settings(dsn=empty_dsn)
+    added = {}
+    with db.connect(settings) as conn:
+        conn.autocommit = True
+        for mode in history.MODES:
+            jobs = sql.Identifier(f"jobs_{mode}")
+            queued = sql.Identifier(reclaim_index.index_name(f"jobs_{mode}", "_queued"))
+            conn.execute(queries.query("reference_table", jobs, queued_index=queued))
+            before = set(table_columns(conn, f"jobs_{mode}"))
+            steps = schema_apply.plan_apply(conn, f"jobs_{mode}", create=False, history_mode=mode)
+            schema_steps.apply(conn, settings, steps)
+            added[mode] = [c for c in table_columns(conn, f"jobs_{mode}") if c not in before]
+    lease = list(schema_apply.LEASE_COLUMNS)
+    assert added == {
+        "transitions": [*lease, *history.COLUMNS],
+        "late": [*lease, *history.COLUMNS],
+        "exact": [*lease, *history.COLUMNS],
+        "audit": [*lease, "jobctl_action"],
+    }
+    assert {mode: len(columns) for mode, columns in added.items()} == {
+        "transitions": 10,
+        "late": 10,
+        "exact": 10,
+        "audit": 6,
+    }
+
+
+def table_columns(conn: psycopg.Connection[Any], name: str) -> list[str]:
+    found = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        (name,),
+    ).fetchall()
+    return [r["attname"] for r in found]
 
 
 def test_the_catalog_comparison_sees_what_a_migration_left(fresh, empty_dsn):

@@ -10,7 +10,8 @@
   and explain show them. The default mode, run through the same statements, is the control:
   its function is called by a worker's fail, so the count can see a call.
 * Switching between the modes while workers run takes no ACCESS EXCLUSIVE lock on the
-  table (pg_locks, sampled throughout), holds no worker up past one short lock try, and an
+  table (pg_locks, sampled throughout) but the instant of the statistics columns audit does
+  not keep, dropped or added back, holds no worker up past one short lock try, and an
   apply in the mode already installed has nothing to do.
 """
 
@@ -102,7 +103,10 @@ def test_the_footprint_printed_is_what_the_catalog_gains(empty_dsn, jobctl, mode
     with psycopg.connect(empty_dsn, autocommit=True, row_factory=rows.dict_row) as conn:
         after = catalog(conn)
     added = {key: after[key] - before[key] for key in after}
-    assert added["columns"] == set(whole.columns) and len(whole.columns) == 10
+    # the lease design's five, and jobctl_action alone in audit (the statistics' four besides
+    # in the other modes)
+    assert added["columns"] == set(whole.columns)
+    assert len(whole.columns) == (6 if mode == "audit" else 10)
     assert added["checks"] == set(whole.checks)
     assert added["indexes"] == {whole.index}
     assert added["triggers"] == {whole.trigger}
@@ -252,10 +256,20 @@ def test_switching_modes_is_online_and_idempotent(conn, dsn):
         busy.stop(workers)
     result = busy.collect(workers)
 
-    assert seen == []
+    # the one ACCESS EXCLUSIVE lock on the table: the statistics columns audit does not keep,
+    # dropped and added back (the catalog only), each tried with short lock timeouts (its
+    # session seen running the ALTER, or the COMMIT that ends its step)
+    assert all(
+        q.startswith('ALTER TABLE "public"."jobs" DROP COLUMN IF EXISTS "jobctl_attempt"')
+        or q.startswith('ALTER TABLE "public"."jobs" ADD COLUMN "jobctl_attempt"')
+        or q == "COMMIT"
+        for q in seen
+    ), seen
     assert not result["errors"]
     meanwhile = busy.during(result, started, ended)
     assert len(meanwhile) > 100, "the workers were not running during the switches"
-    assert busy.figures(meanwhile)["worst_ms"] < BOUND_MS
+    worst = busy.figures(meanwhile)["worst_ms"]
+    print(f"\nmode switches: worst worker statement {worst:.0f} ms of {len(meanwhile)}")
+    assert worst < BOUND_MS
     checks = json.loads(jobctl_process(dsn, "schema", "check", "-o", "json").stdout)
     assert all(c["ok"] for c in checks), checks

@@ -55,6 +55,8 @@ FRAGMENTS = {
     "checksum": sql.Literal("0" * 64),
     "versions": sql.Literal([1, 2]),
     "checksums": sql.Literal(["0" * 64, "1" * 64]),
+    # the end of a history function in a mode with statistics columns (history.wanted)
+    "statistics": sql.SQL("NULL;"),
     # the migrations a fresh install's baseline stands for (history.baseline_step)
     "rows": sql.SQL("(1, 'events_attempts', '0.2.0', {})").format("0" * 64),
     "database": sql.Identifier("jobctl_demo"),
