@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: Any) -> str | float:
     exact = _EXACT.get(type(value))  # the common cases first: a row's timestamps and tokens
     if exact is not None:
         return exact(value)
@@ -44,7 +44,7 @@ def _non_finite(number: float | decimal.Decimal) -> str:
     return str(number)
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: Any) -> object:
     """``value`` with every non-finite float (a float8 column, or inside a float8[]) as
     _non_finite's string: JSON is strict (allow_nan=False), and this runs only when the
     strict encoder refused."""
@@ -57,7 +57,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-_EXACT: dict[type, Callable[[Any], Any]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
+_EXACT: dict[type, Callable[[Any], str]] = {dt.datetime: dt.datetime.isoformat, uuid.UUID: str}
 _ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False)
 # json.dumps's own C encoder, made once instead of once per row (as JSONEncoder.encode does,
 # the second reason a row cost 12 us): the same text, byte for byte (tests/unit/test_output.py)

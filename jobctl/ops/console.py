@@ -213,7 +213,7 @@ def since_seen(seen: Row, now: Row | None) -> str | None:
     return None
 
 
-def _same(value: Any) -> Any:
+def _same(value: Any) -> float | str | None:
     if isinstance(value, dt.datetime):
         return value.timestamp()
     return None if value is None else str(value)

@@ -21,7 +21,7 @@ to_json = json_text.to_json
 _json_default = json_text._json_default
 
 
-def _flat(value: Any) -> Any:
+def _flat(value: Any) -> object:
     """A value for CSV/TSV as JSON writes it, unquoted: ``true``/``false``, ISO timestamps,
     numbers, plain strings, JSON for nested values; a null an empty field."""
     if value is None:
@@ -35,7 +35,7 @@ def _flat(value: Any) -> Any:
     return value
 
 
-def _flat_visible(value: Any) -> Any:
+def _flat_visible(value: Any) -> object:
     """_flat's value for a terminal: text as safe_text.visible shows it."""
     flat = _flat(value)
     return safe_text.visible(flat) if isinstance(flat, str) else flat
@@ -52,7 +52,7 @@ _CSV_AS_IS = frozenset({type(None), int, float})
 _CSV_EXACT: dict[type, Callable[[Any], str]] = {
     dt.datetime: dt.datetime.isoformat,
     uuid.UUID: str,
-    bool: _flat,
+    bool: lambda value: "true" if value else "false",  # as _flat writes it
 }
 
 
@@ -79,12 +79,12 @@ def csv_cells(values: Iterable[Any]) -> list[Any]:
     ]
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any) -> object:
     flat = _flat(value)
     return csv_text(flat) if isinstance(flat, str) else flat
 
 
-def _csv_visible(value: Any) -> Any:
+def _csv_visible(value: Any) -> object:
     """A CSV cell for a terminal: safe for a spreadsheet (it may be copied) and visible."""
     flat = _csv_cell(value)
     return safe_text.visible(flat) if isinstance(flat, str) else flat

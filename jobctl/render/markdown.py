@@ -48,7 +48,7 @@ def _said(value: Any) -> str:
     return output.markdown_code(str(value), in_table=False)
 
 
-def _word(value: Any) -> Any:
+def _word(value: Any) -> object:
     """One of jobctl's own words (an event's kind, why a job waits) as it is; anything else
     from a row a code span as usual."""
     return Rendered(value) if isinstance(value, str) and _WORD.fullmatch(value) else value

@@ -14,11 +14,14 @@ import enum
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from jobctl.contract import json_text, safe_text
 from jobctl.render import delimited
 from jobctl.render.screen import Column
+
+if TYPE_CHECKING:
+    from rich.console import Console, Group
 
 Row = Mapping[str, Any]  # any row shape (see rows.py) is rendered the same way
 
@@ -316,7 +319,7 @@ def _write_delimited(sections: Sequence[Section], delimiter: str, stream: IO[str
                 write({**row, "section": name} for row in chunk)
 
 
-def _console(stream: IO[str], screen: Screen | None) -> Any:
+def _console(stream: IO[str], screen: Screen | None) -> Console:
     from rich.console import Console
 
     colour = screen is not None and screen.colour
@@ -402,7 +405,7 @@ def screen_group(
     width: int | None,
     height: int | None = None,
     title: str | None = None,
-) -> Any:
+) -> Group:
     """The sections as terminal tables (``screen.layout``) in one renderable: one line per
     row, at most ``width`` cells wide; with ``height`` (what ``--watch`` refreshes), only
     the rows that fit, saying how many are not shown."""
@@ -426,7 +429,7 @@ def screen_group(
     return Group(*parts)
 
 
-def _generic_column(key: str) -> Any:
+def _generic_column(key: str) -> Column:
     """A terminal column for a key no view names: a ``*_s`` key is a duration (``OLDEST
     READY`` shows 1m45s, not ``OLDEST READY S`` 104.7); the machine formats keep seconds."""
     from jobctl.render import screen
@@ -468,7 +471,7 @@ def _section_lines(
 
 def rich_group(
     sections: Sequence[Section], *, columns: int, lines: int, title: str | None = None
-) -> Any:
+) -> Group:
     """What ``--watch`` refreshes on a terminal: the sections fitted to its ``columns`` x
     ``lines`` screen."""
     from rich.console import Group

@@ -16,14 +16,15 @@ from jobctl.render import rows
 from jobctl.render.screen import Column, seconds
 
 
-def became(row: Any) -> Any:
+def became(row: Any) -> str | None:
     """What an event made of its job (its new status); of a pause or resume, which kind or
     queue (an event of no job: its kind or queue column says which)."""
     if row.get("id") is None and row.get("event") in ("paused", "resumed"):
         for design in ("kind", "queue"):
             if row.get(design) is not None:
                 return f"{design} {row[design]}"
-    return row.get("to_status")
+    status: str | None = row.get("to_status")
+    return status
 
 
 # what a pause's claims since it began read as, where the database holds them not all: the
@@ -36,7 +37,7 @@ IGNORED_BY = (
 )
 
 
-def claims_cell(row: Any) -> Any:
+def claims_cell(row: Any) -> str | int:
     """A pause's claims since it began (the block claims_since_pause), or ``UNSEEN`` where the
     history keeps none of the ended attempts."""
     since = row.get("claims_since")

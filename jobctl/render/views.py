@@ -4,7 +4,7 @@ and the same data as titled tables). Pure: no database, no printing."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from jobctl.contract import shapes
@@ -17,7 +17,7 @@ from jobctl.render.screen import Column
 # priority as the width allows; -o wide shows every one. Piped tables keep ``rows.*_COLUMNS``.
 
 
-def _paint(styles: dict[str, str]) -> Any:
+def _paint(styles: dict[str, str]) -> Callable[[str], str]:
     """A style by cell text: colour that repeats what the text says (never alone)."""
     return lambda text: styles.get(text.strip("()"), "")
 
@@ -51,7 +51,7 @@ def _skipped_leased(found: Sequence[Any]) -> bool:
     return any(r.get("skipped") and r.get("lease_state") != "none" for r in found)
 
 
-def _skipped_lease(row: Any) -> Any:
+def _skipped_lease(row: Any) -> object:
     return None if row.get("lease_state") == "none" else row.get("skipped")
 
 
@@ -69,7 +69,7 @@ ID = Column("id", "ID", whole=True)
 WORKER = Column("reserved_by", "WORKER", whole=True)
 
 
-def _has(key: str) -> Any:
+def _has(key: str) -> Callable[[Sequence[Any]], bool]:
     return lambda found: any(key in r for r in found)
 
 

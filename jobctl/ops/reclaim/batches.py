@@ -444,7 +444,7 @@ def _why_not_applied(s: Session, missed: list[Row], which: ExpiredFilter) -> lis
     ]
 
 
-def _timestamp(value: Any) -> Any:
+def _timestamp(value: Any) -> object:
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
