@@ -188,6 +188,7 @@ def _kept(s: Session, st: Standing, ask: Ask) -> Found:
     left = repeated_ids.LeftOut()
     found: list[Any] = list(rows(s, st, ask.telling(left)))
     marked = [{**row, "replica": st.info()} for row in found] if st.standby else found
+    no_lease = sum(row.get("lease_state") == "none" for row in found)
     return Found(
         len(found),
         list(fleet.tagged(s.settings.target or "", marked)),
@@ -195,4 +196,6 @@ def _kept(s: Session, st: Standing, ask: Ask) -> Found:
         held_back=held_back(s, st, ask),
         paused=pause.waiting(s),
         left_out=left.found(s),
+        no_lease=no_lease,
+        no_lease_listed=no_lease,
     )

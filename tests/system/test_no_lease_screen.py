@@ -73,6 +73,8 @@ def test_expired_leases_stay_on_the_screen(incident, columns, rows):
     else:
         assert len(listed) == lockless and all("no lease" in line for line in listed)
         assert f"{lockless} processing job(s) have no lease (claimed by" in said
+    # the hint counts what reclaim acts on: the 4 expired leases, not the lease-less jobs
+    assert "4 job(s); preview the reclaim with: jobctl reclaim --dry-run" in said
     if columns == 120:  # the mapped queue and the attempts before optional detail
         header = shot.lines[0].split()
         assert header[:5] == ["ID", "QUEUE", "WORKER", "POLICY", "ATTEMPTS"]

@@ -192,9 +192,18 @@ def _stuck_said(
     # every job the filter matched, when a --limit showed fewer: said under any output
     total = sum(o.value.total or o.value.count for o in outcomes if o.value)
     cut = total if total > found else None
-    if found and sys.stdout.isatty() and out.tabular:
-        holding = [o.target.name for o in outcomes if o.value and o.value.count]
-        terminal.say(reclaim_lines.reclaim_hint(found, holding if shown.several else None, cut))
+    # the hint counts what reclaim acts on: expired leases, not the jobs with no lease
+    expired = found - sum(o.value.no_lease_listed for o in outcomes if o.value)
+    if expired and sys.stdout.isatty() and out.tabular:
+        holding = [
+            o.target.name for o in outcomes if o.value and o.value.count > o.value.no_lease_listed
+        ]
+        all_expired = total - sum(o.value.no_lease for o in outcomes if o.value)
+        terminal.say(
+            reclaim_lines.reclaim_hint(
+                expired, holding if shown.several else None, all_expired if cut else None
+            )
+        )
     elif cut:
         terminal.say(f"showing {found} of {cut} job(s) (--limit)")
     if any(o.value and o.value.left_out for o in outcomes):  # ids two rows hold: partial
