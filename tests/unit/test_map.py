@@ -1,60 +1,47 @@
-"""CONTRIBUTING.md's architecture map is true: every module and SQL file of ``jobctl/`` is named
-in the row of its layer, and every module a row describes (a name in backticks, then its job in
-parentheses) exists in that row's package."""
+"""CONTRIBUTING.md's architecture map is true: one line per module of ``jobctl/`` (``- `path` —
+what it does``), every module with its line and every line with its module, each line short;
+every package says the rest in its docstring; every SQL file is named."""
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "jobctl"
 MAP = (ROOT / "CONTRIBUTING.md").read_text()
+LINE = re.compile(r"^- `(?P<path>[a-z_/]+\.py)` — (?P<job>\S.*)$", re.MULTILINE)
+LONGEST = 120
 
 
-def layer_rows() -> dict[str, str]:
-    """Each layer's row of the map's table by the packages or modules its second cell names
-    (``cli/``, ``lease.py``), the row's whole text as the value."""
-    rows: dict[str, str] = {}
-    for line in MAP.splitlines():
-        cells = [cell.strip() for cell in line.split("|")[1:-1]]
-        if len(cells) >= 3 and "·" in cells[0]:
-            for name in re.findall(r"`([a-z_]+(?:/|\.py))`", cells[1]):
-                rows[name] = line
-    return rows
+def modules() -> list[str]:
+    return sorted(
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"
+    )
 
 
-def home_row(path: pathlib.Path, rows: dict[str, str]) -> str:
-    """The map's row for a module: its top-level package's, or its own for a flat module."""
-    parts = path.relative_to(PACKAGE).parts
-    key = f"{parts[0]}/" if len(parts) > 1 else parts[0]
-    return rows.get(key, "")
+def test_every_module_has_one_line() -> None:
+    named = [m["path"] for m in LINE.finditer(MAP)]
+    assert sorted(named) == modules(), {
+        "without a line": sorted(set(modules()) - set(named)),
+        "gone": sorted(set(named) - set(modules())),
+        "twice": sorted({n for n in named if named.count(n) > 1}),
+    }
 
 
-def test_every_module_is_named_in_its_layers_row() -> None:
-    rows = layer_rows()
-    missing = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "__init__.py":
-            continue
-        row = home_row(path, rows)
-        if f"`{path.stem}`" not in row and f"`{path.name}`" not in row:
-            missing.append(str(path.relative_to(ROOT)))
-    assert not missing, f"modules CONTRIBUTING.md's map does not name: {missing}"
+def test_each_line_is_one_short_line() -> None:
+    long = [m[0] for m in LINE.finditer(MAP) if len(m[0]) > LONGEST]
+    assert long == []
 
 
-def test_every_module_a_row_describes_exists() -> None:
-    packages: dict[str, list[pathlib.Path]] = {}
-    for key, row in layer_rows().items():
-        if key.endswith("/"):
-            packages.setdefault(row, []).append(PACKAGE / key)
-    gone = []
-    for row, dirs in packages.items():
-        held = row.split("|")[3]
-        for name in re.findall(r"`([a-z_]+)(?:\.py)?` \(", held):
-            if not any(list(d.rglob(f"{name}.py")) or (d / name).is_dir() for d in dirs):
-                gone.append(name)
-    assert not gone, f"CONTRIBUTING.md's map names modules that are gone: {gone}"
+def test_every_package_says_the_rest_in_its_docstring() -> None:
+    thin = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if len(doc.split()) < 30:
+            thin.append(str(init.relative_to(ROOT)))
+    assert thin == []
 
 
 def test_every_sql_file_is_named() -> None:
