@@ -7,6 +7,8 @@ exports as JOBCTL_DSN is the module's too, and checked likewise."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import signal
@@ -23,6 +25,8 @@ import pytest
 from conftest import scratch_database
 from helpers import wait_until
 from shapes import OWN_NAMES_PARKED, TEXT_VARCHAR_NAIVE
+
+from jobctl.render import rows
 
 SHAPES = {"orders": staging.REFERENCE, "billing": OWN_NAMES_PARKED, "emails": TEXT_VARCHAR_NAIVE}
 
@@ -536,6 +540,20 @@ def test_reclaim_across_targets_each_target_its_own(copied, run):
             processing(copied, name)
             == copied.stuck[name] * 0 + {"orders": 2, "billing": 1, "emails": 2}[name]
         )  # the live leases stay
+
+
+def test_reclaim_across_targets_has_one_csv_header_with_rows_or_none(copied, run):
+    """Across targets (each its own mapping) reclaim's csv header is the target, then every
+    key of a reclaim row with every optional key (kind, queue ...): the dry run's and the
+    commit's, with rows and with none left."""
+    header = ["target", *rows.with_optional(rows.RECLAIM_KEYS, rows.OPTIONAL_KEYS)]
+    dry = run("--all-targets", "reclaim", "-o", "csv")
+    done = run("--all-targets", "reclaim", "--commit", "--yes", "-o", "csv")
+    again = run("--all-targets", "reclaim", "--commit", "--yes", "-o", "csv")
+    found = [list(csv.reader(io.StringIO(r.out))) for r in (dry, done, again)]
+    assert [len(lines) > 1 for lines in found] == [True, True, False], found
+    assert found[0][0] == found[1][0] == found[2][0]
+    assert found[0][0] == header and header[:4] == ["target", "id", "kind", "queue"]
 
 
 def test_a_target_lost_mid_commit_says_what_it_committed_and_the_next_goes_on(copied):
