@@ -141,9 +141,9 @@ COMMANDS: dict[str, Command | Group] = {
                 writes=True,
             ),
             "policy": Command(
-                "jobctl.cli.commands.writes", "policy", writes=True, reads_with="list_kinds"
+                "jobctl.cli.commands.policy", "policy", writes=True, reads_with="list_kinds"
             ),
-            "quarantine": Command("jobctl.cli.commands.writes", "quarantine", writes="commit"),
+            "quarantine": Command("jobctl.cli.commands.policy", "quarantine", writes="commit"),
         },
     ),
     # running jobctl: watching, checking, setting up, trying it
