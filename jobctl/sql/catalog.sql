@@ -281,7 +281,7 @@ SELECT to_regclass(%(name)s)::oid::int AS oid, clock_timestamp() AS since
 
 -- name: index_valid
 -- an index named with its schema: whether it is valid (no row: no such index); an invalid one
--- is what an interrupted CREATE INDEX CONCURRENTLY leaves (history.concurrent_steps)
+-- is what an interrupted CREATE INDEX CONCURRENTLY leaves (migrations.concurrent_steps)
 SELECT i.indisvalid AS valid
 FROM pg_catalog.pg_index i
 WHERE i.indexrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%(name)s)::pg_catalog.oid
