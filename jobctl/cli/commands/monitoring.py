@@ -246,6 +246,20 @@ def _notifier_of(here: db.Settings, command: str, asked: Asked) -> Notifications
     return notifier(asked, table=here.table, target=here.target, command=command, log=terminal.say)
 
 
+def served(where: Where, every: dt.timedelta | None, asked: Asked) -> db.Settings | None:
+    """The one database ``reclaim --every`` notifies about, or None (no URL given, none in
+    the environment); a ``--notify`` option without --every, or across targets: exit 2, before
+    anything runs."""
+    one = targets.single(where) if every is not None else None
+    if not asked.given and not (one is not None and from_environment()):
+        return None
+    if one is None:
+        raise errors.UsageError(
+            "--notify, --notify-env and --notify-file are for reclaim --every on one database"
+        )
+    return one
+
+
 @contextlib.contextmanager
 def for_reclaim_service(
     where: Where, every: dt.timedelta | None, asked: Asked
@@ -254,14 +268,10 @@ def for_reclaim_service(
     targets, exit 2): their watch (``ops.notify.Watch``, or None when no URL is given), the
     sender closed when the service ends. The environment's URLs serve the service on one
     database, and nothing else."""
-    one = targets.single(where) if every is not None else None
-    if not asked.given and not (one is not None and from_environment()):
+    one = served(where, every, asked)
+    if one is None:
         yield None
         return
-    if one is None:
-        raise errors.UsageError(
-            "--notify, --notify-env and --notify-file are for reclaim --every on one database"
-        )
     made = _notifier_of(one, "reclaim --every", asked)
     try:
         yield made.watch if made else None

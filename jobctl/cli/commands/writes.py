@@ -100,6 +100,7 @@ def reclaim_command(
         whole=terminal.TABLE_ROWS if out.tabular else None,
     )
     where = context.address(ctx)
+    monitoring.served(where, every, notify)  # --notify is the service's: exit 2 without it
     shown = _ReclaimShown(fleet.several(where), out, fmt)
     if every is not None:  # the service runs for long, its command line visible all along
         context.warn_password_on_command_line(ctx)
