@@ -88,6 +88,7 @@ class Found:
     held_back: int = 0  # leases expired within a standby's lag: not listed (standby.held_back)
     no_lease: int = 0  # processing jobs with no lease the filter matches, all of them
     no_lease_listed: int = 0  # of them, those among the rows (fewer when --limit cut)
+    expired_listed: int = 0  # the rows whose lease expired: what reclaim acts on
     paused: list[Row] = dataclasses.field(default_factory=list)  # ops.pause.waiting's rows
     # ids another row holds too, left out (exit 1), each with repeated_ids' row of it
     left_out: list[tuple[Any, Row | None]] = dataclasses.field(default_factory=list)
@@ -158,20 +159,22 @@ def _streamed(
     """One database's rows shown as they are read, then what it says under them (the jobs
     with no lease, the kinds and queues paused among them); the ready jobs waiting when none
     was found ("my job is stuck" often means nobody claims it)."""
-    found = no_lease = 0
+    found = no_lease = expired = 0
     left = repeated_ids.LeftOut()
     ask = ask.telling(left)
 
     def counted() -> Iterator[LeaseRow]:
-        nonlocal found, no_lease
+        nonlocal found, no_lease, expired
         for row in rows(s, st, ask):
             found += 1
             no_lease += row.get("lease_state") == "none"
+            expired += row.get("lease_state") == "expired"
             yield row
 
     show(Stream(counted(), shown_optional(s), st))
     result = Found(found, standing=st, held_back=held_back(s, st, ask), no_lease=no_lease)
     result.no_lease_listed = no_lease
+    result.expired_listed = expired
     if not ask.at_risk and found >= ask.limit:  # the limit cut: count them all
         expired, result.no_lease = triage.stuck_count(s, ask.on(st))
         result.total = expired + result.no_lease if expired + result.no_lease > found else None
@@ -189,6 +192,7 @@ def _kept(s: Session, st: Standing, ask: Ask) -> Found:
     found: list[Any] = list(rows(s, st, ask.telling(left)))
     marked = [{**row, "replica": st.info()} for row in found] if st.standby else found
     no_lease = sum(row.get("lease_state") == "none" for row in found)
+    expired = sum(row.get("lease_state") == "expired" for row in found)
     return Found(
         len(found),
         list(fleet.tagged(s.settings.target or "", marked)),
@@ -198,4 +202,5 @@ def _kept(s: Session, st: Standing, ask: Ask) -> Found:
         left_out=left.found(s),
         no_lease=no_lease,
         no_lease_listed=no_lease,
+        expired_listed=expired,
     )

@@ -26,8 +26,8 @@ DEAD = "delayed_job.4 host:web-old-3 pid:17012"
 
 @pytest.fixture(scope="module", params=[40, 8], ids=["swamped", "few"])
 def incident(request, server_dsn, template):
-    """4 expired leases of DEAD (queue mailers), then ``param`` jobs claimed with no lease 5
-    hours ago (queue default); the table's queue column mapped."""
+    """4 expired leases of DEAD (queue mailers), 2 live leases of 10 minutes, then ``param``
+    jobs claimed with no lease 5 hours ago (queue default); the table's queue column mapped."""
     with scratch_database(server_dsn, "jobctl_nolease", template) as dsn:
         subprocess.run(
             [sys.executable, "-m", "jobctl", "schema", "apply", "--yes", "--column", "queue=queue"],
@@ -39,6 +39,9 @@ def incident(request, server_dsn, template):
             c.execute("INSERT INTO jobs (queue) SELECT 'mailers' FROM generate_series(1, 4)")
             worker = lease.Worker(c, DEAD, lease_seconds=-300)
             assert all(worker.claim() for _ in range(4))
+            c.execute("INSERT INTO jobs (queue) SELECT 'mailers' FROM generate_series(1, 2)")
+            live = lease.Worker(c, "web-live-1", lease_seconds=600)  # 2 live leases
+            assert all(live.claim() for _ in range(2))
             c.execute(
                 "INSERT INTO jobs (status, reserved_by, reserved_at, attempts) "
                 "SELECT 'processing', 'delayed_job host:web-old-3 pid:' || (17000 + g), "
@@ -88,3 +91,13 @@ def test_wide_lists_every_job_with_no_lease(incident):
     listed = [line for line in shot.lines if re.match(r"\d+\s+\S+\s+delayed_job host:", line)]
     assert len(listed) == lockless
     assert "not listed" not in shot.text
+
+
+def test_the_reclaim_hint_counts_expired_leases_alone(incident):
+    """Beside the 2 live leases ``--expiring-within`` lists and the jobs with no lease, the
+    hint counts the 4 expired leases reclaim acts on."""
+    dsn, _ = incident
+    shot = on_terminal(["stuck", "--expiring-within", "1h"], columns=120, rows=60, dsn=dsn)
+    said = " ".join(shot.text.split())
+    assert sum("web-live-1" in line for line in shot.lines) == 2
+    assert "4 job(s); preview the reclaim with: jobctl reclaim --dry-run" in said

@@ -193,11 +193,10 @@ def _stuck_said(
     total = sum(o.value.total or o.value.count for o in outcomes if o.value)
     cut = total if total > found else None
     # the hint counts what reclaim acts on: expired leases, not the jobs with no lease
-    expired = found - sum(o.value.no_lease_listed for o in outcomes if o.value)
+    # beside them, nor the live ones --expiring lists
+    expired = sum(o.value.expired_listed for o in outcomes if o.value)
     if expired and sys.stdout.isatty() and out.tabular:
-        holding = [
-            o.target.name for o in outcomes if o.value and o.value.count > o.value.no_lease_listed
-        ]
+        holding = [o.target.name for o in outcomes if o.value and o.value.expired_listed]
         all_expired = total - sum(o.value.no_lease for o in outcomes if o.value)
         terminal.say(
             reclaim_lines.reclaim_hint(
