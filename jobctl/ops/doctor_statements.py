@@ -351,18 +351,20 @@ def _text_constant(node: Any) -> str | None:
 
 
 def _takes_unclaimed(update: dict[str, Any], sets: Mapping[str, Any], c: Any) -> bool:
-    """Whether an UPDATE claims by taking rows no one holds: it sets the claim (the worker or
-    the claim time, to values the statistics write as $n) of rows it picks by ``IS NULL`` on
-    a column only a processing row carries (Delayed::Job's ``locked_at IS NULL``). A give
-    back (``SET locked_by = NULL ... WHERE locked_by = $1``) tests no such NULL."""
-    if not set(sets) & {c(x) for x in CLAIM_COLUMNS}:
+    """Whether an UPDATE claims by taking rows no one holds: it sets a claim column (the
+    worker or the claim time, to values the statistics write as $n) of rows it picks by
+    ``IS NULL`` on that same column (Delayed::Job's ``SET locked_at = $1 ... WHERE locked_at
+    IS NULL``). A give back (``SET locked_by = NULL ... WHERE locked_by = $1``) tests no
+    such NULL, and neither does a sweeper that gives back jobs never heartbeaten (``SET
+    reserved_by = $2 ... WHERE heartbeat_at IS NULL``): the NULL it tests is not what it sets."""
+    claimed = set(sets) & {c(x) for x in CLAIM_COLUMNS}
+    if not claimed:
         return False
-    held = {c(x) for x in PROCESSING_ONLY}
     for part in ("whereClause", "withClause", "fromClause"):
         for n in fence.walk(update.get(part)):
             test = n.get("NullTest")
             if isinstance(test, dict) and test.get("nulltesttype") == "IS_NULL":
-                if _columns(test.get("arg")) & held:
+                if _columns(test.get("arg")) & claimed:
                     return True
     return False
 

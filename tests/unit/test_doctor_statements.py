@@ -672,6 +672,14 @@ def test_a_claim_by_lock_age_is_a_claim_that_fails_the_timeout_check():
             ("unfenced_update",),
             None,
         ),
+        # a sweeper that gives back jobs taken long ago and never heartbeaten: it sets the
+        # claim columns but picks by a NULL it does not set, so it is no claim
+        (
+            "UPDATE jobs SET status=$1, reserved_by=$2, reserved_at=$3 WHERE status=$4 AND "
+            "heartbeat_at IS NULL AND reserved_at < now() - $5::interval",
+            ("sweeper_by_age",),
+            None,
+        ),
         # a stamped claim by updated_at age, with SKIP LOCKED and the lease: only the age
         (
             "UPDATE jobs SET status = $1, reserved_at = now(), attempt_token = $2, "
