@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
 import os
 import sys
 import tempfile
@@ -222,7 +221,7 @@ TABLE_ROWS = 20
 def drain(
     batches: Iterable[list[shapes.ReclaimRow]],
     total: int | None,
-    optional: Sequence[str] | None,
+    optional: Sequence[str],
     out: output.Output,
     fmt: str | None,
     *,
@@ -232,8 +231,8 @@ def drain(
     table shows; ``total``: how many are expected, for a progress bar): jsonl prints each
     batch as it lands, in one write; so do json, as the elements of one array (left unclosed
     when a later batch fails: never a valid document that reads as the whole), and csv and
-    tsv, under one header (``optional``: the mapped kind and queue it holds, None: the first
-    rows'); a table prints nothing until the end (``emit_reclaim``), so memory stays flat."""
+    tsv, under one header (``optional``: the kind and queue it holds, mapped or not, with no
+    row too); a table prints nothing until the end (``emit_reclaim``), so memory stays flat."""
     streamed: contextlib.AbstractContextManager[Callable[[Iterable[Any]], None]]
     batches = iter(batches)
     if out is output.Output.json:
@@ -241,14 +240,8 @@ def drain(
     elif out in (output.Output.csv, output.Output.tsv):
         delimiter = "," if out is output.Output.csv else "\t"
         # the header: every key of a reclaim row, and kind and queue where the table maps
-        # them, the same with no row (across targets, whose mappings may differ: the first
-        # rows' optional keys)
-        if optional is not None:
-            columns = rows.with_optional(list(columns), optional)
-        else:
-            first = next(batches, [])
-            columns = rows.with_optional(list(columns), first)
-            batches = itertools.chain([first] if first else [], batches)
+        # them (across targets, whose mappings may differ: both), the same with no row
+        columns = rows.with_optional(list(columns), optional)
         streamed = output.delimited_rows(sys.stdout, columns, delimiter)
     else:
         streamed = contextlib.nullcontext(lambda _batch: None)

@@ -61,6 +61,9 @@ def bulk_keys(optional: Any) -> list[str]:
 
 # what the job is, when the table maps it; its priority (stuck's rows), when the table keeps one
 OPTIONAL_KEYS = ("kind", "queue", "priority")
+# those a reclaim row carries (kind and queue where mapped, never the priority): across
+# targets, whose mappings differ, reclaim's header holds both, empty where a target maps none
+RECLAIM_OPTIONAL_KEYS = ("kind", "queue")
 
 
 def with_optional(columns: list[str], found: Any) -> list[str]:

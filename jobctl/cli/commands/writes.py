@@ -163,7 +163,7 @@ class _ReclaimShown:
         and skipped ones; a commit: the first and skipped ones, the rest printed as they came),
         or a dry run's every row in a machine format."""
         if done.found is not None and not self.out.tabular:  # kind, queue: whatever is mapped
-            keys = rows.with_optional(rows.RECLAIM_KEYS, rows.OPTIONAL_KEYS)
+            keys = rows.with_optional(rows.RECLAIM_KEYS, rows.RECLAIM_OPTIONAL_KEYS)
             return views.table(done.found, done.found, rows.RECLAIM_COLUMNS, keys=keys)
         if done.tally is None or not self.out.tabular:
             return None

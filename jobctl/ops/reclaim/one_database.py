@@ -83,7 +83,7 @@ def start(
     def after() -> int:
         return expired_since(s, request.expired, preview_rows.read_at)
 
-    return Run(batches, total, after, optional)
+    return Run(batches, total, optional, after)
 
 
 def expired_since(s: Session, which: ExpiredFilter, previewed_at: Any) -> int:

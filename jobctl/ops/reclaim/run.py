@@ -36,7 +36,7 @@ from jobctl.ops.reclaim import across_targets, one_database, row_errors
 from jobctl.ops.reclaim.steps import Reclaimed, Run, Said, Step
 from jobctl.ops.reclaim.tally import Tally
 from jobctl.render.reclaim_lines import AcrossTargets, OneDatabase
-from jobctl.render.rows import OPTIONAL_KEYS
+from jobctl.render.rows import RECLAIM_OPTIONAL_KEYS
 from jobctl.targets import Fleet
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def _commit_across(targets: Sequence[Target], access: Access, request: Request) 
     tally = Tally(request.whole)
     # drained by the consumer; kind and queue in a machine format's header whatever the
     # targets map (each may differ): an empty field where a target maps none
-    yield Run(tally.counted(started.batches), started.total, optional=OPTIONAL_KEYS)
+    yield Run(tally.counted(started.batches), started.total, optional=RECLAIM_OPTIONAL_KEYS)
     counts = {name: done.counts for name, done in started.done.items()}
     yield Reclaimed(
         tally=tally,

@@ -49,13 +49,13 @@ class Run:
     # known after a commit's preview or from a plan; None for a dry run (streamed, not
     # counted ahead) and when --yes skipped the preview
     total: int | None
+    # the optional columns a machine format's header holds, with no row too: those the
+    # table maps (kind, queue), which its rows carry; across targets, whose mappings
+    # differ, both (rows.RECLAIM_OPTIONAL_KEYS), empty where a target maps none
+    optional: tuple[str, ...]
     # a confirmed commit's count once drained: how many leases expired after its preview
     # (which it left, as it was confirmed without them); None: nothing to read
     after: Callable[[], int] | None = None
-    # the optional columns (kind, queue) the table maps, which its rows carry: a machine
-    # format's header holds them with no row too; None: not known ahead (across targets,
-    # whose mappings differ: the first rows')
-    optional: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass
