@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,17 @@ class Invocation:
     raw_dsn: str | None = None  # --dsn as typed, to redact it from any message
     address: Where | None = None  # where the command runs (targets.address)
     standing: Standing | None = None  # the server of the command's session
+    # --table and --target as typed on the command line, repeated by the next commands
+    # jobctl prints (never --dsn: it may hold a password; JOBCTL_* apply to them as well)
+    table_typed: str | None = None
+    targets_typed: Sequence[str] = ()
+
+    def again(self, *, targets: bool = True) -> str:
+        """The global options a printed next command repeats, each followed by a space
+        (``targets``: with the --target options; False where the hint names them itself)."""
+        named = [("--target", t) for t in self.targets_typed] if targets else []
+        named += [("--table", self.table_typed)] if self.table_typed else []
+        return "".join(f"{option} {shlex.quote(value)} " for option, value in named)
 
 
 def invocation(ctx: typer.Context) -> Invocation:

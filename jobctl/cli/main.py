@@ -114,6 +114,8 @@ def main_options(
 
     run = context.invocation(ctx)
     run.debug, run.raw_dsn = debug, dsn
+    run.table_typed = table if click_api.given(ctx, "table") else None
+    run.targets_typed = tuple(target or ()) if click_api.given(ctx, "target") else ()
     if ctx.resilient_parsing:
         return
     if ctx.invoked_subcommand is None:  # bare jobctl: the help; options and no command: usage

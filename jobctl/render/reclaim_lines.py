@@ -246,29 +246,36 @@ def left_alone(ids: Sequence[str]) -> str | None:
     )
 
 
-def reclaim_hint(found: int, holding: Sequence[str] | None = None, total: int | None = None) -> str:
+def reclaim_hint(
+    found: int,
+    holding: Sequence[str] | None = None,
+    total: int | None = None,
+    again: str = "",
+) -> str:
     """Under ``stuck``'s table: how to preview the reclaim of what it found (``holding``: the
     targets holding rows, across targets; None: one database; ``total``: every job the
-    filter matched, when a --limit showed fewer)."""
+    filter matched, when a --limit showed fewer; ``again``: the global options the command
+    repeats, as ``Invocation.again`` gives them)."""
     if holding is None:
         shown = f"showing {found} of {total} job(s) (--limit)" if total else f"{found} job(s)"
-        return f"{shown}; preview the reclaim with: jobctl reclaim --dry-run"
+        return f"{shown}; preview the reclaim with: jobctl {again}reclaim --dry-run"
     return (
         f"{found} job(s) on {len(holding)} target(s); preview the reclaim with: "
-        f"jobctl {_target_options(holding)} reclaim --dry-run"
+        f"jobctl {_target_options(holding)} {again}reclaim --dry-run"
     )
 
 
-def plan_line(path: object, targets: Sequence[str] | None) -> str | None:
+def plan_line(path: object, targets: Sequence[str] | None, again: str = "") -> str | None:
     """Where a dry run's plan was saved (``path``), and the command that applies it
-    (``targets``: the targets it was saved across; None: one database). None without one."""
+    (``targets``: the targets it was saved across; None: one database; ``again``: the global
+    options it repeats). None without one."""
     if path is None:
         return None
     if targets is None:
-        return f"plan saved to {path}: apply it with jobctl reclaim --commit --plan {path}"
+        return f"plan saved to {path}: apply it with jobctl {again}reclaim --commit --plan {path}"
     return (
         f"plan of {len(targets)} target(s) saved to {path}: apply it with "
-        f"jobctl {_target_options(targets)} reclaim --commit --plan {path}"
+        f"jobctl {_target_options(targets)} {again}reclaim --commit --plan {path}"
     )
 
 

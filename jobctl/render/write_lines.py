@@ -118,15 +118,18 @@ def matched_written(count: int) -> str:
     return f"{count} job(s) matched the filter, each written fenced as listed"
 
 
-def matched(action: str, count: int, *, limit: int | None, saved: object | None = None) -> str:
+def matched(
+    action: str, count: int, *, limit: int | None, saved: object | None = None, again: str = ""
+) -> str:
     """A filter's jobs listed (``limit``: the --limit they reached, None: all of them) and,
-    with ``saved``, the plan saved and the command that applies it; else the next step."""
+    with ``saved``, the plan saved and the command that applies it (repeating ``again``, the
+    global options); else the next step."""
     more = f" (the first {limit}: --limit N for more)" if limit is not None else ""
     if saved is not None:
         reason = " --reason ..." if action != "requeue" else ""
         return (
             f"{count} job(s) match{more}; plan saved to {saved}: apply it with "
-            f"jobctl {action} --plan {saved}{reason}"
+            f"jobctl {again}{action} --plan {saved}{reason}"
         )
     return (
         f"{count} job(s) match{more}; nothing changed: --yes to {action} exactly these, "

@@ -81,3 +81,39 @@ def test_commit_on_a_terminal_shows_progress(conn, dsn):
     code, screen = on_terminal(dsn, ["reclaim", "--commit", "--batch-size", "1"], "y")
     assert code == 0 and "reclaiming" in screen  # rich's progress bar, on stderr
     assert "reclaimed: 40 requeued, 0 failed, 0 skipped" in screen
+
+
+def test_a_printed_next_command_repeats_the_table_typed(conn, dsn, tmp_path):
+    """``--table`` typed on the command line is repeated by the commands jobctl prints next
+    (the reclaim hint, the plan's apply line), and the apply line runs as printed."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    add_jobs(conn, 2)
+    claim_all(dsn, 2)
+    code, screen = on_terminal(dsn, ["--table", "public.jobs", "stuck"], None)
+    said = " ".join(screen.split())
+    assert code == 0
+    assert "preview the reclaim with: jobctl --table public.jobs reclaim --dry-run" in said
+    plan = tmp_path / "p.json"  # a short path: the line it is printed in fits
+    plan = Path(os.path.relpath(plan)) if len(str(plan)) > 60 else plan
+    args = ["--table", "public.jobs", "reclaim", "--dry-run", "--save-plan", str(plan)]
+    code, screen = on_terminal(dsn, args, None)
+    said = " ".join(screen.split())
+    printed = re.search(
+        r"apply it with (jobctl --table public\.jobs reclaim --commit --plan \S+)", said
+    )
+    assert code == 0 and printed, screen
+    argv = shlex.split(printed.group(1))[1:]
+    ran = subprocess.run(
+        [sys.executable, "-m", "jobctl", *argv, "--yes"],
+        env={**os.environ, "JOBCTL_DSN": dsn},
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert {r["status"] for r in conn.execute("SELECT status FROM jobs")} == {"queued"}

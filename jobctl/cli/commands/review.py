@@ -71,11 +71,15 @@ def review(
     optional = [k for o in outcomes if o.value for k in o.value.optional]
     terminal.emit(views.review(found, several=several, optional=optional), out, fmt)
     code = context.exit_code(outcomes)
+    again = context.invocation(ctx).again()  # the global options the printed commands repeat
     if save_plan is not None:
         terminal.say(
             f"plan of {len(found)} job(s) saved to {save_plan}: apply it with "
-            f"jobctl requeue --plan {save_plan} (or jobctl fail --plan {save_plan} --reason ...)"
+            f"jobctl {again}requeue --plan {save_plan} "
+            f"(or jobctl {again}fail --plan {save_plan} --reason ...)"
         )
     elif found and sys.stdout.isatty() and out is output.Output.table and not several:
-        terminal.say(f"{len(found)} job(s) await review: jobctl requeue ID / jobctl fail ID")
+        terminal.say(
+            f"{len(found)} job(s) await review: jobctl {again}requeue ID / jobctl {again}fail ID"
+        )
     context.exit_with(context.with_findings(code, exit_code and bool(found)))

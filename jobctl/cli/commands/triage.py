@@ -99,7 +99,8 @@ def stuck(
     if watch:  # it ended with Ctrl-C or its --count
         context.exit_with(fleet.exit_code(outcomes))
         return
-    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown)
+    again = context.invocation(ctx).again(targets=not shown.several)
+    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown, again)
 
 
 class _StuckShown:
@@ -175,8 +176,10 @@ def _stuck_said(
     out: output.Output,
     fmt: str | None,
     shown: _StuckShown,
+    again: str,
 ) -> None:
-    """After ``stuck`` read once: the targets' table, what they said, the hints, the exit."""
+    """After ``stuck`` read once: the targets' table, what they said, the hints (``again``:
+    the global options the command they print repeats), the exit."""
     if shown.several:
         terminal.emit(shown.told_doc(outcomes), out, fmt)
     else:
@@ -200,7 +203,7 @@ def _stuck_said(
         all_expired = total - sum(o.value.no_lease for o in outcomes if o.value)
         terminal.say(
             reclaim_lines.reclaim_hint(
-                expired, holding if shown.several else None, all_expired if cut else None
+                expired, holding if shown.several else None, all_expired if cut else None, again
             )
         )
     elif cut:

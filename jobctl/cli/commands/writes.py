@@ -101,7 +101,8 @@ def reclaim_command(
     )
     where = context.address(ctx)
     monitoring.served(where, every, notify)  # --notify is the service's: exit 2 without it
-    shown = _ReclaimShown(fleet.several(where), out, fmt)
+    several = fleet.several(where)
+    shown = _ReclaimShown(several, out, fmt, context.invocation(ctx).again(targets=not several))
     if every is not None:  # the service runs for long, its command line visible all along
         context.warn_password_on_command_line(ctx)
         with monitoring.for_reclaim_service(where, every, notify) as watch:
@@ -129,8 +130,9 @@ class _ReclaimShown:
     """``reclaim``'s rows and lines as its output shows them, on one database or across
     targets (each row with its target, first)."""
 
-    def __init__(self, several: bool, out: output.Output, fmt: str | None) -> None:
+    def __init__(self, several: bool, out: output.Output, fmt: str | None, again: str) -> None:
         self.several, self.out, self.fmt = several, out, fmt
+        self.again = again  # the global options the command it prints repeats
 
     def drain(self, run: Run) -> None:
         """The batches printed as they come (``terminal.drain``)."""
@@ -155,7 +157,7 @@ class _ReclaimShown:
         for line in done.left_out:
             terminal.say(line)
         context.exit_code(done.outcomes)
-        context.say_if(reclaim_lines.plan_line(done.plan, done.plan_targets))
+        context.say_if(reclaim_lines.plan_line(done.plan, done.plan_targets, self.again))
         context.exit_with(done.exit_code)
 
     def _across(self, done: Reclaimed) -> output.Document | None:
@@ -307,7 +309,7 @@ def by_hand_or_filter(
         done = answered(by_hand.run(s, request))
         keys = rows.bulk_keys(s.table.mapping.mapped_optional)  # the same with no row
     if isinstance(done, by_hand.Matched):
-        _matched(request, done, keys, out, fmt)
+        _matched(request, done, keys, out, fmt, context.invocation(ctx).again())
     else:
         terminal.report(done, out, fmt)
 
@@ -348,9 +350,11 @@ def _matched(
     keys: list[str],
     out: output.Output,
     fmt: str | None,
+    again: str,
 ) -> None:
     """``requeue`` / ``fail`` / ``cancel`` on a filter: the jobs it matched and their count;
-    saved as a plan, or (--yes) their outcomes, each written fenced as listed."""
+    saved as a plan (the command that applies it repeats ``again``, the global options), or
+    (--yes) their outcomes, each written fenced as listed."""
     listed, action = done.listed, request.action
     found = listed.rows
     code = errors.EXIT_ERROR if listed.left_out else errors.EXIT_OK
@@ -372,7 +376,9 @@ def _matched(
     terminal.emit(views.table(found, found, shown, views.BULK_VIEW, keys), out, fmt)
     _left_out(listed)
     limit = request.which.limit if listed.at_limit else None
-    terminal.say(write_lines.matched(action, len(found), limit=limit, saved=done.saved))
+    terminal.say(
+        write_lines.matched(action, len(found), limit=limit, saved=done.saved, again=again)
+    )
     context.exit_with(code)
 
 
