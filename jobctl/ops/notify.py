@@ -12,18 +12,23 @@ log), and every failure is one line in the log the moment it is given up. The pa
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import http.client
+import json
+import os
 import queue
 import shlex
 import socket
 import ssl
+import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from jobctl import durations, errors
@@ -45,6 +50,10 @@ NOTIFY_AFTER_S = 60.0
 # conditions told at once whatever --notify-after says: a burst is one pass's count (the
 # next pass's count clears it), its own threshold is its filter
 AT_ONCE = ("expiry_burst",)
+# the conditions the reclaimer judges: what its state file (``Opened``) may list
+CONDITIONS = ("target_down", "expiry_burst", "review_waiting")
+STATE_SCHEMA = "jobctl.notify-state/1"
+STATE_BYTES = 65536  # what is read of a state file at most (a few keys)
 ANSWER_BYTES = 65536  # what is read of a webhook's answer at most
 
 SUMMARY_CHARS = 4_096  # a notice's summary at most, as a display cuts a row's text
@@ -312,6 +321,73 @@ class Sender:
                 )
 
 
+# ---------------------------------------------------------------- what is open, across restarts
+class Opened:
+    """The conditions a reclaimer told open (triggered, not resolved yet), kept across its
+    restarts: one small file per target and table in ``directory`` (systemd's
+    ``StateDirectory=``, or ``--notify-state-dir``), holding only their dedup keys and when
+    each was opened (no URL, no routing key), written whole each time (a temporary file
+    renamed over it, mode 0600). A file that cannot be read or written is said in the log,
+    never an error: the service goes on as if it had none."""
+
+    def __init__(
+        self, directory: Path, *, table: str, target: str | None, log: Callable[[str], None]
+    ) -> None:
+        name = "+".join(urllib.parse.quote(part, safe="") for part in (target or "-", table))
+        self.path, self.log = Path(directory) / f"notify-{name}.json", log
+
+    def read(self) -> dict[str, str] | None:
+        """Each dedup key the file lists and when it was opened; None when not known (no
+        file yet, or one that cannot be read or is not this format: said in the log)."""
+        try:
+            with self.path.open(encoding="utf-8") as f:
+                text = f.read(STATE_BYTES)
+        except FileNotFoundError:
+            self.log(f"notify: {self.path} does not exist yet: {UNKNOWN}")
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+            self.log(f"notify: cannot read {self.path}: {safe_text.visible(why)}: {UNKNOWN}")
+            return None
+        try:
+            data = json.loads(text)
+            opened = data["open"]
+            if data.get("schema") != STATE_SCHEMA or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in opened.items()
+            ):
+                raise ValueError
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.log(f"notify: {self.path} is not a {STATE_SCHEMA} file: {UNKNOWN}")
+            return None
+        return dict(opened)
+
+    def write(self, opened: dict[str, str]) -> None:
+        """``opened`` (dedup key -> when opened) as the file's whole content, atomically."""
+        body = json.dumps({"schema": STATE_SCHEMA, "open": opened}, indent=1, sort_keys=True)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".notify-")  # 0600
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(body + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temporary, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except OSError as exc:
+            self.log(f"notify: cannot write {self.path}: {_why(exc)}")
+
+
+# said when a run does not know what an earlier run left open
+UNKNOWN = (
+    "what an earlier run left open is not known: with PagerDuty, each condition is resolved "
+    "the first time this run finds it clear"
+)
+
+
 class Watch:
     """What the service (or a watch) saw, turned into notices: one-shot events aggregated
     and told at most once per ``interval_s`` per condition; conditions told once they have
@@ -337,6 +413,7 @@ class Watch:
         close_stale: bool = False,
         after_s: float = NOTIFY_AFTER_S,
         log: Callable[[str], None] = lambda line: None,
+        opened: Opened | None = None,
     ) -> None:
         self.send, self.table, self.target, self.command = send, table, target, command
         self.after_s, self.log = after_s, log
@@ -345,8 +422,9 @@ class Watch:
         self.began: dict[str, tuple[float, dt.datetime, Callable[[], Notice]]] = {}
         self.quiet = 0  # conditions that cleared before after_s: told nothing
         # a receiver that keeps incidents (PagerDuty) may hold one an earlier run opened and
-        # could not resolve (it stopped first): the first time this run finds a condition
-        # clear, it says ``resolved`` all the same (a resolve of nothing open is a no-op)
+        # could not resolve (it stopped first): unless its state file says which, the first
+        # time this run finds a condition clear, it says ``resolved`` all the same (a resolve
+        # of nothing open is a no-op)
         self.close_stale = close_stale
         self.seen_clear: set[str] = set()  # conditions this run has judged clear at least once
         self.delivery = delivery  # (sent, failed or dropped) so far: the pass record keeps them
@@ -361,6 +439,25 @@ class Watch:
         self.last_review = -1e18
         # the pauses as last read, by (dimension, value, since); None: not read yet
         self.pauses: dict[tuple[str, str, str], dict[str, Any]] | None = None
+        # which conditions are open, kept across restarts (``Opened``): when the file says
+        # what an earlier run left open, those are this run's to resolve, and no other is
+        # resolved (no close_stale); else the file is written once this run knows (each
+        # condition found clear, or told open, once)
+        self.store, self.known = opened, False
+        self.opened_at: dict[str, str] = {}  # each condition told open: when
+        if opened is not None:
+            found = opened.read()
+            if found is not None:
+                self.known, self.close_stale = True, False
+                for name in CONDITIONS:
+                    if self._key(name) in found:
+                        self.active.add(name)
+                        self.opened_at[name] = found[self._key(name)]
+                if self.active:
+                    log(
+                        f"notify: an earlier run left open {', '.join(sorted(self.active))} "
+                        f"({opened.path}): each resolved when this run finds it clear"
+                    )
 
     @property
     def prefix(self) -> str:
@@ -381,6 +478,19 @@ class Watch:
             command=self.command,
             **kw,
         )
+
+    def _key(self, condition: str) -> str:
+        return notifications.dedup_key(self.target, self.table, condition)
+
+    def _remember(self) -> None:
+        """The open conditions written to the state file, once this run knows them."""
+        if self.store is None:
+            return
+        if not self.known:
+            if not all(c in self.seen_clear or c in self.active for c in CONDITIONS):
+                return
+            self.known = True
+        self.store.write({self._key(n): self.opened_at[n] for n in sorted(self.active)})
 
     def _due(self, condition: str) -> bool:
         last = self.last_sent.get(condition)
@@ -448,15 +558,18 @@ class Watch:
             del self.began[name]
             self.active.add(name)
             told = notice()
+            self.opened_at[name] = told.at.isoformat()
             self._tell(dataclasses.replace(told, suppressed=self.held.get(name, 0), since=since))
+            self._remember()
         else:
             self.held[name] = self.held.get(name, 0) + 1
 
     def _cleared(self, name: str, first_clear: bool) -> None:
         """``name`` judged clear: its resolve if it was told; nothing if it never was (one
-        that cleared before its minimum is counted and said in the log). With close_stale, the
-        first time this run finds it clear also resolves what an earlier run may have left
-        open — even when this run first found it on (a restart during an outage)."""
+        that cleared before its minimum is counted and said in the log). With close_stale (no
+        state file says what an earlier run left open), the first time this run finds it clear
+        also resolves what an earlier run may have left open — even when this run first found
+        it on (a restart during an outage)."""
         pending = self.began.pop(name, None)
         if pending is not None and name not in self.active:
             self.quiet += 1
@@ -469,7 +582,12 @@ class Watch:
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} clear", condition=name))
         elif name in self.active:
             self.active.discard(name)
+            self.opened_at.pop(name, None)
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} cleared", condition=name))
+            self._remember()
+            return
+        if first_clear and not self.known:
+            self._remember()
 
     def due_in(self) -> float | None:
         """Seconds until a condition not told yet comes due (its minimum lasted, and its rate

@@ -94,11 +94,16 @@ class Notice:
     def dedup_key(self) -> str:
         """The same for every notice of one condition on one table of one target: what a
         receiver groups by, and what PagerDuty resolves by."""
-        return f"jobctl/{self.target or '-'}/{self.table}/{self.condition}"
+        return dedup_key(self.target, self.table, self.condition)
 
     @property
     def severity(self) -> str:
         return SEVERITY[self.event]
+
+
+def dedup_key(target: str | None, table: str, condition: str) -> str:
+    """A condition's key on one table of one target (``Notice.dedup_key``)."""
+    return f"jobctl/{target or '-'}/{table}/{condition}"
 
 
 def as_json(n: Notice) -> dict[str, Any]:

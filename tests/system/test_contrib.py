@@ -472,6 +472,8 @@ def test_the_reclaimer_unit_has_what_a_service_needs():
         "Wants=network-online.target",
         "After=network-online.target",
         "RestartSec=",
+        # where a restart learns which notified conditions are open ($STATE_DIRECTORY)
+        "StateDirectory=jobctl",
         # every option the service needs as an environment variable, never in ExecStart: a
         # unit chooses Slack or PagerDuty in reclaimer.env; the URLs (secrets) a credential
         "Environment=JOBCTL_NOTIFY_FORMAT=json",

@@ -178,6 +178,107 @@ def test_a_run_started_during_an_outage_closes_what_an_earlier_run_opened():
     assert logged[-1].startswith("notify: target_down cleared after 5s")
 
 
+# ---------------------------------------------------------------- what is open, across restarts
+def restarted(directory, **kw):
+    """A PagerDuty reclaimer's watch (close_stale, as the CLI makes it) keeping its state in
+    ``directory``, its log kept."""
+    logged: list[str] = []
+    opened = notify.Opened(directory, table="public.jobs", target=None, log=logged.append)
+    watch, sent, clock, log = timed(close_stale=True, opened=opened, **kw)
+    log[:0], opened.log = logged, log.append  # one log, in order
+    return watch, sent, clock, log, opened
+
+
+def test_a_restart_with_nothing_open_sends_nothing(tmp_path):
+    first, sent, _, logged, opened = restarted(tmp_path)
+    first.pass_done(review=lambda: 0)  # no record yet: today's stale resolves, then known
+    assert [n.event for n in sent] == ["resolved"] * 3
+    assert logged == [f"notify: {opened.path} does not exist yet: {notify.UNKNOWN}"]
+    assert json.loads(opened.path.read_text()) == {"schema": notify.STATE_SCHEMA, "open": {}}
+    assert opened.path.stat().st_mode & 0o777 == 0o600
+    assert opened.path.name == "notify--+public.jobs.json"
+    again, sent2, _, logged2, _ = restarted(tmp_path)
+    again.pass_done(review=lambda: 0)
+    again.down_seen("connection refused")  # a short blip: nothing either
+    again.pass_done(review=lambda: 0)
+    assert sent2 == []
+    assert [line.split(" after ")[0] for line in logged2] == ["notify: target_down cleared"]
+
+
+def test_a_restart_resolves_only_what_the_earlier_run_left_open(tmp_path):
+    first, sent, clock, _, opened = restarted(tmp_path)
+    first.pass_done(review=lambda: 0)
+    first.down_seen("connection refused")
+    clock.t += 61
+    first.tick()
+    assert sent[-1].event == "target_down"
+    assert json.loads(opened.path.read_text())["open"] == {
+        "jobctl/-/public.jobs/target_down": "2026-12-02T20:01:01+00:00"
+    }
+    # stopped while the database was down; started again once it was back
+    later, sent2, _, logged, _ = restarted(tmp_path)
+    assert logged == [
+        f"notify: an earlier run left open target_down ({opened.path}): "
+        "each resolved when this run finds it clear"
+    ]
+    later.pass_done(review=lambda: 0)
+    assert [(n.event, n.condition, n.dedup_key) for n in sent2] == [
+        ("resolved", "target_down", "jobctl/-/public.jobs/target_down")
+    ]
+    assert json.loads(opened.path.read_text())["open"] == {}
+    text = opened.path.read_text()
+    assert "http" not in text and "routing" not in text
+
+
+def test_a_restart_during_an_outage_keeps_one_incident_and_resolves_it_after(tmp_path):
+    first, sent, clock, _, _ = restarted(tmp_path)
+    first.pass_done(review=lambda: 0)
+    first.down_seen("connection refused")
+    clock.t += 61
+    first.tick()
+    assert [n.event for n in sent[3:]] == ["target_down"]
+    later, sent2, clock2, _, _ = restarted(tmp_path)
+    for _ in range(5):  # still down, well past --notify-after: no second trigger
+        later.down_seen("connection refused")
+        clock2.t += 30
+        later.tick()
+    assert sent2 == []
+    later.pass_done(review=lambda: 0)  # back: the one incident resolved, nothing else
+    assert [(n.event, n.condition) for n in sent2] == [("resolved", "target_down")]
+    third, sent3, _, _, _ = restarted(tmp_path)
+    third.pass_done(review=lambda: 0)
+    assert sent3 == []
+
+
+def test_an_unreadable_state_file_falls_back_to_resolving_each_condition(tmp_path):
+    (tmp_path / "notify--+public.jobs.json").write_text('{"open": ["not', encoding="utf-8")
+    watch, sent, _, logged, opened = restarted(tmp_path)
+    assert logged == [
+        f"notify: {opened.path} is not a {notify.STATE_SCHEMA} file: {notify.UNKNOWN}"
+    ]
+    watch.pass_done(review=lambda: 0)
+    assert sorted(n.condition for n in sent if n.event == "resolved") == [
+        "expiry_burst",
+        "review_waiting",
+        "target_down",
+    ]
+    assert json.loads(opened.path.read_text())["open"] == {}  # known again, rewritten
+    # a state directory that cannot be written: said, never an error
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    watch, sent, _, logged, opened = restarted(blocked)
+    watch.pass_done(review=lambda: 0)
+    assert len(sent) == 3 and logged[0].startswith(f"notify: cannot read {opened.path}: ")
+    assert logged[-1].startswith(f"notify: cannot write {opened.path}: ")
+
+
+def test_the_state_file_is_per_target_and_table(tmp_path):
+    a = notify.Opened(tmp_path, table="public.jobs", target="search", log=print)
+    b = notify.Opened(tmp_path, table="jobs/x", target="se+arch", log=print)
+    assert a.path != b.path and b.path.parent == tmp_path
+    assert b.path.name == "notify-se%2Barch+jobs%2Fx.json"
+
+
 def test_a_condition_that_lasts_is_told_at_its_minimum_with_when_it_began():
     watch, sent, clock, _ = timed()
     watch.down_seen("connection refused")

@@ -92,7 +92,22 @@ NotifyAfter = Annotated[
         show_default="60s",
     ),
 ]
+NotifyState = Annotated[
+    Path | None,
+    typer.Option(
+        "--notify-state-dir",
+        envvar="JOBCTL_NOTIFY_STATE_DIR",
+        metavar="DIR",
+        file_okay=False,
+        help="reclaim --every keeps in DIR which conditions it told open (a file per target "
+        "and table), so that a restart resolves those and no other. Default: "
+        "$STATE_DIRECTORY (systemd's StateDirectory=); none: PagerDuty is sent a resolve of "
+        "each condition the first time a run finds it clear.",
+        show_default=False,
+    ),
+]
 ROUTING_KEY_VAR = "JOBCTL_PAGERDUTY_ROUTING_KEY"
+SYSTEMD_STATE_VAR = "STATE_DIRECTORY"  # systemd's StateDirectory= (paths, ':' between)
 URLS_VAR = "JOBCTL_NOTIFY"  # the URLs (spaces or newlines between), when no option names any
 FILE_VAR = "JOBCTL_NOTIFY_FILE"  # a file of them, likewise
 BURST = 20  # --notify-burst's default: ops.notify.BURST (tests/unit/test_notify.py)
@@ -110,6 +125,7 @@ class Asked(Bundle):
     notify_format: NotifyAs = NotifyFormat.json
     notify_burst: NotifyBurst = BURST
     notify_after: NotifyAfter = AFTER
+    notify_state_dir: NotifyState = None
 
     @property
     def given(self) -> bool:
@@ -189,11 +205,13 @@ def notifier(
     target: str | None,
     command: str,
     log: Callable[[str], None],
+    keeps_state: bool = False,
 ) -> Notifications | None:
     """The notifications' sender and watch (``ops.notify``), or None when no URL is given;
     bad input (a malformed URL, PagerDuty without its routing key) is exit 2, before the
     service starts. A URL that looks like it holds a secret, on the command line of this
-    long-running command, is warned about (``ps`` shows it all along)."""
+    long-running command, is warned about (``ps`` shows it all along). ``keeps_state`` (the
+    reclaimer): which conditions it told open kept in a state file (``state_dir``)."""
     from jobctl.ops import notify, notify_urls
 
     found = urls_of(asked, log)
@@ -209,6 +227,18 @@ def notifier(
             f"use --notify-file, --notify-env or ${URLS_VAR}"
         )
     sender = notify.Sender(found, asked.notify_format.value, log=log, routing_key=key)
+    names = ", ".join(notify_urls.shown(url) for url in found)
+    log(f"notify: {asked.notify_format.value} notifications to {names}")
+    opened = None
+    if keeps_state:
+        directory = state_dir(asked)
+        if directory is None:
+            log(
+                "notify: no state directory (StateDirectory=, --notify-state-dir): "
+                + notify.UNKNOWN
+            )
+        else:
+            opened = notify.Opened(directory, table=table, target=target, log=log)
     watch = notify.Watch(
         sender.send,
         table=table,
@@ -219,10 +249,19 @@ def notifier(
         close_stale=asked.notify_format is NotifyFormat.pagerduty,
         after_s=asked.notify_after.total_seconds(),
         log=log,
+        opened=opened,
     )
-    names = ", ".join(notify_urls.shown(url) for url in found)
-    log(f"notify: {asked.notify_format.value} notifications to {names}")
     return Notifications(sender, watch)
+
+
+def state_dir(asked: Asked) -> Path | None:
+    """Where the reclaimer keeps which conditions it told open: --notify-state-dir (or its
+    variable), else systemd's StateDirectory= (the first, when it names several); None:
+    nowhere."""
+    if asked.notify_state_dir is not None:
+        return asked.notify_state_dir
+    given = os.environ.get(SYSTEMD_STATE_VAR, "").split(":")[0].strip()
+    return Path(given) if given else None
 
 
 def for_stuck_watch(where: Where, watch: bool, asked: Asked) -> Notifications | None:
@@ -242,8 +281,16 @@ def for_stuck_watch(where: Where, watch: bool, asked: Asked) -> Notifications | 
 
 
 def _notifier_of(here: db.Settings, command: str, asked: Asked) -> Notifications | None:
-    """``notifier`` for ``command`` on the database ``here``, its lines on stderr."""
-    return notifier(asked, table=here.table, target=here.target, command=command, log=terminal.say)
+    """``notifier`` for ``command`` on the database ``here``, its lines on stderr; the
+    reclaimer's keeps its state."""
+    return notifier(
+        asked,
+        table=here.table,
+        target=here.target,
+        command=command,
+        log=terminal.say,
+        keeps_state=command == "reclaim --every",
+    )
 
 
 def served(where: Where, every: dt.timedelta | None, asked: Asked) -> db.Settings | None:
