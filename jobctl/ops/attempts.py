@@ -33,6 +33,10 @@ def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None
     mine = job.get("jobctl_attempt") == job["attempt_token"]
     counted = (job.get("jobctl_heartbeats") or 0) if mine else 0
     lease = job.get("jobctl_lease") if mine else None
+    if lease is None and isinstance(job.get("jobctl_lease_s"), (int, float)):
+        # the database's subtraction (lease_length_s): a claim time without a time zone
+        # (Rails' timestamp) against a timestamptz expiry too
+        lease = dt.timedelta(seconds=job["jobctl_lease_s"])
     if lease is None and job.get("lease_expires_at") is not None:
         start = job.get("heartbeat_at") or job.get("reserved_at")
         lease = _between(start, job["lease_expires_at"])

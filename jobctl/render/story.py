@@ -33,7 +33,28 @@ def _s(seconds: float | None) -> str:
     return "?" if seconds is None else durations.human(seconds)
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+-]+")  # one word: it cannot say anything but itself
+def _length(seconds: float | None) -> str:
+    """A lease's length (lease_expires_at less the claim or the last heartbeat), or "length
+    unknown" when the times do not give it (never a bare "?")."""
+    return "length unknown" if seconds is None else durations.human(seconds)
+
+
+def _lease(seconds: float | None) -> str:
+    """``lease 15s``, or ``lease length unknown``."""
+    return f"lease {_length(seconds)}"
+
+
+def _against(seconds: float | None) -> str:
+    """``against a lease of 15s``, or ``against a lease of unknown length``."""
+    return "against a lease of " + ("unknown length" if seconds is None else _length(seconds))
+
+
+def _of(seconds: float | None) -> str:
+    """After "its lease": `` of 15s``, or `` (length unknown)``."""
+    return " (length unknown)" if seconds is None else f" of {_length(seconds)}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+#-]+")  # one word: it cannot say anything but itself
 
 
 def _said(value: Any) -> str:
@@ -180,27 +201,28 @@ def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
 
 def _uncounted(attempt: Row, stats: str) -> str:
     """What the history knows of an attempt's heartbeats when not every one was counted."""
-    lease = _s(attempt.get("lease_s"))
+    lease = _lease(attempt.get("lease_s"))
     if stats == "none":
-        return f"(Lease {lease}; the worker history is not installed: no heartbeat statistics.)"
+        return f"(L{lease[1:]}; the worker history is not installed: no heartbeat statistics.)"
     if stats == "transitions":
         last = attempt["last_heartbeat_at"]
         heard = f"last heartbeat at {_at(last)}" if last is not None else "no heartbeat"
         return (
-            f"({heard}, lease {lease}; the default history does not count heartbeats: "
+            f"({heard}, {lease}; the default history does not count heartbeats: "
             "schema apply --history late or exact does.)"
         )
     if attempt["last_heartbeat_at"] is None:
-        return f"It never heartbeat (lease {lease})."
+        return f"It never heartbeat ({lease})."
     late = attempt.get("late_heartbeats") or 0
     if not late:
         return (
-            f"It heartbeat on time, every gap within half its lease of {lease}; last at "
+            "It heartbeat on time, every gap within half its lease"
+            f"{_of(attempt.get('lease_s'))}; last at "
             f"{_at(attempt['last_heartbeat_at'])}."
         )
     return (
         f"{late} heartbeat(s) came after half its lease, the largest gap "
-        f"{_s(attempt['max_heartbeat_gap_s'])} against a lease of {lease}; last at "
+        f"{_s(attempt['max_heartbeat_gap_s'])} {_against(attempt.get('lease_s'))}; last at "
         f"{_at(attempt['last_heartbeat_at'])}."
     )
 
@@ -267,11 +289,11 @@ def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
                 text.append(
                     f"It heartbeat {attempt['heartbeats']} time(s), typically every "
                     f"{_s(attempt['typical_heartbeat_gap_s'])}, at most "
-                    f"{_s(attempt['max_heartbeat_gap_s'])} apart, against a lease of "
-                    f"{_s(attempt['lease_s'])}."
+                    f"{_s(attempt['max_heartbeat_gap_s'])} apart, "
+                    f"{_against(attempt['lease_s'])}."
                 )
             else:
-                text.append(f"It never heartbeat (lease {_s(attempt['lease_s'])}).")
+                text.append(f"It never heartbeat ({_lease(attempt['lease_s'])}).")
         return text
     if kind == "reclaimed":
         ran_out = attempt["lease_expires_at"] if attempt else None

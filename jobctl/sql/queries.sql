@@ -816,13 +816,24 @@ pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.r
     '\m(0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*\M', 'N', 'g'),
     '[0-9]+', 'N', 'g'), 200)
 
+-- name: lease_length_s
+-- a lease's length in seconds: its expiry less the last heartbeat, or the claim before one
+-- (explain's "lease 15s"), computed here so that a claim time of type timestamp (Rails', in
+-- the session's zone, as jobctl compares it everywhere) is subtracted from a timestamptz
+-- expiry; NULL when a time is missing or one jobctl cannot subtract (lease_times_poisoned)
+CASE WHEN NOT ({lease_times_poisoned})
+     THEN pg_catalog.date_part('epoch', j.{lease_expires_at} OPERATOR(pg_catalog.-)
+                                        coalesce(j.{heartbeat_at}, j.{reserved_at}))
+END
+
 -- name: job_row
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
 -- lease state
 SELECT j.*, {lease_state} AS lease_state, {lease_expiring_soon} AS lease_expiring_soon,
        {effective_policy} AS effective_policy, {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
-       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated
+       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated,
+       {lease_length_s} AS jobctl_lease_s
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: job_row_shown
@@ -833,7 +844,8 @@ SELECT {shown_columns}, {lease_state} AS lease_state,
        {lease_expiring_soon} AS lease_expiring_soon, {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
-       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated
+       j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated,
+       {lease_length_s} AS jobctl_lease_s
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
 -- name: shown_column

@@ -502,3 +502,34 @@ def test_the_page_on_the_gems_table_with_both_kinds_of_worker(empty_dsn, run, mo
     assert any(who.startswith("host:") for runs in ran.values() for who in runs)
     again = {i: r for i, r in ran.items() if len(r) > 1 + fleet.given_back.get(i, 0)}
     assert not again, again
+
+
+def test_explain_tells_a_lease_on_the_gems_timestamp_columns(empty_dsn, run, monkeypatch):
+    """The page's steps up to `schema apply`, then a `lease.Worker` claim with no heartbeat:
+    explain gives the lease's length although the gem's `locked_at` (reserved_at) is a
+    timestamp and the lease expiry a timestamptz, and tells kinds alike, a PerformableMethod's
+    `User#send_welcome` as a job class's."""
+    monkeypatch.setenv("PGTZ", "UTC")
+    with connect(empty_dsn) as conn:
+        conn.execute(GEM_TABLE)
+        now = utc_now()
+        for n in (7, 1):  # User#send_welcome, then SendInvoiceJob
+            conn.execute(gem(ENQUEUE), params(0, handler(n), now, "default", now, now))
+        for kind, step in page_steps():
+            if kind == "jobctl":
+                assert run(*shlex.split(step)[1:], "--yes").code == 0
+                break
+            for statement in statements(step):
+                conn.execute(statement)
+        worker = lease.Worker(conn, "lease-1", lease_seconds=15, table="delayed_jobs")
+        claimed = [worker.claim(), worker.claim()]
+    told = {}
+    for job in claimed:
+        assert job is not None
+        result = run("--table", "delayed_jobs", "explain", str(job.id), "-o", "json")
+        assert result.code == 0, result
+        told[job.id] = json.loads(result.out)["story"]
+    first, second = (told[j.id] for j in claimed if j is not None)
+    assert first[0].startswith(f"Job {claimed[0].id} (kind User#send_welcome, queue default)")
+    assert second[0].startswith(f"Job {claimed[1].id} (kind SendInvoiceJob, queue default)")
+    assert "(no heartbeat, lease 15s; the default history" in " ".join(first)

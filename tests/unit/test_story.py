@@ -238,3 +238,37 @@ def test_a_suggested_command_quotes_the_id_for_a_shell():
         told = story.explain({"job": job, "attempts": [], "events": events})["story"]
         assert command in told[-1], told[-1]
         assert told[0].startswith(f"Job {said} is failed")
+
+
+def test_a_lease_whose_length_the_times_do_not_give_says_so():
+    """Never a bare "lease ?": the length, or that it is unknown, in every heartbeat mode."""
+    unknown = attempt(1, FIRST, "w1", 0, None, None, None, None, None)
+    claimed = [event("claimed", 0, FIRST, "queued", "processing", worker="w1")]
+    job = {**HISTORY["job"], "status": "processing", "lease_state": "live"}
+    for stats, said in (
+        ("transitions", "(no heartbeat, lease length unknown; the default history"),
+        ("none", "(Lease length unknown; the worker history is not installed"),
+        ("late", "It never heartbeat (lease length unknown)."),
+        ("exact", "It never heartbeat (lease length unknown)."),
+    ):
+        history = {"job": job, "attempts": [unknown | {"heartbeat_stats": stats}]}
+        told = " ".join(story.explain(history | {"events": claimed})["story"])
+        assert said in told and "?" not in told, (stats, told)
+    known = unknown | {"heartbeat_stats": "transitions", "lease_s": 15.0}
+    told = story.explain({"job": job, "attempts": [known], "events": claimed})["story"]
+    assert "(no heartbeat, lease 15s; the default history" in told[2]
+
+
+def test_kinds_are_told_alike():
+    """A Ruby method's kind (Class#method) is one plain word, as a class's is: neither
+    quoted; a kind with a space or a quote is."""
+    job = {**HISTORY["job"], "lease_state": "none"}
+    for kind, shown in (
+        ("User#send_welcome", "User#send_welcome"),
+        ("Billing::ChargeSubscriptionJob", "Billing::ChargeSubscriptionJob"),
+        ('Evil" is done', '"Evil\\" is done"'),
+    ):
+        told = story.explain(
+            {"job": job | {"kind": kind}, "attempts": [], "events": []}, mapped=["kind"]
+        )
+        assert told["story"][0].startswith(f"Job 42 (kind {shown}) is failed"), told["story"][0]
