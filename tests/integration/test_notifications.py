@@ -5,6 +5,7 @@ the payloads it posts, and a webhook that hangs or answers 500 never delaying a 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -208,6 +209,42 @@ def test_pagerduty_incidents_close_and_reclaims_page_nobody(conn, dsn):
     (change,) = pd.changes
     assert change["payload"]["custom_details"]["event"] == "reclaimed"
     assert change["payload"]["custom_details"]["counts"] == {"jobs": 4}
+
+
+def passes(conn, proc: subprocess.Popen[str]) -> int:
+    """The passes the reclaimer ``proc`` recorded (jobctl.reclaimer_passes)."""
+    row = conn.execute(
+        "SELECT passes FROM jobctl.reclaimer_passes WHERE pid = %s", (proc.pid,)
+    ).fetchone()
+    return int(row["passes"]) if row else 0
+
+
+def test_a_restart_with_its_state_directory_resolves_nothing_never_opened(conn, dsn, tmp_path):
+    """Each start of a PagerDuty reclaimer sent a resolve of every condition (3 POSTs, 3
+    failures with a receiver down). Given systemd's $STATE_DIRECTORY, the first start, with
+    no record yet, resolves them as before and writes which are open (none); the restart
+    reads that and sends nothing through several passes."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = {"JOBCTL_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY", "STATE_DIRECTORY": str(state)}
+    kept = state / "notify--+jobs.json"
+    with webhook("pagerduty") as pd:
+        first = service(dsn, "--notify-format", "pagerduty", hook_url=pd.url, env=env)
+        try:
+            wait_until(lambda: len(pd.alerts) >= 3 and kept.exists(), timeout=20, what="a pass")
+        finally:
+            _, first_err = stop(first)
+        assert [action for action, _, _ in pd.alerts] == ["resolve"] * 3, pd.alerts
+        assert f"notify: {kept} does not exist yet: what an earlier run left open" in first_err
+        again = service(dsn, "--notify-format", "pagerduty", hook_url=pd.url, env=env)
+        try:
+            wait_until(lambda: passes(conn, again) >= 3, timeout=20, what="three passes")
+        finally:
+            _, again_err = stop(again)
+    assert len(pd.alerts) == 3, pd.alerts  # the restart: no resolve of what was never open
+    assert pd.refused == [] and "not known" not in again_err, again_err
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert json.loads(kept.read_text()) == {"schema": "jobctl.notify-state/1", "open": {}}
 
 
 # ----------------------------------------------------------------
