@@ -346,13 +346,25 @@ def _with_cut_values(row: Row) -> Row:
     return row
 
 
-def design_names(row: Row, mapping: TableMapping) -> Row:
-    """A row of every column with the lease design's names for the columns that play its
-    parts (the JSON contract), the table's other columns as they are, in the table's order."""
+def _plays(mapping: TableMapping) -> dict[str, str]:
+    """Each part of the lease design the table plays, by the design's name: its column."""
     plays = {d: mapping.column(d) for d in COLUMNS}
     plays |= {d: mapping.columns[d] for d in mapping.mapped_optional}
     if mapping.priority is not None:
         plays[PRIORITY] = mapping.priority
+    return plays
+
+
+def renamed(mapping: TableMapping) -> dict[str, str]:
+    """The design's names a row carries for columns the table names otherwise: each with the
+    table's own name (``available_at``: ``run_at``), for a display to say both."""
+    return {d: actual for d, actual in _plays(mapping).items() if actual != d}
+
+
+def design_names(row: Row, mapping: TableMapping) -> Row:
+    """A row of every column with the lease design's names for the columns that play its
+    parts (the JSON contract), the table's other columns as they are, in the table's order."""
+    plays = _plays(mapping)
     design = {actual: d for d, actual in plays.items() if actual != d}
     if not design:
         return row

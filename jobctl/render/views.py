@@ -454,13 +454,22 @@ SUMMARY_GROUP_VIEW = [
 ]
 
 
-def show(job: shapes.Row, job_id: object) -> Document:
-    """The job's fields as a two-column table, then its latest events."""
+def show(job: shapes.Row, job_id: object, renamed: Mapping[str, str] | None = None) -> Document:
+    """The job's fields as a two-column table, then its latest events. ``renamed``: the
+    design's names the row carries for columns the table names otherwise, each with the
+    table's own name, which the table for a person says beside it (``available_at (run_at)``);
+    JSON keeps the design's names alone."""
     fields = {k: v for k, v in job.items() if k != "events"}
+    said = [
+        {**field, "field": f"{field['field']} ({renamed[field['field']]})"}
+        if renamed and field["field"] in renamed
+        else field
+        for field in key_values(fields)
+    ]
     return Document(
         job,
         [
-            Section(f"job {job_id}", key_values(fields), None, FIELD_VIEW),
+            Section(f"job {job_id}", said, None, FIELD_VIEW),
             Section("latest events", job["events"], rows.EVENT_COLUMNS, EVENT_VIEW),
         ],
     )

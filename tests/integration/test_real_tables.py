@@ -132,6 +132,11 @@ def test_the_whole_flow_on_each_shape(empty_dsn, run, s):
 
         shown = as_json(jobctl("show", str(manual.id), "-o", "json"))
         assert shown["id"] == natural(s, manual.id) and shown["status"] == parked
+        # for a person, a column the table names otherwise shows both names; JSON the design's
+        table_view = jobctl("show", str(manual.id)).out
+        for design, actual in (c.split("=", 1) for c in s.columns):
+            if design != actual and design in shown:
+                assert f"{design} ({actual})" in table_view, table_view
         story = as_json(jobctl("history", str(manual.id), "-o", "json"))
         assert "reclaimed" in [e["event"] for e in story["events"]]
         assert jobctl("explain", str(manual.id)).code == 0

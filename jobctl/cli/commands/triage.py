@@ -230,10 +230,11 @@ def show(
 
     with context.open_session(ctx) as s, s.transaction(read_only=True):
         job = triage.show(s, job_id, full=full)
+        renamed = triage.renamed(s.table.mapping)
     if out in (output.Output.csv, output.Output.tsv):  # one table: the job as one row
         doc = tables.show_table(job)
     else:
-        doc = views.show(job, job_id)
+        doc = views.show(job, job_id, renamed)
     terminal.emit(context.marked(ctx, doc), out, fmt)
 
 
