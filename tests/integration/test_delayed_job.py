@@ -359,7 +359,7 @@ class Scenario:
         args = shlex.split(line)[1:]
         if "reclaim" in args:  # the way back: the new workers stop first
             self.stop_new_workers()
-        result = self.run(*args, "--yes")
+        result = self.run(*args, *([] if "--yes" in args else ["--yes"]))
         assert result.code == 0, (line, result)
         if args[2:4] == ["schema", "apply"]:
             self.after_apply()
@@ -517,7 +517,7 @@ def test_explain_tells_a_lease_on_the_gems_timestamp_columns(empty_dsn, run, mon
             conn.execute(gem(ENQUEUE), params(0, handler(n), now, "default", now, now))
         for kind, step in page_steps():
             if kind == "jobctl":
-                assert run(*shlex.split(step)[1:], "--yes").code == 0
+                assert run(*shlex.split(step)[1:]).code == 0  # (the page's --yes)
                 break
             for statement in statements(step):
                 conn.execute(statement)
