@@ -54,7 +54,10 @@ def _of(seconds: float | None) -> str:
     return " (length unknown)" if seconds is None else f" of {_length(seconds)}"
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+#-]+")  # one word: it cannot say anything but itself
+# one word: it cannot say anything but itself. '#' is a word's character so that a kind is
+# told alike whatever wrote it: Billing::ChargeJob and Delayed::Job's User#send_welcome, both
+# unquoted (a kind with a space or a quote is quoted, as any value)
+_PLAIN = re.compile(r"[A-Za-z0-9_.:@/+#-]+")
 
 
 def _said(value: Any) -> str:
