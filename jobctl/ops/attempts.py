@@ -30,7 +30,9 @@ def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None
     processing = (mapping or TableMapping()).status("processing")
     if job.get("status") != processing or job.get("attempt_token") is None:
         return None
-    mine = job.get("jobctl_attempt") == job["attempt_token"]
+    # audit writes no statistics: what a table switched to audit kept in them (an attempt
+    # running at the switch) is not counted on
+    mine = mode != "audit" and job.get("jobctl_attempt") == job["attempt_token"]
     counted = (job.get("jobctl_heartbeats") or 0) if mine else 0
     lease = job.get("jobctl_lease") if mine else None
     if lease is None and isinstance(job.get("jobctl_lease_s"), (int, float)):

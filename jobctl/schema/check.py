@@ -68,9 +68,6 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
             "columns missing or of the wrong type: "
             + ", ".join(state.missing_columns + state.wrong_columns)
         )
-    unkept = [c for c in state.present_columns if c not in history.columns(state.mode)]
-    if state.mode is not None and unkept:
-        problems.append(f"columns mode {state.mode} does not keep: {', '.join(unkept)}")
     if problems:
         return Check("history installed", False, "; ".join(problems) + " (run jobctl schema apply)")
     assert state.mode is not None
@@ -79,7 +76,12 @@ def history_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check:
         True,
         f"{history.DESCRIBE[state.mode]}, version {version if version is not None else '?'}, "
         f"function jobctl.{history.function_name(table.schema, table.name)}; "
-        f"costs {MODE_COST[state.mode]}",
+        f"costs {MODE_COST[state.mode]}"
+        + (
+            f"; {history.unused_note(state.unused_columns, state.mode)}"
+            if state.unused_columns
+            else ""
+        ),
     )
 
 

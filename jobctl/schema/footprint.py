@@ -83,6 +83,10 @@ class Footprint:
             + (
                 f", {', '.join(statistics)} (heartbeat statistics in modes late and exact, "
                 "NULL otherwise)"
+                if statistics and self.mode != LEAST
+                else f"; kept, unused in mode {LEAST}: {', '.join(statistics)} (left from an "
+                "earlier mode: dropping a column would fail the application's prepared "
+                "SELECT *; schema remove drops them)"
                 if statistics
                 else f"; mode {LEAST} keeps no heartbeat statistics on the row"
             ),
@@ -133,7 +137,12 @@ def of(
             names.column(c): t.replace("timestamp with time zone", "timestamptz")
             for c, t in apply.LEASE_COLUMNS.items()
         },
-        jobctl_columns=history.columns(mode),
+        # the mode's, and those an earlier mode left (apply never drops one)
+        jobctl_columns={
+            c: t
+            for c, t in history.COLUMNS.items()
+            if c in history.columns(mode) or c in state.present_columns
+        },
         checks=tuple(f"{target.name}_{suffix}"[:63] for suffix in apply.CHECKS),
         index=ours if ours in kept or not kept else kept[0],
         trigger=history.TRIGGER,

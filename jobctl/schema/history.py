@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -136,12 +136,27 @@ class TableState:
     function_md5: str | None = None  # md5 of that function's body as installed
     present_columns: tuple[str, ...] = ()  # the jobctl_* columns the table has
 
+    @property
+    def unused_columns(self) -> tuple[str, ...]:
+        """The jobctl_* columns on the table its mode does not use: the statistics columns
+        an audit table kept from an earlier mode (or from jobctl 0.2, whose audit added
+        them): never dropped but by schema remove (unused_note)."""
+        return tuple(c for c in self.present_columns if c not in columns(self.mode))
+
 
 def columns(mode: str | None) -> dict[str, str]:
-    """The jobctl_* columns a jobs table has in ``mode`` (None: not installed, as a first
+    """The jobctl_* columns a fresh install adds in ``mode`` (None: not installed, as a first
     install's): jobctl_action alone in audit, whose trigger keeps no statistics; all in the
-    others."""
+    others. A table switched to audit keeps the others (TableState.unused_columns)."""
     return {ACTION: COLUMNS[ACTION]} if mode == LEAST else dict(COLUMNS)
+
+
+def unused_note(unused: Sequence[str], mode: str) -> str:
+    """What schema check and the footprint say of the columns a mode leaves unused."""
+    return (
+        f"{', '.join(unused)} left from an earlier mode, unused in mode {mode} (kept: dropping "
+        "a column would fail the application's prepared SELECT *; schema remove drops them)"
+    )
 
 
 def table_state(conn: psycopg.Connection[Any], table_oid: int | None) -> TableState:
@@ -199,7 +214,8 @@ def wanted(conn: psycopg.Connection[Any], target: Target, mode: str) -> Wanted:
     assert named is not None
     fragments["job_table"] = sql.Literal(named["qualified"])
     fragments |= kept_texts(fragments)
-    # the heartbeat statistics kept on the jobs row, in the modes whose table has their columns
+    # the heartbeat statistics kept on the jobs row, by every mode but audit (whose function
+    # is the same whether the table has the columns or not: it never writes them)
     fragments["statistics"] = (
         queries.query("history_statistics", **fragments)
         if STATISTICS[0] in columns(mode)
@@ -276,8 +292,12 @@ def plan(
     missing, and the table's function and trigger if they are not the ones wanted (another
     mode, an older version, a function made for another mapping). ``mode`` None keeps the
     installed mode (``transitions`` on a first install, ``late`` over version 1's triggers).
-    Every step that takes a lock is tried with short lock timeouts (the trigger writes
-    jobctl's tables in the workers' transactions), naming ``locks`` (the jobs table) when it
+    It never drops a column of the table (only schema remove does): an application's
+    statement prepared over ``SELECT *`` or ``RETURNING *`` fails when the table's row type
+    changes, so a table switched to audit keeps the statistics columns it has, unused, and
+    only a mode that needs a column it lacks adds it (the user's explicit --history). Every
+    step that takes a lock is tried with short lock timeouts (the trigger writes jobctl's
+    tables in the workers' transactions), naming ``locks`` (the jobs table) when it
     waits."""
     steps: list[Step] = []
     current = installed_version(conn) or 0
@@ -299,8 +319,7 @@ def plan(
             earlier.append(m)
     state = table_state(conn, target.oid)
     chosen = chosen_mode(state, mode)
-    kept = columns(chosen)
-    missing = [c for c in kept if c not in state.present_columns]
+    missing = [c for c in columns(chosen) if c not in state.present_columns]
     if missing:
         steps.append(
             Step(
@@ -325,22 +344,6 @@ def plan(
                 f"install the history trigger and its function jobctl.{want.function} "
                 f"({DESCRIBE[chosen]})",
                 install_sql(target, chosen, want, calls_shared(state)),
-                locks=locks,
-            )
-        )
-    unkept = [c for c in state.present_columns if c not in kept]
-    if unkept:  # after the function that wrote them is replaced, in a transaction of its own
-        steps.append(
-            Step(
-                f"drop the heartbeat statistics columns, which mode {chosen} does not keep "
-                f"({', '.join(unkept)}: the catalog only, no rewrite)",
-                queries.query(
-                    "drop_columns",
-                    target.ident,
-                    columns=sql.SQL(", ").join(
-                        queries.query("drop_column", column=sql.Identifier(c)) for c in unkept
-                    ),
-                ),
                 locks=locks,
             )
         )

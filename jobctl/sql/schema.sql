@@ -468,8 +468,9 @@ BEGIN
 END
 
 -- name: history_statistics
--- the end of history_function_body in the modes whose table has the heartbeat statistics
--- columns (all but audit, whose table has jobctl_action alone: history.columns)
+-- the end of history_function_body in the modes that keep the heartbeat statistics on the
+-- row (all but audit, which never writes them: a fresh audit table has jobctl_action alone,
+-- one switched to audit keeps the four columns unused: history.columns)
     IF NEW.{status} OPERATOR(pg_catalog.=) {processing} AND NEW.{attempt_token} IS NOT NULL THEN
         NEW.jobctl_attempt := NEW.{attempt_token};
         NEW.jobctl_heartbeats := 0;
@@ -567,16 +568,6 @@ CREATE DATABASE {database}
 -- name: add_column
 -- one column of add_columns
 ADD COLUMN {column} {type}
-
--- name: drop_columns
--- jobctl's columns of the jobs table a mode does not keep ({columns}: DROP COLUMN name, ...):
--- a change of the catalog (the rows keep their bytes until next written), under an ACCESS
--- EXCLUSIVE lock for that instant, tried with short lock timeouts like every step
-ALTER TABLE {table} {columns}
-
--- name: drop_column
--- one column of drop_columns (IF EXISTS: a step run again finds it gone)
-DROP COLUMN IF EXISTS {column}
 
 -- name: record_table_mapping
 -- the table's own names for the lease design's, recorded for everyone on call (schema apply

@@ -10,8 +10,8 @@
   and explain show them. The default mode, run through the same statements, is the control:
   its function is called by a worker's fail, so the count can see a call.
 * Switching between the modes while workers run takes no ACCESS EXCLUSIVE lock on the
-  table (pg_locks, sampled throughout) but the instant of the statistics columns audit does
-  not keep, dropped or added back, holds no worker up past one short lock try, and an
+  table (pg_locks, sampled throughout: no column is dropped or added, the statistics
+  columns stay, unused, in audit), holds no worker up past one short lock try, and an
   apply in the mode already installed has nothing to do.
 """
 
@@ -256,15 +256,9 @@ def test_switching_modes_is_online_and_idempotent(conn, dsn):
         busy.stop(workers)
     result = busy.collect(workers)
 
-    # the one ACCESS EXCLUSIVE lock on the table: the statistics columns audit does not keep,
-    # dropped and added back (the catalog only), each tried with short lock timeouts (its
-    # session seen running the ALTER, or the COMMIT that ends its step)
-    assert all(
-        q.startswith('ALTER TABLE "public"."jobs" DROP COLUMN IF EXISTS "jobctl_attempt"')
-        or q.startswith('ALTER TABLE "public"."jobs" ADD COLUMN "jobctl_attempt"')
-        or q == "COMMIT"
-        for q in seen
-    ), seen
+    # no ACCESS EXCLUSIVE lock on the table: a switch replaces the function and the trigger,
+    # and changes no column (the statistics columns stay, unused, in audit)
+    assert seen == []
     assert not result["errors"]
     meanwhile = busy.during(result, started, ended)
     assert len(meanwhile) > 100, "the workers were not running during the switches"

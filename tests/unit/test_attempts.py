@@ -59,6 +59,11 @@ def test_live_attempt_from_the_row():
     assert counted["late_heartbeats"] == 2 and counted["max_heartbeat_gap_s"] == 20.0
     stale = job_history.live_attempt(job(token, stats_token=uuid.uuid4(), heartbeats=5), "exact")
     assert stale["heartbeats"] == 0  # statistics of another attempt are not this one's
+    # a table switched to audit keeps the columns, unwritten: the values of the switch's time
+    left = job_history.live_attempt(
+        job(token, stats_token=token, heartbeats=2, gap=20 * S), "audit"
+    )
+    assert left["max_heartbeat_gap_s"] is None and left["heartbeat_stats"] == "none"
     assert job_history.live_attempt(job(token) | {"status": "done"}, "late") is None
 
 
