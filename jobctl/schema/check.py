@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from jobctl import db
 from jobctl.contract import safe_text
@@ -20,7 +21,7 @@ from jobctl.schema import (
     unserved,
     versions,
 )
-from jobctl.sql import queries
+from jobctl.sql import printable, queries
 from jobctl.table import column_types
 
 # what each history mode costs the workers, measured by tests/bench/bench_trigger.py and
@@ -350,10 +351,10 @@ def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -
         row = db.row(conn, "leading_index", {"oid": table.oid, "column": column})
         assert row is not None
         status = table.mapping.column("status")
-        advice = (
-            f"CREATE INDEX CONCURRENTLY ON {table.qualified} ({column}, {status}) "
-            f"serves --{design} (see docs/your-table.md)"
+        create = sql.SQL("CREATE INDEX CONCURRENTLY ON {} ({}, {})").format(
+            table.ident, sql.Identifier(column), sql.Identifier(status)
         )
+        advice = f"{_pasted(conn, create)} serves --{design} (see docs/your-table.md)"
         if row["index"] is not None:
             found.append(Check(f"an index for --{design}", True, f"{row['index']} (valid)"))
         elif row["rows"] >= LARGE_TABLE:
@@ -376,21 +377,36 @@ def _priority_index_check(conn: psycopg.Connection[Any], table: db.JobsTable) ->
     column = table.mapping.priority
     if column is None:
         return []
-    row = db.row(conn, "leading_index", {"oid": table.oid, "column": column})
-    assert row is not None
     names = table.mapping
-    order = " DESC NULLS LAST" if names.priority_order == "desc" else ""
-    advice = (
-        f"CREATE INDEX CONCURRENTLY ON {table.qualified} ({column}{order}, "
-        f"{names.column('available_at')}, {names.column('id')}) WHERE {names.column('status')} "
-        f"= '{names.status('queued')}' serves the claim's order (see docs/your-table.md)"
+    desc = names.priority_order == "desc"
+    # the claim's ORDER BY: the priority (DESC or ASC) NULLS LAST, available_at, id
+    keys = [column, names.column("available_at"), names.column("id")]
+    row = db.row(
+        conn, "ordered_index", {"oid": table.oid, "columns": keys, "options": [int(desc), 0, 0]}
     )
+    assert row is not None
+    create = sql.SQL("CREATE INDEX CONCURRENTLY ON {} ({}{}, {}, {}) WHERE {} = {}").format(
+        table.ident,
+        sql.Identifier(column),
+        sql.SQL(" DESC NULLS LAST" if desc else ""),
+        sql.Identifier(keys[1]),
+        sql.Identifier(keys[2]),
+        sql.Identifier(names.column("status")),
+        sql.Literal(names.status("queued")),
+    )
+    advice = f"{_pasted(conn, create)} serves the claim's order (see docs/your-table.md)"
     what = "an index for the claim's priority"
     if row["index"] is not None:
         return [Check(what, True, f"{row['index']} (valid)")]
     if row["rows"] >= LARGE_TABLE:
         return [Check(what, False, f"missing: {advice}")]
     return [Check(what, True, f"none; below {LARGE_TABLE:,} rows the claim sorts; {advice}")]
+
+
+def _pasted(conn: psycopg.Connection[Any], statement: sql.Composable) -> str:
+    """A statement advised to paste, its names and values quoted as the server reads them
+    (a control character in its escaped form: ``printable``)."""
+    return printable.printable(statement).as_string(conn)
 
 
 def _status_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:

@@ -517,6 +517,43 @@ SELECT (SELECT ic.relname::pg_catalog.text
        (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
         WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows
 
+-- name: ordered_index
+-- a valid btree index of the table that serves an ORDER BY of the columns %(columns)s in the
+-- directions %(options)s (pg_index.indoption's bits: 1 DESC, 2 NULLS FIRST): led by the first
+-- column in its direction or in the reverse of it (a backward scan, which reverses NULLS too),
+-- the one whose scan gives the most of the ORDER BY (the keys it lacks are sorted among the
+-- rows equal in those it gives), with the table's size as the planner believes it; schema
+-- check notices when there is none
+SELECT (SELECT ic.relname::pg_catalog.text
+        FROM pg_catalog.pg_index i
+        JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
+        JOIN pg_catalog.pg_am am ON am.oid OPERATOR(pg_catalog.=) ic.relam
+        CROSS JOIN LATERAL (  -- how many keys of the ORDER BY a scan gives, forward or backward
+            SELECT pg_catalog.max(scan.keys) AS keys
+            FROM (VALUES (0::pg_catalog.int2), (3::pg_catalog.int2)) AS f(flip)
+            CROSS JOIN LATERAL (
+                SELECT coalesce(pg_catalog.min(k.n) OPERATOR(pg_catalog.-) 1,
+                                pg_catalog.cardinality(%(columns)s::pg_catalog.name[])) AS keys
+                FROM ROWS FROM (pg_catalog.unnest(%(columns)s::pg_catalog.name[]),
+                                pg_catalog.unnest(%(options)s::pg_catalog.int2[]))
+                     WITH ORDINALITY AS k(name, want, n)
+                LEFT JOIN pg_catalog.pg_attribute a
+                     ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
+                    AND a.attnum OPERATOR(pg_catalog.=)
+                        i.indkey[(k.n OPERATOR(pg_catalog.-) 1)::pg_catalog.int4]
+                WHERE k.n OPERATOR(pg_catalog.>) i.indnkeyatts::pg_catalog.int8
+                   OR a.attname IS DISTINCT FROM k.name
+                   OR (i.indoption[(k.n OPERATOR(pg_catalog.-) 1)::pg_catalog.int4]
+                       OPERATOR(pg_catalog.&) 3::pg_catalog.int2)
+                      OPERATOR(pg_catalog.<>) (k.want OPERATOR(pg_catalog.#) f.flip)
+            ) AS scan) AS led
+        WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisvalid
+          AND am.amname OPERATOR(pg_catalog.=) 'btree'::pg_catalog.name
+          AND led.keys OPERATOR(pg_catalog.>=) 1
+        ORDER BY led.keys DESC, 1 LIMIT 1) AS index,
+       (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
+        WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows
+
 -- name: row_security_refusal
 -- the tables whose row security can refuse a query of jobctl's (it runs with row_security
 -- off): each with its policies, those named %(name)s alone when given (the refusal's text

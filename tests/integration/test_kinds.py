@@ -36,7 +36,7 @@ def test_schema_check_shows_the_mapped_columns(conn, run):
     kinded(conn, run)
     result = run("schema", "check")
     assert "kind = kind" in result.out and "queue = queue" in result.out
-    assert "an index for --kind" in result.out and "(kind, status)" in result.out
+    assert "an index for --kind" in result.out and '("kind", "status")' in result.out
     conn.execute("CREATE INDEX jobs_kind_status ON jobs (kind, status)")
     assert "jobs_kind_status (valid)" in run("schema", "check").out
 

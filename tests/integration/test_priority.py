@@ -76,7 +76,74 @@ def test_the_mapping_is_recorded_and_read_back(conn, run, prioritised):
     checked = run("schema", "check")
     assert "priority = priority (highest claimed first)" in checked.out
     assert "an index for the claim's priority" in checked.out
-    assert "(priority DESC NULLS LAST, available_at, id) WHERE status = 'queued'" in checked.out
+    assert (
+        '("priority" DESC NULLS LAST, "available_at", "id") WHERE "status" = \'queued\''
+        in checked.out
+    )
+
+
+def priority_check(run) -> str:
+    """What schema check says of the index for the claim's priority."""
+    checked = run("schema", "check", "-o", "json")
+    assert checked.code in (0, 4), checked.err
+    (found,) = [c for c in json.loads(checked.out) if c["check"] == PRIORITY_CHECK]
+    return str(found["detail"])
+
+
+PRIORITY_CHECK = "an index for the claim's priority"
+
+
+def test_the_priority_index_advised_runs_as_printed(conn, run):
+    """A column whose name needs quotes (Priority) and a queued status with a quote in it:
+    the advised statement runs as printed, and check then counts the index it built."""
+    conn.execute('ALTER TABLE jobs ADD COLUMN "Priority" integer NOT NULL DEFAULT 0')
+    conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")  # any status text
+    args = ["--column", "priority=Priority", "--priority-order", "desc"]
+    applied = run("schema", "apply", "--yes", *args, "--status", "queued=it's queued")
+    assert applied.code == 0, applied.err
+    said = priority_check(run)
+    advice = "CREATE INDEX" + said.split("CREATE INDEX", 1)[1].split(" serves ")[0]
+    assert '"Priority" DESC NULLS LAST' in advice and "= 'it''s queued'" in advice, advice
+    conn.execute(advice)
+    assert priority_check(run) == "jobs_Priority_available_at_id_idx (valid)"
+
+
+@pytest.mark.parametrize(
+    ("keys", "serves"),
+    [
+        # forward: the claim's own order
+        ("priority DESC NULLS LAST, available_at, id", True),
+        # backward: every key reversed, NULLS too
+        ("priority ASC NULLS FIRST, available_at DESC, id DESC", True),
+        # a plain ascending index backward is priority DESC NULLS FIRST, available_at DESC
+        ("priority, available_at, id", False),
+        ("priority ASC NULLS LAST", False),
+        # the priority alone, or with available_at: the rest sorted among equal priorities
+        ("priority DESC NULLS LAST", True),
+        ("priority ASC NULLS FIRST, available_at DESC", True),
+        # the priority forward, available_at backward: the priority given, the rest sorted
+        ("priority DESC NULLS LAST, available_at DESC", True),
+    ],
+)
+def test_a_priority_index_counts_when_it_scans_in_the_claims_order(conn, run, keys, serves):
+    """With --priority-order desc (the claim orders by priority DESC NULLS LAST,
+    available_at, id) an index counts only when a scan of it, forward or backward, gives
+    that order whole: the planner then reads it instead of sorting."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN priority integer")
+    args = ["--column", "priority=priority", "--priority-order", "desc"]
+    assert run("schema", "apply", "--yes", *args).code == 0
+    conn.execute(f"CREATE INDEX jobs_claim_order ON jobs ({keys}) WHERE status = 'queued'")
+    checked = run("schema", "check").out
+    assert ("jobs_claim_order (valid)" in checked) is serves, checked
+    conn.execute("SET enable_sort = off")  # a plan with a sort costs more than any index
+    plan = conn.execute(
+        "EXPLAIN SELECT id FROM jobs WHERE status = 'queued' "
+        "ORDER BY priority DESC NULLS LAST, available_at, id LIMIT 1"
+    ).fetchall()
+    text = "\n".join(r["QUERY PLAN"] for r in plan)
+    full_sort = any(r["QUERY PLAN"].lstrip(" ->").startswith("Sort  (") for r in plan)
+    assert (not full_sort and "jobs_claim_order" in text) is serves, text
+    conn.execute("RESET enable_sort")
 
 
 def test_stuck_carries_the_priority_when_mapped(conn, run, prioritised):
