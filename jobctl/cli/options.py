@@ -272,7 +272,12 @@ ExpectToken = Annotated[
         help="Act only if the job's attempt token is this UUID (your copy, e.g. from stuck).",
     ),
 ]
-Force = Annotated[bool, typer.Option(help="Act even on a live lease (its worker may run).")]
+Force = Annotated[
+    bool,
+    typer.Option(
+        help="Act even on a live lease or a claim with no lease within the hour (its worker may run)."
+    ),
+]
 Full = Annotated[  # show, history, explain, events: long texts whole (else cut on the server)
     bool,
     typer.Option(

@@ -108,5 +108,7 @@ def candidates(s: Session, action: manual.Action, which: BulkFilter, *, force: b
         decision.outcome, decision.detail = manual.refusal(
             row, action, force=force, expect_token=None, mapping=s.table.mapping
         )
+        for judged in ("lease_less_recent", "claimed_age_s"):  # decided on, not listed
+            row.pop(judged, None)
         (eligible if decision.outcome is None else refused).append(decision)
     return Listed(eligible, refused, which.limit, left_out)

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import psycopg
 
-from jobctl import db, errors
+from jobctl import db, durations, errors
 from jobctl.contract import safe_text
 from jobctl.contract.shapes import ManualResult, Row
 from jobctl.db.session import Session
@@ -264,7 +264,8 @@ def refusal(
     """Why ``action`` may not go ahead on the job as read: (outcome, detail), or (None, "").
 
     The eligibility table of the docs (manual actions), as code: a done job is refused, so is
-    a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``;
+    a requeue of a queued job and a fail of a failed one, and a live lease unless ``force``,
+    as is a processing job with no lease claimed recently (``lease_less_recent``);
     a cancel takes only a running (processing) job, whatever its lease; an ``expect_token``
     that is not the job's token is a conflict. ``seen["status"]`` is the
     table's own value; ``mapping`` says which part it plays (a parked job is taken like a
@@ -296,7 +297,27 @@ def refusal(
             f"lease is live until {until}: "
             f"worker {seen['reserved_by']} may be running it (--force overrides)"
         )
+    if seen.get("lease_less_recent") and not force:
+        return "refused", lease_less_refusal(seen)
     return None, ""
+
+
+def lease_less_refusal(seen: Row) -> str:
+    """Why a processing job with no lease claimed recently (``lease_less_recent``: within
+    the hour, or at a time jobctl cannot read) is taken like a live lease."""
+    age = seen.get("claimed_age_s")
+    by = seen.get("reserved_by")
+    if age is None:
+        claimed = "no claim time jobctl can read"
+    elif age < 0:
+        claimed = "claimed at a time ahead of the server's clock"
+    else:
+        claimed = f"claimed {durations.human(age)} ago"
+    return (
+        f"no lease, {claimed}"
+        + (f" by {by}" if by is not None else "")
+        + ": its worker may still be running it (--force overrides)"
+    )
 
 
 def since_review(reviewed: Row, now: Row | None, *, attempt_only: bool = False) -> str | None:

@@ -187,18 +187,32 @@ def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
     missing = "no lease expiry" if job.get("lease_expires_at") is None else "no attempt token"
     claimed = job.get("reserved_at")
     by = job.get("reserved_by")
+    options = "--force --reason ..." if job.get("lease_less_recent") else "--reason ..."
     return [
         f"It is processing with {missing}: code that sets no lease claimed it"
         + (f" at {_at(claimed)}" if claimed is not None else "")
         + (f" as worker {_said(by)}" if by is not None else "")
         + ". jobctl cannot tell a slow worker from a dead one, and reclaim never touches it, "
         "by design.",
+        *_recent_claim(job),
         "Find the writer that claims without a lease with jobctl doctor. If its worker is gone, "
-        f"{_arguments('requeue', job['id'], '--reason ...')} runs it again and "
-        f"{_arguments('fail', job['id'], '--reason ...')} gives it up; either "
+        f"{_arguments('requeue', job['id'], options)} runs it again and "
+        f"{_arguments('fail', job['id'], options)} gives it up; either "
         "write is fenced on the row's version as read, since there is no token to fence on. "
         "For all such jobs at once, jobctl requeue --no-lease --save-plan FILE lists them "
         "and saves a plan to review, applied by jobctl requeue --plan FILE.",
+    ]
+
+
+def _recent_claim(job: Mapping[str, Any]) -> list[str]:
+    """What the claim's age (``lease_less_recent``) makes of a job with no lease."""
+    if not job.get("lease_less_recent"):
+        return ["It was claimed over an hour ago: requeue and fail take it without --force."]
+    known = isinstance(job.get("reserved_at"), dt.datetime)  # (an unusable one comes as text)
+    when = "within the last hour" if known else "at no time jobctl can read"
+    return [
+        f"It was claimed {when}: its worker may still be running it, so requeue and fail "
+        "refuse it as they refuse a live lease (--force overrides)."
     ]
 
 

@@ -393,6 +393,22 @@ CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
      THEN 'expired'::pg_catalog.text
      ELSE 'live'::pg_catalog.text END
 
+-- name: lease_less_recent
+-- a processing job with no lease (lease_missing) whose claim is recent: claimed within
+-- lease_less_window, or at a time jobctl cannot read (no reserved_at, or one out of range).
+-- With no lease jobctl cannot tell a running worker from a dead one but by the claim's age:
+-- such a job is taken like a live lease (the manual writes refuse it without --force). The
+-- one place it is judged: the manual writes (by id, by filter, by plan), show and explain
+(j.{status} OPERATOR(pg_catalog.=) {processing} AND {lease_missing}
+ AND (j.{reserved_at} IS NULL OR NOT {reserved_at_usable}
+      OR j.{reserved_at} OPERATOR(pg_catalog.>)
+         (pg_catalog.now() OPERATOR(pg_catalog.-) {lease_less_window})))
+
+-- name: lease_less_window
+-- how long after its claim a job with no lease may still be running (lease_less_recent):
+-- 1 hour (docs/commands.md says why)
+'1 hour'::pg_catalog.interval
+
 -- name: lease_expiring_soon
 -- a live lease (lease_state) that runs out within lease_soon_window. The one place "expiring
 -- soon" is judged: summary, top, metrics, stuck --expiring, show and explain read it
@@ -830,6 +846,7 @@ END
 -- one job, every column (the table's names: jobctl.triage renames the design's), with its
 -- lease state
 SELECT j.*, {lease_state} AS lease_state, {lease_expiring_soon} AS lease_expiring_soon,
+       {lease_less_recent} AS lease_less_recent,
        {effective_policy} AS effective_policy, {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
        j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated,
@@ -841,7 +858,8 @@ FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 -- the server ({shown_columns}: the table's columns in order, each long one as shown_column),
 -- so that a 100 MB last_error never crosses the wire
 SELECT {shown_columns}, {lease_state} AS lease_state,
-       {lease_expiring_soon} AS lease_expiring_soon, {effective_policy} AS effective_policy,
+       {lease_expiring_soon} AS lease_expiring_soon, {lease_less_recent} AS lease_less_recent,
+       {effective_policy} AS effective_policy,
        {policy_source} AS policy_from, ({awaiting_review}) AS awaiting_review,
        CASE WHEN {awaiting_review} THEN {review_why} END AS review_why,
        j.xmin::text AS row_version, {id_repeated} AS jobctl_id_repeated,
@@ -920,6 +938,7 @@ ORDER BY a.claimed_at, a.attempt
 -- a job as an operator action sees it (its fence: status, token, version)
 SELECT {fence_columns}, j.{lease_expires_at} AS lease_expires_at,
        {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review,
+       {lease_less_recent} AS lease_less_recent, {claimed_age_s} AS claimed_age_s,
        {id_repeated} AS id_repeated
 FROM {table} j WHERE j.{id} = %(id)s::text::{id_type}
 
@@ -1011,6 +1030,7 @@ RETURNING j.{id} AS id
 -- (--no-lease) whether it is a claim with no lease (lease_missing)
 SELECT {fence_columns}, {mapped_columns} j.{lease_expires_at} AS lease_expires_at,
        {lease_state} AS lease_state, ({awaiting_review}) AS awaiting_review,
+       {lease_less_recent} AS lease_less_recent, {claimed_age_s} AS claimed_age_s,
        {id_repeated} AS id_repeated
 FROM {table} j
 WHERE j.{status} OPERATOR(pg_catalog.=) ANY(%(statuses)s::pg_catalog.text[]::{status_type}[])

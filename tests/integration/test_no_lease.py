@@ -1,11 +1,13 @@
 """Jobs claimed without a lease: code that claims with no lease and no token leaves
 processing rows reclaim can never see. stuck lists them (lease_state none), --exit-code counts
 them, explain says what they are and what to do, summary/metrics/report name them, reclaim
-never touches them, and requeue/fail work on them fenced on the row's version."""
+never touches them, and requeue/fail work on them fenced on the row's version, but refuse one
+claimed within the hour (or at no known time) without --force, as they refuse a live lease."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import psycopg
 import pytest
@@ -14,13 +16,15 @@ from psycopg import rows
 from shapes import BACKGROUND_TASKS
 
 
-def unleased(conn, ids, *, table="jobs", status="processing", columns=None) -> None:
+def unleased(
+    conn, ids, *, table="jobs", status="processing", columns=None, ago="20 minutes"
+) -> None:
     """Claim ``ids`` as old code does: processing, a worker and a claim time, no lease, no
-    token (the claim 20 minutes ago)."""
+    token (the claim ``ago``: 20 minutes, within the hour its worker may still run it)."""
     c = columns or {"status": "status", "reserved_by": "reserved_by", "reserved_at": "reserved_at"}
     conn.execute(
         psycopg.sql.SQL(
-            "UPDATE {t} SET {s} = %s, {w} = 'legacy-1', {r} = now() - interval '20 minutes' "
+            "UPDATE {t} SET {s} = %s, {w} = 'legacy-1', {r} = now() - %s::interval "
             "WHERE id = ANY(%s)"
         ).format(
             t=psycopg.sql.Identifier(table),
@@ -28,7 +32,7 @@ def unleased(conn, ids, *, table="jobs", status="processing", columns=None) -> N
             w=psycopg.sql.Identifier(c["reserved_by"]),
             r=psycopg.sql.Identifier(c["reserved_at"]),
         ),
-        (status, list(ids)),
+        (status, ago, list(ids)),
     )
 
 
@@ -104,8 +108,19 @@ def test_explain_says_what_they_are_and_what_to_do(conn, run):
     assert "processing with no lease expiry" in story
     assert "reclaim never touches it" in story and "cannot tell a slow worker" in story
     assert "jobctl doctor" in story
-    assert f"jobctl requeue {job_id} --reason" in story and f"jobctl fail {job_id}" in story
+    # claimed 20 minutes ago: its worker may still run it, so the commands carry --force
+    assert "claimed within the last hour: its worker may still be running it" in story
+    assert f"jobctl requeue {job_id} --force --reason" in story
+    assert f"jobctl fail {job_id} --force --reason" in story
     assert "fenced on the row's version" in story
+    assert json.loads(run("show", str(job_id), "-o", "json").out)["lease_less_recent"] is True
+    unleased(conn, [job_id], ago="2 hours")
+    story = run("explain", str(job_id)).out
+    assert "claimed over an hour ago" in story
+    assert (
+        f"jobctl requeue {job_id} --reason" in story and f"jobctl fail {job_id} --reason" in story
+    )
+    assert json.loads(run("show", str(job_id), "-o", "json").out)["lease_less_recent"] is False
 
 
 def test_summary_metrics_report_name_them(conn, dsn, run):
@@ -130,7 +145,7 @@ def test_summary_metrics_report_name_them(conn, dsn, run):
 @pytest.mark.parametrize("action, status", [("requeue", "queued"), ("fail", "failed")])
 def test_requeue_and_fail_fenced_on_the_version(conn, run, action, status):
     ids = add_jobs(conn, 1)
-    unleased(conn, ids)
+    unleased(conn, ids, ago="2 hours")  # claimed over the hour ago: taken without --force
     result = run(action, str(ids[0]), "--reason", "legacy claim, worker gone", "--yes")
     assert result.code == 0, result
     assert row_of(conn, ids[0])["status"] == status
@@ -146,7 +161,7 @@ def test_on_a_rails_style_table(empty_dsn, run):
         )
         assert applied.code == 0, applied.err
         columns = {"status": "state", "reserved_by": "locked_by", "reserved_at": "locked_at"}
-        unleased(conn, ids[:8], table=s.table, status="running", columns=columns)
+        unleased(conn, ids[:8], table=s.table, status="running", columns=columns, ago="2 hours")
 
         def jobctl(*args):
             return run("--table", s.table, *args, dsn=empty_dsn)
@@ -171,7 +186,7 @@ def test_a_change_between_read_and_write_is_a_conflict(conn, dsn):
     from jobctl.ops import manual
 
     ids = add_jobs(conn, 1)
-    unleased(conn, ids)
+    unleased(conn, ids, ago="2 hours")
     s = session.connect(db.Settings(dsn=dsn, actor="tester@ci"))
     with s.conn:
         decision = manual.decide(s, ids[0], "requeue", force=False, expect_token=None)
@@ -188,7 +203,7 @@ def test_a_reviewed_plan_of_the_jobs_with_no_lease_requeues_them_fenced(conn, ds
     or another status), saves them as a plan, and ``requeue --plan`` requeues exactly those,
     fenced on the row's version: the one that changed after the review is a conflict."""
     ids = add_jobs(conn, 5)
-    unleased(conn, ids[:3])
+    unleased(conn, ids[:3], ago="2 hours")
     claim_all(dsn, 1, lease_seconds=300)  # a live lease: not a claim without one
     plan = tmp_path / "no-lease.json"
     listed = run("requeue", "--no-lease", "--save-plan", str(plan), "-o", "json")
@@ -201,3 +216,52 @@ def test_a_reviewed_plan_of_the_jobs_with_no_lease_requeues_them_fenced(conn, ds
     assert row_of(conn, ids[0])["status"] == "processing"  # changed since: nothing written
     assert [row_of(conn, i)["status"] for i in ids[1:3]] == ["queued", "queued"]
     assert run("requeue", "--no-lease", "--status", "failed").code == 2  # not processing ones
+
+
+@pytest.mark.parametrize("action, status", [("requeue", "queued"), ("fail", "failed")])
+def test_a_claim_with_no_lease_a_second_old_is_refused_as_a_live_lease(conn, run, action, status):
+    """An old worker claimed it a second ago (no lease): its worker may be running it, so it
+    is refused as a live lease is (exit 2, nothing written) unless --force; a claim at no
+    time jobctl can read is refused the same; one claimed 2 hours ago is taken."""
+    ids = add_jobs(conn, 3)
+    unleased(conn, ids[:1], ago="1 second")
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', reserved_by = 'legacy-1' WHERE id = %s", (ids[1],)
+    )
+    unleased(conn, ids[2:], ago="2 hours")
+    before = [row_of(conn, i) for i in ids[:2]]
+    refused = run(action, str(ids[0]), str(ids[1]), "--reason", "r", "--yes", "-o", "json")
+    assert refused.code == 2, refused
+    assert [row_of(conn, i) for i in ids[:2]] == before  # nothing written
+    details = [r["detail"] for r in json.loads(refused.out)]
+    assert [r["outcome"] for r in json.loads(refused.out)] == ["refused", "refused"]
+    assert re.match(r"no lease, claimed 1(\.\d)?s ago by legacy-1: ", details[0]), details
+    assert details[0].endswith("its worker may still be running it (--force overrides)")
+    assert details[1].startswith("no lease, no claim time jobctl can read by legacy-1")
+    assert run(action, str(ids[2]), "--reason", "r", "--yes").code == 0  # 2 hours old
+    forced = run(action, str(ids[0]), str(ids[1]), "--reason", "r", "--force", "--yes")
+    assert forced.code == 0, forced
+    assert [row_of(conn, i)["status"] for i in ids] == [status] * 3
+
+
+def test_requeue_no_lease_leaves_the_recent_claims_to_force(conn, run, tmp_path):
+    """The filter path and a reviewed plan judge a recent claim with no lease as a direct
+    command does: left out, counted in one line, unless --force."""
+    ids = add_jobs(conn, 3)
+    unleased(conn, ids[:1], ago="1 second")
+    unleased(conn, ids[1:2], ago="2 hours")
+    before = row_of(conn, ids[0])
+    done = run("requeue", "--no-lease", "--reason", "legacy", "--yes", "-o", "json")
+    assert done.code == 0, done
+    assert [r["id"] for r in json.loads(done.out)] == [ids[1]]
+    assert "1 matching job(s) left out: the rules refuse them" in done.err, done.err
+    assert "its worker may still be running it" in done.err
+    assert row_of(conn, ids[0]) == before and row_of(conn, ids[1])["status"] == "queued"
+    plan = tmp_path / "forced.json"
+    assert run("requeue", "--no-lease", "--force", "--save-plan", str(plan)).code == 0
+    applied = run("requeue", "--plan", str(plan), "--reason", "legacy", "--yes")
+    assert applied.code == 2 and "may still be running it" in applied.out + applied.err
+    assert row_of(conn, ids[0]) == before
+    forced = run("requeue", "--plan", str(plan), "--reason", "legacy", "--force", "--yes")
+    assert forced.code == 0, forced
+    assert row_of(conn, ids[0])["status"] == "queued"

@@ -36,6 +36,13 @@ def job(status: str, lease_state: str = "none", **more) -> dict:
         (job("processing", "live"), "requeue", True, None),
         (job("processing", "live"), "fail", True, None),
         (job("processing", "none"), "requeue", False, None),
+        # a claim with no lease within the hour (lease_less_recent): as a live lease
+        (job("processing", "none", lease_less_recent=True), "requeue", False, "refused"),
+        (job("processing", "none", lease_less_recent=True), "fail", False, "refused"),
+        (job("processing", "none", lease_less_recent=True), "requeue", True, None),
+        (job("processing", "none", lease_less_recent=True), "fail", True, None),
+        (job("processing", "none", lease_less_recent=True), "cancel", False, None),
+        (job("processing", "none", lease_less_recent=False), "fail", False, None),
         (job("failed"), "requeue", False, None),
         (job("failed"), "fail", False, "refused"),
         (job("done"), "requeue", True, "refused"),
@@ -51,6 +58,21 @@ def test_a_live_lease_names_its_worker_and_the_way_out():
         job("processing", "live"), "fail", force=False, expect_token=None
     )
     assert outcome == "refused" and "w1" in detail and "--force" in detail and "2030" in detail
+
+
+@pytest.mark.parametrize(
+    ("age", "said"),
+    [
+        (12.3, "no lease, claimed 12s ago by w1: "),
+        (None, "no lease, no claim time jobctl can read by w1: "),
+        (-2.0, "no lease, claimed at a time ahead of the server's clock by w1: "),
+    ],
+)
+def test_a_recent_claim_with_no_lease_says_its_age_and_the_way_out(age, said):
+    seen = job("processing", "none", lease_less_recent=True, claimed_age_s=age)
+    outcome, detail = manual.refusal(seen, "fail", force=False, expect_token=None)
+    assert outcome == "refused"
+    assert detail == said + "its worker may still be running it (--force overrides)"
 
 
 def test_expect_token_mismatch_is_a_conflict_before_anything_else():
