@@ -275,7 +275,8 @@ ExpectToken = Annotated[
 Force = Annotated[
     bool,
     typer.Option(
-        help="Act even on a live lease or a claim with no lease within the hour (its worker may run)."
+        help="Act even on a live lease or a claim with no lease within the hour "
+        "(its worker may run)."
     ),
 ]
 Full = Annotated[  # show, history, explain, events: long texts whole (else cut on the server)
