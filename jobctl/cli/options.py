@@ -273,11 +273,7 @@ ExpectToken = Annotated[
     ),
 ]
 Force = Annotated[
-    bool,
-    typer.Option(
-        help="Act even on a live lease or a claim with no lease within the hour "
-        "(its worker may run)."
-    ),
+    bool, typer.Option(help="Act even on a live lease or a claim with no lease within the hour.")
 ]
 Full = Annotated[  # show, history, explain, events: long texts whole (else cut on the server)
     bool,
