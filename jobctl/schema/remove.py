@@ -270,19 +270,29 @@ def _columns_step(
     if not (drops.columns or drops.checks or drops.index or drops.mapping):
         return None, kept, None
     leased = table.mapping.column("lease_expires_at") in columns
-    expired = _expired_leases(conn, table) if leased else 0
+    expired, no_lease = _expired_leases(conn, table) if leased else (0, 0)
     statements = _drop_statements(table, drops, leased)
     what = f"drop from {where} the " + "; the ".join(_dropped(conn, table, drops))
+    staying: list[str] = []
     if expired:
-        what += (
-            f" ({expired} row(s) still processing with an expired lease or none stay so, "
-            "with no lease to expire: jobctl reclaim --commit first to requeue them)"
+        staying.append(
+            f"{expired} row(s) still processing with an expired lease stay so, with no lease "
+            "to expire: jobctl reclaim --commit first to requeue them"
         )
+    if no_lease:
+        staying.append(
+            f"{no_lease} row(s) processing with no lease stay so (reclaim never touches them): "
+            "jobctl requeue --no-lease once no old worker runs, or the old workers take them "
+            "back after their own timeout"
+        )
+    if staying:
+        what += f" ({'; '.join(staying)})"
     return schema_steps.Step(what, _joined(statements), locks=table.qualified), kept, drops
 
 
-def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
-    """The rows processing with an expired lease or none; refused while a lease is live."""
+def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[int, int]:
+    """The rows processing with an expired lease, and with none; refused while a lease is
+    live."""
     leases = db.one(conn, queries.query("remove_live_leases", **table.fragments))
     if leases["n"]:
         raise errors.NothingDone(
@@ -290,7 +300,7 @@ def _expired_leases(conn: psycopg.Connection[Any], table: db.JobsTable) -> int:
             "their workers write the lease columns; stop them (or let the leases run out, "
             "then reclaim) before jobctl schema remove --columns"
         )
-    return int(leases["expired"])
+    return int(leases["expired"]), int(leases["no_lease"])
 
 
 def _drop_statements(table: db.JobsTable, drops: _Drops, leased: bool) -> list[sql.Composable]:

@@ -149,10 +149,15 @@ SELECT removed.job_table, removed.dimension, removed.value, 'resumed', 'jobctl s
 FROM removed
 
 -- name: remove_live_leases
--- rows processing with a live lease now (their workers write the lease columns), and with an
--- expired or no lease (they would stay processing, nothing left to expire)
+-- rows processing with a live lease now (their workers write the lease columns), and those
+-- that would stay processing, nothing left to expire: with an expired lease reclaim can take
+-- (an expiry and a token), and with no lease (lease_missing: reclaim never touches them)
 SELECT count(*) FILTER (WHERE {lease_expires_at} > now()) AS n,
-       count(*) FILTER (WHERE NOT coalesce({lease_expires_at} > now(), false)) AS expired
+       count(*) FILTER (WHERE {lease_expires_at} <= now() AND {attempt_token} IS NOT NULL)
+           AS expired,
+       count(*) FILTER (WHERE {lease_expires_at} IS NULL
+                              OR ({attempt_token} IS NULL AND {lease_expires_at} <= now()))
+           AS no_lease
 FROM {table}
 WHERE {status} = {processing}
 

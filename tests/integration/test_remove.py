@@ -232,7 +232,22 @@ def test_columns_are_refused_while_a_lease_is_live_and_nothing_changes(conn, dsn
     conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 minute'")
     script = run("schema", "remove", "--columns", "--sql")
     assert script.code == 0, script.err
-    assert "(1 row(s) still processing with an expired lease or none stay so" in script.out
+    assert "(1 row(s) still processing with an expired lease stay so" in script.out
+    assert "no lease stay so" not in script.out
+    # a claim with no lease beside it: reclaim never touches it, the question says what does
+    conn.execute(
+        "INSERT INTO jobs (status, reserved_by, reserved_at) "
+        "VALUES ('processing', 'legacy-1', now())"
+    )
+    script = run("schema", "remove", "--columns", "--sql")
+    assert script.code == 0, script.err
+    assert (
+        "(1 row(s) still processing with an expired lease stay so, with no lease to expire: "
+        "jobctl reclaim --commit first to requeue them; 1 row(s) processing with no lease stay "
+        "so (reclaim never touches them): jobctl requeue --no-lease once no old worker runs, "
+        "or the old workers take them back after their own timeout)"
+    ) in " ".join(script.out.split())
+    conn.execute("DELETE FROM jobs WHERE reserved_by = 'legacy-1'")
     assert run("reclaim", "--commit", "--yes").code == 0
     done = run("schema", "remove", "--columns", "--yes")
     assert done.code == 0, done.err
