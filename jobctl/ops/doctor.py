@@ -371,7 +371,7 @@ def _claimed_without_lease(s: Session) -> list[Row]:
             "kind": "claimed_without_lease",
             "jobs": no_lease,
             "wrong": f"{no_lease} processing job(s) have no lease: some writer claims "
-            "without one (jobctl stuck lists them, reclaim never touches them)",
+            "without one (jobctl stuck -o wide lists them, reclaim never touches them)",
             "fix": "claim",
         }
     ]

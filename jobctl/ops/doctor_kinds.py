@@ -17,7 +17,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "claim_without_lease": (
         "fenced_writes",
         "a claim that sets no new attempt token and lease: its jobs are processing with no "
-        "lease, which reclaim never sees (jobctl stuck lists them as no lease)",
+        "lease, which reclaim never sees (jobctl stuck -o wide lists them as no lease)",
         "claim",
     ),
     "claim_ignores_pauses": (

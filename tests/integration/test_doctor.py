@@ -219,10 +219,15 @@ def test_each_bad_kind_is_found(statistics_server, jobctl, shape):
     assert f'"{names["status"]}"' in found["claim_without_lease"][0]["fix_sql"]
     assert checks["timeout_by_lease"]["status"] == "fail"
     assert checks["fenced_writes"]["status"] == "fail"
-    # the claim without a lease left a processing job with none
-    assert any(
-        f.get("kind") == "claimed_without_lease" for f in checks["fenced_writes"]["findings"]
+    assert (
+        "(jobctl stuck -o wide lists them as no lease)" in found["claim_without_lease"][0]["wrong"]
     )
+    # the claim without a lease left a processing job with none: named where stuck lists
+    # every one (its terminal table collapses many of them into one line)
+    (claimed,) = [
+        f for f in checks["fenced_writes"]["findings"] if f.get("kind") == "claimed_without_lease"
+    ]
+    assert "(jobctl stuck -o wide lists them, reclaim never touches them)" in claimed["wrong"]
     code, out, _ = jobctl(dsn, *table, "doctor", "--exit-code")
     assert code == 4
     assert "FAIL     1. the timeout is judged by lease_expires_at alone" in out
