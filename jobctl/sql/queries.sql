@@ -526,7 +526,7 @@ FROM {table} j
 WHERE {expired_filter} OR {no_lease_filter}
 
 -- name: at_risk
--- expired leases and live ones expiring soon (lease_soon_window: within %(soon)s, or in the
+-- expired leases and live ones expiring soon (lease_expiring_soon: within %(soon)s, or in the
 -- last third of their lease), with each worker's lag
 WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (
     SELECT {reserved_by} AS worker,
@@ -538,6 +538,7 @@ WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (
 SELECT {lease_columns},
        -- grace: on a standby, its replay lag (a lease that expired within it may be live)
        CASE WHEN {lease_missing} THEN 'none'
+            WHEN {lease_expiring_soon} THEN 'expiring'
             WHEN j.{lease_expires_at} < now() - %(grace)s::interval THEN 'expired'
             ELSE 'expiring' END AS lease_state,
        lag.lag_s AS worker_heartbeat_lag_s, {row_locked_by} AS locked_by,
@@ -545,7 +546,7 @@ SELECT {lease_columns},
        {id_repeated} AS id_repeated
 FROM {table} j LEFT JOIN lag ON lag.worker IS NOT DISTINCT FROM j.{reserved_by} {lockers_join}
 WHERE j.{status} = {processing}
-  AND (j.{lease_expires_at} < now() + {lease_soon_window} OR {lease_missing})
+  AND ({lease_missing} OR j.{lease_expires_at} < now() OR {lease_expiring_soon})
   AND {operator_filter}
 ORDER BY {lease_missing}, j.{lease_expires_at}, j.{reserved_at}, j.{id}
 LIMIT %(limit)s

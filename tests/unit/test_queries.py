@@ -202,3 +202,16 @@ def test_the_history_keeps_what_the_reads_show():
     from jobctl.schema import history
 
     assert history.KEPT_CHARS == triage.DISPLAY_CHARS
+
+
+def test_expiring_soon_is_judged_in_one_block():
+    """A live lease is expiring soon where lease_expiring_soon says so: every statement that
+    tells expiring leases (summary, top, metrics, show, stuck's at_risk) reads that block, and
+    none restates its comparison with the window."""
+    readers = [
+        name
+        for name, text in queries.blocks().items()
+        if "{lease_soon_window}" in re.sub(r"--[^\n]*", "", text)
+    ]
+    assert readers == ["lease_expiring_soon"]
+    assert "{lease_expiring_soon}" in queries.blocks()["at_risk"]
