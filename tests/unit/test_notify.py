@@ -14,7 +14,7 @@ from webhooks import webhook
 
 from jobctl import errors
 from jobctl.cli.commands import monitoring
-from jobctl.ops import notify, notify_urls
+from jobctl.ops import notify, notify_send, notify_urls
 from jobctl.render import notifications
 
 AT = dt.datetime(2026, 12, 2, 20, 0, tzinfo=dt.timezone.utc)
@@ -421,7 +421,7 @@ def test_urls_are_checked_and_logged_without_their_path():
 def test_delivery_posts_each_notice():
     logged: list[str] = []
     with webhook("ok") as hook:
-        sender = notify.Sender([hook.url], "json", log=logged.append)
+        sender = notify_send.Sender([hook.url], "json", log=logged.append)
         sender.send(notice())
         sender.close(wait_s=5)
     assert [p["event"] for p in hook.received] == ["reclaimed"] and sender.sent == 1
@@ -431,7 +431,7 @@ def test_delivery_posts_each_notice():
 def test_a_500_is_retried_with_backoff_then_said_once():
     logged: list[str] = []
     with webhook("500") as hook:
-        sender = notify.Sender([hook.url], "json", log=logged.append, backoff_s=0.05)
+        sender = notify_send.Sender([hook.url], "json", log=logged.append, backoff_s=0.05)
         started = time.monotonic()
         sender.send(notice())
         assert time.monotonic() - started < 0.05  # send never waits on the webhook
@@ -439,14 +439,14 @@ def test_a_500_is_retried_with_backoff_then_said_once():
         while not logged and time.monotonic() < deadline:
             time.sleep(0.02)
         sender.close(wait_s=1)
-    assert hook.attempts == 1 + notify.RETRIES and sender.delivery() == (0, 1)
+    assert hook.attempts == 1 + notify_send.RETRIES and sender.delivery() == (0, 1)
     assert len(logged) == 1 and "HTTP 500" in logged[0] and "SECRET" not in logged[0]
 
 
 def test_a_hanging_webhook_never_blocks_send_and_a_full_queue_drops():
     logged: list[str] = []
     with webhook("hang") as hook:
-        sender = notify.Sender(
+        sender = notify_send.Sender(
             [hook.url], "json", log=logged.append, timeout_s=0.3, retries=0, queue_size=2
         )
         started = time.monotonic()
@@ -475,7 +475,7 @@ def test_a_post_has_one_deadline_for_the_whole_answer():
     waits long) held the POST until it was done; the deadline covers the whole exchange."""
     with webhook("drip", drip_s=0.1) as hook:
         started = time.monotonic()
-        why = notify.post(hook.url, b"{}", 0.5, notify.HEADERS)
+        why = notify_send.post(hook.url, b"{}", 0.5, notify_send.HEADERS)
         took = time.monotonic() - started
     assert why == "no complete answer within 0.5s" and took < 0.9, (why, took)
 
@@ -486,7 +486,7 @@ def test_a_dripping_webhook_fails_at_its_deadline_and_never_delays_another():
     POST), and close() is bounded."""
     logged: list[str] = []
     with webhook("drip", drip_s=0.2) as drip, webhook("ok") as ok:
-        sender = notify.Sender(
+        sender = notify_send.Sender(
             [drip.url, ok.url], "json", log=logged.append, timeout_s=1.0, backoff_s=0.05
         )
         sender.send(notice())
@@ -504,7 +504,7 @@ def test_a_dripping_webhook_fails_at_its_deadline_and_never_delays_another():
 def test_every_post_of_a_receiver_is_bounded_by_the_deadline():
     with webhook("drip", drip_s=0.05) as drip:
         logged: list[str] = []
-        sender = notify.Sender([drip.url], "json", log=logged.append, timeout_s=0.3)
+        sender = notify_send.Sender([drip.url], "json", log=logged.append, timeout_s=0.3)
         started = time.monotonic()
         for _ in range(3):
             sender.send(notice())
@@ -514,7 +514,7 @@ def test_every_post_of_a_receiver_is_bounded_by_the_deadline():
 
 
 # ---------------------------------------------------------------- PagerDuty
-def pd_watched(sender: notify.Sender, close_stale: bool = True) -> notify.Watch:
+def pd_watched(sender: notify_send.Sender, close_stale: bool = True) -> notify.Watch:
     return notify.Watch(
         sender.send,
         table="public.jobs",
@@ -534,7 +534,7 @@ def test_pagerduty_resolves_every_trigger_and_opens_nothing_for_routine_events()
     Events; the fake PagerDuty keeps incidents by dedup_key and none is left open."""
     logged: list[str] = []
     with webhook("pagerduty") as pd:
-        sender = notify.Sender([pd.url], "pagerduty", log=logged.append, routing_key="R0UT1NG")
+        sender = notify_send.Sender([pd.url], "pagerduty", log=logged.append, routing_key="R0UT1NG")
         watch = pd_watched(sender)
         watch.reclaimed(rows(3))  # a pass that reclaims 3: a burst
         watch.reclaimed(rows(1, "fail", start=9), "failed")
@@ -565,13 +565,13 @@ def test_pagerduty_closes_an_incident_an_earlier_run_left_open():
     """A run that stopped with a condition open could not resolve it: the next run's first
     judgement of that condition, clear, resolves it."""
     with webhook("pagerduty") as pd:
-        earlier = notify.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        earlier = notify_send.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
         first = pd_watched(earlier)
         first.reclaimed(rows(5))
         first.pass_done()
         earlier.close(wait_s=3)
         assert pd.open_incidents() == ["jobctl/-/public.jobs/expiry_burst"]
-        later = notify.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        later = notify_send.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
         pd_watched(later).pass_done()
         later.close(wait_s=3)
     assert pd.open_incidents() == []
@@ -592,7 +592,7 @@ def test_change_events_go_beside_the_events_url():
     )
     assert notifications.change_url("https://relay.example/hook") is None
     logged: list[str] = []
-    sender = notify.Sender(["https://relay.example/hook"], "pagerduty", log=logged.append)
+    sender = notify_send.Sender(["https://relay.example/hook"], "pagerduty", log=logged.append)
     sender.close(wait_s=0)
     assert len(logged) == 1 and "not sent, only its alerts" in logged[0]
 
@@ -656,7 +656,9 @@ def test_a_post_goes_through_the_proxy_and_sends_its_user(monkeypatch):
         monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
         monkeypatch.delenv("no_proxy", raising=False)
         monkeypatch.delenv("NO_PROXY", raising=False)
-        why = notify.post("http://al%40ice:s3cret@hooks.invalid/x?y=1", b"{}", 2, notify.HEADERS)
+        why = notify_send.post(
+            "http://al%40ice:s3cret@hooks.invalid/x?y=1", b"{}", 2, notify_send.HEADERS
+        )
     assert why is None
     ((target, authorization),) = proxy.requests
     assert target == "http://al%40ice:s3cret@hooks.invalid/x?y=1".replace("al%40ice:s3cret@", "")

@@ -22,7 +22,7 @@ from jobctl.cli import terminal
 from jobctl.cli.bundles import Bundle
 
 if TYPE_CHECKING:
-    from jobctl.ops import notify
+    from jobctl.ops import notify, notify_send
     from jobctl.targets import Where
 
 # ---------------------------------------------------------------- notifications
@@ -194,7 +194,7 @@ class Notifications(NamedTuple):
     """A command's notifications: their ``sender`` (a queue and a thread per webhook, closed
     when the command ends) and the ``watch`` that tells it what changed."""
 
-    sender: notify.Sender
+    sender: notify_send.Sender
     watch: notify.Watch
 
 
@@ -212,7 +212,7 @@ def notifier(
     service starts. A URL that looks like it holds a secret, on the command line of this
     long-running command, is warned about (``ps`` shows it all along). ``keeps_state`` (the
     reclaimer): which conditions it told open kept in a state file (``state_dir``)."""
-    from jobctl.ops import notify, notify_urls
+    from jobctl.ops import notify, notify_send, notify_urls
 
     found = urls_of(asked, log)
     if not found:
@@ -226,7 +226,7 @@ def notifier(
             "its path or query) and stays visible in the process list (ps) while this runs: "
             f"use --notify-file, --notify-env or ${URLS_VAR}"
         )
-    sender = notify.Sender(found, asked.notify_format.value, log=log, routing_key=key)
+    sender = notify_send.Sender(found, asked.notify_format.value, log=log, routing_key=key)
     names = ", ".join(notify_urls.shown(url) for url in found)
     log(f"notify: {asked.notify_format.value} notifications to {names}")
     opened = None
