@@ -423,15 +423,6 @@ JobId = Annotated[
         callback=parameters.not_an_option,
     ),
 ]
-JobIds = Annotated[
-    list[str],
-    typer.Argument(
-        help="Job ids.",
-        metavar="ID...",
-        autocompletion=parameters.complete_ids,
-        callback=parameters.not_an_option,
-    ),
-]
 
 JobIdsOrStdin = Annotated[
     list[str] | None,

@@ -102,8 +102,8 @@ def asked(question: str, width: int | None) -> str:
 
 def confirm(question: str, about: Sequence[Any] = (), title: str = "") -> None:
     """Ask on a terminal (showing the rows ``about`` to change: the first ``TABLE_ROWS`` and
-        a count per worker); off a terminal, --yes is required. No changes nothing (exit 2),
-        nor does Ctrl-C (exit 130): "cancelled; nothing changed". What a workflow's question
+    a count per worker); off a terminal, --yes is required. No changes nothing (exit 2), nor
+    does Ctrl-C (exit 130): "cancelled; nothing changed". What a workflow's question
     (``manual.Asked``, reclaim's ``steps.Asked``) is put to."""
     if not sys.stdin.isatty():
         raise errors.Refused("not a terminal: pass --yes to confirm; nothing changed")

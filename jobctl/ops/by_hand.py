@@ -23,7 +23,7 @@ from jobctl.db.session import Session
 from jobctl.ops import bulk, manual, review
 from jobctl.ops.manual import Action, Asked, Decision, Report
 
-FILTER_OPTIONS = "--kind, --queue, --error, --status, --worker, --older-than"
+FILTER_OPTIONS = "--kind, --queue, --error, --status, --worker, --older-than, --no-lease"
 
 
 @dataclasses.dataclass(frozen=True)

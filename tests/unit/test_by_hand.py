@@ -4,6 +4,7 @@ request is made, before anything is read (no database)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from pathlib import Path
 
@@ -68,3 +69,15 @@ def test_what_the_rules_let_through():
     assert Request("cancel", ("1",), reason="r").forced  # a live lease is a cancel's point
     assert not Request("fail", ("1",), reason="r").forced
     assert Request("requeue", ("1",), expect_token=TOKEN).expect_token == TOKEN
+
+
+def test_the_rules_name_every_filter_requeues_help_lists():
+    """A rule's message names the filter options as requeue's --help lists them, all of them."""
+    from jobctl.cli.commands import writes
+    from jobctl.ops.by_hand import FILTER_OPTIONS
+
+    listed = re.search(r"A filter\s+\(([^)]*)\)", writes.requeue.__doc__ or "")
+    assert listed is not None
+    assert FILTER_OPTIONS == " ".join(listed.group(1).split())
+    with pytest.raises(errors.UsageError, match="--older-than, --no-lease"):
+        Request("requeue")

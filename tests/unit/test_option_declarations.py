@@ -201,3 +201,21 @@ def test_the_batch_size_bounds_are_the_requests():
         )
         assert result.exit_code == code, result.output
         assert "--batch-size" in result.output
+
+
+def test_every_alias_in_options_is_used():
+    """An option or argument alias of cli/options.py (``Annotated[...]``) that no command
+    reads is a declaration no --help shows: none is left there."""
+    import typing
+
+    package = CLI.parent
+    elsewhere = "\n".join(p.read_text() for p in package.rglob("*.py") if p != CLI / "options.py")
+    own = (CLI / "options.py").read_text()
+    unused = [
+        name
+        for name, value in vars(opt).items()
+        if typing.get_origin(value) is typing.Annotated
+        and not re.search(rf"\b(opt|options)\.{name}\b|import[^\n]*\b{name}\b", elsewhere)
+        and len(re.findall(rf"\b{name}\b", own)) == 1
+    ]
+    assert unused == []
