@@ -40,6 +40,7 @@ def help_text(name: str) -> str:
     return f"$ jobctl {name} --help".replace("  ", " ") + "\n" + result.output
 
 
+@pytest.mark.help_look
 def test_the_reference_carries_every_commands_help():
     text = REFERENCE.read_text()
     wanted = {name: help_text(name) for name in command_names()}

@@ -9,6 +9,8 @@ import re
 import pytest
 from test_docs import command_names, help_text
 
+pytestmark = pytest.mark.help_look  # all of it: how the help reads
+
 TYPER_METAVAR = re.compile(r"<[a-z| ]+>")
 
 
