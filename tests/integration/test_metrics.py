@@ -11,7 +11,12 @@ def test_metrics_parse_as_prometheus_text_and_thresholds(conn, dsn, run):
     add_jobs(conn, 4)
     add_jobs(conn, 2, policy="manual")
     claim_all(dsn, 3, lease_seconds=-120)
-    claim_all(dsn, 1, lease_seconds=10)
+    (live,) = claim_all(dsn, 1, lease_seconds=10)
+    # a 35 s lease with 10 s left: in its last third, expiring soon
+    conn.execute(
+        "UPDATE jobs SET reserved_at = reserved_at - interval '25 seconds' WHERE id = %s",
+        (live.id,),
+    )
     result = run("metrics")
     assert result.code == 0, result.err
     prometheus.check_metrics(result.out)
