@@ -24,6 +24,16 @@ def _between(start: Any, end: Any) -> dt.timedelta | None:
     return end - start
 
 
+def _lease_start(job: Row) -> Any:
+    """The later of the row's heartbeat_at and reserved_at (the database's lease_start): a
+    heartbeat_at an earlier attempt left behind, older than the claim, starts no lease."""
+    beat, claim = job.get("heartbeat_at"), job.get("reserved_at")
+    if isinstance(beat, dt.datetime) and isinstance(claim, dt.datetime):
+        if _between(beat, claim) is not None:
+            return max(beat, claim)
+    return beat or claim
+
+
 def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None) -> Row | None:
     """The attempt running now, from the jobs row with the design's column names (None when
     the job is not processing: the table's own value for it, per ``mapping``)."""
@@ -40,8 +50,7 @@ def live_attempt(job: Row, mode: str | None, mapping: TableMapping | None = None
         # (Rails' timestamp) against a timestamptz expiry too
         lease = dt.timedelta(seconds=job["jobctl_lease_s"])
     if lease is None and job.get("lease_expires_at") is not None:
-        start = job.get("heartbeat_at") or job.get("reserved_at")
-        lease = _between(start, job["lease_expires_at"])
+        lease = _between(_lease_start(job), job["lease_expires_at"])
     gap = job.get("jobctl_max_gap") if mine else None
     return _attempt(
         {

@@ -419,20 +419,26 @@ CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
 -- name: lease_soon_window
 -- how long before its expiry a live lease is expiring soon: %(soon)s when the operator gives
 -- a window (--expiring-within); else the last third of the lease the row was last given, from
--- its last extension (the later of heartbeat_at and reserved_at: a heartbeat sets both the
--- heartbeat and the new expiry) to lease_expires_at. A worker that heartbeats at least every
+-- its start (lease_start) to lease_expires_at. A worker that heartbeats at least every
 -- half lease never lets its lease into the last third, so one there has missed its beats,
 -- whatever the lease's length (a 6 s lease just extended is live; a 30 s window called every
 -- lease under 30 s expiring). A row whose times give no length (none, or out of range, or an
 -- expiry not after its start) falls back to 30 s, the window before
 CASE WHEN %(soon)s::pg_catalog.interval IS NOT NULL THEN %(soon)s::pg_catalog.interval
      WHEN {lease_expires_at_usable} AND {heartbeat_at_usable} AND {reserved_at_usable}
-          AND pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at}))
-              OPERATOR(pg_catalog.<) j.{lease_expires_at}
-     THEN (j.{lease_expires_at} OPERATOR(pg_catalog.-)
-           pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at})))
+          AND {lease_start} OPERATOR(pg_catalog.<) j.{lease_expires_at}
+     THEN (j.{lease_expires_at} OPERATOR(pg_catalog.-) {lease_start})
           OPERATOR(pg_catalog./) 3::pg_catalog.float8
      ELSE '30 seconds'::pg_catalog.interval END
+
+-- name: lease_start
+-- when the lease the row holds was last given: the later of heartbeat_at and reserved_at (a
+-- claim sets the claim time, a heartbeat the beat and the new expiry; a claim by a writer that
+-- leaves an earlier attempt's heartbeat_at in place must not start its lease there), as a
+-- timestamptz (a time of type timestamp, Rails', read in the session's zone, as jobctl compares
+-- these times everywhere). The one place a lease's start is judged: expiring soon
+-- (lease_soon_window) and explain's lease length (lease_length_s)
+pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at}))
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
@@ -834,13 +840,12 @@ pg_catalog.left(pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.r
     '[0-9]+', 'N', 'g'), 200)
 
 -- name: lease_length_s
--- a lease's length in seconds: its expiry less the last heartbeat, or the claim before one
--- (explain's "lease 15s"), computed here so that a claim time of type timestamp (Rails', in
--- the session's zone, as jobctl compares it everywhere) is subtracted from a timestamptz
--- expiry; NULL when a time is missing or one jobctl cannot subtract (lease_times_poisoned)
+-- a lease's length in seconds: its expiry less its start (lease_start: the later of the last
+-- heartbeat and the claim), explain's "lease 15s", computed here so that a claim time of type
+-- timestamp is subtracted from a timestamptz expiry; NULL when a time is missing or one jobctl
+-- cannot subtract (lease_times_poisoned)
 CASE WHEN NOT ({lease_times_poisoned})
-     THEN pg_catalog.date_part('epoch', j.{lease_expires_at} OPERATOR(pg_catalog.-)
-                                        coalesce(j.{heartbeat_at}, j.{reserved_at}))
+     THEN pg_catalog.date_part('epoch', j.{lease_expires_at} OPERATOR(pg_catalog.-) {lease_start})
 END
 
 -- name: job_row

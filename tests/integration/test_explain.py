@@ -53,3 +53,21 @@ def test_a_worker_name_cannot_read_as_a_sentence_of_jobctls(conn, dsn, run):
     assert told.endswith(f" worker {json.dumps(forger)} claimed it (attempt 1).")
     assert told.count('"') == 3 and told.count('\\"') == 1  # its two quotes, one escaped
     assert not any(line.startswith("At 2026-12-01 06:00:00") for line in facts["story"])
+
+
+def test_explain_and_expiring_soon_take_one_start_of_the_lease(conn, run):
+    """A claim by a writer that leaves an earlier attempt's heartbeat_at in place (older than
+    its reserved_at): explain's lease length and expiring-soon both start the lease at the
+    later of the two (a 60 s lease, 10 s left: in its last third), not at the stale beat."""
+    (job,) = add_jobs(conn, 1)
+    conn.execute(
+        "UPDATE jobs SET status = 'processing', attempts = 1, reserved_by = 'other-writer', "
+        "attempt_token = gen_random_uuid(), heartbeat_at = now() - interval '1 hour', "
+        "reserved_at = now() - interval '50 s', lease_expires_at = now() + interval '10 s' "
+        "WHERE id = %s",
+        (job,),
+    )
+    facts = json.loads(run("explain", str(job), "-o", "json").out)
+    assert facts["attempts"][-1]["lease_s"] == 60.0
+    expiring = json.loads(run("stuck", "--expiring", "-o", "json").out)
+    assert [row["id"] for row in expiring] == [job]

@@ -130,3 +130,10 @@ def test_a_completion_the_default_mode_did_not_record_is_told_from_the_row():
     assert job_history.unrecorded_completion(done_row, [], [moved], "completed") is None
     untimed = done_row | {"finished_at": None}
     assert job_history.unrecorded_completion(untimed, [], [], "completed") is None
+
+
+def test_a_live_lease_starts_at_the_later_of_its_beat_and_claim():
+    """A heartbeat_at an earlier attempt left, older than the claim, starts no lease."""
+    stale = job(uuid.uuid4()) | {"heartbeat_at": T0 - 3600 * S}
+    live = job_history.live_attempt(stale, "late")
+    assert live is not None and live["lease_s"] == 50.0  # lease_expires_at - reserved_at
