@@ -117,7 +117,14 @@ def cell(value: Any) -> str:
     return safe_text.visible(str(value))
 
 
-_COMMAND = re.compile(r"jobctl [a-z]+(?: (?:--[a-z-]+|\.\.\.|[0-9a-f-]{1,36}))*")
+# a jobctl command in a sentence, kept on one line: its global options as repeated (--table,
+# --target: a word or a shell-quoted value), the command, then its options, ids, placeholders
+# and paths
+_VALUE = r"(?:'[^'\n]*'|[^\s']+)"
+_COMMAND = re.compile(
+    rf"jobctl(?: --(?:table|target) {_VALUE})* [a-z]+"
+    r"(?: (?:-o [a-z]+|--[a-z-]+|\.\.\.|[0-9a-f-]{1,36}|[A-Z]+|[\w.~-]*/[\w./~-]*))*"
+)
 
 
 def prose(text: str, width: int | None) -> str:

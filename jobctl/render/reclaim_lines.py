@@ -95,18 +95,21 @@ class AcrossTargets:
     committed: bool
 
 
-def said(done: OneDatabase | AcrossTargets) -> list[str]:
-    """The lines under a reclaim's table, on one database or across targets."""
+def said(done: OneDatabase | AcrossTargets, again: str = "") -> list[str]:
+    """The lines under a reclaim's table, on one database or across targets (the commands
+    they name repeating ``again``, the global options typed)."""
     if isinstance(done, AcrossTargets):
-        return across_targets(done.counts, done.parks, committed=done.committed)
+        return across_targets(done.counts, done.parks, committed=done.committed, again=again)
     lines = one_database(
         done.counts,
         done.committed,
         park_status=done.park_status,
         spread=done.spread,
         note=done.note,
+        again=again,
     )
-    return [*lines, *filter(None, [expired_after(done.expired_after), left_alone(done.left_alone)])]
+    after = [expired_after(done.expired_after, again), left_alone(done.left_alone)]
+    return [*lines, *filter(None, after)]
 
 
 def summary_line(
@@ -144,14 +147,19 @@ def next_step(
     *,
     park_status: str | None = None,
     some_parked: bool = False,
+    again: str = "",
 ) -> str | None:
     """After a commit that failed or parked jobs, the next step (one line for stderr): they
-    now wait for a human, and ``jobctl review`` lists them. None when there is none."""
+    now wait for a human, and ``jobctl review`` lists them (repeating ``again``, the global
+    options typed). None when there is none."""
     fail = counts["fail"]
     if not committed or not fail:
         return None
     failed = _failed_word(park_status, some_parked)
-    return f"next: {fail} job(s) {failed} by this reclaim await a human: jobctl review lists them"
+    return (
+        f"next: {fail} job(s) {failed} by this reclaim await a human: "
+        f"jobctl {again}review lists them"
+    )
 
 
 def spread_line(
@@ -177,13 +185,14 @@ def one_database(
     park_status: str | None,
     spread: dt.timedelta,
     note: str | None = None,
+    again: str = "",
 ) -> list[str]:
     """One database's lines under its reclaim's table: what it did (or would do), the next
     step, when the requeued jobs return (--spread), and ``note`` (a dry run read on a standby:
     the commit must run on the primary)."""
     said = [
         summary_line(counts, committed, park_status=park_status),
-        next_step(counts, committed, park_status=park_status),
+        next_step(counts, committed, park_status=park_status, again=again),
         spread_line(counts, spread, committed),
         note,
     ]
@@ -195,6 +204,7 @@ def across_targets(
     parks: dict[str, str | None],
     *,
     committed: bool,
+    again: str = "",
 ) -> list[str]:
     """What a reclaim across targets did (or would do): each target's line (its park status
     named, as one reclaim's line does), the total over several, and the next step."""
@@ -214,18 +224,20 @@ def across_targets(
         committed,
         park_status=parks.get(names[0]) if len(names) == 1 else None,
         some_parked=len(names) > 1 and some_parked,
+        again=again,
     )
     if step is not None:
         said.append(f"{step} (with the same target options)")
     return said
 
 
-def expired_after(count: int) -> str | None:
+def expired_after(count: int, again: str = "") -> str | None:
     """After a confirmed commit (it wrote exactly the rows its question showed): the leases
-    that expired while it asked, which nobody confirmed, and the command that shows them."""
+    that expired while it asked, which nobody confirmed, and the command that shows them
+    (repeating ``again``, the global options typed)."""
     if not count:
         return None
-    return f"{count} more lease(s) expired after the preview, left: jobctl reclaim --dry-run"
+    return f"{count} more lease(s) expired after the preview, left: jobctl {again}reclaim --dry-run"
 
 
 LEFT_ALONE_NAMED = 10  # ids the line names; the rows themselves say the rest

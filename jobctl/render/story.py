@@ -74,13 +74,14 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _arguments(command: str, job_id: Any, options: str) -> str:
+def _arguments(command: str, job_id: Any, options: str, again: str = "") -> str:
     """A command the story suggests, the id quoted for a shell (after ``--`` when it would
-    read as an option): what is pasted runs on that job and nothing else."""
+    read as an option), after the global options it repeats (``again``: ``--table X``, as
+    typed): what is pasted runs on that job of that table and nothing else."""
     quoted = shlex.quote(str(job_id))
     if quoted.startswith("-"):
-        return f"jobctl {command} {options} -- {quoted}"
-    return f"jobctl {command} {quoted} {options}"
+        return f"jobctl {again}{command} {options} -- {quoted}"
+    return f"jobctl {again}{command} {quoted} {options}"
 
 
 def attempt_facts(attempt: Mapping[str, Any]) -> Row:
@@ -103,6 +104,7 @@ def explain(
     failed: str = "failed",
     processing: str = "processing",
     mapped: Sequence[str] = (),
+    again: str = "",
 ) -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them.
 
@@ -110,7 +112,8 @@ def explain(
     ``failed``: the table's failed status; ``processing``: its processing status;
     ``mapped``: the optional columns the table maps (kind, queue), named in the first line.
     A command the story suggests is one jobctl accepts for the job as it is
-    (``manual.refusal``): no fail of a job already failed, unless it awaits review."""
+    (``manual.refusal``): no fail of a job already failed, unless it awaits review; it repeats
+    ``again``, the global options typed (``Invocation.again``), so that it runs as printed."""
     job, events = history["job"], history["events"]
     attempts = [attempt_facts(a) for a in history["attempts"]]
     named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue
@@ -127,17 +130,17 @@ def explain(
     if job.get("lease_state") == "expired":  # (only a processing job has a lease)
         story.append(
             f"Its lease ran out at {_at(job['lease_expires_at'])} and it has not been "
-            "reclaimed yet: jobctl reclaim --dry-run shows what would happen."
+            f"reclaimed yet: jobctl {again}reclaim --dry-run shows what would happen."
         )
     if job.get("lease_expiring_soon"):  # live, in the last third of its lease
         story.append(
             f"Its lease runs out at {_at(job['lease_expires_at'])}, in the last third of its "
-            "length: its worker has not extended it lately (jobctl stuck --expiring lists "
+            f"length: its worker has not extended it lately (jobctl {again}stuck --expiring lists "
             "every such job)."
         )
     if job.get("lease_state") == "none" and job["status"] == processing:
-        story.extend(no_lease_sentences(job))
-    story.extend(_awaiting_review(job, parked))
+        story.extend(no_lease_sentences(job, again))
+    story.extend(_awaiting_review(job, parked, again))
     warnings = [a for a in attempts if a["lease_too_short"]]
     story.extend(_lease_warning(a) for a in warnings)
     return {
@@ -159,7 +162,7 @@ def _policy(job: Row) -> str:
     return f"{_said(effective)} policy{by}"
 
 
-def _awaiting_review(job: Row, parked: str) -> list[str]:
+def _awaiting_review(job: Row, parked: str, again: str) -> list[str]:
     """The sentence of a job reclaim parked for a human (the database's judgement,
     awaiting_review, as review lists it), with the two commands that end it."""
     if not job.get("awaiting_review"):
@@ -167,8 +170,9 @@ def _awaiting_review(job: Row, parked: str) -> list[str]:
     # fail is accepted on a job awaiting review, even one reclaim failed (manual.refusal)
     return [
         f"It is parked in {_said(parked)}, awaiting a human ({judgements.why_phrase(job)}; "
-        f"jobctl review lists every such job): {_arguments('requeue', job['id'], '--reason ...')}"
-        f" runs it again, {_arguments('fail', job['id'], '--reason ...')} gives it up."
+        f"jobctl {again}review lists every such job): "
+        f"{_arguments('requeue', job['id'], '--reason ...', again)} runs it again, "
+        f"{_arguments('fail', job['id'], '--reason ...', again)} gives it up."
     ]
 
 
@@ -182,8 +186,9 @@ def _lease_warning(attempt: Row) -> str:
     )
 
 
-def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
-    """What a processing job with no lease (no expiry or no attempt token) is, and what to do."""
+def no_lease_sentences(job: Mapping[str, Any], again: str = "") -> list[str]:
+    """What a processing job with no lease (no expiry or no attempt token) is, and what to do
+    (each command repeating ``again``, the global options typed)."""
     missing = "no lease expiry" if job.get("lease_expires_at") is None else "no attempt token"
     claimed = job.get("reserved_at")
     by = job.get("reserved_by")
@@ -195,12 +200,12 @@ def no_lease_sentences(job: Mapping[str, Any]) -> list[str]:
         + ". jobctl cannot tell a slow worker from a dead one, and reclaim never touches it, "
         "by design.",
         *_recent_claim(job),
-        "Find the writer that claims without a lease with jobctl doctor. If its worker is gone, "
-        f"{_arguments('requeue', job['id'], options)} runs it again and "
-        f"{_arguments('fail', job['id'], options)} gives it up; either "
+        f"Find the writer that claims without a lease with jobctl {again}doctor. If its worker "
+        f"is gone, {_arguments('requeue', job['id'], options, again)} runs it again and "
+        f"{_arguments('fail', job['id'], options, again)} gives it up; either "
         "write is fenced on the row's version as read, since there is no token to fence on. "
-        "For all such jobs at once, jobctl requeue --no-lease --save-plan FILE lists them "
-        "and saves a plan to review, applied by jobctl requeue --plan FILE.",
+        f"For all such jobs at once, jobctl {again}requeue --no-lease --save-plan FILE lists "
+        f"them and saves a plan to review, applied by jobctl {again}requeue --plan FILE.",
     ]
 
 

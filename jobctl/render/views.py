@@ -328,21 +328,25 @@ def stuck(
     return Document(found, [Section(None, found, shown, AT_RISK_VIEW, note, keys)])
 
 
-def no_lease_line(count: int, *, shown: int | None = None, collapsed: bool = False) -> str | None:
+def no_lease_line(
+    count: int, *, shown: int | None = None, collapsed: bool = False, again: str = ""
+) -> str | None:
     """What an operator reads under a list or a count holding processing jobs with no lease
     (None: there are none). ``count`` is all of them, never only the rows a limit let
     through; ``shown``: how many of them the list holds, when that is fewer; ``collapsed``:
-    a terminal listed none of them beside the leases above (``streamed.beside_leases``)."""
+    a terminal listed none of them beside the leases above (``streamed.beside_leases``);
+    ``again``: the global options typed, repeated by the commands it names."""
     if not count:
         return None
     of = f", {shown} of them shown" if shown is not None and shown < count else ""
     lists = ""
     if collapsed:
-        of, lists = ", not listed beside the leases above", "jobctl stuck -o wide lists them, "
+        of = ", not listed beside the leases above"
+        lists = f"jobctl {again}stuck -o wide lists them, "
     return (
         f"{count} processing job(s) have no lease{of} (claimed by code that sets none): reclaim "
-        f"never touches them and jobctl cannot tell slow from dead; {lists}jobctl explain ID "
-        "says what to do, jobctl doctor finds the writer"
+        f"never touches them and jobctl cannot tell slow from dead; {lists}jobctl {again}explain "
+        f"ID says what to do, jobctl {again}doctor finds the writer"
     )
 
 

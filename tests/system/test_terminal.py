@@ -83,11 +83,11 @@ def test_commit_on_a_terminal_shows_progress(conn, dsn):
     assert "reclaimed: 40 requeued, 0 failed, 0 skipped" in screen
 
 
-def test_a_printed_next_command_repeats_the_table_typed(conn, dsn, tmp_path):
+def test_a_printed_next_command_repeats_the_table_typed(conn, dsn):
     """``--table`` typed on the command line is repeated by the commands jobctl prints next
-    (the reclaim hint, the plan's apply line), and the apply line runs as printed."""
+    (the reclaim hint, the plan's apply line), each whole on one line of an 80-column
+    terminal, and the apply line runs as printed."""
     import os
-    import re
     import shlex
     import subprocess
     import sys
@@ -95,25 +95,23 @@ def test_a_printed_next_command_repeats_the_table_typed(conn, dsn, tmp_path):
 
     add_jobs(conn, 2)
     claim_all(dsn, 2)
-    code, screen = on_terminal(dsn, ["--table", "public.jobs", "stuck"], None)
-    said = " ".join(screen.split())
-    assert code == 0
-    assert "preview the reclaim with: jobctl --table public.jobs reclaim --dry-run" in said
-    plan = tmp_path / "p.json"  # a short path: the line it is printed in fits
-    plan = Path(os.path.relpath(plan)) if len(str(plan)) > 60 else plan
-    args = ["--table", "public.jobs", "reclaim", "--dry-run", "--save-plan", str(plan)]
-    code, screen = on_terminal(dsn, args, None)
-    said = " ".join(screen.split())
-    printed = re.search(
-        r"apply it with (jobctl --table public\.jobs reclaim --commit --plan \S+)", said
-    )
-    assert code == 0 and printed, screen
-    argv = shlex.split(printed.group(1))[1:]
-    ran = subprocess.run(
-        [sys.executable, "-m", "jobctl", *argv, "--yes"],
-        env={**os.environ, "JOBCTL_DSN": dsn},
-        capture_output=True,
-        text=True,
-    )
+    shot = screens.on_terminal(["--table", "public.jobs", "stuck"], columns=80, dsn=dsn)
+    hint = "jobctl --table public.jobs reclaim --dry-run"
+    assert shot.code == 0 and any(hint in line for line in shot.lines), shot.raw
+    plan = Path("/tmp") / f"jobctl-hint-{os.getpid()}.json"  # short: the command fits in 80
+    try:
+        args = ["--table", "public.jobs", "reclaim", "--dry-run", "--save-plan", str(plan)]
+        shot = screens.on_terminal(args, columns=80, dsn=dsn)
+        apply = f"jobctl --table public.jobs reclaim --commit --plan {plan}"
+        (printed,) = [line.strip() for line in shot.lines if apply in line]
+        assert shot.code == 0 and printed == apply, shot.raw
+        ran = subprocess.run(
+            [sys.executable, "-m", "jobctl", *shlex.split(printed)[1:], "--yes"],
+            env={**os.environ, "JOBCTL_DSN": dsn},
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        plan.unlink(missing_ok=True)
     assert ran.returncode == 0, ran.stderr
     assert {r["status"] for r in conn.execute("SELECT status FROM jobs")} == {"queued"}

@@ -70,6 +70,8 @@ def summary(
         (counted,) = (o.value for o in outcomes)
         assert counted is not None
         if by is None:
-            context.say_if(views.no_lease_line(counted.result["processing"]["no_lease"]))
+            no_lease = counted.result["processing"]["no_lease"]
+            again = context.invocation(ctx).again()  # repeated by the commands it names
+            context.say_if(views.no_lease_line(no_lease, again=again))
         context.say_if(counted.silent)  # the reclaimer's heartbeat (jobctl.reclaimer_passes)
     context.exit_with(context.exit_code(outcomes))

@@ -80,7 +80,9 @@ def stuck(
     where = context.address(ctx)
     made = cli_monitoring.for_stuck_watch(where, watch, notify)
     ask = core.Ask(which, limit, expiring_within, trust_replica, by_lease=expiring)
-    shown = _StuckShown(fleet.several(where), ask.at_risk, out, fmt)
+    several = fleet.several(where)
+    again = context.invocation(ctx).again(targets=not several)  # repeated by printed commands
+    shown = _StuckShown(several, ask.at_risk, out, fmt, again)
     try:
         outcomes = core.run(
             where,
@@ -99,16 +101,17 @@ def stuck(
     if watch:  # it ended with Ctrl-C or its --count
         context.exit_with(fleet.exit_code(outcomes))
         return
-    again = context.invocation(ctx).again(targets=not shown.several)
-    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown, again)
+    _stuck_said(outcomes, exit_code, ready_after, out, fmt, shown)
 
 
 class _StuckShown:
     """``stuck``'s rows as its output shows them, on one database or across targets, and
     what it says under them."""
 
-    def __init__(self, several: bool, at_risk: bool, out: output.Output, fmt: str | None) -> None:
-        self.several = several
+    def __init__(
+        self, several: bool, at_risk: bool, out: output.Output, fmt: str | None, again: str
+    ) -> None:
+        self.several, self.again = several, again  # again: the global options typed
         self.at_risk, self.out, self.fmt = at_risk, out, fmt
         self.columns = rows.AT_RISK_COLUMNS if at_risk else rows.STUCK_COLUMNS
         self.keys = rows.AT_RISK_KEYS if at_risk else rows.STUCK_KEYS
@@ -162,6 +165,7 @@ class _StuckShown:
                 found.no_lease,
                 shown=found.no_lease_listed - collapsed,
                 collapsed=bool(collapsed),
+                again=self.again,
             ),
             *pause_views.lines(found.paused),
             *(repeated_ids.line(str(i), row) for i, row in found.left_out),
@@ -176,10 +180,9 @@ def _stuck_said(
     out: output.Output,
     fmt: str | None,
     shown: _StuckShown,
-    again: str,
 ) -> None:
-    """After ``stuck`` read once: the targets' table, what they said, the hints (``again``:
-    the global options the command they print repeats), the exit."""
+    """After ``stuck`` read once: the targets' table, what they said, the hints (repeating
+    the global options typed), the exit."""
     if shown.several:
         terminal.emit(shown.told_doc(outcomes), out, fmt)
     else:
@@ -203,7 +206,10 @@ def _stuck_said(
         all_expired = total - sum(o.value.no_lease for o in outcomes if o.value)
         terminal.say(
             reclaim_lines.reclaim_hint(
-                expired, holding if shown.several else None, all_expired if cut else None, again
+                expired,
+                holding if shown.several else None,
+                all_expired if cut else None,
+                shown.again,
             )
         )
     elif cut:
@@ -295,6 +301,7 @@ def explain(
             failed=mapping.status("failed"),
             processing=mapping.status("processing"),
             mapped=mapping.mapped_optional,
+            again=context.invocation(ctx).again(),
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None

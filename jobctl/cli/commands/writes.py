@@ -152,7 +152,7 @@ class _ReclaimShown:
             doc = self._across(done)
             if doc is not None:
                 terminal.emit(views.across_targets(doc), self.out, self.fmt)
-        for line in [] if done.summary is None else reclaim_lines.said(done.summary):
+        for line in [] if done.summary is None else reclaim_lines.said(done.summary, self.again):
             terminal.say(line)
         for line in done.left_out:
             terminal.say(line)
