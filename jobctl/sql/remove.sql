@@ -151,15 +151,13 @@ FROM removed
 -- name: remove_live_leases
 -- rows processing with a live lease now (their workers write the lease columns), and those
 -- that would stay processing, nothing left to expire: with an expired lease reclaim can take
--- (an expiry and a token), and with no lease (lease_missing: reclaim never touches them)
-SELECT count(*) FILTER (WHERE {lease_expires_at} > now()) AS n,
-       count(*) FILTER (WHERE {lease_expires_at} <= now() AND {attempt_token} IS NOT NULL)
-           AS expired,
-       count(*) FILTER (WHERE {lease_expires_at} IS NULL
-                              OR ({attempt_token} IS NULL AND {lease_expires_at} <= now()))
-           AS no_lease
-FROM {table}
-WHERE {status} = {processing}
+-- (an expiry and a token), and with no lease (lease_missing, as everywhere: an expiry with no
+-- token is none; reclaim never touches them)
+SELECT count(*) FILTER (WHERE NOT {lease_missing} AND j.{lease_expires_at} > now()) AS n,
+       count(*) FILTER (WHERE NOT {lease_missing} AND j.{lease_expires_at} <= now()) AS expired,
+       count(*) FILTER (WHERE {lease_missing}) AS no_lease
+FROM {table} j
+WHERE j.{status} = {processing}
 
 -- name: remove_lock_table
 -- the jobs table (and its partitions), for dropping columns: tried in short tries
@@ -170,9 +168,9 @@ LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE
 -- ({tag}: a dollar quote that occurs nowhere in the body; operators named with their schema)
 DO {tag}
 BEGIN
-    IF EXISTS (SELECT FROM {table}
-               WHERE {status} OPERATOR(pg_catalog.=) {processing}
-                 AND {lease_expires_at} OPERATOR(pg_catalog.>) pg_catalog.now()) THEN
+    IF EXISTS (SELECT FROM {table} j
+               WHERE j.{status} OPERATOR(pg_catalog.=) {processing} AND NOT {lease_missing}
+                 AND j.{lease_expires_at} OPERATOR(pg_catalog.>) pg_catalog.now()) THEN
         RAISE EXCEPTION 'jobctl: a row is processing with a live lease: its worker writes the lease columns; nothing removed';
     END IF;
 END
