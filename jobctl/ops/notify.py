@@ -15,12 +15,13 @@ import os
 import shlex
 import socket
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from jobctl import durations, errors
 from jobctl.contract import safe_text
@@ -116,6 +117,13 @@ class Opened:
             self.log(f"notify: cannot write {self.path}: {notify_send.why(exc)}")
 
 
+class Send(Protocol):
+    """How a watch sends a notice (``notify_send.Sender.send``): ``delivered``, when given,
+    is told on another thread whether every receiver delivered it."""
+
+    def __call__(self, notice: Notice, delivered: Callable[[bool], None] | None = None) -> None: ...
+
+
 # said when a run does not know what an earlier run left open
 UNKNOWN = (
     "what an earlier run left open is not known: with PagerDuty, each condition is resolved "
@@ -134,7 +142,7 @@ class Watch:
 
     def __init__(
         self,
-        send: Callable[[Notice], None],
+        send: Send,
         *,
         table: str,
         target: str | None,
@@ -180,6 +188,12 @@ class Watch:
         # condition found clear, or told open, once)
         self.store, self.known = opened, False
         self.opened_at: dict[str, str] = {}  # each condition told open: when
+        # each condition resolved and not known delivered yet: when opened, and its resolve.
+        # It stays in the file until every receiver delivered that resolve (``settle``): one
+        # given up, dropped or still queued when the run stops is the next run's to resolve
+        self.resolving: dict[str, tuple[str, Notice]] = {}
+        self.settled: list[tuple[str, Notice, bool]] = []  # reported on receivers' threads
+        self.settled_lock = threading.Lock()
         if opened is not None:
             found = opened.read()
             if found is not None:
@@ -225,7 +239,37 @@ class Watch:
             if not all(c in self.seen_clear or c in self.active for c in CONDITIONS):
                 return
             self.known = True
-        self.store.write({self._key(n): self.opened_at[n] for n in sorted(self.active)})
+        listed = {self._key(n): at for n, (at, _) in self.resolving.items()}
+        listed.update((self._key(n), self.opened_at[n]) for n in self.active)
+        self.store.write(dict(sorted(listed.items())))
+
+    def _delivered(self, name: str, resolve: Notice, ok: bool) -> None:
+        """A resolve's fate, reported on a receiver's thread: only recorded, the watch's own
+        thread writes the file (``settle``)."""
+        with self.settled_lock:
+            self.settled.append((name, resolve, ok))
+
+    def settle(self) -> None:
+        """The resolves reported since the last call: a condition whose resolve every
+        receiver delivered leaves the state file; one not delivered stays listed (said), so
+        that the next run resolves it. Called at each judgement and tick, and at the end."""
+        with self.settled_lock:
+            settled, self.settled = self.settled, []
+        changed = False
+        for name, resolve, ok in settled:
+            waiting = self.resolving.get(name)
+            if waiting is None or waiting[1] is not resolve:
+                continue  # opened again since: the file lists it as open
+            if ok:
+                del self.resolving[name]
+                changed = True
+            else:
+                self.log(
+                    f"notify: the resolve of {name} was not delivered: the state file keeps "
+                    "it open, the next run resolves it"
+                )
+        if changed:
+            self._remember()
 
     def _due(self, condition: str) -> bool:
         last = self.last_sent.get(condition)
@@ -278,6 +322,7 @@ class Watch:
         return 0.0 if name in AT_ONCE else self.after_s
 
     def _condition(self, name: str, on: bool, notice: Callable[[], Notice]) -> None:
+        self.settle()
         if not on:
             first_clear = name not in self.seen_clear
             self.seen_clear.add(name)
@@ -292,6 +337,7 @@ class Watch:
         if self._due(name):
             del self.began[name]
             self.active.add(name)
+            self.resolving.pop(name, None)  # its earlier resolve's fate no longer matters
             told = notice()
             self.opened_at[name] = told.at.isoformat()
             self._tell(dataclasses.replace(told, suppressed=self.held.get(name, 0), since=since))
@@ -317,8 +363,13 @@ class Watch:
             self.send(self._notice("resolved", f"{name.replace('_', ' ')} clear", condition=name))
         elif name in self.active:
             self.active.discard(name)
-            self.opened_at.pop(name, None)
-            self.send(self._notice("resolved", f"{name.replace('_', ' ')} cleared", condition=name))
+            at = self.opened_at.pop(name, "")
+            resolve = self._notice("resolved", f"{name.replace('_', ' ')} cleared", condition=name)
+            if self.store is None:
+                self.send(resolve)
+            else:  # listed until delivered (``settle``)
+                self.resolving[name] = (at, resolve)
+                self.send(resolve, delivered=lambda ok: self._delivered(name, resolve, ok))
             self._remember()
             return
         if first_clear and not self.known:
@@ -339,6 +390,7 @@ class Watch:
     def tick(self) -> None:
         """Tells each condition that has lasted its minimum since its last judgement (still
         on as last judged: the service calls this while it waits, between judgements)."""
+        self.settle()
         for name in [n for n in self.began if self._due_at(n) <= self.clock()]:
             self._condition(name, True, self.began[name][2])
 

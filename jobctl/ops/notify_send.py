@@ -129,6 +129,29 @@ def _abort(conn: http.client.HTTPConnection) -> None:
 
 
 # ---------------------------------------------------------------- delivery
+class _Outcome:
+    """One notice's fate across every webhook: ``delivered`` called once, on the thread of
+    the last webhook to report, with True when each delivered it, False when one gave it up
+    or dropped it. A webhook still holding it when the sender closes never reports: never
+    called."""
+
+    def __init__(self, webhooks: int, delivered: Callable[[bool], None]) -> None:
+        self.lock, self.waiting, self.ok, self.delivered = (
+            threading.Lock(),
+            webhooks,
+            True,
+            delivered,
+        )
+
+    def report(self, ok: bool) -> None:
+        with self.lock:
+            self.waiting -= 1
+            self.ok = self.ok and ok
+            done = self.waiting == 0
+        if done:
+            self.delivered(self.ok)
+
+
 class _Receiver:
     """One webhook: its own bounded queue and thread, so that one that hangs never delays
     another's notices; what it delivered, failed and dropped."""
@@ -136,27 +159,32 @@ class _Receiver:
     def __init__(self, url: str, fmt: str, owner: Sender) -> None:
         self.url, self.fmt, self.owner, self.name = url, fmt, owner, notify_urls.shown(url)
         self.change_url = notifications.change_url(url) if fmt == "pagerduty" else None
-        self.pending: queue.Queue[Notice | None] = queue.Queue(maxsize=owner.queue_size)
+        self.pending: queue.Queue[tuple[Notice, _Outcome | None] | None] = queue.Queue(
+            maxsize=owner.queue_size
+        )
         self.sent = self.failed = self.dropped = 0
         self.busy = False  # a notice is being posted
         self.thread = threading.Thread(target=self._run, name="jobctl-notify", daemon=True)
         self.thread.start()
 
-    def put(self, notice: Notice) -> None:
+    def put(self, notice: Notice, outcome: _Outcome | None = None) -> None:
         try:
-            self.pending.put_nowait(notice)
+            self.pending.put_nowait((notice, outcome))
         except queue.Full:
             self.dropped += 1
             self.owner.log(
                 f"notify: queue full for {self.name} ({self.pending.maxsize} waiting): "
                 f"{notice.event} dropped ({self.dropped} so far)"
             )
+            if outcome is not None:
+                outcome.report(False)
 
     def _run(self) -> None:
         while True:
-            notice = self.pending.get()
-            if notice is None:
+            item = self.pending.get()
+            if item is None:
                 return
+            notice, outcome = item
             self.busy = True
             try:
                 delivered = self._deliver(notice)
@@ -169,6 +197,8 @@ class _Receiver:
                 self.sent += 1
             elif delivered is False:
                 self.failed += 1
+            if outcome is not None:  # not for this webhook (None): nothing owed
+                outcome.report(delivered is not False)
 
     def _deliver(self, notice: Notice) -> bool | None:
         """True when delivered, False when given up (said), None when not for this webhook."""
@@ -253,9 +283,17 @@ class Sender:
         """Notices delivered, and failed or dropped, so far (per URL)."""
         return self.sent, self.failed + self.dropped
 
-    def send(self, notice: Notice) -> None:
+    def send(self, notice: Notice, delivered: Callable[[bool], None] | None = None) -> None:
+        """``notice`` in each webhook's queue; ``delivered``, when given, told its fate once
+        every webhook has (``_Outcome``: on a webhook's thread, never if one still holds it
+        when the sender closes)."""
+        outcome = None
+        if delivered is not None:
+            if not self.receivers:
+                delivered(True)
+            outcome = _Outcome(len(self.receivers), delivered)
         for r in self.receivers:
-            r.put(notice)
+            r.put(notice, outcome)
 
     def close(self, wait_s: float = 3.0) -> None:
         """Send what waits, for at most ``wait_s`` in all, then stop (daemon threads: a

@@ -115,12 +115,19 @@ def test_a_flapping_condition_is_told_at_most_once_per_interval():
 
 # ---------------------------------------------------------------- --notify-after
 def timed(after_s=60.0, **kw):
-    """A watch whose clock and wall time move together, its log kept."""
+    """A watch whose clock and wall time move together, its log kept; each notice it sends
+    delivered at once."""
     sent: list[notifications.Notice] = []
     logged: list[str] = []
     clock = Clock()
+
+    def send(notice, delivered=None):
+        sent.append(notice)
+        if delivered is not None:
+            delivered(True)
+
     watch = notify.Watch(
-        sent.append,
+        send,
         table="public.jobs",
         target=None,
         command="reclaim --every",
@@ -575,6 +582,106 @@ def test_pagerduty_closes_an_incident_an_earlier_run_left_open():
         pd_watched(later).pass_done()
         later.close(wait_s=3)
     assert pd.open_incidents() == []
+
+
+BURST_KEY = "jobctl/-/public.jobs/expiry_burst"
+
+
+def kept(sender: notify_send.Sender, directory, log, fmt="pagerduty"):
+    """A reclaimer's watch sending through ``sender``, keeping its state in ``directory``."""
+    opened = notify.Opened(directory, table="public.jobs", target=None, log=log)
+    watch = notify.Watch(
+        sender.send,
+        table="public.jobs",
+        target=None,
+        command="reclaim --every",
+        host="reclaimer-1",
+        burst=3,
+        now=lambda: AT,
+        close_stale=fmt == "pagerduty",
+        after_s=0,
+        log=log,
+        opened=opened,
+    )
+    return watch, opened
+
+
+def listed(opened: notify.Opened) -> list[str]:
+    return sorted(json.loads(opened.path.read_text())["open"])
+
+
+def test_a_resolve_pagerduty_never_took_stays_listed_and_the_next_run_resolves_it(tmp_path):
+    """PagerDuty answers 500 to the resolve through every retry: the key stays in the state
+    file (the incident is still open there), and the next run resolves it at its first clear
+    judgement."""
+    logged: list[str] = []
+    with webhook("pagerduty") as pd:
+        sender = notify_send.Sender(
+            [pd.url], "pagerduty", log=logged.append, routing_key="R0UT1NG", backoff_s=0.01
+        )
+        first, opened = kept(sender, tmp_path, logged.append)
+        first.pass_done(review=lambda: 0)  # no file yet: today's catch-up resolves, then known
+        first.burst_seen(5, [1, 2, 3, 4, 5])
+        wait_for(lambda: sender.sent == 4, 3, "3 catch-up resolves and the trigger")
+        assert pd.open_incidents() == [BURST_KEY] and listed(opened) == [BURST_KEY]
+        pd.behaviour = "500"
+        first.burst_seen(0)  # clear: its resolve is refused 1 + RETRIES times
+        wait_for(lambda: sender.failed == 1, 3, "the resolve given up")
+        first.tick()  # the watch learns it at its next judgement or tick
+        sender.close(wait_s=1)
+        first.settle()
+        assert listed(opened) == [BURST_KEY] and pd.attempts == 4 + 1 + notify_send.RETRIES
+        assert logged[-1] == (
+            "notify: the resolve of expiry_burst was not delivered: the state file keeps it "
+            "open, the next run resolves it"
+        )
+        pd.behaviour = "pagerduty"
+        told = len(pd.alerts)
+        later_sender = notify_send.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        later, _ = kept(later_sender, tmp_path, logged.append)
+        later.pass_done(review=lambda: 0)  # its first clear judgement of each
+        later_sender.close(wait_s=3)
+        later.settle()
+    assert pd.alerts[told:] == [("resolve", BURST_KEY, "")]  # that one, nothing else
+    assert pd.open_incidents() == [] and listed(opened) == []
+
+
+def test_a_delivered_resolve_leaves_the_state_file(tmp_path):
+    with webhook("pagerduty") as pd:
+        sender = notify_send.Sender([pd.url], "pagerduty", log=print, routing_key="R0UT1NG")
+        watch, opened = kept(sender, tmp_path, print)
+        watch.pass_done(review=lambda: 0)
+        watch.burst_seen(5)
+        watch.burst_seen(0)
+        assert listed(opened) == [BURST_KEY]  # queued, not known delivered yet
+        wait_for(lambda: sender.sent == 5, 3, "the trigger and its resolve")
+        watch.tick()
+        assert listed(opened) == [] and pd.open_incidents() == []
+        sender.close(wait_s=1)
+
+
+@pytest.mark.parametrize("lost", ["dropped on a full queue", "undelivered at close"])
+def test_a_resolve_dropped_or_undelivered_at_close_stays_listed(tmp_path, lost):
+    """The webhook holds the trigger's POST: the resolve waits in its queue (one place),
+    where it is dropped when another notice holds that place, or still waits at close."""
+    logged: list[str] = []
+    with webhook("hang") as hook:
+        sender = notify_send.Sender(
+            [hook.url], "json", log=logged.append, timeout_s=0.5, retries=0, queue_size=1
+        )
+        watch, opened = kept(sender, tmp_path, logged.append, fmt="json")
+        watch.pass_done(review=lambda: 0)  # json: no catch-up resolve; the file is known
+        watch.burst_seen(5)
+        wait_for(lambda: hook.attempts == 1, 2, "the trigger being posted")
+        if lost == "dropped on a full queue":
+            sender.send(notice())
+        watch.burst_seen(0)
+        assert sender.dropped == (lost == "dropped on a full queue")
+        sender.close(wait_s=0.2)
+        watch.settle()
+        assert listed(opened) == [BURST_KEY]
+    if lost == "dropped on a full queue":
+        assert any("the resolve of expiry_burst was not delivered" in line for line in logged)
 
 
 def test_a_stale_resolve_is_for_pagerduty_only():

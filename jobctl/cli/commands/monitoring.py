@@ -325,6 +325,7 @@ def for_reclaim_service(
     finally:
         if made:
             made.sender.close()
+            made.watch.settle()  # the resolves delivered while closing leave the state file
 
 
 def refreshed(watch: Any, seen: list[Any]) -> None:
