@@ -108,8 +108,11 @@ def refused(count: int, first_id: object, first_detail: str) -> str:
     )
 
 
-def nothing_matched(action: str) -> str:
-    """A filter that lists no job."""
+def nothing_matched(action: str, *, left_out: bool = False) -> str:
+    """A filter that lists no job: none matched, or (``left_out``) every one it matched is
+    left out (the lines before say why)."""
+    if left_out:
+        return f"no job left to {action}: every job the filter matches is left out"
     return f"no job matches the filter: nothing to {action}"
 
 

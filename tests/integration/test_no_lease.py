@@ -265,3 +265,18 @@ def test_requeue_no_lease_leaves_the_recent_claims_to_force(conn, run, tmp_path)
     forced = run("requeue", "--plan", str(plan), "--reason", "legacy", "--force", "--yes")
     assert forced.code == 0, forced
     assert row_of(conn, ids[0])["status"] == "queued"
+
+
+def test_a_filter_matching_only_refused_claims_says_none_is_left(conn, run):
+    """`requeue --no-lease --yes` when the only lease-less job was claimed a second ago: the
+    job is left out in one line, nothing written, exit 0, and the last line says every match
+    was left out (not that none matched)."""
+    (job,) = add_jobs(conn, 1)
+    unleased(conn, [job], ago="1 second")
+    before = row_of(conn, job)
+    done = run("requeue", "--no-lease", "--reason", "legacy", "--yes")
+    assert done.code == 0, done
+    lines = done.err.splitlines()
+    assert lines[0].startswith("1 matching job(s) left out: the rules refuse them (job "), lines
+    assert lines[1:] == ["no job left to requeue: every job the filter matches is left out"]
+    assert row_of(conn, job) == before

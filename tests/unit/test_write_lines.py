@@ -10,6 +10,9 @@ def test_a_filters_match_in_words():
         "Requeue 3 job(s)?", "about to requeue"
     )
     assert write_lines.nothing_matched("fail") == "no job matches the filter: nothing to fail"
+    assert write_lines.nothing_matched("requeue", left_out=True) == (
+        "no job left to requeue: every job the filter matches is left out"
+    )
     assert write_lines.matched("requeue", 2, limit=None) == (
         "2 job(s) match; nothing changed: --yes to requeue exactly these, "
         "or --save-plan FILE to review them first"

@@ -363,7 +363,8 @@ def _matched(
             shape = rows.MANUAL_KEYS if request.yes else keys
             terminal.emit(views.table([], [], keys=shape), out, fmt)
         _left_out(listed)
-        terminal.say(write_lines.nothing_matched(action))
+        left_out = bool(listed.refused or listed.left_out)
+        terminal.say(write_lines.nothing_matched(action, left_out=left_out))
         context.exit_with(code)
         return
     if done.report is not None:
