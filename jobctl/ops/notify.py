@@ -210,7 +210,14 @@ class Watch:
 
     @property
     def prefix(self) -> str:
-        return f"jobctl --target {self.target} " if self.target else "jobctl "
+        """What the notices' ``next`` commands begin with, so that they run as printed: the
+        target (whose config names the table), else the table unless it is the default
+        ``jobs``, each quoted for a shell."""
+        if self.target:
+            return f"jobctl --target {shlex.quote(self.target)} "
+        if self.table in ("jobs", "public.jobs"):
+            return "jobctl "
+        return f"jobctl --table {shlex.quote(self.table)} "
 
     def _notice(
         self, event: str, summary: str, *, condition: str | None = None, **kw: Any
@@ -475,7 +482,7 @@ class Watch:
             lambda: self._notice(
                 "target_down",
                 f"the database does not answer: {message}",
-                next=[f"{self.prefix}targets --check" if self.target else "jobctl summary"],
+                next=[f"{self.prefix}targets --check" if self.target else f"{self.prefix}summary"],
             ),
         )
 

@@ -770,3 +770,21 @@ def test_a_post_goes_through_the_proxy_and_sends_its_user(monkeypatch):
     ((target, authorization),) = proxy.requests
     assert target == "http://al%40ice:s3cret@hooks.invalid/x?y=1".replace("al%40ice:s3cret@", "")
     assert authorization == "Basic " + base64.b64encode(b"al@ice:s3cret").decode()
+
+
+def test_the_next_commands_name_a_table_other_than_the_default_and_quote_it():
+    """A notice's ``next`` commands run as printed: on a table other than ``jobs`` they name
+    it (``--table``), a target's name or a table's is quoted for a shell."""
+    sent: list[notifications.Notice] = []
+    watch = notify.Watch(
+        sent.append, table="public.delayed_jobs", target=None, command="reclaim --every",
+        host="h", after_s=0,
+    )  # fmt: skip
+    watch.review_seen(2)
+    assert sent[0].next == ["jobctl --table public.delayed_jobs review"]
+    odd = notify.Watch(
+        sent.append, table="public.jobs", target="eu west", command="reclaim --every",
+        host="h", after_s=0,
+    )  # fmt: skip
+    odd.review_seen(2)
+    assert sent[1].next == ["jobctl --target 'eu west' review"]
