@@ -68,9 +68,15 @@ class _History:
 
 
 def plan(
-    conn: psycopg.Connection[Any], table_name: str, *, history_too: bool, columns: bool
+    conn: psycopg.Connection[Any],
+    table_name: str,
+    *,
+    history_too: bool,
+    columns: bool,
+    again: str = "",
 ) -> Removal:
-    """The steps that take jobctl off ``table_name`` (see the module's docstring)."""
+    """The steps that take jobctl off ``table_name`` (see the module's docstring); the
+    commands its words name repeat ``again``, the global options typed."""
     table = db.resolve_table(conn, table_name)
     versions.refuse_newer(conn, table.oid)  # a newer jobctl's install: not this one's to take
     where = _shown(table.qualified)
@@ -80,7 +86,7 @@ def plan(
     # 3 is planned before 2 (it decides whether the recorded names are still needed), and
     # runs before schema jobctl, which holds them, is dropped
     column_step, column_kept, drops = (
-        _columns_step(conn, table, found) if columns else (None, [], None)
+        _columns_step(conn, table, found, again) if columns else (None, [], None)
     )
     # 2. the history: this table's rows, or schema jobctl when no other table is in it
     mapping_needed = found.mapped and not columns
@@ -249,7 +255,7 @@ class _Drops:
 
 
 def _columns_step(
-    conn: psycopg.Connection[Any], table: db.JobsTable, found: _History
+    conn: psycopg.Connection[Any], table: db.JobsTable, found: _History, again: str
 ) -> tuple[schema_steps.Step | None, list[str], _Drops | None]:
     """The step that drops what jobctl added to the table's columns, what it keeps, and what
     it drops (None: no step)."""
@@ -277,13 +283,13 @@ def _columns_step(
     if expired:
         staying.append(
             f"{expired} row(s) still processing with an expired lease stay so, with no lease "
-            "to expire: jobctl reclaim --commit first to requeue them"
+            f"to expire: jobctl {again}reclaim --commit first to requeue them"
         )
     if no_lease:
         staying.append(
             f"{no_lease} row(s) processing with no lease stay so (reclaim never touches them): "
-            "jobctl requeue --no-lease once no old worker runs, or the old workers take them "
-            "back after their own timeout"
+            f"jobctl {again}requeue --no-lease once no old worker runs, or the old workers "
+            "take them back after their own timeout"
         )
     if staying:
         what += f" ({'; '.join(staying)})"

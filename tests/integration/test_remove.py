@@ -247,6 +247,11 @@ def test_columns_are_refused_while_a_lease_is_live_and_nothing_changes(conn, dsn
         "so (reclaim never touches them): jobctl requeue --no-lease once no old worker runs, "
         "or the old workers take them back after their own timeout)"
     ) in " ".join(script.out.split())
+    # --table typed: the commands it names repeat it, so that they run as printed
+    typed = run("--table", "public.jobs", "schema", "remove", "--columns", "--sql")
+    said = " ".join(typed.out.split())
+    assert "jobctl --table public.jobs reclaim --commit first" in said, typed.out
+    assert "jobctl --table public.jobs requeue --no-lease once" in said
     conn.execute("DELETE FROM jobs WHERE reserved_by = 'legacy-1'")
     assert run("reclaim", "--commit", "--yes").code == 0
     done = run("schema", "remove", "--columns", "--yes")

@@ -201,7 +201,13 @@ def schema_remove(
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):
-            removal = remove.plan(conn, settings.table, history_too=history_too, columns=columns)
+            removal = remove.plan(
+                conn,
+                settings.table,
+                history_too=history_too,
+                columns=columns,
+                again=context.invocation(ctx).again(),
+            )
         if not removal.steps:
             terminal.say(f"nothing left to remove from {removal.table}")
         elif print_sql:
