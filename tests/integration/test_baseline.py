@@ -7,16 +7,11 @@ audit install of jobctl 0.2, keeps the four statistics columns (schema apply dro
 an application's prepared SELECT * would fail). The columns each mode adds, counted; a
 worker's server-side prepared SELECT * and RETURNING * across those applies.
 
-Each earlier version is built as it was left: the reference jobs table with the lease columns,
-migrations 001 to N applied as schema apply runs them (008 concurrently), and the table's
-trigger of that time — version 1's two triggers on record_transition() up to history 1,
-version 2's on the shared record_change() up to history 3, the table's own function from 4
-on; history 0 is the unversioned history of jobctl 0.1-0.2 (001 run by hand, no record).
-Then schema apply upgrades it, as it does a user's."""
+Each earlier version is built as it was left (tests/earlier.py); then schema apply upgrades
+it, as it does a user's."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +20,7 @@ import psycopg
 import pytest
 from catalogs import catalog, differences
 from conftest import scratch_database
+from earlier import EARLIER, LATEST, at_version, reference_table
 from psycopg import rows, sql
 
 import jobctl
@@ -34,76 +30,8 @@ from jobctl.schema import check as schema_check
 from jobctl.schema import history, reclaim_index
 from jobctl.schema import steps as schema_steps
 from jobctl.sql import queries
-from jobctl.table.mapping import TableMapping
 
-LATEST = history.latest_version()
-EARLIER = [0, *(m.version for m in history.migrations() if m.version < LATEST)]
 SQL_LINES = 250  # what a fresh --history audit install's --sql may hold, comments aside
-
-# version 1's triggers (tests/integration/test_history.py's) and version 2's
-V1_TRIGGERS = """
-CREATE TRIGGER jobctl_history_insert AFTER INSERT ON jobs FOR EACH ROW
-    WHEN (NEW.status = 'processing') EXECUTE FUNCTION jobctl.record_transition();
-CREATE TRIGGER jobctl_history_update AFTER UPDATE ON jobs FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION jobctl.record_transition()
-"""
-V2_TRIGGER = """
-CREATE TRIGGER jobctl_history BEFORE UPDATE ON jobs FOR EACH ROW
-    WHEN (NEW.status <> 'processing' OR NEW.jobctl_action IS NOT NULL)
-    EXECUTE FUNCTION jobctl.record_change('late', '2')
-"""
-
-
-def reference_table(conn: psycopg.Connection[Any]) -> None:
-    """The jobs table schema apply --create makes, with the lease columns: nothing else."""
-    jobs = sql.Identifier("jobs")
-    queued = sql.Identifier(reclaim_index.index_name("jobs", "_queued"))
-    conn.execute(queries.query("reference_table", jobs, queued_index=queued))
-    conn.execute(queries.query("add_lease_columns", **db.spelling(jobs, TableMapping())))
-
-
-def history_columns(conn: psycopg.Connection[Any]) -> None:
-    columns = sql.SQL(", ").join(
-        queries.query("add_column", column=sql.Identifier(c), type=sql.SQL(t))
-        for c, t in history.COLUMNS.items()
-    )
-    conn.execute(queries.query("add_columns", sql.Identifier("jobs"), columns=columns))
-
-
-def at_version(dsn: str, version: int, mode: str = "transitions") -> None:
-    """The database as history ``version`` left it, with the table's trigger of that time (in
-    ``mode`` from version 4 on; audit's as jobctl 0.2 made it: legacy_audit)."""
-    settings = db.Settings(dsn=dsn)
-    with db.connect(settings) as conn:
-        conn.autocommit = True
-        reference_table(conn)
-        if version == 0:  # the unversioned history: 001's text, no jobctl.migrations
-            conn.execute(history.migrations()[0].text)
-        for m in history.migrations():
-            if m.version <= version:
-                schema_steps.apply(conn, settings, history.migration_steps(conn, m, locks="jobs"))
-        if version <= 1:
-            conn.execute(V1_TRIGGERS)
-            return
-        history_columns(conn)
-        if version <= 3:
-            conn.execute(V2_TRIGGER)
-            return
-        target = history.Target.of(db.resolve_table(conn, "jobs"))
-        want = history.wanted(conn, target, mode)
-        if mode == history.LEAST:
-            want = legacy_audit(conn, target)
-        conn.execute(history.install_sql(target, mode, want))
-
-
-def legacy_audit(conn: psycopg.Connection[Any], target: history.Target) -> history.Wanted:
-    """An audit install's function as jobctl 0.2 made it: the one body every mode shared,
-    the statistics block included (audit's today leaves it out), so that schema apply
-    replaces it as it does on a user's 0.2 audit install."""
-    audit = history.wanted(conn, target, history.LEAST)
-    shared = history.wanted(conn, target, "transitions").body
-    assert shared != audit.body
-    return dataclasses.replace(audit, body=shared, digest="0" * 16)
 
 
 def applied(dsn: str, mode: str | None) -> dict[str, list[Any]]:
