@@ -521,7 +521,7 @@ def test_every_post_of_a_receiver_is_bounded_by_the_deadline():
 
 
 # ---------------------------------------------------------------- PagerDuty
-def pd_watched(sender: notify_send.Sender, close_stale: bool = True) -> notify.Watch:
+def pd_watched(sender: notify_send.Sender, close_stale: bool = True, **kw: object) -> notify.Watch:
     return notify.Watch(
         sender.send,
         table="public.jobs",
@@ -532,6 +532,7 @@ def pd_watched(sender: notify_send.Sender, close_stale: bool = True) -> notify.W
         now=lambda: AT,
         close_stale=close_stale,
         after_s=0,
+        **kw,
     )
 
 
@@ -590,20 +591,7 @@ BURST_KEY = "jobctl/-/public.jobs/expiry_burst"
 def kept(sender: notify_send.Sender, directory, log, fmt="pagerduty"):
     """A reclaimer's watch sending through ``sender``, keeping its state in ``directory``."""
     opened = notify.Opened(directory, table="public.jobs", target=None, log=log)
-    watch = notify.Watch(
-        sender.send,
-        table="public.jobs",
-        target=None,
-        command="reclaim --every",
-        host="reclaimer-1",
-        burst=3,
-        now=lambda: AT,
-        close_stale=fmt == "pagerduty",
-        after_s=0,
-        log=log,
-        opened=opened,
-    )
-    return watch, opened
+    return pd_watched(sender, fmt == "pagerduty", log=log, opened=opened), opened
 
 
 def listed(opened: notify.Opened) -> list[str]:
