@@ -167,27 +167,25 @@ def report(dsn: str, table: str, seconds: float) -> None:
         print(time.time(), flush=True)  # when it let go of the table
 
 
-def start_workers(dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:
+def _start(kind: str, dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:
+    """``count`` processes of this module running ``kind`` (worker, lease), each its own."""
     return [
         subprocess.Popen(
-            [sys.executable, HERE, "worker", dsn, table, f"w{i}", str(seconds)],
+            [sys.executable, HERE, kind, dsn, table, f"w{i}", str(seconds)],
             stdout=subprocess.PIPE,
             text=True,
         )
         for i in range(count)
     ]
+
+
+def start_workers(dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:
+    return _start("worker", dsn, table, count, seconds)
 
 
 def start_lease_workers(dsn: str, table: str, count: int, seconds: float) -> list[subprocess.Popen]:
     """``count`` lease.Worker processes (lease_worker), each on its own connection."""
-    return [
-        subprocess.Popen(
-            [sys.executable, HERE, "lease", dsn, table, f"w{i}", str(seconds)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(count)
-    ]
+    return _start("lease", dsn, table, count, seconds)
 
 
 def stop(workers: list[subprocess.Popen]) -> None:

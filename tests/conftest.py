@@ -337,3 +337,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def chaos_seconds(request: pytest.FixtureRequest) -> float:
     return float(request.config.getoption("--chaos-seconds"))
+
+
+@pytest.fixture
+def own_server(server_dsn: str) -> Iterator[tuple[Any, str]]:
+    """A PostgreSQL of the run's version that this test alone stops and starts (never the
+    machine's): initdb'd by tests/cluster.py, with the app database and jobctl installed;
+    (the server, its app database's DSN)."""
+    import cluster
+
+    from jobctl.cli import main as cli
+
+    with psycopg.connect(server_dsn) as c:
+        major = int(c.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
+    bindir = cluster.bindir_for(major // 10_000)
+    if bindir is None:
+        pytest.skip(f"no PostgreSQL {major // 10_000} server binaries (initdb, pg_ctl) here")
+    with cluster.replicated(bindir) as made:
+        with made.primary.connect() as c:
+            c.execute("CREATE DATABASE app")
+        dsn = f"host=127.0.0.1 port={made.primary.port} user=postgres dbname=app connect_timeout=3"
+        assert cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"]) == 0
+        yield made.primary, dsn

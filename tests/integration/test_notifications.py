@@ -313,28 +313,6 @@ def test_urls_from_a_file_and_the_format_from_the_environment(
 
 
 # ---------------------------------------------------------------- a server restarted
-@pytest.fixture
-def own_server(server_dsn):
-    """A PostgreSQL of the run's version that this test alone stops and starts (never the
-    machine's): initdb'd by tests/cluster.py, the jobs table installed."""
-    import cluster
-    import psycopg
-
-    from jobctl.cli import main as cli
-
-    with psycopg.connect(server_dsn) as c:
-        major = int(c.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
-    bindir = cluster.bindir_for(major // 10_000)
-    if bindir is None:
-        pytest.skip(f"no PostgreSQL {major // 10_000} server binaries (initdb, pg_ctl) here")
-    with cluster.replicated(bindir) as made:
-        with made.primary.connect() as c:
-            c.execute("CREATE DATABASE app")
-        dsn = f"host=127.0.0.1 port={made.primary.port} user=postgres dbname=app connect_timeout=3"
-        assert cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"]) == 0
-        yield made.primary, dsn
-
-
 def test_a_restart_pages_nobody_and_an_outage_is_told_with_when_it_began(own_server):
     """A 5-7 s pg_ctl stop/start made the reclaimer send a critical target_down and its
     resolve in the same second: a page for a restart. Two reclaimers on one server through

@@ -428,27 +428,6 @@ def test_claims_without_a_lease_come_last_and_are_counted(incident, conn, dsn):
 
 
 # ---------------------------------------------------------------- a server restarted under top
-@pytest.fixture
-def own_server(server_dsn):
-    """A PostgreSQL of the run's version that this test alone starts and stops (never the
-    machine's): initdb'd by tests/cluster.py, with the app database and jobctl installed."""
-    import cluster
-
-    from jobctl.cli import main as cli
-
-    with psycopg.connect(server_dsn) as c:
-        major = int(c.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
-    bindir = cluster.bindir_for(major // 10_000)
-    if bindir is None:
-        pytest.skip(f"no PostgreSQL {major // 10_000} server binaries (initdb, pg_ctl) here")
-    with cluster.replicated(bindir) as made:
-        with made.primary.connect() as c:
-            c.execute("CREATE DATABASE app")
-        dsn = f"host=127.0.0.1 port={made.primary.port} user=postgres dbname=app connect_timeout=3"
-        assert cli.main(["--dsn", dsn, "schema", "apply", "--create", "--yes"]) == 0
-        yield made.primary, dsn
-
-
 def test_a_restarted_server_is_reconnected_with_backoff_said_on_the_strip(own_server):
     server, dsn = own_server
     with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as c:
