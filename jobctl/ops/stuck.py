@@ -172,9 +172,14 @@ def _streamed(
             yield row
 
     show(Stream(counted(), shown_optional(s), st))
-    result = Found(found, standing=st, held_back=held_back(s, st, ask), no_lease=no_lease)
-    result.no_lease_listed = no_lease
-    result.expired_listed = expired
+    result = Found(
+        found,
+        standing=st,
+        held_back=held_back(s, st, ask),
+        no_lease=no_lease,
+        no_lease_listed=no_lease,
+        expired_listed=expired,
+    )
     if not ask.at_risk and found >= ask.limit:  # the limit cut: count them all
         expired, result.no_lease = triage.stuck_count(s, ask.on(st))
         result.total = expired + result.no_lease if expired + result.no_lease > found else None
