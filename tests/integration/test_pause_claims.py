@@ -169,17 +169,22 @@ def test_the_claims_since_a_pause_are_found_by_an_index_not_a_scan(conn):
     are read through attempts_claimed_idx (history 014), never a scan of jobctl.attempts: the
     count every view reads while something is paused, once a minute from metrics."""
     conn.execute("INSERT INTO jobs (queue) SELECT 'q' || (g % 2) FROM generate_series(1, 1000) g")
+    # One clock for both inserts: the 100,000 rows can take over a second on a busy machine,
+    # and a pause placed by a later now() would then miss the first claims after it.
+    (start,) = conn.execute("SELECT now()").fetchone()
     conn.execute(
         """
         INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, claimed_at, ended_at)
-        SELECT gen_random_uuid(), 'public.jobs', (g % 1000 + 1)::text,
-               now() - (100000 - g) * interval '1 s', now() - (100000 - g) * interval '1 s'
-        FROM generate_series(1, 100000) g
-        """
+        SELECT gen_random_uuid(), 'public.jobs', (g %% 1000 + 1)::text, at, at
+        FROM generate_series(1, 100000) g,
+             LATERAL (SELECT %(start)s::timestamptz - (100000 - g) * interval '1 s') AS c (at)
+        """,
+        {"start": start},
     )
-    conn.execute(
+    conn.execute(  # half a second from the nearest claim, so the boundary is never a tie
         "INSERT INTO jobctl.pauses (job_table, dimension, value, reason, paused_at) "
-        "VALUES ('public.jobs', 'queue', 'q1', 'r', now() - interval '100 s')"
+        "VALUES ('public.jobs', 'queue', 'q1', 'r', %s::timestamptz - interval '99.5 s')",
+        (start,),
     )
     conn.execute(
         "INSERT INTO jobctl.tables (job_table, mapping) VALUES ('public.jobs', %s)",
