@@ -121,9 +121,18 @@ GOOD_JOB = Lib(
     "--column available_at=scheduled_at --column reserved_at=performed_at "
     "--column reserved_by=locked_by_id --column last_error=error",
 )  # fmt: skip
+OCA_QUEUE_JOB = Lib(  # Odoo 16's OCA queue_job, with the mapping its user tried
+    "oca-queue-job-16", "OCA queue_job", "public", "queue_job", "queue_job",
+    "--column status=state --column attempts=retry --column max_attempts=max_retries "
+    "--column available_at=eta --column reserved_at=date_started "
+    "--column reserved_by=channel --column last_error=exc_info "
+    "--column finished_at=date_done --column updated_at=date_enqueued "
+    "--status queued=pending --status processing=started --status done=done "
+    "--status failed=failed",
+)  # fmt: skip
 PRIMARY = (
     RIVER, OBAN, PGBOSS, PROCRASTINATE, GRAPHILE, PGQUEUER, CHANCY, DRAMATIQ,
-    QUE, PGMQ, SOLID_QUEUE, GOOD_JOB,
+    QUE, PGMQ, SOLID_QUEUE, GOOD_JOB, OCA_QUEUE_JOB,
 )  # fmt: skip
 LIBS = (
     *PRIMARY,

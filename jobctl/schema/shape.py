@@ -110,6 +110,7 @@ def describe(conn: psycopg.Connection[Any], oid: int, name: str) -> libraries.Ta
         name=name,
         neighbour_names=frozenset(row["name"] for row in neighbours),
         enum_types=enum_types,
+        triggers=frozenset(row["name"] for row in db.rows(conn, "library_triggers", {"oid": oid})),
     )
 
 

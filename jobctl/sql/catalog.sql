@@ -391,6 +391,13 @@ FROM (SELECT c.oid, c.relname FROM pg_class c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 GROUP BY c.oid, c.relname
 
+-- name: library_triggers
+-- the names of the table's own triggers (not the internal ones of its foreign keys), for
+-- recognising a queue library by the trigger it puts on its jobs table
+SELECT t.tgname::text AS name
+FROM pg_trigger t
+WHERE t.tgrelid = %(oid)s AND NOT t.tgisinternal
+
 -- name: status_common_values
 -- the status column's most common values as ANALYZE saw them across the whole table (no scan;
 -- none before the table was analysed, or when this role cannot read the column)

@@ -20,7 +20,8 @@ prefix). So a table is the library's by either of two roads, each enough alone:
   library whose table name is its own (not ``job`` or ``queue``) has this road.
 
 Pure: ``recognise`` takes a ``TableDescription`` (read from the catalog by ``shape.describe``:
-statements ``library_columns`` and ``library_neighbours`` in sql/catalog.sql) and returns the
+statements ``library_columns``, ``library_neighbours`` and ``library_triggers`` in
+sql/catalog.sql) and returns the
 library, if any, with what gave it away. Example::
 
     found = recognise(TableDescription(columns={"func": "text", ...}, ...))
@@ -80,6 +81,8 @@ class TableDescription:
     name: str = ""
     neighbour_names: frozenset[str] = frozenset()
     enum_types: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # the names of the table's own triggers (a library's notify trigger gives it away)
+    triggers: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +92,7 @@ class Names:
     table: str  # its jobs table's name, e.g. "oban_jobs"
     siblings: frozenset[str]  # the tables it installs beside it
     enums: frozenset[str] = frozenset()  # its status enum's type name(s)
+    triggers: frozenset[str] = frozenset()  # the trigger(s) it puts on its jobs table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +111,8 @@ class Library:
     # a jobs table moved alone to another schema is still the library's)
     companions: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     names: Names | None = None
+    # what it would take for jobctl's fence to hold beside it, when that can be said
+    would_take: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +128,7 @@ class Match:
             f"{qualified} is {lib.name}'s jobs table ({'; '.join(self.evidence)}): {lib.name} "
             f"rescues its own jobs ({lib.rescues}) and jobctl would fight it, with any "
             f"--column/--status mapping; use {lib.name}'s own tools: {lib.tools}"
+            + (f" ({lib.would_take})" if lib.would_take else "")
         )
 
 
@@ -129,8 +136,10 @@ def _cols(spec: str, types: frozenset[str] = ANY) -> dict[str, frozenset[str]]:
     return {name: types for name in spec.split()}
 
 
-def _names(table: str, siblings: str, enums: str = "") -> Names:
-    return Names(table, frozenset(siblings.split()), frozenset(enums.split()))
+def _names(table: str, siblings: str, enums: str = "", triggers: str = "") -> Names:
+    return Names(
+        table, frozenset(siblings.split()), frozenset(enums.split()), frozenset(triggers.split())
+    )
 
 
 LIBRARIES: tuple[Library, ...] = (
@@ -369,6 +378,30 @@ LIBRARIES: tuple[Library, ...] = (
         },
         _names("good_jobs", "good_job_processes good_job_executions good_job_settings"),
     ),
+    Library(
+        # Odoo's OCA queue_job (10.0 to 18.0): an ORM model's table, its state a varchar (an
+        # Odoo Selection: no enum, no CHECK), so its shape is its columns, as chancy's
+        "OCA queue_job",
+        "its job runner resets a job it could not start from enqueued to pending, its "
+        "/queue_job/runjob controller requeues a job that asks to be retried, and its Jobs "
+        "Garbage Collector cron (requeue_stuck_jobs) puts jobs enqueued or started too long "
+        "back to pending: each writes the table by uuid and state, without a token, so "
+        "jobctl's fence cannot hold beside them",
+        "Odoo's Queue > Jobs views (Requeue, Set to Done, Cancel) and queue.job's requeue()",
+        {
+            **_cols("uuid state channel exc_info model_name method_name", TEXT),
+            **_cols("date_created date_enqueued date_started eta", TS),
+            **_cols("retry max_retries", INT),
+        },
+        None,
+        {
+            "queue_job_channel": frozenset({"name", "complete_name", "parent_id"}),
+            "queue_job_function": frozenset({"name", "channel_id", "channel"}),
+        },
+        _names("queue_job", "queue_job_channel queue_job_function", triggers="queue_job_notify"),
+        would_take="the fence would hold only with the module's job runner and that cron "
+        "stopped, which is queue_job no longer running its jobs",
+    ),
 )
 
 
@@ -414,11 +447,14 @@ def _by_name(description: TableDescription, library: Library) -> list[str] | Non
     prefix = description.name[: len(description.name) - len(own.table)]
     siblings = sorted(prefix + s for s in own.siblings if prefix + s in description.neighbour_names)
     enums = sorted({prefix + e for e in own.enums} & set(description.enum_types.values()))
-    if not siblings and not enums:
+    triggers = sorted(own.triggers & description.triggers)
+    if not siblings and not enums and not triggers:
         return None
     evidence = [f"its name {description.name}"]
     if enums:
         evidence.append(f"its enum type {', '.join(enums)}")
+    if triggers:
+        evidence.append(f"its trigger {', '.join(triggers)}")
     if siblings:
         evidence.append(f"beside its {', '.join(siblings)}")
     return evidence
@@ -443,6 +479,9 @@ def recognise(description: TableDescription) -> Match | None:
         if shape is None and name is None:
             continue
         evidence = (name or []) + (shape or [])
+        triggers = sorted(library.names.triggers & description.triggers) if library.names else []
+        if triggers and not any(e.startswith("its trigger") for e in evidence):
+            evidence.append(f"its trigger {', '.join(triggers)}")
         if not any(e.startswith("beside") for e in evidence):
             evidence += _companions(description, library)
         return Match(library, tuple(evidence))

@@ -128,6 +128,21 @@ GOOD_JOB = TableDescription(
      "concurrency_key": T, "job_class": T, "executions_count": "integer",
      "locked_by_id": "uuid", "locked_at": RAILS_TS},
 )  # fmt: skip
+ODOO_TS, V = "timestamp without time zone", "character varying"
+OCA_QUEUE_JOB = TableDescription(  # Odoo 16's queue_job (oca-queue-job-16.sql): all varchar
+    {"id": "integer", "uuid": V, "graph_uuid": V, "user_id": "integer",
+     "company_id": "integer", "name": V, "model_name": V, "method_name": V, "records": T,
+     "dependencies": T, "args": T, "kwargs": T, "func_string": V, "state": V,
+     "priority": "integer", "exc_name": V, "exc_message": V, "exc_info": T, "result": T,
+     "date_created": ODOO_TS, "date_started": ODOO_TS, "date_enqueued": ODOO_TS,
+     "date_done": ODOO_TS, "exec_time": "double precision", "date_cancelled": ODOO_TS,
+     "eta": ODOO_TS, "retry": "integer", "max_retries": "integer",
+     "channel_method_name": V, "job_function_id": "integer", "channel": V,
+     "identity_key": V, "worker_pid": "integer", "message_main_attachment_id": "integer"},
+    {},
+    (frozenset({"id", "name", "complete_name", "parent_id", "removal_interval"}),),
+    triggers=frozenset({"queue_job_notify"}),
+)  # fmt: skip
 
 KNOWN = {
     "River": RIVER, "Oban": OBAN, "Oban for Python": OBAN_PY, "pg-boss": PGBOSS,
@@ -135,7 +150,7 @@ KNOWN = {
     "procrastinate": PROCRASTINATE, "Graphile Worker": GRAPHILE,
     "Graphile Worker old": GRAPHILE_OLD, "pgqueuer": PGQUEUER, "chancy": CHANCY,
     "dramatiq-pg": DRAMATIQ, "que": QUE, "PGMQ": PGMQ, "Solid Queue": SOLID_QUEUE,
-    "GoodJob": GOOD_JOB,
+    "GoodJob": GOOD_JOB, "OCA queue_job": OCA_QUEUE_JOB,
 }  # fmt: skip
 
 # the lease design's reference table, and tables of applications that look like queues
@@ -163,7 +178,8 @@ def test_each_library_is_recognised_by_its_shape(name):
     assert "\n" not in line and line.startswith("acme.acme_jobs is ")
     assert found.library.rescues in line and found.library.tools in line
     assert "nothing done" not in line  # the refusing command says so (errors.NothingDone)
-    assert errors.NothingDone(line).message.endswith(f"{found.library.tools}; nothing done")
+    last = f"({found.library.would_take})" if found.library.would_take else found.library.tools
+    assert errors.NothingDone(line).message.endswith(f"{last}; nothing done")
 
 
 @pytest.mark.parametrize("name", KNOWN)
@@ -234,6 +250,30 @@ def test_a_library_is_recognised_by_its_name_and_siblings(name, siblings, enums,
     )  # fmt: skip
     found = recognise(description)
     assert (found.library.name if found else None) == library
+
+
+def test_odoo_queue_job_is_refused_with_what_it_would_take():
+    """OCA queue_job's table (its state a free varchar, as chancy's): recognised by its
+    columns, its queue_job_notify trigger named; the refusal says why the fence cannot hold
+    (its runner, controller and cron write without a token) and what it would take."""
+    found = recognise(OCA_QUEUE_JOB)
+    assert found is not None and found.library.name == "OCA queue_job"
+    assert "its trigger queue_job_notify" in found.evidence
+    assert "beside its queue_job_channel" in found.evidence
+    line = found.refusal("public.queue_job")
+    for words in ("runner", "controller", "requeue_stuck_jobs", "Jobs Garbage Collector",
+                  "without a token", "fence cannot hold", "cron stopped"):  # fmt: skip
+        assert words in line, words
+    # its name, beside its trigger or a sibling, is enough when the columns drifted
+    drifted = {"id": "integer", "state": V}
+    for road in ({"triggers": frozenset({"queue_job_notify"})},
+                 {"neighbour_names": frozenset({"queue_job_function"})}):  # fmt: skip
+        named = recognise(TableDescription(drifted, name="queue_job", **road))  # type: ignore[arg-type]
+        assert named is not None and named.library.name == "OCA queue_job", road
+    # the trigger alone on another table, or the name alone, is not
+    notify = frozenset({"queue_job_notify"})
+    assert recognise(TableDescription(drifted, name="jobs", triggers=notify)) is None
+    assert recognise(TableDescription(drifted, name="queue_job")) is None
 
 
 @pytest.mark.parametrize(
