@@ -103,6 +103,7 @@ def _table(s: Session) -> judge.Table:
         processing=mapping.status("processing"),
         related=frozenset((str(r["schema"]), str(r["name"])) for r in related),
         every_column=frozenset(str(r["name"]) for r in every),
+        times=frozenset(str(r["name"]) for r in every if r["is_time"]),
         pauses=s.table.pauses and bool(mapping.mapped_optional),
         shadowed=tuple(str(r["schema"]) for r in s.rows("doctor_equal_shadows")),
     )

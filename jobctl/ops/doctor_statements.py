@@ -10,8 +10,12 @@ tests, whether it locks with SKIP LOCKED):
 - a **claim** (stamps the claim time with an expression, ``now()``, or counts an attempt,
   ``attempts = attempts + 1``): needs ``FOR UPDATE SKIP LOCKED`` and a new token and lease
   (sets ``attempt_token`` and ``lease_expires_at``);
-- a **sweeper** (sets the status, tests ``reserved_at``/``heartbeat_at``/``updated_at`` and not
-  ``lease_expires_at``): judges the timeout by age, not by the lease (the first anti-pattern);
+- a **sweeper** (sets the status, tests an age and not ``lease_expires_at``): judges the
+  timeout by age, not by the lease (the first anti-pattern). An age is ``reserved_at``,
+  ``heartbeat_at``, ``updated_at`` or any other time column of the table but the ready time,
+  the lease and the finish time (OCA queue_job's ``date_enqueued``, ``date_started``); a
+  statement that counts an attempt (``retry = retry + 1``) as it sets jobs back by age, without
+  SKIP LOCKED and without stamping a claim, is a sweeper too, not a claim;
 - an UPDATE that **ends, extends or gives back** an attempt (sets the status, the lease, the
   heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter, a
   constant or a function's variable, compared with ``=`` or ``pg_catalog.=`` (any other
@@ -45,6 +49,9 @@ from jobctl.ops import doctor_fence as fence
 CLAIM_COLUMNS = ("reserved_by", "reserved_at")
 LEASE_COLUMNS = ("lease_expires_at", "heartbeat_at")
 AGE_COLUMNS = ("reserved_at", "heartbeat_at", "updated_at")
+# the design's time columns that are no age of a claim: the ready time (a stager moves jobs by
+# it), the lease (the design's own timeout) and the finish time (an archiver's)
+NOT_AGES = ("available_at", "lease_expires_at", "finished_at")
 PROCESSING_ONLY = (
     "reserved_by",
     "reserved_at",
@@ -82,6 +89,9 @@ class Table:
     # reads no other relation, is a variable of the function that runs it (PL/pgSQL's, a SQL
     # function's argument), which pg_stat_statements.track = 'all' shows as written
     every_column: frozenset[str] = frozenset()
+    # the table's columns holding a time (timestamp, timestamptz, date, or a domain over one):
+    # a sweeper may pick its rows by the age of any of them (empty: unknown)
+    times: frozenset[str] = frozenset()
     # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
     # claim must read jobctl.pauses
     pauses: bool = False
@@ -97,6 +107,13 @@ class Table:
 
     def column(self, design: str) -> str:
         return self.columns.get(design, design)
+
+    def ages(self) -> set[str]:
+        """The columns whose age a statement may take jobs back by: the design's claim time,
+        heartbeat and last update, and the table's other time columns but the ready time,
+        the lease and the finish time."""
+        c = self.column
+        return {c(x) for x in AGE_COLUMNS} | (set(self.times) - {c(x) for x in NOT_AGES})
 
     def through(self, relation: Mapping[str, Any]) -> tuple[Table, str | None]:
         """The table as a write through ``relation`` (a RangeVar's fields) sees it: through
@@ -272,9 +289,16 @@ def _judge_one(
         return [], None, None, {}  # touches no part of an attempt (a payload, a priority)
     tested = _columns(where) | _subquery_columns(body)
     by_lease = c("lease_expires_at") in tested
-    if _claims(sets, c) or _takes_unclaimed(body, sets, c):
+    ages = table.ages()
+    aged = [] if by_lease else _age_tests(body, ages)
+    stamps, takes = _stamps_claim(sets, c), _takes_unclaimed(body, sets, c)
+    sweeps = sets_status and how != "param" and not _skip_locked(body)
+    if aged and sweeps and not (stamps or takes):
+        # it counts an attempt as it sets jobs back by their age (OCA's requeue of dead jobs,
+        # retry = retry + 1): a sweeper, whatever status it sets
+        return ["sweeper_by_age"], None, None, {"sweeper_by_age": "it tests " + ", ".join(aged)}
+    if stamps or takes or _counts_attempt(sets, c):
         found, said = [], {}
-        aged = [] if by_lease else _age_tests(body, c)
         if aged:
             found.append("claim_by_age")
             said["claim_by_age"] = "it tests " + ", ".join(aged)
@@ -287,8 +311,9 @@ def _judge_one(
             found.append("claim_ignores_pauses")
         return found, None, None, said
     if sets_status and how != "param":  # a batch fenced on what it read may still sweep
-        if tested & {c(x) for x in AGE_COLUMNS} and not by_lease:
-            return ["sweeper_by_age"], None, None, {}
+        if tested & ages and not by_lease:
+            words = {"sweeper_by_age": "it tests " + ", ".join(aged)} if aged else {}
+            return ["sweeper_by_age"], None, None, words
     if how is None:
         if fenced.cast:
             return ["fence_cast"], None, fenced.shape, {}
@@ -372,11 +397,11 @@ def _takes_unclaimed(update: dict[str, Any], sets: Mapping[str, Any], c: Any) ->
 _AGE_OPERATORS = frozenset({"<", "<=", ">", ">="})
 
 
-def _age_tests(update: dict[str, Any], c: Any) -> list[str]:
-    """The comparisons of an age (the claim time, the heartbeat, the row's last update) with
-    a time that an UPDATE picks its rows by, in words (``locked_at < $4``): a claim that
-    holds one takes back jobs by how long ago they were taken, not by their lease."""
-    ages = {c(x) for x in AGE_COLUMNS}
+def _age_tests(update: dict[str, Any], ages: set[str]) -> list[str]:
+    """The comparisons of an age (``Table.ages``: the claim time, the heartbeat, the row's
+    last update, another time of the table's) with a time that an UPDATE picks its rows by,
+    in words (``locked_at < $4``): a claim or sweeper that holds one takes back jobs by how
+    long ago they were taken, not by their lease."""
     found: list[str] = []
     for part in ("whereClause", "withClause", "fromClause"):
         for n in fence.walk(update.get(part)):
@@ -428,16 +453,17 @@ def _lock_shape(update: dict[str, Any]) -> str:
     return "it locks no row it picks: two workers can take the same job"
 
 
-def _claims(sets: Mapping[str, Any], c: Any) -> bool:
-    """Whether an UPDATE claims: it stamps the claim time with an expression (now()), or
-    counts an attempt (attempts = attempts + 1). (The statistics write every constant, NULL
-    too, as $n: a column set to a parameter may be set to NULL, so that alone says nothing.)"""
-    stamped = sets.get(c("reserved_at"))
-    stamped = fence.uncast(stamped)
-    if isinstance(stamped, dict) and not {"ParamRef", "A_Const"} & set(stamped):
-        return True
-    counted = sets.get(c("attempts"))
-    return c("attempts") in _columns(counted)
+def _stamps_claim(sets: Mapping[str, Any], c: Any) -> bool:
+    """Whether an UPDATE stamps the claim time with an expression (now()), as a claim does.
+    (The statistics write every constant, NULL too, as $n: a column set to a parameter may be
+    set to NULL, so that alone says nothing.)"""
+    stamped = fence.uncast(sets.get(c("reserved_at")))
+    return isinstance(stamped, dict) and not {"ParamRef", "A_Const"} & set(stamped)
+
+
+def _counts_attempt(sets: Mapping[str, Any], c: Any) -> bool:
+    """Whether an UPDATE counts an attempt (attempts = attempts + 1), as a claim does."""
+    return c("attempts") in _columns(sets.get(c("attempts")))
 
 
 WRITES = frozenset({"UpdateStmt", "DeleteStmt", "InsertStmt", "MergeStmt", "TruncateStmt"})

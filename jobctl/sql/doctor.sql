@@ -120,9 +120,12 @@ ORDER BY 1
 LIMIT 100
 
 -- name: doctor_table_columns
--- every column of the jobs table (a name outside them in a statement is a function's variable)
-SELECT a.attname AS name
+-- every column of the jobs table (a name outside them in a statement is a function's variable),
+-- and whether it holds a time (a date/time type, or a domain over one: typcategory D), which a
+-- sweeper may pick rows by the age of
+SELECT a.attname AS name, t.typcategory OPERATOR(pg_catalog.=) 'D' AS is_time
 FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
 WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
   AND a.attnum > 0 AND NOT a.attisdropped
 

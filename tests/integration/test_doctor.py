@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import cluster
 import psycopg
 import pytest
-from shapes import BACKGROUND_TASKS
+from shapes import BACKGROUND_TASKS, QUEUE_JOB
 
 from jobctl import lease
 
@@ -765,3 +765,55 @@ def test_delayed_jobs_claim_by_lock_age_fails_the_timeout_check(statistics_serve
     assert "FAIL 1. the timeout is judged by lease_expires_at alone" in said
     assert "- claim_by_age: queryid" in said and "(it tests locked_at < $4)" in said
     assert "fix: complete / heartbeat / fail" not in said
+
+
+# sweepers as applications run them, on a table of OCA queue_job's semantics: its requeue of
+# dead jobs (by the age of a time the mapping does not name, counting a retry) and the generic
+# one, its age a parameter
+OCA_REQUEUE = (
+    "UPDATE job_queue SET state = 'pending', retry = (CASE WHEN max_retries = 0 OR "
+    "retry < max_retries THEN retry + 1 ELSE retry END) WHERE state IN ('enqueued', 'started') "
+    "AND date_enqueued < (now() AT TIME ZONE 'utc' - INTERVAL '10 minutes')"
+)
+GENERIC_SWEEPER = (
+    "UPDATE job_queue SET state = 'pending', worker_pid = NULL WHERE state = 'started' "
+    "AND date_started < now() - %s"
+)
+
+
+@pytest.mark.parametrize("sweeper", ["oca", "generic"])
+def test_a_sweeper_by_any_age_fails_the_timeout_check(statistics_server, jobctl, sweeper):
+    """A statement that sets processing jobs back by age fails check 1, whichever time it
+    tests (one the mapping names or not) and whether it counts a retry as it does, with the
+    lease design's fix in the line; never judged a claim."""
+    dsn = database(statistics_server)
+    table = ("--table", QUEUE_JOB.table)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(QUEUE_JOB.ddl)
+        c.execute("INSERT INTO job_queue DEFAULT VALUES")
+    code, _, err = jobctl(dsn, *table, "schema", "apply", "--yes", *QUEUE_JOB.mapping_args())
+    assert code == 0, err
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "UPDATE job_queue SET state = 'started', date_enqueued = now() - interval '1 hour', "
+            "date_started = now() - interval '1 hour'"
+        )
+        c.execute("SELECT pg_stat_statements_reset()")  # that claim by hand is no finding here
+        if sweeper == "oca":
+            assert c.execute(OCA_REQUEUE).rowcount == 1
+        else:
+            assert c.execute(GENERIC_SWEEPER, (dt.timedelta(minutes=5),)).rowcount == 1
+    checks = report(jobctl, dsn, *table)
+    found = kinds(checks)
+    (swept,) = found["sweeper_by_age"]
+    assert "claim_by_age" not in found and "claim_without_skip_locked" not in found, found
+    tested = "date_enqueued" if sweeper == "oca" else "date_started"
+    assert f"it tests {tested} <" in swept["why"]
+    assert "jobctl reclaim --every" in swept["fix"] and "lease_expires_at" in swept["fix"]
+    timeout = checks["timeout_by_lease"]
+    assert timeout["status"] == "fail" and "1 sweeper(s) by age" in timeout["evidence"]
+    code, out, _ = jobctl(dsn, *table, "doctor", "--exit-code")
+    assert code == 4
+    said = " ".join(out.split())
+    assert "FAIL 1. the timeout is judged by lease_expires_at alone" in said
+    assert "- sweeper_by_age: queryid" in said and "fix: stop it, and run jobctl reclaim" in said

@@ -678,7 +678,7 @@ def test_a_claim_by_lock_age_is_a_claim_that_fails_the_timeout_check():
             "UPDATE jobs SET status=$1, reserved_by=$2, reserved_at=$3 WHERE status=$4 AND "
             "heartbeat_at IS NULL AND reserved_at < now() - $5::interval",
             ("sweeper_by_age",),
-            None,
+            "it tests reserved_at < (an expression)",
         ),
         # a stamped claim by updated_at age, with SKIP LOCKED and the lease: only the age
         (
@@ -726,5 +726,83 @@ def test_a_claim_by_lock_age_is_a_claim_that_fails_the_timeout_check():
 )
 def test_claims_by_age_and_how_they_lock(statement, kinds, why):
     verdict = judge.judge(statement, JOBS if "delayed" not in statement else DELAYED_JOBS)
+    assert verdict.kinds == kinds
+    assert (verdict.why_of(kinds[0]) if kinds else None) == why
+
+
+# a table of OCA queue_job's semantics (Odoo 16) as it would be mapped: its times, and its
+# requeue of dead jobs
+QUEUE_JOB = judge.Table(
+    "job_queue",
+    "public",
+    {
+        "status": "state",
+        "attempts": "retry",
+        "max_attempts": "max_retries",
+        "reserved_by": "worker_pid",
+        "reserved_at": "date_started",
+        "available_at": "eta",
+        "finished_at": "date_done",
+        "updated_at": "write_date",
+    },
+    processing="started",
+    times=frozenset({"date_created", "date_enqueued", "date_started", "date_done", "eta"}),
+)
+
+
+@pytest.mark.parametrize(
+    "statement, table, kinds, why",
+    [
+        # the generic sweeper, its age a parameter
+        (
+            "UPDATE jobs SET status = $1, reserved_by = NULL WHERE status = $2 "
+            "AND reserved_at < now() - $3",
+            JOBS,
+            ("sweeper_by_age",),
+            "it tests reserved_at < (an expression)",
+        ),
+        # OCA's requeue by the age of a time the mapping does not name (date_enqueued)
+        (
+            "UPDATE job_queue SET state = $1 WHERE state IN ($2, $3) "
+            "AND date_enqueued < now() - $4::interval",
+            QUEUE_JOB,
+            ("sweeper_by_age",),
+            "it tests date_enqueued < (an expression)",
+        ),
+        # ... counting an attempt as it sets the jobs back: a sweeper, not a claim
+        (
+            "UPDATE job_queue SET state = $1, retry = (CASE WHEN max_retries IS NULL OR "
+            "retry < max_retries THEN retry + $2 ELSE retry END) WHERE state IN ($3, $4) "
+            "AND date_started < (now() AT TIME ZONE $5 - INTERVAL $6)",
+            QUEUE_JOB,
+            ("sweeper_by_age",),
+            "it tests date_started < (an expression)",
+        ),
+        # moving jobs by their ready time (a stager) or their finish time (an archiver) is
+        # no sweeper by age (an unfenced status write, as any)
+        (
+            "UPDATE job_queue SET state = $1 WHERE state = $2 AND eta <= now()",
+            QUEUE_JOB,
+            ("unfenced_update",),
+            None,
+        ),
+        (
+            "UPDATE job_queue SET state = $1 WHERE state = $2 AND date_done < now() - $3",
+            QUEUE_JOB,
+            ("unfenced_update",),
+            None,
+        ),
+        # a claim that counts the attempt and locks SKIP LOCKED stays a claim
+        (
+            "UPDATE job_queue SET state = $1, retry = retry + $2 WHERE id = (SELECT id FROM "
+            "job_queue WHERE state = $3 ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)",
+            QUEUE_JOB,
+            ("claim_without_lease",),
+            None,
+        ),
+    ],
+)
+def test_sweepers_by_any_age_are_found(statement, table, kinds, why):
+    verdict = judge.judge(statement, table)
     assert verdict.kinds == kinds
     assert (verdict.why_of(kinds[0]) if kinds else None) == why
