@@ -364,3 +364,23 @@ def uncast(node: Any) -> Any:
     while isinstance(node, dict) and "TypeCast" in node:
         node = node["TypeCast"].get("arg")
     return node
+
+
+def lock_shape(update: dict[str, Any]) -> str:
+    """How a claim without SKIP LOCKED locks the rows it picks, in words."""
+    waits = {"LockWaitBlock": "waits for it", "LockWaitError": "gets an error (NOWAIT)"}
+    for n in walk(update):
+        clause = n.get("LockingClause")
+        if isinstance(clause, dict):
+            strength = str(clause.get("strength", "")).removeprefix("LCS_FOR")
+            lock = "FOR " + {"NOKEYUPDATE": "NO KEY UPDATE", "KEYSHARE": "KEY SHARE"}.get(
+                strength, strength
+            )
+            if clause.get("waitPolicy") == "LockWaitSkip":
+                return f"it locks {lock} SKIP LOCKED, a lock too weak to keep other claims out"
+            how = waits.get(str(clause.get("waitPolicy")), "waits for it")
+            return (
+                f"it locks {lock} without SKIP LOCKED: a worker that meets a row another "
+                f"holds {how}, and every worker picks the same first rows"
+            )
+    return "it locks no row it picks: two workers can take the same job"

@@ -31,7 +31,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
         "a sweeper that sets jobs back to queued (or another status) by age (reserved_at, "
         "heartbeat_at, updated_at or another time of the row), not by lease_expires_at: it "
         "takes back jobs whose workers are alive and heartbeating, and bypasses the fence",
-        "stop it, and run jobctl reclaim --every instead (the design's reclaim: by "
+        "stop it: jobctl reclaim --commit --yes --every 30s is the design's reclaim (by "
         "lease_expires_at, fenced on the token; workers heartbeat to keep their lease)",
     ),
     "claim_by_age": (

@@ -10,12 +10,8 @@ tests, whether it locks with SKIP LOCKED):
 - a **claim** (stamps the claim time with an expression, ``now()``, or counts an attempt,
   ``attempts = attempts + 1``): needs ``FOR UPDATE SKIP LOCKED`` and a new token and lease
   (sets ``attempt_token`` and ``lease_expires_at``);
-- a **sweeper** (sets the status, tests an age and not ``lease_expires_at``): judges the
-  timeout by age, not by the lease (the first anti-pattern). An age is ``reserved_at``,
-  ``heartbeat_at``, ``updated_at`` or any other time column of the table but the ready time,
-  the lease and the finish time (OCA queue_job's ``date_enqueued``, ``date_started``); a
-  statement that counts an attempt (``retry = retry + 1``) as it sets jobs back by age, without
-  SKIP LOCKED and without stamping a claim, is a sweeper too, not a claim;
+- a **sweeper** (sets the status, tests an age, ``Table.ages``, and not ``lease_expires_at``;
+  counting a retry too, without SKIP LOCKED or a claim's stamp): judges the timeout by age;
 - an UPDATE that **ends, extends or gives back** an attempt (sets the status, the lease, the
   heartbeat or the token) needs ``attempt_token = $n`` in its WHERE: a parameter, a
   constant or a function's variable, compared with ``=`` or ``pg_catalog.=`` (any other
@@ -49,8 +45,7 @@ from jobctl.ops import doctor_fence as fence
 CLAIM_COLUMNS = ("reserved_by", "reserved_at")
 LEASE_COLUMNS = ("lease_expires_at", "heartbeat_at")
 AGE_COLUMNS = ("reserved_at", "heartbeat_at", "updated_at")
-# the design's time columns that are no age of a claim: the ready time (a stager moves jobs by
-# it), the lease (the design's own timeout) and the finish time (an archiver's)
+# times that are no claim's age: the ready time (a stager's), the lease, the finish time
 NOT_AGES = ("available_at", "lease_expires_at", "finished_at")
 PROCESSING_ONLY = (
     "reserved_by",
@@ -89,8 +84,7 @@ class Table:
     # reads no other relation, is a variable of the function that runs it (PL/pgSQL's, a SQL
     # function's argument), which pg_stat_statements.track = 'all' shows as written
     every_column: frozenset[str] = frozenset()
-    # the table's columns holding a time (timestamp, timestamptz, date, or a domain over one):
-    # a sweeper may pick its rows by the age of any of them (empty: unknown)
+    # its columns of a date/time type (empty: unknown): a sweeper may test the age of any
     times: frozenset[str] = frozenset()
     # its kinds or queues can be paused (jobctl.pauses exists, a kind or queue is mapped): a
     # claim must read jobctl.pauses
@@ -109,9 +103,7 @@ class Table:
         return self.columns.get(design, design)
 
     def ages(self) -> set[str]:
-        """The columns whose age a statement may take jobs back by: the design's claim time,
-        heartbeat and last update, and the table's other time columns but the ready time,
-        the lease and the finish time."""
+        """The columns whose age a sweeper tests: AGE_COLUMNS, and ``times`` but NOT_AGES."""
         c = self.column
         return {c(x) for x in AGE_COLUMNS} | (set(self.times) - {c(x) for x in NOT_AGES})
 
@@ -293,9 +285,7 @@ def _judge_one(
     aged = [] if by_lease else _age_tests(body, ages)
     stamps, takes = _stamps_claim(sets, c), _takes_unclaimed(body, sets, c)
     sweeps = sets_status and how != "param" and not _skip_locked(body)
-    if aged and sweeps and not (stamps or takes):
-        # it counts an attempt as it sets jobs back by their age (OCA's requeue of dead jobs,
-        # retry = retry + 1): a sweeper, whatever status it sets
+    if aged and sweeps and not (stamps or takes):  # (counting a retry: OCA's requeue)
         return ["sweeper_by_age"], None, None, {"sweeper_by_age": "it tests " + ", ".join(aged)}
     if stamps or takes or _counts_attempt(sets, c):
         found, said = [], {}
@@ -304,7 +294,7 @@ def _judge_one(
             said["claim_by_age"] = "it tests " + ", ".join(aged)
         if not _skip_locked(body):
             found.append("claim_without_skip_locked")
-            said["claim_without_skip_locked"] = _lock_shape(body)
+            said["claim_without_skip_locked"] = fence.lock_shape(body)
         if not {c("attempt_token"), c("lease_expires_at")} <= set(sets):
             found.append("claim_without_lease")
         if table.pauses and not _reads_pauses(body):
@@ -433,30 +423,9 @@ def _operand(node: Any) -> str:
     return "(an expression)"
 
 
-def _lock_shape(update: dict[str, Any]) -> str:
-    """How a claim without SKIP LOCKED locks the rows it picks, in words."""
-    waits = {"LockWaitBlock": "waits for it", "LockWaitError": "gets an error (NOWAIT)"}
-    for n in fence.walk(update):
-        clause = n.get("LockingClause")
-        if isinstance(clause, dict):
-            strength = str(clause.get("strength", "")).removeprefix("LCS_FOR")
-            lock = "FOR " + {"NOKEYUPDATE": "NO KEY UPDATE", "KEYSHARE": "KEY SHARE"}.get(
-                strength, strength
-            )
-            if clause.get("waitPolicy") == "LockWaitSkip":
-                return f"it locks {lock} SKIP LOCKED, a lock too weak to keep other claims out"
-            how = waits.get(str(clause.get("waitPolicy")), "waits for it")
-            return (
-                f"it locks {lock} without SKIP LOCKED: a worker that meets a row another "
-                f"holds {how}, and every worker picks the same first rows"
-            )
-    return "it locks no row it picks: two workers can take the same job"
-
-
 def _stamps_claim(sets: Mapping[str, Any], c: Any) -> bool:
-    """Whether an UPDATE stamps the claim time with an expression (now()), as a claim does.
-    (The statistics write every constant, NULL too, as $n: a column set to a parameter may be
-    set to NULL, so that alone says nothing.)"""
+    """Whether an UPDATE stamps the claim time with an expression (now()). (The statistics
+    write every constant, NULL too, as $n: a parameter alone says nothing.)"""
     stamped = fence.uncast(sets.get(c("reserved_at")))
     return isinstance(stamped, dict) and not {"ParamRef", "A_Const"} & set(stamped)
 
