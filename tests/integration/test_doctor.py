@@ -809,7 +809,10 @@ def test_a_sweeper_by_any_age_fails_the_timeout_check(statistics_server, jobctl,
     assert "claim_by_age" not in found and "claim_without_skip_locked" not in found, found
     tested = "date_enqueued" if sweeper == "oca" else "date_started"
     assert f"it tests {tested} <" in swept["why"]
-    assert "jobctl reclaim --commit --yes --every 30s" in swept["fix"] and "lease_expires_at" in swept["fix"]
+    assert (
+        "jobctl reclaim --commit --yes --every 30s" in swept["fix"]
+        and "lease_expires_at" in swept["fix"]
+    )
     timeout = checks["timeout_by_lease"]
     assert timeout["status"] == "fail" and "1 sweeper(s) by age" in timeout["evidence"]
     code, out, _ = jobctl(dsn, *table, "doctor", "--exit-code")
