@@ -1,7 +1,9 @@
 """The status values a jobs table holds, judged against a mapping's: a bounded sample of the
 rows and what ANALYZE saw, never a scan. ``unmapped`` is ``schema apply``'s refusal when none
-of the values held is one the mapping reads or writes; ``status_values`` is ``schema check``'s
-row. Example::
+of the values held is one the mapping reads or writes, or when neither its queued nor its
+processing value is held while a value no status names is (the jobs that wait and run are
+under other names); ``status_values`` is ``schema check``'s row, failed in the same cases.
+Example::
 
     unmapped(conn, table)                                  # None: the statuses are mapped
     ok, detail = status_values(conn, table) or (True, "")  # None: no status column
@@ -54,18 +56,43 @@ def unmatched(mapping: TableMapping, present: set[str]) -> bool:
     return bool(present) and not present & set(mapped_statuses(mapping))
 
 
-def unmapped(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
-    """Why the table's statuses are not mapped (it holds values, none of them the mapping's),
-    and the next step; None if they are (or the table is empty)."""
-    present = present_statuses(conn, table)
-    if not unmatched(table.mapping, present):
-        return None
+def unworked(mapping: TableMapping, present: set[str]) -> bool:
+    """Does the table hold rows, none of them in the mapping's queued or processing value,
+    and a value no status of the mapping names? Then the jobs that wait and run are under
+    other names: summary would count none of them, stuck and reclaim see none. A table whose
+    every value is named (an idle queue of done and failed jobs) is not: nothing says the
+    names are wrong."""
+    live = {mapping.status("queued"), mapping.status("processing")}
+    return bool(present) and not present & live and bool(present - set(mapped_statuses(mapping)))
+
+
+def _unworked_reason(mapping: TableMapping, present: set[str]) -> str:
+    queued, processing = mapping.status("queued"), mapping.status("processing")
+    others = present - set(mapped_statuses(mapping))
     return (
-        f"its statuses are not mapped: the table holds {_listed(present)}, none of "
-        f"{_listed(set(mapped_statuses(table.mapping)))}; map the table's own with jobctl "
-        "schema apply --status DESIGN=ACTUAL (queued, processing, done, failed) and "
-        "--park-status"
+        f"neither the mapping's queued value {queued!r} nor its processing value "
+        f"{processing!r} is among the values the table holds ({_listed(present)}; "
+        f"{_listed(others)} no status of the mapping names), so jobctl would count no job "
+        "queued or running: map the table's own with --status queued=ACTUAL --status "
+        "processing=ACTUAL"
     )
+
+
+def unmapped(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """Why the table's statuses are not mapped (it holds values, none of them the mapping's;
+    or none its queued or processing value, and some no status names), and the next step;
+    None if they are (or the table is empty)."""
+    present = present_statuses(conn, table)
+    if unmatched(table.mapping, present):
+        return (
+            f"its statuses are not mapped: the table holds {_listed(present)}, none of "
+            f"{_listed(set(mapped_statuses(table.mapping)))}; map the table's own with jobctl "
+            "schema apply --status DESIGN=ACTUAL (queued, processing, done, failed) and "
+            "--park-status"
+        )
+    if unworked(table.mapping, present):
+        return f"its statuses are not mapped: {_unworked_reason(table.mapping, present)}"
+    return None
 
 
 def _listed(values: set[str]) -> str:
@@ -88,6 +115,10 @@ def status_values(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[b
             f"the table holds {_listed(present)}, none of "
             f"{_listed(set(mapped_statuses(mapping)))}: map the table's own with schema apply "
             "--status DESIGN=ACTUAL (queued, processing, done, failed) and --park-status"
+        )
+    if unworked(mapping, present):
+        return False, _unworked_reason(mapping, present).replace(
+            "--status", "schema apply --status", 1
         )
     seen = [value for value in mapped_statuses(mapping) if value in present]
     unseen = [value for value in mapped_statuses(mapping) if value not in present]
