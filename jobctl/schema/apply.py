@@ -191,22 +191,36 @@ ADDABLE = {
 }
 
 
+# the comment the suggested ADD COLUMN leaves on each column it adds: how ``schema remove``
+# knows, from the catalog alone, a column of the table's that jobctl asked for (and names it)
+SUGGESTED_COMMENT = "added for the lease design of jobctl (jobctl schema remove names it)"
+
+
 def add_columns_hint(qualified: str, mapping: TableMapping, missing: list[str]) -> str:
     """``, or add it ...: BEGIN; SET LOCAL lock_timeout = '150ms'; ALTER TABLE t ADD COLUMN
-    finished_at timestamptz; COMMIT`` for the design columns a table lacks that it may simply
-    add (all of ``missing`` but id and status)."""
+    finished_at timestamptz; COMMENT ON COLUMN t.finished_at IS '...'; COMMIT`` for the design
+    columns a table lacks that it may simply add (all of ``missing`` but id and status), each
+    marked with ``SUGGESTED_COMMENT``."""
     addable = [d for d in missing if d in ADDABLE]
     if not addable:
         return ""
     adds = ", ".join(f"ADD COLUMN {_ident(mapping.column(d))} {ADDABLE[d]}" for d in addable)
-    it = "it" if len(addable) == 1 else "them"
-    # the ALTER waits for every transaction on the table and the workers queue behind it: a
-    # short lock_timeout (as apply's own steps, in the transaction only) bounds their wait
-    timeout = f"{round(locks.DEFAULT_BACKOFF.max_timeout * 1000)}ms"
-    return (
-        f", or add {it} when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
-        f"lock_timeout = '{timeout}'; ALTER TABLE {qualified} {adds}; COMMIT"
+    comments = "".join(
+        f"COMMENT ON COLUMN {qualified}.{_ident(mapping.column(d))} IS '{SUGGESTED_COMMENT}'; "
+        for d in addable
     )
+    it = "it" if len(addable) == 1 else "them"
+    return f", or add {it} when the table has none (retry on lock timeout): " + bounded(
+        f"ALTER TABLE {qualified} {adds}; {comments}".removesuffix("; ")
+    )
+
+
+def bounded(statements: str) -> str:
+    """``BEGIN; SET LOCAL lock_timeout = '150ms'; STATEMENTS; COMMIT``: an ALTER TABLE jobctl
+    suggests waits for every transaction on the table and the workers queue behind it, so a
+    short lock_timeout (as apply's own steps', in the transaction only) bounds their wait."""
+    timeout = f"{round(locks.DEFAULT_BACKOFF.max_timeout * 1000)}ms"
+    return f"BEGIN; SET LOCAL lock_timeout = '{timeout}'; {statements}; COMMIT"
 
 
 def _ident(name: str) -> str:

@@ -102,6 +102,8 @@ def plan(
         _refuse_dependents(conn, table, triggers, functions, drops, schema=bool(schema_step))
     kept = _history_kept(found, history_too, keep_schema, mapping_needed, where)
     kept += column_kept
+    if columns:
+        kept += _suggested_kept(conn, table, drops)
     if not columns and _lease_columns(conn, table):
         kept.append(
             f"kept: the lease columns of {where}, their checks and the reclaim index (the "
@@ -397,6 +399,33 @@ def _our_index(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None
     ours = reclaim_index.index_name(table.name, "_processing_timeout")
     names = {r["relname"] for r in db.rows(conn, "reclaim_index_candidates", {"oid": table.oid})}
     return ours if ours in names else None
+
+
+def _suggested_kept(
+    conn: psycopg.Connection[Any], table: db.JobsTable, drops: _Drops | None
+) -> list[str]:
+    """The columns schema apply asked the user to add (its suggestion marks each with a
+    comment) that stay: the table's own now, which the application may have come to use, so
+    named with the statement that drops each, never dropped."""
+    dropped = set(drops.columns) if drops else set()
+    names = [
+        r["name"]
+        for r in db.rows(
+            conn,
+            "remove_suggested_columns",
+            {"oid": table.oid, "comment": schema_apply.SUGGESTED_COMMENT},
+        )
+        if r["name"] not in dropped
+    ]
+    where = _shown(table.ident.as_string(conn))
+    quoted = {name: _shown(sql.Identifier(name).as_string(conn)) for name in names}
+    return [
+        f"kept: column {_shown(name)} of {_shown(table.qualified)}, which schema apply asked "
+        "you to add (the application may use it now); once nothing uses it, drop it yourself "
+        "(retry on lock timeout): "
+        + schema_apply.bounded(f"ALTER TABLE {where} DROP COLUMN {quoted[name]}")
+        for name in names
+    ]
 
 
 # ---------------------------------------------------------------- what depends on it

@@ -18,6 +18,15 @@ FROM pg_proc p
 WHERE p.pronamespace = to_regnamespace('jobctl') AND p.proname::text = ANY(%(names)s::text[])
   AND p.pronargs = 0
 
+-- name: remove_suggested_columns
+-- the table's columns that jobctl asked the user to add (schema apply's suggested ADD COLUMN
+-- left %(comment)s on each): schema remove names them, never drops them
+SELECT a.attname::text AS name
+FROM pg_attribute a
+WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
+  AND col_description(a.attrelid, a.attnum) = %(comment)s
+ORDER BY a.attnum
+
 -- name: remove_history_relations
 -- which of the history's tables exist here (the schema may be gone, or older)
 SELECT to_regnamespace('jobctl') IS NOT NULL AS has_schema,

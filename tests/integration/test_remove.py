@@ -505,3 +505,59 @@ def test_an_object_on_what_remove_keeps_does_not_stop_it(conn, run):
     refused = run("schema", "remove", "--columns", "--yes")
     assert refused.code == 2, refused.err
     assert "view public.app_leases (on table column public.jobs.lease_expires_at)" in refused.err
+
+
+NO_UPDATED_AT = """
+CREATE TABLE tasks (
+    id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'queued',
+    attempts integer NOT NULL DEFAULT 0, max_attempts integer NOT NULL DEFAULT 3,
+    available_at timestamptz NOT NULL DEFAULT now(), reserved_by text, reserved_at timestamptz,
+    last_error text, finished_at timestamptz
+);
+INSERT INTO tasks (status) SELECT 'queued' FROM generate_series(1, 20);
+"""
+
+
+def test_remove_names_the_column_apply_asked_for_with_the_statement_that_drops_it(empty_dsn, run):
+    """A table without updated_at: apply refuses it, suggesting the ALTER that adds it; the
+    user runs it as printed, apply then serves the table; schema remove --history --columns
+    takes jobctl's own off and names updated_at (the table's own now) with the exact
+    statement that drops it, which it does not run; run as printed, it drops it."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(NO_UPDATED_AT)
+    refused = run("--table", "tasks", "schema", "apply", "--yes", dsn=empty_dsn)
+    assert refused.code == 2 and "updated_at ('updated_at')" in refused.err, refused.err
+    suggested = refused.err.split("(retry on lock timeout): ", 1)[1].split("; nothing done")[0]
+    assert suggested.startswith("BEGIN;") and "ADD COLUMN updated_at" in suggested, suggested
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(suggested)  # as printed (several statements: one simple query)
+    assert run("--table", "tasks", "schema", "apply", "--yes", dsn=empty_dsn).code == 0
+    removed = run(
+        "--table", "tasks", "schema", "remove", "--history", "--columns", "--yes", dsn=empty_dsn
+    )
+    assert removed.code == 0, removed.err
+    named = [line for line in removed.err.splitlines() if "which schema apply asked" in line]
+    assert len(named) == 1, removed.err
+    assert named[0].startswith("kept: column updated_at of public.tasks"), named
+    drop = named[0].split("(retry on lock timeout): ", 1)[1]
+    assert drop == (
+        "BEGIN; SET LOCAL lock_timeout = '150ms'; "
+        'ALTER TABLE "public"."tasks" DROP COLUMN "updated_at"; COMMIT'
+    ), drop
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        has = (
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = 'tasks'::regclass AND attname = %s"
+        )
+        assert conn.execute(has, ("updated_at",)).fetchone()[0] == 1  # named, not dropped
+        assert conn.execute(has, ("lease_expires_at",)).fetchone()[0] == 0  # jobctl's: gone
+        conn.execute(drop)
+        assert conn.execute(has, ("updated_at",)).fetchone()[0] == 0
+    again = run("--table", "tasks", "schema", "remove", "--columns", "--yes", dsn=empty_dsn)
+    assert "which schema apply asked" not in again.err, again.err
+
+
+def test_remove_names_no_column_the_table_had_of_its_own(dsn, run):
+    """The reference table's updated_at was never asked for: remove --columns names none."""
+    removed = run("schema", "remove", "--history", "--columns", "--yes", dsn=dsn)
+    assert removed.code == 0, removed.err
+    assert "which schema apply asked" not in removed.err, removed.err

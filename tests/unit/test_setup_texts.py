@@ -29,7 +29,8 @@ def test_a_missing_optional_column_is_told_the_sql_that_adds_it():
     assert hint == (
         ", or add it when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
         "lock_timeout = '150ms'; ALTER TABLE public.tasks ADD COLUMN finished_at timestamptz; "
-        "COMMIT"
+        "COMMENT ON COLUMN public.tasks.finished_at IS 'added for the lease design of jobctl "
+        "(jobctl schema remove names it)'; COMMIT"
     )
     mapped = TableMapping(columns={"finished_at": "Done At"})
     assert 'ADD COLUMN "Done At" timestamptz' in apply.add_columns_hint(
@@ -39,7 +40,9 @@ def test_a_missing_optional_column_is_told_the_sql_that_adds_it():
     assert two == (
         ", or add them when the table has none (retry on lock timeout): BEGIN; SET LOCAL "
         "lock_timeout = '150ms'; ALTER TABLE t ADD COLUMN last_error text, "
-        "ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now(); COMMIT"
+        "ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now(); "
+        f"COMMENT ON COLUMN t.last_error IS '{apply.SUGGESTED_COMMENT}'; "
+        f"COMMENT ON COLUMN t.updated_at IS '{apply.SUGGESTED_COMMENT}'; COMMIT"
     )
     assert apply.add_columns_hint("t", TableMapping(), ["id", "status"]) == ""
 
