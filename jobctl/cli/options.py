@@ -343,6 +343,16 @@ PriorityOrder = Annotated[
         "Oban, River; the default), or desc, the highest. Needs --column priority=COL.",
     ),
 ]
+UnlimitedMaxAttempts = Annotated[
+    str | None,
+    typer.Option(
+        "--unlimited-max-attempts",
+        metavar="VALUE",
+        help="The max_attempts value that means no limit, e.g. 0 (OCA queue_job's max_retries "
+        "= 0: retry for ever): such a job always has attempts left. '' for none (the default: "
+        "every value is a limit).",
+    ),
+]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
     dt.timedelta,
     Duration(

@@ -254,6 +254,14 @@ def optional_fragments(
         fragments["shown_priority"] = sql.SQL(" j.{} AS priority,").format(
             sql.Identifier(mapping.priority)
         )
+    # a max_attempts value the table's mapping says means no limit (--unlimited-max-attempts):
+    # attempts_remain's other case; empty when every value is a limit
+    fragments["unlimited_attempts"] = sql.SQL("")
+    if mapping.unlimited_max_attempts is not None:
+        fragments["unlimited_attempts"] = sql.SQL(" OR j.{} OPERATOR(pg_catalog.=) {}").format(
+            sql.Identifier(mapping.column("max_attempts")),
+            sql.Literal(mapping.unlimited_max_attempts),
+        )
     fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     # reclaim --spread sets them (reclaim_paced): without it, no window and no join
     fragments["paced"] = fragments["paced_join"] = sql.SQL("")

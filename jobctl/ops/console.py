@@ -195,7 +195,12 @@ def detail(s: Session, job_id: Any) -> tuple[Row, list[str]]:
     with s.transaction(read_only=True):
         found = triage.history(s, job_id)
     mapping = s.table.mapping
-    told = story.explain(found, parked=mapping.parked, failed=mapping.status("failed"))
+    told = story.explain(
+        found,
+        parked=mapping.parked,
+        failed=mapping.status("failed"),
+        unlimited=mapping.unlimited_max_attempts,
+    )
     return dict(found), list(told["story"])
 
 

@@ -105,12 +105,14 @@ def explain(
     processing: str = "processing",
     mapped: Sequence[str] = (),
     again: str = "",
+    unlimited: int | None = None,
 ) -> Row:
     """The story of a job from ``triage.history``: sentences plus the facts behind them.
 
     ``parked``: the status reclaim parks jobs in (the table's own, see --park-status);
     ``failed``: the table's failed status; ``processing``: its processing status;
     ``mapped``: the optional columns the table maps (kind, queue), named in the first line.
+    ``unlimited``: the max_attempts value that means no limit (--unlimited-max-attempts).
     A command the story suggests is one jobctl accepts for the job as it is
     (``manual.refusal``): no fail of a job already failed, unless it awaits review; it repeats
     ``again``, the global options typed (``Invocation.again``), so that it runs as printed."""
@@ -118,11 +120,12 @@ def explain(
     attempts = [attempt_facts(a) for a in history["attempts"]]
     named = [f"{d} {_said(job.get(d))}" for d in mapped if d in job]  # kind, queue
     what = f" ({', '.join(named)})" if named else ""
+    used = f"{job['attempts']} of {job['max_attempts']} attempts used"
+    if unlimited is not None and job["max_attempts"] == unlimited:
+        used = f"{job['attempts']} attempt(s) used, no limit (max_attempts {unlimited})"
     story = [
         f"Job {_said(job['id'])}{what} is {_said(job['status'])} "
-        f"({_policy(job)}, "
-        f"{job['attempts']} of {job['max_attempts']} attempts used, reclaimed "
-        f"{job['reclaim_count']} time(s))."
+        f"({_policy(job)}, {used}, reclaimed {job['reclaim_count']} time(s))."
     ]
     by_token = {a["attempt_token"]: a for a in attempts}
     for event in events:

@@ -17,9 +17,10 @@
 -- name: reclaim_action
 -- the reclaim decision; the only place it is written (in the writes: every operator and
 -- function named with its schema, tests/unit/test_sql_search_path.py). Requeue only a job
--- whose effective policy is auto (effective_policy) with attempts left; fail (park) the rest
+-- whose effective policy is auto (effective_policy) with attempts left (attempts_remain); fail
+-- (park) the rest
 CASE WHEN {effective_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
-          AND j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}
+          AND {attempts_remain}
           -- reclaim --park-older-than: an orphan claimed longer ago than that is parked for
           -- review, not run again (an unknown claim time is not judged old)
           AND (%(park_older_than)s::pg_catalog.interval IS NULL OR j.{reserved_at} IS NULL
@@ -27,6 +28,14 @@ CASE WHEN {effective_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
                   (pg_catalog.now()
                    OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
+
+-- name: attempts_remain
+-- whether a job has attempts left, the one judgement every statement reads (worker_fail's retry,
+-- reclaim's action, review's why): fewer attempts than max_attempts, or a max_attempts the
+-- table's mapping says means no limit ({unlimited_attempts}: OR j.max_attempts = that value,
+-- recorded by schema apply --unlimited-max-attempts; empty when every value is a limit). The
+-- row is j (in the writes too: every operator named with its schema)
+(j.{attempts} OPERATOR(pg_catalog.<) j.{max_attempts}{unlimited_attempts})
 
 -- name: effective_policy
 -- the policy that applies to a job, the one judgement every command reads (reclaim's action,
@@ -1107,7 +1116,7 @@ j.{id} = ANY (ARRAY(
 -- policy_from), it ran out of attempts, or reclaim parked it though neither holds now (its
 -- claim was older than --park-older-than, or its policy was made auto after the reclaim)
 CASE WHEN {effective_policy} = 'manual' THEN 'manual_policy'
-     WHEN j.{attempts} >= j.{max_attempts} THEN 'attempts_exhausted'
+     WHEN NOT {attempts_remain} THEN 'attempts_exhausted'
      ELSE 'parked' END
 
 -- name: review
@@ -1478,15 +1487,15 @@ WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
 RETURNING {id} AS id
 
 -- name: worker_fail
--- a worker gives up its attempt: retry later while attempts remain, else failed
-UPDATE {table}
-SET {status} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+-- a worker gives up its attempt: retry later while attempts remain (attempts_remain), else failed
+UPDATE {table} AS j
+SET {status} = CASE WHEN {attempts_remain}
                     THEN {queued} ELSE {failed} END,
-    {available_at} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+    {available_at} = CASE WHEN {attempts_remain}
                           THEN pg_catalog.now()
                                OPERATOR(pg_catalog.+) %(retry_delay)s::pg_catalog.interval
                           ELSE {available_at} END,
-    {finished_at} = CASE WHEN {attempts} OPERATOR(pg_catalog.<) {max_attempts}
+    {finished_at} = CASE WHEN {attempts_remain}
                          THEN NULL ELSE pg_catalog.now() END,
     {last_error} = {error_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,

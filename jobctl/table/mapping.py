@@ -65,6 +65,9 @@ class TableMapping:
     units: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # which priority the claim takes first (--priority-order): asc, the lowest; desc, the highest
     priority_order: str = "asc"
+    # the max_attempts value that means no limit (--unlimited-max-attempts: OCA queue_job's
+    # max_retries = 0, retry for ever); None: every value is a limit
+    unlimited_max_attempts: int | None = None
 
     def column(self, design: str) -> str:
         """What the table calls the design's column ``design``."""
@@ -137,6 +140,7 @@ class TableMapping:
         park_status: str | None = None,
         units: Iterable[str] = (),
         priority_order: str | None = None,
+        unlimited_max_attempts: str | None = None,
     ) -> TableMapping:
         """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
         given = list(columns)
@@ -167,7 +171,12 @@ class TableMapping:
                     "milliseconds since the epoch)"
                 )
         mapping = cls(
-            column_map, status_map, park_status or None, unit_map, priority_order or "asc"
+            column_map,
+            status_map,
+            park_status or None,
+            unit_map,
+            priority_order or "asc",
+            _unlimited(unlimited_max_attempts),
         )
         mapping.check()
         return mapping
@@ -191,6 +200,11 @@ class TableMapping:
             self.park_status if named.park_status else recorded.park_status,
             merged(recorded.units, self.units, named.units),
             self.priority_order if named.priority_order else recorded.priority_order,
+            (
+                self.unlimited_max_attempts
+                if named.unlimited_max_attempts
+                else recorded.unlimited_max_attempts
+            ),
         )
         mapping.check()
         if mapping.priority_order != "asc" and mapping.priority is None:
@@ -230,6 +244,8 @@ class TableMapping:
             data["units"] = dict(sorted(self.units.items()))
         if self.priority_order != "asc":  # (absent when the lowest first, as units)
             data["priority_order"] = self.priority_order
+        if self.unlimited_max_attempts is not None:  # (absent when every value is a limit)
+            data["unlimited_max_attempts"] = self.unlimited_max_attempts
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -241,6 +257,7 @@ class TableMapping:
             data.get("park_status"),
             dict(data.get("units") or {}),
             data.get("priority_order") or "asc",
+            data.get("unlimited_max_attempts"),
         )
         mapping.check()
         return mapping
@@ -256,6 +273,11 @@ class TableMapping:
         if self.priority is not None:
             first = "highest" if self.priority_order == "desc" else "lowest"
             lines.append(f"priority = {self.priority} ({first} claimed first)")
+        if self.unlimited_max_attempts is not None:
+            lines.append(
+                f"{self.column('max_attempts')} = {self.unlimited_max_attempts} means no limit "
+                "on attempts"
+            )
         lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
         if self.park_status:
             lines.append(f"parked jobs go to {self.park_status}")
@@ -276,6 +298,7 @@ class Given:
     units: frozenset[str] = frozenset()
     park_status: bool = False
     priority_order: bool = False
+    unlimited_max_attempts: bool = False
 
     @classmethod
     def of(
@@ -286,6 +309,7 @@ class Given:
         park_status: str | None = None,
         units: Iterable[str] = (),
         priority_order: str | None = None,
+        unlimited_max_attempts: str | None = None,
     ) -> Given:
         def designs(values: Iterable[str]) -> frozenset[str]:
             return frozenset(v.partition("=")[0].strip() for v in values)
@@ -296,12 +320,31 @@ class Given:
             designs(units),
             park_status is not None,
             priority_order is not None,
+            unlimited_max_attempts is not None,
         )
 
     def __bool__(self) -> bool:
         return bool(
-            self.columns or self.statuses or self.units or self.park_status or self.priority_order
+            self.columns
+            or self.statuses
+            or self.units
+            or self.park_status
+            or self.priority_order
+            or self.unlimited_max_attempts
         )
+
+
+def _unlimited(value: str | None) -> int | None:
+    """--unlimited-max-attempts as typed: an integer, or empty (every value a limit again)."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise errors.UsageError(
+            f"--unlimited-max-attempts {value!r}: give the max_attempts value that means no "
+            "limit, e.g. 0 (or '' for none)"
+        ) from None
 
 
 def _pairs(

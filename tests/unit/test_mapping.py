@@ -150,3 +150,20 @@ def test_a_priority_order_needs_a_priority_column():
         TableMapping.parse(columns=["priority=p"], priority_order="down")
     with pytest.raises(errors.UsageError, match="would both be the column 'attempts'"):
         TableMapping.parse(columns=["priority=attempts"])
+
+
+def test_unlimited_max_attempts_round_trips_and_merges():
+    import json
+
+    Given = mapping.Given
+    m = TableMapping.parse(unlimited_max_attempts="0")
+    assert m.unlimited_max_attempts == 0
+    assert TableMapping.from_json(m.to_json()) == m
+    assert "unlimited_max_attempts" not in json.loads(TableMapping().to_json())
+    named = Given.of(statuses=["queued=pending"])
+    other = TableMapping.parse(statuses=["queued=pending"])
+    assert other.onto(m, named).unlimited_max_attempts == 0  # kept when not named
+    cleared = TableMapping.parse(unlimited_max_attempts="")
+    assert cleared.onto(m, Given.of(unlimited_max_attempts="")).unlimited_max_attempts is None
+    with pytest.raises(errors.UsageError, match="--unlimited-max-attempts 'x'"):
+        TableMapping.parse(unlimited_max_attempts="x")

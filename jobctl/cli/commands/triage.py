@@ -302,6 +302,7 @@ def explain(
             processing=mapping.status("processing"),
             mapped=mapping.mapped_optional,
             again=context.invocation(ctx).again(),
+            unlimited=mapping.unlimited_max_attempts,
         )
     if out.tabular and fmt is None:
         width = terminal.width() if out is output.Output.table else None

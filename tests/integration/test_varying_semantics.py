@@ -1,0 +1,120 @@
+"""Semantics that vary between applications, named in the mapping: a max_attempts value that
+means no limit (--unlimited-max-attempts, OCA queue_job's max_retries = 0), on a table of OCA
+queue_job's semantics (shapes.QUEUE_JOB): the worker's fail, reclaim's action, review's why
+and explain all read the one judgement (attempts_remain), and behave as before without it."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from psycopg import rows
+from shapes import QUEUE_JOB
+
+from jobctl import lease
+
+TABLE = ("--table", QUEUE_JOB.table)
+
+
+@pytest.fixture
+def queue(empty_dsn, run):
+    """The table made and mapped (as its users map it); returns apply(*more options)."""
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        c.execute(QUEUE_JOB.ddl)
+
+    def apply(*more: str) -> None:
+        applied = run(*TABLE, "schema", "apply", "--yes", *QUEUE_JOB.mapping_args(), *more)
+        assert applied.code == 0, applied.err
+
+    apply()
+    return apply
+
+
+@pytest.fixture
+def conn(empty_dsn):
+    with psycopg.connect(empty_dsn, autocommit=True, row_factory=rows.dict_row) as c:
+        yield c
+
+
+def add(conn, *, retry: int, max_retries: int) -> int:
+    return conn.execute(
+        "INSERT INTO job_queue (retry, max_retries) VALUES (%s, %s) RETURNING id",
+        (retry, max_retries),
+    ).fetchone()["id"]
+
+
+def failed_by_workers(conn) -> dict[int, str]:
+    """Two jobs claimed and failed by lease.Worker: one of max_retries 0 that ran 5 times,
+    one of max_retries 3 on its third attempt; what each became, by max_retries."""
+    ids = {0: add(conn, retry=5, max_retries=0), 3: add(conn, retry=2, max_retries=3)}
+    worker = lease.Worker(conn, "101", lease_seconds=30, table=QUEUE_JOB.table)
+    held = {job.id: job for job in iter(worker.claim, None)}
+    return {m: worker.fail(held[i], "boom", retry_delay=0) for m, i in ids.items()}
+
+
+def test_without_the_setting_zero_is_a_limit(conn, queue):
+    assert failed_by_workers(conn) == {0: "failed", 3: "failed"}
+
+
+def test_a_worker_retries_for_ever_where_zero_means_no_limit(conn, queue):
+    queue("--unlimited-max-attempts", "0")
+    assert failed_by_workers(conn) == {0: "pending", 3: "failed"}
+
+
+def expired(conn, *, max_retries: int, claimed_ago: str = "1 minute") -> int:
+    """A job of max_retries claimed by a worker whose lease ran out, on its sixth attempt."""
+    job = add(conn, retry=5, max_retries=max_retries)
+    worker = lease.Worker(conn, "102", lease_seconds=-1, table=QUEUE_JOB.table)
+    assert worker.claim() is not None
+    conn.execute(
+        "UPDATE job_queue SET date_started = now() - %s::interval WHERE id = %s",
+        (claimed_ago, job),
+    )
+    return job
+
+
+@pytest.mark.parametrize("unlimited", [False, True])
+def test_reclaim_requeues_a_job_with_no_limit(conn, queue, run, unlimited):
+    if unlimited:
+        queue("--unlimited-max-attempts", "0")
+    job = expired(conn, max_retries=0)
+    (row,) = json.loads(run(*TABLE, "stuck", "-o", "json").out)
+    assert row["action"] == ("requeue" if unlimited else "fail")
+    done = run(*TABLE, "reclaim", "--commit", "--yes")
+    assert done.code == 0, done.err
+    state = conn.execute("SELECT state FROM job_queue WHERE id = %s", (job,)).fetchone()
+    assert state["state"] == ("pending" if unlimited else "failed")
+
+
+def test_review_and_explain_read_no_limit(conn, queue, run):
+    queue("--unlimited-max-attempts", "0")
+    job = expired(conn, max_retries=0, claimed_ago="2 hours")
+    done = run(*TABLE, "reclaim", "--commit", "--yes", "--park-older-than", "1h")
+    assert done.code == 0, done.err
+    (waiting,) = json.loads(run(*TABLE, "review", "-o", "json").out)
+    # parked for its old claim, not for attempts used up (6 of a max_retries of 0)
+    assert waiting["id"] == job and waiting["why"] == "parked"
+    told = run(*TABLE, "explain", str(job)).out
+    assert "6 attempt(s) used, no limit (max_attempts 0)" in " ".join(told.split())
+    # and without the setting: used up
+    queue("--unlimited-max-attempts", "")
+    (waiting,) = json.loads(run(*TABLE, "review", "-o", "json").out)
+    assert waiting["why"] == "attempts_exhausted"
+    assert "6 of 0 attempts used" in " ".join(run(*TABLE, "explain", str(job)).out.split())
+
+
+def test_the_setting_is_recorded_merged_and_checked(conn, queue, run):
+    queue("--unlimited-max-attempts", "0")
+    recorded = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+    assert recorded["unlimited_max_attempts"] == 0
+    # another part named keeps it; '' takes it away
+    assert run(*TABLE, "schema", "apply", "--yes", "--status", "queued=pending").code == 0
+    checked = run(*TABLE, "schema", "check")
+    assert "max_retries = 0 means no limit on attempts" in checked.out
+    queue("--unlimited-max-attempts", "")
+    recorded = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+    assert "unlimited_max_attempts" not in recorded
+    refused = run(*TABLE, "schema", "apply", "--yes", "--unlimited-max-attempts", "never")
+    assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1
+    assert "--unlimited-max-attempts 'never'" in refused.err
