@@ -314,7 +314,8 @@ StatusMappings = Annotated[
     status(
         "DESIGN=ACTUAL",
         "The table's own value for queued, processing, done or failed, e.g. "
-        "processing=running (repeatable).",
+        "processing=running (repeatable); cancelled=VALUE (optional): what jobctl cancel "
+        "writes instead of failed.",
     ),
 ]
 ParkStatus = Annotated[
@@ -348,9 +349,8 @@ UnlimitedMaxAttempts = Annotated[
     typer.Option(
         "--unlimited-max-attempts",
         metavar="VALUE",
-        help="The max_attempts value that means no limit, e.g. 0 (OCA queue_job's max_retries "
-        "= 0: retry for ever): such a job always has attempts left. '' for none (the default: "
-        "every value is a limit).",
+        help="The max_attempts value that means no limit, e.g. 0 (OCA queue_job's: retry for "
+        "ever); '' for none (the default: every value is a limit).",
     ),
 ]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries

@@ -123,6 +123,15 @@ def spelling(
             sql.Literal(mapping.status(design)), status_cast
         )
     fragments["parked"] = sql.SQL("{}::{}").format(sql.Literal(mapping.parked), status_cast)
+    # what jobctl cancel writes: the table's own cancelled status where mapped, else failed;
+    # and the history's trigger accepts a cancel to it ({cancelled_or}: empty when unmapped,
+    # so that the function of a table without one is the one it always was)
+    fragments["cancelled"] = sql.SQL("{}::{}").format(sql.Literal(mapping.cancels_to), status_cast)
+    fragments["cancelled_or"] = sql.SQL("")
+    if mapping.cancelled is not None:
+        fragments["cancelled_or"] = sql.SQL(
+            "\n                  OR NEW.{} OPERATOR(pg_catalog.=) {}"
+        ).format(sql.Identifier(mapping.column("status")), fragments["cancelled"])
     fragments.update(
         column_types.fragments(
             types or {}, fragments, queries.query("reclaim_error"), mapping.units

@@ -288,7 +288,7 @@ def refusal(
         return None, ""
     if action == "requeue" and role == "queued":
         return "refused", f"job is already {status}"
-    if action == "fail" and role == "failed" and not seen.get("awaiting_review"):
+    if action == "fail" and role in ("failed", "cancelled") and not seen.get("awaiting_review"):
         # (a job reclaim failed that awaits review may be failed for good, with a reason)
         return "refused", f"job is already {status}"
     if seen["lease_state"] == "live" and not force:
@@ -396,6 +396,7 @@ def apply(
             "manual_cancel" if cancels else {"requeue": "manual_requeue"}.get(action, "manual_fail")
         )
         became = mapping.status("queued" if action == "requeue" else "failed")
+        became = mapping.cancels_to if action == "cancel" else became
         became = mapping.parked if cancels and park else became
         done = f"{decision.seen['status']} -> {became}"
         done += " (attempt cancelled)" if cancels and action == "fail" else ""
@@ -404,7 +405,7 @@ def apply(
                 s,
                 decision,
                 name,
-                {"reason": reason, "delay": delay, "park": park},
+                {"reason": reason, "delay": delay, "park": park, "cancelled": action == "cancel"},
                 action="cancel" if cancels else action,
                 reason=reason,
                 done=(DONE_OUTCOME[action], done),

@@ -167,7 +167,9 @@ def summary(
     narrowed = what.params()
     size = s.one("table_size_estimate", {"oid": s.table.oid})["estimate"]
     statuses = s.table.mapping.written_statuses()  # the table's values, design order
-    finished = [v for v in statuses if s.table.mapping.role(v) in ("done", "failed", "parked")]
+    finished = [
+        v for v in statuses if s.table.mapping.role(v) in ("done", "failed", "cancelled", "parked")
+    ]
     estimated: list[str] = []
     if exact or what or size < EXACT_COUNT_LIMIT:
         by_status = {r["status"]: r["jobs"] for r in s.rows("summary_status", narrowed)}

@@ -1012,10 +1012,13 @@ RETURNING j.{id} AS id, {status_text} AS status
 -- name: manual_cancel
 -- take a running attempt back by hand (jobctl cancel, and jobctl fail --force on a live
 -- lease: the same write), fenced on the attempt as read: the job failed, or (%(park)s) put
--- in the park status, with the operator's reason as last_error; its lease and token cleared,
--- so that the worker's next heartbeat, completion or fail, fenced on its token, matches no row
+-- in the park status, or (%(cancelled)s: jobctl cancel) given {cancelled}, the table's own
+-- cancelled status where mapped (failed where not), with the operator's reason as
+-- last_error; its lease and token cleared, so that the worker's next heartbeat, completion
+-- or fail, fenced on its token, matches no row
 UPDATE {table} AS j
-SET {status} = CASE WHEN %(park)s::pg_catalog.bool THEN {parked} ELSE {failed} END,
+SET {status} = CASE WHEN %(park)s::pg_catalog.bool THEN {parked}
+                    WHEN %(cancelled)s::pg_catalog.bool THEN {cancelled} ELSE {failed} END,
     {finished_at} = pg_catalog.now(),
     {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
@@ -1416,7 +1419,8 @@ SELECT coalesce(%(since_at)s::timestamptz, now() - %(since)s::interval) AS since
 -- name: complete_ids
 -- job ids for shell completion
 SELECT {id}::text AS id FROM {table}
-WHERE {id}::text LIKE %(prefix)s || '%%' AND {status} IN ({processing}, {failed}, {parked})
+WHERE {id}::text LIKE %(prefix)s || '%%'
+  AND {status} IN ({processing}, {failed}, {parked}, {cancelled})
 ORDER BY {id} LIMIT 50
 
 -- name: complete_workers

@@ -220,7 +220,9 @@ COMMENT ON FUNCTION {function}() IS {comment}
 
 -- name: history_function_body
 -- the trigger function's body for one table, in its own names: {status}, {done} ... (see
--- db.spelling; status values are cast to the column's type, an ENUM say). It records the
+-- db.spelling; {cancelled_or}: a cancel may also give the table's own cancelled status where
+-- the mapping names one, empty where not, so that the body of a table without one is as it
+-- always was; status values are cast to the column's type, an ENUM say). It records the
 -- table's own status values (as text) and the id as its text, under the table's name
 -- ({job_table}: the partitioned table's, not the partition's the trigger fires on). The
 -- workers' cases first, in as few expressions as possible: plpgsql prepares every expression
@@ -410,7 +412,7 @@ BEGIN
         WHEN action OPERATOR(pg_catalog.=) 'cancelled'
              AND OLD.{status} OPERATOR(pg_catalog.=) {processing}
              AND (NEW.{status} OPERATOR(pg_catalog.=) {failed}
-                  OR NEW.{status} OPERATOR(pg_catalog.=) {parked}) THEN action
+                  OR NEW.{status} OPERATOR(pg_catalog.=) {parked}{cancelled_or}) THEN action
         WHEN action IS NOT NULL THEN NULL
         WHEN NEW.{reclaim_count} OPERATOR(pg_catalog.>) OLD.{reclaim_count} THEN 'reclaimed'
         WHEN OLD.{status} OPERATOR(pg_catalog.=) {processing} THEN

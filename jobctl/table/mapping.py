@@ -51,6 +51,9 @@ OPTIONAL_COLUMNS = ("kind", "queue")
 PRIORITY = "priority"
 PRIORITY_ORDERS = ("asc", "desc")
 STATUSES = ("queued", "processing", "done", "failed")
+# a final status of the table's own that jobctl cancel writes where it is mapped (--status
+# cancelled=VALUE, OCA queue_job's cancelled); unmapped, cancel writes failed, as it always did
+CANCELLED = "cancelled"
 UNITS = ("s", "ms")  # of a time kept as a number: seconds or milliseconds since the epoch
 
 
@@ -80,6 +83,16 @@ class TableMapping:
         if design not in STATUSES:
             raise KeyError(design)
         return self.statuses.get(design, design)
+
+    @property
+    def cancelled(self) -> str | None:
+        """The table's own cancelled status (--status cancelled=VALUE), or None."""
+        return self.statuses.get(CANCELLED)
+
+    @property
+    def cancels_to(self) -> str:
+        """The status jobctl cancel gives a job: the mapped cancelled one, else failed."""
+        return self.cancelled or self.status("failed")
 
     def optional(self, design: str) -> str | None:
         """The table's column playing the optional ``design`` (kind, queue), or None."""
@@ -123,13 +136,15 @@ class TableMapping:
         for design in STATUSES:
             if self.status(design) == value:
                 return design
+        if value is not None and value == self.cancelled:
+            return CANCELLED
         return "parked" if value is not None and value == self.park_status else None
 
     def written_statuses(self) -> list[str]:
         """Every status value jobctl may write: the column must accept each of them."""
         values = [self.status(s) for s in STATUSES]
-        park = self.park_status
-        return values + ([park] if park is not None and park not in values else [])
+        values += [v for v in (self.cancelled, self.park_status) if v is not None]
+        return list(dict.fromkeys(values))
 
     @classmethod
     def parse(
@@ -160,7 +175,12 @@ class TableMapping:
                 f"--priority-order {priority_order}: asc (the lowest priority value is claimed "
                 "first) or desc (the highest)"
             )
-        status_map = _pairs(statuses, STATUSES, "--status")
+        given_statuses = list(statuses)
+        cancelled = [v for v in given_statuses if v.partition("=")[0].strip() == CANCELLED]
+        status_map = _pairs([v for v in given_statuses if v not in cancelled], STATUSES, "--status")
+        status_map |= _pairs(
+            cancelled, (CANCELLED,), "--status", keep_same=True, shape="cancelled=VALUE"
+        )
         unit_map = _pairs(
             units, COLUMNS, "--column-unit", keep_same=True, shape="DESIGN=UNIT, e.g. updated_at=ms"
         )
@@ -223,11 +243,18 @@ class TableMapping:
             "--column",
             "column",
         )
-        _distinct({d: self.status(d) for d in STATUSES}, "--status", "status value")
+        _distinct(
+            {d: self.status(d) for d in STATUSES}
+            | ({CANCELLED: self.cancelled} if self.cancelled is not None else {}),
+            "--status",
+            "status value",
+        )
         if self.park_status is not None:
             if not self.park_status.strip():
                 raise errors.UsageError("--park-status must not be empty")
             taken = {self.status(s): s for s in ("queued", "processing", "done")}
+            if self.cancelled is not None:
+                taken[self.cancelled] = CANCELLED
             if self.park_status in taken:
                 raise errors.UsageError(
                     f"--park-status {self.park_status!r} is the {taken[self.park_status]} "
@@ -278,7 +305,13 @@ class TableMapping:
                 f"{self.column('max_attempts')} = {self.unlimited_max_attempts} means no limit "
                 "on attempts"
             )
-        lines += [f"status {d} = {a}" for d, a in sorted(self.statuses.items()) if a != d]
+        lines += [
+            f"status {d} = {a}"
+            for d, a in sorted(self.statuses.items())
+            if a != d and d != CANCELLED
+        ]
+        if self.cancelled is not None:
+            lines.append(f"jobctl cancel gives jobs {self.cancelled}")
         if self.park_status:
             lines.append(f"parked jobs go to {self.park_status}")
         lines += [
@@ -363,6 +396,7 @@ def _pairs(
             raise errors.UsageError(f"{option} {value!r}: give {shape}")
         if design not in allowed:
             named = allowed + ((*OPTIONAL_COLUMNS, PRIORITY) if option == "--column" else ())
+            named += (CANCELLED,) if option == "--status" else ()
             raise errors.UsageError(
                 f"{option} {value!r}: {design!r} is not one of {', '.join(named)}"
             )

@@ -1,7 +1,9 @@
-"""Semantics that vary between applications, named in the mapping: a max_attempts value that
-means no limit (--unlimited-max-attempts, OCA queue_job's max_retries = 0), on a table of OCA
-queue_job's semantics (shapes.QUEUE_JOB): the worker's fail, reclaim's action, review's why
-and explain all read the one judgement (attempts_remain), and behave as before without it."""
+"""Semantics that vary between applications, named in the mapping, on a table of OCA
+queue_job's semantics (shapes.QUEUE_JOB): a max_attempts value that means no limit
+(--unlimited-max-attempts, its max_retries = 0), which the worker's fail, reclaim's action,
+review's why and explain all read from one judgement (attempts_remain); and a cancelled status
+of its own (--status cancelled=cancelled) that jobctl cancel writes, which the history records
+as a cancel and every view counts as final. Each behaves as before without its setting."""
 
 from __future__ import annotations
 
@@ -118,3 +120,63 @@ def test_the_setting_is_recorded_merged_and_checked(conn, queue, run):
     refused = run(*TABLE, "schema", "apply", "--yes", "--unlimited-max-attempts", "never")
     assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1
     assert "--unlimited-max-attempts 'never'" in refused.err
+
+
+def running(conn) -> tuple[int, lease.Worker, lease.Claim]:
+    job = add(conn, retry=0, max_retries=5)
+    worker = lease.Worker(conn, "103", lease_seconds=300, table=QUEUE_JOB.table)
+    held = worker.claim()
+    assert held is not None and held.id == job
+    return job, worker, held
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_cancel_writes_the_tables_own_cancelled_status(conn, queue, run, mapped):
+    if mapped:
+        queue("--status", "cancelled=cancelled")
+    job, worker, held = running(conn)
+    done = run(*TABLE, "cancel", str(job), "--reason", "customer asked", "--yes", "-o", "json")
+    assert done.code == 0, done.err
+    (row,) = json.loads(done.out)
+    became = "cancelled" if mapped else "failed"
+    assert row["outcome"] == "cancelled" and row["detail"] == f"started -> {became}", row
+    state = conn.execute("SELECT state, exc_info FROM job_queue WHERE id = %s", (job,)).fetchone()
+    assert state == {"state": became, "exc_info": "customer asked"}
+    with pytest.raises(lease.LeaseLost):  # the fence: the worker's attempt is gone
+        worker.heartbeat(held)
+    (event,) = conn.execute(
+        "SELECT event, from_status, to_status, reason FROM jobctl.events WHERE job_id = %s",
+        (str(job),),
+    ).fetchall()
+    assert event == {
+        "event": "cancelled",
+        "from_status": "started",
+        "to_status": became,
+        "reason": "customer asked",
+    }
+    # a final state: counted as its own status, fail refuses it as it refuses a failed job
+    summary = json.loads(run(*TABLE, "summary", "-o", "json").out)
+    assert summary["status"].get(became) == 1, summary["status"]
+    refused = run(*TABLE, "fail", str(job), "--reason", "x", "--yes", "-o", "json")
+    (row,) = json.loads(refused.out)
+    assert refused.code == 2 and row["outcome"] == "refused"
+    assert row["detail"] == f"job is already {became}"
+
+
+def test_the_cancelled_status_is_recorded_checked_and_requeued(conn, queue, run):
+    queue("--status", "cancelled=cancelled")
+    recorded = conn.execute("SELECT mapping FROM jobctl.tables").fetchone()["mapping"]
+    assert recorded["statuses"]["cancelled"] == "cancelled"
+    checked = run(*TABLE, "schema", "check")
+    assert checked.code == 0, checked.out
+    assert "jobctl cancel gives jobs cancelled" in checked.out
+    job, _, _ = running(conn)
+    assert run(*TABLE, "cancel", str(job), "--reason", "x", "--yes").code == 0
+    requeued = run(*TABLE, "requeue", str(job), "--reason", "after all", "--yes")
+    assert requeued.code == 0, requeued.err
+    state = conn.execute("SELECT state FROM job_queue WHERE id = %s", (job,)).fetchone()
+    assert state["state"] == "pending"
+    # one value for two parts is refused in one line
+    both = run(*TABLE, "schema", "apply", "--yes", "--status", "cancelled=pending")
+    assert both.code == 2 and len(both.err.strip().splitlines()) == 1, both.err
+    assert "would both be the status value 'pending'" in both.err
