@@ -353,6 +353,16 @@ UnlimitedMaxAttempts = Annotated[
         "ever); '' for none (the default: every value is a limit).",
     ),
 ]
+TimeZone = Annotated[
+    str | None,
+    typer.Option(
+        "--time-zone",
+        metavar="ZONE",
+        help="The zone the table's times of type timestamp (without time zone) are kept in: "
+        "UTC unless named (Europe/Brussels, a PostgreSQL zone name). jobctl and the "
+        "statements it renders read and write them in it, whatever a session's TimeZone.",
+    ),
+]
 LockDeadline = Annotated[  # schema apply and schema remove: their short lock tries
     dt.timedelta,
     Duration(

@@ -134,10 +134,21 @@ def spelling(
         ).format(sql.Identifier(mapping.column("status")), fragments["cancelled"])
     fragments.update(
         column_types.fragments(
-            types or {}, fragments, queries.query("reclaim_error"), mapping.units
+            types or {},
+            fragments,
+            queries.query("reclaim_error"),
+            mapping.units,
+            mapping.zone,
         )
     )
     fragments.update(optional_fragments(mapping, types or {}))
+    # a NULL ready time is ready (available_now), where the column can hold one
+    available_at = (types or {}).get("available_at")
+    fragments["available_at_null"] = (
+        sql.SQL("j.{} IS NULL OR ").format(fragments["available_at"])
+        if available_at is None or not available_at.not_null
+        else sql.SQL("")
+    )
     fragments["event_mapped_columns"] = sql.SQL(" ").join(
         queries.query(
             "event_optional_column",
@@ -274,7 +285,9 @@ def optional_fragments(
     fragments["refund_set"] = sql.SQL("")  # reclaim --refund-attempt sets it (refund_attempt)
     # reclaim --spread sets them (reclaim_paced): without it, no window and no join
     fragments["paced"] = fragments["paced_join"] = sql.SQL("")
-    fragments["returns_at"] = sql.SQL("pg_catalog.now()")
+    # when a requeued job is available again: now, as available_at keeps it (reclaim --spread:
+    # its paced time, batches.returning_at)
+    fragments["returns_at"] = column_types.now(types.get("available_at"), None, mapping.zone)
     # every column of the rows reclaim_batch locked (past the rows a table shows whole, the
     # reclaim asks for fewer: reclaim_counted)
     fragments["reclaim_returned"] = sql.SQL("expired.*")
@@ -434,6 +447,7 @@ def resolve_table(
                 r["typtype"],
                 (r["literal_schema"], r["literal_name"]),
                 r["base_display"],
+                r["not_null"],
             )
             for name, r in types.items()
         },

@@ -16,6 +16,7 @@ from jobctl.ops import attempts as job_history
 from jobctl.ops import pause, repeated_ids
 from jobctl.ops.slices import EVERY, Slice
 from jobctl.sql import queries
+from jobctl.table import column_types
 from jobctl.table.mapping import COLUMNS, PRIORITY, TableMapping
 
 HISTORY_EVENT_LIMIT = 10_000
@@ -275,16 +276,13 @@ def cut(full: bool) -> int | None:
 
 def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
     (typed,) = s.job_ids([job_id])
-    # a time beyond a client's calendar shown as its text
-    if full:
-        row = s.row("job_row", {"id": typed, "soon": None}, times_as_text=True)
-    else:
-        row = s.row(
-            "job_row_shown",
-            {"id": typed, "cut": DISPLAY_CHARS, "soon": None},
-            times_as_text=True,
-            shown_columns=_shown_columns(s),
-        )
+    # a time beyond a client's calendar shown as its text; --full: nothing cut
+    row = s.row(
+        "job_row_shown",
+        {"id": typed, "cut": None if full else DISPLAY_CHARS, "soon": None},
+        times_as_text=True,
+        shown_columns=_shown_columns(s),
+    )
     if row is None:
         raise errors.JobctlError(f"job {job_id} not found in {s.table.qualified}")
     if row.pop("jobctl_id_repeated", False):  # two jobs, one id: neither shown
@@ -295,11 +293,22 @@ def _job_row(s: Session, job_id: str | int, *, full: bool = False) -> Row:
 
 def _shown_columns(s: Session) -> sql.Composable:
     """The table's columns in order, each of variable length as ``shown_column`` (cut on the
-    server when long), but the id and status, which jobctl reads back (never long)."""
+    server when long), but the id and status, which jobctl reads back (never long); a time
+    of the design's kept without a zone as the instant it is (column_types.as_time: in the
+    mapping's zone, never the session's)."""
     kept = {s.table.mapping.column("id"), s.table.mapping.column("status")}
+    zoned = {
+        s.table.mapping.column(design): found
+        for design, found in s.table.types.items()
+        if design in COLUMNS and column_types.naive(found)
+    }
     parts: list[sql.Composable] = []
     for column in s.rows("column_lengths", {"oid": s.table.oid}):
         value = sql.Identifier("j", column["name"])
+        if column["name"] in zoned:
+            at = column_types.as_time(zoned[column["name"]], None, value, s.table.mapping.zone)
+            parts.append(sql.SQL("{} AS {}").format(at, sql.Identifier(column["name"])))
+            continue
         if not column["variable"] or column["name"] in kept:
             parts.append(value)
             continue

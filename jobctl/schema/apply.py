@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from jobctl import db, errors
+from jobctl.contract import safe_text
 from jobctl.db import locks
 from jobctl.schema import history, ownership, reclaim_index, shape, statuses, versions
 from jobctl.schema import reclaimer as schema_reclaimer
@@ -229,6 +230,27 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _zone_refusal(
+    conn: psycopg.Connection[Any], table: db.JobsTable, mapping: TableMapping
+) -> str | None:
+    """Why --time-zone cannot be recorded: a zone the server does not know, or a table with
+    no time of the design's kept without a zone (nothing would read it); else None."""
+    if mapping.time_zone is None:
+        return None
+    zone = safe_text.visible(mapping.time_zone)
+    if not db.one(conn, queries.query("time_zone_known"), {"zone": mapping.time_zone})["known"]:
+        return (
+            f"--time-zone {zone}: not a time zone this server knows (a name of "
+            "pg_timezone_names: UTC, Europe/Brussels, America/New_York)"
+        )
+    if not any(column_types.naive(t) for t in table.types.values()):
+        return (
+            f"--time-zone {zone}: no time column of {table.qualified} the lease design reads is "
+            "a timestamp without time zone (a timestamptz is an instant already)"
+        )
+    return None
+
+
 def _refuse_unserved(
     conn: psycopg.Connection[Any],
     table: db.JobsTable,
@@ -256,6 +278,9 @@ def _refuse_unserved(
         )
     why = column_types.refusal(table.qualified, mapping, table.types)
     if why is not None:  # the history's function or a statement would fail on it
+        raise errors.NothingDone(why)
+    why = _zone_refusal(conn, table, mapping)
+    if why is not None:
         raise errors.NothingDone(why)
     why = shape.repeated_id(conn, table)  # a job is named by its id alone
     if why is not None:

@@ -164,7 +164,10 @@ SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
        EXISTS (SELECT FROM pg_index ix
                WHERE ix.indrelid = a.attrelid AND ix.indisunique AND ix.indnkeyatts = 1
                  AND ix.indkey[0] = a.attnum AND ix.indpred IS NULL
-                 AND ix.indexprs IS NULL) AS unique_alone
+                 AND ix.indexprs IS NULL) AS unique_alone,
+       -- no NULL in it (the column's NOT NULL or its domain's): a NULL ready time is judged
+       -- only where the column can hold one (available_now)
+       a.attnotnull OR t.typnotnull AS not_null
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_namespace tn ON tn.oid = t.typnamespace
@@ -615,3 +618,9 @@ SELECT EXISTS (
     WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisunique
       AND i.indpred IS NULL AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
       AND a.attname OPERATOR(pg_catalog.=) %(column)s::pg_catalog.name) AS unique
+
+-- name: time_zone_known
+-- whether the server knows the zone %(zone)s by name (schema apply --time-zone): the zone a
+-- table's times without a zone are read and written in by every statement
+SELECT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z
+               WHERE z.name OPERATOR(pg_catalog.=) %(zone)s::pg_catalog.text) AS known

@@ -24,7 +24,7 @@ CASE WHEN {effective_policy} OPERATOR(pg_catalog.=) 'auto'::pg_catalog.text
           -- reclaim --park-older-than: an orphan claimed longer ago than that is parked for
           -- review, not run again (an unknown claim time is not judged old)
           AND (%(park_older_than)s::pg_catalog.interval IS NULL OR j.{reserved_at} IS NULL
-               OR j.{reserved_at} OPERATOR(pg_catalog.>=)
+               OR {j_reserved_at_time} OPERATOR(pg_catalog.>=)
                   (pg_catalog.now()
                    OPERATOR(pg_catalog.-) %(park_older_than)s::pg_catalog.interval))
      THEN 'requeue'::pg_catalog.text ELSE 'fail'::pg_catalog.text END
@@ -209,7 +209,7 @@ SELECT r.claims_running,
        r.claims_running OPERATOR(pg_catalog.+) {claims_recorded_since_pause} AS claims_since
 FROM (SELECT count(*) AS claims_running FROM {table} j
       WHERE j.{status} OPERATOR(pg_catalog.=) {processing}
-        AND j.{reserved_at} OPERATOR(pg_catalog.>=) p.paused_at
+        AND {j_reserved_at_time} OPERATOR(pg_catalog.>=) p.paused_at
         AND CASE p.dimension WHEN 'kind' THEN {kind_value} ELSE {queue_value} END
             OPERATOR(pg_catalog.=) p.value) r
 
@@ -252,7 +252,7 @@ j.{id} AS id, {mapped_columns}{mapped_priority} {status_text} AS status,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
 {policy_columns}
-CASE WHEN {reserved_at_usable} THEN j.{reserved_at} END AS reserved_at,
+CASE WHEN {reserved_at_usable} THEN {j_reserved_at_time} END AS reserved_at,
 CASE WHEN {heartbeat_at_usable} THEN j.{heartbeat_at} END AS heartbeat_at,
 CASE WHEN {lease_expires_at_usable} THEN j.{lease_expires_at} END AS lease_expires_at,
 CASE WHEN {lease_expires_at_usable}
@@ -389,7 +389,8 @@ ORDER BY j.{id}
 -- name: claimed_age_s
 -- how long ago a row was claimed (reserved_at), in seconds, where jobctl can subtract it
 CASE WHEN {reserved_at_usable}
-     THEN pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) j.{reserved_at})
+     THEN pg_catalog.date_part('epoch',
+                               pg_catalog.now() OPERATOR(pg_catalog.-) {j_reserved_at_time})
 END
 
 -- name: lease_state
@@ -410,7 +411,7 @@ CASE WHEN j.{status} OPERATOR(pg_catalog.<>) {processing} OR {lease_missing}
 -- one place it is judged: the manual writes (by id, by filter, by plan), show and explain
 (j.{status} OPERATOR(pg_catalog.=) {processing} AND {lease_missing}
  AND (j.{reserved_at} IS NULL OR NOT {reserved_at_usable}
-      OR j.{reserved_at} OPERATOR(pg_catalog.>)
+      OR {j_reserved_at_time} OPERATOR(pg_catalog.>)
          (pg_catalog.now() OPERATOR(pg_catalog.-) {lease_less_window})))
 
 -- name: lease_less_window
@@ -447,7 +448,7 @@ CASE WHEN %(soon)s::pg_catalog.interval IS NOT NULL THEN %(soon)s::pg_catalog.in
 -- timestamptz (a time of type timestamp, Rails', read in the session's zone, as jobctl compares
 -- these times everywhere). The one place a lease's start is judged: expiring soon
 -- (lease_soon_window) and explain's lease length (lease_length_s)
-pg_catalog.timestamptz(GREATEST(j.{heartbeat_at}, j.{reserved_at}))
+GREATEST(j.{heartbeat_at}, {j_reserved_at_time})
 
 -- name: expired_filter
 -- expired leases, narrowed by the operator's filters and an optional plan (a row of the plan
@@ -545,8 +546,8 @@ WHERE {expired_filter} OR {no_lease_filter}
 -- last third of their lease), with each worker's lag
 WITH lockers AS MATERIALIZED ({row_lock_holders}), lag AS (
     SELECT {reserved_by} AS worker,
-           extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at})))::float8
-               AS lag_s
+           extract(epoch FROM now() - max(coalesce(j.{heartbeat_at}, {j_reserved_at_time})))
+               ::float8 AS lag_s
     FROM {table} j WHERE {status} = {processing} AND NOT ({lease_times_poisoned})
     GROUP BY {reserved_by}
 )
@@ -599,7 +600,7 @@ SET {status} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_cat
     {reclaim_count} = j.{reclaim_count} OPERATOR(pg_catalog.+) 1,
     {last_error} = {reclaim_error_value},
     {finished_at} = CASE WHEN expired.action OPERATOR(pg_catalog.=) 'requeue'::pg_catalog.text
-                         THEN NULL ELSE pg_catalog.now() END,
+                         THEN NULL ELSE {finished_at_now} END,
     {updated_at} = {updated_at_now},
     jobctl_action = 'reclaimed'{refund_set}
 FROM expired {paced_join}
@@ -779,9 +780,9 @@ SELECT {shown_reserved_by} AS worker, count(*) AS processing,
                                          AND {lease_expires_at_usable}) AS first_expiry,
        max({lease_expires_at}) FILTER (WHERE {lease_state} = 'expired'
                                          AND {lease_expires_at_usable}) AS last_expiry,
-       max(coalesce({heartbeat_at}, {reserved_at}))
+       max(coalesce(j.{heartbeat_at}, {j_reserved_at_time}))
            FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}) AS last_seen_at,
-       extract(epoch FROM now() - max(coalesce({heartbeat_at}, {reserved_at}))
+       extract(epoch FROM now() - max(coalesce(j.{heartbeat_at}, {j_reserved_at_time}))
                                   FILTER (WHERE {heartbeat_at_usable} AND {reserved_at_usable}))
            ::float8 AS heartbeat_lag_s
 FROM {table} j
@@ -822,8 +823,7 @@ FROM (
     GROUP BY 1
     UNION ALL
     SELECT {group_key}, 0, 0, 0, 0, 0, 0, 0, count(*),
-           extract(epoch FROM now() - min(j.{available_at})
-                                      FILTER (WHERE j.{available_at} >= {earliest_time}))::float8
+           {oldest_ready_s}
     FROM {table} j
     WHERE {ready_now} AND {mapped_filter}
     GROUP BY 1
@@ -965,7 +965,8 @@ j.{id} AS id, {status_text} AS status, {shown_reserved_by} AS reserved_by,
 j.{attempt_token} AS attempt_token, j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
 j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
 {effective_policy} AS effective_policy,
-{shown_last_error} AS last_error, j.{updated_at} AS updated_at, j.xmin::text AS row_version
+{shown_last_error} AS last_error, {j_updated_at_seen} AS updated_at,
+j.xmin::text AS row_version
 
 -- name: seen_rows
 -- the rows as an operator read them (JSON), for the fence
@@ -980,7 +981,7 @@ j.{id} OPERATOR(pg_catalog.=) seen.id
 AND {status_text} OPERATOR(pg_catalog.=) seen.status
 AND (j.{attempt_token} OPERATOR(pg_catalog.=) seen.attempt_token
      OR (j.{attempt_token} IS NULL AND seen.attempt_token IS NULL))
-AND (j.{updated_at} OPERATOR(pg_catalog.=) seen.updated_at
+AND ({j_updated_at_seen} OPERATOR(pg_catalog.=) seen.updated_at
      OR (j.{updated_at} IS NULL AND seen.updated_at IS NULL))
 AND j.xmin::pg_catalog.text OPERATOR(pg_catalog.=) seen.row_version
 
@@ -988,7 +989,7 @@ AND j.xmin::pg_catalog.text OPERATOR(pg_catalog.=) seen.row_version
 -- give a job back to the queue by hand, fenced
 UPDATE {table} AS j
 SET {status} = {queued},
-    {available_at} = pg_catalog.now() OPERATOR(pg_catalog.+) %(delay)s::pg_catalog.interval,
+    {available_at} = {available_at_now} OPERATOR(pg_catalog.+) %(delay)s::pg_catalog.interval,
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL, {finished_at} = NULL,
     {updated_at} = {updated_at_now}, jobctl_action = 'requeued'
@@ -1000,7 +1001,7 @@ RETURNING j.{id} AS id, {status_text} AS status
 -- fail a job by hand, fenced
 UPDATE {table} AS j
 SET {status} = {failed},
-    {finished_at} = pg_catalog.now(),
+    {finished_at} = {finished_at_now},
     {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
@@ -1019,7 +1020,7 @@ RETURNING j.{id} AS id, {status_text} AS status
 UPDATE {table} AS j
 SET {status} = CASE WHEN %(park)s::pg_catalog.bool THEN {parked}
                     WHEN %(cancelled)s::pg_catalog.bool THEN {cancelled} ELSE {failed} END,
-    {finished_at} = pg_catalog.now(),
+    {finished_at} = {finished_at_now},
     {last_error} = {reason_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,
@@ -1129,14 +1130,15 @@ CASE WHEN {effective_policy} = 'manual' THEN 'manual_policy'
 -- and its fence (status, token, version) for a saved plan; the texts a row or the history
 -- holds (kind, queue, worker, last_error) cut past %(cut)s characters (display_text)
 SELECT j.{id} AS id, {mapped_columns} {review_why} AS why, {status_text} AS status,
-       {shown_last_worker} AS last_worker, coalesce(r.at, j.{finished_at}) AS reclaimed_at,
-       extract(epoch FROM now() - coalesce(r.at, j.{finished_at}, {j_updated_at_time}))::float8
+       {shown_last_worker} AS last_worker, coalesce(r.at, {j_finished_at_time}) AS reclaimed_at,
+       extract(epoch FROM now() - coalesce(r.at, {j_finished_at_time}, {j_updated_at_time}))::float8
            AS waited_s,
        j.{attempts} AS attempts, j.{max_attempts} AS max_attempts,
        j.{reclaim_count} AS reclaim_count, {shown_recovery_policy} AS recovery_policy,
        {policy_columns}
        {shown_last_error} AS last_error, j.{attempt_token} AS attempt_token,
-       j.{updated_at} AS updated_at, j.xmin::text AS row_version, {id_repeated} AS id_repeated
+       {j_updated_at_seen} AS updated_at, j.xmin::text AS row_version,
+       {id_repeated} AS id_repeated
 FROM {table} j
 LEFT JOIN LATERAL (
     SELECT e.at, e.worker, {last_worker_bytes} AS worker_bytes FROM jobctl.events e
@@ -1148,10 +1150,10 @@ WHERE {awaiting_candidates} AND {awaiting_review} AND {mapped_filter}
   AND (%(policy)s::text IS NULL OR {effective_policy} = %(policy)s)
   AND (%(worker)s::text IS NULL OR r.worker = %(worker)s)
   AND (%(since)s::interval IS NULL
-       OR coalesce(r.at, j.{finished_at}, {j_updated_at_time}) >= now() - %(since)s::interval)
+       OR coalesce(r.at, {j_finished_at_time}, {j_updated_at_time}) >= now() - %(since)s::interval)
   AND (%(older_than)s::interval IS NULL
-       OR coalesce(r.at, j.{finished_at}, {j_updated_at_time}) < now() - %(older_than)s::interval)
-ORDER BY coalesce(r.at, j.{finished_at}, {j_updated_at_time}), j.{id}
+       OR coalesce(r.at, {j_finished_at_time}, {j_updated_at_time}) < now() - %(older_than)s::interval)
+ORDER BY coalesce(r.at, {j_finished_at_time}, {j_updated_at_time}), j.{id}
 LIMIT %(limit)s
 
 -- name: review_count
@@ -1174,16 +1176,30 @@ FROM {table} j WHERE {awaiting_review} AND {mapped_filter}
 -- jobs are not ready: pause_waiting counts them apart, so that the queue's latency and its
 -- alert say what the workers are failing to take, not what an operator held back
 j.{status} OPERATOR(pg_catalog.=) {queued}
-AND j.{available_at} OPERATOR(pg_catalog.<=) pg_catalog.now(){claim_pause_check}
+AND {available_now}{claim_pause_check}
+
+-- name: available_now
+-- a job whose ready time has come: available_at at or before now (as the column keeps it, a
+-- time without a zone in the mapping's: available_at_now), or NULL where the column can hold
+-- one ({available_at_null}: "j.available_at IS NULL OR ", empty for a NOT NULL column). A
+-- queue that leaves its ready time NULL means "now" (OCA queue_job's eta, Delayed::Job's
+-- run_at). The one judgement of a ready time: ready_now, and so the claim, reads it
+({available_at_null}j.{available_at} OPERATOR(pg_catalog.<=) {available_at_now})
+
+-- name: oldest_ready_s
+-- how long the oldest of the jobs ready_now finds has waited since it became available, in
+-- seconds, read as the instant it is (j_available_at_time); a NULL ready time ("now") has
+-- waited none, and one before a client's calendar (-infinity) is counted, not subtracted
+extract(epoch FROM now() - min(coalesce({j_available_at_time}, now()))
+                           FILTER (WHERE j.{available_at} IS NULL
+                                      OR j.{available_at} >= {earliest_time}))::float8
 
 -- name: queue_ready
 -- jobs ready to run (ready_now): how many, and how long the oldest has waited since it
 -- became available (NULL when none; queue index); an available_at before a client's calendar
 -- (-infinity) is counted, not subtracted
 SELECT count(*) AS ready,
-       extract(epoch FROM now() - min({available_at})
-                                  FILTER (WHERE {available_at} >= {earliest_time}))::float8
-           AS oldest_ready_s
+       {oldest_ready_s} AS oldest_ready_s
 FROM {table} j WHERE {ready_now} AND {mapped_filter}
 
 -- name: events_window
@@ -1392,8 +1408,8 @@ WITH back AS (
            least((SELECT min(a.claimed_at) FROM jobctl.attempts a
                   WHERE a.job_table = %(job_table)s AND a.job_id = b.job_id
                     AND a.claimed_at >= b.at),
-                 CASE WHEN j.{status} = {processing} AND j.{reserved_at} >= b.at
-                      THEN j.{reserved_at} END) AS claimed_at,
+                 CASE WHEN j.{status} = {processing} AND {j_reserved_at_time} >= b.at
+                      THEN {j_reserved_at_time} END) AS claimed_at,
            j.{status} = {queued} AS queued_now
     FROM back b LEFT JOIN {table} j ON j.{id} = b.job_id::{id_type}
 )
@@ -1451,7 +1467,7 @@ WITH target AS (
 UPDATE {table} AS j
 SET {status} = {processing},
     {reserved_by} = {worker_value},
-    {reserved_at} = pg_catalog.now(),
+    {reserved_at} = {reserved_at_now},
     {lease_expires_at} = pg_catalog.now() OPERATOR(pg_catalog.+) %(lease)s::pg_catalog.interval,
     {attempt_token} = %(attempt_token)s,
     {attempts} = j.{attempts} OPERATOR(pg_catalog.+) 1,
@@ -1484,7 +1500,7 @@ UPDATE {table}
 SET {status} = {done},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL,
-    {finished_at} = pg_catalog.now(), {updated_at} = {updated_at_now}
+    {finished_at} = {finished_at_now}, {updated_at} = {updated_at_now}
 WHERE {id} OPERATOR(pg_catalog.=) %(id)s::pg_catalog.text::{id_type}
   AND {status} OPERATOR(pg_catalog.=) {processing}
   AND {attempt_token} OPERATOR(pg_catalog.=) %(attempt_token)s
@@ -1496,11 +1512,11 @@ UPDATE {table} AS j
 SET {status} = CASE WHEN {attempts_remain}
                     THEN {queued} ELSE {failed} END,
     {available_at} = CASE WHEN {attempts_remain}
-                          THEN pg_catalog.now()
+                          THEN {available_at_now}
                                OPERATOR(pg_catalog.+) %(retry_delay)s::pg_catalog.interval
                           ELSE {available_at} END,
     {finished_at} = CASE WHEN {attempts_remain}
-                         THEN NULL ELSE pg_catalog.now() END,
+                         THEN NULL ELSE {finished_at_now} END,
     {last_error} = {error_value},
     {reserved_by} = NULL, {reserved_at} = NULL, {heartbeat_at} = NULL,
     {lease_expires_at} = NULL, {attempt_token} = NULL,

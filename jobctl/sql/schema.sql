@@ -192,7 +192,7 @@ OR (NEW.{status} <> {processing} AND NEW.{status} <> {done})
 -- a transition out of processing, jobctl's own write, or a heartbeat that came later than the
 -- time left on the lease it renews (more than half a lease after the previous one)
 NEW.{status} <> {processing} OR NEW.jobctl_action IS NOT NULL
-OR NEW.{heartbeat_at} - coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})
+OR NEW.{heartbeat_at} - coalesce(OLD.{heartbeat_at}, {old_reserved_at_time})
    > OLD.{lease_expires_at} - NEW.{heartbeat_at}
 
 -- name: history_when_exact
@@ -265,7 +265,7 @@ BEGIN
             VALUES (
                 OLD.{attempt_token}, {job_table},
                 OLD.{id}::pg_catalog.text, OLD.{attempts}, kept_worker,
-                coalesce(OLD.{reserved_at}, pg_catalog.now()),
+                coalesce({old_reserved_at_time}, pg_catalog.now()),
                 CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                      THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
                 OLD.{heartbeat_at},
@@ -275,7 +275,7 @@ BEGIN
                 coalesce(CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                               THEN OLD.jobctl_lease END,
                          OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
-                         coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
+                         coalesce(OLD.{heartbeat_at}, {old_reserved_at_time})),
                 OLD.{lease_expires_at}, TG_ARGV[0], session_user, worker_bytes);
             IF OLD.jobctl_attempt IS NOT NULL THEN
                 NEW.jobctl_attempt := NULL;
@@ -291,7 +291,7 @@ BEGIN
                AND (OLD.{heartbeat_at} IS NULL
                     OR NEW.{heartbeat_at} OPERATOR(pg_catalog.<>) OLD.{heartbeat_at}) THEN
                 gap := NEW.{heartbeat_at} OPERATOR(pg_catalog.-)
-                       coalesce(OLD.{heartbeat_at}, OLD.{reserved_at});
+                       coalesce(OLD.{heartbeat_at}, {old_reserved_at_time});
                 IF NEW.jobctl_attempt OPERATOR(pg_catalog.=) NEW.{attempt_token} THEN
                     NEW.jobctl_heartbeats := coalesce(NEW.jobctl_heartbeats, 0)
                                              OPERATOR(pg_catalog.+) 1;
@@ -438,7 +438,7 @@ BEGIN
         VALUES (
             OLD.{attempt_token}, {job_table},
             OLD.{id}::pg_catalog.text, OLD.{attempts}, kept_worker,
-            coalesce(OLD.{reserved_at}, pg_catalog.now()),
+            coalesce({old_reserved_at_time}, pg_catalog.now()),
             CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                  THEN coalesce(OLD.jobctl_heartbeats, 0) ELSE 0 END,
             OLD.{heartbeat_at},
@@ -448,7 +448,7 @@ BEGIN
             coalesce(CASE WHEN OLD.jobctl_attempt OPERATOR(pg_catalog.=) OLD.{attempt_token}
                           THEN OLD.jobctl_lease END,
                      OLD.{lease_expires_at} OPERATOR(pg_catalog.-)
-                     coalesce(OLD.{heartbeat_at}, OLD.{reserved_at})),
+                     coalesce(OLD.{heartbeat_at}, {old_reserved_at_time})),
             OLD.{lease_expires_at}, TG_ARGV[0], session_user, worker_bytes);
     END IF;
     IF NOT (kind OPERATOR(pg_catalog.=) 'claimed' OR kind OPERATOR(pg_catalog.=) 'completed') THEN
@@ -478,7 +478,7 @@ END
         NEW.jobctl_heartbeats := 0;
         NEW.jobctl_max_gap := NULL;
         NEW.jobctl_lease := NEW.{lease_expires_at} OPERATOR(pg_catalog.-)
-                            coalesce(NEW.{reserved_at}, pg_catalog.now());
+                            coalesce({new_reserved_at_time}, pg_catalog.now());
     ELSIF OLD.jobctl_attempt IS NOT NULL THEN
         NEW.jobctl_attempt := NULL;
         NEW.jobctl_heartbeats := NULL;

@@ -99,6 +99,7 @@ class ColumnType:
     # a domain's innermost base type (schema, typname); a base type's own
     base: tuple[str, str] | None = None
     base_display: str | None = None  # a domain's base as declared: character varying(36)
+    not_null: bool = False  # NOT NULL (the column's or its domain's): it never holds a NULL
 
     @property
     def family(self) -> str | None:
@@ -250,13 +251,42 @@ def worker_value(found: ColumnType | None, value: sql.Composable) -> sql.Composa
     )
 
 
-def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
-    """The time of the transaction as the column keeps it: ``now()`` for a timestamp, the
-    epoch's seconds or milliseconds cast to the column's type for a number."""
+def naive(found: ColumnType | None) -> bool:
+    """Is the column a timestamp without time zone (or a domain over one)? Its values are
+    wall-clock times in the mapping's zone (TableMapping.zone), not instants."""
+    if found is None:
+        return False
+    if found.typtype == "d":
+        return found.base == ("pg_catalog", "timestamp")
+    return found.typtype == "b" and (found.schema, found.name) == ("pg_catalog", "timestamp")
+
+
+def _zone(zone: str) -> sql.Composable:
+    from psycopg import sql
+
+    return sql.SQL("{}::pg_catalog.text").format(sql.Literal(zone))
+
+
+def written(found: ColumnType | None, zone: str, value: sql.Composable) -> sql.Composable:
+    """A time ``value`` (a timestamptz expression) as the column keeps it: as it is, or, for
+    a timestamp without time zone, its wall-clock time in ``zone`` (never the session's:
+    an assignment's own cast would read the session's TimeZone)."""
+    from psycopg import sql
+
+    if not naive(found):
+        return value
+    return sql.SQL("pg_catalog.timezone({}, {})").format(_zone(zone), value)
+
+
+def now(found: ColumnType | None, unit: str | None, zone: str = "UTC") -> sql.Composable:
+    """The time of the transaction as the column keeps it: ``now()`` for a timestamp (a
+    timestamp without time zone: the wall-clock time in ``zone``), the epoch's seconds or
+    milliseconds cast to the column's type for a number."""
     from psycopg import sql
 
     if found is None or not epoch(found, unit):
-        return sql.SQL("pg_catalog.now()")  # the worker API runs under the workers' path
+        # the worker API runs under the workers' path
+        return written(found, zone, sql.SQL("pg_catalog.now()"))
     seconds = "pg_catalog.date_part('epoch', pg_catalog.now())"
     if unit == "ms":
         seconds += " OPERATOR(pg_catalog.*) 1000"
@@ -265,11 +295,16 @@ def now(found: ColumnType | None, unit: str | None) -> sql.Composable:
     )
 
 
-def as_time(found: ColumnType | None, unit: str | None, column: sql.Composable) -> sql.Composable:
-    """``column`` (an expression naming the column) as a timestamp: a number of seconds or
-    milliseconds since the epoch through to_timestamp, a timestamp as it is."""
+def as_time(
+    found: ColumnType | None, unit: str | None, column: sql.Composable, zone: str = "UTC"
+) -> sql.Composable:
+    """``column`` (an expression naming the column) as a timestamptz: a number of seconds or
+    milliseconds since the epoch through to_timestamp, a timestamp without time zone as the
+    wall-clock time in ``zone`` it is (never the session's), a timestamptz as it is."""
     from psycopg import sql
 
+    if naive(found):
+        return sql.SQL("pg_catalog.timezone({}, {})").format(_zone(zone), column)
     if found is None or not epoch(found, unit):
         return column
     divisor = "1000.0" if unit == "ms" else "1.0"
@@ -283,19 +318,43 @@ def fragments(
     columns: Mapping[str, sql.Composable],
     reclaim_error: sql.Composable,
     units: Mapping[str, str] | None = None,
+    zone: str = "UTC",
 ) -> dict[str, sql.Composable]:
     """The statements' typed placeholders (sql/queries.sql, sql/schema.sql) for a table whose
-    design columns have ``types``, are named ``columns`` (db.spelling's identifiers), and
-    keep the times given ``units`` as numbers."""
+    design columns have ``types``, are named ``columns`` (db.spelling's identifiers), keep
+    the times given ``units`` as numbers, and their times without a zone in ``zone``."""
     from psycopg import sql
 
     last_error = types.get("last_error")
     reserved_by = types.get("reserved_by")
     updated_at, unit = types.get("updated_at"), (units or {}).get("updated_at")
+    times: dict[str, sql.Composable] = {}
+    # each time the design reads or writes, whatever its type: {C_now}, the transaction's
+    # time as the column keeps it (what a claim or a completion writes), and {j_C_time} (the
+    # jobs row j's), {old_C_time}, {new_C_time} (a trigger's rows'), the column read as the
+    # instant it is (a timestamptz). A column is compared, ordered and tested for NULL as it
+    # is (its index serves that); wherever it meets another time, it is read as its instant
+    for design in ("available_at", "reserved_at", "finished_at"):
+        found = types.get(design)
+        times[f"{design}_now"] = now(found, None, zone)
+        for row in ("j", "old", "new"):
+            named = sql.SQL("{}.{}").format(
+                sql.SQL(row.upper() if row != "j" else row), columns[design]
+            )
+            times[f"{row}_{design}_time"] = as_time(found, None, named, zone)
     return {
-        "updated_at_now": now(updated_at, unit),
+        **times,
+        "updated_at_now": now(updated_at, unit, zone),
         "j_updated_at_time": as_time(
-            updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"])
+            updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"]), zone
+        ),
+        # the fence's updated_at as read (manual_read, review) and compared (manual_fence):
+        # the column's own value, but a time without a zone as its instant (a session's
+        # TimeZone must not decide whether the row changed)
+        "j_updated_at_seen": (
+            as_time(updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"]), zone)
+            if naive(updated_at)
+            else sql.SQL("j.{}").format(columns["updated_at"])
         ),
         # the fence's updated_at as an operator read it (JSON): the column's own number type,
         # else timestamptz (a timestamp without time zone compares in the session's zone)

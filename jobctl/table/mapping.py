@@ -55,6 +55,9 @@ STATUSES = ("queued", "processing", "done", "failed")
 # cancelled=VALUE, OCA queue_job's cancelled); unmapped, cancel writes failed, as it always did
 CANCELLED = "cancelled"
 UNITS = ("s", "ms")  # of a time kept as a number: seconds or milliseconds since the epoch
+# the zone a time column of type timestamp (without time zone) is kept in, unless --time-zone
+# names another: what Django without USE_TZ, Rails and most ORMs write
+DEFAULT_TIME_ZONE = "UTC"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,15 @@ class TableMapping:
     # the max_attempts value that means no limit (--unlimited-max-attempts: OCA queue_job's
     # max_retries = 0, retry for ever); None: every value is a limit
     unlimited_max_attempts: int | None = None
+    # the zone the table's times of type timestamp (without time zone) are kept in
+    # (--time-zone); None: DEFAULT_TIME_ZONE. Every statement reads and writes them in it,
+    # whatever the session's TimeZone (column_types.zoned)
+    time_zone: str | None = None
+
+    @property
+    def zone(self) -> str:
+        """The zone the table's times without a zone are in (``time_zone``, else UTC)."""
+        return self.time_zone or DEFAULT_TIME_ZONE
 
     def column(self, design: str) -> str:
         """What the table calls the design's column ``design``."""
@@ -156,6 +168,7 @@ class TableMapping:
         units: Iterable[str] = (),
         priority_order: str | None = None,
         unlimited_max_attempts: str | None = None,
+        time_zone: str | None = None,
     ) -> TableMapping:
         """From ``DESIGN=ACTUAL`` pairs as typed; UsageError (exit 2) on anything ambiguous."""
         given = list(columns)
@@ -190,6 +203,8 @@ class TableMapping:
                     f"--column-unit {design}={unit}: the unit is s or ms (seconds or "
                     "milliseconds since the epoch)"
                 )
+        if time_zone is not None and not time_zone.strip():
+            raise errors.UsageError("--time-zone must not be empty (UTC, Europe/Brussels ...)")
         mapping = cls(
             column_map,
             status_map,
@@ -197,6 +212,7 @@ class TableMapping:
             unit_map,
             priority_order or "asc",
             _unlimited(unlimited_max_attempts),
+            time_zone.strip() if time_zone else None,
         )
         mapping.check()
         return mapping
@@ -225,6 +241,7 @@ class TableMapping:
                 if named.unlimited_max_attempts
                 else recorded.unlimited_max_attempts
             ),
+            self.time_zone if named.time_zone else recorded.time_zone,
         )
         mapping.check()
         if mapping.priority_order != "asc" and mapping.priority is None:
@@ -273,6 +290,8 @@ class TableMapping:
             data["priority_order"] = self.priority_order
         if self.unlimited_max_attempts is not None:  # (absent when every value is a limit)
             data["unlimited_max_attempts"] = self.unlimited_max_attempts
+        if self.time_zone is not None:  # (absent when not named: UTC, as units)
+            data["time_zone"] = self.time_zone
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -285,6 +304,7 @@ class TableMapping:
             dict(data.get("units") or {}),
             data.get("priority_order") or "asc",
             data.get("unlimited_max_attempts"),
+            data.get("time_zone"),
         )
         mapping.check()
         return mapping
@@ -318,6 +338,8 @@ class TableMapping:
             f"{d} in epoch {'milliseconds' if u == 'ms' else 'seconds'}"
             for d, u in sorted(self.units.items())
         ]
+        if self.time_zone is not None:
+            lines.append(f"times without a zone are in {self.time_zone}")
         return lines or ["the lease design's own names"]
 
 
@@ -332,6 +354,7 @@ class Given:
     park_status: bool = False
     priority_order: bool = False
     unlimited_max_attempts: bool = False
+    time_zone: bool = False
 
     @classmethod
     def of(
@@ -343,6 +366,7 @@ class Given:
         units: Iterable[str] = (),
         priority_order: str | None = None,
         unlimited_max_attempts: str | None = None,
+        time_zone: str | None = None,
     ) -> Given:
         def designs(values: Iterable[str]) -> frozenset[str]:
             return frozenset(v.partition("=")[0].strip() for v in values)
@@ -354,6 +378,7 @@ class Given:
             park_status is not None,
             priority_order is not None,
             unlimited_max_attempts is not None,
+            time_zone is not None,
         )
 
     def __bool__(self) -> bool:
@@ -364,6 +389,7 @@ class Given:
             or self.park_status
             or self.priority_order
             or self.unlimited_max_attempts
+            or self.time_zone
         )
 
 

@@ -477,12 +477,14 @@ def test_the_page_on_the_gems_table_with_both_kinds_of_worker(empty_dsn, run, mo
                     scenario.sql(step)
                 else:
                     scenario.jobctl(step)
-            # the gem's workers go on until they have run the last tries (a loaded machine
-            # may not have reached every one by the page's end)
+            # the gem's workers go on until they have run the last tries and the dead
+            # host's jobs (a loaded machine may not have reached every one by the page's end)
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and scenario.count(
-                GAVE_UP, scenario.seeded["last_try"]
-            ) < len(scenario.seeded["last_try"]):
+            seeded = scenario.seeded
+            while time.monotonic() < deadline and (
+                scenario.count(GAVE_UP, seeded["last_try"]) < len(seeded["last_try"])
+                or any(i not in scenario.fleet.runs for i in seeded["dead_host"])
+            ):
                 time.sleep(0.1)
         finally:
             scenario.end()

@@ -38,6 +38,7 @@ def schema_apply(
     units: opt.ColumnUnits = None,
     priority_order: opt.PriorityOrder = None,
     unlimited_max_attempts: opt.UnlimitedMaxAttempts = None,
+    time_zone: opt.TimeZone = None,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
@@ -45,9 +46,9 @@ def schema_apply(
     Idempotent: only what is missing is done, and the history is migrated in place. The
     index is built CONCURRENTLY on a table with rows. On a busy table, each locking step
     takes short tries until there is a gap, saying whom it waits for. --column, --status,
-    --park-status, --column-unit, --priority-order and --unlimited-max-attempts merge into
-    the recorded names (each one named replaces its part; DESIGN=DESIGN puts one back to the
-    design's own); the rest are kept.
+    --park-status, --column-unit, --priority-order, --unlimited-max-attempts and --time-zone
+    merge into the recorded names (each one named replaces its part; DESIGN=DESIGN puts one
+    back to the design's own); the rest are kept.
     Example: jobctl schema apply --sql > lease.sql
     """
     from jobctl.schema import apply as schema_apply
@@ -55,24 +56,18 @@ def schema_apply(
 
     history_mode = _history_mode(history_mode, no_worker_history)
     mapping, named = None, None
-    named_parts = (park_status, priority_order, unlimited_max_attempts)
-    if columns or statuses or units or any(p is not None for p in named_parts):
-        mapping = TableMapping.parse(
-            columns=columns or (),
-            statuses=statuses or (),
-            park_status=park_status,
-            units=units or (),
-            priority_order=priority_order,
-            unlimited_max_attempts=unlimited_max_attempts,
-        )
-        named = Given.of(
-            columns=columns or (),
-            statuses=statuses or (),
-            park_status=park_status,
-            units=units or (),
-            priority_order=priority_order,
-            unlimited_max_attempts=unlimited_max_attempts,
-        )
+    parts: dict[str, Any] = {
+        "columns": columns or (),
+        "statuses": statuses or (),
+        "park_status": park_status,
+        "units": units or (),
+        "priority_order": priority_order,
+        "unlimited_max_attempts": unlimited_max_attempts,
+        "time_zone": time_zone,
+    }
+    if any(v is not None and v != () for v in parts.values()):
+        mapping = TableMapping.parse(**parts)
+        named = Given.of(**parts)
     settings = targets.one_database(context.address(ctx), ctx.command_path)
     with db.connected(settings) as conn:
         with db.transaction(conn, settings, read_only=True):

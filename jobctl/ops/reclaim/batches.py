@@ -24,6 +24,7 @@ from jobctl.ops.reclaim import row_errors, tally
 from jobctl.ops.reclaim.plans import PLAN_COLUMNS, PLAN_FORMAT
 from jobctl.ops.triage import POISONED, ExpiredFilter, stuck
 from jobctl.schema import reclaimer as schema_reclaimer
+from jobctl.table import column_types
 
 if TYPE_CHECKING:
     from jobctl.ops.reclaim.request import Request
@@ -288,7 +289,11 @@ def _statement(s: Session, which: ExpiredFilter) -> _Statement:
         fragments |= {
             "paced": s.query("reclaim_paced"),
             "paced_join": s.query("reclaim_paced_join"),
-            "returns_at": sql.SQL("paced.available_at"),
+            "returns_at": column_types.written(
+                s.table.types.get("available_at"),
+                s.table.mapping.zone,
+                sql.SQL("paced.available_at"),
+            ),
         }
     if which.refund_attempt:  # recorded in the history with the reason (--refund-attempt)
         fragments["refund_set"] = s.query("refund_attempt")
