@@ -15,6 +15,7 @@ import typer
 
 from jobctl import db, errors, targets
 from jobctl.cli import context, terminal
+from jobctl.cli import mapping_options as mapping_opt
 from jobctl.cli import options as opt
 from jobctl.render import output, views
 from jobctl.table.mapping import Given, TableMapping
@@ -32,13 +33,13 @@ def schema_apply(
     lock_deadline: opt.LockDeadline = dt.timedelta(minutes=5),
     history_mode: opt.HistoryMode = None,
     no_worker_history: opt.NoWorkerHistory = False,
-    columns: opt.ColumnMappings = None,
-    statuses: opt.StatusMappings = None,
-    park_status: opt.ParkStatus = None,
-    units: opt.ColumnUnits = None,
-    priority_order: opt.PriorityOrder = None,
-    unlimited_max_attempts: opt.UnlimitedMaxAttempts = None,
-    time_zone: opt.TimeZone = None,
+    columns: mapping_opt.ColumnMappings = None,
+    statuses: mapping_opt.StatusMappings = None,
+    park_status: mapping_opt.ParkStatus = None,
+    units: mapping_opt.ColumnUnits = None,
+    priority_order: mapping_opt.PriorityOrder = None,
+    unlimited_max_attempts: mapping_opt.UnlimitedMaxAttempts = None,
+    time_zone: mapping_opt.TimeZone = None,
     yes: opt.Yes = False,
 ) -> None:
     """Add the lease design's columns, checks and reclaim index, and jobctl's history.
