@@ -38,6 +38,7 @@ EVENTS = (
     "quarantined",
     "policy_changed",
     "retried",
+    "requeued_by_other",
     "failed",
     "superseded",
     "status_changed",

@@ -337,6 +337,12 @@ def _told(event: Mapping[str, Any], attempt: Row | None) -> list[str]:
     if kind in ("failed", "retried"):
         gave_up = f"gave it up ({became}){said}{by_role}"
         return [f"At {at} worker {worker} {gave_up}."]
+    if kind == "requeued_by_other":
+        return [
+            f"At {at} it was put back to {became} while worker {worker} held it, not by jobctl "
+            f"nor by that worker's fenced fail (a sweeper, the application's own code, a "
+            f"person){said}{by_role}."
+        ]
     if kind == "requeued":
         return [f"At {at} {who} requeued it by hand{why}."]
     if kind == "manually_failed":

@@ -44,7 +44,7 @@ from jobctl.sql import queries
 from jobctl.table.mapping import TableMapping
 
 TRIGGER = "jobctl_history"
-TRIGGER_VERSION = "5"  # bumped when the trigger's WHEN, arguments or what it stores change
+TRIGGER_VERSION = "6"  # bumped when the trigger's WHEN, arguments or what it stores change
 # the characters of a text an application writes (a worker's name, a reason) that the history
 # keeps (history 011; the reads' cut too, ops.triage.DISPLAY_CHARS): a longer one is kept cut,
 # with its whole length in bytes beside it (worker_bytes, reason_bytes)

@@ -419,7 +419,13 @@ BEGIN
             CASE WHEN NEW.{status} OPERATOR(pg_catalog.=) {done} THEN 'completed'
                  WHEN NEW.{status} OPERATOR(pg_catalog.=) {failed}
                       OR NEW.{status} OPERATOR(pg_catalog.=) {parked} THEN 'failed'
-                 WHEN NEW.{status} OPERATOR(pg_catalog.=) {queued} THEN 'retried'
+                 -- a lease worker's fail clears the token it was fenced on (worker_fail);
+                 -- a write that leaves it, or of an attempt that had none, is no such fail
+                 -- (a sweeper, the application's own retry, a person's UPDATE: trigger 6)
+                 WHEN NEW.{status} OPERATOR(pg_catalog.=) {queued}
+                      AND OLD.{attempt_token} IS NOT NULL
+                      AND NEW.{attempt_token} IS NULL THEN 'retried'
+                 WHEN NEW.{status} OPERATOR(pg_catalog.=) {queued} THEN 'requeued_by_other'
                  ELSE 'superseded' END
         WHEN NEW.{status} OPERATOR(pg_catalog.=) {processing} THEN 'claimed'
         ELSE 'status_changed'

@@ -90,7 +90,7 @@ def test_apply_upgrades_a_version_3_trigger_without_queueing_the_workers(empty_d
 
         check = json.loads(run("schema", "check", "-o", "json", dsn=empty_dsn).out)
         installed = {c["check"]: c for c in check}["history installed"]
-        assert not installed["ok"] and "trigger version 3, want 5" in installed["detail"]
+        assert not installed["ok"] and "trigger version 3, want 6" in installed["detail"]
         plan = run("schema", "apply", "--sql", dsn=empty_dsn).out
         assert "history migration 011 (kept_texts)" in plan
         assert "install the history trigger" in plan

@@ -3,7 +3,9 @@ queue_job's semantics (shapes.QUEUE_JOB): a max_attempts value that means no lim
 (--unlimited-max-attempts, its max_retries = 0), which the worker's fail, reclaim's action,
 review's why and explain all read from one judgement (attempts_remain); and a cancelled status
 of its own (--status cancelled=cancelled) that jobctl cancel writes, which the history records
-as a cancel and every view counts as final. Each behaves as before without its setting."""
+as a cancel and every view counts as final. Each behaves as before without its setting. And
+what the history calls a requeue jobctl did not make: a lease worker's retry (it clears the
+token it was fenced on), or another writer's (requeued_by_other)."""
 
 from __future__ import annotations
 
@@ -180,3 +182,34 @@ def test_the_cancelled_status_is_recorded_checked_and_requeued(conn, queue, run)
     both = run(*TABLE, "schema", "apply", "--yes", "--status", "cancelled=pending")
     assert both.code == 2 and len(both.err.strip().splitlines()) == 1, both.err
     assert "would both be the status value 'pending'" in both.err
+
+
+def test_events_tell_a_sweepers_requeue_from_a_lease_workers_retry(conn, queue, run):
+    retried, worker, held = running(conn)
+    assert worker.fail(held, "boom", retry_delay=3600) == "pending"  # (not claimed next)
+    swept, _, _ = running(conn)
+    # the application's sweeper by age (OCA's requeue of dead jobs): the token stays
+    conn.execute("UPDATE job_queue SET date_started = now() - interval '1 hour'")
+    assert (
+        conn.execute(
+            "UPDATE job_queue SET state = 'pending', retry = retry + 1 WHERE state = 'started' "
+            "AND date_started < now() - interval '10 minutes'"
+        ).rowcount
+        == 1
+    )
+    # a job its own code claimed with no lease, requeued by the same sweeper
+    unleased = add(conn, retry=0, max_retries=5)
+    conn.execute("UPDATE job_queue SET state = 'started' WHERE id = %s", (unleased,))
+    conn.execute("UPDATE job_queue SET state = 'pending' WHERE id = %s", (unleased,))
+    seen = json.loads(run(*TABLE, "events", "--oldest-first", "-o", "json").out)
+    told = {e["id"]: e["event"] for e in seen if e["from_status"] == "started"}
+    assert told == {
+        retried: "retried",
+        swept: "requeued_by_other",
+        unleased: "requeued_by_other",
+    }, seen
+    only = json.loads(run(*TABLE, "events", "--event", "requeued_by_other", "-o", "json").out)
+    assert sorted(e["id"] for e in only) == sorted([swept, unleased])
+    story = " ".join(run(*TABLE, "explain", str(swept)).out.split())
+    assert "not by jobctl nor by that worker's fenced fail" in story, story
+    assert "worker 103 gave it up" not in story
