@@ -142,12 +142,9 @@ def spelling(
         )
     )
     fragments.update(optional_fragments(mapping, types or {}))
-    # a NULL ready time is ready (available_now), where the column can hold one
-    available_at = (types or {}).get("available_at")
-    fragments["available_at_null"] = (
-        sql.SQL("j.{} IS NULL OR ").format(fragments["available_at"])
-        if available_at is None or not available_at.not_null
-        else sql.SQL("")
+    # the ready time as the claim compares and orders it (a NULL first: ready_at)
+    fragments["ready_at"] = column_types.ready_at(
+        sql.SQL("j.{}").format(fragments["available_at"]), (types or {}).get("available_at")
     )
     fragments["event_mapped_columns"] = sql.SQL(" ").join(
         queries.query(

@@ -207,7 +207,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _constraint_checks(conn, table)
     results += _index_checks(conn, table)
     results += _optional_index_checks(conn, table)
-    results += _priority_index_check(conn, table)
+    results += _claim_index_check(conn, table)
     results.append(history_check(conn, table))
     results.append(installed_check(conn, table))
     results.append(ownership_check(conn))
@@ -371,31 +371,51 @@ def _optional_index_checks(conn: psycopg.Connection[Any], table: db.JobsTable) -
     return found
 
 
-def _priority_index_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
-    """Where the table maps a priority, an index led by it for the claim (its ORDER BY):
-    missing fails the check only on a table of LARGE_TABLE rows or more."""
-    column = table.mapping.priority
-    if column is None:
-        return []
+def _claim_index_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """An index in the claim's order (its ORDER BY: the priority, where mapped, DESC or ASC
+    NULLS LAST; the ready time, ``column_types.ready_at``; the id), where the claim needs one
+    the table may lack: a mapped priority, or a ready time that can be NULL (read through
+    COALESCE, which no index on the column itself serves). Missing fails the check only on a
+    table of LARGE_TABLE rows or more."""
     names = table.mapping
+    column = names.priority
+    found = table.types.get("available_at")
+    nullable = found is not None and not found.not_null
+    if column is None and not nullable:
+        return []
     desc = names.priority_order == "desc"
-    # the claim's ORDER BY: the priority (DESC or ASC) NULLS LAST, available_at, id
-    keys = [column, names.column("available_at"), names.column("id")]
+    ready = sql.Identifier(names.column("available_at"))
+    keys, options = [names.column("available_at"), names.column("id")], [0, 0]
+    parts: list[sql.Composable] = [ready, sql.Identifier(names.column("id"))]
+    if nullable:  # the key as pg_get_indexdef writes it (ordered_index compares it so)
+        row = db.row(conn, "coalesced_key", {"oid": table.oid, "column": keys[0]})
+        assert row is not None
+        keys[0] = row["key"]
+        parts[0] = sql.SQL("({})").format(column_types.ready_at(ready, found))
+    if column is not None:
+        keys, options = [column, *keys], [int(desc), *options]
+        parts.insert(0, sql.SQL("{}{}").format(
+            sql.Identifier(column), sql.SQL(" DESC NULLS LAST" if desc else "")
+        ))  # fmt: skip
+    # an index led by the priority alone serves it (the rest sorted among equal priorities);
+    # where the ready time can be NULL, it must give that key too: the ready jobs are one
+    # range of it only in the COALESCE's order (the index the column's own order, advised
+    # before, leaves the claim sorting every job of a priority)
+    least = len(keys) - 1 if nullable else 1
     row = db.row(
-        conn, "ordered_index", {"oid": table.oid, "columns": keys, "options": [int(desc), 0, 0]}
+        conn,
+        "ordered_index",
+        {"oid": table.oid, "columns": keys, "options": options, "least": least},
     )
     assert row is not None
-    create = sql.SQL("CREATE INDEX CONCURRENTLY ON {} ({}{}, {}, {}) WHERE {} = {}").format(
+    create = sql.SQL("CREATE INDEX CONCURRENTLY ON {} ({}) WHERE {} = {}").format(
         table.ident,
-        sql.Identifier(column),
-        sql.SQL(" DESC NULLS LAST" if desc else ""),
-        sql.Identifier(keys[1]),
-        sql.Identifier(keys[2]),
+        sql.SQL(", ").join(parts),
         sql.Identifier(names.column("status")),
         sql.Literal(names.status("queued")),
     )
     advice = f"{_pasted(conn, create)} serves the claim's order (see docs/your-table.md)"
-    what = "an index for the claim's priority"
+    what = "an index for the claim's " + ("priority" if column is not None else "order")
     if row["index"] is not None:
         return [Check(what, True, f"{row['index']} (valid)")]
     if row["rows"] >= LARGE_TABLE:

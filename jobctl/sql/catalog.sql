@@ -166,7 +166,7 @@ SELECT a.attname AS name, tn.nspname AS type_schema, t.typname AS type_name,
                  AND ix.indkey[0] = a.attnum AND ix.indpred IS NULL
                  AND ix.indexprs IS NULL) AS unique_alone,
        -- no NULL in it (the column's NOT NULL or its domain's): a NULL ready time is judged
-       -- only where the column can hold one (available_now)
+       -- only where the column can hold one (available_now, ready_at)
        a.attnotnull OR t.typnotnull AS not_null
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
@@ -527,13 +527,38 @@ SELECT (SELECT ic.relname::pg_catalog.text
        (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
         WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows
 
+-- name: coalesced_key
+-- the claim's ready time where the column %(column)s can hold a NULL,
+-- COALESCE(column, '-infinity'::its type) (column_types.ready_at), as pg_get_indexdef
+-- writes it as an index's key: the column's name quoted where it needs quotes, a domain's
+-- column cast to the domain's innermost base type (ordered_index compares it so)
+SELECT pg_catalog.format('COALESCE(%%s, %%L::%%s)',
+           CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog.char
+                THEN pg_catalog.format('(%%s)::%%s', pg_catalog.quote_ident(a.attname),
+                                       pg_catalog.format_type(b.oid, NULL))
+                ELSE pg_catalog.quote_ident(a.attname) END,
+           '-infinity', pg_catalog.format_type(b.oid, NULL)) AS key
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+JOIN pg_catalog.pg_type b ON b.oid OPERATOR(pg_catalog.=) (
+    WITH RECURSIVE down(oid, base) AS (
+        SELECT t.oid, t.typbasetype
+        UNION ALL
+        SELECT d.base, x.typbasetype FROM down d
+        JOIN pg_catalog.pg_type x ON x.oid OPERATOR(pg_catalog.=) d.base
+        WHERE d.base OPERATOR(pg_catalog.<>) 0::pg_catalog.oid)
+    SELECT down.oid FROM down WHERE down.base OPERATOR(pg_catalog.=) 0::pg_catalog.oid LIMIT 1)
+WHERE a.attrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid
+  AND a.attname OPERATOR(pg_catalog.=) %(column)s::pg_catalog.name
+
 -- name: ordered_index
--- a valid btree index of the table that serves an ORDER BY of the columns %(columns)s in the
+-- a valid btree index of the table that serves an ORDER BY of the columns %(columns)s (or
+-- expressions, as pg_get_indexdef writes an index's key: coalesced_key) in the
 -- directions %(options)s (pg_index.indoption's bits: 1 DESC, 2 NULLS FIRST): led by the first
 -- column in its direction or in the reverse of it (a backward scan, which reverses NULLS too),
 -- the one whose scan gives the most of the ORDER BY (the keys it lacks are sorted among the
--- rows equal in those it gives), with the table's size as the planner believes it; schema
--- check notices when there is none
+-- rows equal in those it gives; at least %(least)s of them), with the table's size as the
+-- planner believes it; schema check notices when there is none
 SELECT (SELECT ic.relname::pg_catalog.text
         FROM pg_catalog.pg_index i
         JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) i.indexrelid
@@ -543,23 +568,27 @@ SELECT (SELECT ic.relname::pg_catalog.text
             FROM (VALUES (0::pg_catalog.int2), (3::pg_catalog.int2)) AS f(flip)
             CROSS JOIN LATERAL (
                 SELECT coalesce(pg_catalog.min(k.n) OPERATOR(pg_catalog.-) 1,
-                                pg_catalog.cardinality(%(columns)s::pg_catalog.name[])) AS keys
-                FROM ROWS FROM (pg_catalog.unnest(%(columns)s::pg_catalog.name[]),
+                                pg_catalog.cardinality(%(columns)s::pg_catalog.text[])) AS keys
+                FROM ROWS FROM (pg_catalog.unnest(%(columns)s::pg_catalog.text[]),
                                 pg_catalog.unnest(%(options)s::pg_catalog.int2[]))
                      WITH ORDINALITY AS k(name, want, n)
                 LEFT JOIN pg_catalog.pg_attribute a
                      ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid
                     AND a.attnum OPERATOR(pg_catalog.=)
                         i.indkey[(k.n OPERATOR(pg_catalog.-) 1)::pg_catalog.int4]
+                    AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2
                 WHERE k.n OPERATOR(pg_catalog.>) i.indnkeyatts::pg_catalog.int8
-                   OR a.attname IS DISTINCT FROM k.name
+                   OR coalesce(a.attname::pg_catalog.text,
+                               pg_catalog.pg_get_indexdef(i.indexrelid, k.n::pg_catalog.int4,
+                                                          false))
+                      IS DISTINCT FROM k.name
                    OR (i.indoption[(k.n OPERATOR(pg_catalog.-) 1)::pg_catalog.int4]
                        OPERATOR(pg_catalog.&) 3::pg_catalog.int2)
                       OPERATOR(pg_catalog.<>) (k.want OPERATOR(pg_catalog.#) f.flip)
             ) AS scan) AS led
         WHERE i.indrelid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid AND i.indisvalid
           AND am.amname OPERATOR(pg_catalog.=) 'btree'::pg_catalog.name
-          AND led.keys OPERATOR(pg_catalog.>=) 1
+          AND led.keys OPERATOR(pg_catalog.>=) %(least)s::pg_catalog.int8
         ORDER BY led.keys DESC, 1 LIMIT 1) AS index,
        (SELECT greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c
         WHERE c.oid OPERATOR(pg_catalog.=) %(oid)s::pg_catalog.oid) AS rows

@@ -1181,10 +1181,12 @@ AND {available_now}{claim_pause_check}
 -- name: available_now
 -- a job whose ready time has come: available_at at or before now (as the column keeps it, a
 -- time without a zone in the mapping's: available_at_now), or NULL where the column can hold
--- one ({available_at_null}: "j.available_at IS NULL OR ", empty for a NOT NULL column). A
--- queue that leaves its ready time NULL means "now" (OCA queue_job's eta, Delayed::Job's
--- run_at). The one judgement of a ready time: ready_now, and so the claim, reads it
-({available_at_null}j.{available_at} OPERATOR(pg_catalog.<=) {available_at_now})
+-- one ({ready_at}: the column, or COALESCE(j.available_at, '-infinity') for a nullable one:
+-- one range of the claim's index, where "IS NULL OR" made the claim read past every job not
+-- yet due). A queue that leaves its ready time NULL means "now" (OCA queue_job's eta,
+-- Delayed::Job's run_at). The one judgement of a ready time: ready_now, and so the claim,
+-- reads it
+({ready_at} OPERATOR(pg_catalog.<=) {available_at_now})
 
 -- name: oldest_ready_s
 -- how long the oldest of the jobs ready_now finds has waited since it became available, in
@@ -1454,13 +1456,13 @@ ORDER BY 1 LIMIT 50
 -- is named with its schema (tests/unit/test_sql_search_path.py). It takes a job ready_now
 -- judges ready (the one judgement summary, metrics, report and top count as ready): a job
 -- whose kind or queue is paused is passed over (claim_unpaused, where jobctl.pauses exists
--- and the table maps a kind or queue). The oldest available first; where the table maps a
--- priority, by it before that ({claim_order}: the lowest first, or the highest with
--- --priority-order desc)
+-- and the table maps a kind or queue). The oldest available first ({ready_at}: a NULL ready
+-- time first, as available_now compares it); where the table maps a priority, by it before
+-- that ({claim_order}: the lowest first, or the highest with --priority-order desc)
 WITH target AS (
     SELECT {id} AS id FROM {table} j
     WHERE {ready_now}
-    ORDER BY {claim_order}{available_at}, {id}
+    ORDER BY {claim_order}{ready_at}, {id}
     FOR UPDATE SKIP LOCKED
     LIMIT 1
 )

@@ -295,6 +295,24 @@ def now(found: ColumnType | None, unit: str | None, zone: str = "UTC") -> sql.Co
     )
 
 
+def ready_at(column: sql.Composable, found: ColumnType | None) -> sql.Composable:
+    """A job's ready time (``column``: an expression naming available_at) as the claim
+    compares and orders it (the blocks available_now and claim, ``{ready_at}``): the column
+    as it is where it cannot hold a NULL; where it can, a NULL (ready now) as the earliest
+    time, ``COALESCE(j.eta, '-infinity'::pg_catalog.timestamp)``: the ready jobs of a priority
+    are then the first of an index on it, one range, and a claim's scan stops at the first job
+    not yet due instead of reading past every one (schema check advises that index; why:
+    docs/your-table.md)."""
+    from psycopg import sql
+
+    if found is not None and found.not_null:
+        return column
+    base = "timestamp" if naive(found) else "timestamptz"
+    return sql.SQL("COALESCE({}, '-infinity'::{})").format(
+        column, sql.Identifier("pg_catalog", base)
+    )
+
+
 def as_time(
     found: ColumnType | None, unit: str | None, column: sql.Composable, zone: str = "UTC"
 ) -> sql.Composable:

@@ -88,7 +88,7 @@ def _json(run: Any, *args: str) -> Any:
     return json.loads(out)
 
 
-def test_the_workers_write_utc_and_claim_null_ready_times_first_come(table, dsn, run, worker):
+def test_the_workers_write_utc_and_claim_null_ready_times_too(table, dsn, run, worker):
     """The claim (rendered for the table, run in a session at UTC-10) writes the claim time
     as UTC wall-clock and takes the NULL-eta jobs (ready now) and the one due a minute ago,
     never the one due in an hour."""
@@ -234,3 +234,21 @@ def test_a_zone_the_server_does_not_know_is_refused_before_anything_changes(dsn,
             (TABLE,),
         )
     assert row["n"] == 0
+
+
+def test_the_claims_index_on_a_nullable_eta_is_advised_on_its_coalesce(table, dsn, run):
+    """No priority mapped, a nullable eta: schema check advises the index the claim reads
+    (its ready time, COALESCE(eta, '-infinity'::timestamp), then the id, on the queued rows),
+    counts none on the column itself, and counts the advised one once it is built."""
+    with _utc(dsn) as c:
+        c.execute(f"CREATE INDEX task_queue_eta ON {TABLE} (eta, id) WHERE state = 'pending'")
+    checks = {c["check"]: c for c in _json(run, "schema", "check")}
+    said = checks["an index for the claim's order"]
+    advice = "CREATE INDEX" + said["detail"].split("CREATE INDEX", 1)[1].split(" serves ")[0]
+    assert said["detail"].startswith("none;") and "task_queue_eta" not in said["detail"]
+    expected = '(COALESCE("eta", \'-infinity\'::"pg_catalog"."timestamp")), "id")'
+    assert expected in advice and "WHERE \"state\" = 'pending'" in advice, advice
+    with _utc(dsn) as c:
+        c.execute(advice)
+    checks = {c["check"]: c for c in _json(run, "schema", "check")}
+    assert checks["an index for the claim's order"]["detail"].endswith("(valid)"), checks

@@ -47,7 +47,8 @@ def claimed_in_order(conn, statements) -> list[int]:
 def test_the_prepared_claim_takes_the_lowest_priority_first(conn, run, prioritised):
     statements = rendered(run)
     assert (
-        'ORDER BY j."priority" ASC NULLS LAST, "available_at", "id"' in (statements["claim"]["sql"])
+        'ORDER BY j."priority" ASC NULLS LAST, j."available_at", "id"'
+        in (statements["claim"]["sql"])
     )
     assert claimed_in_order(conn, statements) == [prioritised[v] for v in (-10, 0, 10)]
 
@@ -176,3 +177,47 @@ def test_a_priority_the_claim_cannot_order_by_is_refused(conn, run, args, said):
     assert refused.code == 2 and said in refused.err
     assert len(refused.err.strip().splitlines()) == 1
     assert conn.execute("SELECT mapping FROM jobctl.tables").fetchall() == before
+
+
+def test_a_nullable_ready_time_is_claimed_first_of_its_priority_through_its_own_index(conn, run):
+    """Where available_at can be NULL (ready now) the claim orders it as the earliest time,
+    COALESCE(available_at, '-infinity'): within a priority the NULL jobs first, then those
+    due, never one not yet due. The index for the column's own order no longer counts (the
+    claim would sort every job of a priority); the one advised, pasted, does, and the claim
+    then reads it with the ready time as an index condition: no job not yet due is read."""
+    conn.execute("ALTER TABLE jobs ALTER available_at DROP NOT NULL")
+    conn.execute("ALTER TABLE jobs ADD COLUMN priority integer NOT NULL DEFAULT 0")
+    assert run("schema", "apply", "--yes", "--column", "priority=priority").code == 0
+    conn.execute("CREATE INDEX jobs_plain_order ON jobs (priority, available_at, id) "
+                 "WHERE status = 'queued'")  # fmt: skip
+    said = priority_check(run)
+    advice = "CREATE INDEX" + said.split("CREATE INDEX", 1)[1].split(" serves ")[0]
+    assert said.startswith("none;") and "jobs_plain_order" not in said, said
+    assert '("priority", (COALESCE("available_at", \'-infinity\'::' in advice, advice
+    conn.execute(advice)
+    assert priority_check(run).endswith("(valid)") and "coalesce" in priority_check(run)
+    ids = {}
+    jobs = [("later", 0, "1 hour"), ("due", 1, "-1 minute"), ("null", 1, None),
+            ("null2", 2, None), ("due2", 2, "-2 hours")]  # fmt: skip
+    for name, priority, due in jobs:
+        ids[name] = conn.execute(
+            "INSERT INTO jobs (priority, available_at) VALUES (%s, now() + %s::interval) "
+            "RETURNING id",
+            (priority, due),
+        ).fetchone()["id"]
+    conn.execute("INSERT INTO jobs (priority, available_at) SELECT 0, now() + interval '1 day' "
+                 "FROM generate_series(1, 3000)")  # fmt: skip
+    conn.execute("ANALYZE jobs")
+    statements = rendered(run)
+    claim = statements["claim"]["sql"]
+    assert 'COALESCE(j."available_at", \'-infinity\'::"pg_catalog"."timestamptz")' in claim
+    inner = claim.split("WITH target AS (", 1)[1].split("FOR UPDATE", 1)[0]
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET LOCAL enable_seqscan = off")  # a tiny table: the plan a big one gets
+        plan = "\n".join(
+            r["QUERY PLAN"]
+            for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + inner + " LIMIT 1")
+        )
+    assert "Index Cond: (COALESCE(available_at" in plan and "Sort" not in plan, plan
+    assert "Rows Removed by Filter" not in plan, plan  # the 3,001 not yet due never read
+    assert claimed_in_order(conn, statements) == [ids[n] for n in ("null", "due", "null2", "due2")]
