@@ -261,6 +261,14 @@ def jobctl_0_1_0(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     return releases.jobctl_0_1_0(Path(where))
 
 
+@pytest.fixture(scope="session")
+def jobctl_0_3_0(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """jobctl 0.3.0's ``jobctl``, kept as ``jobctl_0_1_0``'s."""
+    cache = getattr(request.config, "cache", None)
+    where = cache.mkdir("jobctl-0.3.0") if cache else tmp_path_factory.mktemp("jobctl-0.3.0")
+    return releases.jobctl_0_3_0(Path(where))
+
+
 @pytest.fixture
 def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(dsn, autocommit=True, row_factory=rows.dict_row) as c:

@@ -266,3 +266,40 @@ def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
         assert version_check(run)["jobctl version"]["detail"].startswith(
             f"installed by jobctl {jobctl.__version__} (history {LATEST}, trigger 6); "
         )
+
+
+# ---------------------------------------------------------------- from the 0.3.0 release
+@pytest.mark.skipif(
+    not os.environ.get("JOBCTL_UPGRADE_EVENTS"),
+    reason="an upgrade from a release (its venv built by pip): .ci/run's upgrade step",
+)
+def test_0_3_0_refuses_the_install_that_reads_times_in_the_mappings_zone(
+    empty_dsn, run, jobctl_0_3_0
+):
+    """0.3.0 installs a table whose times are kept without a zone; this jobctl's apply
+    replaces its trigger with one that reads them in the mapping's zone (and accepts a
+    cancelled status). 0.3.0 knows neither: its schema apply would put its own trigger back
+    and its check would ask for that, so it must see a newer install and refuse, as
+    docs/upgrading.md says an older jobctl does."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'queued',"
+            " attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 3,"
+            " available_at timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'UTC'),"
+            " reserved_by text, reserved_at timestamp, last_error text, finished_at timestamp,"
+            " updated_at timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'UTC'))"
+        )
+    first = old(jobctl_0_3_0, empty_dsn, "schema", "apply", "--yes")
+    assert first.returncode == 0, first.stderr
+    applied = run("schema", "apply", "--yes", "--time-zone", "Europe/Brussels")
+    assert applied.code == 0, applied.err
+    assert "install the history trigger" in applied.err
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        before = installed(conn)
+        again = old(jobctl_0_3_0, empty_dsn, "schema", "apply", "--yes")
+        assert again.returncode == 2, (again.stdout, again.stderr)
+        assert "upgrade jobctl" in again.stderr, again.stderr
+        assert installed(conn) == before  # nothing put back
+    checked = old(jobctl_0_3_0, empty_dsn, "schema", "check")
+    assert checked.returncode == 4, checked.stdout
+    assert "upgrade jobctl" in checked.stdout
