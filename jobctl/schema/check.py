@@ -21,6 +21,7 @@ from jobctl.schema import (
     unserved,
     versions,
 )
+from jobctl.schema import reclaimer as schema_reclaimer
 from jobctl.sql import printable, queries
 from jobctl.table import column_types
 
@@ -117,6 +118,18 @@ def installed_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> Check
 JOBCTL_VERSION = "jobctl version"
 
 
+def reclaimer_check(conn: psycopg.Connection[Any], table: db.JobsTable) -> list[Check]:
+    """The table's reclaimer function (schema grants --reclaimer), where there is one: is its
+    body the reclaim the CLI does now? One made for another mapping refuses to run."""
+    stale = schema_reclaimer.stale(conn, table)
+    if stale is None:
+        return []
+    name = schema_reclaimer.function_name(table.schema, table.name)
+    if not stale:
+        return [Check("reclaimer function", True, f"jobctl.{name}: the reclaim the CLI does")]
+    return [Check("reclaimer function", False, stale)]
+
+
 def ownership_check(conn: psycopg.Connection[Any]) -> Check:
     """Who owns schema jobctl, what others may do there, and nothing foreign on its tables."""
     found, owner = ownership.problems(conn)
@@ -210,6 +223,7 @@ def check(conn: psycopg.Connection[Any], table_name: str) -> list[Check]:
     results += _claim_index_check(conn, table)
     results.append(history_check(conn, table))
     results.append(installed_check(conn, table))
+    results += reclaimer_check(conn, table)
     results.append(ownership_check(conn))
     results.append(row_security(conn, table))
     if table.mapping.column("id") in columns:  # a table with no id column yet: said above

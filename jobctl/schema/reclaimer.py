@@ -163,19 +163,7 @@ def _describe(conn: psycopg.Connection[Any], table: db.JobsTable) -> _Described:
     """reclaim_batch as the CLI composes it for ``table``, its parameters made $1..$n (the
     fixed ones constants, the clamped ones bounded), and the types PostgreSQL gives its
     parameters and result columns: parsed and described, never run (no trigger fires)."""
-    text = queries.query("reclaim_batch", **table.fragments).as_string(conn)
-    names: list[str] = []
-
-    def parameter(match: re.Match[str]) -> str:
-        name = match[1]
-        if name in FIXED:
-            return FIXED[name]
-        if name not in names:
-            names.append(name)
-        ref = f"${names.index(name) + 1}"
-        return CLAMPED[name].format(ref) if name in CLAMPED else ref
-
-    body = _PARAMETER.sub(parameter, text).replace("%%", "%")
+    names, body = _body(conn, table)
     pgconn = conn.pgconn
     prepared = pgconn.prepare(b"", body.encode())
     if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
@@ -190,6 +178,45 @@ def _describe(conn: psycopg.Connection[Any], table: db.JobsTable) -> _Described:
         for k in range(described.nfields)
     ]
     return _Described(parameters, columns, body)
+
+
+def _body(conn: psycopg.Connection[Any], table: db.JobsTable) -> tuple[list[str], str]:
+    """reclaim_batch as the CLI composes it for ``table`` made a function's body: its
+    parameters' names in the order of $1..$n, and its text."""
+    text = queries.query("reclaim_batch", **table.fragments).as_string(conn)
+    names: list[str] = []
+
+    def parameter(match: re.Match[str]) -> str:
+        name = match[1]
+        if name in FIXED:
+            return FIXED[name]
+        if name not in names:
+            names.append(name)
+        ref = f"${names.index(name) + 1}"
+        return CLAMPED[name].format(ref) if name in CLAMPED else ref
+
+    return names, _PARAMETER.sub(parameter, text).replace("%%", "%")
+
+
+def stale(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
+    """Why the table's reclaimer function is not the reclaim the CLI does now (made for
+    another mapping, column types or jobctl version: its body is reclaim_batch as composed
+    when it was granted), with what to run; "" when it is; None when there is none."""
+    name = function_name(table.schema, table.name)
+    bodies = [r["body"] for r in db.rows(conn, "reclaimer_bodies", {"name": name})]
+    if not bodies:
+        return None
+    if all(b == _body(conn, table)[1] for b in bodies):
+        return ""
+    return _stale_words(name)
+
+
+def _stale_words(name: str) -> str:
+    return (
+        f"the reclaimer function jobctl.{name} was made for another mapping, column types or "
+        "jobctl version: it would not reclaim as the dry run says; an installer runs jobctl "
+        "schema grants --reclaimer ROLE again to make it anew"
+    )
 
 
 def _type(conn: psycopg.Connection[Any], oid: int) -> str:
@@ -214,6 +241,8 @@ def call(s: Session) -> dict[str, sql.Composable] | None:
     with s.transaction(read_only=True):
         row = db.row(s.conn, "reclaimer_installed", {"name": name, "oid": s.table.oid})
     fragments: dict[str, sql.Composable] | None = None
+    if row is not None and row["body"] != _body(s.conn, s.table)[1]:
+        raise errors.NothingDone(_stale_words(name) + "; nothing reclaimed")
     if row is not None:
         arguments = [
             sql.SQL("{}::{}").format(sql.Placeholder(n.removeprefix(ARGUMENT)), sql.SQL(t))

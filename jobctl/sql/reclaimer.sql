@@ -38,6 +38,14 @@ FROM pg_catalog.pg_proc p
 WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
   AND p.proname OPERATOR(pg_catalog.=) %(name)s::pg_catalog.name
 
+-- name: reclaimer_bodies
+-- the bodies of the table's reclaimer function as installed (every overload of its name):
+-- schema check compares them with reclaim_batch as composed now
+SELECT p.prosrc AS body
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('jobctl')
+  AND p.proname OPERATOR(pg_catalog.=) %(name)s::pg_catalog.name
+
 -- name: reclaimer_drop
 -- a reclaimer function made before, by its signature (reclaimer_existing)
 DROP FUNCTION IF EXISTS {signature}
@@ -64,8 +72,9 @@ ALTER FUNCTION {function}({argument_types}) OWNER TO {owner};
 -- name: reclaimer_installed
 -- the table's reclaimer function, when this session is the reclaimer: it may EXECUTE it and
 -- holds no UPDATE on the table (an operator reclaims with reclaim_batch itself); its
--- parameters' names and types, in order, as reclaimer_call passes them
-SELECT p.proargnames::pg_catalog.text[] AS names,
+-- parameters' names and types, in order, as reclaimer_call passes them, and its body (compared
+-- with reclaim_batch as composed now: one made for another mapping is refused)
+SELECT p.proargnames::pg_catalog.text[] AS names, p.prosrc AS body,
        ARRAY(SELECT pg_catalog.format('%%I.%%I', n.nspname, t.typname)
              FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) WITH ORDINALITY
                   AS a(oid, k)

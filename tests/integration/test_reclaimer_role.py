@@ -192,3 +192,42 @@ def test_no_operator_role_to_own_it_is_refused(conn, run, dsn):
             for r in (name, app):
                 admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(r)))
                 admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(r)))
+
+
+def test_a_mapping_changed_after_the_grant_is_not_reclaimed_by_the_old_function(
+    conn, run, dsn, app_owned
+):
+    """The function's body is reclaim_batch as composed when it was granted: after schema
+    apply records another mapping (a max_attempts that means no limit), the dry run says
+    requeue, so the reclaimer must not fail the job by the old body. schema check names the
+    stale function; granting it again makes it the reclaim the CLI would do."""
+    applied = run(
+        "schema", "apply", "--column", "kind=kind", "--unlimited-max-attempts", "0", "--yes"
+    )
+    assert applied.code == 0, applied
+    expire(conn, 1)
+    conn.execute("UPDATE jobs SET max_attempts = 0, attempts = 3")
+    (planned,) = json.loads(run("reclaim", "--dry-run", "-o", "json").out)
+    assert planned["action"] == "requeue"
+    reclaimer = as_role(dsn, app_owned["reclaimer"])
+    result = run("reclaim", "--commit", "--yes", "-o", "json", dsn=reclaimer)
+    assert result.code == 2 and "schema grants --reclaimer" in result.err, result
+    assert conn.execute("SELECT status FROM jobs").fetchone() == {"status": "processing"}
+    checked = {c["check"]: c for c in json.loads(run("schema", "check", "-o", "json").out)}
+    stale = checked["reclaimer function"]
+    assert not stale["ok"] and "schema grants --reclaimer" in stale["detail"], stale
+    granted = run(
+        "schema",
+        "grants",
+        "--operator",
+        app_owned["operator"],
+        "--reclaimer",
+        app_owned["reclaimer"],
+        "--yes",
+    )
+    assert granted.code == 0, granted
+    checked = {c["check"]: c for c in json.loads(run("schema", "check", "-o", "json").out)}
+    assert checked["reclaimer function"]["ok"], checked["reclaimer function"]
+    result = run("reclaim", "--commit", "--yes", "-o", "json", dsn=reclaimer)
+    assert result.code == 0, result
+    assert conn.execute("SELECT status FROM jobs").fetchone() == {"status": "queued"}
