@@ -291,6 +291,12 @@ def test_0_3_0_refuses_the_install_that_reads_times_in_the_mappings_zone(
         )
     first = old(jobctl_0_3_0, empty_dsn, "schema", "apply", "--yes")
     assert first.returncode == 0, first.stderr
+    # this jobctl's check says what is out of date: the trigger, nothing else
+    checks = version_check(run)
+    assert [c["check"] for c in checks.values() if not c["ok"]] == ["history installed"]
+    assert checks["history installed"]["detail"] == (
+        f"trigger version 5, want {history.TRIGGER_VERSION} (run jobctl schema apply)"
+    )
     applied = run("schema", "apply", "--yes", "--time-zone", "Europe/Brussels")
     assert applied.code == 0, applied.err
     assert "install the history trigger" in applied.err
@@ -303,3 +309,4 @@ def test_0_3_0_refuses_the_install_that_reads_times_in_the_mappings_zone(
     checked = old(jobctl_0_3_0, empty_dsn, "schema", "check")
     assert checked.returncode == 4, checked.stdout
     assert "upgrade jobctl" in checked.stdout
+    assert all(c["ok"] for c in version_check(run).values())
