@@ -7,4 +7,4 @@ worker API, public), ``targets`` (the config file's named databases), ``errors``
 ``durations`` (for every layer), and ``__main__`` (``python -m jobctl``).
 """
 
-__version__ = "0.3.0"  # CHANGELOG.md: every change a user or a database sees bumps it
+__version__ = "0.4.0"  # CHANGELOG.md: every change a user or a database sees bumps it
