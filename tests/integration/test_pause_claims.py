@@ -168,18 +168,23 @@ def test_the_claims_since_a_pause_are_found_by_an_index_not_a_scan(conn):
     """On a history of 100,000 ended attempts (ANALYZE'd), the claims recorded since the pause
     are read through attempts_claimed_idx (history 014), never a scan of jobctl.attempts: the
     count every view reads while something is paused, once a minute from metrics."""
-    conn.execute("INSERT INTO jobs (queue) SELECT 'q' || (g % 2) FROM generate_series(1, 1000) g")
+    # ids as the database gives them (a reused test database's sequence starts anywhere): the
+    # queue by the id's parity, each attempt's job the first id plus g mod 1000, so that of
+    # the 100 attempts since the pause exactly half are of queue q1 whatever the first id
+    conn.execute("INSERT INTO jobs (queue) SELECT 'q' FROM generate_series(1, 1000)")
+    conn.execute("UPDATE jobs SET queue = 'q' || (id % 2)")
+    (first,) = conn.execute("SELECT min(id) FROM jobs").fetchone().values()
     # One clock for both inserts: the 100,000 rows can take over a second on a busy machine,
     # and a pause placed by a later now() would then miss the first claims after it.
-    (start,) = conn.execute("SELECT now()").fetchone()
+    (start,) = conn.execute("SELECT now()").fetchone().values()  # (a dict row: its value)
     conn.execute(
         """
         INSERT INTO jobctl.attempts (attempt_token, job_table, job_id, claimed_at, ended_at)
-        SELECT gen_random_uuid(), 'public.jobs', (g %% 1000 + 1)::text, at, at
+        SELECT gen_random_uuid(), 'public.jobs', (%(first)s::bigint + g %% 1000)::text, at, at
         FROM generate_series(1, 100000) g,
              LATERAL (SELECT %(start)s::timestamptz - (100000 - g) * interval '1 s') AS c (at)
         """,
-        {"start": start},
+        {"start": start, "first": first},
     )
     conn.execute(  # half a second from the nearest claim, so the boundary is never a tie
         "INSERT INTO jobctl.pauses (job_table, dimension, value, reason, paused_at) "
