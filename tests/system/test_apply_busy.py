@@ -16,7 +16,11 @@ import busy
 import pytest
 from helpers import jobctl_process
 
-BOUND_MS = 500  # the bound for any worker statement during an apply (goal: 200)
+BOUND_MS = 500  # the bound for any worker statement during an apply (goal: 200)
+# how long the report holds the table: longer than a jobctl process takes to reach its lock
+# step on a loaded machine (python's start, the connection, the plan's catalog reads: over
+# 3 s seen with two suites on 2 cores), so that the step finds it there
+REPORT_S = 6
 
 
 def catalog(conn, table: str):
@@ -43,12 +47,13 @@ def checks(dsn: str, table: str) -> dict[str, bool]:
     return {c["check"]: c["ok"] for c in json.loads(result.stdout)}
 
 
+
 @pytest.mark.slow
 def test_workers_never_queue_behind_apply_and_it_lands_after_the_report(conn, dsn):
     busy.make_queue(conn, "q", queued=40_000, done=20_000)
     workers = busy.start_workers(dsn, "q", 3, seconds=30)  # stopped once the apply is done
     time.sleep(1)  # the workers are up and claiming
-    report, report_pid = busy.start_report(dsn, "q", 3)
+    report, report_pid = busy.start_report(dsn, "q", REPORT_S)
     started = time.time()
     apply = jobctl_process(
         dsn, "--table", "q", "schema", "apply", "--yes", "--lock-deadline", "30s"
@@ -72,7 +77,7 @@ def test_workers_never_queue_behind_apply_and_it_lands_after_the_report(conn, ds
 def test_at_the_deadline_apply_names_the_blocker_and_leaves_the_table_as_it_was(conn, dsn):
     busy.make_queue(conn, "q", queued=1000)
     before = catalog(conn, "q")
-    report, report_pid = busy.start_report(dsn, "q", 3)
+    report, report_pid = busy.start_report(dsn, "q", REPORT_S)
     apply = jobctl_process(dsn, "--table", "q", "schema", "apply", "--yes", "--lock-deadline", "1s")
 
     assert apply.returncode == 1
@@ -93,7 +98,7 @@ def test_a_concurrent_index_build_says_it_waits_for_an_old_snapshot(conn, dsn):
     busy.make_queue(conn, "q", queued=1000)
     jobctl_process(dsn, "--table", "q", "schema", "apply", "--yes")
     conn.execute("DROP INDEX idx_q_processing_timeout")
-    report, report_pid = busy.start_report(dsn, "q", 3)
+    report, report_pid = busy.start_report(dsn, "q", REPORT_S)
     apply = jobctl_process(dsn, "--table", "q", "schema", "apply", "--yes")
     report.communicate(timeout=30)
 
@@ -127,7 +132,7 @@ def test_the_sql_script_is_as_safe_by_hand(conn, dsn):
         )
         return done, time.monotonic() - started
 
-    report, _ = busy.start_report(dsn, "q", 3)
+    report, _ = busy.start_report(dsn, "q", REPORT_S)
     blocked, took = psql()
     assert blocked.returncode != 0 and "lock timeout" in blocked.stderr
     assert took < 1.5  # one 150 ms try, not a wait behind the report
@@ -143,7 +148,7 @@ def test_on_a_terminal_a_spinner_line_says_why_it_waits(conn, dsn):
     from test_terminal import on_terminal
 
     busy.make_queue(conn, "q", queued=1000)
-    report, report_pid = busy.start_report(dsn, "q", 3)
+    report, report_pid = busy.start_report(dsn, "q", REPORT_S)
     code, screen = on_terminal(dsn, ["--table", "q", "schema", "apply"], "y")
     report.communicate(timeout=30)
 
