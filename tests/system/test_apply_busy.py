@@ -47,7 +47,6 @@ def checks(dsn: str, table: str) -> dict[str, bool]:
     return {c["check"]: c["ok"] for c in json.loads(result.stdout)}
 
 
-
 @pytest.mark.slow
 def test_workers_never_queue_behind_apply_and_it_lands_after_the_report(conn, dsn):
     busy.make_queue(conn, "q", queued=40_000, done=20_000)
