@@ -273,9 +273,7 @@ def test_an_upgrade_from_0_1_0(empty_dsn, run, jobctl_0_1_0):
     not os.environ.get("JOBCTL_UPGRADE_EVENTS"),
     reason="an upgrade from a release (its venv built by pip): .ci/run's upgrade step",
 )
-def test_0_3_0_refuses_the_install_that_reads_times_in_the_mappings_zone(
-    empty_dsn, run, jobctl_0_3_0
-):
+def test_after_an_upgrade_from_0_3_0_its_jobctl_refuses_the_install(empty_dsn, run, jobctl_0_3_0):
     """0.3.0 installs a table whose times are kept without a zone; this jobctl's apply
     replaces its trigger with one that reads them in the mapping's zone (and accepts a
     cancelled status). 0.3.0 knows neither: its schema apply would put its own trigger back
