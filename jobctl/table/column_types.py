@@ -261,21 +261,19 @@ def naive(found: ColumnType | None) -> bool:
     return found.typtype == "b" and (found.schema, found.name) == ("pg_catalog", "timestamp")
 
 
-def _zone(zone: str) -> sql.Composable:
+def _in_zone(zone: str, value: sql.Composable) -> sql.Composable:
+    """``pg_catalog.timezone(zone, value)``: a timestamptz as the wall-clock time in ``zone``,
+    or a timestamp without time zone as the instant it is there (its two overloads)."""
     from psycopg import sql
 
-    return sql.SQL("{}::pg_catalog.text").format(sql.Literal(zone))
+    return sql.SQL("pg_catalog.timezone({}::pg_catalog.text, {})").format(sql.Literal(zone), value)
 
 
 def written(found: ColumnType | None, zone: str, value: sql.Composable) -> sql.Composable:
     """A time ``value`` (a timestamptz expression) as the column keeps it: as it is, or, for
     a timestamp without time zone, its wall-clock time in ``zone`` (never the session's:
     an assignment's own cast would read the session's TimeZone)."""
-    from psycopg import sql
-
-    if not naive(found):
-        return value
-    return sql.SQL("pg_catalog.timezone({}, {})").format(_zone(zone), value)
+    return _in_zone(zone, value) if naive(found) else value
 
 
 def now(found: ColumnType | None, unit: str | None, zone: str = "UTC") -> sql.Composable:
@@ -322,7 +320,7 @@ def as_time(
     from psycopg import sql
 
     if naive(found):
-        return sql.SQL("pg_catalog.timezone({}, {})").format(_zone(zone), column)
+        return _in_zone(zone, column)
     if found is None or not epoch(found, unit):
         return column
     divisor = "1000.0" if unit == "ms" else "1.0"
@@ -355,27 +353,21 @@ def fragments(
     for design in ("available_at", "reserved_at", "finished_at"):
         found = types.get(design)
         times[f"{design}_now"] = now(found, None, zone)
-        for row in ("j", "old", "new"):
-            named = sql.SQL("{}.{}").format(
-                sql.SQL(row.upper() if row != "j" else row), columns[design]
-            )
-            times[f"{row}_{design}_time"] = as_time(found, None, named, zone)
+        for prefix, row in (("j", "j"), ("old", "OLD"), ("new", "NEW")):
+            named = sql.SQL("{}.{}").format(sql.SQL(row), columns[design])
+            times[f"{prefix}_{design}_time"] = as_time(found, None, named, zone)
+    j_updated_at = sql.SQL("j.{}").format(columns["updated_at"])
+    j_updated_at_time = as_time(updated_at, unit, j_updated_at, zone)
     return {
         **times,
         "updated_at_now": now(updated_at, unit, zone),
-        "j_updated_at_time": as_time(
-            updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"]), zone
-        ),
+        "j_updated_at_time": j_updated_at_time,
         # the fence's updated_at as read (manual_read, review) and compared (manual_fence):
         # the column's own value, but a time without a zone as its instant (a session's
         # TimeZone must not decide whether the row changed)
-        "j_updated_at_seen": (
-            as_time(updated_at, unit, sql.SQL("j.{}").format(columns["updated_at"]), zone)
-            if naive(updated_at)
-            else sql.SQL("j.{}").format(columns["updated_at"])
-        ),
+        "j_updated_at_seen": j_updated_at_time if naive(updated_at) else j_updated_at,
         # the fence's updated_at as an operator read it (JSON): the column's own number type,
-        # else timestamptz (a timestamp without time zone compares in the session's zone)
+        # else timestamptz (a time without a zone is read as its instant: j_updated_at_seen)
         "updated_at_seen_type": (
             sql.Identifier("pg_catalog", updated_at.name)
             if updated_at is not None and epoch(updated_at, unit)
