@@ -212,12 +212,19 @@ def test_a_restart_with_nothing_open_sends_nothing(tmp_path):
     assert [line.split(" after ")[0] for line in logged2] == ["notify: target_down cleared"]
 
 
-def test_a_restart_resolves_only_what_the_earlier_run_left_open(tmp_path):
-    first, sent, clock, _, opened = restarted(tmp_path)
+def down_a_minute(directory):
+    """A run (``restarted`` in ``directory``) whose database went down over a minute ago: its
+    target_down triggered and recorded open. Its sent notifications and its state file."""
+    first, sent, clock, _, opened = restarted(directory)
     first.pass_done(review=lambda: 0)
     first.down_seen("connection refused")
     clock.t += 61
     first.tick()
+    return sent, opened
+
+
+def test_a_restart_resolves_only_what_the_earlier_run_left_open(tmp_path):
+    sent, opened = down_a_minute(tmp_path)
     assert sent[-1].event == "target_down"
     assert json.loads(opened.path.read_text())["open"] == {
         "jobctl/-/public.jobs/target_down": "2026-12-02T20:01:01+00:00"
@@ -238,11 +245,7 @@ def test_a_restart_resolves_only_what_the_earlier_run_left_open(tmp_path):
 
 
 def test_a_restart_during_an_outage_keeps_one_incident_and_resolves_it_after(tmp_path):
-    first, sent, clock, _, _ = restarted(tmp_path)
-    first.pass_done(review=lambda: 0)
-    first.down_seen("connection refused")
-    clock.t += 61
-    first.tick()
+    sent, _ = down_a_minute(tmp_path)
     assert [n.event for n in sent[3:]] == ["target_down"]
     later, sent2, clock2, _, _ = restarted(tmp_path)
     for _ in range(5):  # still down, well past --notify-after: no second trigger
