@@ -206,7 +206,8 @@ def stale(conn: psycopg.Connection[Any], table: db.JobsTable) -> str | None:
     bodies = [r["body"] for r in db.rows(conn, "reclaimer_bodies", {"name": name})]
     if not bodies:
         return None
-    if all(b == _body(conn, table)[1] for b in bodies):
+    wanted = _body(conn, table)[1]
+    if all(b == wanted for b in bodies):
         return ""
     return _stale_words(name)
 
